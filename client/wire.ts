@@ -1,0 +1,364 @@
+/**
+ * The wire contract between a streamcast server and its subscribers: frame
+ * shapes, close codes, refusal reasons, the greeting, and the subscribe query.
+ *
+ * This module is pure (no Deno API, no I/O) so that the server, the Deno client
+ * and the browser client all import the one definition.
+ *
+ * ```ts
+ * import { CloseCode, parseSubscribeQuery } from "./wire.ts";
+ * const q = parseSubscribeQuery(new URLSearchParams("offset=5&frames=batch"));
+ * if (!q.ok) throw new Error(q.detail);
+ * console.log(q.value.offset, q.value.frames, CloseCode.TooSlow);
+ * ```
+ *
+ * @module
+ */
+
+/** The protocol version sent in every greeting's `streamcast` field. */
+export const PROTOCOL_VERSION = 2;
+
+/**
+ * WebSocket close codes the server uses. The code is what a client dispatches
+ * on; the reason only carries numbers.
+ *
+ * @example
+ * ```ts
+ * import { CloseCode } from "./wire.ts";
+ * console.log(CloseCode.NotReplayable); // 4416
+ * ```
+ */
+export const CloseCode = {
+  /** Server shutting down; reconnect with your next offset. */
+  GoingAway: 1001,
+  /** The client sent a data frame; subscriptions are read-only. */
+  PolicyViolation: 1008,
+  /** The runtime's own message size limit fired. */
+  MessageTooBig: 1009,
+  /** The path or query does not parse. */
+  Protocol: 4400,
+  /** Access denied (bearer token missing or not valid for this stream). */
+  Unauthorized: 4401,
+  /** No such stream. */
+  NotFound: 4404,
+  /** That offset cannot be served. */
+  NotReplayable: 4416,
+  /** Too slow; resume at the offset in the reason. */
+  TooSlow: 4429,
+} as const;
+
+/** One of the values of {@linkcode CloseCode}. */
+export type CloseCode = typeof CloseCode[keyof typeof CloseCode];
+
+/**
+ * Why a subscribe at an offset was refused, in the order the server checks.
+ *
+ * - `not_durable`: the stream has no log (ephemeral), nothing is replayable;
+ * - `other_stream`: the `stream_id` given is not this stream's;
+ * - `ahead`: the offset is past the stream's end;
+ * - `empty`: the log holds no row it can serve below the end;
+ * - `evicted`: the offset is below the earliest offset still served;
+ * - `too_old`: more rows than `max_replay` lie between the offset and the end.
+ */
+export type NotReplayableWhy =
+  | "not_durable"
+  | "other_stream"
+  | "ahead"
+  | "empty"
+  | "evicted"
+  | "too_old";
+
+/** Every {@linkcode NotReplayableWhy}, in the order the server checks them. */
+export const NOT_REPLAYABLE_WHYS: readonly NotReplayableWhy[] = [
+  "not_durable",
+  "other_stream",
+  "ahead",
+  "empty",
+  "evicted",
+  "too_old",
+];
+
+/** The JSON object in a 4400 close reason. */
+export interface ProtocolReason {
+  /** Always `"protocol"`. */
+  error: "protocol";
+  /** What did not parse. */
+  detail: string;
+}
+
+/** The JSON object in a 4404 close reason. */
+export interface NotFoundReason {
+  /** Always `"not_found"`. */
+  error: "not_found";
+  /** The stream name asked for. */
+  stream: string;
+}
+
+/** The JSON object in a 4416 close reason. */
+export interface NotReplayableReason {
+  /** Always `"not_replayable"`. */
+  error: "not_replayable";
+  /** Why the offset cannot be served. */
+  why: NotReplayableWhy;
+  /** The offset asked for. */
+  offset?: number;
+  /** The earliest offset this stream still serves, when it has one. */
+  earliest?: number | null;
+  /** The stream's end offset (exclusive). */
+  end_offset?: number;
+  /** Rows between `offset` and `end_offset` (for `too_old`). */
+  rows?: number;
+  /** The server's `max_replay` (for `too_old`). */
+  max_replay?: number;
+}
+
+/** The JSON object in a 4429 close reason. */
+export interface TooSlowReason {
+  /** Always `"too_slow"`. */
+  error: "too_slow";
+  /** The offset to resume at; `null` on an ephemeral stream. */
+  resume: number | null;
+}
+
+/** Any close reason the server sends as JSON. */
+export type CloseReason =
+  | ProtocolReason
+  | NotFoundReason
+  | NotReplayableReason
+  | TooSlowReason
+  | { error: string; [key: string]: unknown };
+
+/** The WebSocket protocol caps a close reason at 123 bytes of UTF-8. */
+export const MAX_CLOSE_REASON_BYTES = 123;
+
+/**
+ * Encodes a close reason as compact JSON of at most 123 bytes, dropping
+ * trailing fields (and then shortening the last string) until it fits.
+ *
+ * @example
+ * ```ts
+ * import { encodeCloseReason } from "./wire.ts";
+ * console.log(encodeCloseReason({ error: "too_slow", resume: 20481 }));
+ * // {"error":"too_slow","resume":20481}
+ * ```
+ */
+export function encodeCloseReason(reason: CloseReason): string {
+  const entries = Object.entries(reason).filter(([, v]) => v !== undefined);
+  const utf8 = new TextEncoder();
+  while (entries.length > 0) {
+    const text = JSON.stringify(Object.fromEntries(entries));
+    if (utf8.encode(text).length <= MAX_CLOSE_REASON_BYTES) return text;
+    if (entries.length === 1) {
+      // A single over-long field (a detail string): cut the string to fit.
+      const [key, value] = entries[0];
+      let s = String(value);
+      while (s.length > 0) {
+        s = s.slice(0, -1);
+        const t = JSON.stringify({ [key]: s });
+        if (utf8.encode(t).length <= MAX_CLOSE_REASON_BYTES) return t;
+      }
+      return "";
+    }
+    if (entries.length === 2 && typeof entries[1][1] === "string") {
+      // Keep `error` and shorten the detail rather than lose it.
+      let s = entries[1][1];
+      while (s.length > 0) {
+        s = s.slice(0, -1);
+        const t = JSON.stringify({ [entries[0][0]]: entries[0][1], [entries[1][0]]: s });
+        if (utf8.encode(t).length <= MAX_CLOSE_REASON_BYTES) return t;
+      }
+    }
+    entries.pop();
+  }
+  return "";
+}
+
+/**
+ * Parses a close reason sent by the server; returns `null` when it is not a
+ * JSON object (a close from a proxy, say).
+ *
+ * @example
+ * ```ts
+ * import { decodeCloseReason } from "./wire.ts";
+ * console.log(decodeCloseReason('{"error":"too_slow","resume":5'+'}'));
+ * ```
+ */
+export function decodeCloseReason(text: string): CloseReason | null {
+  if (!text.startsWith("{")) return null;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && typeof v.error === "string" ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The `log` object of a greeting. */
+export interface GreetingLog {
+  /** The log's name (the stream name, `""` for the unnamed stream). */
+  name: string;
+  /** The archive's `s3://` URI, or `null` when there is none. */
+  archive: string | null;
+}
+
+/**
+ * The first frame of every accepted subscription.
+ *
+ * `end_offset` is exclusive (the next offset to be written); `replay` is
+ * `[from, end_offset]` when the subscription starts below the end, else `null`.
+ */
+export interface Greeting {
+  /** The protocol version, {@linkcode PROTOCOL_VERSION}. */
+  streamcast: number;
+  /** The stream's name. */
+  stream: string;
+  /** The log's id (32 hex characters), `null` on an ephemeral stream. */
+  stream_id: string | null;
+  /** The next offset to be written; `null` on an ephemeral stream. */
+  end_offset: number | null;
+  /** `[from, end_offset]` of the replay, or `null` for a live subscribe. */
+  replay: [number, number] | null;
+  /** The log, or `null` on an ephemeral stream. */
+  log: GreetingLog | null;
+  /** Whether rows are synced to disk before they are sent. */
+  durable: boolean;
+  /** The stream's JSON Schema, properties in column order. */
+  schema: Record<string, unknown>;
+  /** The frame mode in use. */
+  frames?: FrameMode;
+}
+
+/** How data rows are framed on a subscription. */
+export type FrameMode = "single" | "batch" | "arrow";
+
+/** The offset a subscribe asks for. */
+export type OffsetRequest = number | "earliest" | null;
+
+/** A parsed subscribe query. */
+export interface SubscribeQuery {
+  /** A row offset (inclusive), `"earliest"`, or `null` for live. */
+  offset: OffsetRequest;
+  /** The stream id the caller's offset came from, if given. */
+  streamId: string | null;
+  /** The frame mode asked for (`single` unless given). */
+  frames: FrameMode;
+  /** A bearer token passed as `access_token` (for clients that cannot set headers). */
+  token: string | null;
+}
+
+/** Result of {@linkcode parseSubscribeQuery}. */
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; detail: string };
+
+/** The query parameters a subscribe accepts. */
+export const SUBSCRIBE_PARAMS: readonly string[] = [
+  "offset",
+  "stream_id",
+  "frames",
+  "access_token",
+];
+
+/** Largest offset a subscribe may name (2^53 - 1). */
+export const MAX_OFFSET: number = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Parses and checks a subscribe query. Unknown parameters, repeated ones and
+ * malformed values are refused: a typo must never silently mean "live".
+ *
+ * @example
+ * ```ts
+ * import { parseSubscribeQuery } from "./wire.ts";
+ * const r = parseSubscribeQuery(new URLSearchParams("ofset=3"));
+ * console.log(r.ok ? "ok" : r.detail); // unknown parameter ofset
+ * ```
+ */
+export function parseSubscribeQuery(params: URLSearchParams): ParseResult<SubscribeQuery> {
+  const seen = new Set<string>();
+  for (const key of params.keys()) {
+    if (!SUBSCRIBE_PARAMS.includes(key)) {
+      return { ok: false, detail: `unknown parameter ${key}` };
+    }
+    if (seen.has(key)) return { ok: false, detail: `repeated parameter ${key}` };
+    seen.add(key);
+  }
+  let offset: OffsetRequest = null;
+  const rawOffset = params.get("offset");
+  if (rawOffset !== null) {
+    if (rawOffset === "earliest") offset = "earliest";
+    else if (/^\d{1,16}$/.test(rawOffset) && Number(rawOffset) <= MAX_OFFSET) {
+      offset = Number(rawOffset);
+    } else {
+      return {
+        ok: false,
+        detail: `offset must be an integer >= 0 or "earliest", got ${rawOffset}`,
+      };
+    }
+  }
+  const streamId = params.get("stream_id");
+  if (streamId !== null && !/^[0-9a-f]{32}$/.test(streamId)) {
+    return { ok: false, detail: `stream_id must be 32 lowercase hex characters` };
+  }
+  const rawFrames = params.get("frames") ?? "single";
+  if (rawFrames !== "single" && rawFrames !== "batch" && rawFrames !== "arrow") {
+    return { ok: false, detail: `frames must be single, batch or arrow, got ${rawFrames}` };
+  }
+  return {
+    ok: true,
+    value: { offset, streamId, frames: rawFrames, token: params.get("access_token") },
+  };
+}
+
+/**
+ * Builds a subscribe URL from a stream URL and the query to send.
+ *
+ * @example
+ * ```ts
+ * import { subscribeUrl } from "./wire.ts";
+ * console.log(subscribeUrl("ws://127.0.0.1:8765/trades", { offset: 10, frames: "batch" }));
+ * // ws://127.0.0.1:8765/trades?offset=10&frames=batch
+ * ```
+ */
+export function subscribeUrl(
+  url: string | URL,
+  query: { offset?: OffsetRequest; streamId?: string | null; frames?: FrameMode },
+): string {
+  const u = new URL(url);
+  if (u.protocol === "http:") u.protocol = "ws:";
+  if (u.protocol === "https:") u.protocol = "wss:";
+  for (const key of ["offset", "stream_id", "frames"]) u.searchParams.delete(key);
+  if (query.offset !== undefined && query.offset !== null) {
+    u.searchParams.set("offset", String(query.offset));
+  }
+  if (query.streamId) u.searchParams.set("stream_id", query.streamId);
+  if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
+  return u.toString();
+}
+
+/** Stream names: 1–64 of `[A-Za-z0-9._-]`, not starting with `_` or `.`; or `""`. */
+export const STREAM_NAME_PATTERN: RegExp = /^(?:[A-Za-z0-9-][A-Za-z0-9._-]{0,63})?$/;
+
+/**
+ * Whether `name` is a valid stream name (the empty name is the unnamed stream).
+ *
+ * @example
+ * ```ts
+ * import { isStreamName } from "./wire.ts";
+ * console.log(isStreamName("trades"), isStreamName("_x")); // true false
+ * ```
+ */
+export function isStreamName(name: string): boolean {
+  return STREAM_NAME_PATTERN.test(name);
+}
+
+/**
+ * Splits a batched text frame into its `[offset,msg]` lines (one line when the
+ * frame is a single frame).
+ *
+ * @example
+ * ```ts
+ * import { splitBatch } from "./wire.ts";
+ * console.log(splitBatch('[1,{"a":1}]\n[2,{"a":2}]').length); // 2
+ * ```
+ */
+export function splitBatch(frame: string): string[] {
+  return frame.split("\n");
+}

@@ -1,0 +1,962 @@
+/**
+ * The durable, segmented, append-only log of one stream.
+ *
+ * Invariants this module keeps:
+ * - offsets start at 1 (or at a fence) and only increase; within a segment they
+ *   are contiguous;
+ * - `append` assigns offsets synchronously in call order; one committer writes
+ *   everything pending with one write and one `syncData`, then advances the
+ *   durable end, tells `onCommit`, and resolves the callers — never before;
+ * - only the last segment may be unsealed or end in a torn record; opening
+ *   truncates such a tail and refuses any other damage, naming file and byte;
+ * - one writer per log on a host: a lock file held with `flock`.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import {
+  DEFAULT_BEACON_INTERVAL,
+  encodeHeader,
+  FORMAT_VERSION,
+  HEADER_BYTES,
+  Layout,
+  MIN_BEACON_INTERVAL,
+  parseSegmentFileName,
+  RUNNING_SEED,
+  segmentFileName,
+  type SegmentHeader,
+} from "./format.ts";
+import {
+  type CursorStart,
+  LogCorruptError,
+  readHeader,
+  seekStart,
+  SegmentCursor,
+  segmentStart,
+} from "./segment_reader.ts";
+import { SegmentWriter, type WriterState } from "./segment_writer.ts";
+import { findLaterRecord } from "./recovery.ts";
+import { LogReader } from "./log_reader.ts";
+
+/** Largest payload accepted by default: 16 MiB. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 16 << 20;
+/** Default segment size before rolling: 64 MiB. */
+export const DEFAULT_SEGMENT_BYTES = 64 << 20;
+/** Default age of a segment's first row before rolling: 60 s. */
+export const DEFAULT_SEAL_EVERY_MS = 60_000;
+/** The name of the lock file in a log folder. */
+export const LOCK_FILE = "LOCK";
+/** The name of the log's metadata file. */
+export const META_FILE = "log.json";
+
+/** Options of {@linkcode Log.open}. */
+export interface LogOptions {
+  /** Stream name written in segment headers. @default the folder name ("" for "_") */
+  name?: string;
+  /** Create the log when the folder holds none. @default true */
+  create?: boolean;
+  /** Stream id for a new log (32 hex); a new random one when absent. */
+  streamId?: string;
+  /** First offset of a new log. @default 1 */
+  firstOffset?: number;
+  /**
+   * Sync each commit to disk before acknowledging it. `false` survives a
+   * process crash but not a power loss. @default true
+   */
+  fsync?: boolean;
+  /** Roll the active segment once it reaches this many bytes. @default 64 MiB */
+  segmentBytes?: number;
+  /** Roll the active segment once its first row is this old (0: never). @default 60000 */
+  sealEveryMs?: number;
+  /** Beacon interval of new segments. @default 1 MiB */
+  beaconInterval?: number;
+  /** Largest payload accepted. @default 16 MiB */
+  maxPayloadBytes?: number;
+  /** The clock, in ms since the epoch (inject one in tests). @default Date.now */
+  clock?: () => number;
+  /** Check the age rule on a timer; turn off to drive it with `tick()`. @default true */
+  timers?: boolean;
+  /**
+   * How much to check on open: `"all"` reads every record of every segment,
+   * `"tail"` only the active segment from its last beacon. @default "all"
+   */
+  verify?: "all" | "tail";
+}
+
+/** What the log knows of one segment. */
+export interface SegmentInfo {
+  /** Full path of the file. */
+  path: string;
+  /** First offset the segment may hold. */
+  firstOffset: number;
+  /** Number of durable records. */
+  count: number;
+  /** Durable bytes of the file. */
+  size: number;
+  /** Whether the segment is sealed (complete, immutable). */
+  sealed: boolean;
+  /** Creation time, µs since the epoch. */
+  createdUs: number;
+  /** Append time of the first record (µs), or 0 when empty. */
+  firstTimeUs: number;
+  /** Append time of the last record (µs), or 0 when empty. */
+  lastTimeUs: number;
+  /** The beacon interval. */
+  beaconInterval: number;
+}
+
+/** The log could not be opened because another writer holds it. */
+export class LogLockedError extends Error {
+  /** The log folder. */
+  readonly dir: string;
+  /** Makes the error for `dir`. */
+  constructor(dir: string, holder: string) {
+    super(
+      `log ${dir} is already open for writing${holder ? ` (by ${holder})` : ""}; ` +
+        `one writer per log: stop the other process first`,
+    );
+    this.name = "LogLockedError";
+    this.dir = dir;
+  }
+}
+
+/** An append failed because the log could not write; nothing of it was kept. */
+export class LogWriteError extends Error {
+  /** Makes the error, keeping the cause. */
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = "LogWriteError";
+  }
+}
+
+type ResolvedOptions = Required<Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create">>;
+
+interface Group {
+  first: number;
+  count: number;
+  promise: Promise<void>;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
+interface Segment {
+  info: SegmentInfo;
+  header: SegmentHeader;
+  layout: Layout;
+}
+
+interface Active {
+  seg: Segment;
+  writer: SegmentWriter;
+  file: Deno.FsFile | null;
+  durable: WriterState;
+}
+
+interface LogMeta {
+  format: number;
+  name: string;
+  stream_id: string;
+  created_us: number;
+}
+
+function nowUs(clock: () => number): number {
+  return Math.round(clock() * 1000);
+}
+
+function randomId(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** fsync a directory so that a create or rename in it is durable. */
+export async function syncDir(dir: string): Promise<void> {
+  const d = await Deno.open(dir, { read: true });
+  try {
+    await d.sync();
+  } finally {
+    d.close();
+  }
+}
+
+/** Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir. */
+export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
+  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+  try {
+    await writeAll(f, bytes);
+    await f.sync();
+  } finally {
+    f.close();
+  }
+  await Deno.rename(tmp, path);
+  await syncDir(join(path, ".."));
+}
+
+async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) done += await f.write(bytes.subarray(done));
+}
+
+/**
+ * A stream's durable log: a folder of segment files, appended with group
+ * commit and read by any number of {@linkcode LogReader}s.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./log.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(`${dir}/trades`);
+ * const offset = await log.append(new TextEncoder().encode('{"price":1}'));
+ * console.log(offset, log.endOffset); // 1 2
+ * await log.close();
+ * ```
+ */
+export class Log {
+  /** The log folder. */
+  readonly dir: string;
+  /** The stream name kept in the headers. */
+  readonly name: string;
+  /** The stream id: 32 hex characters, for the whole life of the log. */
+  readonly streamId: string;
+  /** Called after each durable commit with the offsets `[first, end)` it made durable. */
+  onCommit: ((first: number, end: number) => void) | null = null;
+  /** Called when appends that were assigned offsets from `from` on were dropped by a failed write. */
+  onDiscard: ((from: number) => void) | null = null;
+  /** Called when a segment is sealed. */
+  onSeal: ((segment: SegmentInfo) => void) | null = null;
+
+  readonly #opts: ResolvedOptions;
+  readonly #lock: Deno.FsFile;
+  readonly #segments: Segment[];
+  #active: Active;
+  #next: number;
+  #end: number;
+  #group: Group | null = null;
+  #committing = false;
+  #scheduled = false;
+  #rollRequested = false;
+  #failed: Error | null = null;
+  #closed = false;
+  #idle: Promise<void> = Promise.resolve();
+  #idleResolve: (() => void) | null = null;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #readers = new Set<LogReader>();
+
+  private constructor(
+    dir: string,
+    meta: LogMeta,
+    opts: ResolvedOptions,
+    lock: Deno.FsFile,
+    segments: Segment[],
+    active: Active,
+  ) {
+    this.dir = dir;
+    this.name = meta.name;
+    this.streamId = meta.stream_id;
+    this.#opts = opts;
+    this.#lock = lock;
+    this.#segments = segments;
+    this.#active = active;
+    this.#next = active.seg.info.firstOffset + active.seg.info.count;
+    this.#end = this.#next;
+    if (opts.timers && opts.sealEveryMs > 0) {
+      const timer = setInterval(() => this.tick(), Math.min(1000, opts.sealEveryMs / 4));
+      Deno.unrefTimer(timer);
+      this.#timer = timer;
+    }
+  }
+
+  /**
+   * Opens the log in `dir`, creating it if it does not exist (unless
+   * `create: false`), recovering a torn tail, and taking the writer's lock.
+   *
+   * @throws {LogLockedError} when another writer holds the log.
+   * @throws {LogCorruptError} on damage other than a torn tail.
+   */
+  static async open(dir: string, options: LogOptions = {}): Promise<Log> {
+    const opts = {
+      fsync: options.fsync ?? true,
+      segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+      sealEveryMs: options.sealEveryMs ?? DEFAULT_SEAL_EVERY_MS,
+      beaconInterval: options.beaconInterval ?? DEFAULT_BEACON_INTERVAL,
+      maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+      clock: options.clock ?? Date.now,
+      timers: options.timers ?? true,
+      verify: options.verify ?? "all",
+    };
+    if (opts.beaconInterval < MIN_BEACON_INTERVAL || opts.beaconInterval > 1 << 30) {
+      throw new RangeError(
+        `beaconInterval must be between ${MIN_BEACON_INTERVAL} and 2^30, got ${opts.beaconInterval}`,
+      );
+    }
+    if (opts.maxPayloadBytes < 1 || opts.maxPayloadBytes > 0xffff_ffff - 64) {
+      throw new RangeError(`maxPayloadBytes out of range: ${opts.maxPayloadBytes}`);
+    }
+    if (opts.segmentBytes < HEADER_BYTES * 2) {
+      throw new RangeError(`segmentBytes must be at least ${HEADER_BYTES * 2}`);
+    }
+    const create = options.create ?? true;
+    if (create) await Deno.mkdir(dir, { recursive: true });
+    else {
+      try {
+        await Deno.stat(join(dir, META_FILE));
+      } catch (err) {
+        if (err instanceof Deno.errors.NotFound) {
+          throw new Deno.errors.NotFound(`no log in ${dir} (${META_FILE} is missing)`);
+        }
+        throw err;
+      }
+    }
+    const lock = await Deno.open(join(dir, LOCK_FILE), { read: true, write: true, create: true });
+    if (!(await lock.tryLock(true))) {
+      const holder = new TextDecoder().decode(await Deno.readFile(join(dir, LOCK_FILE))).trim();
+      lock.close();
+      throw new LogLockedError(dir, holder);
+    }
+    try {
+      await lock.truncate(0);
+      await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
+      return await Log.#recover(dir, options, opts, lock);
+    } catch (err) {
+      lock.close();
+      throw err;
+    }
+  }
+
+  static async #recover(
+    dir: string,
+    options: LogOptions,
+    opts: ResolvedOptions,
+    lock: Deno.FsFile,
+  ): Promise<Log> {
+    const firsts: number[] = [];
+    for await (const entry of Deno.readDir(dir)) {
+      const first = entry.isFile ? parseSegmentFileName(entry.name) : null;
+      if (first !== null) firsts.push(first);
+    }
+    firsts.sort((a, b) => a - b);
+    let meta = await readMeta(dir);
+    const defaultName = dir.split("/").filter(Boolean).pop() ?? "";
+    if (!meta) {
+      let streamId = options.streamId ?? randomId();
+      let name = options.name ?? (defaultName === "_" ? "" : defaultName);
+      if (firsts.length > 0) {
+        // Segments without metadata (a crash between the two at creation): the
+        // headers still say whose they are.
+        const f = await Deno.open(join(dir, segmentFileName(firsts[0])), { read: true });
+        try {
+          const h = await readHeader(f, join(dir, segmentFileName(firsts[0])));
+          streamId = h.streamId;
+          name = h.name;
+        } finally {
+          f.close();
+        }
+      }
+      if (!/^[0-9a-f]{32}$/.test(streamId)) {
+        throw new TypeError(`streamId must be 32 lowercase hex characters, got ${streamId}`);
+      }
+      meta = { format: FORMAT_VERSION, name, stream_id: streamId, created_us: nowUs(opts.clock) };
+      await writeFileAtomic(join(dir, META_FILE), JSON.stringify(meta) + "\n");
+    }
+    const segments: Segment[] = [];
+    let tailState: WriterState = initialState();
+    for (let i = 0; i < firsts.length; i++) {
+      const path = join(dir, segmentFileName(firsts[i]));
+      const last = i === firsts.length - 1;
+      const scanned = await scanSegment(path, meta, last, opts);
+      if (!scanned) continue; // an empty, unsealed segment left by a fence: removed
+      segments.push(scanned.segment);
+      tailState = scanned.state;
+    }
+    for (let i = 1; i < segments.length; i++) {
+      const prev = segments[i - 1].info;
+      if (segments[i].info.firstOffset < prev.firstOffset + prev.count) {
+        throw new LogCorruptError(
+          segments[i].info.path,
+          0,
+          `segment starts at ${segments[i].info.firstOffset}, inside the previous segment`,
+        );
+      }
+    }
+    let tail = segments.at(-1);
+    if (!tail || tail.info.sealed) {
+      // A new log, or a crash right after sealing: start the next segment.
+      const first = tail
+        ? tail.info.firstOffset + tail.info.count
+        : Math.max(1, options.firstOffset ?? 1);
+      tail = await createSegment(dir, meta, first, opts);
+      segments.push(tail);
+      tailState = initialState();
+    }
+    const file = await Deno.open(tail.info.path, { read: true, write: true });
+    await file.seek(tail.info.size, Deno.SeekMode.Start);
+    const state = tailState;
+    const active: Active = {
+      seg: tail,
+      writer: new SegmentWriter(tail.layout.interval, state),
+      file,
+      durable: state,
+    };
+    return new Log(dir, meta, opts, lock, segments, active);
+  }
+
+  /** The durable end: the next offset to be made durable (exclusive end). */
+  get endOffset(): number {
+    return this.#end;
+  }
+
+  /** The next offset `append` will assign. */
+  get nextOffset(): number {
+    return this.#next;
+  }
+
+  /** The earliest offset the log holds, or `null` when it holds no row. */
+  get earliest(): number | null {
+    for (const s of this.#segments) {
+      if (s.info.count > 0) return s.info.firstOffset;
+    }
+    return null;
+  }
+
+  /** Whether commits are synced to disk before they are acknowledged. */
+  get fsync(): boolean {
+    return this.#opts.fsync;
+  }
+
+  /** The largest payload accepted. */
+  get maxPayloadBytes(): number {
+    return this.#opts.maxPayloadBytes;
+  }
+
+  /** The segments, oldest first (a snapshot). */
+  segments(): SegmentInfo[] {
+    return this.#segments.map((s) => ({ ...s.info }));
+  }
+
+  /** Rows the log holds in `[from, to)`. Offsets skipped by a fence are not rows. */
+  rowsBetween(from: number, to: number): number {
+    let rows = 0;
+    for (const s of this.#segments) {
+      const lo = Math.max(from, s.info.firstOffset);
+      const hi = Math.min(to, s.info.firstOffset + s.info.count);
+      if (hi > lo) rows += hi - lo;
+    }
+    return rows;
+  }
+
+  /** Total durable bytes of the segments. */
+  get sizeBytes(): number {
+    let n = 0;
+    for (const s of this.#segments) n += s.info.size;
+    return n;
+  }
+
+  /**
+   * Appends one payload. The offset is assigned now, in call order; the
+   * promise resolves with it once the row is durable.
+   *
+   * @throws {RangeError} (synchronously) for a payload over the size limit.
+   */
+  append(payload: Uint8Array): Promise<number> {
+    this.#checkAppend(payload);
+    const offset = this.#next++;
+    const t = nowUs(this.#opts.clock);
+    const info = this.#active.seg.info;
+    if (info.firstTimeUs === 0) info.firstTimeUs = t;
+    this.#active.writer.append(offset, t, payload);
+    const g = this.#group ?? this.#newGroup(offset);
+    g.count++;
+    this.#schedule();
+    return g.promise.then(() => offset);
+  }
+
+  /**
+   * Appends payloads in one commit; resolves with the first offset once all
+   * are durable (they are consecutive).
+   */
+  appendMany(payloads: readonly Uint8Array[]): Promise<number> {
+    for (const p of payloads) this.#checkAppend(p);
+    const first = this.#next;
+    if (payloads.length === 0) return Promise.resolve(first);
+    const t = nowUs(this.#opts.clock);
+    const info = this.#active.seg.info;
+    if (info.firstTimeUs === 0) info.firstTimeUs = t;
+    for (const p of payloads) this.#active.writer.append(this.#next++, t, p);
+    const g = this.#group ?? this.#newGroup(first);
+    g.count += payloads.length;
+    this.#schedule();
+    return g.promise.then(() => first);
+  }
+
+  #checkAppend(payload: Uint8Array): void {
+    if (this.#closed) throw new Deno.errors.BadResource(`log ${this.dir} is closed`);
+    if (this.#failed) throw this.#failed;
+    if (payload.length > this.#opts.maxPayloadBytes) {
+      throw new RangeError(
+        `payload is ${payload.length} bytes; the limit is ${this.#opts.maxPayloadBytes}`,
+      );
+    }
+  }
+
+  #newGroup(first: number): Group {
+    let resolve!: () => void;
+    let reject!: (e: Error) => void;
+    const promise = new Promise<void>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    // A caller that never awaits must not cause an unhandled rejection here:
+    // the rejection reaches every caller through its own `.then`.
+    promise.catch(() => {});
+    this.#group = { first, count: 0, promise, resolve, reject };
+    return this.#group;
+  }
+
+  #schedule(): void {
+    if (this.#committing || this.#scheduled) return;
+    this.#scheduled = true;
+    if (!this.#idleResolve) {
+      this.#idle = new Promise((r) => (this.#idleResolve = r));
+    }
+    queueMicrotask(() => {
+      this.#scheduled = false;
+      this.#commitLoop();
+    });
+  }
+
+  async #commitLoop(): Promise<void> {
+    if (this.#committing) return;
+    this.#committing = true;
+    try {
+      while (!this.#failed && (this.#group || this.#rollRequested || this.#dueToRoll())) {
+        const a = this.#active;
+        const roll = a.writer.state.count > 0 &&
+          (this.#rollRequested || this.#dueToRoll());
+        this.#rollRequested = false;
+        if (roll) a.writer.seal();
+        const group = this.#group;
+        this.#group = null;
+        const state = { ...a.writer.state };
+        const bytes = a.writer.take();
+        let next: Segment | null = null;
+        if (roll) {
+          // New appends go to the next segment from now on; its file is made
+          // below, once this one is sealed on disk.
+          next = newSegmentState(this.dir, this.streamId, this.name, this.#next, this.#opts);
+          const st = initialState();
+          this.#active = {
+            seg: next,
+            writer: new SegmentWriter(next.layout.interval, st),
+            file: null,
+            durable: st,
+          };
+        }
+        try {
+          if (bytes.length > 0) {
+            await writeAll(a.file!, bytes);
+            if (this.#opts.fsync || roll) await a.file!.syncData();
+          }
+        } catch (err) {
+          this.#failWrite(a, group, err, roll);
+          break;
+        }
+        a.durable = state;
+        a.seg.info.size = state.physEnd;
+        a.seg.info.count = state.count;
+        a.seg.info.lastTimeUs = state.lastTimeUs;
+        if (group) {
+          this.#end = group.first + group.count;
+          try {
+            this.onCommit?.(group.first, this.#end);
+          } finally {
+            group.resolve();
+          }
+        }
+        this.#wakeReaders();
+        if (roll && next) {
+          a.seg.info.sealed = true;
+          a.file!.close();
+          a.file = null;
+          try {
+            const file = await createSegmentFile(next, this.#opts);
+            this.#segments.push(next);
+            this.#active.file = file;
+          } catch (err) {
+            this.#fail(new LogWriteError(`cannot create segment ${next.info.path}: ${err}`, err));
+          }
+          this.onSeal?.({ ...a.seg.info });
+        }
+      }
+    } finally {
+      this.#committing = false;
+      if (this.#group && !this.#failed) this.#schedule();
+      else if (this.#idleResolve) {
+        this.#idleResolve();
+        this.#idleResolve = null;
+      }
+    }
+  }
+
+  #dueToRoll(): boolean {
+    const a = this.#active;
+    const st = a.writer.state;
+    if (st.count === 0) return false;
+    if (st.physEnd >= this.#opts.segmentBytes) return true;
+    const first = a.seg.info.firstTimeUs;
+    const every = this.#opts.sealEveryMs;
+    return every > 0 && first > 0 && nowUs(this.#opts.clock) - first >= every * 1000;
+  }
+
+  // A write failed (e.g. a full disk): nothing of this group or of the appends
+  // queued behind it is kept; the file is cut back to its durable size so the
+  // log stays usable. If even that fails, the log refuses further appends.
+  #failWrite(a: Active, group: Group | null, cause: unknown, rolled: boolean): void {
+    const err = new LogWriteError(
+      `append to ${this.dir} failed: ${cause instanceof Error ? cause.message : cause}`,
+      cause,
+    );
+    const from = group ? group.first : this.#end;
+    group?.reject(err);
+    this.#group?.reject(err);
+    this.#group = null;
+    this.#next = this.#end;
+    if (rolled) {
+      // The next segment never reached disk: go back to the one that failed.
+      this.#active = a;
+    }
+    a.writer.reset(a.durable);
+    if (a.durable.count === 0) a.seg.info.firstTimeUs = 0;
+    try {
+      a.file!.truncateSync(a.durable.physEnd);
+      a.file!.seekSync(a.durable.physEnd, Deno.SeekMode.Start);
+    } catch (e) {
+      this.#fail(new LogWriteError(`log ${this.dir} cannot recover from a failed write: ${e}`, e));
+    }
+    this.onDiscard?.(from);
+  }
+
+  #fail(err: Error): void {
+    this.#failed = err;
+    this.#group?.reject(err);
+    this.#group = null;
+    this.#next = this.#end;
+    this.onDiscard?.(this.#end);
+  }
+
+  /** Seals the active segment now if it holds rows (after what is pending). */
+  async roll(): Promise<void> {
+    if (this.#active.writer.state.count === 0) return;
+    this.#rollRequested = true;
+    this.#schedule();
+    await this.flush();
+  }
+
+  /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
+  tick(): void {
+    if (!this.#closed && !this.#failed && this.#dueToRoll()) this.#schedule();
+  }
+
+  /** Resolves once everything appended so far is committed (or failed). */
+  async flush(): Promise<void> {
+    while (this.#committing || this.#scheduled || this.#group) await this.#idle;
+  }
+
+  /** Opens a reader starting at `offset` (clamped to what the log holds). */
+  reader(offset: number): LogReader {
+    const r = new LogReader(this, offset, () => this.#readers.delete(r));
+    this.#readers.add(r);
+    return r;
+  }
+
+  /** @internal Where a reader can start for `offset` in segment `seg`. */
+  async _seek(seg: SegmentInfo, file: Deno.FsFile, offset: number): Promise<CursorStart> {
+    const s = this.#segments.find((x) => x.info.path === seg.path);
+    if (!s) throw new Deno.errors.NotFound(`segment ${seg.path} is gone`);
+    if (offset <= s.info.firstOffset) return segmentStart(s.header);
+    return await seekStart(file, s.header, s.info.size, offset);
+  }
+
+  /** @internal The segment holding `offset`, or the first one after it. */
+  _segmentFor(offset: number): { info: SegmentInfo; layout: Layout } | null {
+    const segs = this.#segments;
+    for (let i = segs.length - 1; i >= 0; i--) {
+      if (segs[i].info.firstOffset <= offset) {
+        const s = segs[i];
+        if (offset < s.info.firstOffset + s.info.count || !s.info.sealed) return s;
+        return segs[i + 1] ?? null;
+      }
+    }
+    return segs[0] ?? null;
+  }
+
+  /** @internal The segment after `seg`. */
+  _segmentAfter(seg: SegmentInfo): { info: SegmentInfo; layout: Layout } | null {
+    const i = this.#segments.findIndex((x) => x.info.path === seg.path);
+    return i >= 0 ? this.#segments[i + 1] ?? null : null;
+  }
+
+  #wakeReaders(): void {
+    for (const r of this.#readers) r._wake();
+  }
+
+  /**
+   * Starts a new segment at `offset`, above everything ever issued, so that no
+   * offset is handed out twice (used by restore after failover).
+   */
+  async fence(offset: number): Promise<void> {
+    await this.flush();
+    if (offset <= this.#next) {
+      throw new RangeError(`a fence must be above ${this.#next - 1}, got ${offset}`);
+    }
+    if (this.#active.writer.state.count > 0) {
+      await this.roll();
+      await this.flush();
+    }
+    const old = this.#active;
+    const seg = newSegmentState(this.dir, this.streamId, this.name, offset, this.#opts);
+    // Make the fenced segment first: a crash before the removal below leaves an
+    // empty unsealed segment, which open removes.
+    const file = await createSegmentFile(seg, this.#opts);
+    old.file?.close();
+    await Deno.remove(old.seg.info.path);
+    await syncDir(this.dir);
+    this.#segments.splice(this.#segments.indexOf(old.seg), 1, seg);
+    const st = initialState();
+    this.#active = { seg, writer: new SegmentWriter(seg.layout.interval, st), file, durable: st };
+    this.#next = offset;
+    this.#end = offset;
+  }
+
+  /** Flushes what is pending, closes the files and releases the lock. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.flush();
+    this.#closed = true;
+    clearInterval(this.#timer);
+    for (const r of this.#readers) r._wake();
+    try {
+      if (this.#active.file && !this.#opts.fsync) await this.#active.file.syncData();
+    } finally {
+      this.#active.file?.close();
+      this.#active.file = null;
+      this.#lock.close();
+    }
+  }
+
+  /** Whether the log is closed. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+}
+
+function initialState(): WriterState {
+  return { physEnd: HEADER_BYTES, lastOffset: 0, lastTimeUs: 0, running: RUNNING_SEED, count: 0 };
+}
+
+function newSegmentState(
+  dir: string,
+  streamId: string,
+  name: string,
+  first: number,
+  opts: ResolvedOptions,
+): Segment {
+  const createdUs = nowUs(opts.clock);
+  const header: SegmentHeader = {
+    version: FORMAT_VERSION,
+    streamId,
+    firstOffset: first,
+    createdUs,
+    beaconInterval: opts.beaconInterval,
+    name,
+  };
+  return {
+    header,
+    layout: new Layout(opts.beaconInterval),
+    info: {
+      path: join(dir, segmentFileName(first)),
+      firstOffset: first,
+      count: 0,
+      size: HEADER_BYTES,
+      sealed: false,
+      createdUs,
+      firstTimeUs: 0,
+      lastTimeUs: 0,
+      beaconInterval: opts.beaconInterval,
+    },
+  };
+}
+
+async function createSegmentFile(seg: Segment, _opts: ResolvedOptions): Promise<Deno.FsFile> {
+  const file = await Deno.open(seg.info.path, {
+    read: true,
+    write: true,
+    create: true,
+    truncate: true,
+  });
+  try {
+    await writeAll(file, encodeHeader(seg.header));
+    await file.syncData();
+    await syncDir(join(seg.info.path, ".."));
+  } catch (err) {
+    file.close();
+    throw err;
+  }
+  return file;
+}
+
+async function createSegment(
+  dir: string,
+  meta: LogMeta,
+  first: number,
+  opts: ResolvedOptions,
+): Promise<Segment> {
+  const seg = newSegmentState(dir, meta.stream_id, meta.name, first, opts);
+  (await createSegmentFile(seg, opts)).close();
+  return seg;
+}
+
+async function readMeta(dir: string): Promise<LogMeta | null> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(join(dir, META_FILE));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return null;
+    throw err;
+  }
+  let meta: LogMeta;
+  try {
+    meta = JSON.parse(text);
+  } catch {
+    throw new LogCorruptError(join(dir, META_FILE), 0, "not valid JSON");
+  }
+  if (!meta || typeof meta.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(meta.stream_id)) {
+    throw new LogCorruptError(join(dir, META_FILE), 0, "no valid stream_id");
+  }
+  meta.name ??= "";
+  return meta;
+}
+
+// Reads a segment's header and checks its records: all of them for sealed
+// segments (and for the tail with verify "all"), from the last beacon for the
+// tail otherwise. Cuts a torn tail off the last segment.
+async function scanSegment(
+  path: string,
+  meta: LogMeta,
+  last: boolean,
+  opts: ResolvedOptions,
+): Promise<{ segment: Segment; state: WriterState } | null> {
+  const file = await Deno.open(path, { read: true, write: last });
+  try {
+    const size = (await file.stat()).size;
+    let header: SegmentHeader;
+    try {
+      header = await readHeader(file, path);
+    } catch (err) {
+      if (last && size < HEADER_BYTES + 1 && err instanceof LogCorruptError) {
+        // Torn while being created: it never held a row. Make it anew.
+        const first = parseSegmentFileName(path.split("/").pop()!)!;
+        file.close();
+        await Deno.remove(path);
+        return {
+          segment: await createSegment(join(path, ".."), meta, first, opts),
+          state: initialState(),
+        };
+      }
+      throw err;
+    }
+    if (header.streamId !== meta.stream_id) {
+      throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
+    }
+    const expectName = parseSegmentFileName(path.split("/").pop()!);
+    if (header.firstOffset !== expectName) {
+      throw new LogCorruptError(
+        path,
+        24,
+        `first offset ${header.firstOffset} does not match the file name`,
+      );
+    }
+    const layout = new Layout(header.beaconInterval);
+    const start = last && opts.verify === "tail"
+      ? await seekStart(file, header, size, Number.MAX_SAFE_INTEGER)
+      : segmentStart(header);
+    const cursor = new SegmentCursor(file, path, layout, start, {
+      maxPayloadBytes: opts.maxPayloadBytes,
+      blockBytes: 4 << 20,
+    });
+    let firstTimeUs = 0;
+    let lastTimeUs = 0;
+    try {
+      while (!cursor.endMark) {
+        const batch = await cursor.read(size);
+        if (batch.count === 0) break;
+        if (firstTimeUs === 0) firstTimeUs = batch.times[0];
+        lastTimeUs = batch.times[batch.count - 1];
+      }
+    } catch (err) {
+      if (!(last && err instanceof LogCorruptError)) throw err;
+      // Damage in the last segment: a torn tail if nothing valid follows it.
+      const later = await findLaterRecord(file, layout, err.position, size, cursor.nextOffset);
+      if (later !== null) {
+        throw new LogCorruptError(
+          path,
+          err.position,
+          `${err.detail}, and valid records follow it (from byte ${later})`,
+        );
+      }
+    }
+    const sealed = cursor.endMark !== null;
+    const count = cursor.nextOffset - header.firstOffset;
+    if (!sealed && !last && count === 0 && cursor.physicalEnd === size) {
+      // A fence made the next segment before removing this empty one.
+      file.close();
+      await Deno.remove(path);
+      return null;
+    }
+    if (!sealed && !last) {
+      throw new LogCorruptError(path, cursor.physicalEnd, "sealed segment has no end mark");
+    }
+    const end = cursor.physicalEnd;
+    if (end < size) {
+      if (sealed) {
+        throw new LogCorruptError(path, end, `${size - end} bytes after the end mark`);
+      }
+      // The torn tail was never acknowledged: cut it off.
+      await file.truncate(end);
+      await file.syncData();
+    }
+    if (start.phys !== HEADER_BYTES && firstTimeUs === 0 && count > 0) {
+      firstTimeUs = header.createdUs;
+    }
+    const segment: Segment = {
+      header,
+      layout,
+      info: {
+        path,
+        firstOffset: header.firstOffset,
+        count,
+        size: end,
+        sealed,
+        createdUs: header.createdUs,
+        firstTimeUs,
+        lastTimeUs,
+        beaconInterval: header.beaconInterval,
+      },
+    };
+    const state: WriterState = {
+      physEnd: end,
+      lastOffset: count > 0 ? cursor.nextOffset - 1 : 0,
+      lastTimeUs,
+      running: cursor.running ?? RUNNING_SEED,
+      count,
+    };
+    return { segment, state };
+  } finally {
+    try {
+      file.close();
+    } catch {
+      // already closed above, before removing an empty segment
+    }
+  }
+}

@@ -1,0 +1,268 @@
+/**
+ * Read-only checks of a log folder, for `cli.ts verify` and `cli.ts inspect`:
+ * they take no lock and change nothing, so they can run beside a live writer.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { BEACON_BYTES, decodeBeacon, Layout, parseSegmentFileName } from "./format.ts";
+import {
+  LogCorruptError,
+  readAt,
+  readHeader,
+  SegmentCursor,
+  segmentStart,
+  startAfterBeacon,
+} from "./segment_reader.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
+
+/** What verify or inspect found in one segment. */
+export interface SegmentReport {
+  /** File name. */
+  file: string;
+  /** File size in bytes. */
+  bytes: number;
+  /** First offset (from the header). */
+  firstOffset: number;
+  /** Last offset, or `null` when the segment holds no row. */
+  lastOffset: number | null;
+  /** Records. */
+  rows: number;
+  /** Whether it ends with an end mark. */
+  sealed: boolean;
+  /** Beacons in the file. */
+  beacons: number;
+  /** Bytes after the last complete record of an unsealed segment (an append in progress or a torn tail). */
+  tailBytes: number;
+  /** Append time of the first and last record, µs. */
+  firstTimeUs: number | null;
+  /** Append time of the last record, µs. */
+  lastTimeUs: number | null;
+  /** Beacon interval. */
+  beaconInterval: number;
+}
+
+/** The result of {@linkcode verifyLog}. */
+export interface LogReport {
+  /** The log folder. */
+  dir: string;
+  /** The stream name. */
+  name: string;
+  /** The stream id. */
+  streamId: string;
+  /** Segments, oldest first. */
+  segments: SegmentReport[];
+  /** Rows in all segments. */
+  rows: number;
+  /** The first problem found, or `null` when every check passed. */
+  error: LogCorruptError | null;
+}
+
+async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: string }> {
+  try {
+    return JSON.parse(await Deno.readTextFile(join(dir, META_FILE)));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) {
+      throw new Deno.errors.NotFound(`no log at ${dir} (${META_FILE} is missing)`);
+    }
+    if (err instanceof SyntaxError) {
+      throw new LogCorruptError(join(dir, META_FILE), 0, "not valid JSON");
+    }
+    throw err;
+  }
+}
+
+/** Segment file names in `dir`, oldest first. */
+export async function listSegments(dir: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    if (e.isFile && parseSegmentFileName(e.name) !== null) names.push(e.name);
+  }
+  return names.sort();
+}
+
+/**
+ * Reads every record of every segment of the log in `dir` and checks its
+ * checksum, terminator, offset and the beacons and end marks around it.
+ * `onProgress` is called with bytes checked so far.
+ *
+ * @example
+ * ```ts
+ * import { Log, verifyLog } from "./mod.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
+ * await log.append(new TextEncoder().encode("{}"));
+ * await log.close();
+ * const report = await verifyLog(dir);
+ * console.log(report.rows, report.error); // 1 null
+ * ```
+ */
+export async function verifyLog(
+  dir: string,
+  onProgress?: (bytes: number, total: number) => void,
+): Promise<LogReport> {
+  const meta = await readLogMeta(dir);
+  const names = await listSegments(dir);
+  const report: LogReport = {
+    dir,
+    name: meta.name ?? "",
+    streamId: meta.stream_id,
+    segments: [],
+    rows: 0,
+    error: null,
+  };
+  let total = 0;
+  for (const n of names) total += (await Deno.stat(join(dir, n))).size;
+  let done = 0;
+  let expectNext: number | null = null;
+  for (let i = 0; i < names.length; i++) {
+    const path = join(dir, names[i]);
+    const file = await Deno.open(path, { read: true });
+    try {
+      const size = (await file.stat()).size;
+      const header = await readHeader(file, path);
+      if (header.streamId !== meta.stream_id) {
+        throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
+      }
+      if (expectNext !== null && header.firstOffset < expectNext) {
+        throw new LogCorruptError(
+          path,
+          24,
+          `first offset ${header.firstOffset} overlaps the previous segment`,
+        );
+      }
+      const layout = new Layout(header.beaconInterval);
+      const cursor = new SegmentCursor(file, path, layout, segmentStart(header), {
+        maxPayloadBytes: Math.max(DEFAULT_MAX_PAYLOAD_BYTES, 0xffff_ff00),
+        blockBytes: 4 << 20,
+      });
+      let first: number | null = null;
+      let last: number | null = null;
+      let rows = 0;
+      while (!cursor.endMark) {
+        const b = await cursor.read(size);
+        if (b.count === 0) break;
+        first ??= b.times[0];
+        last = b.times[b.count - 1];
+        rows += b.count;
+        onProgress?.(done + cursor.physicalEnd, total);
+      }
+      const sealed = cursor.endMark !== null;
+      const tailBytes = size - cursor.physicalEnd;
+      if (sealed && tailBytes > 0) {
+        throw new LogCorruptError(
+          path,
+          cursor.physicalEnd,
+          `${tailBytes} bytes after the end mark`,
+        );
+      }
+      if (!sealed && i < names.length - 1 && rows > 0) {
+        throw new LogCorruptError(path, cursor.physicalEnd, "sealed segment has no end mark");
+      }
+      report.segments.push({
+        file: names[i],
+        bytes: size,
+        firstOffset: header.firstOffset,
+        lastOffset: rows > 0 ? header.firstOffset + rows - 1 : null,
+        rows,
+        sealed,
+        beacons: Math.max(0, Math.floor((size - BEACON_BYTES) / layout.interval)),
+        tailBytes,
+        firstTimeUs: first,
+        lastTimeUs: last,
+        beaconInterval: header.beaconInterval,
+      });
+      report.rows += rows;
+      expectNext = header.firstOffset + rows;
+      done += size;
+    } catch (err) {
+      if (!(err instanceof LogCorruptError)) throw err;
+      report.error = err;
+      return report;
+    } finally {
+      file.close();
+    }
+  }
+  return report;
+}
+
+/**
+ * Describes the log in `dir` from headers and beacons only (fast, no record
+ * checks): segments, offsets, sizes, beacons.
+ *
+ * @example
+ * ```ts
+ * import { inspectLog, Log } from "./mod.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
+ * await log.append(new TextEncoder().encode("{}"));
+ * await log.close();
+ * console.log((await inspectLog(dir)).segments.length); // 1
+ * ```
+ */
+export async function inspectLog(dir: string): Promise<LogReport> {
+  const meta = await readLogMeta(dir);
+  const names = await listSegments(dir);
+  const report: LogReport = {
+    dir,
+    name: meta.name ?? "",
+    streamId: meta.stream_id,
+    segments: [],
+    rows: 0,
+    error: null,
+  };
+  for (let i = 0; i < names.length; i++) {
+    const path = join(dir, names[i]);
+    const file = await Deno.open(path, { read: true });
+    try {
+      const size = (await file.stat()).size;
+      const header = await readHeader(file, path);
+      const layout = new Layout(header.beaconInterval);
+      const beacons = Math.max(0, Math.floor((size - BEACON_BYTES) / layout.interval));
+      // The last beacon says how many records precede it; read the rest.
+      let start = segmentStart(header);
+      for (let k = beacons; k >= 1; k--) {
+        const b = decodeBeacon(await readAt(file, k * layout.interval, BEACON_BYTES), 0);
+        if (!b) continue;
+        const s = startAfterBeacon(layout, header, k, b);
+        if (s) {
+          start = s;
+          break;
+        }
+      }
+      const cursor = new SegmentCursor(file, path, layout, start, {
+        maxPayloadBytes: 0xffff_ff00,
+      });
+      let lastTime: number | null = null;
+      try {
+        while (!cursor.endMark) {
+          const b = await cursor.read(size);
+          if (b.count === 0) break;
+          lastTime = b.times[b.count - 1];
+        }
+      } catch (err) {
+        if (!(err instanceof LogCorruptError)) throw err;
+        report.error ??= err;
+      }
+      const rows = cursor.nextOffset - header.firstOffset;
+      report.segments.push({
+        file: names[i],
+        bytes: size,
+        firstOffset: header.firstOffset,
+        lastOffset: rows > 0 ? cursor.nextOffset - 1 : null,
+        rows,
+        sealed: cursor.endMark !== null,
+        beacons,
+        tailBytes: size - cursor.physicalEnd,
+        firstTimeUs: null,
+        lastTimeUs: lastTime,
+        beaconInterval: header.beaconInterval,
+      });
+      report.rows += rows;
+    } finally {
+      file.close();
+    }
+  }
+  return report;
+}
