@@ -15,17 +15,10 @@
  * @module
  */
 
-import { parseArgs } from "node:util";
 import { inspectLog, type LogReport, verifyLog } from "./log/mod.ts";
-
-/** Thrown for a bad command line: printed as one line, exit code 2. */
-export class UsageError extends Error {
-  /** Makes the error. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
-}
+import { parse, UsageError } from "./cli/_args.ts";
+import { cmdServe } from "./cli/serve.ts";
+import { cmdHead, cmdTail } from "./cli/tail.ts";
 
 const USAGE = `streamcast — a replayable WebSocket multicaster
 
@@ -40,28 +33,6 @@ commands:
   verify   check every record of a log; exit 1 naming the first bad one
 
 Run 'deno run -A cli.ts COMMAND --help' for a command's options.`;
-
-function parse(
-  args: string[],
-  options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }>,
-  positionals: number,
-): { values: Record<string, unknown>; positionals: string[] } {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      options: { ...options, help: { type: "boolean", short: "h" } },
-      allowPositionals: true,
-      strict: true,
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  if (!parsed.values.help && parsed.positionals.length > positionals) {
-    throw new UsageError(`unexpected argument ${parsed.positionals[positionals]}`);
-  }
-  return parsed as { values: Record<string, unknown>; positionals: string[] };
-}
 
 function fmtBytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -138,7 +109,10 @@ function notYet(what: string): (args: string[]) => Promise<number> {
 }
 
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
+  serve: cmdServe,
   demo: notYet("demo"),
+  tail: cmdTail,
+  head: cmdHead,
   inspect: cmdInspect,
   verify: cmdVerify,
 };

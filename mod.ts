@@ -15,3 +15,13 @@
 
 export * from "./log/mod.ts";
 export * from "./client/wire.ts";
+export * from "./server/stream.ts";
+export * from "./server/serve.ts";
+export * from "./server/errors.ts";
+export {
+  type Column,
+  type ColumnType,
+  compileSchema,
+  type RowSchema,
+  SchemaError,
+} from "./server/schema.ts";

@@ -158,6 +158,8 @@ interface LogMeta {
   name: string;
   stream_id: string;
   created_us: number;
+  /** The first offset the log was created with (1, or a fence after a restore). */
+  first_offset?: number;
 }
 
 function nowUs(clock: () => number): number {
@@ -220,6 +222,10 @@ export class Log {
   readonly name: string;
   /** The stream id: 32 hex characters, for the whole life of the log. */
   readonly streamId: string;
+  /** The first offset this log was created with: what `offset=0` asks for. */
+  readonly firstOffset: number;
+  /** Duration of the last commit's write + sync, ms (for metrics). */
+  lastCommitMs = 0;
   /** Called after each durable commit with the offsets `[first, end)` it made durable. */
   onCommit: ((first: number, end: number) => void) | null = null;
   /** Called when appends that were assigned offsets from `from` on were dropped by a failed write. */
@@ -255,6 +261,7 @@ export class Log {
     this.dir = dir;
     this.name = meta.name;
     this.streamId = meta.stream_id;
+    this.firstOffset = meta.first_offset ?? 1;
     this.#opts = opts;
     this.#lock = lock;
     this.#segments = segments;
@@ -357,7 +364,13 @@ export class Log {
       if (!/^[0-9a-f]{32}$/.test(streamId)) {
         throw new TypeError(`streamId must be 32 lowercase hex characters, got ${streamId}`);
       }
-      meta = { format: FORMAT_VERSION, name, stream_id: streamId, created_us: nowUs(opts.clock) };
+      meta = {
+        format: FORMAT_VERSION,
+        name,
+        stream_id: streamId,
+        created_us: nowUs(opts.clock),
+        first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
+      };
       await writeFileAtomic(join(dir, META_FILE), JSON.stringify(meta) + "\n");
     }
     const segments: Segment[] = [];
@@ -553,6 +566,7 @@ export class Log {
             durable: st,
           };
         }
+        const t0 = performance.now();
         try {
           if (bytes.length > 0) {
             await writeAll(a.file!, bytes);
@@ -562,6 +576,7 @@ export class Log {
           this.#failWrite(a, group, err, roll);
           break;
         }
+        this.lastCommitMs = performance.now() - t0;
         a.durable = state;
         a.seg.info.size = state.physEnd;
         a.seg.info.count = state.count;

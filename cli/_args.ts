@@ -1,0 +1,34 @@
+// Command-line parsing shared by the commands of cli.ts.
+import { parseArgs } from "node:util";
+
+/** Thrown for a bad command line: printed as one line, exit code 2. */
+export class UsageError extends Error {
+  /** Makes the error. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** Parses `args` strictly against `options` (plus `--help`); at most `positionals` positionals. */
+export function parse(
+  args: string[],
+  options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }>,
+  positionals: number,
+): { values: Record<string, unknown>; positionals: string[] } {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: { ...options, help: { type: "boolean", short: "h" } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  if (!parsed.values.help && parsed.positionals.length > positionals) {
+    throw new UsageError(`unexpected argument ${parsed.positionals[positionals]}`);
+  }
+  return parsed as { values: Record<string, unknown>; positionals: string[] };
+}

@@ -1,0 +1,523 @@
+/**
+ * The HTTP and WebSocket front of a set of streams, on one port.
+ *
+ * | route | what |
+ * |---|---|
+ * | WebSocket `/{name}` (`/` for the unnamed stream) | subscribe (see docs/SPEC.md §2) |
+ * | `GET /{name}/head` (`/_/head` for the unnamed stream) | the stream's head |
+ * | `GET /_/health` | 200 while serving |
+ * | `GET /_/metrics` | Prometheus text |
+ * | `GET /_/streams` | every stream's head |
+ * | `GET /` and `GET /{name}` without an upgrade | the web viewer |
+ *
+ * @module
+ */
+
+import {
+  CloseCode,
+  encodeCloseReason,
+  type NotReplayableReason,
+  parseSubscribeQuery,
+  type SubscribeQuery,
+} from "../client/wire.ts";
+import { CONTENT_TYPE, Registry } from "./metrics.ts";
+import { COMMIT_BUCKETS_MS, type Stream } from "./stream.ts";
+import type { Subscriber } from "./subscriber.ts";
+import { viewerPage } from "./viewer.ts";
+
+/** Longest request URL accepted, in bytes. */
+export const DEFAULT_MAX_URL_BYTES = 8192;
+
+/** Options of {@linkcode serve}. */
+export interface ServeOptions {
+  /** Address to listen on. @default "127.0.0.1" */
+  hostname?: string;
+  /** Port to listen on; 0 picks a free one. @default 8765 */
+  port?: number;
+  /** Aborting it shuts the server down like {@linkcode Server.shutdown}. */
+  signal?: AbortSignal;
+  /** Ping idle sockets this often and drop those that do not answer (seconds; 0: off). @default 30 */
+  pingIntervalS?: number;
+  /** Longest request URL accepted. @default 8192 */
+  maxUrlBytes?: number;
+  /** Called once listening. @default logs "listening on http://HOST:PORT" to stderr */
+  onListen?: (addr: Deno.NetAddr) => void;
+  /** TLS certificate and key (PEM), to serve https:// and wss://. */
+  tls?: { cert: string; key: string };
+  /** Close the streams (and their logs) on shutdown. @default true */
+  closeStreams?: boolean;
+}
+
+/** A running server. */
+export interface Server {
+  /** The address it listens on. */
+  readonly addr: Deno.NetAddr;
+  /** `http://HOST:PORT`. */
+  readonly url: string;
+  /** The streams by name. */
+  readonly streams: ReadonlyMap<string, Stream>;
+  /** The registry behind `/_/metrics` (add your own metrics to it). */
+  readonly metrics: Registry;
+  /** Resolves once the server has shut down. */
+  readonly finished: Promise<void>;
+  /**
+   * Stops accepting connections, closes every subscriber with 1001, flushes
+   * and closes the streams' logs.
+   */
+  shutdown(): Promise<void>;
+}
+
+/** The start a subscribe asks for, once checked: a first offset, or live. */
+export type StartDecision =
+  | { ok: true; from: number | null }
+  | { ok: false; reason: NotReplayableReason };
+
+/**
+ * Decides where a subscribe starts, or why it is refused, checking in the
+ * order `not_durable`, `other_stream`, `ahead`, `empty`, `evicted`, `too_old`.
+ *
+ * @example
+ * ```ts
+ * import { decideStart } from "./serve.ts";
+ * const log = { streamId: "0".repeat(32), endOffset: 10, earliest: 1, firstOffset: 1,
+ *   rowsBetween: (a: number, b: number) => b - a };
+ * const q = { offset: 12, streamId: null, frames: "single" as const, token: null };
+ * const d = decideStart(log, null, q);
+ * console.log(d.ok ? d.from : d.reason.why); // ahead
+ * ```
+ */
+export function decideStart(
+  log: {
+    streamId: string;
+    endOffset: number;
+    earliest: number | null;
+    firstOffset: number;
+    rowsBetween(from: number, to: number): number;
+  } | null,
+  maxReplay: number | null,
+  q: SubscribeQuery,
+): StartDecision {
+  if (!log) {
+    if (q.offset !== null) {
+      return { ok: false, reason: { error: "not_replayable", why: "not_durable" } };
+    }
+    if (q.streamId !== null) {
+      return { ok: false, reason: { error: "not_replayable", why: "other_stream" } };
+    }
+    return { ok: true, from: null };
+  }
+  if (q.streamId !== null && q.streamId !== log.streamId) {
+    return { ok: false, reason: { error: "not_replayable", why: "other_stream" } };
+  }
+  const end = log.endOffset;
+  if (q.offset === null) return { ok: true, from: null };
+  const earliest = log.earliest;
+  let from: number;
+  if (q.offset === "earliest") {
+    if (earliest === null) return { ok: true, from: end };
+    from = earliest;
+  } else {
+    from = q.offset === 0 ? log.firstOffset : q.offset;
+    if (from > end) {
+      return {
+        ok: false,
+        reason: { error: "not_replayable", why: "ahead", offset: q.offset, end_offset: end },
+      };
+    }
+    if (from === end) return { ok: true, from };
+    if (earliest === null) {
+      return {
+        ok: false,
+        reason: { error: "not_replayable", why: "empty", offset: q.offset, end_offset: end },
+      };
+    }
+    if (from < earliest) {
+      return {
+        ok: false,
+        reason: { error: "not_replayable", why: "evicted", offset: q.offset, earliest },
+      };
+    }
+  }
+  if (maxReplay !== null) {
+    const rows = log.rowsBetween(from, end);
+    if (rows > maxReplay) {
+      return {
+        ok: false,
+        reason: {
+          error: "not_replayable",
+          why: "too_old",
+          offset: from,
+          rows,
+          max_replay: maxReplay,
+          end_offset: end,
+        },
+      };
+    }
+  }
+  return { ok: true, from };
+}
+
+function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body) + "\n", {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+function notFound(detail: string): Response {
+  return json({ error: "not_found", detail }, 404);
+}
+
+/** Splits a request path into a stream name and the rest; null if it does not parse. */
+function route(pathname: string): { name: string; rest: string } | null {
+  let path: string;
+  try {
+    path = decodeURIComponent(pathname);
+  } catch {
+    return null;
+  }
+  if (path === "/") return { name: "", rest: "" };
+  const parts = path.slice(1).split("/");
+  if (parts[0] === "_") return { name: "", rest: parts.slice(1).join("/") };
+  return { name: parts[0], rest: parts.slice(1).join("/") };
+}
+
+function label(v: string): string {
+  return v.replace(/[\\"\n]/g, (c) => (c === "\n" ? "\\n" : "\\" + c));
+}
+
+function streamMetrics(streams: readonly Stream[]): string {
+  type Line = [string, string, string, [string, number][]];
+  const lines: Line[] = [];
+  const per = (
+    name: string,
+    type: string,
+    help: string,
+    get: (s: Stream) => [string, number][],
+  ) => {
+    const out: [string, number][] = [];
+    for (const s of streams) out.push(...get(s));
+    lines.push([name, type, help, out]);
+  };
+  const st = (s: Stream) => `stream="${label(s.name)}"`;
+  per(
+    "streamcast_rows_appended_total",
+    "counter",
+    "Rows made durable (sent, on ephemeral streams).",
+    (s) => [[`{${st(s)}}`, s.stats.rowsAppended]],
+  );
+  per(
+    "streamcast_rows_rejected_total",
+    "counter",
+    "Rows refused by the stream's schema.",
+    (s) => [[`{${st(s)}}`, s.stats.rowsRejected]],
+  );
+  per(
+    "streamcast_commits_total",
+    "counter",
+    "Log commits (one write and one sync each).",
+    (s) => [[`{${st(s)}}`, s.stats.commits]],
+  );
+  per("streamcast_frames_sent_total", "counter", "WebSocket frames sent.", (s) => [[
+    `{${st(s)}}`,
+    s.stats.framesSent,
+  ]]);
+  per("streamcast_bytes_sent_total", "counter", "Bytes of frame text sent.", (s) => [[
+    `{${st(s)}}`,
+    s.stats.bytesSent,
+  ]]);
+  per(
+    "streamcast_replay_rows_total",
+    "counter",
+    "Rows sent from the log to catching-up subscribers.",
+    (s) => [[`{${st(s)}}`, s.stats.replayRows]],
+  );
+  per("streamcast_subscribes_total", "counter", "Subscribes accepted.", (s) => [[
+    `{${st(s)}}`,
+    s.stats.subscribes,
+  ]]);
+  per("streamcast_subscribers", "gauge", "Subscribers connected, by state.", (s) => {
+    const states = s.subscriberStates();
+    return [
+      [`{${st(s)},state="catching_up"}`, states.catching_up],
+      [`{${st(s)},state="live"}`, states.live],
+    ];
+  });
+  per(
+    "streamcast_drops_total",
+    "counter",
+    "Subscribers dropped (backlog, stalled) or sent back to the log (to_catch_up), by reason.",
+    (s) => Object.entries(s.stats.drops).map(([r, n]) => [`{${st(s)},reason="${label(r)}"}`, n]),
+  );
+  per(
+    "streamcast_refusals_total",
+    "counter",
+    "Subscribes refused, by why.",
+    (s) => Object.entries(s.stats.refusals).map(([r, n]) => [`{${st(s)},why="${label(r)}"}`, n]),
+  );
+  per(
+    "streamcast_end_offset",
+    "gauge",
+    "The next offset to be written.",
+    (s) => s.endOffset === null ? [] : [[`{${st(s)}}`, s.endOffset]],
+  );
+  let text = "";
+  for (const [name, type, help, values] of lines) {
+    text += `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
+    for (const [labels, v] of values) text += `${name}${labels} ${v}\n`;
+  }
+  // Commit (write + sync) latency histogram, in seconds.
+  const h = "streamcast_commit_seconds";
+  text += `# HELP ${h} Duration of a log commit (write + syncData).\n# TYPE ${h} histogram\n`;
+  for (const s of streams) {
+    if (!s.durable) continue;
+    let cum = 0;
+    COMMIT_BUCKETS_MS.forEach((le, i) => {
+      cum += s.stats.commitBuckets[i];
+      text += `${h}_bucket{${st(s)},le="${le / 1000}"} ${cum}\n`;
+    });
+    text += `${h}_bucket{${st(s)},le="+Inf"} ${s.stats.commits}\n`;
+    text += `${h}_sum{${st(s)}} ${s.stats.commitMsSum / 1000}\n`;
+    text += `${h}_count{${st(s)}} ${s.stats.commits}\n`;
+  }
+  return text;
+}
+
+/**
+ * Serves `streams` over HTTP and WebSocket on one port.
+ *
+ * @example
+ * ```ts
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = new Stream("ticks", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * const head = await (await fetch(`${server.url}/ticks/head`)).json();
+ * console.log(head.stream); // ticks
+ * await server.shutdown();
+ * ```
+ */
+export function serve(streams: Stream | readonly Stream[], options: ServeOptions = {}): Server {
+  const list = Array.isArray(streams) ? streams : [streams as Stream];
+  const byName = new Map<string, Stream>();
+  for (const s of list) {
+    if (byName.has(s.name)) throw new TypeError(`two streams are named ${JSON.stringify(s.name)}`);
+    byName.set(s.name, s);
+  }
+  const registry = new Registry();
+  const httpRequests = registry.counter(
+    "streamcast_http_requests_total",
+    "HTTP requests, by route.",
+  );
+  const protocolRefusals = registry.counter(
+    "streamcast_protocol_refusals_total",
+    "Subscribes refused before reaching a stream (4400, 4404).",
+  );
+  const pingS = options.pingIntervalS ?? 30;
+  const maxUrl = options.maxUrlBytes ?? DEFAULT_MAX_URL_BYTES;
+  const ac = new AbortController();
+  const sockets = new Set<WebSocket>();
+  let shuttingDown: Promise<void> | null = null;
+
+  function refuse(req: Request, code: number, reason: string): Response {
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    socket.onopen = () => socket.close(code, reason);
+    socket.onerror = () => {};
+    return response;
+  }
+
+  function subscribe(req: Request, stream: Stream, q: SubscribeQuery): Response {
+    const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: pingS });
+    let sub: Subscriber | null = null;
+    sockets.add(socket);
+    socket.onopen = () => {
+      if (shuttingDown) {
+        socket.close(CloseCode.GoingAway, "");
+        return;
+      }
+      // Decide now, not at request time: the log may have moved since.
+      const d = decideStart(stream.log, stream.maxReplay, q);
+      if (!d.ok) {
+        stream.stats.refusals[d.reason.why] = (stream.stats.refusals[d.reason.why] ?? 0) + 1;
+        socket.close(CloseCode.NotReplayable, encodeCloseReason(d.reason));
+        return;
+      }
+      const from = d.from ?? stream.endOffset;
+      const frames = q.frames === "batch" ? "batch" : "single";
+      socket.send(JSON.stringify(stream.greeting(d.from, frames)));
+      sub = stream._subscribe(socket, from ?? 0, frames);
+    };
+    socket.onmessage = () => {
+      // Subscriptions are read-only.
+      const reason = encodeCloseReason({
+        error: "read_only",
+        detail: "subscriptions are read-only",
+      });
+      if (sub) sub.close(CloseCode.PolicyViolation, reason);
+      else socket.close(CloseCode.PolicyViolation, reason);
+    };
+    socket.onclose = () => {
+      sockets.delete(socket);
+      sub?.close();
+    };
+    socket.onerror = () => {
+      sockets.delete(socket);
+      sub?.close();
+    };
+    return response;
+  }
+
+  function handleUpgrade(req: Request, url: URL): Response {
+    const r = route(url.pathname);
+    if (!r || r.rest !== "") {
+      protocolRefusals.inc({ code: "4400" });
+      const detail = r ? `no such path ${url.pathname}` : "path is not valid percent-encoding";
+      return refuse(req, CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail }));
+    }
+    const stream = byName.get(r.name);
+    if (!stream) {
+      protocolRefusals.inc({ code: "4404" });
+      return refuse(
+        req,
+        CloseCode.NotFound,
+        encodeCloseReason({ error: "not_found", stream: r.name }),
+      );
+    }
+    const q = parseSubscribeQuery(url.searchParams);
+    if (!q.ok) {
+      protocolRefusals.inc({ code: "4400" });
+      return refuse(
+        req,
+        CloseCode.Protocol,
+        encodeCloseReason({ error: "protocol", detail: q.detail }),
+      );
+    }
+    if (q.value.frames === "arrow") {
+      protocolRefusals.inc({ code: "4400" });
+      return refuse(
+        req,
+        CloseCode.Protocol,
+        encodeCloseReason({
+          error: "protocol",
+          detail: "frames=arrow is not supported by this server yet",
+        }),
+      );
+    }
+    return subscribe(req, stream, q.value);
+  }
+
+  function handle(req: Request): Response {
+    if (req.url.length > maxUrl) {
+      return json({ error: "uri_too_long", max_bytes: maxUrl }, 414);
+    }
+    const url = new URL(req.url);
+    if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
+      httpRequests.inc({ route: "upgrade" });
+      return handleUpgrade(req, url);
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      return json({ error: "method_not_allowed", allow: "GET, HEAD" }, 405, { allow: "GET, HEAD" });
+    }
+    const path = url.pathname;
+    if (path === "/_/health") {
+      httpRequests.inc({ route: "health" });
+      return json({ ok: !shuttingDown, streams: byName.size }, shuttingDown ? 503 : 200);
+    }
+    if (path === "/_/metrics") {
+      httpRequests.inc({ route: "metrics" });
+      return new Response(registry.render() + streamMetrics([...byName.values()]), {
+        headers: { "content-type": CONTENT_TYPE },
+      });
+    }
+    if (path === "/_/streams") {
+      httpRequests.inc({ route: "streams" });
+      return json([...byName.values()].map((s) => s.head()));
+    }
+    const r = route(path);
+    if (!r) {
+      return json({ error: "bad_request", detail: "path is not valid percent-encoding" }, 400);
+    }
+    if (r.rest === "" && (r.name === "" || byName.has(r.name))) {
+      httpRequests.inc({ route: "viewer" });
+      return new Response(viewerPage([...byName.values()].map((s) => s.head())), {
+        headers: { "content-type": "text/html; charset=utf-8" },
+      });
+    }
+    const stream = byName.get(r.name);
+    if (!stream) return notFound(`no stream ${JSON.stringify(r.name)}`);
+    if (r.rest === "head") {
+      httpRequests.inc({ route: "head" });
+      return json(stream.head());
+    }
+    return notFound(`no such path ${path}`);
+  }
+
+  let resolveListen!: (addr: Deno.NetAddr) => void;
+  const listening = new Promise<Deno.NetAddr>((r) => (resolveListen = r));
+  const httpServer = Deno.serve(
+    {
+      hostname: options.hostname ?? "127.0.0.1",
+      port: options.port ?? 8765,
+      signal: ac.signal,
+      ...(options.tls ? { cert: options.tls.cert, key: options.tls.key } : {}),
+      onListen: (addr) => {
+        resolveListen(addr as Deno.NetAddr);
+        if (options.onListen) options.onListen(addr as Deno.NetAddr);
+        else {
+          console.error(
+            `listening on ${options.tls ? "https" : "http"}://${addr.hostname}:${addr.port}`,
+          );
+        }
+      },
+      onError: (err) => {
+        console.error(`streamcast: request failed: ${err}`);
+        return json({ error: "internal" }, 500);
+      },
+    },
+    (req) => {
+      try {
+        return handle(req);
+      } catch (err) {
+        console.error(`streamcast: request failed: ${err}`);
+        return json({ error: "internal" }, 500);
+      }
+    },
+  );
+  void listening;
+  const addr = httpServer.addr as Deno.NetAddr;
+
+  async function shutdown(): Promise<void> {
+    if (shuttingDown) return await shuttingDown;
+    shuttingDown = (async () => {
+      ac.abort();
+      // Let what is pending commit and reach the subscribers, then say goodbye.
+      await Promise.all([...byName.values()].map((s) => s.log?.flush()));
+      for (const s of byName.values()) s.closeSubscribers(CloseCode.GoingAway, "");
+      for (const sock of sockets) {
+        try {
+          sock.close(CloseCode.GoingAway, "");
+        } catch {
+          // already closing
+        }
+      }
+      if (options.closeStreams ?? true) {
+        await Promise.all([...byName.values()].map((s) => s.close()));
+      } else {
+        await Promise.all([...byName.values()].map((s) => s.log?.flush()));
+      }
+      await httpServer.finished;
+    })();
+    return await shuttingDown;
+  }
+  options.signal?.addEventListener("abort", () => void shutdown(), { once: true });
+
+  return {
+    addr,
+    url: `${options.tls ? "https" : "http"}://${addr.hostname}:${addr.port}`,
+    streams: byName,
+    metrics: registry,
+    finished: httpServer.finished.then(() => shuttingDown ?? undefined),
+    shutdown,
+  };
+}

@@ -1,0 +1,453 @@
+/**
+ * A stream: a name, a schema, an optional log, and its subscribers.
+ *
+ * `send` validates a row, encodes it once (keys in schema order), appends the
+ * bytes to the log and resolves with the offset once they are durable. The
+ * frames of each commit are fanned out to every live subscriber right after
+ * the sync, in offset order, before the senders are resolved.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { type Greeting, isStreamName, PROTOCOL_VERSION } from "../client/wire.ts";
+import { Log, type LogOptions, type LogReader } from "../log/mod.ts";
+import { RowError } from "./errors.ts";
+import { liveFrame } from "./frames.ts";
+import { compileSchema, type RowSchema } from "./schema.ts";
+import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
+
+/** Default `maxBacklog`: frames queued for one live subscriber. */
+export const DEFAULT_MAX_BACKLOG = 8192;
+/** Default `maxReplay`: rows a subscribe may ask to replay. */
+export const DEFAULT_MAX_REPLAY = 100_000;
+/** Default `stallTimeoutMs`. */
+export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
+
+/** Options of {@linkcode Stream.open} and the `Stream` constructor. */
+export interface StreamOptions {
+  /** The JSON Schema of the rows (see docs/SPEC.md for what is accepted). */
+  schema: Record<string, unknown>;
+  /**
+   * Folder holding the logs: the stream's log is `ROOT/NAME` (`ROOT/_` for the
+   * unnamed stream). Without `root` (and without `log`) the stream is ephemeral.
+   */
+  root?: string;
+  /** Options for the log opened under `root`. */
+  logOptions?: LogOptions;
+  /** Frames queued for one live subscriber before it must catch up from the log. @default 8192 */
+  maxBacklog?: number;
+  /** Most rows a subscribe may ask to replay; `null`: no bound. @default 100000 */
+  maxReplay?: number | null;
+  /** Close a subscriber whose socket accepts nothing for this long. @default 30000 */
+  stallTimeoutMs?: number;
+  /** The archive's `s3://` URI, named in greetings and `/head`. @default null */
+  archive?: string | null;
+}
+
+/** Counters a stream keeps for `/_/metrics`. */
+export interface StreamStats {
+  /** Rows made durable (or sent, on an ephemeral stream). */
+  rowsAppended: number;
+  /** Log commits. */
+  commits: number;
+  /** Commit durations (write + sync), ms: counts per bucket of {@linkcode COMMIT_BUCKETS_MS}. */
+  commitBuckets: number[];
+  /** Sum of commit durations, ms. */
+  commitMsSum: number;
+  /** Frames sent to subscribers. */
+  framesSent: number;
+  /** Bytes of frame text sent. */
+  bytesSent: number;
+  /** Rows sent from the log to catching-up subscribers. */
+  replayRows: number;
+  /** Rows refused by the schema. */
+  rowsRejected: number;
+  /** Subscribers dropped or demoted, by reason. */
+  drops: Record<string, number>;
+  /** Subscribes refused, by why. */
+  refusals: Record<string, number>;
+  /** Subscribes accepted. */
+  subscribes: number;
+}
+
+/** Upper bounds (ms) of the commit-duration histogram buckets. */
+export const COMMIT_BUCKETS_MS: readonly number[] = [
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  25,
+  50,
+  100,
+  250,
+  1000,
+];
+
+/** The object served at `GET /{name}/head`. */
+export interface StreamHead {
+  /** The stream name. */
+  stream: string;
+  /** The log's stream id, or null. */
+  stream_id: string | null;
+  /** The next offset to be written (exclusive end), or null. */
+  end_offset: number | null;
+  /** The earliest offset served, or null when the log holds nothing. */
+  earliest: number | null;
+  /** Whether the stream has a log. */
+  durable: boolean;
+  /** Subscribers connected now. */
+  subscribers: number;
+  /** The schema as declared. */
+  schema: Record<string, unknown>;
+  /** The archive URI, or null. */
+  archive: string | null;
+}
+
+const utf8 = new TextEncoder();
+
+function checkName(name: string): void {
+  if (!isStreamName(name)) {
+    throw new RangeError(
+      `invalid stream name ${
+        JSON.stringify(name)
+      }: 1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .`,
+    );
+  }
+}
+
+/**
+ * A named stream of rows with a schema, an optional durable log, and any
+ * number of WebSocket subscribers.
+ *
+ * @example
+ * ```ts
+ * import { Stream } from "./stream.ts";
+ * const trades = await Stream.open("trades", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: {
+ *     type: "object",
+ *     properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
+ *     required: ["price", "side"],
+ *   },
+ * });
+ * console.log(await trades.send({ price: 101.5, side: 1 })); // 1
+ * await trades.close();
+ * ```
+ */
+export class Stream {
+  /** The stream name ("" for the unnamed stream). */
+  readonly name: string;
+  /** The compiled schema. */
+  readonly schema: RowSchema;
+  /** The log, or null for an ephemeral stream. */
+  readonly log: Log | null;
+  /** Frames queued per live subscriber before it catches up from the log. */
+  readonly maxBacklog: number;
+  /** Most rows a subscribe may replay (null: unbounded). */
+  readonly maxReplay: number | null;
+  /** Stall timeout in ms. */
+  readonly stallTimeoutMs: number;
+  /** The archive URI, or null. */
+  readonly archive: string | null;
+  /** Counters for metrics. */
+  readonly stats: StreamStats = {
+    rowsAppended: 0,
+    commits: 0,
+    commitBuckets: COMMIT_BUCKETS_MS.map(() => 0),
+    commitMsSum: 0,
+    framesSent: 0,
+    bytesSent: 0,
+    replayRows: 0,
+    rowsRejected: 0,
+    drops: {},
+    refusals: {},
+    subscribes: 0,
+  };
+
+  readonly #ownsLog: boolean;
+  readonly #live = new Set<Subscriber>();
+  readonly #all = new Set<Subscriber>();
+  // Frames appended and not yet committed, in offset order from #pendingFirst.
+  #pending: string[] = [];
+  #pendingHead = 0;
+  #ephemeralBatch: string[] = [];
+  #closed = false;
+  readonly #host: SubscriberHost;
+
+  /**
+   * Makes a stream without I/O: pass `log` for a durable stream over a log you
+   * opened, or neither `log` nor `root` for an ephemeral one.
+   */
+  constructor(
+    name: string,
+    options: StreamOptions & { log?: Log | null; ownsLog?: boolean; compiled?: RowSchema },
+  ) {
+    checkName(name);
+    this.name = name;
+    this.schema = options.compiled ?? compileSchema(options.schema);
+    this.log = options.log ?? null;
+    this.#ownsLog = options.ownsLog ?? false;
+    this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;
+    this.maxReplay = options.maxReplay === undefined ? DEFAULT_MAX_REPLAY : options.maxReplay;
+    this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+    this.archive = options.archive ?? null;
+    if (!Number.isInteger(this.maxBacklog) || this.maxBacklog < 1) {
+      throw new RangeError(`maxBacklog must be a positive integer, got ${this.maxBacklog}`);
+    }
+    if (this.maxReplay !== null && (!Number.isInteger(this.maxReplay) || this.maxReplay < 0)) {
+      throw new RangeError(`maxReplay must be an integer >= 0 or null, got ${this.maxReplay}`);
+    }
+    if (this.log) {
+      this.log.onCommit = (first, end) => this.#committed(first, end);
+      this.log.onDiscard = (from) => this.#discard(from);
+    }
+    this.#host = {
+      name,
+      durable: this.log !== null,
+      endOffset: () => this.log ? this.log.endOffset : 0,
+      reader: (offset: number): LogReader => this.log!.reader(offset),
+      joinLive: (sub) => this.#live.add(sub),
+      leaveLive: (sub) => this.#live.delete(sub),
+      gone: (sub) => {
+        this.#all.delete(sub);
+        this.#live.delete(sub);
+      },
+      count: (frames, bytes, replay) => {
+        this.stats.framesSent += frames;
+        this.stats.bytesSent += bytes;
+        this.stats.replayRows += replay;
+      },
+      dropped: (reason) => {
+        this.stats.drops[reason] = (this.stats.drops[reason] ?? 0) + 1;
+      },
+    };
+  }
+
+  /**
+   * Opens a stream: with `root`, its log at `ROOT/NAME` is created or
+   * recovered; without, the stream is ephemeral.
+   */
+  static async open(name: string, options: StreamOptions): Promise<Stream> {
+    // Check the name and schema before touching the disk.
+    checkName(name);
+    const compiled = compileSchema(options.schema);
+    if (!options.root) return new Stream(name, { ...options, compiled });
+    const log = await Log.open(join(options.root, name === "" ? "_" : name), {
+      name,
+      ...options.logOptions,
+    });
+    try {
+      return new Stream(name, { ...options, log, ownsLog: true, compiled });
+    } catch (err) {
+      await log.close();
+      throw err;
+    }
+  }
+
+  /** Whether the stream has a log (its rows are replayable). */
+  get durable(): boolean {
+    return this.log !== null;
+  }
+
+  /** The log's durable end (next offset), or null when ephemeral. */
+  get endOffset(): number | null {
+    return this.log ? this.log.endOffset : null;
+  }
+
+  /** The log's stream id, or null when ephemeral. */
+  get streamId(): string | null {
+    return this.log?.streamId ?? null;
+  }
+
+  /** Subscribers connected now. */
+  get subscribers(): number {
+    return this.#all.size;
+  }
+
+  /** Subscribers by state. */
+  subscriberStates(): Record<SubscriberState, number> {
+    const out: Record<SubscriberState, number> = { catching_up: 0, live: 0, closed: 0 };
+    for (const s of this.#all) out[s.state]++;
+    return out;
+  }
+
+  /** What `GET /{name}/head` serves. */
+  head(): StreamHead {
+    return {
+      stream: this.name,
+      stream_id: this.streamId,
+      end_offset: this.endOffset,
+      earliest: this.log?.earliest ?? null,
+      durable: this.durable,
+      subscribers: this.subscribers,
+      schema: this.schema.json,
+      archive: this.archive,
+    };
+  }
+
+  /**
+   * Validates, stores and broadcasts one row. Resolves with its offset once it
+   * is durable (null on an ephemeral stream); rejects with {@linkcode RowError}
+   * when the schema refuses it (nothing is stored).
+   */
+  send(row: unknown): Promise<number | null> {
+    try {
+      return this.#send(row);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  #send(row: unknown): Promise<number | null> {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    const problem = this.schema.validate(row);
+    if (problem !== null) {
+      this.stats.rowsRejected++;
+      throw new RowError(this.name, problem);
+    }
+    const json = this.schema.encode(row as Record<string, unknown>);
+    const log = this.log;
+    if (!log) {
+      this.#sendEphemeral(liveFrame(null, json));
+      return Promise.resolve(null);
+    }
+    const offset = log.nextOffset;
+    const done = log.append(utf8.encode(json));
+    this.#pending.push(liveFrame(offset, json));
+    return done;
+  }
+
+  /**
+   * Validates every row, then stores them in one commit and broadcasts them.
+   * If any row is refused, none is stored and the error names its index.
+   */
+  sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
+    try {
+      return this.#sendMany(rows);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  async #sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    const jsons: string[] = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const problem = this.schema.validate(rows[i]);
+      if (problem !== null) {
+        this.stats.rowsRejected++;
+        throw new RowError(this.name, `row ${i}: ${problem}`);
+      }
+      jsons[i] = this.schema.encode(rows[i] as Record<string, unknown>);
+    }
+    const log = this.log;
+    if (!log) {
+      for (const j of jsons) this.#sendEphemeral(liveFrame(null, j));
+      return jsons.map(() => null);
+    }
+    const first = log.nextOffset;
+    const done = log.appendMany(jsons.map((j) => utf8.encode(j)));
+    for (let i = 0; i < jsons.length; i++) this.#pending.push(liveFrame(first + i, jsons[i]));
+    await done;
+    return jsons.map((_, i) => first + i);
+  }
+
+  #sendEphemeral(frame: string): void {
+    // Coalesce the rows sent in one turn into one fan-out, like a commit.
+    if (this.#ephemeralBatch.length === 0) {
+      queueMicrotask(() => {
+        const frames = this.#ephemeralBatch;
+        this.#ephemeralBatch = [];
+        this.stats.rowsAppended += frames.length;
+        this.#fanOut(frames, null);
+      });
+    }
+    this.#ephemeralBatch.push(frame);
+  }
+
+  #committed(first: number, end: number): void {
+    const n = end - first;
+    const frames = this.#pending.slice(this.#pendingHead, this.#pendingHead + n);
+    this.#pendingHead += n;
+    if (this.#pendingHead === this.#pending.length) {
+      this.#pending = [];
+      this.#pendingHead = 0;
+    } else if (this.#pendingHead > 65536) {
+      this.#pending = this.#pending.slice(this.#pendingHead);
+      this.#pendingHead = 0;
+    }
+    const st = this.stats;
+    st.rowsAppended += n;
+    st.commits++;
+    const ms = this.log!.lastCommitMs;
+    st.commitMsSum += ms;
+    let b = 0;
+    while (b < COMMIT_BUCKETS_MS.length && ms > COMMIT_BUCKETS_MS[b]) b++;
+    if (b < COMMIT_BUCKETS_MS.length) st.commitBuckets[b]++;
+    this.#fanOut(frames, first);
+  }
+
+  // A failed write dropped the appends from `from` on: forget their frames.
+  #discard(from: number): void {
+    const keep = from - this.log!.endOffset;
+    this.#pending = this.#pending.slice(this.#pendingHead, this.#pendingHead + Math.max(0, keep));
+    this.#pendingHead = 0;
+  }
+
+  #fanOut(frames: string[], first: number | null): void {
+    if (this.#live.size === 0 || frames.length === 0) return;
+    let joined: string | null = null;
+    const join = () => (joined ??= frames.join("\n"));
+    for (const sub of this.#live) sub.push(frames, first, join);
+  }
+
+  /** @internal Starts serving a subscriber whose greeting was sent. */
+  _subscribe(socket: WebSocket, from: number, frames: "single" | "batch"): Subscriber {
+    const sub = new Subscriber(socket, this.#host, from, {
+      frames,
+      maxBacklog: this.maxBacklog,
+      stallTimeoutMs: this.stallTimeoutMs,
+    });
+    this.#all.add(sub);
+    this.stats.subscribes++;
+    sub.start();
+    return sub;
+  }
+
+  /** The greeting for a subscription starting at `from` (null: live). */
+  greeting(from: number | null, frames: "single" | "batch" | "arrow"): Greeting {
+    const end = this.endOffset;
+    return {
+      streamcast: PROTOCOL_VERSION,
+      stream: this.name,
+      stream_id: this.streamId,
+      end_offset: end,
+      replay: from !== null && end !== null && from < end ? [from, end] : null,
+      log: this.log ? { name: this.name, archive: this.archive } : null,
+      durable: this.durable,
+      schema: this.schema.json,
+      frames,
+    };
+  }
+
+  /** Closes every subscriber with `code` (1001: going away). */
+  closeSubscribers(code = 1001, reason = ""): void {
+    for (const s of [...this.#all]) s.close(code, reason);
+  }
+
+  /**
+   * Closes subscribers with 1001, waits for pending appends, and closes the log
+   * if the stream opened it.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.log) await this.log.flush();
+    this.closeSubscribers(1001, "");
+    if (this.log && this.#ownsLog) await this.log.close();
+  }
+}

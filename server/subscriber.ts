@@ -1,0 +1,333 @@
+/**
+ * A subscriber: one WebSocket reading one stream, in one of two states.
+ *
+ * - **catching up**: it reads rows from the log at its own pace, sending them
+ *   only while the socket's buffer is below a high-water mark;
+ * - **live**: it receives the frames the stream fans out after each commit.
+ *
+ * Invariants:
+ * - `next` is the first offset not yet handed to the socket; frames go out in
+ *   offset order with no gap and no duplicate;
+ * - a catching-up subscriber joins the live set in the same synchronous step in
+ *   which it finds `next === log.endOffset` (no await between), so replay and
+ *   live partition the stream exactly;
+ * - a live subscriber's queue never holds more than `maxBacklog` frames: past
+ *   that, on a durable stream it drops the queue and catches up from the log
+ *   (its own disk reads, not server memory); on an ephemeral one it is closed
+ *   with 4429;
+ * - a socket that accepts nothing for `stallTimeoutMs` is closed with 4429.
+ *
+ * @module
+ */
+
+import { setImmediate } from "node:timers";
+import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
+import type { LogReader } from "../log/mod.ts";
+import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
+
+/** Socket buffer (bytes) above which nothing more is handed to it. */
+export const HIGH_WATER_BYTES = 1 << 20;
+/** Bytes read from the log per catch-up step. */
+export const CATCH_UP_READ_BYTES = 512 * 1024;
+
+/** What a subscriber needs from its stream. */
+export interface SubscriberHost {
+  /** The stream name (for metrics and messages). */
+  readonly name: string;
+  /** Whether the stream has a log. */
+  readonly durable: boolean;
+  /** Durable end of the log. */
+  endOffset(): number;
+  /** Opens a log reader at `offset`. */
+  reader(offset: number): LogReader;
+  /** Adds the subscriber to the live set. */
+  joinLive(sub: Subscriber): void;
+  /** Removes it from the live set. */
+  leaveLive(sub: Subscriber): void;
+  /** Called once when the subscriber is gone. */
+  gone(sub: Subscriber): void;
+  /** Counts frames and bytes sent, and replayed rows. */
+  count(frames: number, bytes: number, replayRows: number): void;
+  /** Counts a drop by reason. */
+  dropped(reason: string): void;
+}
+
+/** The state of a subscriber. */
+export type SubscriberState = "catching_up" | "live" | "closed";
+
+/** Re-polls blocked sockets (Deno's WebSocket has no drain event). */
+class DrainPoller {
+  #subs = new Set<Subscriber>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  add(sub: Subscriber): void {
+    this.#subs.add(sub);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.#tick(), 5);
+    }
+  }
+
+  delete(sub: Subscriber): void {
+    this.#subs.delete(sub);
+    this.#stopIfIdle();
+  }
+
+  #tick(): void {
+    const now = Date.now();
+    for (const s of this.#subs) {
+      if (!s._poll(now)) this.#subs.delete(s);
+    }
+    this.#stopIfIdle();
+  }
+
+  #stopIfIdle(): void {
+    if (this.#subs.size === 0 && this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+}
+
+const poller = new DrainPoller();
+
+/** Options of a subscriber. */
+export interface SubscriberOptions {
+  /** Frame mode. */
+  frames: FrameMode;
+  /** Most frames queued for a live subscriber. */
+  maxBacklog: number;
+  /** Close a socket that accepts nothing for this long. */
+  stallTimeoutMs: number;
+}
+
+/** One subscription on one socket. */
+export class Subscriber {
+  /** The socket. */
+  readonly socket: WebSocket;
+  /** Frame mode. */
+  readonly frames: FrameMode;
+  /** First offset not yet handed to the socket. */
+  next: number;
+  readonly #host: SubscriberHost;
+  readonly #opts: SubscriberOptions;
+  #state: SubscriberState;
+  #queue: string[] = [];
+  #queueHead = 0;
+  #blocked = false;
+  #wake: (() => void) | null = null;
+  #lastBuffered = 0;
+  #lastProgress = Date.now();
+
+  /** A subscriber on `socket` whose first row is `next`. */
+  constructor(socket: WebSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
+    this.socket = socket;
+    this.#host = host;
+    this.next = next;
+    this.frames = opts.frames;
+    this.#opts = opts;
+    this.#state = "catching_up";
+  }
+
+  /** The current state. */
+  get state(): SubscriberState {
+    return this.#state;
+  }
+
+  /** Frames queued and not yet handed to the socket. */
+  get backlog(): number {
+    return this.#queue.length - this.#queueHead;
+  }
+
+  /** Starts serving: catch up from the log when behind, else go live at once. */
+  start(): void {
+    if (!this.#host.durable || this.next >= this.#host.endOffset()) this.#goLive();
+    else this.#catchUp().catch((err) => this.#fail(err));
+  }
+
+  #goLive(): void {
+    this.#state = "live";
+    this.#host.joinLive(this);
+  }
+
+  /**
+   * Live frames for offsets `[first, first + frames.length)` (`first` is null
+   * on an ephemeral stream). `joined` gives the frames joined with `\n`,
+   * computed once per commit and shared by every batch subscriber.
+   */
+  push(frames: readonly string[], first: number | null, joined: () => string): void {
+    if (this.#state !== "live") return;
+    const n = frames.length;
+    if (this.backlog === 0 && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
+      if (this.frames === "batch" && n > 1) this.#sendText(joined());
+      else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
+      if (first !== null) this.next = first + n;
+      return;
+    }
+    if (this.backlog + n > this.#opts.maxBacklog) {
+      this.#overflow();
+      return;
+    }
+    for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
+    this.#block();
+  }
+
+  #sendText(text: string): void {
+    this.socket.send(text);
+    this.#host.count(1, text.length, 0);
+  }
+
+  // A live subscriber fell maxBacklog frames behind.
+  #overflow(): void {
+    if (!this.#host.durable) {
+      this.#host.dropped("backlog");
+      this.close(CloseCode.TooSlow, encodeCloseReason({ error: "too_slow", resume: null }));
+      return;
+    }
+    // Back to the log from the first offset not handed to the socket.
+    this.#host.leaveLive(this);
+    this.#queue = [];
+    this.#queueHead = 0;
+    this.#host.dropped("to_catch_up");
+    this.#state = "catching_up";
+    this.#catchUp().catch((err) => this.#fail(err));
+  }
+
+  #block(): void {
+    if (this.#blocked) return;
+    this.#blocked = true;
+    this.#lastBuffered = this.socket.bufferedAmount;
+    this.#lastProgress = Date.now();
+    poller.add(this);
+  }
+
+  /** @internal Called by the poller; returns whether it is still blocked. */
+  _poll(now: number): boolean {
+    if (this.#state === "closed") return (this.#blocked = false);
+    const buffered = this.socket.bufferedAmount;
+    if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
+    this.#lastBuffered = buffered;
+    if (buffered >= HIGH_WATER_BYTES) {
+      if (now - this.#lastProgress >= this.#opts.stallTimeoutMs) {
+        this.#host.dropped("stalled");
+        this.close(
+          CloseCode.TooSlow,
+          encodeCloseReason({ error: "too_slow", resume: this.#host.durable ? this.next : null }),
+        );
+        return (this.#blocked = false);
+      }
+      return true;
+    }
+    if (this.#state === "live") this.#drainQueue();
+    if (this.#wake) {
+      const w = this.#wake;
+      this.#wake = null;
+      w();
+    }
+    const still = this.#state === "live" && this.backlog > 0;
+    this.#blocked = still;
+    return still;
+  }
+
+  #drainQueue(): void {
+    const q = this.#queue;
+    while (this.#queueHead < q.length && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
+      const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
+      if (this.frames === "batch") {
+        const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
+        this.#sendText(text);
+      } else {
+        for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
+      }
+      this.#queueHead += take;
+      if (this.#host.durable) this.next += take;
+    }
+    if (this.#queueHead === q.length) {
+      this.#queue = [];
+      this.#queueHead = 0;
+    } else if (this.#queueHead > 65536) {
+      this.#queue = q.slice(this.#queueHead);
+      this.#queueHead = 0;
+    }
+  }
+
+  // Waits until the socket's buffer is below the high-water mark.
+  #drained(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+      this.#block();
+    });
+  }
+
+  async #catchUp(): Promise<void> {
+    const host = this.#host;
+    let reader: LogReader | null = host.reader(this.next);
+    try {
+      while (this.#state === "catching_up") {
+        if (this.socket.bufferedAmount >= HIGH_WATER_BYTES) {
+          await this.#drained();
+          continue;
+        }
+        if (this.next >= host.endOffset()) {
+          // Caught up: join the live set in this same synchronous step.
+          reader.close();
+          reader = null;
+          this.#goLive();
+          return;
+        }
+        const batch = await reader.read(CATCH_UP_READ_BYTES);
+        if (this.#state !== "catching_up") return;
+        if (batch.count === 0) {
+          // Nothing below the end that the log still holds (a fenced gap).
+          this.next = Math.max(this.next, Math.min(reader.offset, host.endOffset()));
+          if (this.next < host.endOffset()) await new Promise((r) => setImmediate(r));
+          continue;
+        }
+        let i = 0;
+        while (i < batch.count) {
+          const { text, rows } = renderBatch(batch, i);
+          if (this.frames === "batch") {
+            this.socket.send(text);
+            host.count(1, text.length, rows);
+          } else {
+            // Frame text never holds a raw newline (JSON escapes it).
+            for (const frame of text.split("\n")) this.socket.send(frame);
+            host.count(rows, text.length - rows + 1, rows);
+          }
+          i += rows;
+        }
+        this.next = batch.offsets[batch.count - 1] + 1;
+      }
+    } finally {
+      reader?.close();
+    }
+  }
+
+  #fail(err: unknown): void {
+    console.error(`streamcast: subscriber on "${this.#host.name}" failed: ${err}`);
+    this.close(1011, encodeCloseReason({ error: "internal", detail: String(err) }));
+  }
+
+  /** Closes the socket with `code` and `reason` and forgets the subscriber. */
+  close(code?: number, reason?: string): void {
+    if (this.#state !== "closed") {
+      const wasLive = this.#state === "live";
+      this.#state = "closed";
+      if (wasLive) this.#host.leaveLive(this);
+      this.#queue = [];
+      this.#queueHead = 0;
+      poller.delete(this);
+      this.#wake?.();
+      this.#wake = null;
+      this.#host.gone(this);
+    }
+    try {
+      if (
+        this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING
+      ) {
+        this.socket.close(code, reason);
+      }
+    } catch {
+      // The socket is already going away; nothing left to tell it.
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import { assert, assertEquals } from "../_assert.ts";
+import { join } from "node:path";
+import { Log } from "../../log/mod.ts";
+import { rmrf, tempDir, utf8 } from "../_util.ts";
+
+const cli = new URL("../../cli.ts", import.meta.url).pathname;
+
+async function run(...args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", cli, ...args],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  return {
+    code: out.code,
+    stdout: new TextDecoder().decode(out.stdout),
+    stderr: new TextDecoder().decode(out.stderr),
+  };
+}
+
+Deno.test("cli inspect and verify describe a healthy log", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(join(dir, "trades"), { beaconInterval: 4096, timers: false });
+    await log.appendMany(Array.from({ length: 500 }, (_, i) => utf8(`{"i":${i}}`)));
+    await log.roll();
+    await log.append(utf8('{"i":500}'));
+    await log.close();
+    const inspect = await run("inspect", join(dir, "trades"));
+    assertEquals(inspect.code, 0, inspect.stderr);
+    assert(inspect.stdout.includes("segments: 2  rows: 501"), inspect.stdout);
+    assert(inspect.stdout.includes("sealed  offsets 1..500"), inspect.stdout);
+    assert(inspect.stdout.includes("active  offsets 501..501"), inspect.stdout);
+    const json = await run("inspect", join(dir, "trades"), "--json");
+    assertEquals(JSON.parse(json.stdout).rows, 501);
+    const verify = await run("verify", join(dir, "trades"));
+    assertEquals(verify.code, 0, verify.stderr);
+    assert(verify.stdout.includes("ok: 501 rows checked"), verify.stdout);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("cli verify exits 1 naming the file and byte of a flipped byte", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(join(dir, "t"), { timers: false });
+    await log.appendMany(Array.from({ length: 100 }, (_, i) => utf8(`{"i":${i}}`)));
+    await log.close();
+    const seg = join(dir, "t", "00000000000000000001.seg");
+    const bytes = await Deno.readFile(seg);
+    bytes[128 + 20 + 3] ^= 0xff; // record 1's payload
+    await Deno.writeFile(seg, bytes);
+    const verify = await run("verify", join(dir, "t"));
+    assertEquals(verify.code, 1);
+    assert(verify.stderr.includes(`at byte 128 in ${seg}`), verify.stderr);
+    assert(verify.stderr.includes("checksum mismatch in record 1"), verify.stderr);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("cli refuses unknown commands and flags with one line", async () => {
+  const bad = await run("inspect", "--bogus", "x");
+  assertEquals(bad.code, 2);
+  assert(bad.stderr.includes("--bogus"), bad.stderr);
+  const none = await run("verify", "/nonexistent/log");
+  assertEquals(none.code, 1);
+  assertEquals(
+    none.stderr.trim(),
+    "streamcast verify: no log at /nonexistent/log (log.json is missing)",
+  );
+  const unknown = await run("frobnicate");
+  assertEquals(unknown.code, 2);
+});
