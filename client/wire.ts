@@ -118,6 +118,8 @@ export interface TooSlowReason {
   error: "too_slow";
   /** The offset to resume at; `null` on an ephemeral stream. */
   resume: number | null;
+  /** When retention dropped rows while catching up: the earliest offset still held. */
+  earliest?: number | null;
 }
 
 /** Any close reason the server sends as JSON. */

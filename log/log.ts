@@ -38,6 +38,9 @@ import {
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
 import { LogReader } from "./log_reader.ts";
+import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
+import type { ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
+import { ChunkWorker } from "./chunk_client.ts";
 
 /** Largest payload accepted by default: 16 MiB. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 16 << 20;
@@ -82,7 +85,45 @@ export interface LogOptions {
    * `"tail"` only the active segment from its last beacon. @default "all"
    */
   verify?: "all" | "tail";
+  /**
+   * Turn sealed segments into chunks in the chunk worker (`true`, or a policy
+   * for merging and retention). @default false (streams turn it on)
+   */
+  chunks?: boolean | Partial<ChunkPolicy>;
+  /** How often the worker merges, expires and applies retention, ms. @default 60000 */
+  maintainEveryMs?: number;
 }
+
+/** Default chunk policy. */
+export const DEFAULT_CHUNK_POLICY: ChunkPolicy = {
+  fanIn: 4,
+  maxChunkBytes: 256 << 20,
+  graceMs: 15 * 60_000,
+  retainBytes: null,
+  retainAgeMs: null,
+};
+
+/** A read asked for rows the log no longer holds (retention dropped them). */
+export class LogEvictedError extends Error {
+  /** The offset asked for. */
+  readonly offset: number;
+  /** The earliest offset the log still holds (null: none). */
+  readonly earliest: number | null;
+  /** Makes the error. */
+  constructor(offset: number, earliest: number | null) {
+    super(`offset ${offset} is no longer held by the log; the earliest is ${earliest ?? "none"}`);
+    this.name = "LogEvictedError";
+    this.offset = offset;
+    this.earliest = earliest;
+  }
+}
+
+/** Where a reader finds an offset: a segment, a chunk, or nowhere. */
+export type Located =
+  | { kind: "segment"; info: SegmentInfo; layout: Layout }
+  | { kind: "chunk"; entry: ChunkEntry; path: string }
+  | { kind: "evicted"; earliest: number | null }
+  | { kind: "end" };
 
 /** What the log knows of one segment. */
 export interface SegmentInfo {
@@ -130,7 +171,11 @@ export class LogWriteError extends Error {
   }
 }
 
-type ResolvedOptions = Required<Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create">>;
+type ResolvedOptions =
+  & Required<
+    Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create" | "chunks">
+  >
+  & { chunks: ChunkPolicy | null };
 
 interface Group {
   first: number;
@@ -248,6 +293,12 @@ export class Log {
   #idle: Promise<void> = Promise.resolve();
   #idleResolve: (() => void) | null = null;
   #timer: ReturnType<typeof setInterval> | undefined;
+  #worker: ChunkWorker | null = null;
+  #manifest: Manifest | null = null;
+  #workerError: string | null = null;
+  #lastMaintain = 0;
+  #syncId = 0;
+  #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
   #readers = new Set<LogReader>();
 
   private constructor(
@@ -268,8 +319,9 @@ export class Log {
     this.#active = active;
     this.#next = active.seg.info.firstOffset + active.seg.info.count;
     this.#end = this.#next;
-    if (opts.timers && opts.sealEveryMs > 0) {
-      const timer = setInterval(() => this.tick(), Math.min(1000, opts.sealEveryMs / 4));
+    if (opts.timers && (opts.sealEveryMs > 0 || opts.chunks)) {
+      const every = Math.min(1000, (opts.sealEveryMs || 4000) / 4);
+      const timer = setInterval(() => this.tick(), every);
       Deno.unrefTimer(timer);
       this.#timer = timer;
     }
@@ -292,6 +344,10 @@ export class Log {
       clock: options.clock ?? Date.now,
       timers: options.timers ?? true,
       verify: options.verify ?? "all",
+      chunks: options.chunks
+        ? { ...DEFAULT_CHUNK_POLICY, ...(options.chunks === true ? {} : options.chunks) }
+        : null,
+      maintainEveryMs: options.maintainEveryMs ?? 60_000,
     };
     if (opts.beaconInterval < MIN_BEACON_INTERVAL || opts.beaconInterval > 1 << 30) {
       throw new RangeError(
@@ -325,7 +381,16 @@ export class Log {
     try {
       await lock.truncate(0);
       await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
-      return await Log.#recover(dir, options, opts, lock);
+      const log = await Log.#recover(dir, options, opts, lock);
+      if (opts.chunks) {
+        try {
+          await log.#startChunks(opts.chunks);
+        } catch (err) {
+          await log.close();
+          throw err;
+        }
+      }
+      return log;
     } catch (err) {
       lock.close();
       throw err;
@@ -427,10 +492,16 @@ export class Log {
 
   /** The earliest offset the log holds, or `null` when it holds no row. */
   get earliest(): number | null {
+    const c = this.#manifest?.chunks[0];
     for (const s of this.#segments) {
-      if (s.info.count > 0) return s.info.firstOffset;
+      if (s.info.count > 0) return c ? Math.min(c.first, s.info.firstOffset) : s.info.firstOffset;
     }
-    return null;
+    return c ? c.first : null;
+  }
+
+  /** The chunk manifest (null when the log keeps no chunks). */
+  get manifest(): Manifest | null {
+    return this.#manifest ? structuredClone(this.#manifest) : null;
   }
 
   /** Whether commits are synced to disk before they are acknowledged. */
@@ -451,6 +522,16 @@ export class Log {
   /** Rows the log holds in `[from, to)`. Offsets skipped by a fence are not rows. */
   rowsBetween(from: number, to: number): number {
     let rows = 0;
+    // Chunks count below the first segment (a segment listed in a chunk but
+    // not yet deleted is counted once, as a segment).
+    const segStart = this.#segments[0]?.info.firstOffset ?? Infinity;
+    for (const c of this.#manifest?.chunks ?? []) {
+      const lo = Math.max(from, c.first);
+      const hi = Math.min(to, c.last + 1, segStart);
+      if (hi <= lo) continue;
+      // Rows are contiguous within a chunk unless it spans a fence.
+      rows += c.rows === c.last - c.first + 1 ? hi - lo : Math.min(c.rows, hi - lo);
+    }
     for (const s of this.#segments) {
       const lo = Math.max(from, s.info.firstOffset);
       const hi = Math.min(to, s.info.firstOffset + s.info.count);
@@ -602,6 +683,7 @@ export class Log {
             this.#fail(new LogWriteError(`cannot create segment ${next.info.path}: ${err}`, err));
           }
           this.onSeal?.({ ...a.seg.info });
+          this.#chunk(a.seg.info);
         }
       }
     } finally {
@@ -670,7 +752,111 @@ export class Log {
 
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
   tick(): void {
-    if (!this.#closed && !this.#failed && this.#dueToRoll()) this.#schedule();
+    if (this.#closed) return;
+    if (!this.#failed && this.#dueToRoll()) this.#schedule();
+    const now = this.#opts.clock();
+    if (this.#worker && now - this.#lastMaintain >= this.#opts.maintainEveryMs) {
+      this.#lastMaintain = now;
+      this.#worker.post({ type: "maintain", dir: this.dir, nowUs: nowUs(this.#opts.clock) });
+    }
+  }
+
+  async #startChunks(policy: ChunkPolicy): Promise<void> {
+    const worker = ChunkWorker.acquire();
+    this.#worker = worker;
+    this.#lastMaintain = this.#opts.clock();
+    worker.register(this.dir, (m) => this.#fromWorker(m));
+    const first = this.#wait((m) => m.type === "manifest" || m.type === "error");
+    worker.post({
+      type: "open",
+      dir: this.dir,
+      stream: this.name,
+      streamId: this.streamId,
+      policy,
+    });
+    const m = await first;
+    if (m.type === "error") throw new Error(`cannot open the chunks of ${this.dir}: ${m.message}`);
+    // Sealed segments not yet chunked (or chunked but not yet deleted, after
+    // a crash): hand them over again; the worker knows which is which.
+    for (const s of this.#segments) if (s.info.sealed) this.#chunk(s.info);
+  }
+
+  #chunk(info: SegmentInfo): void {
+    this.#worker?.post({
+      type: "seal",
+      dir: this.dir,
+      segment: { path: info.path, firstOffset: info.firstOffset, count: info.count },
+      nowUs: nowUs(this.#opts.clock),
+    });
+  }
+
+  #wait(test: (m: FromWorker) => boolean): Promise<FromWorker> {
+    return new Promise((resolve) => this.#waiters.push({ test, resolve }));
+  }
+
+  #fromWorker(m: FromWorker): void {
+    switch (m.type) {
+      case "manifest":
+        this.#manifest = m.manifest;
+        break;
+      case "chunked": {
+        // The chunk is durable and listed: the segment is no longer the copy.
+        const i = this.#segments.findIndex((s) => s.info.path === m.segmentPath);
+        if (i >= 0 && this.#segments[i].info.sealed) {
+          this.#segments.splice(i, 1);
+          Deno.remove(m.segmentPath).catch((err) => {
+            if (!(err instanceof Deno.errors.NotFound)) {
+              console.error(`streamcast: cannot delete ${m.segmentPath}: ${err}`);
+            }
+          });
+        }
+        break;
+      }
+      case "error":
+        this.#workerError = m.message;
+        console.error(`streamcast: chunk worker: ${m.message}`);
+        break;
+      case "closed":
+      case "synced":
+        break;
+    }
+    const keep = [];
+    for (const w of this.#waiters) {
+      if (w.test(m)) w.resolve(m);
+      else keep.push(w);
+    }
+    this.#waiters = keep;
+  }
+
+  /** Changes how chunks are merged and retained (takes effect at the next maintenance). */
+  setRetention(policy: Partial<ChunkPolicy>): void {
+    if (!this.#worker || !this.#opts.chunks) {
+      throw new TypeError(`log ${this.dir} keeps no chunks`);
+    }
+    this.#opts.chunks = { ...this.#opts.chunks, ...policy };
+    this.#worker.post({ type: "policy", dir: this.dir, policy: this.#opts.chunks });
+  }
+
+  /** The last error the chunk worker reported for this log, if any. */
+  get chunkError(): string | null {
+    return this.#workerError;
+  }
+
+  /**
+   * Resolves once the chunk worker has done everything asked of it so far
+   * (chunking, merging, retention; with `maintain`, a maintenance round now)
+   * and the log has taken the results in.
+   */
+  async chunksSettled(maintain = false): Promise<void> {
+    if (!this.#worker) return;
+    await this.flush();
+    if (maintain) {
+      this.#worker.post({ type: "maintain", dir: this.dir, nowUs: nowUs(this.#opts.clock) });
+    }
+    const id = ++this.#syncId;
+    const done = this.#wait((m) => m.type === "synced" && m.id === id);
+    this.#worker.post({ type: "sync", dir: this.dir, id });
+    await done;
   }
 
   /** Resolves once everything appended so far is committed (or failed). */
@@ -693,23 +879,31 @@ export class Log {
     return await seekStart(file, s.header, s.info.size, offset);
   }
 
-  /** @internal The segment holding `offset`, or the first one after it. */
-  _segmentFor(offset: number): { info: SegmentInfo; layout: Layout } | null {
+  /** @internal Where `offset` is held: a segment, a chunk, or nowhere. */
+  _locate(offset: number): Located {
     const segs = this.#segments;
-    for (let i = segs.length - 1; i >= 0; i--) {
-      if (segs[i].info.firstOffset <= offset) {
+    const segStart = segs[0]?.info.firstOffset ?? Infinity;
+    if (offset >= segStart) {
+      for (let i = segs.length - 1; i >= 0; i--) {
         const s = segs[i];
-        if (offset < s.info.firstOffset + s.info.count || !s.info.sealed) return s;
-        return segs[i + 1] ?? null;
+        if (s.info.firstOffset > offset) continue;
+        if (offset < s.info.firstOffset + s.info.count || !s.info.sealed) {
+          return { kind: "segment", info: s.info, layout: s.layout };
+        }
+        // In a gap after a sealed segment (a fence): the next segment.
+        const next = segs[i + 1];
+        return next ? { kind: "segment", info: next.info, layout: next.layout } : { kind: "end" };
       }
     }
-    return segs[0] ?? null;
-  }
-
-  /** @internal The segment after `seg`. */
-  _segmentAfter(seg: SegmentInfo): { info: SegmentInfo; layout: Layout } | null {
-    const i = this.#segments.findIndex((x) => x.info.path === seg.path);
-    return i >= 0 ? this.#segments[i + 1] ?? null : null;
+    const earliest = this.earliest;
+    if (offset >= this.#end) return { kind: "end" };
+    // Below the end, nothing held (all evicted), or below what is held.
+    if (earliest === null || offset < earliest) return { kind: "evicted", earliest };
+    for (const c of this.#manifest?.chunks ?? []) {
+      if (c.last >= offset) return { kind: "chunk", entry: c, path: chunkPath(this.dir, c.sha256) };
+    }
+    const s = segs[0];
+    return s ? { kind: "segment", info: s.info, layout: s.layout } : { kind: "end" };
   }
 
   #wakeReaders(): void {
@@ -751,6 +945,14 @@ export class Log {
     this.#closed = true;
     clearInterval(this.#timer);
     for (const r of this.#readers) r._wake();
+    if (this.#worker) {
+      // Let the worker finish what it was asked for this log, then let go.
+      const closed = this.#wait((m) => m.type === "closed");
+      this.#worker.post({ type: "close", dir: this.dir });
+      await closed;
+      this.#worker.release(this.dir);
+      this.#worker = null;
+    }
     try {
       if (this.#active.file && !this.#opts.fsync) await this.#active.file.syncData();
     } finally {

@@ -1,12 +1,15 @@
 /**
- * A reader over a whole log: follows the segments in order from any offset up
- * to the durable end, checking every record it hands out.
+ * A reader over a whole log: follows the chunks and then the segments in
+ * order from any offset up to the durable end, checking every record it hands
+ * out. Whichever tier holds an offset serves it; a segment deleted or a chunk
+ * merged away while the reader was between them is found again in the tier
+ * that holds it now.
  *
  * @module
  */
 
-import type { Layout } from "./format.ts";
-import type { Log, SegmentInfo } from "./log.ts";
+import { ChunkCursor } from "./chunk.ts";
+import { type Log, LogEvictedError } from "./log.ts";
 import { EMPTY_BATCH, type RecordBatch, SegmentCursor } from "./segment_reader.ts";
 
 /** Default bytes read per call. */
@@ -25,9 +28,13 @@ function sliceBatch(b: RecordBatch, from: number): RecordBatch {
   };
 }
 
+type Source =
+  | { kind: "segment"; cursor: SegmentCursor; file: Deno.FsFile; size: () => number }
+  | { kind: "chunk"; cursor: ChunkCursor };
+
 /**
- * Reads a log forward from an offset. Offsets below the log's earliest start
- * at the earliest; gaps left by a fence are skipped.
+ * Reads a log forward from an offset. Gaps left by a fence are skipped; an
+ * offset the log no longer holds throws {@linkcode LogEvictedError}.
  *
  * @example
  * ```ts
@@ -46,9 +53,7 @@ export class LogReader {
   readonly #log: Log;
   readonly #onClose: () => void;
   #offset: number;
-  #seg: { info: SegmentInfo; layout: Layout } | null = null;
-  #file: Deno.FsFile | null = null;
-  #cursor: SegmentCursor | null = null;
+  #src: Source | null = null;
   #closed = false;
   #waiters: (() => void)[] = [];
 
@@ -64,6 +69,45 @@ export class LogReader {
     return this.#offset;
   }
 
+  async #open(): Promise<boolean> {
+    const log = this.#log;
+    let missing = 0;
+    while (true) {
+      const loc = log._locate(this.#offset);
+      if (loc.kind === "end") return false;
+      if (loc.kind === "evicted") throw new LogEvictedError(this.#offset, loc.earliest);
+      try {
+        if (loc.kind === "segment") {
+          const info = loc.info;
+          if (this.#offset < info.firstOffset) this.#offset = info.firstOffset;
+          const file = await Deno.open(info.path, { read: true });
+          try {
+            const start = await log._seek(info, file, this.#offset);
+            const cursor = new SegmentCursor(file, info.path, loc.layout, start, {
+              maxPayloadBytes: log.maxPayloadBytes,
+              blockBytes: Math.max(DEFAULT_READ_BYTES, loc.layout.interval + 4096),
+            });
+            this.#src = { kind: "segment", cursor, file, size: () => info.size };
+          } catch (err) {
+            file.close();
+            throw err;
+          }
+        } else {
+          if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
+          const cursor = new ChunkCursor(loc.path, loc.entry);
+          await cursor.open();
+          this.#src = { kind: "chunk", cursor };
+        }
+        return true;
+      } catch (err) {
+        // Deleted under us (a segment chunked, a chunk merged or dropped):
+        // look again; the log's view has moved on.
+        if (!(err instanceof Deno.errors.NotFound) || ++missing > 3) throw err;
+        await new Promise((r) => setTimeout(r, 5 * missing));
+      }
+    }
+  }
+
   /**
    * Reads the next records, about `maxBytes` of them; an empty batch means the
    * reader has reached the durable end (for now).
@@ -71,29 +115,18 @@ export class LogReader {
   async read(maxBytes: number = DEFAULT_READ_BYTES): Promise<RecordBatch> {
     const log = this.#log;
     while (!this.#closed && this.#offset < log.endOffset) {
-      if (!this.#cursor) {
-        const seg = log._segmentFor(this.#offset);
-        if (!seg) return EMPTY_BATCH;
-        if (this.#offset < seg.info.firstOffset) this.#offset = seg.info.firstOffset;
-        const file = await Deno.open(seg.info.path, { read: true });
-        try {
-          const start = await log._seek(seg.info, file, this.#offset);
-          this.#cursor = new SegmentCursor(file, seg.info.path, seg.layout, start, {
-            maxPayloadBytes: log.maxPayloadBytes,
-            blockBytes: Math.max(64 * 1024, maxBytes, seg.layout.interval + 4096),
-          });
-        } catch (err) {
-          file.close();
-          throw err;
-        }
-        this.#seg = seg;
-        this.#file = file;
+      if (!this.#src && !(await this.#open())) return EMPTY_BATCH;
+      const src = this.#src!;
+      let batch: RecordBatch;
+      if (src.kind === "segment") {
+        // Right after a seek the cursor may stand up to one beacon interval
+        // before the offset wanted: skip that in one read.
+        const skipping = src.cursor.nextOffset < this.#offset;
+        const want = skipping ? Math.max(maxBytes, DEFAULT_READ_BYTES + 4096) : maxBytes;
+        batch = await src.cursor.read(src.size(), want);
+      } else {
+        batch = await src.cursor.read(maxBytes);
       }
-      // Right after a seek the cursor may stand up to one beacon interval
-      // before the offset wanted: skip that in one read, not many small ones.
-      const skipping = this.#cursor.nextOffset < this.#offset;
-      const want = skipping ? Math.max(maxBytes, this.#seg!.layout.interval + 4096) : maxBytes;
-      const batch = await this.#cursor.read(this.#seg!.info.size, want);
       if (batch.count > 0) {
         let skip = 0;
         while (skip < batch.count && batch.offsets[skip] < this.#offset) skip++;
@@ -102,11 +135,9 @@ export class LogReader {
         this.#offset = out.offsets[out.count - 1] + 1;
         return out;
       }
-      if (this.#cursor.endMark) {
-        const next = log._segmentAfter(this.#seg!.info);
+      if (src.kind === "chunk" || src.cursor.endMark) {
+        // The end of a chunk or of a sealed segment: on to whatever holds the next offset.
         this.#release();
-        if (!next) return EMPTY_BATCH;
-        if (this.#offset < next.info.firstOffset) this.#offset = next.info.firstOffset;
         continue;
       }
       return EMPTY_BATCH;
@@ -129,10 +160,11 @@ export class LogReader {
   }
 
   #release(): void {
-    this.#file?.close();
-    this.#file = null;
-    this.#cursor = null;
-    this.#seg = null;
+    const src = this.#src;
+    this.#src = null;
+    if (!src) return;
+    if (src.kind === "segment") src.file.close();
+    else src.cursor.close();
   }
 
   /** Closes the reader's file. */

@@ -19,3 +19,13 @@ export * from "./log_reader.ts";
 export { LogCorruptError, type RecordBatch } from "./segment_reader.ts";
 export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./format.ts";
 export * from "./verify.ts";
+export {
+  ChunkCorruptError,
+  type ChunkEntry,
+  chunkPath,
+  CHUNKS_DIR,
+  type Manifest,
+  MANIFEST_FILE,
+  type RetiredChunk,
+} from "./chunk.ts";
+export type { ChunkPolicy } from "./chunk_protocol.ts";

@@ -16,6 +16,15 @@ import {
   startAfterBeacon,
 } from "./segment_reader.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
+import {
+  checkManifest,
+  ChunkCorruptError,
+  ChunkCursor,
+  chunkPath,
+  type Manifest,
+  MANIFEST_FILE,
+  sha256Hex,
+} from "./chunk.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -53,6 +62,10 @@ export interface LogReport {
   streamId: string;
   /** Segments, oldest first. */
   segments: SegmentReport[];
+  /** The chunk manifest, when the log keeps chunks. */
+  manifest: Manifest | null;
+  /** Rows in the chunks (below the first segment). */
+  chunkRows: number;
   /** Rows in all segments. */
   rows: number;
   /** The first problem found, or `null` when every check passed. */
@@ -71,6 +84,65 @@ async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: str
     }
     throw err;
   }
+}
+
+async function readManifest(dir: string): Promise<Manifest | null> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(join(dir, MANIFEST_FILE));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return null;
+    throw err;
+  }
+  let m: Manifest;
+  try {
+    m = JSON.parse(text);
+  } catch {
+    throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, "not valid JSON");
+  }
+  const problem = checkManifest(m);
+  if (problem) throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, problem);
+  return m;
+}
+
+// Checks every chunk of the manifest: its SHA-256, that it decompresses, and
+// that its lines are the offsets the manifest says. Returns the rows checked.
+async function verifyChunks(
+  dir: string,
+  m: Manifest,
+  firstSegment: number | null,
+): Promise<number> {
+  let rows = 0;
+  for (const c of m.chunks) {
+    const path = chunkPath(dir, c.sha256);
+    let bytes: Uint8Array;
+    try {
+      bytes = await Deno.readFile(path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) {
+        throw new LogCorruptError(path, 0, "chunk listed in the manifest is missing");
+      }
+      throw err;
+    }
+    if (sha256Hex(bytes) !== c.sha256) {
+      throw new LogCorruptError(path, 0, "SHA-256 does not match the chunk's name");
+    }
+    if (bytes.length !== c.bytes) {
+      throw new LogCorruptError(path, 0, `${bytes.length} bytes, the manifest says ${c.bytes}`);
+    }
+    const cursor = new ChunkCursor(path, c);
+    await cursor.open();
+    try {
+      while ((await cursor.read()).count > 0) { /* checks as it reads */ }
+    } catch (err) {
+      if (err instanceof ChunkCorruptError) throw new LogCorruptError(path, 0, err.message);
+      throw err;
+    } finally {
+      cursor.close();
+    }
+    rows += firstSegment === null || c.last < firstSegment ? c.rows : 0;
+  }
+  return rows;
 }
 
 /** Segment file names in `dir`, oldest first. */
@@ -109,6 +181,8 @@ export async function verifyLog(
     name: meta.name ?? "",
     streamId: meta.stream_id,
     segments: [],
+    manifest: await readManifest(dir),
+    chunkRows: 0,
     rows: 0,
     error: null,
   };
@@ -184,6 +258,19 @@ export async function verifyLog(
       file.close();
     }
   }
+  if (report.manifest) {
+    try {
+      report.chunkRows = await verifyChunks(
+        dir,
+        report.manifest,
+        report.segments[0]?.firstOffset ?? null,
+      );
+      report.rows += report.chunkRows;
+    } catch (err) {
+      if (!(err instanceof LogCorruptError)) throw err;
+      report.error = err;
+    }
+  }
   return report;
 }
 
@@ -209,6 +296,8 @@ export async function inspectLog(dir: string): Promise<LogReport> {
     name: meta.name ?? "",
     streamId: meta.stream_id,
     segments: [],
+    manifest: await readManifest(dir),
+    chunkRows: 0,
     rows: 0,
     error: null,
   };
@@ -264,5 +353,10 @@ export async function inspectLog(dir: string): Promise<LogReport> {
       file.close();
     }
   }
+  const firstSeg = report.segments[0]?.firstOffset ?? Infinity;
+  for (const c of report.manifest?.chunks ?? []) {
+    if (c.last < firstSeg) report.chunkRows += c.rows;
+  }
+  report.rows += report.chunkRows;
   return report;
 }

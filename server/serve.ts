@@ -5,6 +5,8 @@
  * |---|---|
  * | WebSocket `/{name}` (`/` for the unnamed stream) | subscribe (see docs/SPEC.md §2) |
  * | `GET /{name}/head` (`/_/head` for the unnamed stream) | the stream's head |
+ * | `GET /{name}/manifest` | the stream's chunk manifest |
+ * | `GET /{name}/chunks/{sha256}` | a chunk's bytes (ETag, Range, immutable) |
  * | `GET /_/health` | 200 while serving |
  * | `GET /_/metrics` | Prometheus text |
  * | `GET /_/streams` | every stream's head |
@@ -22,6 +24,7 @@ import {
 } from "../client/wire.ts";
 import { CONTENT_TYPE, Registry } from "./metrics.ts";
 import { COMMIT_BUCKETS_MS, type Stream } from "./stream.ts";
+import { chunkPath } from "../log/mod.ts";
 import type { Subscriber } from "./subscriber.ts";
 import { viewerPage } from "./viewer.ts";
 
@@ -180,6 +183,88 @@ function route(pathname: string): { name: string; rest: string } | null {
   const parts = path.slice(1).split("/");
   if (parts[0] === "_") return { name: "", rest: parts.slice(1).join("/") };
   return { name: parts[0], rest: parts.slice(1).join("/") };
+}
+
+/** Serves a chunk file: whole, or the byte range asked for. */
+export async function serveChunk(req: Request, path: string, sha: string): Promise<Response> {
+  const etag = `"${sha}"`;
+  const base: Record<string, string> = {
+    "content-type": "application/zstd",
+    "etag": etag,
+    "cache-control": "public, max-age=31536000, immutable",
+    "accept-ranges": "bytes",
+  };
+  const inm = req.headers.get("if-none-match");
+  if (inm && inm.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
+    return new Response(null, { status: 304, headers: base });
+  }
+  let file: Deno.FsFile;
+  try {
+    file = await Deno.open(path, { read: true });
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return notFound(`no chunk ${sha}`);
+    throw err;
+  }
+  const size = (await file.stat()).size;
+  let start = 0;
+  let end = size - 1;
+  let status = 200;
+  const range = req.headers.get("range");
+  if (range) {
+    const m = /^bytes=(\d*)-(\d*)$/.exec(range.trim());
+    if (m && (m[1] !== "" || m[2] !== "")) {
+      if (m[1] === "") {
+        start = Math.max(0, size - Number(m[2]));
+      } else {
+        start = Number(m[1]);
+        if (m[2] !== "") end = Math.min(end, Number(m[2]));
+      }
+      if (start > end || start >= size) {
+        file.close();
+        return new Response(null, {
+          status: 416,
+          headers: { ...base, "content-range": `bytes */${size}` },
+        });
+      }
+      status = 206;
+      base["content-range"] = `bytes ${start}-${end}/${size}`;
+    }
+    // A range we do not understand (several ranges, say) gets the whole chunk.
+  }
+  const length = end - start + 1;
+  base["content-length"] = String(length);
+  if (req.method === "HEAD") {
+    file.close();
+    return new Response(null, { status, headers: base });
+  }
+  await file.seek(start, Deno.SeekMode.Start);
+  let left = length;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      try {
+        const buf = new Uint8Array(Math.min(left, 256 * 1024));
+        const n = await file.read(buf);
+        if (n === null || n === 0) {
+          file.close();
+          ctrl.close();
+          return;
+        }
+        left -= n;
+        ctrl.enqueue(buf.subarray(0, n));
+        if (left <= 0) {
+          file.close();
+          ctrl.close();
+        }
+      } catch (err) {
+        file.close();
+        ctrl.error(err);
+      }
+    },
+    cancel() {
+      file.close();
+    },
+  });
+  return new Response(body, { status, headers: base });
 }
 
 function label(v: string): string {
@@ -407,7 +492,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     return subscribe(req, stream, q.value);
   }
 
-  function handle(req: Request): Response {
+  function handle(req: Request): Response | Promise<Response> {
     if (req.url.length > maxUrl) {
       return json({ error: "uri_too_long", max_bytes: maxUrl }, 414);
     }
@@ -449,6 +534,22 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     if (r.rest === "head") {
       httpRequests.inc({ route: "head" });
       return json(stream.head());
+    }
+    if (r.rest === "manifest") {
+      httpRequests.inc({ route: "manifest" });
+      const m = stream.log?.manifest;
+      if (!m) return notFound(`stream ${JSON.stringify(r.name)} keeps no chunks`);
+      return json(m, 200, { "cache-control": "no-cache", etag: `"g${m.generation}"` });
+    }
+    const chunk = /^chunks\/([0-9a-f]{64})$/.exec(r.rest);
+    if (chunk && stream.log) {
+      httpRequests.inc({ route: "chunk" });
+      const sha = chunk[1];
+      const m = stream.log.manifest;
+      const known = m &&
+        (m.chunks.some((c) => c.sha256 === sha) || m.retired.some((c) => c.sha256 === sha));
+      if (!known) return notFound(`no chunk ${sha}`);
+      return serveChunk(req, chunkPath(stream.log.dir, sha), sha);
     }
     return notFound(`no such path ${path}`);
   }

@@ -33,7 +33,7 @@ export interface StreamOptions {
    * unnamed stream). Without `root` (and without `log`) the stream is ephemeral.
    */
   root?: string;
-  /** Options for the log opened under `root`. */
+  /** Options for the log opened under `root` (chunks are on unless `chunks: false`). */
   logOptions?: LogOptions;
   /** Frames queued for one live subscriber before it must catch up from the log. @default 8192 */
   maxBacklog?: number;
@@ -238,6 +238,7 @@ export class Stream {
     if (!options.root) return new Stream(name, { ...options, compiled });
     const log = await Log.open(join(options.root, name === "" ? "_" : name), {
       name,
+      chunks: true,
       ...options.logOptions,
     });
     try {

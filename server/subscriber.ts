@@ -22,7 +22,7 @@
 
 import { setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
-import type { LogReader } from "../log/mod.ts";
+import { LogEvictedError, type LogReader } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
 
 /** Socket buffer (bytes) above which nothing more is handed to it. */
@@ -261,6 +261,7 @@ export class Subscriber {
   async #catchUp(): Promise<void> {
     const host = this.#host;
     let reader: LogReader | null = host.reader(this.next);
+    let empty = 0;
     try {
       while (this.#state === "catching_up") {
         if (this.socket.bufferedAmount >= HIGH_WATER_BYTES) {
@@ -277,11 +278,19 @@ export class Subscriber {
         const batch = await reader.read(CATCH_UP_READ_BYTES);
         if (this.#state !== "catching_up") return;
         if (batch.count === 0) {
-          // Nothing below the end that the log still holds (a fenced gap).
+          // Nothing more below the end (a fenced gap was skipped).
           this.next = Math.max(this.next, Math.min(reader.offset, host.endOffset()));
-          if (this.next < host.endOffset()) await new Promise((r) => setImmediate(r));
+          if (this.next < host.endOffset()) {
+            // The reader found nothing although rows lie below the end: a
+            // commit racing the read. Never spin on it for long.
+            if (++empty > 1000) {
+              throw new Error(`log reader stuck at ${this.next} below ${host.endOffset()}`);
+            }
+            await new Promise((r) => empty > 100 ? setTimeout(r, 10) : setImmediate(r));
+          }
           continue;
         }
+        empty = 0;
         let i = 0;
         while (i < batch.count) {
           const { text, rows } = renderBatch(batch, i);
@@ -303,6 +312,15 @@ export class Subscriber {
   }
 
   #fail(err: unknown): void {
+    if (err instanceof LogEvictedError) {
+      // Retention dropped rows this subscriber had not read yet.
+      this.#host.dropped("evicted");
+      this.close(
+        CloseCode.TooSlow,
+        encodeCloseReason({ error: "too_slow", resume: this.next, earliest: err.earliest }),
+      );
+      return;
+    }
     console.error(`streamcast: subscriber on "${this.#host.name}" failed: ${err}`);
     this.close(1011, encodeCloseReason({ error: "internal", detail: String(err) }));
   }

@@ -7,6 +7,8 @@ export interface RawFrame {
   opcode: number;
   /** Payload bytes. */
   data: Uint8Array;
+  /** Whether this is the last fragment of its message. */
+  fin: boolean;
 }
 
 export class RawWs {
@@ -73,13 +75,39 @@ export class RawWs {
     if (!(await this.#fill(head + len))) return null;
     const data = this.#buf.slice(head, head + len);
     this.#buf = this.#buf.slice(head + len);
-    return { opcode: b0 & 0x0f, data };
+    return { opcode: b0 & 0x0f, data, fin: (b0 & 0x80) !== 0 };
+  }
+
+  /**
+   * Reads the next whole message, joining fragments (control frames other
+   * than close are skipped); null at end of stream.
+   */
+  async readMessage(): Promise<RawFrame | null> {
+    let first: RawFrame | null = null;
+    const parts: Uint8Array[] = [];
+    while (true) {
+      const f = await this.readFrame();
+      if (!f) return null;
+      if (f.opcode === 8) return f;
+      if (f.opcode === 9 || f.opcode === 10) continue;
+      first ??= f;
+      parts.push(f.data);
+      if (f.fin) {
+        const data = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+        let o = 0;
+        for (const p of parts) {
+          data.set(p, o);
+          o += p.length;
+        }
+        return { opcode: first.opcode, data, fin: true };
+      }
+    }
   }
 
   /** Reads frames until a text or close frame; returns its text, or null on close. */
   async readText(): Promise<string | null> {
     while (true) {
-      const f = await this.readFrame();
+      const f = await this.readMessage();
       if (!f || f.opcode === 8) return null;
       if (f.opcode === 1) return new TextDecoder().decode(f.data);
     }

@@ -250,7 +250,7 @@ Deno.test("serve closes a stalled ephemeral subscriber with 4429", async () => {
     // Read up to the close frame.
     let close: Uint8Array | null = null;
     while (true) {
-      const f = await raw.readFrame();
+      const f = await raw.readMessage();
       if (!f) break;
       if (f.opcode === 8) {
         close = f.data;

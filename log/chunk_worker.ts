@@ -1,0 +1,360 @@
+/**
+ * The chunk worker: a Deno `Worker` that turns sealed segments into chunks,
+ * keeps the manifest, merges small chunks, deletes replaced ones after a grace
+ * period and applies retention — off the writer's thread. One worker serves
+ * every log of a process; it talks to the logs only through the typed
+ * messages of `chunk_protocol.ts` and holds no state shared with them.
+ *
+ * Every step is idempotent and resumes from what is on disk:
+ * 1. a chunk file is written (temp file, fsync, rename, fsync dir);
+ * 2. the manifest listing it is written the same way;
+ * 3. the writer is told, and deletes the sealed segment.
+ * A crash after 1 leaves an orphan chunk, deleted on the next open (or written
+ * again, byte for byte, when the segment is chunked again); after 2, the
+ * segment is found already listed and deleted.
+ *
+ * @module
+ */
+
+/// <reference lib="deno.worker" />
+
+import { join } from "node:path";
+import {
+  checkManifest,
+  type ChunkEntry,
+  chunkPath,
+  CHUNKS_DIR,
+  compress,
+  emptyManifest,
+  LineWriter,
+  type Manifest,
+  MANIFEST_FILE,
+  mergeChunkFiles,
+  sha256Hex,
+} from "./chunk.ts";
+import type { ChunkPolicy, FromWorker, SealedSegment, ToWorker } from "./chunk_protocol.ts";
+import { Layout } from "./format.ts";
+import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
+
+interface LogState {
+  dir: string;
+  manifest: Manifest;
+  policy: ChunkPolicy;
+  queue: Promise<void>;
+}
+
+const logs = new Map<string, LogState>();
+
+function post(msg: FromWorker): void {
+  self.postMessage(msg);
+}
+
+// Test hook: STREAMCAST_CRASH_AT names a step at which the process is killed,
+// so that crash recovery can be tested at every step for real.
+const crashAt = (() => {
+  try {
+    return Deno.env.get("STREAMCAST_CRASH_AT") ?? "";
+  } catch {
+    return "";
+  }
+})();
+function step(name: string): void {
+  if (crashAt === name) Deno.kill(Deno.pid, "SIGKILL");
+}
+
+async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) done += await f.write(bytes.subarray(done));
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const d = await Deno.open(dir, { read: true });
+  try {
+    await d.sync();
+  } finally {
+    d.close();
+  }
+}
+
+async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
+  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+  try {
+    await writeAll(f, bytes);
+    await f.sync();
+  } finally {
+    f.close();
+  }
+  await Deno.rename(tmp, path);
+  await syncDir(join(path, ".."));
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+}
+
+async function saveManifest(st: LogState): Promise<void> {
+  st.manifest.generation++;
+  const c = st.manifest.chunks;
+  st.manifest.through = c.length ? c[c.length - 1].last : st.manifest.through;
+  await writeAtomic(
+    join(st.dir, MANIFEST_FILE),
+    new TextEncoder().encode(JSON.stringify(st.manifest) + "\n"),
+  );
+  post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
+}
+
+async function loadManifest(dir: string, stream: string, streamId: string): Promise<Manifest> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(join(dir, MANIFEST_FILE));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return emptyManifest(stream, streamId);
+    throw err;
+  }
+  const m = JSON.parse(text);
+  const problem = checkManifest(m);
+  if (problem) throw new Error(`${join(dir, MANIFEST_FILE)}: ${problem}`);
+  if (m.stream_id !== streamId) {
+    throw new Error(`${join(dir, MANIFEST_FILE)}: stream id ${m.stream_id} is not the log's`);
+  }
+  return m;
+}
+
+async function load(st: LogState, stream: string, streamId: string): Promise<void> {
+  const dir = st.dir;
+  const manifest = await loadManifest(dir, stream, streamId);
+  await Deno.mkdir(join(dir, CHUNKS_DIR), { recursive: true });
+  // Chunks neither listed nor retired are left by a crash before their
+  // manifest was written: nothing refers to them.
+  const known = new Set([
+    ...manifest.chunks.map((c) => c.sha256),
+    ...manifest.retired.map((r) => r.sha256),
+  ]);
+  for await (const e of Deno.readDir(join(dir, CHUNKS_DIR))) {
+    const sha = /^([0-9a-f]{64})\.ndjson\.zst$/.exec(e.name)?.[1];
+    if (!e.isFile || (sha && known.has(sha))) continue;
+    await Deno.remove(join(dir, CHUNKS_DIR, e.name)).catch(() => {});
+  }
+  st.manifest = manifest;
+  post({ type: "manifest", dir, manifest: structuredClone(manifest) });
+}
+
+async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
+  const m = st.manifest;
+  const last = seg.firstOffset + seg.count - 1;
+  if (seg.count === 0 || m.chunks.some((c) => c.first <= seg.firstOffset && c.last >= last)) {
+    post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: null });
+    return;
+  }
+  if (m.through >= seg.firstOffset) {
+    throw new Error(
+      `segment ${seg.path} (${seg.firstOffset}..${last}) overlaps the manifest, which ends at ${m.through}`,
+    );
+  }
+  const file = await Deno.open(seg.path, { read: true });
+  const lines = new LineWriter();
+  let firstTs = 0;
+  let lastTs = 0;
+  try {
+    const header = await readHeader(file, seg.path);
+    const size = (await file.stat()).size;
+    const cursor = new SegmentCursor(
+      file,
+      seg.path,
+      new Layout(header.beaconInterval),
+      segmentStart(header),
+      {
+        maxPayloadBytes: 0xffff_ff00,
+        blockBytes: 4 << 20,
+      },
+    );
+    while (!cursor.endMark) {
+      const b = await cursor.read(size);
+      if (b.count === 0) break;
+      if (firstTs === 0) firstTs = b.times[0];
+      lastTs = b.times[b.count - 1];
+      lines.addBatch(b);
+    }
+    if (!cursor.endMark) throw new Error(`segment ${seg.path} is not sealed`);
+    if (cursor.nextOffset - 1 !== last) {
+      throw new Error(`segment ${seg.path} ends at ${cursor.nextOffset - 1}, expected ${last}`);
+    }
+  } finally {
+    file.close();
+  }
+  const zipped = compress(lines.bytes());
+  const sha = sha256Hex(zipped);
+  const path = chunkPath(st.dir, sha);
+  if (!(await exists(path))) await writeAtomic(path, zipped);
+  step("chunk-written");
+  const entry: ChunkEntry = {
+    first: seg.firstOffset,
+    last,
+    rows: seg.count,
+    bytes: zipped.length,
+    sha256: sha,
+    first_ts: firstTs,
+    last_ts: lastTs,
+  };
+  m.chunks.push(entry);
+  await saveManifest(st);
+  step("manifest-written");
+  post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: sha });
+}
+
+function sizeClass(bytes: number): number {
+  return Math.floor(Math.log(Math.max(1, bytes / 65536)) / Math.log(4));
+}
+
+// Size-tiered merging: the oldest run of `fanIn` adjacent chunks of one size
+// class becomes one chunk (decompressed and compressed again as one frame), up
+// to `maxChunkBytes`. With a steady feed, the chunk count grows logarithmically.
+async function compact(st: LogState, nowUs: number): Promise<void> {
+  const { fanIn, maxChunkBytes, graceMs } = st.policy;
+  while (true) {
+    const c = st.manifest.chunks;
+    let at = -1;
+    for (let i = 0; i + fanIn <= c.length; i++) {
+      const cls = sizeClass(c[i].bytes);
+      let total = 0;
+      let same = true;
+      for (let k = i; k < i + fanIn; k++) {
+        total += c[k].bytes;
+        if (sizeClass(c[k].bytes) !== cls) same = false;
+      }
+      if (same && total <= maxChunkBytes) {
+        at = i;
+        break;
+      }
+    }
+    if (at < 0) return;
+    const run = c.slice(at, at + fanIn);
+    const tmp = join(st.dir, CHUNKS_DIR, `merge.tmp-${crypto.randomUUID().slice(0, 8)}`);
+    const merged = await mergeChunkFiles(run.map((e) => chunkPath(st.dir, e.sha256)), tmp);
+    const sha = merged.sha256;
+    const path = chunkPath(st.dir, sha);
+    if (await exists(path)) await Deno.remove(tmp);
+    else {
+      await Deno.rename(tmp, path);
+      await syncDir(join(st.dir, CHUNKS_DIR));
+    }
+    step("merge-written");
+    const entry: ChunkEntry = {
+      first: run[0].first,
+      last: run[run.length - 1].last,
+      rows: run.reduce((n, e) => n + e.rows, 0),
+      bytes: merged.bytes,
+      sha256: sha,
+      first_ts: run[0].first_ts,
+      last_ts: run[run.length - 1].last_ts,
+    };
+    c.splice(at, fanIn, entry);
+    const until = nowUs + graceMs * 1000;
+    for (const e of run) {
+      st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+    }
+    await saveManifest(st);
+    step("merge-manifest-written");
+  }
+}
+
+async function retain(st: LogState, nowUs: number): Promise<void> {
+  const { retainBytes, retainAgeMs } = st.policy;
+  const c = st.manifest.chunks;
+  let total = c.reduce((n, e) => n + e.bytes, 0);
+  const drop: ChunkEntry[] = [];
+  while (c.length > 0) {
+    const old = retainAgeMs !== null && c[0].last_ts < nowUs - retainAgeMs * 1000;
+    const big = retainBytes !== null && total > retainBytes;
+    if (!old && !big) break;
+    total -= c[0].bytes;
+    drop.push(c.shift()!);
+  }
+  // Retired (merged-away) chunks past their grace period.
+  const keep = st.manifest.retired.filter((r) => r.until_us > nowUs);
+  const expired = st.manifest.retired.filter((r) => r.until_us <= nowUs);
+  if (drop.length === 0 && expired.length === 0) return;
+  st.manifest.retired = keep;
+  await saveManifest(st);
+  step("retain-manifest-written");
+  const listed = new Set(c.map((e) => e.sha256));
+  for (const e of [...drop, ...expired]) {
+    if (listed.has(e.sha256)) continue; // a merge reproduced the same bytes
+    await Deno.remove(chunkPath(st.dir, e.sha256)).catch((err) => {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    });
+  }
+}
+
+function enqueue(dir: string, work: (st: LogState) => Promise<void>): void {
+  const st = logs.get(dir);
+  if (!st) {
+    post({ type: "error", dir, message: `log ${dir} is not open in the chunk worker` });
+    return;
+  }
+  st.queue = st.queue.then(() => work(st)).catch((err) => {
+    post({ type: "error", dir, message: err instanceof Error ? err.message : String(err) });
+  });
+}
+
+self.onmessage = (e: MessageEvent<ToWorker>) => {
+  const msg = e.data;
+  switch (msg.type) {
+    case "open": {
+      // Registered at once, so that messages sent right after "open" queue
+      // behind the loading of the manifest.
+      const st: LogState = {
+        dir: msg.dir,
+        manifest: emptyManifest(msg.stream, msg.streamId),
+        policy: msg.policy,
+        queue: Promise.resolve(),
+      };
+      logs.set(msg.dir, st);
+      enqueue(msg.dir, (s) => load(s, msg.stream, msg.streamId));
+      break;
+    }
+    case "seal":
+      enqueue(msg.dir, async (st) => {
+        await chunkSegment(st, msg.segment);
+        await compact(st, msg.nowUs);
+        await retain(st, msg.nowUs);
+      });
+      break;
+    case "maintain":
+      enqueue(msg.dir, async (st) => {
+        await compact(st, msg.nowUs);
+        await retain(st, msg.nowUs);
+      });
+      break;
+    case "policy":
+      enqueue(msg.dir, (st) => {
+        st.policy = msg.policy;
+        return Promise.resolve();
+      });
+      break;
+    case "sync":
+      enqueue(msg.dir, (st) => {
+        post({ type: "synced", dir: st.dir, id: msg.id });
+        return Promise.resolve();
+      });
+      break;
+    case "close":
+      if (!logs.has(msg.dir)) {
+        post({ type: "closed", dir: msg.dir });
+        break;
+      }
+      enqueue(msg.dir, (st) => {
+        logs.delete(st.dir);
+        post({ type: "closed", dir: st.dir });
+        return Promise.resolve();
+      });
+      break;
+  }
+};
