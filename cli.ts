@@ -47,7 +47,21 @@ function fmtTime(us: number | null): string {
 
 function printReport(r: LogReport, out: (s: string) => void): void {
   out(`log ${r.dir}  stream "${r.name}"  id ${r.streamId}`);
-  out(`segments: ${r.segments.length}  rows: ${r.rows}`);
+  out(`segments: ${r.segments.length}  chunks: ${r.manifest?.chunks.length ?? 0}  rows: ${r.rows}`);
+  if (r.manifest) {
+    const m = r.manifest;
+    const bytes = m.chunks.reduce((n, c) => n + c.bytes, 0);
+    out(
+      `manifest: generation ${m.generation}  through ${m.through}  ${fmtBytes(bytes)} in chunks` +
+        (m.retired.length ? `  ${m.retired.length} retired` : ""),
+    );
+    for (const c of m.chunks) {
+      out(
+        `  chunk ${c.sha256.slice(0, 16)}…  offsets ${c.first}..${c.last}  rows ${c.rows}  ` +
+          `${fmtBytes(c.bytes)}  ${fmtTime(c.first_ts)} .. ${fmtTime(c.last_ts)}`,
+      );
+    }
+  }
   for (const s of r.segments) {
     const range = s.lastOffset === null ? "empty" : `${s.firstOffset}..${s.lastOffset}`;
     out(
@@ -64,8 +78,8 @@ async function cmdInspect(args: string[]): Promise<number> {
   if (values.help || positionals.length !== 1) {
     console.log(`usage: deno run -A cli.ts inspect ROOT/NAME [--json]
 
-Lists the log's segments (offsets, rows, sizes, beacons) from headers and
-beacons, without checking every record (see verify).`);
+Lists the log's chunks (from its manifest) and segments (offsets, rows,
+sizes, beacons), without checking every record (see verify).`);
     return values.help ? 0 : 2;
   }
   const report = await inspectLog(positionals[0]);
@@ -81,7 +95,8 @@ async function cmdVerify(args: string[]): Promise<number> {
     console.log(`usage: deno run -A cli.ts verify ROOT/NAME
 
 Reads every record of every segment and checks checksums, terminators,
-offsets, beacons and end marks. Exits 0 when all is well, 1 naming the file
+offsets, beacons and end marks; checks every chunk's SHA-256 and lines against
+the manifest. Exits 0 when all is well, 1 naming the file
 and byte position of the first problem. Safe to run beside a live server.`);
     return values.help ? 0 : 2;
   }

@@ -1,6 +1,7 @@
 // Benchmark load generator: opens SUBS subscriptions, counts rows until each has
 // ROWS, prints one JSON line with the delivered rate (and latency percentiles).
 // usage: _fanout_client.ts URL SUBS ROWS [latency]
+import process from "node:process";
 const [url, subsS, rowsS, latencyMode] = Deno.args;
 const subs = Number(subsS);
 const rows = Number(rowsS);
@@ -11,7 +12,7 @@ let last = 0;
 let total = 0;
 const lat: number[] = [];
 const sockets: WebSocket[] = [];
-const cpu0 = Deno.resourceUsage?.() ?? null;
+const cpu0 = process.cpuUsage();
 await new Promise<void>((resolveAll) => {
   for (let i = 0; i < subs; i++) {
     const ws = new WebSocket(url);
@@ -50,10 +51,8 @@ await new Promise<void>((resolveAll) => {
     ws.onerror = (e) => console.error("client error", (e as ErrorEvent).message);
   }
 });
-const ru = Deno.resourceUsage?.() ?? null;
-const cpuMs = ru && cpu0
-  ? (ru.userCpuTime + ru.systemCpuTime - cpu0.userCpuTime - cpu0.systemCpuTime) / 1000
-  : null;
+const ru = process.cpuUsage(cpu0);
+const cpuMs = (ru.user + ru.system) / 1000;
 lat.sort((a, b) => a - b);
 const pct = (p: number) =>
   lat.length ? lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] : null;

@@ -2,6 +2,7 @@
 // usage: _fanout_server.ts MODE PORT SUBS ROWS [RATE]
 //   MODE: streamcast | bare (a bare Deno.upgradeWebSocket broadcast server, no log)
 //   RATE: rows/s, paced (for latency); 0 or absent: as fast as it goes.
+import process from "node:process";
 import { serve, Stream } from "../mod.ts";
 import { setImmediate } from "node:timers";
 
@@ -35,13 +36,11 @@ function row(i: number) {
   };
 }
 
-const cpu0 = Deno.resourceUsage?.() ?? null;
+const cpu0 = process.cpuUsage();
 const ready = () => console.log("READY");
 function report(extra: Record<string, unknown>) {
-  const ru = Deno.resourceUsage?.() ?? null;
-  const cpuMs = ru && cpu0
-    ? (ru.userCpuTime + ru.systemCpuTime - cpu0.userCpuTime - cpu0.systemCpuTime) / 1000
-    : null;
+  const ru = process.cpuUsage(cpu0);
+  const cpuMs = (ru.user + ru.system) / 1000;
   console.log(JSON.stringify({ cpuMs, rssMB: Deno.memoryUsage().rss / 1e6, ...extra }));
 }
 

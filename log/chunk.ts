@@ -237,7 +237,9 @@ export function parseLines(
 export class ChunkCursor {
   readonly path: string;
   readonly #entry: ChunkEntry;
+  readonly #source: (() => Promise<ReadableStream<Uint8Array>>) | null;
   #file: Deno.FsFile | null = null;
+  #stream: ReadableStreamDefaultReader<Uint8Array> | null = null;
   #z: zlib.ZstdDecompress | null = null;
   #out: Uint8Array[] = [];
   #outBytes = 0;
@@ -249,15 +251,28 @@ export class ChunkCursor {
   #waiter: (() => void) | null = null;
   #pumping = false;
 
-  /** A cursor over the chunk at `path` described by `entry`. */
-  constructor(path: string, entry: ChunkEntry) {
+  /**
+   * A cursor over the chunk described by `entry`, read from the file at
+   * `path`, or from `source` (an archive download; `path` then only names it).
+   */
+  constructor(
+    path: string,
+    entry: ChunkEntry,
+    source: (() => Promise<ReadableStream<Uint8Array>>) | null = null,
+  ) {
     this.path = path;
     this.#entry = entry;
+    this.#source = source;
+  }
+
+  get #open(): boolean {
+    return this.#file !== null || this.#stream !== null;
   }
 
   /** Opens the file (throws NotFound when it is gone). */
   async open(): Promise<void> {
-    this.#file = await Deno.open(this.path, { read: true });
+    if (this.#source) this.#stream = (await this.#source()).getReader();
+    else this.#file = await Deno.open(this.path, { read: true });
     const z = zlib.createZstdDecompress();
     this.#z = z;
     z.on("data", (b: Uint8Array) => {
@@ -288,12 +303,19 @@ export class ChunkCursor {
     try {
       const buf = new Uint8Array(256 * 1024);
       while (!this.#ended && this.#outBytes < want) {
-        const n = await this.#file!.read(buf);
-        if (n === null) {
+        let piece: Uint8Array | null;
+        if (this.#stream) {
+          const r = await this.#stream.read();
+          piece = r.done ? null : r.value;
+        } else {
+          const n = await this.#file!.read(buf);
+          piece = n === null ? null : buf.slice(0, n);
+        }
+        if (piece === null) {
           this.#z!.end();
           break;
         }
-        const more = this.#z!.write(buf.slice(0, n));
+        const more = this.#z!.write(piece);
         if (!more) await new Promise((r) => this.#z!.once("drain", r));
       }
     } finally {
@@ -340,7 +362,7 @@ export class ChunkCursor {
       const waited = new Promise<void>((r) => (this.#waiter = r));
       this.#pump(maxBytes).catch((err) => {
         // A read cut short by close() is expected; anything else is the reader's error.
-        if (this.#file !== null) {
+        if (this.#open) {
           this.#error = err instanceof Error ? err : new Error(String(err));
           this.#wake();
         }
@@ -364,10 +386,12 @@ export class ChunkCursor {
   close(): void {
     try {
       this.#file?.close();
+      this.#stream?.cancel().catch(() => {});
     } catch {
       // already closed
     }
     this.#file = null;
+    this.#stream = null;
     this.#z?.destroy();
     this.#z = null;
     this.#wake();

@@ -7,6 +7,7 @@
  */
 
 import type { Manifest } from "./chunk.ts";
+import type { ArchiveOptions } from "./archive.ts";
 
 /** How a log's chunks are kept. */
 export interface ChunkPolicy {
@@ -20,6 +21,28 @@ export interface ChunkPolicy {
   retainBytes: number | null;
   /** Drop chunks whose last row is older than this, ms (null: keep all). */
   retainAgeMs: number | null;
+  /** Archive chunks and the manifest to S3 (null: no archive). */
+  archive: ArchiveOptions | null;
+}
+
+/** How far the archive has got. */
+export interface ArchiveState {
+  /** The archive URI. */
+  uri: string;
+  /** Last offset the archived manifest covers (0: none). */
+  through: number;
+  /** The archived manifest (archive-only history first, then the local chunks). */
+  manifest: Manifest | null;
+  /** Chunks uploaded by this process. */
+  uploadedChunks: number;
+  /** Bytes uploaded by this process. */
+  uploadedBytes: number;
+  /** Failed attempts so far. */
+  errors: number;
+  /** The last failure, or null after a success. */
+  lastError: string | null;
+  /** When the archive last caught up with the local manifest, µs (0: never). */
+  syncedUs: number;
 }
 
 /** A sealed segment to turn into a chunk. */
@@ -39,12 +62,13 @@ export type ToWorker =
   | { type: "maintain"; dir: string; nowUs: number }
   | { type: "policy"; dir: string; policy: ChunkPolicy }
   | { type: "sync"; dir: string; id: number }
-  | { type: "close"; dir: string };
+  | { type: "close"; dir: string; archiveWaitMs?: number };
 
 /** Messages from the worker. */
 export type FromWorker =
   | { type: "manifest"; dir: string; manifest: Manifest }
   | { type: "chunked"; dir: string; segmentPath: string; sha256: string | null }
   | { type: "synced"; dir: string; id: number }
+  | { type: "archive"; dir: string; state: ArchiveState }
   | { type: "closed"; dir: string }
   | { type: "error"; dir: string; message: string };

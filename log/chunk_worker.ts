@@ -32,15 +32,157 @@ import {
   mergeChunkFiles,
   sha256Hex,
 } from "./chunk.ts";
-import type { ChunkPolicy, FromWorker, SealedSegment, ToWorker } from "./chunk_protocol.ts";
+import type {
+  ArchiveState,
+  ChunkPolicy,
+  FromWorker,
+  SealedSegment,
+  ToWorker,
+} from "./chunk_protocol.ts";
+import type { ArchiveStore } from "./archive.ts";
 import { Layout } from "./format.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
 
 interface LogState {
   dir: string;
+  stream: string;
   manifest: Manifest;
   policy: ChunkPolicy;
   queue: Promise<void>;
+  archive: Archiver | null;
+}
+
+// Uploads a log's chunks, then its manifest, retrying with backoff; runs
+// beside the chunking queue so that a slow or absent store delays only the
+// archive.
+class Archiver {
+  readonly st: LogState;
+  store: ArchiveStore | null = null;
+  uploaded: Set<string> | null = null;
+  archived: Manifest | null = null;
+  state: ArchiveState;
+  #dirty = false;
+  #running: Promise<void> | null = null;
+  #backoffMs = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #wakeSleep: (() => void) | null = null;
+  closed = false;
+
+  constructor(st: LogState) {
+    this.st = st;
+    this.state = {
+      uri: st.policy.archive!.uri,
+      through: 0,
+      manifest: null,
+      uploadedChunks: 0,
+      uploadedBytes: 0,
+      errors: 0,
+      lastError: null,
+      syncedUs: 0,
+    };
+  }
+
+  /** Asks for a sync (coalesced). */
+  kick(): void {
+    this.#dirty = true;
+    if (this.#wakeSleep && this.#backoffMs === 0) this.#wakeSleep();
+    this.#running ??= this.#loop().finally(() => (this.#running = null));
+  }
+
+  /** Resolves when nothing is left to upload (or after `ms`). */
+  async idle(ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.#running && Date.now() < deadline) {
+      // Retry now rather than after the backoff: we are waiting on it.
+      this.#backoffMs = 0;
+      this.#wakeSleep?.();
+      await Promise.race([this.#running, new Promise((r) => setTimeout(r, 50))]);
+    }
+  }
+
+  async #loop(): Promise<void> {
+    while (this.#dirty && !this.closed) {
+      this.#dirty = false;
+      try {
+        await this.#sync();
+        this.#backoffMs = 0;
+      } catch (err) {
+        const { s3ErrorMessage } = await import("./archive.ts");
+        this.state.errors++;
+        this.state.lastError = s3ErrorMessage(err);
+        this.#post();
+        this.#dirty = true;
+        this.#backoffMs = Math.min(30_000, Math.max(250, this.#backoffMs * 2));
+        await new Promise<void>((r) => {
+          this.#wakeSleep = r;
+          this.#timer = setTimeout(r, this.#backoffMs * (0.5 + Math.random() / 2));
+        });
+        clearTimeout(this.#timer);
+        this.#wakeSleep = null;
+      }
+    }
+  }
+
+  async #sync(): Promise<void> {
+    const st = this.st;
+    if (!this.store) {
+      const { ArchiveStore } = await import("./archive.ts");
+      this.store = new ArchiveStore(st.policy.archive!, st.stream);
+    }
+    const store = this.store;
+    if (!this.uploaded) {
+      this.archived = await store.getManifest();
+      if (this.archived && this.archived.stream_id !== st.manifest.stream_id) {
+        throw new Error(
+          `${store.uri} holds stream ${this.archived.stream_id}, not ${st.manifest.stream_id}`,
+        );
+      }
+      this.uploaded = await store.listChunks();
+    }
+    const local = structuredClone(st.manifest);
+    for (const c of local.chunks) {
+      if (this.uploaded.has(c.sha256)) continue;
+      let bytes: Uint8Array;
+      try {
+        bytes = await Deno.readFile(chunkPath(st.dir, c.sha256));
+      } catch (err) {
+        // Merged away since the snapshot: the next sync has the new list.
+        if (err instanceof Deno.errors.NotFound) {
+          this.#dirty = true;
+          return;
+        }
+        throw err;
+      }
+      await store.putChunk(c.sha256, bytes);
+      step("archive-chunk-put");
+      this.uploaded.add(c.sha256);
+      this.state.uploadedChunks++;
+      this.state.uploadedBytes += bytes.length;
+    }
+    const { mergeManifests } = await import("./archive.ts");
+    const merged = mergeManifests(this.archived, local);
+    const same = this.archived && this.archived.through === merged.through &&
+      JSON.stringify(this.archived.chunks) === JSON.stringify(merged.chunks);
+    if (!same) {
+      await store.putManifest(merged);
+      this.archived = merged;
+    }
+    this.state.through = this.archived?.through ?? 0;
+    this.state.manifest = this.archived;
+    this.state.lastError = null;
+    this.state.syncedUs = Date.now() * 1000;
+    this.#post();
+  }
+
+  #post(): void {
+    post({ type: "archive", dir: this.st.dir, state: structuredClone(this.state) });
+  }
+
+  close(): void {
+    this.closed = true;
+    this.#wakeSleep?.();
+    this.store?.close();
+  }
 }
 
 const logs = new Map<string, LogState>();
@@ -108,6 +250,7 @@ async function saveManifest(st: LogState): Promise<void> {
     new TextEncoder().encode(JSON.stringify(st.manifest) + "\n"),
   );
   post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
+  st.archive?.kick();
 }
 
 async function loadManifest(dir: string, stream: string, streamId: string): Promise<Manifest> {
@@ -144,6 +287,10 @@ async function load(st: LogState, stream: string, streamId: string): Promise<voi
   }
   st.manifest = manifest;
   post({ type: "manifest", dir, manifest: structuredClone(manifest) });
+  if (st.policy.archive) {
+    st.archive = new Archiver(st);
+    st.archive.kick();
+  }
 }
 
 async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
@@ -274,6 +421,8 @@ async function retain(st: LogState, nowUs: number): Promise<void> {
     const old = retainAgeMs !== null && c[0].last_ts < nowUs - retainAgeMs * 1000;
     const big = retainBytes !== null && total > retainBytes;
     if (!old && !big) break;
+    // Never drop the only copy: with an archive, a chunk goes once uploaded.
+    if (st.archive && !st.archive.uploaded?.has(c[0].sha256)) break;
     total -= c[0].bytes;
     drop.push(c.shift()!);
   }
@@ -312,9 +461,11 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
       // behind the loading of the manifest.
       const st: LogState = {
         dir: msg.dir,
+        stream: msg.stream,
         manifest: emptyManifest(msg.stream, msg.streamId),
         policy: msg.policy,
         queue: Promise.resolve(),
+        archive: null,
       };
       logs.set(msg.dir, st);
       enqueue(msg.dir, (s) => load(s, msg.stream, msg.streamId));
@@ -331,11 +482,13 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
       enqueue(msg.dir, async (st) => {
         await compact(st, msg.nowUs);
         await retain(st, msg.nowUs);
+        st.archive?.kick();
       });
       break;
     case "policy":
       enqueue(msg.dir, (st) => {
         st.policy = msg.policy;
+        st.archive?.kick();
         return Promise.resolve();
       });
       break;
@@ -350,10 +503,14 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
         post({ type: "closed", dir: msg.dir });
         break;
       }
-      enqueue(msg.dir, (st) => {
+      enqueue(msg.dir, async (st) => {
+        if (st.archive) {
+          // A planned stop ships what it can (bounded), then lets go.
+          await st.archive.idle(msg.archiveWaitMs ?? 0);
+          st.archive.close();
+        }
         logs.delete(st.dir);
         post({ type: "closed", dir: st.dir });
-        return Promise.resolve();
       });
       break;
   }

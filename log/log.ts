@@ -39,7 +39,8 @@ import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
 import { LogReader } from "./log_reader.ts";
 import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
-import type { ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
+import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
+import type { ArchiveOptions, ArchiveStore } from "./archive.ts";
 import { ChunkWorker } from "./chunk_client.ts";
 
 /** Largest payload accepted by default: 16 MiB. */
@@ -92,6 +93,16 @@ export interface LogOptions {
   chunks?: boolean | Partial<ChunkPolicy>;
   /** How often the worker merges, expires and applies retention, ms. @default 60000 */
   maintainEveryMs?: number;
+  /** Archive chunks and the manifest to S3 (turns chunks on). */
+  archive?: ArchiveOptions | null;
+  /** Serve offsets the local tier dropped from the archive. @default false */
+  replayArchive?: boolean;
+  /**
+   * On close with an archive: seal the active segment and wait up to this
+   * long for the archive to take everything (a planned stop loses nothing).
+   * @default 10000
+   */
+  archiveWaitMs?: number;
 }
 
 /** Default chunk policy. */
@@ -101,6 +112,7 @@ export const DEFAULT_CHUNK_POLICY: ChunkPolicy = {
   graceMs: 15 * 60_000,
   retainBytes: null,
   retainAgeMs: null,
+  archive: null,
 };
 
 /** A read asked for rows the log no longer holds (retention dropped them). */
@@ -122,6 +134,7 @@ export class LogEvictedError extends Error {
 export type Located =
   | { kind: "segment"; info: SegmentInfo; layout: Layout }
   | { kind: "chunk"; entry: ChunkEntry; path: string }
+  | { kind: "archive"; entry: ChunkEntry; store: ArchiveStore }
   | { kind: "evicted"; earliest: number | null }
   | { kind: "end" };
 
@@ -173,7 +186,7 @@ export class LogWriteError extends Error {
 
 type ResolvedOptions =
   & Required<
-    Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create" | "chunks">
+    Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create" | "chunks" | "archive">
   >
   & { chunks: ChunkPolicy | null };
 
@@ -298,6 +311,8 @@ export class Log {
   #workerError: string | null = null;
   #lastMaintain = 0;
   #syncId = 0;
+  #archiveState: ArchiveState | null = null;
+  #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
   #readers = new Set<LogReader>();
 
@@ -344,10 +359,16 @@ export class Log {
       clock: options.clock ?? Date.now,
       timers: options.timers ?? true,
       verify: options.verify ?? "all",
-      chunks: options.chunks
-        ? { ...DEFAULT_CHUNK_POLICY, ...(options.chunks === true ? {} : options.chunks) }
+      chunks: options.chunks || options.archive
+        ? {
+          ...DEFAULT_CHUNK_POLICY,
+          ...(typeof options.chunks === "object" ? options.chunks : {}),
+          archive: options.archive ?? null,
+        }
         : null,
       maintainEveryMs: options.maintainEveryMs ?? 60_000,
+      replayArchive: options.replayArchive ?? false,
+      archiveWaitMs: options.archiveWaitMs ?? 10_000,
     };
     if (opts.beaconInterval < MIN_BEACON_INTERVAL || opts.beaconInterval > 1 << 30) {
       throw new RangeError(
@@ -492,11 +513,27 @@ export class Log {
 
   /** The earliest offset the log holds, or `null` when it holds no row. */
   get earliest(): number | null {
+    const local = this.#localEarliest();
+    const a = this.#archiveChunks()[0];
+    if (a && (local === null || a.first < local)) return a.first;
+    return local;
+  }
+
+  /** The earliest offset held on local disk. */
+  #localEarliest(): number | null {
     const c = this.#manifest?.chunks[0];
     for (const s of this.#segments) {
       if (s.info.count > 0) return c ? Math.min(c.first, s.info.firstOffset) : s.info.firstOffset;
     }
     return c ? c.first : null;
+  }
+
+  // Archived chunks below the local tier, when replay from the archive is on.
+  #archiveChunks(): ChunkEntry[] {
+    if (!this.#opts.replayArchive) return [];
+    const archived = this.#archiveState?.manifest?.chunks ?? [];
+    const local = this.#localEarliest() ?? this.#end;
+    return archived.filter((c) => c.first < local);
   }
 
   /** The chunk manifest (null when the log keeps no chunks). */
@@ -525,6 +562,12 @@ export class Log {
     // Chunks count below the first segment (a segment listed in a chunk but
     // not yet deleted is counted once, as a segment).
     const segStart = this.#segments[0]?.info.firstOffset ?? Infinity;
+    const chunkStart = this.#manifest?.chunks[0]?.first ?? segStart;
+    for (const c of this.#archiveChunks()) {
+      const lo = Math.max(from, c.first);
+      const hi = Math.min(to, c.last + 1, chunkStart, segStart);
+      if (hi > lo) rows += c.rows === c.last - c.first + 1 ? hi - lo : Math.min(c.rows, hi - lo);
+    }
     for (const c of this.#manifest?.chunks ?? []) {
       const lo = Math.max(from, c.first);
       const hi = Math.min(to, c.last + 1, segStart);
@@ -762,6 +805,11 @@ export class Log {
   }
 
   async #startChunks(policy: ChunkPolicy): Promise<void> {
+    if (policy.archive && this.#opts.replayArchive) {
+      // Loaded only when needed: the S3 SDK is large.
+      const { ArchiveStore } = await import("./archive.ts");
+      this.#archiveStore = new ArchiveStore(policy.archive, this.name);
+    }
     const worker = ChunkWorker.acquire();
     this.#worker = worker;
     this.#lastMaintain = this.#opts.clock();
@@ -816,6 +864,9 @@ export class Log {
         this.#workerError = m.message;
         console.error(`streamcast: chunk worker: ${m.message}`);
         break;
+      case "archive":
+        this.#archiveState = m.state;
+        break;
       case "closed":
       case "synced":
         break;
@@ -835,6 +886,33 @@ export class Log {
     }
     this.#opts.chunks = { ...this.#opts.chunks, ...policy };
     this.#worker.post({ type: "policy", dir: this.dir, policy: this.#opts.chunks });
+  }
+
+  /** How far the archive has got (null without an archive, or before its first report). */
+  get archiveState(): ArchiveState | null {
+    return this.#archiveState ? structuredClone(this.#archiveState) : null;
+  }
+
+  /** The archive's URI, or null. */
+  get archiveUri(): string | null {
+    return this.#opts.chunks?.archive?.uri ?? null;
+  }
+
+  /**
+   * Resolves once the archive holds everything chunked so far (or after
+   * `ms`); `false` if it timed out.
+   */
+  async archiveSettled(ms = 30_000): Promise<boolean> {
+    if (!this.#worker || !this.archiveUri) return true;
+    await this.chunksSettled();
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline) {
+      const a = this.#archiveState;
+      const m = this.#manifest;
+      if (a && m && a.lastError === null && a.through >= m.through) return true;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return false;
   }
 
   /** The last error the chunk worker reported for this log, if any. */
@@ -899,6 +977,14 @@ export class Log {
     if (offset >= this.#end) return { kind: "end" };
     // Below the end, nothing held (all evicted), or below what is held.
     if (earliest === null || offset < earliest) return { kind: "evicted", earliest };
+    const local = this.#localEarliest();
+    if (local === null || offset < local) {
+      for (const c of this.#archiveChunks()) {
+        if (c.last >= offset && this.#archiveStore) {
+          return { kind: "archive", entry: c, store: this.#archiveStore };
+        }
+      }
+    }
     for (const c of this.#manifest?.chunks ?? []) {
       if (c.last >= offset) return { kind: "chunk", entry: c, path: chunkPath(this.dir, c.sha256) };
     }
@@ -942,17 +1028,27 @@ export class Log {
   async close(): Promise<void> {
     if (this.#closed) return;
     await this.flush();
+    if (this.#worker && this.archiveUri && !this.#failed) {
+      // A planned stop: seal what is pending so that it reaches the archive.
+      await this.roll();
+      await this.chunksSettled();
+    }
     this.#closed = true;
     clearInterval(this.#timer);
     for (const r of this.#readers) r._wake();
     if (this.#worker) {
       // Let the worker finish what it was asked for this log, then let go.
       const closed = this.#wait((m) => m.type === "closed");
-      this.#worker.post({ type: "close", dir: this.dir });
+      this.#worker.post({
+        type: "close",
+        dir: this.dir,
+        archiveWaitMs: this.archiveUri ? this.#opts.archiveWaitMs : 0,
+      });
       await closed;
       this.#worker.release(this.dir);
       this.#worker = null;
     }
+    this.#archiveStore?.close();
     try {
       if (this.#active.file && !this.#opts.fsync) await this.#active.file.syncData();
     } finally {

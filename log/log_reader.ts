@@ -92,9 +92,20 @@ export class LogReader {
             file.close();
             throw err;
           }
-        } else {
+        } else if (loc.kind === "chunk") {
           if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
           const cursor = new ChunkCursor(loc.path, loc.entry);
+          await cursor.open();
+          this.#src = { kind: "chunk", cursor };
+        } else {
+          // Below the local tier: stream the chunk from the archive.
+          if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
+          const { store, entry } = loc;
+          const cursor = new ChunkCursor(
+            `${store.uri}/${store.chunkKey(entry.sha256)}`,
+            entry,
+            () => store.getChunk(entry.sha256),
+          );
           await cursor.open();
           this.#src = { kind: "chunk", cursor };
         }

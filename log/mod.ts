@@ -29,3 +29,6 @@ export {
   type RetiredChunk,
 } from "./chunk.ts";
 export type { ChunkPolicy } from "./chunk_protocol.ts";
+export type { ArchiveOptions } from "./archive.ts";
+export type { ArchiveState } from "./chunk_protocol.ts";
+export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

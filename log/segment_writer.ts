@@ -92,9 +92,12 @@ export class SegmentWriter {
     );
   }
 
-  /** Takes the encoded bytes (a view valid until the next append). */
+  /**
+   * Takes the encoded bytes. A copy: the log writes them across an await
+   * while new appends keep encoding into the buffer.
+   */
   take(): Uint8Array {
-    const out = this.#out.subarray(0, this.#len);
+    const out = this.#out.slice(0, this.#len);
     this.#len = 0;
     return out;
   }

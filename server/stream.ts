@@ -11,7 +11,14 @@
 
 import { join } from "node:path";
 import { type Greeting, isStreamName, PROTOCOL_VERSION } from "../client/wire.ts";
-import { Log, type LogOptions, type LogReader } from "../log/mod.ts";
+import {
+  type ArchiveOptions,
+  Log,
+  type LogOptions,
+  type LogReader,
+  restoreLog,
+  type RestoreReport,
+} from "../log/mod.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { compileSchema, type RowSchema } from "./schema.ts";
@@ -41,8 +48,15 @@ export interface StreamOptions {
   maxReplay?: number | null;
   /** Close a subscriber whose socket accepts nothing for this long. @default 30000 */
   stallTimeoutMs?: number;
-  /** The archive's `s3://` URI, named in greetings and `/head`. @default null */
-  archive?: string | null;
+  /**
+   * Archive chunks and the manifest to S3: an `s3://bucket/prefix` URI, or
+   * the URI with an endpoint and path-style addressing for S3-compatible
+   * stores. Named (the URI only, never credentials) in greetings and `/head`.
+   * @default null
+   */
+  archive?: string | ArchiveOptions | null;
+  /** Serve offsets the local tier no longer holds from the archive. @default false */
+  replayArchive?: boolean;
 }
 
 /** Counters a stream keeps for `/_/metrics`. */
@@ -105,9 +119,20 @@ export interface StreamHead {
   schema: Record<string, unknown>;
   /** The archive URI, or null. */
   archive: string | null;
+  /** How far the archive lags the log, when there is an archive. */
+  archive_lag?: { rows: number; seconds: number; error: string | null } | null;
 }
 
 const utf8 = new TextEncoder();
+
+function archiveLogOptions(options: StreamOptions): LogOptions {
+  const a = options.archive;
+  if (!a) return {};
+  return {
+    archive: typeof a === "string" ? { uri: a } : a,
+    replayArchive: options.replayArchive ?? false,
+  };
+}
 
 function checkName(name: string): void {
   if (!isStreamName(name)) {
@@ -194,7 +219,8 @@ export class Stream {
     this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;
     this.maxReplay = options.maxReplay === undefined ? DEFAULT_MAX_REPLAY : options.maxReplay;
     this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
-    this.archive = options.archive ?? null;
+    const a = options.archive ?? null;
+    this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
     if (!Number.isInteger(this.maxBacklog) || this.maxBacklog < 1) {
       throw new RangeError(`maxBacklog must be a positive integer, got ${this.maxBacklog}`);
     }
@@ -239,10 +265,43 @@ export class Stream {
     const log = await Log.open(join(options.root, name === "" ? "_" : name), {
       name,
       chunks: true,
+      ...archiveLogOptions(options),
       ...options.logOptions,
     });
     try {
       return new Stream(name, { ...options, log, ownsLog: true, compiled });
+    } catch (err) {
+      await log.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Rebuilds the stream's log from its archive on a new machine and opens the
+   * stream: the stream id is kept and offsets are fenced 2^20 above the
+   * archived end, so none is ever reissued with other data. Refuses when
+   * `ROOT/NAME` already holds a log.
+   */
+  static async restore(
+    name: string,
+    options: StreamOptions & {
+      root: string;
+      archive: string | ArchiveOptions;
+      hydrate?: boolean | number;
+      progress?: (message: string) => void;
+    },
+  ): Promise<{ stream: Stream; report: RestoreReport }> {
+    checkName(name);
+    const compiled = compileSchema(options.schema);
+    const logOptions = { chunks: true, ...archiveLogOptions(options), ...options.logOptions };
+    const { log, report } = await restoreLog(join(options.root, name === "" ? "_" : name), name, {
+      archive: logOptions.archive!,
+      hydrate: options.hydrate,
+      logOptions,
+      progress: options.progress,
+    });
+    try {
+      return { stream: new Stream(name, { ...options, log, ownsLog: true, compiled }), report };
     } catch (err) {
       await log.close();
       throw err;
@@ -276,6 +335,29 @@ export class Stream {
     return out;
   }
 
+  /**
+   * How far the archive lags the log: rows the log holds beyond the archive's
+   * end, and the age of the oldest of them (0 when none).
+   */
+  archiveLag(): { rows: number; seconds: number; error: string | null } | null {
+    const log = this.log;
+    const st = log?.archiveState;
+    if (!log || !this.archive) return null;
+    const through = st?.through ?? 0;
+    const rows = log.rowsBetween(through + 1, log.endOffset);
+    let seconds = 0;
+    if (rows > 0) {
+      // The oldest row not archived: in the first local chunk or segment after `through`.
+      const c = log.manifest?.chunks.find((x) => x.last > through);
+      const firstUs = c?.first_ts ??
+        log.segments().find((x) => x.count > 0 && x.firstOffset + x.count - 1 > through)
+          ?.firstTimeUs ??
+        0;
+      if (firstUs) seconds = Math.max(0, (Date.now() * 1000 - firstUs) / 1e6);
+    }
+    return { rows, seconds, error: st?.lastError ?? null };
+  }
+
   /** What `GET /{name}/head` serves. */
   head(): StreamHead {
     return {
@@ -287,6 +369,7 @@ export class Stream {
       subscribers: this.subscribers,
       schema: this.schema.json,
       archive: this.archive,
+      ...(this.archive ? { archive_lag: this.archiveLag() } : {}),
     };
   }
 

@@ -28,7 +28,7 @@ Deno.test("cli inspect and verify describe a healthy log", async () => {
     await log.close();
     const inspect = await run("inspect", join(dir, "trades"));
     assertEquals(inspect.code, 0, inspect.stderr);
-    assert(inspect.stdout.includes("segments: 2  rows: 501"), inspect.stdout);
+    assert(inspect.stdout.includes("segments: 2  chunks: 0  rows: 501"), inspect.stdout);
     assert(inspect.stdout.includes("sealed  offsets 1..500"), inspect.stdout);
     assert(inspect.stdout.includes("active  offsets 501..501"), inspect.stdout);
     const json = await run("inspect", join(dir, "trades"), "--json");
@@ -72,4 +72,33 @@ Deno.test("cli refuses unknown commands and flags with one line", async () => {
   );
   const unknown = await run("frobnicate");
   assertEquals(unknown.code, 2);
+});
+
+Deno.test("cli verify checks chunks and names a corrupt one", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(join(dir, "c"), { chunks: true, timers: false });
+    await log.appendMany(Array.from({ length: 300 }, (_, i) => utf8(`{"i":${i}}`)));
+    await log.roll();
+    await log.append(utf8('{"i":300}'));
+    await log.chunksSettled();
+    const sha = log.manifest!.chunks[0].sha256;
+    await log.close();
+    const good = await run("verify", join(dir, "c"));
+    assertEquals(good.code, 0, good.stderr);
+    assert(good.stdout.includes("ok: 301 rows checked"), good.stdout);
+    const inspect = await run("inspect", join(dir, "c"));
+    assert(inspect.stdout.includes("segments: 1  chunks: 1  rows: 301"), inspect.stdout);
+    assert(inspect.stdout.includes("offsets 1..300  rows 300"), inspect.stdout);
+    const path = join(dir, "c", "chunks", `${sha}.ndjson.zst`);
+    const bytes = await Deno.readFile(path);
+    bytes[bytes.length >> 1] ^= 1;
+    await Deno.writeFile(path, bytes);
+    const bad = await run("verify", join(dir, "c"));
+    assertEquals(bad.code, 1);
+    assert(bad.stderr.includes(path), bad.stderr);
+    assert(bad.stderr.includes("SHA-256 does not match"), bad.stderr);
+  } finally {
+    await rmrf(dir);
+  }
 });
