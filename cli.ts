@@ -19,6 +19,7 @@ import { inspectLog, type LogReport, verifyLog } from "./log/mod.ts";
 import { parse, UsageError } from "./cli/_args.ts";
 import { cmdServe } from "./cli/serve.ts";
 import { cmdHead, cmdTail } from "./cli/tail.ts";
+import { cmdRestore } from "./cli/restore.ts";
 
 const USAGE = `streamcast — a replayable WebSocket multicaster
 
@@ -31,6 +32,7 @@ commands:
   head     print a stream's head (end offset, subscribers, schema)
   inspect  list a log's segments, offsets and sizes
   verify   check every record of a log; exit 1 naming the first bad one
+  restore  rebuild a stream's log from its S3 archive (producer failover)
 
 Run 'deno run -A cli.ts COMMAND --help' for a command's options.`;
 
@@ -129,6 +131,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   tail: cmdTail,
   head: cmdHead,
   inspect: cmdInspect,
+  restore: cmdRestore,
   verify: cmdVerify,
 };
 

@@ -25,7 +25,8 @@ export function parse(
       strict: true,
     });
   } catch (err) {
-    throw new UsageError((err as Error).message);
+    // node:util's messages can run to several lines; the first says what is wrong.
+    throw new UsageError((err as Error).message.split("\n")[0].trim());
   }
   if (!parsed.values.help && parsed.positionals.length > positionals) {
     throw new UsageError(`unexpected argument ${parsed.positionals[positionals]}`);

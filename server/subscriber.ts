@@ -321,8 +321,9 @@ export class Subscriber {
       );
       return;
     }
+    // The details (file paths, say) stay in the server's log, not the client's.
     console.error(`streamcast: subscriber on "${this.#host.name}" failed: ${err}`);
-    this.close(1011, encodeCloseReason({ error: "internal", detail: String(err) }));
+    this.close(1011, encodeCloseReason({ error: "internal", detail: "reading the log failed" }));
   }
 
   /** Closes the socket with `code` and `reason` and forgets the subscriber. */

@@ -305,3 +305,25 @@ Deno.test("log keeps its stream id across reopen; a recreated log gets a new one
     await rmrf(dir);
   }
 });
+
+Deno.test("log keeps rows appended while a commit's write is still in flight", async () => {
+  // Regression: the writer once handed the committer a view of its buffer,
+  // and appends made during the write overwrote bytes still being written.
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir, { timers: false });
+    const pending: Promise<number>[] = [];
+    for (let i = 1; i <= 400; i++) {
+      pending.push(log.append(payloadFor(i, 40 + (i % 7) * 30)));
+      // Let the committer start its write, then append more behind it.
+      if (i % 3 === 0) await new Promise((r) => setTimeout(r, 0));
+    }
+    assertEquals(await Promise.all(pending), Array.from({ length: 400 }, (_, i) => i + 1));
+    const all = await readAll(log, 1);
+    for (let i = 1; i <= 400; i++) assertEquals(all.get(i), text(payloadFor(i, 40 + (i % 7) * 30)));
+    await log.close();
+    assertEquals((await verifyLog(dir)).error, null);
+  } finally {
+    await rmrf(dir);
+  }
+});
