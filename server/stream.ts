@@ -18,6 +18,7 @@ import {
   type LogReader,
   restoreLog,
   type RestoreReport,
+  writeFileAtomic,
 } from "../log/mod.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
@@ -125,6 +126,43 @@ export interface StreamHead {
 
 const utf8 = new TextEncoder();
 
+/** The schema file kept in a stream's log folder. */
+export const SCHEMA_FILE = "schema.json";
+
+/**
+ * Keeps the stream's schema beside its log (`ROOT/NAME/schema.json`), so that
+ * the log can be read (exported, inspected) without the server's flags. A log
+ * that holds rows refuses a schema whose columns differ from the one its rows
+ * were written with.
+ */
+async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
+  const path = join(log.dir, SCHEMA_FILE);
+  const text = JSON.stringify(schema.json, null, 2) + "\n";
+  let old: string | null = null;
+  try {
+    old = await Deno.readTextFile(path);
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  if (old === text) return;
+  if (old !== null && log.endOffset > log.firstOffset) {
+    let before: string;
+    try {
+      before = JSON.stringify(compileSchema(JSON.parse(old)).columns);
+    } catch {
+      before = "";
+    }
+    const now = JSON.stringify(schema.columns);
+    if (before && before !== now) {
+      throw new TypeError(
+        `stream "${log.name}": the schema's columns differ from those its log was written with ` +
+          `(${path}); use a new stream name, or move the old log away`,
+      );
+    }
+  }
+  await writeFileAtomic(path, text);
+}
+
 function archiveLogOptions(options: StreamOptions): LogOptions {
   const a = options.archive;
   if (!a) return {};
@@ -132,6 +170,19 @@ function archiveLogOptions(options: StreamOptions): LogOptions {
     archive: typeof a === "string" ? { uri: a } : a,
     replayArchive: options.replayArchive ?? false,
   };
+}
+
+function checkOptions(o: StreamOptions): void {
+  const backlog = o.maxBacklog ?? DEFAULT_MAX_BACKLOG;
+  if (!Number.isInteger(backlog) || backlog < 1) {
+    throw new RangeError(`maxBacklog must be a positive integer, got ${backlog}`);
+  }
+  const replay = o.maxReplay === undefined ? DEFAULT_MAX_REPLAY : o.maxReplay;
+  if (replay !== null && (!Number.isInteger(replay) || replay < 0)) {
+    throw new RangeError(`maxReplay must be an integer >= 0 or null, got ${replay}`);
+  }
+  const stall = o.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+  if (!(stall > 0)) throw new RangeError(`stallTimeoutMs must be > 0, got ${stall}`);
 }
 
 function checkName(name: string): void {
@@ -221,12 +272,7 @@ export class Stream {
     this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
     const a = options.archive ?? null;
     this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
-    if (!Number.isInteger(this.maxBacklog) || this.maxBacklog < 1) {
-      throw new RangeError(`maxBacklog must be a positive integer, got ${this.maxBacklog}`);
-    }
-    if (this.maxReplay !== null && (!Number.isInteger(this.maxReplay) || this.maxReplay < 0)) {
-      throw new RangeError(`maxReplay must be an integer >= 0 or null, got ${this.maxReplay}`);
-    }
+    checkOptions(options);
     if (this.log) {
       this.log.onCommit = (first, end) => this.#committed(first, end);
       this.log.onDiscard = (from) => this.#discard(from);
@@ -260,6 +306,7 @@ export class Stream {
   static async open(name: string, options: StreamOptions): Promise<Stream> {
     // Check the name and schema before touching the disk.
     checkName(name);
+    checkOptions(options);
     const compiled = compileSchema(options.schema);
     if (!options.root) return new Stream(name, { ...options, compiled });
     const log = await Log.open(join(options.root, name === "" ? "_" : name), {
@@ -269,6 +316,7 @@ export class Stream {
       ...options.logOptions,
     });
     try {
+      await keepSchema(log, compiled);
       return new Stream(name, { ...options, log, ownsLog: true, compiled });
     } catch (err) {
       await log.close();
@@ -301,6 +349,7 @@ export class Stream {
       progress: options.progress,
     });
     try {
+      await keepSchema(log, compiled);
       return { stream: new Stream(name, { ...options, log, ownsLog: true, compiled }), report };
     } catch (err) {
       await log.close();
