@@ -1,20 +1,36 @@
 /**
  * streamcast: a replayable WebSocket multicaster. One feed in, every row
  * appended to a durable segmented log and only then broadcast to any number of
- * subscribers, each frame carrying its offset.
+ * subscribers, each frame carrying its offset, so that a subscriber can leave
+ * and come back with no gap and no duplicate.
  *
  * ```ts
- * import { Log } from "@streamcast/server";
- * const log = await Log.open(await Deno.makeTempDir());
- * console.log(await log.append(new TextEncoder().encode('{"price":1}'))); // 1
- * await log.close();
+ * import { connect, serve, Stream } from "@streamcast/server";
+ *
+ * const trades = await Stream.open("trades", {
+ *   root: await Deno.makeTempDir(), // the log lives in ROOT/trades
+ *   schema: {
+ *     type: "object",
+ *     properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
+ *     required: ["price", "side"],
+ *   },
+ * });
+ * const server = serve([trades], { port: 0, onListen: () => {} });
+ * await trades.send({ price: 85565.5, side: 1 }); // durable, then broadcast: offset 1
+ *
+ * const sub = await connect(`${server.url}/trades`, { offset: 1 });
+ * for await (const [offset, msg] of sub) {
+ *   console.log(offset, msg); // 1 { price: 85565.5, side: 1 }
+ *   break;
+ * }
+ * await server.shutdown();
  * ```
  *
  * @module
  */
 
 export * from "./log/mod.ts";
-export * from "./client/wire.ts";
+export * from "./client/mod.ts";
 export * from "./server/stream.ts";
 export * from "./server/serve.ts";
 export * from "./server/errors.ts";
@@ -25,3 +41,4 @@ export {
   type RowSchema,
   SchemaError,
 } from "./server/schema.ts";
+export { FileCursor } from "./client/file_cursor.ts";

@@ -1,11 +1,261 @@
-// `cli.ts tail` and `cli.ts head`: not built yet (being written).
-/** Runs `tail`; resolves with the exit code. */
-export function cmdTail(_args: string[]): Promise<number> {
-  console.error("streamcast: tail is not built yet");
-  return Promise.resolve(1);
+/**
+ * `cli.ts tail` and `cli.ts head`.
+ *
+ * ```text
+ * deno run -A cli.ts tail URL [--offset N|earliest] [--cursor FILE] [--no-reconnect]
+ * deno run -A cli.ts head URL
+ * ```
+ *
+ * `tail` prints every row as the NDJSON line `[offset,msg]`, byte for byte as
+ * the server sent it, on stdout; status goes to stderr. It exits 0 on SIGINT
+ * and SIGTERM and when stdout is closed (`| head -n 5`), 1 on a refusal.
+ *
+ * @module
+ */
+
+import { parse, UsageError } from "./_args.ts";
+import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
+import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
+import { FileCursor } from "../client/file_cursor.ts";
+import { fetchHead, headUrl } from "../client/head.ts";
+
+const TAIL_USAGE =
+  `usage: deno run -A cli.ts tail URL [--offset N|earliest] [--cursor FILE] [--no-reconnect]
+
+Prints the stream at URL (ws://HOST:PORT/NAME, ws://HOST:PORT/ for the unnamed
+stream; http:// works too) as NDJSON: one [offset,msg] line per row, exactly as
+the server sent it. Status messages go to stderr.
+
+  --offset N|earliest  start at offset N (inclusive; 0 = the stream's first) or at
+                       the earliest offset still served. Default: live, from the
+                       next row.
+  --cursor FILE        resume from FILE and keep it up to date (the next offset to
+                       print, and the stream id). When FILE exists it wins over
+                       --offset. A row counts as printed once written to stdout; the
+                       file is saved every 10000 rows or 1 s, and on exit.
+  --reconnect          after a server restart, a dropped connection or a too-slow
+                       drop, reconnect with backoff and resume after the last row
+                       printed. ON BY DEFAULT for tail.
+  --no-reconnect       exit 1 on those instead.
+
+Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
+| head -n 5); 1 when the server refuses the subscribe (the message says why and
+what to do next) or the connection fails; 2 on a bad command line.`;
+
+const HEAD_USAGE = `usage: deno run -A cli.ts head URL
+
+Prints the head of the stream at URL (ws://HOST:PORT/NAME or http://HOST:PORT/NAME;
+/ for the unnamed stream) as JSON: stream, stream_id, end_offset (the next offset
+to be written), earliest, durable, subscribers, schema, archive. It is
+GET /NAME/head (/_/head for the unnamed stream). Exits 1 when there is no such
+stream or the server cannot be reached.`;
+
+const utf8 = new TextEncoder();
+
+/** Buffered stdout: lines are pushed, then written in one write per flush. */
+class Output {
+  #chunks: string[] = [];
+  #size = 0;
+  #chain: Promise<void> = Promise.resolve();
+
+  get size(): number {
+    return this.#size;
+  }
+
+  push(line: string): void {
+    this.#chunks.push(line, "\n");
+    this.#size += line.length + 1;
+  }
+
+  /** Writes what was pushed; flushes run one after another, and a failed one fails the rest. */
+  flush(): Promise<void> {
+    const run = async () => {
+      if (this.#chunks.length === 0) return;
+      const bytes = utf8.encode(this.#chunks.join(""));
+      this.#chunks = [];
+      this.#size = 0;
+      let done = 0;
+      while (done < bytes.length) done += await Deno.stdout.write(bytes.subarray(done));
+    };
+    this.#chain = this.#chain.then(run);
+    return this.#chain;
+  }
 }
-/** Runs `head`; resolves with the exit code. */
-export function cmdHead(_args: string[]): Promise<number> {
-  console.error("streamcast: head is not built yet");
-  return Promise.resolve(1);
+
+function isBrokenPipe(err: unknown): boolean {
+  return err instanceof Deno.errors.BrokenPipe ||
+    (err instanceof Error &&
+      /broken pipe|EPIPE/i.test(`${(err as { code?: string }).code} ${err.message}`));
+}
+
+function parseOffset(v: unknown): number | "earliest" | undefined {
+  if (v === undefined) return undefined;
+  if (v === "earliest") return "earliest";
+  if (typeof v === "string" && /^\d{1,16}$/.test(v) && Number.isSafeInteger(Number(v))) {
+    return Number(v);
+  }
+  throw new UsageError(`--offset must be an integer >= 0 or "earliest", got ${v}`);
+}
+
+function describeStart(sub: Subscription): string {
+  const g = sub.greeting;
+  const name = g.stream === "" ? "the unnamed stream" : `stream "${g.stream}"`;
+  if (!g.durable) return `${name} (ephemeral: no offsets, nothing replayable): live`;
+  const id = `(stream_id ${g.stream_id})`;
+  if (g.replay) return `${name} ${id}: replaying ${g.replay[0]}..${g.replay[1] - 1}, then live`;
+  return `${name} ${id}: live from offset ${g.end_offset}`;
+}
+
+function describeReconnect(e: ReconnectEvent): string {
+  const at = e.resumeAt !== null
+    ? `at offset ${e.resumeAt}`
+    : "live (ephemeral stream: rows sent meanwhile are lost)";
+  return `streamcast tail: ${e.error.message}\nstreamcast tail: reconnecting in ${e.delayMs} ms ` +
+    `${at} (attempt ${e.attempt})`;
+}
+
+/**
+ * Runs `tail` with its arguments; resolves with the exit code.
+ *
+ * @example
+ * ```ts
+ * import { cmdTail } from "./tail.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
+ * const stream = await Stream.open("ticks", {
+ *   root,
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }]);
+ * setTimeout(() => server.shutdown(), 300);
+ * // Prints [1,{"v":1}] and [2,{"v":2}], then exits 1 when the server goes away.
+ * console.log(await cmdTail([`${server.url}/ticks`, "--offset", "1", "--no-reconnect"]));
+ * await Deno.remove(root, { recursive: true });
+ * ```
+ */
+export async function cmdTail(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args, {
+    offset: { type: "string" },
+    cursor: { type: "string" },
+    reconnect: { type: "boolean" },
+    "no-reconnect": { type: "boolean" },
+  }, 1);
+  if (values.help || positionals.length !== 1) {
+    console.log(TAIL_USAGE);
+    return values.help ? 0 : 2;
+  }
+  if (values.reconnect && values["no-reconnect"]) {
+    throw new UsageError("--reconnect and --no-reconnect contradict each other");
+  }
+  const url = positionals[0];
+  try {
+    headUrl(url); // checks the URL's shape
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const offset = parseOffset(values.offset);
+  const cursorPath = values.cursor as string | undefined;
+  const cursor = cursorPath !== undefined ? new FileCursor(cursorPath) : undefined;
+
+  const out = new Output();
+  const ac = new AbortController();
+  const onSignal = () => ac.abort(new DOMException("interrupted by a signal", "AbortError"));
+  const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
+  for (const s of signals) Deno.addSignalListener(s, onSignal);
+  let sub: Subscription | null = null;
+  try {
+    if (cursor) {
+      const saved = await cursor.load();
+      if (saved) {
+        console.error(
+          `streamcast tail: resuming from ${cursorPath} at offset ${saved.offset}` +
+            (offset !== undefined ? " (the cursor wins over --offset)" : ""),
+        );
+      }
+    }
+    sub = await connect(url, {
+      offset,
+      cursor,
+      reconnect: !values["no-reconnect"],
+      signal: ac.signal,
+      beforeSave: () => out.flush(),
+      onReconnect: (e) => console.error(describeReconnect(e)),
+    });
+    console.error(`streamcast tail: ${describeStart(sub)}`);
+    for await (const [, line] of sub.lines()) {
+      out.push(line);
+      // Write when nothing more is ready, or in 64 KiB pieces.
+      if (sub.buffered === 0 || out.size >= 1 << 16) await out.flush();
+    }
+    await out.flush();
+    return 0;
+  } catch (err) {
+    if (ac.signal.aborted) {
+      await out.flush().catch(() => {});
+      return 0;
+    }
+    if (isBrokenPipe(err)) return 0;
+    if (err instanceof SubscriptionError) {
+      await out.flush().catch(() => {});
+      console.error(`streamcast tail: ${err.message}`);
+      return 1;
+    }
+    if (
+      err instanceof TypeError || err instanceof RangeError ||
+      err instanceof Deno.errors.PermissionDenied
+    ) {
+      console.error(`streamcast tail: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    for (const s of signals) Deno.removeSignalListener(s, onSignal);
+    await sub?.close().catch(() => {});
+  }
+}
+
+/**
+ * Runs `head` with its arguments; resolves with the exit code.
+ *
+ * @example
+ * ```ts
+ * import { cmdHead } from "./tail.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = new Stream("ticks", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * console.log(await cmdHead([`${server.url}/ticks`])); // prints the head, then 0
+ * await server.shutdown();
+ * ```
+ */
+export async function cmdHead(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args, {}, 1);
+  if (values.help || positionals.length !== 1) {
+    console.log(HEAD_USAGE);
+    return values.help ? 0 : 2;
+  }
+  const url = positionals[0];
+  let at: string;
+  try {
+    at = headUrl(url);
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  try {
+    console.log(JSON.stringify(await fetchHead(url), null, 2));
+    return 0;
+  } catch (err) {
+    if (err instanceof StreamNotFound) {
+      console.error(`streamcast head: ${err.message}`);
+      return 1;
+    }
+    if (err instanceof Error) {
+      // fetch's network failures are TypeErrors; statuses other than 404 are Errors.
+      console.error(`streamcast head: cannot get ${at}: ${err.message}`);
+      return 1;
+    }
+    throw err;
+  }
 }

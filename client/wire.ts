@@ -230,6 +230,30 @@ export interface Greeting {
   frames?: FrameMode;
 }
 
+/** The object served at `GET /{name}/head` (and in `GET /_/streams`). */
+export interface StreamHead {
+  /** The stream name (`""` for the unnamed stream). */
+  stream: string;
+  /** The log's stream id, or `null` on an ephemeral stream. */
+  stream_id: string | null;
+  /** The next offset to be written (exclusive end), or `null` on an ephemeral stream. */
+  end_offset: number | null;
+  /** The earliest offset served, or `null` when the log holds nothing. */
+  earliest: number | null;
+  /** Whether the stream has a log. */
+  durable: boolean;
+  /** Subscribers connected now. */
+  subscribers: number;
+  /** The JSON Schema as declared. */
+  schema: Record<string, unknown>;
+  /** The archive's `s3://` URI, or `null`. */
+  archive: string | null;
+  /** With an archive: rows not yet archived, the age of the oldest of them, the last error. */
+  archive_lag?: { rows: number; seconds: number; error: string | null } | null;
+  /** Any field a newer server adds. */
+  [key: string]: unknown;
+}
+
 /** How data rows are framed on a subscription. */
 export type FrameMode = "single" | "batch" | "arrow";
 

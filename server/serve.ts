@@ -49,6 +49,8 @@ export interface ServeOptions {
   tls?: { cert: string; key: string };
   /** Close the streams (and their logs) on shutdown. @default true */
   closeStreams?: boolean;
+  /** On shutdown, how long to wait for subscribers' sockets to close after 1001. @default 2000 */
+  closeWaitMs?: number;
 }
 
 /** A running server. */
@@ -150,9 +152,9 @@ export function decideStart(
           error: "not_replayable",
           why: "too_old",
           offset: from,
+          end_offset: end,
           rows,
           max_replay: maxReplay,
-          end_offset: end,
         },
       };
     }
@@ -591,8 +593,10 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
   async function shutdown(): Promise<void> {
     if (shuttingDown) return await shuttingDown;
     shuttingDown = (async () => {
-      ac.abort();
-      // Let what is pending commit and reach the subscribers, then say goodbye.
+      // New upgrades are now answered with 1001 and /_/health with 503. Let
+      // what is pending commit and reach the subscribers, then say goodbye,
+      // and give the close frames (queued behind data) time to go out before
+      // the listener and its connections are torn down.
       await Promise.all([...byName.values()].map((s) => s.log?.flush()));
       for (const s of byName.values()) s.closeSubscribers(CloseCode.GoingAway, "");
       for (const sock of sockets) {
@@ -602,6 +606,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
           // already closing
         }
       }
+      const deadline = Date.now() + (options.closeWaitMs ?? 2000);
+      while (sockets.size > 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      ac.abort();
       if (options.closeStreams ?? true) {
         await Promise.all([...byName.values()].map((s) => s.close()));
       } else {

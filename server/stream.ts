@@ -10,7 +10,7 @@
  */
 
 import { join } from "node:path";
-import { type Greeting, isStreamName, PROTOCOL_VERSION } from "../client/wire.ts";
+import { type Greeting, isStreamName, PROTOCOL_VERSION, type StreamHead } from "../client/wire.ts";
 import {
   type ArchiveOptions,
   Log,
@@ -101,28 +101,6 @@ export const COMMIT_BUCKETS_MS: readonly number[] = [
   250,
   1000,
 ];
-
-/** The object served at `GET /{name}/head`. */
-export interface StreamHead {
-  /** The stream name. */
-  stream: string;
-  /** The log's stream id, or null. */
-  stream_id: string | null;
-  /** The next offset to be written (exclusive end), or null. */
-  end_offset: number | null;
-  /** The earliest offset served, or null when the log holds nothing. */
-  earliest: number | null;
-  /** Whether the stream has a log. */
-  durable: boolean;
-  /** Subscribers connected now. */
-  subscribers: number;
-  /** The schema as declared. */
-  schema: Record<string, unknown>;
-  /** The archive URI, or null. */
-  archive: string | null;
-  /** How far the archive lags the log, when there is an archive. */
-  archive_lag?: { rows: number; seconds: number; error: string | null } | null;
-}
 
 const utf8 = new TextEncoder();
 

@@ -1,0 +1,187 @@
+// One WebSocket of a subscription: collects the greeting, the data frames and
+// the close, and wakes whoever waits for any of them. Private to client/.
+// Web APIs only (runs in browsers).
+
+import { type Greeting, PROTOCOL_VERSION } from "./wire.ts";
+
+/** How a socket closed. */
+export interface CloseInfo {
+  /** The close code (1006 when the connection dropped or never opened). */
+  code: number;
+  /** The close reason. */
+  reason: string;
+  /** Whether the close handshake completed. */
+  wasClean: boolean;
+}
+
+/**
+ * A WebSocket constructor: the global one, or another with the same API (a
+ * polyfill, or a recording subclass in tests).
+ *
+ * @example
+ * ```ts
+ * import type { WebSocketConstructor } from "./_connection.ts";
+ * const WS: WebSocketConstructor = WebSocket;
+ * console.log(typeof WS); // function
+ * ```
+ */
+export type WebSocketConstructor = new (url: string | URL) => WebSocket;
+
+/** How long `close()` waits for the close handshake before giving up. */
+const CLOSE_WAIT_MS = 5_000;
+
+/** Checks the first frame; returns the greeting or what is wrong with it. */
+export function parseGreeting(text: string): Greeting | string {
+  let g: Record<string, unknown>;
+  try {
+    g = JSON.parse(text);
+  } catch {
+    return `the first frame is not a JSON greeting: ${JSON.stringify(text.slice(0, 80))}`;
+  }
+  if (!g || typeof g !== "object" || Array.isArray(g)) {
+    return `the first frame is not a greeting object: ${JSON.stringify(text.slice(0, 80))}`;
+  }
+  if (g.streamcast !== PROTOCOL_VERSION) {
+    return `the server speaks streamcast protocol ${
+      JSON.stringify(g.streamcast)
+    }; this client speaks ${PROTOCOL_VERSION}`;
+  }
+  if (typeof g.durable !== "boolean") return "the greeting has no boolean durable";
+  if (g.durable) {
+    if (typeof g.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(g.stream_id)) {
+      return `the greeting of a durable stream has no valid stream_id: ${
+        JSON.stringify(g.stream_id)
+      }`;
+    }
+    if (!Number.isSafeInteger(g.end_offset) || (g.end_offset as number) < 0) {
+      return `the greeting's end_offset is not an integer >= 0: ${JSON.stringify(g.end_offset)}`;
+    }
+    const r = g.replay;
+    if (
+      r !== null &&
+      !(Array.isArray(r) && r.length === 2 && Number.isSafeInteger(r[0]) &&
+        Number.isSafeInteger(r[1]) && r[0] <= r[1])
+    ) {
+      return `the greeting's replay is not null or [from, end]: ${JSON.stringify(r)}`;
+    }
+  }
+  return g as unknown as Greeting;
+}
+
+/** One socket: greeting, frames and close as they arrive. */
+export class Connection {
+  /** The socket. */
+  readonly ws: WebSocket;
+  /** The greeting, once received. */
+  greeting: Greeting | null = null;
+  /** How the socket closed, once it has. */
+  closed: CloseInfo | null = null;
+  /** A protocol problem found in what the server sent (the socket is then closed). */
+  problem: string | null = null;
+  #frames: string[] = [];
+  #head = 0;
+  #wake: (() => void) | null = null;
+  readonly #done: Promise<void>;
+
+  /** Opens `url` with `WS`. */
+  constructor(WS: WebSocketConstructor, url: string) {
+    const ws = new WS(url);
+    this.ws = ws;
+    this.#done = new Promise((resolve) => {
+      ws.onclose = (e: CloseEvent) => {
+        // Deno reports a connection that failed or dropped as code 0; the
+        // WebSocket standard (and browsers) say 1006.
+        const code = e.code >= 1000 ? e.code : 1006;
+        this.closed = { code, reason: e.reason, wasClean: e.wasClean };
+        this.wakeUp();
+        resolve();
+      };
+    });
+    // An error event is always followed by a close event, which carries the code.
+    ws.onerror = () => {};
+    ws.onmessage = (e: MessageEvent) => {
+      if (this.problem !== null) return;
+      const data = e.data;
+      if (typeof data !== "string") {
+        this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
+        return;
+      }
+      if (this.greeting === null) {
+        const g = parseGreeting(data);
+        if (typeof g === "string") {
+          this.#fail(g);
+          return;
+        }
+        this.greeting = g;
+      } else {
+        this.#frames.push(data);
+      }
+      this.wakeUp();
+    };
+  }
+
+  /** Frames received and not yet taken. */
+  get pending(): number {
+    return this.#frames.length - this.#head;
+  }
+
+  /** The next frame received, or `undefined` when none is waiting. */
+  take(): string | undefined {
+    if (this.#head >= this.#frames.length) return undefined;
+    const f = this.#frames[this.#head++];
+    if (this.#head === this.#frames.length) {
+      this.#frames = [];
+      this.#head = 0;
+    } else if (this.#head >= 4096 && this.#head * 2 >= this.#frames.length) {
+      this.#frames = this.#frames.slice(this.#head);
+      this.#head = 0;
+    }
+    return f;
+  }
+
+  /** Resolves when a frame or the close arrives (or {@linkcode wakeUp} is called). */
+  wait(): Promise<void> {
+    return new Promise((resolve) => {
+      const prev = this.#wake;
+      this.#wake = () => {
+        prev?.();
+        resolve();
+      };
+    });
+  }
+
+  /** Wakes whoever waits. */
+  wakeUp(): void {
+    const w = this.#wake;
+    this.#wake = null;
+    w?.();
+  }
+
+  #fail(problem: string): void {
+    // Frames received before the problem are still delivered; nothing after it.
+    this.problem = problem;
+    this.wakeUp();
+    try {
+      this.ws.close(1000, "protocol error");
+    } catch {
+      // Already closing.
+    }
+  }
+
+  /** Closes the socket (if open) and waits for the close to complete. */
+  async close(): Promise<void> {
+    if (this.closed === null) {
+      try {
+        this.ws.close(1000);
+      } catch {
+        // Already closing; the close event is on its way.
+      }
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      this.#done,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
+  }
+}

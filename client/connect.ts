@@ -1,0 +1,893 @@
+/**
+ * `connect()` and the {@linkcode Subscription} it returns: a streamcast
+ * subscription as an async iterator of `[offset, msg]` pairs.
+ *
+ * Invariants kept here:
+ * - offsets yielded on a durable stream strictly increase, also across
+ *   reconnects, and none is below the offset asked for; a frame that breaks
+ *   this ends the iteration with a {@linkcode ProtocolError};
+ * - the cursor's offset never passes a row the loop has not finished: a row
+ *   counts as handled only when the loop asks for the next one (or
+ *   `commit()` is called), so `break`, an exception or a crash re-delivers it;
+ * - a reconnect resumes at the offset after the last row received, with the
+ *   stream id the subscription started with, and never crosses a change of it.
+ *
+ * Web APIs only (WebSocket, URL, AbortSignal, timers): this runs in Deno and in
+ * browsers.
+ *
+ * @example
+ * ```ts
+ * import { connect } from "./connect.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
+ * const stream = await Stream.open("ticks", {
+ *   root,
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }]);
+ * const sub = await connect(`${server.url}/ticks`, { offset: "earliest" });
+ * for await (const [offset, msg] of sub) {
+ *   console.log(offset, msg);
+ *   if (offset === 2) break;
+ * }
+ * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
+ * ```
+ *
+ * @module
+ */
+
+import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import type { CursorStore } from "./cursor.ts";
+import {
+  closeError,
+  ConnectionClosed,
+  NotReplayable,
+  ProtocolError,
+  SubscriptionError,
+} from "./errors.ts";
+import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
+import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
+
+export type { WebSocketConstructor } from "./_connection.ts";
+
+/**
+ * Default {@linkcode ConnectOptions.saveEveryRows}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_SAVE_EVERY_ROWS } from "./connect.ts";
+ * console.log(DEFAULT_SAVE_EVERY_ROWS); // 10000
+ * ```
+ */
+export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
+/**
+ * Default {@linkcode ConnectOptions.saveEveryMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_SAVE_EVERY_MS } from "./connect.ts";
+ * console.log(DEFAULT_SAVE_EVERY_MS); // 1000
+ * ```
+ */
+export const DEFAULT_SAVE_EVERY_MS = 1_000;
+/**
+ * Default {@linkcode ConnectOptions.connectTimeoutMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_CONNECT_TIMEOUT_MS } from "./connect.ts";
+ * console.log(DEFAULT_CONNECT_TIMEOUT_MS); // 10000
+ * ```
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Default {@linkcode BackoffOptions.minMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_BACKOFF_MIN_MS } from "./connect.ts";
+ * console.log(DEFAULT_BACKOFF_MIN_MS); // 100
+ * ```
+ */
+export const DEFAULT_BACKOFF_MIN_MS = 100;
+/**
+ * Default {@linkcode BackoffOptions.maxMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_BACKOFF_MAX_MS } from "./connect.ts";
+ * console.log(DEFAULT_BACKOFF_MAX_MS); // 10000
+ * ```
+ */
+export const DEFAULT_BACKOFF_MAX_MS = 10_000;
+
+/**
+ * Reconnect delays: capped exponential, with jitter (see {@linkcode backoffDelay}).
+ *
+ * @example
+ * ```ts
+ * import type { BackoffOptions } from "./connect.ts";
+ * const backoff: BackoffOptions = { minMs: 250, maxMs: 30_000 };
+ * console.log(backoff.maxMs); // 30000
+ * ```
+ */
+export interface BackoffOptions {
+  /** The delay before the first attempt (before jitter). @default 100 */
+  minMs?: number;
+  /** The largest delay (before jitter). @default 10000 */
+  maxMs?: number;
+}
+
+/**
+ * What {@linkcode ConnectOptions.onReconnect} is told before each reconnect attempt.
+ *
+ * @example
+ * ```ts
+ * import type { ReconnectEvent } from "./connect.ts";
+ * function report(e: ReconnectEvent): void {
+ *   const at = e.resumeAt === null ? "live (rows lost meanwhile)" : `at ${e.resumeAt}`;
+ *   console.error(`${e.error.message}; retrying in ${e.delayMs} ms ${at}`);
+ * }
+ * console.log(typeof report); // function
+ * ```
+ */
+export interface ReconnectEvent {
+  /** Why the connection ended (attempt 1), or why the previous attempt failed. */
+  error: SubscriptionError;
+  /** 1 for the first attempt after a connection ended, then 2, 3, … */
+  attempt: number;
+  /** How long the client waits before this attempt. */
+  delayMs: number;
+  /** The offset the attempt resumes at; `null` on an ephemeral stream (live). */
+  resumeAt: number | null;
+  /**
+   * `true` on an ephemeral stream: rows published while disconnected are lost
+   * (the stream keeps no log). Always `false` on a durable stream, which
+   * resumes with no gap.
+   */
+  lost: boolean;
+}
+
+/**
+ * Options of {@linkcode connect}.
+ *
+ * @example
+ * ```ts
+ * import { type ConnectOptions, MemoryCursor } from "./mod.ts";
+ * const options: ConnectOptions = {
+ *   offset: "earliest",
+ *   cursor: new MemoryCursor(),
+ *   reconnect: true,
+ *   backoff: { minMs: 100, maxMs: 5_000 },
+ *   onReconnect: (e) => console.error(e.error.message),
+ * };
+ * console.log(options.reconnect); // true
+ * ```
+ */
+export interface ConnectOptions {
+  /**
+   * Where to start: an offset (inclusive; 0 means the stream's first offset)
+   * or `"earliest"` (the earliest offset still served, accepting any gap).
+   * A saved cursor wins over this. Absent: live, from the next row.
+   * @default undefined
+   */
+  offset?: number | "earliest";
+  /**
+   * Where the resume position is loaded from at connect and saved to as the
+   * loop runs. When it holds a cursor, that cursor (offset and stream id)
+   * wins over `offset`; when it holds none, the start position is saved at
+   * connect. Needs a durable stream. See `FileCursor` (Deno) and
+   * `MemoryCursor`.
+   * @default undefined
+   */
+  cursor?: CursorStore;
+  /** Save the cursor (awaited, in the loop) once this many rows were handled since the last save. @default 10000 */
+  saveEveryRows?: number;
+  /** Save the cursor (in the background) at most this long after a row was handled. @default 1000 */
+  saveEveryMs?: number;
+  /**
+   * Called before each cursor save: flush whatever output the handled rows
+   * produced, so the saved position never runs ahead of your side effects.
+   * A rejection cancels that save.
+   * @default undefined
+   */
+  beforeSave?: () => void | Promise<void>;
+  /**
+   * Reconnect after 1001, 4429 or a dropped connection (see `RECONNECT_CODES`),
+   * with backoff, at the offset after the last row received and with the
+   * known stream id. A refusal (4400, 4404, 4416) is always thrown. The first
+   * connect is never retried: `connect()` itself rejects.
+   * @default false
+   */
+  reconnect?: boolean;
+  /** Delays between reconnect attempts. @default {minMs: 100, maxMs: 10000} */
+  backoff?: BackoffOptions;
+  /** Told before each reconnect attempt (an exception thrown here ends the iteration). @default undefined */
+  onReconnect?: (event: ReconnectEvent) => void;
+  /** Aborting closes the subscription: `connect()` or the loop rejects with the signal's reason. @default undefined */
+  signal?: AbortSignal;
+  /** Give up on a connect (or a reconnect attempt) without a greeting after this long. @default 10000 */
+  connectTimeoutMs?: number;
+  /** The WebSocket constructor to use. @default globalThis.WebSocket */
+  WebSocket?: WebSocketConstructor;
+}
+
+/**
+ * A data row: its offset (`null` on an ephemeral stream) and the message.
+ *
+ * @example
+ * ```ts
+ * import type { Row } from "./connect.ts";
+ * const [offset, msg]: Row<{ price: number }> = [1861, { price: 85565 }];
+ * console.log(offset, msg.price); // 1861 85565
+ * ```
+ */
+export type Row<T = unknown> = [offset: number | null, msg: T];
+
+/**
+ * A data line as received: its offset and the original `[offset,msg]` text.
+ *
+ * @example
+ * ```ts
+ * import type { Line } from "./connect.ts";
+ * const [offset, text]: Line = [1861, '[1861,{"price":85565}]'];
+ * console.log(offset, text.length); // 1861 22
+ * ```
+ */
+export type Line = [offset: number | null, line: string];
+
+const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
+function checkOptions(url: string | URL, o: ConnectOptions): URL {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new TypeError(`connect: not a URL: ${JSON.stringify(String(url))}`);
+  }
+  if (!["ws:", "wss:", "http:", "https:"].includes(u.protocol)) {
+    throw new TypeError(`connect: the URL must be ws://, wss://, http:// or https://, got ${u}`);
+  }
+  for (const key of ["offset", "stream_id", "frames"]) {
+    if (u.searchParams.has(key)) {
+      throw new TypeError(
+        `connect: the URL carries ${key}=${u.searchParams.get(key)}; pass the offset as the ` +
+          `offset option (the client sets offset, stream_id and frames itself)`,
+      );
+    }
+  }
+  // Messages name the stream by its WebSocket URL.
+  if (u.protocol === "http:") u.protocol = "ws:";
+  else if (u.protocol === "https:") u.protocol = "wss:";
+  const off = o.offset;
+  if (off !== undefined && off !== "earliest" && !(Number.isSafeInteger(off) && off >= 0)) {
+    throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
+  }
+  const pos = (name: string, v: number | undefined, min: number) => {
+    if (v !== undefined && !(Number.isFinite(v) && v >= min)) {
+      throw new RangeError(`connect: ${name} must be a number >= ${min}, got ${v}`);
+    }
+  };
+  pos("saveEveryRows", o.saveEveryRows, 1);
+  pos("saveEveryMs", o.saveEveryMs, 0);
+  pos("connectTimeoutMs", o.connectTimeoutMs, 1);
+  pos("backoff.minMs", o.backoff?.minMs, 0);
+  pos("backoff.maxMs", o.backoff?.maxMs, o.backoff?.minMs ?? 0);
+  return u;
+}
+
+/**
+ * The delay before reconnect attempt `attempt` (1-based): `minMs · 2^(attempt-1)`
+ * capped at `maxMs`, then a random 50–100 % of that (jitter, so that many
+ * clients dropped together do not return together).
+ *
+ * @example
+ * ```ts
+ * import { backoffDelay } from "./connect.ts";
+ * const d = backoffDelay(3, 100, 10_000);
+ * console.log(d >= 200 && d <= 400); // true
+ * ```
+ */
+export function backoffDelay(attempt: number, minMs: number, maxMs: number): number {
+  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
+  return Math.round(base * (0.5 + Math.random() / 2));
+}
+
+/**
+ * A subscription to one stream: iterate it with `for await` to get
+ * `[offset, msg]` pairs, replay first and then live, with no gap and no
+ * duplicate. Get one from {@linkcode connect}.
+ *
+ * Leaving the loop (by `break`, `return` or an exception) closes the
+ * subscription and saves the cursor at the row the loop was on, so that row
+ * is delivered again on resume.
+ *
+ * @example
+ * ```ts
+ * import { connect, MemoryCursor } from "./mod.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
+ * const stream = await Stream.open("ticks", {
+ *   root,
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }, { v: 3 }]);
+ * const cursor = new MemoryCursor();
+ * const sub = await connect<{ v: number }>(`${server.url}/ticks`, { offset: 1, cursor });
+ * console.log(sub.greeting.end_offset); // 4
+ * for await (const [offset, msg] of sub) {
+ *   if (msg.v === 2) break; // row 2 is not handled: a resume starts there
+ * }
+ * console.log(cursor.value?.offset); // 2
+ * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
+ * ```
+ */
+export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> {
+  readonly #url: string;
+  readonly #opts: ConnectOptions;
+  readonly #WS: WebSocketConstructor;
+  readonly #cursor: CursorStore | null;
+  readonly #saveEveryRows: number;
+  readonly #saveEveryMs: number;
+  #conn: Connection | null = null;
+  #greeting: Greeting | null = null;
+  #streamId: string | null = null;
+  #durable = false;
+  /** Durable streams: the lowest offset the next row may have. */
+  #expect = 0;
+  #lastOffset: number | null = null;
+  /** The offset of the row yielded last (null: ephemeral), `undefined` when none is current. */
+  #current: number | null | undefined = undefined;
+  /** The next offset not yet handled (the cursor's offset); null on an ephemeral stream. */
+  #handled: number | null = null;
+  #saved: number | null = null;
+  /** Rows handled so far, and how many of them the last completed save covers. */
+  #handledCount = 0;
+  #savedCount = 0;
+  #saveChain: Promise<void> = Promise.resolve();
+  #saveTimer: ReturnType<typeof setTimeout> | undefined;
+  #saveError: unknown = undefined;
+  #lines: string[] = [];
+  #li = 0;
+  #busy = false;
+  #closed = false;
+  #closing: Promise<void> | null = null;
+  #aborted = false;
+  #abortReason: unknown = undefined;
+  #sleepWake: (() => void) | null = null;
+  #reconnects = 0;
+  readonly #onAbort = (): void => this.#abort();
+
+  private constructor(url: URL, options: ConnectOptions) {
+    this.#url = url.toString();
+    this.#opts = options;
+    const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
+    this.#WS = WS;
+    this.#cursor = options.cursor ?? null;
+    this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
+    this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+  }
+
+  /** @internal Use {@linkcode connect}. */
+  static async _open<T>(url: string | URL, options: ConnectOptions): Promise<Subscription<T>> {
+    const u = checkOptions(url, options);
+    const signal = options.signal;
+    signal?.throwIfAborted();
+    const sub = new Subscription<T>(u, options);
+    signal?.addEventListener("abort", sub.#onAbort, { once: true });
+    try {
+      await sub.#start();
+    } catch (err) {
+      await sub.#shutdown(false);
+      throw err;
+    }
+    return sub;
+  }
+
+  async #start(): Promise<void> {
+    let offset: OffsetRequest = this.#opts.offset ?? null;
+    let streamId: string | null = null;
+    const saved = this.#cursor ? await this.#cursor.load() : null;
+    if (saved) {
+      offset = saved.offset;
+      streamId = saved.streamId;
+    }
+    await this.#open(offset, streamId, null);
+    if (this.#cursor && !this.#durable) {
+      throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
+    }
+    this.#handled = this.#durable ? this.#expect : null;
+    // No cursor yet: this start is the position from now on.
+    if (this.#cursor && !saved) await this.#save();
+    else this.#saved = this.#handled;
+  }
+
+  /**
+   * Opens a socket at `offset` and waits for its greeting. Returns with the
+   * subscription updated, or throws the typed error for the refusal, the
+   * close, the timeout or the abort.
+   */
+  async #open(
+    offset: OffsetRequest,
+    streamId: string | null,
+    resume: number | null,
+  ): Promise<void> {
+    const ctx = { url: this.#url, offset, streamId };
+    const conn = new Connection(
+      this.#WS,
+      subscribeUrl(this.#url, { offset, streamId, frames: "batch" }),
+    );
+    this.#conn = conn;
+    const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    let timedOut = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        resolve();
+      }, ms);
+    });
+    try {
+      while (
+        conn.greeting === null && conn.closed === null && conn.problem === null && !timedOut &&
+        !this.#aborted && !this.#closed
+      ) {
+        await Promise.race([conn.wait(), timeout]);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#aborted) {
+      await conn.close();
+      throw this.#abortReason;
+    }
+    if (this.#closed) return;
+    if (conn.greeting === null && conn.problem !== null) {
+      await conn.close();
+      throw new ProtocolError(conn.problem, this.#url);
+    }
+    if (conn.greeting === null) {
+      if (conn.closed !== null) {
+        const c = conn.closed;
+        const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
+        if (err instanceof ConnectionClosed) {
+          throw new ConnectionClosed(
+            this.#url,
+            c.code,
+            c.reason,
+            resume,
+            `${c.code === 1006 ? "1006: refused or dropped" : c.code} before the greeting`,
+            c.wasClean,
+          );
+        }
+        throw err;
+      }
+      await conn.close();
+      throw new ConnectionClosed(this.#url, null, "", resume, `no greeting within ${ms} ms`);
+    }
+    const g = conn.greeting;
+    if (this.#streamId !== null && g.stream_id !== this.#streamId) {
+      // A server that does not check stream_id: never cross a change of log.
+      await conn.close();
+      throw new NotReplayable(this.#url, {
+        why: "other_stream",
+        offset: typeof offset === "number" ? offset : undefined,
+        streamId: this.#streamId,
+      });
+    }
+    this.#greeting = g;
+    this.#durable = g.durable;
+    this.#streamId = g.stream_id;
+    if (g.durable) {
+      const floor = g.replay ? g.replay[0] : (g.end_offset as number);
+      this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
+    }
+  }
+
+  /** The greeting of the current connection (updated on reconnect). */
+  get greeting(): Greeting {
+    return this.#greeting!;
+  }
+
+  /** The stream id (`null` on an ephemeral stream). */
+  get streamId(): string | null {
+    return this.#streamId;
+  }
+
+  /** The offset of the last row yielded, or `null` (none yet, or an ephemeral stream). */
+  get lastOffset(): number | null {
+    return this.#lastOffset;
+  }
+
+  /**
+   * The resume position: the first offset not yet handled, which is what the
+   * cursor saves (`null` on an ephemeral stream).
+   */
+  get position(): number | null {
+    return this.#handled;
+  }
+
+  /** How many times the subscription reconnected. */
+  get reconnects(): number {
+    return this.#reconnects;
+  }
+
+  /** At least this many rows are received and ready to be yielded without waiting. */
+  get buffered(): number {
+    return this.#lines.length - this.#li + (this.#conn?.pending ?? 0);
+  }
+
+  /**
+   * Marks the current row (the one yielded last) handled and saves the cursor
+   * now. Without a cursor it only marks.
+   */
+  async commit(): Promise<void> {
+    if (typeof this.#current === "number" && this.#current + 1 > (this.#handled ?? 0)) {
+      this.#handled = this.#current + 1;
+    }
+    if (this.#cursor && this.#durable) await this.#save();
+  }
+
+  /**
+   * Closes the subscription: the loop ends (a pending `next()` resolves done)
+   * and the cursor is saved at the first row not handled. Resolves once the
+   * socket is closed; rejects if that last save fails.
+   */
+  close(): Promise<void> {
+    return this.#shutdown(true);
+  }
+
+  /** This subscription, as its own iterator of `[offset, msg]`. */
+  [Symbol.asyncIterator](): AsyncIterableIterator<Row<T>> {
+    return this;
+  }
+
+  /** The next row; see the class documentation. */
+  next(): Promise<IteratorResult<Row<T>, undefined>> {
+    const now = this.#tryNow(false);
+    if (now !== null) return Promise.resolve(now as IteratorResult<Row<T>, undefined>);
+    return this.#next(false) as Promise<IteratorResult<Row<T>, undefined>>;
+  }
+
+  /** Closes the subscription (a `for await` loop calls this on `break`). */
+  async return(): Promise<IteratorResult<Row<T>, undefined>> {
+    await this.close();
+    return DONE;
+  }
+
+  /**
+   * The rows as `[offset, line]`, where `line` is the `[offset,msg]` text
+   * exactly as received (nothing re-encoded, `msg` not parsed): for tools that
+   * pass rows on, like `cli.ts tail`. Same cursor rules as iterating the
+   * subscription; use one or the other.
+   *
+   * @example
+   * ```ts
+   * import { connect } from "./connect.ts";
+   * import { serve, Stream } from "../mod.ts";
+   * const stream = new Stream("ticks", {
+   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+   * });
+   * const server = serve([stream], { port: 0, onListen: () => {} });
+   * const sub = await connect(`${server.url}/ticks`);
+   * await stream.send({ v: 1.5 });
+   * for await (const [, line] of sub.lines()) {
+   *   console.log(line); // [null,{"v":1.5}]
+   *   break;
+   * }
+   * await server.shutdown();
+   * ```
+   */
+  lines(): AsyncIterableIterator<Line> {
+    const it: AsyncIterableIterator<Line> = {
+      next: () => {
+        const now = this.#tryNow(true);
+        if (now !== null) return Promise.resolve(now as IteratorResult<Line, undefined>);
+        return this.#next(true) as Promise<IteratorResult<Line, undefined>>;
+      },
+      return: async () => {
+        await this.close();
+        return DONE;
+      },
+      [Symbol.asyncIterator]: () => it,
+    };
+    return it;
+  }
+
+  /** The loop asked for the next row: the current one is handled. */
+  #markHandled(): void {
+    const cur = this.#current;
+    if (cur === undefined) return;
+    if (cur !== null && cur + 1 > (this.#handled ?? 0)) this.#handled = cur + 1;
+    this.#current = undefined;
+    this.#handledCount++;
+    if (this.#cursor && !this.#closed && !this.#saveDue()) this.#armSaveTimer();
+  }
+
+  #saveDue(): boolean {
+    return this.#cursor !== null && !this.#closed &&
+      this.#handledCount - this.#savedCount >= this.#saveEveryRows;
+  }
+
+  /**
+   * The fast path of next(): a row already received, when nothing else (a
+   * save, a close, an abort, a bad line) needs the async path. `null`: take
+   * the async path.
+   */
+  #tryNow(raw: boolean): IteratorResult<Row<T> | Line, undefined> | null {
+    if (this.#busy || this.#closed || this.#aborted || this.#saveError !== undefined) return null;
+    this.#markHandled();
+    if (this.#saveDue()) return null;
+    if (this.#li >= this.#lines.length) {
+      const frame = this.#conn?.take();
+      if (frame === undefined) return null;
+      this.#lines = splitBatch(frame);
+      this.#li = 0;
+    }
+    // A bad line is left in place for the async path to report.
+    const value = this.#row(this.#lines[this.#li], raw);
+    if (typeof value === "string") return null;
+    this.#li++;
+    return { done: false, value };
+  }
+
+  async #next(raw: boolean): Promise<IteratorResult<Row<T> | Line, undefined>> {
+    if (this.#busy) {
+      throw new TypeError(
+        "Subscription: next() called while another next() is pending; use one for await loop",
+      );
+    }
+    this.#busy = true;
+    try {
+      this.#markHandled();
+      // Awaited, so a crash re-delivers at most saveEveryRows handled rows.
+      if (this.#saveDue()) await this.#saveOrEnd();
+      while (true) {
+        if (this.#saveError !== undefined) {
+          const err = this.#saveError;
+          this.#saveError = undefined;
+          await this.#shutdown(false).catch(() => {});
+          throw err;
+        }
+        if (this.#aborted) {
+          await this.#shutdown(true).catch(() => {});
+          throw this.#abortReason;
+        }
+        if (this.#closed) return DONE;
+        if (this.#li < this.#lines.length) {
+          const value = this.#row(this.#lines[this.#li++], raw);
+          if (typeof value === "string") await this.#fail(value);
+          return { done: false, value: value as Row<T> | Line };
+        }
+        const conn = this.#conn!;
+        const frame = conn.take();
+        if (frame !== undefined) {
+          this.#lines = splitBatch(frame);
+          this.#li = 0;
+          continue;
+        }
+        if (conn.problem !== null) await this.#fail(conn.problem);
+        if (conn.closed !== null) {
+          const c = conn.closed;
+          const err = closeError(
+            c.code,
+            c.reason,
+            {
+              url: this.#url,
+              offset: this.#durable ? this.#expect : null,
+              streamId: this.#streamId,
+            },
+            this.#durable ? this.#expect : null,
+            c.wasClean,
+          );
+          if (this.#opts.reconnect && err.reconnectable) {
+            try {
+              await this.#reconnect(err);
+            } catch (e) {
+              await this.#shutdown(true).catch(() => {});
+              throw e;
+            }
+            continue;
+          }
+          await this.#shutdown(true).catch(() => {});
+          throw err;
+        }
+        await conn.wait();
+      }
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** Checks one line and makes it the current row; returns what is wrong with it instead. */
+  #row(line: string, raw: boolean): Row<T> | Line | string {
+    let offset: number | null;
+    let value: Row<T> | Line;
+    if (raw) {
+      const o = lineOffset(line);
+      if (o === BAD_LINE) return `a frame line is not [offset,msg]: ${clip(line)}`;
+      offset = o;
+      value = [o, line];
+    } else {
+      const r = parseLine(line);
+      if (r === null) return `a frame line is not [offset,msg]: ${clip(line)}`;
+      offset = r[0];
+      value = r as Row<T>;
+    }
+    if (this.#durable) {
+      if (offset === null) return `a row without an offset on a durable stream: ${clip(line)}`;
+      if (offset < this.#expect) {
+        return this.#lastOffset !== null && offset <= this.#lastOffset
+          ? `offset ${offset} came after ${this.#lastOffset}: offsets must increase ` +
+            `(a server bug, or rows of another stream)`
+          : `offset ${offset} is below ${this.#expect}, the first offset this subscription ` +
+            `asked for (a server bug, or rows of another stream)`;
+      }
+      this.#expect = offset + 1;
+      this.#lastOffset = offset;
+    } else if (offset !== null) {
+      return `a row with offset ${offset} on an ephemeral stream`;
+    }
+    this.#current = offset;
+    return value;
+  }
+
+  /** Ends the subscription with a ProtocolError (the current row is not handled). */
+  async #fail(detail: string): Promise<never> {
+    await this.#shutdown(true).catch(() => {});
+    throw new ProtocolError(detail, this.#url);
+  }
+
+  async #reconnect(cause: SubscriptionError): Promise<void> {
+    const minMs = this.#opts.backoff?.minMs ?? DEFAULT_BACKOFF_MIN_MS;
+    const maxMs = this.#opts.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS;
+    let err = cause;
+    for (let attempt = 1;; attempt++) {
+      const delayMs = backoffDelay(attempt, minMs, maxMs);
+      const resumeAt = this.#durable ? this.#expect : null;
+      this.#opts.onReconnect?.({ error: err, attempt, delayMs, resumeAt, lost: !this.#durable });
+      await this.#sleep(delayMs);
+      if (this.#closed || this.#aborted) return;
+      try {
+        await this.#open(resumeAt, this.#streamId, resumeAt);
+      } catch (e) {
+        if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
+          err = e;
+          continue;
+        }
+        throw e;
+      }
+      if (!this.#closed && !this.#aborted) this.#reconnects++;
+      return;
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#sleepWake = null;
+        resolve();
+      }, ms);
+      this.#sleepWake = () => {
+        clearTimeout(timer);
+        this.#sleepWake = null;
+        resolve();
+      };
+    });
+  }
+
+  #abort(): void {
+    this.#aborted = true;
+    this.#abortReason = this.#opts.signal?.reason;
+    this.#sleepWake?.();
+    this.#conn?.wakeUp();
+  }
+
+  #armSaveTimer(): void {
+    if (this.#saveTimer !== undefined || this.#handled === this.#saved) return;
+    this.#saveTimer = setTimeout(() => {
+      this.#saveTimer = undefined;
+      this.#save().catch((err) => {
+        this.#saveError ??= err;
+        this.#conn?.wakeUp();
+      });
+    }, this.#saveEveryMs);
+  }
+
+  /** Saves in the loop; a failed save ends the subscription. */
+  async #saveOrEnd(): Promise<void> {
+    try {
+      await this.#save();
+    } catch (err) {
+      await this.#shutdown(false).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Saves the handled position (one save at a time, in order). */
+  #save(): Promise<void> {
+    const run = async (): Promise<void> => {
+      const pos = this.#handled;
+      const count = this.#handledCount;
+      if (pos === null || !this.#cursor) return;
+      if (pos === this.#saved) {
+        this.#savedCount = count;
+        return;
+      }
+      if (this.#opts.beforeSave) await this.#opts.beforeSave();
+      await this.#cursor.save({ offset: pos, streamId: this.#streamId });
+      this.#saved = pos;
+      this.#savedCount = count;
+    };
+    const p = this.#saveChain.then(run);
+    this.#saveChain = p.catch(() => {});
+    return p;
+  }
+
+  #shutdown(save: boolean): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#closed = true;
+      clearTimeout(this.#saveTimer);
+      this.#saveTimer = undefined;
+      this.#opts.signal?.removeEventListener("abort", this.#onAbort);
+      this.#sleepWake?.();
+      this.#lines = [];
+      this.#li = 0;
+      await this.#conn?.close();
+      if (save && this.#cursor && this.#durable && this.#handled !== this.#saved) {
+        await this.#save();
+      } else {
+        await this.#saveChain;
+      }
+    })();
+    return this.#closing;
+  }
+}
+
+function clip(s: string): string {
+  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "…" : s);
+}
+
+/**
+ * Subscribes to the stream at `url` (`ws://HOST:PORT/NAME`; `http://` works
+ * too) and resolves once the server's greeting arrived, so a refusal rejects
+ * here with its typed error (`StreamNotFound`, `NotReplayable`, …). Always
+ * negotiates batched frames; the subscription splits them.
+ *
+ * @example
+ * ```ts
+ * import { connect, NotReplayable } from "./mod.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
+ * const stream = await Stream.open("ticks", {
+ *   root,
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.send({ v: 1 });
+ * try {
+ *   await connect(`${server.url}/ticks`, { offset: 99 });
+ * } catch (err) {
+ *   if (!(err instanceof NotReplayable)) throw err;
+ *   console.log(err.why, err.endOffset); // ahead 2
+ * }
+ * const sub = await connect<{ v: number }>(`${server.url}/ticks`, { offset: 1 });
+ * for await (const [offset, msg] of sub) {
+ *   console.log(offset, msg.v); // 1 1
+ *   break;
+ * }
+ * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
+ * ```
+ */
+export function connect<T = unknown>(
+  url: string | URL,
+  options: ConnectOptions = {},
+): Promise<Subscription<T>> {
+  return Subscription._open<T>(url, options);
+}
