@@ -8,6 +8,8 @@
  * deno run -A cli.ts head    URL                              print a stream's head
  * deno run -A cli.ts inspect ROOT/NAME                        segments, offsets, sizes
  * deno run -A cli.ts verify  ROOT/NAME                        check every record
+ * deno run -A cli.ts export  ROOT/NAME --format parquet --out F  a range as Arrow/Parquet/NDJSON
+ * deno run -A cli.ts restore NAME --root DIR --archive s3://…   rebuild a log from its archive
  * ```
  *
  * Run `deno run -A cli.ts COMMAND --help` for a command's flags.
@@ -20,6 +22,8 @@ import { parse, UsageError } from "./cli/_args.ts";
 import { cmdServe } from "./cli/serve.ts";
 import { cmdHead, cmdTail } from "./cli/tail.ts";
 import { cmdRestore } from "./cli/restore.ts";
+import { cmdExport } from "./cli/export.ts";
+import { cmdDemo } from "./cli/demo.ts";
 
 const USAGE = `streamcast — a replayable WebSocket multicaster
 
@@ -32,6 +36,7 @@ commands:
   head     print a stream's head (end offset, subscribers, schema)
   inspect  list a log's segments, offsets and sizes
   verify   check every record of a log; exit 1 naming the first bad one
+  export   write a range of a log to Arrow IPC, Parquet or NDJSON
   restore  rebuild a stream's log from its S3 archive (producer failover)
 
 Run 'deno run -A cli.ts COMMAND --help' for a command's options.`;
@@ -118,20 +123,14 @@ and byte position of the first problem. Safe to run beside a live server.`);
   return 0;
 }
 
-function notYet(what: string): (args: string[]) => Promise<number> {
-  return () => {
-    console.error(`streamcast: ${what} is not built yet; see the open issues.`);
-    return Promise.resolve(1);
-  };
-}
-
 const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   serve: cmdServe,
-  demo: notYet("demo"),
+  demo: cmdDemo,
   tail: cmdTail,
   head: cmdHead,
   inspect: cmdInspect,
   restore: cmdRestore,
+  export: cmdExport,
   verify: cmdVerify,
 };
 

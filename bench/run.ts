@@ -7,7 +7,7 @@
  */
 import { type BenchSection, renderSection } from "./_report.ts";
 
-const BENCHES = ["encode", "log_append", "fanout", "replay", "client_parse"];
+const BENCHES = ["encode", "log_append", "fanout", "replay", "client_parse", "arrow"];
 
 const quick = Deno.args.includes("--quick");
 const only = Deno.args.includes("--only") ? Deno.args[Deno.args.indexOf("--only") + 1] : null;

@@ -17,6 +17,7 @@ import { parse, UsageError } from "./_args.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
 import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
+import type { CursorStore } from "../client/cursor.ts";
 import { fetchHead, headUrl } from "../client/head.ts";
 
 const TAIL_USAGE =
@@ -37,6 +38,17 @@ the server sent it. Status messages go to stderr.
                        drop, reconnect with backoff and resume after the last row
                        printed. ON BY DEFAULT for tail.
   --no-reconnect       exit 1 on those instead.
+  --catch-up           when the server refuses to replay that far back (too_old),
+                       read the gap from its chunks over HTTP first, then
+                       subscribe where they end
+  --archive s3://BUCKET/PREFIX
+                       with --catch-up: read rows the server no longer holds
+                       (evicted) from its archive (AWS credentials from the
+                       SDK's chain; --s3-endpoint URL and --s3-path-style for
+                       S3-compatible stores)
+  --cursor-uri s3://BUCKET/KEY
+                       keep a copy of the --cursor in S3, used only when FILE
+                       does not exist (a new machine)
 
 Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
 | head -n 5); 1 when the server refuses the subscribe (the message says why and
@@ -140,6 +152,11 @@ export async function cmdTail(args: string[]): Promise<number> {
     cursor: { type: "string" },
     reconnect: { type: "boolean" },
     "no-reconnect": { type: "boolean" },
+    "catch-up": { type: "boolean" },
+    archive: { type: "string" },
+    "cursor-uri": { type: "string" },
+    "s3-endpoint": { type: "string" },
+    "s3-path-style": { type: "boolean" },
   }, 1);
   if (values.help || positionals.length !== 1) {
     console.log(TAIL_USAGE);
@@ -156,7 +173,27 @@ export async function cmdTail(args: string[]): Promise<number> {
   }
   const offset = parseOffset(values.offset);
   const cursorPath = values.cursor as string | undefined;
-  const cursor = cursorPath !== undefined ? new FileCursor(cursorPath) : undefined;
+  const s3opts = {
+    endpoint: values["s3-endpoint"] as string | undefined,
+    forcePathStyle: values["s3-path-style"] === true,
+  };
+  const archiveUri = values.archive as string | undefined;
+  const cursorUri = values["cursor-uri"] as string | undefined;
+  if (archiveUri && !values["catch-up"]) throw new UsageError("--archive goes with --catch-up");
+  if (cursorUri && cursorPath === undefined) {
+    throw new UsageError("--cursor-uri goes with --cursor");
+  }
+  // The S3 client is loaded only when asked for: the SDK is large.
+  const s3 = archiveUri || cursorUri ? await import("../client/s3.ts") : null;
+  let cursor: CursorStore | undefined = cursorPath !== undefined
+    ? new FileCursor(cursorPath)
+    : undefined;
+  const remote = cursorUri ? new s3!.S3Cursor(cursorUri, s3opts) : null;
+  if (cursor && remote) cursor = new s3!.BackedUpCursor(cursor, remote, { uploadEveryMs: 5000 });
+  const stream = new URL(url).pathname.slice(1);
+  const archive = archiveUri
+    ? new s3!.S3ChunkSource({ uri: archiveUri, ...s3opts }, decodeURIComponent(stream))
+    : null;
 
   const out = new Output();
   const ac = new AbortController();
@@ -181,6 +218,7 @@ export async function cmdTail(args: string[]): Promise<number> {
       signal: ac.signal,
       beforeSave: () => out.flush(),
       onReconnect: (e) => console.error(describeReconnect(e)),
+      ...(values["catch-up"] ? { catchUp: { archive } } : {}),
     });
     console.error(`streamcast tail: ${describeStart(sub)}`);
     for await (const [, line] of sub.lines()) {
@@ -212,6 +250,9 @@ export async function cmdTail(args: string[]): Promise<number> {
   } finally {
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     await sub?.close().catch(() => {});
+    if (cursor && "close" in cursor) await (cursor as { close(): Promise<void> }).close();
+    remote?.close();
+    archive?.close();
   }
 }
 

@@ -48,6 +48,8 @@ import {
   SubscriptionError,
 } from "./errors.ts";
 import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
+import { type CatchUp, catchUp, type CatchUpOptions } from "./catch_up.ts";
+import { fetchHead } from "./head.ts";
 import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
 
 export type { WebSocketConstructor } from "./_connection.ts";
@@ -212,6 +214,15 @@ export interface ConnectOptions {
   connectTimeoutMs?: number;
   /** The WebSocket constructor to use. @default globalThis.WebSocket */
   WebSocket?: WebSocketConstructor;
+  /**
+   * When a subscribe is refused `too_old` (or `evicted`/`empty`, given an
+   * `archive` source), read the gap from the server's chunks over HTTP — with no socket
+   * open — then subscribe where they end; repeat until accepted. Chunks are
+   * checked against their SHA-256. zstd is decoded with `node:zlib` where it
+   * exists; elsewhere pass `{ decompress }`. See `client/catch_up.ts`.
+   * @default false
+   */
+  catchUp?: boolean | CatchUpOptions;
 }
 
 /**
@@ -360,6 +371,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #abortReason: unknown = undefined;
   #sleepWake: (() => void) | null = null;
   #reconnects = 0;
+  #catchUp: CatchUp | null = null;
+  #catchUpRows = 0;
   readonly #onAbort = (): void => this.#abort();
 
   private constructor(url: URL, options: ConnectOptions) {
@@ -397,7 +410,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       offset = saved.offset;
       streamId = saved.streamId;
     }
-    await this.#open(offset, streamId, null);
+    await this.#openOrCatchUp(offset, streamId, null);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
     }
@@ -405,6 +418,49 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     // No cursor yet: this start is the position from now on.
     if (this.#cursor && !saved) await this.#save();
     else this.#saved = this.#handled;
+  }
+
+  /**
+   * Opens a socket at `offset`; when refused for reaching too far back and
+   * `catchUp` is on, starts reading the gap from the chunks instead (the
+   * socket is opened again once they are read).
+   */
+  async #openOrCatchUp(
+    offset: OffsetRequest,
+    streamId: string | null,
+    resume: number | null,
+  ): Promise<void> {
+    try {
+      await this.#open(offset, streamId, resume);
+    } catch (err) {
+      const opt = this.#opts.catchUp;
+      if (!opt || !(err instanceof NotReplayable)) throw err;
+      const options: CatchUpOptions = opt === true ? {} : opt;
+      const canRead = err.why === "too_old" ||
+        ((err.why === "evicted" || err.why === "empty") && options.archive);
+      if (!canRead) throw err;
+      const from = typeof offset === "number" ? Math.max(1, offset) : (err.offset ?? 1);
+      // No progress since the last catch-up ended here: the refusal stands.
+      if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
+      const c = await catchUp(this.#url, from, streamId ?? this.#streamId, options);
+      const head = await fetchHead(this.#url);
+      this.#catchUp = c;
+      this.#catchUpRows = 0;
+      this.#durable = true;
+      this.#streamId = head.stream_id;
+      this.#expect = Math.max(this.#expect, from);
+      this.#greeting = {
+        streamcast: 2,
+        stream: head.stream,
+        stream_id: head.stream_id,
+        end_offset: head.end_offset,
+        replay: head.end_offset !== null && from < head.end_offset ? [from, head.end_offset] : null,
+        log: { name: head.stream, archive: head.archive },
+        durable: true,
+        schema: head.schema,
+        frames: "batch",
+      };
+    }
   }
 
   /**
@@ -664,6 +720,25 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
           if (typeof value === "string") await this.#fail(value);
           return { done: false, value: value as Row<T> | Line };
         }
+        if (this.#catchUp) {
+          // Rows read over HTTP come first; then the socket, where they end.
+          const r = await this.#catchUp.lines.next();
+          if (!r.done) {
+            this.#lines = r.value;
+            this.#li = 0;
+            this.#catchUpRows += r.value.length;
+            continue;
+          }
+          const at = Math.max(this.#catchUp.next(), this.#expect);
+          this.#catchUp = null;
+          try {
+            await this.#openOrCatchUp(at, this.#streamId, at);
+          } catch (e) {
+            await this.#shutdown(true).catch(() => {});
+            throw e;
+          }
+          continue;
+        }
         const conn = this.#conn!;
         const frame = conn.take();
         if (frame !== undefined) {
@@ -754,7 +829,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       await this.#sleep(delayMs);
       if (this.#closed || this.#aborted) return;
       try {
-        await this.#open(resumeAt, this.#streamId, resumeAt);
+        await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
       } catch (e) {
         if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
           err = e;

@@ -40,3 +40,4 @@ export * from "./errors.ts";
 export * from "./cursor.ts";
 export * from "./connect.ts";
 export * from "./head.ts";
+export * from "./catch_up.ts";

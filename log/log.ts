@@ -536,6 +536,16 @@ export class Log {
     return archived.filter((c) => c.first < local);
   }
 
+  /**
+   * Last offset a client can read as chunks over HTTP (the local manifest's,
+   * or the archive's when replay from it is on); null without chunks.
+   */
+  get chunksThrough(): number | null {
+    if (!this.#manifest) return null;
+    const a = this.#opts.replayArchive ? this.#archiveState?.through ?? 0 : 0;
+    return Math.max(this.#manifest.through, a);
+  }
+
   /** The chunk manifest (null when the log keeps no chunks). */
   get manifest(): Manifest | null {
     return this.#manifest ? structuredClone(this.#manifest) : null;

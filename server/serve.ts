@@ -11,6 +11,7 @@
  * | `GET /_/metrics` | Prometheus text |
  * | `GET /_/streams` | every stream's head |
  * | `GET /` and `GET /{name}` without an upgrade | the web viewer |
+ * | `GET /_/client.js`, `GET /_/viewer.js` | the viewer's scripts (see viewer.ts) |
  *
  * @module
  */
@@ -26,7 +27,7 @@ import { CONTENT_TYPE, Registry } from "./metrics.ts";
 import { COMMIT_BUCKETS_MS, type Stream } from "./stream.ts";
 import { chunkPath } from "../log/mod.ts";
 import type { Subscriber } from "./subscriber.ts";
-import { viewerPage } from "./viewer.ts";
+import { viewerAsset, viewerPage } from "./viewer.ts";
 
 /** Longest request URL accepted, in bytes. */
 export const DEFAULT_MAX_URL_BYTES = 8192;
@@ -98,6 +99,8 @@ export function decideStart(
     earliest: number | null;
     firstOffset: number;
     rowsBetween(from: number, to: number): number;
+    /** Last offset served as chunks over HTTP (null: the log keeps no chunks). */
+    readonly chunksThrough?: number | null;
   } | null,
   maxReplay: number | null,
   q: SubscribeQuery,
@@ -145,7 +148,12 @@ export function decideStart(
   }
   if (maxReplay !== null) {
     const rows = log.rowsBetween(from, end);
-    if (rows > maxReplay) {
+    // Refusing helps a client only if it can read the start some other way:
+    // over HTTP from the chunks. Rows not sealed into chunks yet can only come
+    // through the socket, and how many there are is bounded by sealing.
+    const through = log.chunksThrough;
+    const refuse = through === undefined || through === null || from <= through;
+    if (rows > maxReplay && refuse) {
       return {
         ok: false,
         reason: {
@@ -418,10 +426,22 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: pingS });
     let sub: Subscriber | null = null;
     sockets.add(socket);
-    socket.onopen = () => {
+    socket.onopen = async () => {
       if (shuttingDown) {
         socket.close(CloseCode.GoingAway, "");
         return;
+      }
+      let encoder = null;
+      if (q.frames === "arrow") {
+        try {
+          encoder = await stream.arrowEncoder();
+        } catch (err) {
+          protocolRefusals.inc({ code: "4400" });
+          const detail = `frames=arrow: ${err instanceof Error ? err.message : err}`;
+          socket.close(CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail }));
+          return;
+        }
+        if (socket.readyState !== WebSocket.OPEN) return;
       }
       // Decide now, not at request time: the log may have moved since.
       const d = decideStart(stream.log, stream.maxReplay, q);
@@ -431,8 +451,10 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         return;
       }
       const from = d.from ?? stream.endOffset;
-      const frames = q.frames === "batch" ? "batch" : "single";
+      const frames = q.frames;
       socket.send(JSON.stringify(stream.greeting(d.from, frames)));
+      // Arrow: the schema message goes first, then record batches.
+      if (encoder) socket.send(encoder.schemaMessage());
       sub = stream._subscribe(socket, from ?? 0, frames);
     };
     socket.onmessage = () => {
@@ -480,17 +502,6 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         encodeCloseReason({ error: "protocol", detail: q.detail }),
       );
     }
-    if (q.value.frames === "arrow") {
-      protocolRefusals.inc({ code: "4400" });
-      return refuse(
-        req,
-        CloseCode.Protocol,
-        encodeCloseReason({
-          error: "protocol",
-          detail: "frames=arrow is not supported by this server yet",
-        }),
-      );
-    }
     return subscribe(req, stream, q.value);
   }
 
@@ -520,6 +531,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     if (path === "/_/streams") {
       httpRequests.inc({ route: "streams" });
       return json([...byName.values()].map((s) => s.head()));
+    }
+    const asset = viewerAsset(path);
+    if (asset) {
+      httpRequests.inc({ route: "viewer" });
+      return asset;
     }
     const r = route(path);
     if (!r) {

@@ -10,7 +10,13 @@
  */
 
 import { join } from "node:path";
-import { type Greeting, isStreamName, PROTOCOL_VERSION, type StreamHead } from "../client/wire.ts";
+import {
+  type FrameMode,
+  type Greeting,
+  isStreamName,
+  PROTOCOL_VERSION,
+  type StreamHead,
+} from "../client/wire.ts";
 import {
   type ArchiveOptions,
   Log,
@@ -23,7 +29,13 @@ import {
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { compileSchema, type RowSchema } from "./schema.ts";
-import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
+import {
+  type SharedFrames,
+  Subscriber,
+  type SubscriberHost,
+  type SubscriberState,
+} from "./subscriber.ts";
+import type { ArrowFrameEncoder } from "./arrow.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -231,6 +243,7 @@ export class Stream {
   #ephemeralBatch: string[] = [];
   #closed = false;
   readonly #host: SubscriberHost;
+  #arrow: ArrowFrameEncoder | null = null;
 
   /**
    * Makes a stream without I/O: pass `log` for a durable stream over a log you
@@ -273,6 +286,10 @@ export class Stream {
       },
       dropped: (reason) => {
         this.stats.drops[reason] = (this.stats.drops[reason] ?? 0) + 1;
+      },
+      arrowEncoder: () => {
+        if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
+        return this.#arrow;
       },
     };
   }
@@ -512,12 +529,29 @@ export class Stream {
   #fanOut(frames: string[], first: number | null): void {
     if (this.#live.size === 0 || frames.length === 0) return;
     let joined: string | null = null;
-    const join = () => (joined ??= frames.join("\n"));
-    for (const sub of this.#live) sub.push(frames, first, join);
+    let arrow: Uint8Array | null = null;
+    const shared: SharedFrames = {
+      joined: () => (joined ??= frames.join("\n")),
+      arrow: () => (arrow ??= this.#arrow!.encodeFrames(frames)),
+    };
+    for (const sub of this.#live) sub.push(frames, first, shared);
+  }
+
+  /**
+   * The Arrow encoder of `frames=arrow` subscribers, made (and apache-arrow
+   * loaded) on first use. Throws `TypeError` when the schema cannot be framed
+   * as Arrow (a column named `offset`).
+   */
+  async arrowEncoder(): Promise<ArrowFrameEncoder> {
+    if (!this.#arrow) {
+      const { ArrowFrameEncoder } = await import("./arrow.ts");
+      this.#arrow = new ArrowFrameEncoder(this.schema, { durable: this.durable });
+    }
+    return this.#arrow;
   }
 
   /** @internal Starts serving a subscriber whose greeting was sent. */
-  _subscribe(socket: WebSocket, from: number, frames: "single" | "batch"): Subscriber {
+  _subscribe(socket: WebSocket, from: number, frames: FrameMode): Subscriber {
     const sub = new Subscriber(socket, this.#host, from, {
       frames,
       maxBacklog: this.maxBacklog,

@@ -24,6 +24,15 @@ import { setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
 import { LogEvictedError, type LogReader } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
+import type { ArrowFrameEncoder } from "./arrow.ts";
+
+/** A commit's frames, encoded at most once per mode and shared by every subscriber. */
+export interface SharedFrames {
+  /** The frames joined with `\n` (batch mode). */
+  joined(): string;
+  /** One Arrow record batch message (arrow mode). */
+  arrow(): Uint8Array;
+}
 
 /** Socket buffer (bytes) above which nothing more is handed to it. */
 export const HIGH_WATER_BYTES = 1 << 20;
@@ -50,6 +59,8 @@ export interface SubscriberHost {
   count(frames: number, bytes: number, replayRows: number): void;
   /** Counts a drop by reason. */
   dropped(reason: string): void;
+  /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
+  arrowEncoder(): ArrowFrameEncoder;
 }
 
 /** The state of a subscriber. */
@@ -154,11 +165,12 @@ export class Subscriber {
    * on an ephemeral stream). `joined` gives the frames joined with `\n`,
    * computed once per commit and shared by every batch subscriber.
    */
-  push(frames: readonly string[], first: number | null, joined: () => string): void {
+  push(frames: readonly string[], first: number | null, shared: SharedFrames): void {
     if (this.#state !== "live") return;
     const n = frames.length;
     if (this.backlog === 0 && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
-      if (this.frames === "batch" && n > 1) this.#sendText(joined());
+      if (this.frames === "arrow") this.#sendBinary(shared.arrow());
+      else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
       if (first !== null) this.next = first + n;
       return;
@@ -174,6 +186,11 @@ export class Subscriber {
   #sendText(text: string): void {
     this.socket.send(text);
     this.#host.count(1, text.length, 0);
+  }
+
+  #sendBinary(bytes: Uint8Array, replayRows = 0): void {
+    this.socket.send(bytes as Uint8Array<ArrayBuffer>);
+    this.#host.count(1, bytes.byteLength, replayRows);
   }
 
   // A live subscriber fell maxBacklog frames behind.
@@ -232,7 +249,10 @@ export class Subscriber {
     const q = this.#queue;
     while (this.#queueHead < q.length && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
       const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
-      if (this.frames === "batch") {
+      if (this.frames === "arrow") {
+        const frames = q.slice(this.#queueHead, this.#queueHead + take);
+        this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
+      } else if (this.frames === "batch") {
         const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
         this.#sendText(text);
       } else {
@@ -292,6 +312,11 @@ export class Subscriber {
         }
         empty = 0;
         let i = 0;
+        while (i < batch.count && this.frames === "arrow") {
+          const n = Math.min(MAX_BATCH_ROWS, batch.count - i);
+          this.#sendBinary(host.arrowEncoder().encodeRecords(batch, i, n), n);
+          i += n;
+        }
         while (i < batch.count) {
           const { text, rows } = renderBatch(batch, i);
           if (this.frames === "batch") {

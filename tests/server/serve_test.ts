@@ -148,6 +148,9 @@ Deno.test("serve refuses bad subscribes with the documented close codes", async 
   const server2 = serve([eph], { port: 0, onListen: () => {} });
   try {
     for (let i = 1; i <= 10; i++) await t.stream.send(row(i));
+    // Sealed into chunks: a client refused too_old can read them over HTTP.
+    await t.stream.log!.roll();
+    await t.stream.log!.chunksSettled();
     const cases: [string, number, Record<string, unknown>][] = [
       [`${t.ws}/trades?offset=12`, 4416, {
         error: "not_replayable",
@@ -358,5 +361,19 @@ Deno.test("serve pings idle sockets and drops a peer that does not answer", asyn
   } finally {
     await server.shutdown();
     await rmrf(root);
+  }
+});
+
+Deno.test("serve replays an unsealed tail longer than max_replay: no chunk could serve it", async () => {
+  const t = await setup({ maxReplay: 5 });
+  try {
+    for (let i = 1; i <= 10; i++) await t.stream.send(row(i));
+    const sub = await TestSub.open(`${t.ws}/trades?offset=2`);
+    assertEquals(sub.greeting!.replay, [2, 11]);
+    await sub.waitLines(9);
+    assertEquals(sub.offsets(), [2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    await sub.close();
+  } finally {
+    await t.stop();
   }
 });

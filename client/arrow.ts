@@ -1,0 +1,291 @@
+/**
+ * Decoding `frames=arrow` subscriptions: after the JSON greeting, every frame
+ * is binary and holds one Arrow IPC stream message — the schema first, then
+ * one record batch per frame (`offset` first, then the stream's columns).
+ * Uses web APIs and apache-arrow only, so it runs in browsers as well as Deno.
+ *
+ * ```ts
+ * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * const decoder = new ArrowFrameDecoder();
+ * function onBinaryFrame(frame: Uint8Array): void {
+ *   const batch = decoder.push(frame); // null for the schema frame
+ *   if (batch) for (const [offset, row] of batchRows(batch)) console.log(offset, row);
+ * }
+ * ```
+ *
+ * @module
+ */
+
+import {
+  Message,
+  MessageHeader,
+  type RecordBatch,
+  RecordBatchReader,
+  type Schema,
+  Type,
+} from "apache-arrow";
+import { closeError, ProtocolError } from "./errors.ts";
+import { type Greeting, subscribeUrl } from "./wire.ts";
+
+/**
+ * A binary frame as a WebSocket hands it over (`binaryType` "arraybuffer",
+ * or bytes).
+ *
+ * @example
+ * ```ts
+ * import type { BinaryFrame } from "./arrow.ts";
+ * const frame: BinaryFrame = new ArrayBuffer(8);
+ * console.log(frame.byteLength); // 8
+ * ```
+ */
+export type BinaryFrame = Uint8Array | ArrayBuffer;
+
+function bytesOf(frame: BinaryFrame): Uint8Array {
+  return frame instanceof Uint8Array ? frame : new Uint8Array(frame);
+}
+
+/** The header type of one encapsulated IPC message (continuation, length, flatbuffer). */
+function headerOf(bytes: Uint8Array): MessageHeader {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (bytes.byteLength < 8 || view.getInt32(0, true) !== -1) {
+    throw new TypeError("not an Arrow IPC message (no continuation marker)");
+  }
+  const length = view.getInt32(4, true);
+  if (length <= 0 || 8 + length > bytes.byteLength) {
+    throw new TypeError(`truncated Arrow IPC message (metadata of ${length} bytes)`);
+  }
+  return Message.decode(bytes.subarray(8, 8 + length)).headerType;
+}
+
+/**
+ * Turns the binary frames of a `frames=arrow` subscription back into Arrow
+ * record batches. Feed every binary frame in order, the schema frame first.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ArrowFrameEncoder } from "../server/arrow.ts";
+ * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * const encoder = new ArrowFrameEncoder({
+ *   type: "object",
+ *   properties: { symbol: { type: "string" } },
+ *   required: ["symbol"],
+ * });
+ * const decoder = new ArrowFrameDecoder();
+ * equal(decoder.push(encoder.schemaMessage()), null);
+ * const batch = decoder.push(encoder.encode([3], ['{"symbol":"ETH-USD"}']))!;
+ * equal(JSON.stringify(batchRows(batch)), '[[3,{"symbol":"ETH-USD"}]]');
+ * ```
+ */
+export class ArrowFrameDecoder {
+  #schemaFrame: Uint8Array | null = null;
+  #schema: Schema | null = null;
+
+  /** The wire schema, once the schema frame has arrived. */
+  get schema(): Schema | null {
+    return this.#schema;
+  }
+
+  /**
+   * Takes the next binary frame.
+   *
+   * @returns `null` for the schema frame, else the record batch it holds.
+   * @throws {TypeError} When the frame is not an Arrow IPC message, or a
+   *   record batch arrives before the schema.
+   */
+  push(frame: BinaryFrame): RecordBatch | null {
+    const bytes = bytesOf(frame);
+    const header = headerOf(bytes);
+    if (header === MessageHeader.Schema) {
+      this.#schemaFrame = bytes.slice();
+      this.#schema = RecordBatchReader.from(this.#schemaFrame).open().schema;
+      return null;
+    }
+    if (header !== MessageHeader.RecordBatch) {
+      throw new TypeError(`unexpected Arrow IPC message type ${MessageHeader[header]}`);
+    }
+    if (this.#schemaFrame === null) {
+      throw new TypeError("an Arrow record batch arrived before the schema frame");
+    }
+    // A reader needs the schema before a batch: read the two messages as one stream.
+    const stream = new Uint8Array(this.#schemaFrame.byteLength + bytes.byteLength);
+    stream.set(this.#schemaFrame, 0);
+    stream.set(bytes, this.#schemaFrame.byteLength);
+    const batches = RecordBatchReader.from(stream).readAll();
+    if (batches.length !== 1) {
+      throw new TypeError(`a frame held ${batches.length} record batches, not 1`);
+    }
+    return batches[0];
+  }
+}
+
+/**
+ * The rows of a decoded batch as `[offset, row]` pairs, like the JSON frame
+ * modes give them: `offset` a number (`null` on an ephemeral stream), `row`
+ * an object with the columns in order. int64 values are numbers when they are
+ * safe integers, else `BigInt`s (exact); float columns hold their
+ * single-precision values.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ArrowRowBuilder } from "../server/arrow.ts";
+ * import { batchRows } from "./arrow.ts";
+ * const builder = new ArrowRowBuilder({
+ *   type: "object",
+ *   properties: { id: { type: "integer" }, ok: { type: ["boolean", "null"] } },
+ *   required: ["id", "ok"],
+ * });
+ * const pairs = batchRows(builder.fromJson([9], ['{"id":1,"ok":null}']));
+ * equal(JSON.stringify(pairs), '[[9,{"id":1,"ok":null}]]');
+ * ```
+ */
+export function batchRows(batch: RecordBatch): [number | null, Record<string, unknown>][] {
+  const fields = batch.schema.fields;
+  const columns = fields.map((f) => batch.getChild(f.name)!);
+  const int64 = fields.map((f) => f.type.typeId === Type.Int && f.type.bitWidth === 64);
+  const out: [number | null, Record<string, unknown>][] = new Array(batch.numRows);
+  for (let i = 0; i < batch.numRows; i++) {
+    let offset: number | null = null;
+    const row: Record<string, unknown> = {};
+    for (let c = 0; c < fields.length; c++) {
+      let v = columns[c].get(i);
+      if (int64[c] && typeof v === "bigint") v = toNumberIfSafe(v);
+      if (c === 0) offset = v as number | null;
+      else {
+        Object.defineProperty(row, fields[c].name, {
+          value: v,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+    }
+    out[i] = [offset, row];
+  }
+  return out;
+}
+
+function toNumberIfSafe(v: bigint): number | bigint {
+  return v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : v;
+}
+
+/** Options of {@linkcode connectArrow}. */
+export interface ArrowConnectOptions {
+  /** Where to start (as for `connect`); absent: live. @default undefined */
+  offset?: number | "earliest";
+  /** The stream id the offset came from. @default null */
+  streamId?: string | null;
+  /** Give up without a greeting after this long. @default 10000 */
+  connectTimeoutMs?: number;
+  /** The WebSocket constructor to use. @default globalThis.WebSocket */
+  WebSocket?: typeof WebSocket;
+}
+
+/** A `frames=arrow` subscription: the greeting, then record batches. */
+export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
+  /** The greeting (`frames` is `"arrow"`). */
+  readonly greeting: Greeting;
+  /** The batches' schema (`offset` first). */
+  readonly schema: Schema;
+  /** Closes the socket; the iteration ends. */
+  close(): void;
+}
+
+/**
+ * Subscribes with `frames=arrow` for bulk consumers: resolves once the
+ * greeting and the schema arrived (a refusal rejects with the typed error of
+ * `connect`), then yields Arrow `RecordBatch`es of coalesced rows, replay and
+ * live alike, with the offsets as the first column. It neither keeps a cursor
+ * nor reconnects: the last batch's last offset + 1 is where to resume.
+ *
+ * @example
+ * ```ts ignore
+ * import { connectArrow } from "./arrow.ts";
+ * const sub = await connectArrow("ws://127.0.0.1:8765/trades", { offset: 1 });
+ * for await (const batch of sub) console.log(batch.numRows, batch.getChild("offset")?.get(0));
+ * ```
+ */
+export async function connectArrow(
+  url: string,
+  options: ArrowConnectOptions = {},
+): Promise<ArrowSubscription> {
+  const WS = options.WebSocket ?? globalThis.WebSocket;
+  const ws = new WS(
+    subscribeUrl(url, { offset: options.offset, streamId: options.streamId, frames: "arrow" }),
+  );
+  ws.binaryType = "arraybuffer";
+  const decoder = new ArrowFrameDecoder();
+  const queue: RecordBatch[] = [];
+  let greeting: Greeting | null = null;
+  let schema: Schema | null = null;
+  let closed: { code: number; reason: string } | null = null;
+  let problem: Error | null = null;
+  let wake: (() => void) | null = null;
+  const notify = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  ws.onmessage = (e: MessageEvent) => {
+    try {
+      if (typeof e.data === "string") {
+        if (greeting) throw new TypeError("a text frame after the greeting on frames=arrow");
+        greeting = JSON.parse(e.data);
+      } else {
+        const batch = decoder.push(e.data as ArrayBuffer);
+        if (batch) queue.push(batch);
+        else schema = decoder.schema;
+      }
+    } catch (err) {
+      problem = err instanceof Error ? err : new Error(String(err));
+      ws.close();
+    }
+    notify();
+  };
+  ws.onclose = (e: CloseEvent) => {
+    closed = { code: e.code, reason: e.reason };
+    notify();
+  };
+  ws.onerror = () => {};
+  const ms = options.connectTimeoutMs ?? 10_000;
+  const deadline = Date.now() + ms;
+  while (!schema && !closed && !problem) {
+    const left = deadline - Date.now();
+    if (left <= 0) break;
+    await new Promise<void>((r) => {
+      wake = r;
+      setTimeout(r, left);
+    });
+  }
+  const ctx = { url, offset: options.offset ?? null, streamId: options.streamId ?? null };
+  if (problem) throw new ProtocolError((problem as Error).message, url);
+  if (!schema) {
+    ws.close();
+    if (closed) {
+      const c = closed as { code: number; reason: string };
+      throw closeError(c.code, c.reason, ctx, null, false);
+    }
+    throw new ProtocolError(`no greeting and schema within ${ms} ms`, url);
+  }
+  return {
+    greeting: greeting!,
+    schema,
+    close: () => ws.close(),
+    async *[Symbol.asyncIterator](): AsyncIterator<RecordBatch> {
+      while (true) {
+        if (queue.length > 0) {
+          yield queue.shift()!;
+          continue;
+        }
+        if (problem) throw new ProtocolError((problem as Error).message, url);
+        if (closed) {
+          const c = closed as { code: number; reason: string };
+          if (c.code === 1000 || c.code === 1005) return;
+          throw closeError(c.code, c.reason, ctx, null, false);
+        }
+        await new Promise<void>((r) => (wake = r));
+      }
+    },
+  };
+}

@@ -1,0 +1,213 @@
+/**
+ * Catching up over HTTP: when a subscribe is refused for reaching too far back
+ * (`too_old`, or `evicted` with an archive to read), the client reads the gap
+ * from the server's chunks (`GET /{name}/manifest`, `GET /{name}/chunks/{sha256}`)
+ * — or from the archive for rows the server no longer holds — with no socket
+ * open, then subscribes where the chunks ended. Every chunk is checked against
+ * its SHA-256 before a line of it is used.
+ *
+ * Web APIs only, except that zstd must be decoded: pass `decompress`, or rely
+ * on the default, which loads `node:zlib` where it exists (Deno, Node).
+ *
+ * @module
+ */
+
+import { headUrl } from "./head.ts";
+import { NotReplayable } from "./errors.ts";
+
+/** One chunk as a manifest lists it. */
+export interface ChunkInfo {
+  /** First offset. */
+  first: number;
+  /** Last offset. */
+  last: number;
+  /** Rows. */
+  rows: number;
+  /** Compressed bytes. */
+  bytes: number;
+  /** SHA-256 of the compressed bytes (its name). */
+  sha256: string;
+}
+
+/** A stream's chunk manifest, as served at `/{name}/manifest`. */
+export interface ManifestInfo {
+  /** The stream id. */
+  stream_id: string;
+  /** Last offset the chunks cover. */
+  through: number;
+  /** The chunks, in offset order. */
+  chunks: ChunkInfo[];
+}
+
+/** Somewhere else to read older chunks from (an S3 archive, say). */
+export interface ChunkSource {
+  /** A name for messages (e.g. the `s3://` URI). */
+  readonly name: string;
+  /** The source's manifest, or `null` when it has none. */
+  manifest(): Promise<ManifestInfo | null>;
+  /** A chunk's compressed bytes. */
+  chunk(sha256: string): Promise<Uint8Array>;
+}
+
+/** Options of catch-up. */
+export interface CatchUpOptions {
+  /** zstd decoder. @default `node:zlib`'s, where it exists */
+  decompress?: (bytes: Uint8Array) => Uint8Array | Promise<Uint8Array>;
+  /** Where to read chunks the server no longer holds (see `client/s3.ts`). @default none */
+  archive?: ChunkSource | null;
+  /** The fetch to use. @default globalThis.fetch */
+  fetch?: typeof fetch;
+}
+
+/** A chunk whose bytes do not match its SHA-256 name. */
+export class CorruptChunk extends Error {
+  /** The chunk's name. */
+  readonly sha256: string;
+  /** Makes the error. */
+  constructor(sha256: string, where: string) {
+    super(`chunk ${sha256} from ${where} does not match its SHA-256: refusing to use it`);
+    this.name = "CorruptChunk";
+    this.sha256 = sha256;
+  }
+}
+
+async function defaultDecompress(bytes: Uint8Array): Promise<Uint8Array> {
+  // A computed specifier, so that browser bundles leave it alone.
+  const spec = "node:zlib";
+  let zlib: { zstdDecompressSync(b: Uint8Array): Uint8Array };
+  try {
+    zlib = await import(spec);
+  } catch {
+    throw new TypeError(
+      "catch-up needs a zstd decoder in this runtime: pass catchUp: { decompress }",
+    );
+  }
+  return zlib.zstdDecompressSync(bytes);
+}
+
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
+  return Array.from(d, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The base HTTP URL of a stream's routes (`…/NAME` or `…/_` for the unnamed one). */
+export function streamHttpBase(streamUrl: string | URL): string {
+  return headUrl(streamUrl).replace(/\/head$/, "");
+}
+
+/** Fetches the server's manifest for a stream; `null` when it keeps no chunks. */
+export async function fetchManifest(
+  streamUrl: string | URL,
+  f: typeof fetch = fetch,
+): Promise<ManifestInfo | null> {
+  const res = await f(`${streamHttpBase(streamUrl)}/manifest`);
+  if (res.status === 404) {
+    await res.body?.cancel();
+    return null;
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`GET manifest of ${streamUrl}: HTTP ${res.status}`);
+  }
+  return await res.json();
+}
+
+/** What a catch-up produced: lines in pieces, and where to subscribe after. */
+export interface CatchUp {
+  /** `[offset,msg]` lines, in offset order, a chunk at a time. */
+  lines: AsyncIterableIterator<string[]>;
+  /** The offset to subscribe at once `lines` is exhausted. */
+  next(): number;
+}
+
+function lineOffset(line: string): number {
+  const comma = line.indexOf(",");
+  return Number(line.slice(1, comma));
+}
+
+/**
+ * Reads `[from, …]` from the server's chunks (and the archive for what the
+ * server dropped), checking each chunk's SHA-256. Throws `NotReplayable`
+ * (`evicted`) when neither holds `from`, or `other_stream` when the chunks
+ * belong to another stream id than `streamId`.
+ *
+ * @example
+ * ```ts ignore
+ * import { catchUp } from "./catch_up.ts";
+ * const c = await catchUp("ws://127.0.0.1:8765/trades", 1, null);
+ * for await (const lines of c.lines) for (const l of lines) console.log(l);
+ * console.log("subscribe at", c.next());
+ * ```
+ */
+export async function catchUp(
+  streamUrl: string,
+  from: number,
+  streamId: string | null,
+  options: CatchUpOptions = {},
+): Promise<CatchUp> {
+  const f = options.fetch ?? fetch;
+  const decompress = options.decompress ?? defaultDecompress;
+  const manifest = await fetchManifest(streamUrl, f);
+  const archived = options.archive ? await options.archive.manifest() : null;
+  const idOf = manifest?.stream_id ?? archived?.stream_id ?? null;
+  if (streamId !== null && idOf !== null && idOf !== streamId) {
+    throw new NotReplayable(streamUrl, { why: "other_stream", offset: from, streamId });
+  }
+  // The server's chunks from `from` on; older ones from the archive.
+  const local = (manifest?.chunks ?? []).filter((c) => c.last >= from);
+  const localFirst = local[0]?.first ?? Infinity;
+  const older = (archived?.chunks ?? []).filter((c) => c.last >= from && c.first < localFirst);
+  const plan: { chunk: ChunkInfo; where: "server" | "archive" }[] = [
+    ...older.map((chunk) => ({ chunk, where: "archive" as const })),
+    ...local.map((chunk) => ({ chunk, where: "server" as const })),
+  ];
+  const first = plan[0]?.chunk.first ?? Infinity;
+  if (plan.length === 0 || first > from) {
+    const earliest = Number.isFinite(first) ? first : null;
+    // Rows in [from, first) are in no chunk we can reach. If none are missing
+    // (a fence gap), go on; else refuse like the server would.
+    const maxThrough = Math.max(manifest?.through ?? 0, archived?.through ?? 0);
+    if (plan.length === 0 && from > maxThrough) {
+      return { lines: (async function* () {})(), next: () => from };
+    }
+    if (!options.archive || earliest === null) {
+      throw new NotReplayable(streamUrl, {
+        why: "evicted",
+        offset: from,
+        earliest: earliest ?? undefined,
+      });
+    }
+  }
+  let next = from;
+  const base = streamHttpBase(streamUrl);
+  async function* lines(): AsyncIterableIterator<string[]> {
+    for (const { chunk, where } of plan) {
+      let bytes: Uint8Array;
+      if (where === "archive") {
+        bytes = await options.archive!.chunk(chunk.sha256);
+      } else {
+        const res = await f(`${base}/chunks/${chunk.sha256}`);
+        if (!res.ok) {
+          await res.body?.cancel();
+          throw new Error(`GET chunk ${chunk.sha256}: HTTP ${res.status}`);
+        }
+        bytes = new Uint8Array(await res.arrayBuffer());
+      }
+      if ((await sha256Hex(bytes)) !== chunk.sha256) {
+        throw new CorruptChunk(chunk.sha256, where === "archive" ? options.archive!.name : base);
+      }
+      const text = new TextDecoder().decode(await decompress(bytes));
+      const all = text.split("\n");
+      all.pop(); // every line, the last included, ends with \n
+      let i = 0;
+      while (i < all.length && lineOffset(all[i]) < next) i++;
+      const out = i === 0 ? all : all.slice(i);
+      if (out.length > 0) {
+        next = lineOffset(out[out.length - 1]) + 1;
+        yield out;
+      }
+      next = Math.max(next, chunk.last + 1);
+    }
+  }
+  return { lines: lines(), next: () => next };
+}
