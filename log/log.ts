@@ -93,6 +93,11 @@ export interface LogOptions {
   chunks?: boolean | Partial<ChunkPolicy>;
   /** How often the worker merges, expires and applies retention, ms. @default 60000 */
   maintainEveryMs?: number;
+  /**
+   * The writes and syncs of commits go through here: a seam for tests to
+   * inject filesystem faults. @default the real `write` and `syncData`
+   */
+  io?: LogIo;
   /** Archive chunks and the manifest to S3 (turns chunks on). */
   archive?: ArchiveOptions | null;
   /** Serve offsets the local tier dropped from the archive. @default false */
@@ -104,6 +109,20 @@ export interface LogOptions {
    */
   archiveWaitMs?: number;
 }
+
+/** How a log writes and syncs its active segment (see {@linkcode LogOptions.io}). */
+export interface LogIo {
+  /** Writes all of `bytes` at the file's position. */
+  write(file: Deno.FsFile, bytes: Uint8Array): Promise<void>;
+  /** Flushes the file's data to disk. */
+  syncData(file: Deno.FsFile): Promise<void>;
+}
+
+/** The real filesystem. */
+export const REAL_IO: LogIo = {
+  write: (file, bytes) => writeAll(file, bytes),
+  syncData: (file) => file.syncData(),
+};
 
 /** Default chunk policy. */
 export const DEFAULT_CHUNK_POLICY: ChunkPolicy = {
@@ -369,6 +388,7 @@ export class Log {
       maintainEveryMs: options.maintainEveryMs ?? 60_000,
       replayArchive: options.replayArchive ?? false,
       archiveWaitMs: options.archiveWaitMs ?? 10_000,
+      io: options.io ?? REAL_IO,
     };
     if (opts.beaconInterval < MIN_BEACON_INTERVAL || opts.beaconInterval > 1 << 30) {
       throw new RangeError(
@@ -703,8 +723,8 @@ export class Log {
         const t0 = performance.now();
         try {
           if (bytes.length > 0) {
-            await writeAll(a.file!, bytes);
-            if (this.#opts.fsync || roll) await a.file!.syncData();
+            await this.#opts.io.write(a.file!, bytes);
+            if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
           }
         } catch (err) {
           this.#failWrite(a, group, err, roll);

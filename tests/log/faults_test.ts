@@ -1,0 +1,149 @@
+import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { join } from "node:path";
+import { Log, type LogIo, LogWriteError, REAL_IO, verifyLog } from "../../log/mod.ts";
+import { serve, Stream } from "../../mod.ts";
+import { rmrf, tempDir, text, utf8 } from "../_util.ts";
+import { TestSub } from "../server/_sub.ts";
+
+function enospc(): Error {
+  return Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" });
+}
+
+/** Real I/O that can be told to fail the next write (after writing part of it) or sync. */
+class FaultyIo implements LogIo {
+  failWrite = false;
+  failSync = false;
+  async write(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+    if (this.failWrite) {
+      this.failWrite = false;
+      // A torn write: half of it reaches the file, then the disk is full.
+      await REAL_IO.write(file, bytes.subarray(0, bytes.length >> 1));
+      throw enospc();
+    }
+    await REAL_IO.write(file, bytes);
+  }
+  async syncData(file: Deno.FsFile): Promise<void> {
+    if (this.failSync) {
+      this.failSync = false;
+      throw Object.assign(new Error("Input/output error (os error 5)"), { code: "EIO" });
+    }
+    await REAL_IO.syncData(file);
+  }
+}
+
+async function rows(log: Log): Promise<string[]> {
+  const r = log.reader(1);
+  const out: string[] = [];
+  while (true) {
+    const b = await r.read();
+    if (b.count === 0) break;
+    for (let i = 0; i < b.count; i++) {
+      out.push(`${b.offsets[i]}:${text(b.buf.subarray(b.starts[i], b.starts[i] + b.lengths[i]))}`);
+    }
+  }
+  r.close();
+  return out;
+}
+
+for (const fault of ["write", "sync"] as const) {
+  Deno.test(`log fails a ${fault} fault loudly, keeps every acknowledged row, and goes on`, async () => {
+    const dir = await tempDir();
+    const io = new FaultyIo();
+    try {
+      const log = await Log.open(dir, { io, timers: false });
+      const acked: string[] = [];
+      for (let i = 1; i <= 50; i++) {
+        await log.append(utf8(`{"i":${i}}`));
+        acked.push(`${i}:{"i":${i}}`);
+      }
+      if (fault === "write") io.failWrite = true;
+      else io.failSync = true;
+      const failing = [log.append(utf8('{"lost":1}')), log.append(utf8('{"lost":2}'))];
+      for (const p of failing) {
+        const err = await assertRejects(() => p, LogWriteError);
+        assert(
+          err.message.includes(fault === "write" ? "No space left" : "Input/output error"),
+          err.message,
+        );
+      }
+      // The offsets of the failed appends were never acknowledged: reissued.
+      assertEquals(await log.append(utf8('{"i":51}')), 51);
+      acked.push(`51:{"i":51}`);
+      assertEquals(await rows(log), acked);
+      await log.close();
+      assertEquals((await verifyLog(dir)).error, null);
+      const again = await Log.open(dir, { timers: false });
+      assertEquals(await rows(again), acked);
+      await again.close();
+    } finally {
+      await rmrf(dir);
+    }
+  });
+}
+
+Deno.test("stream fan-out never shows rows of a failed commit", async () => {
+  const root = await tempDir();
+  const io = new FaultyIo();
+  const schema = { type: "object", properties: { i: { type: "integer" } }, required: ["i"] };
+  const stream = await Stream.open("t", { schema, root, logOptions: { io, timers: false } });
+  const server = serve([stream], { port: 0, onListen: () => {} });
+  try {
+    const sub = await TestSub.open(`ws://127.0.0.1:${server.addr.port}/t`);
+    await stream.send({ i: 1 });
+    io.failWrite = true;
+    const err = await stream.send({ i: 2 }).catch((e) => e);
+    assert(err instanceof LogWriteError, String(err));
+    assertEquals(await stream.send({ i: 3 }), 2);
+    await sub.waitLines(2);
+    assertEquals(sub.lines, ['[1,{"i":1}]', '[2,{"i":3}]']);
+    await sub.close();
+  } finally {
+    await server.shutdown();
+    await rmrf(root);
+  }
+});
+
+Deno.test("log on a real full filesystem (1 MiB tmpfs): appends fail loudly, nothing acknowledged is lost", async () => {
+  const mnt = await tempDir("streamcast-tmpfs-");
+  const mount = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
+    stderr: "piped",
+  }).output();
+  // No skipping: a machine where the test cannot mount a filesystem fails it.
+  assertEquals(mount.code, 0, `mount tmpfs: ${text(mount.stderr)}`);
+  try {
+    const dir = join(mnt, "log");
+    // Another program's file on the same disk, removed later to make room.
+    await Deno.writeFile(join(mnt, "filler"), new Uint8Array(256 * 1024));
+    const log = await Log.open(dir, { timers: false, segmentBytes: 8 << 20 });
+    const payload = (i: number) => utf8(`{"i":${i},"pad":"${"z".repeat(900)}"}`);
+    let acked = 0;
+    let failure: unknown = null;
+    for (let i = 1; i <= 5000 && !failure; i++) {
+      try {
+        assertEquals(await log.append(payload(i)), i);
+        acked = i;
+      } catch (err) {
+        failure = err;
+      }
+    }
+    assert(failure instanceof LogWriteError, `expected a LogWriteError, got ${failure}`);
+    assert(/No space left|os error 28/.test((failure as Error).message), String(failure));
+    assert(acked > 100, `acked ${acked}`);
+    // Room again: the same open log takes appends at the next offset.
+    await Deno.remove(join(mnt, "filler"));
+    assertEquals(await log.append(payload(acked + 1)), acked + 1);
+    acked++;
+    await log.close();
+    const again = await Log.open(dir, { timers: false });
+    assertEquals(again.endOffset, acked + 1);
+    const got = await rows(again);
+    assertEquals(got.length, acked);
+    assertEquals(got[acked - 1], `${acked}:${text(payload(acked))}`);
+    await again.close();
+    assertEquals((await verifyLog(dir)).error, null);
+  } finally {
+    await new Deno.Command("umount", { args: [mnt] }).output();
+    await rmrf(mnt);
+  }
+});
