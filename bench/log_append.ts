@@ -28,7 +28,7 @@ async function bareLoop(dir: string, group: number, ms: number): Promise<number>
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
     let done = 0;
-    while (done < rec.length) done += await f.write(rec.subarray(done));
+    while (done < rec.length) done += f.writeSync(rec.subarray(done));
     await f.syncData();
     rows += group;
   }
@@ -154,7 +154,7 @@ export async function run(quick = false): Promise<BenchSection> {
     return {
       title: "Durable appends and seeks (log/)",
       baseline:
-        "a bare `write` + `syncData` loop writing the same 175-byte framed records in the same group sizes; for seeks, one 4 KiB read at a random position of a segment.",
+        "a bare `writeSync` + `syncData` loop writing the same 175-byte framed records in the same group sizes; for seeks, one 4 KiB read at a random position of a segment.",
       rows,
       notes: [
         `150-byte rows. Each single-append case keeps that many appends in flight. ` +

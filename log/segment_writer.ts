@@ -17,6 +17,8 @@ import {
   TERMINATOR,
 } from "./format.ts";
 
+const utf8 = new TextEncoder();
+
 /** Where the writer stands in its segment. */
 export interface WriterState {
   /** Physical file size: where the next byte goes. */
@@ -57,20 +59,29 @@ export class SegmentWriter {
     return this.#len;
   }
 
-  /** Encodes one record. */
-  append(offset: number, timeUs: number, payload: Uint8Array): void {
-    const n = payload.length;
-    const size = n + RECORD_OVERHEAD;
-    if (this.#scratch.length < size) {
-      this.#scratch = new Uint8Array(Math.max(size, this.#scratch.length * 2));
+  /**
+   * Encodes one record. A string payload is written as UTF-8 straight into
+   * the record (no intermediate copy); the caller has checked its size.
+   */
+  append(offset: number, timeUs: number, payload: Uint8Array | string): void {
+    const most = typeof payload === "string" ? payload.length * 3 : payload.length;
+    if (this.#scratch.length < most + RECORD_OVERHEAD) {
+      this.#scratch = new Uint8Array(Math.max(most + RECORD_OVERHEAD, this.#scratch.length * 2));
       this.#scratchView = new DataView(this.#scratch.buffer);
     }
     const rec = this.#scratch;
     const view = this.#scratchView;
+    let n: number;
+    if (typeof payload === "string") {
+      n = utf8.encodeInto(payload, rec.subarray(RECORD_HEAD_BYTES)).written;
+    } else {
+      n = payload.length;
+      rec.set(payload, RECORD_HEAD_BYTES);
+    }
+    const size = n + RECORD_OVERHEAD;
     setU64(view, 0, offset);
     setU64(view, 8, timeUs);
     view.setUint32(16, n);
-    rec.set(payload, RECORD_HEAD_BYTES);
     const crc = checksum(rec.subarray(0, RECORD_HEAD_BYTES + n));
     view.setUint32(RECORD_HEAD_BYTES + n, crc);
     rec[RECORD_HEAD_BYTES + n + 4] = TERMINATOR;

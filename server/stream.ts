@@ -114,8 +114,6 @@ export const COMMIT_BUCKETS_MS: readonly number[] = [
   1000,
 ];
 
-const utf8 = new TextEncoder();
-
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE = "schema.json";
 
@@ -444,7 +442,7 @@ export class Stream {
       return Promise.resolve(null);
     }
     const offset = log.nextOffset;
-    const done = log.append(utf8.encode(json));
+    const done = log.append(json);
     this.#pending.push(liveFrame(offset, json));
     return done;
   }
@@ -478,7 +476,7 @@ export class Stream {
       return jsons.map(() => null);
     }
     const first = log.nextOffset;
-    const done = log.appendMany(jsons.map((j) => utf8.encode(j)));
+    const done = log.appendMany(jsons);
     for (let i = 0; i < jsons.length; i++) this.#pending.push(liveFrame(first + i, jsons[i]));
     await done;
     return jsons.map((_, i) => first + i);
