@@ -38,7 +38,7 @@ import {
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
 import { LogReader } from "./log_reader.ts";
-import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type Manifest, MANIFEST_FILE } from "./chunk.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveOptions, ArchiveStore } from "./archive.ts";
 import { ChunkWorker } from "./chunk_client.ts";
@@ -436,6 +436,12 @@ export class Log {
       await lock.truncate(0);
       await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
       const log = await Log.#recover(dir, options, opts, lock);
+      if (!opts.chunks && options.chunks !== false) {
+        // A log that already keeps chunks is read through them, whatever
+        // the caller asked (its history would otherwise look evicted).
+        const has = await Deno.stat(join(dir, MANIFEST_FILE)).then(() => true, () => false);
+        if (has) opts.chunks = { ...DEFAULT_CHUNK_POLICY };
+      }
       if (opts.chunks) {
         try {
           await log.#startChunks(opts.chunks);

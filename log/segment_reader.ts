@@ -260,71 +260,80 @@ export class SegmentCursor {
     const times: number[] = [];
     const starts: number[] = [];
     const lengths: number[] = [];
-    while (pos + 4 <= buf.length) {
-      if (view.getUint32(pos) === END_MAGIC) {
-        if (pos + END_MARK_BYTES > buf.length) break;
-        const mark = decodeEndMark(buf, pos);
-        const at = this.#layout.toPhysical(this.#carryLogical + pos);
-        if (!mark) throw new LogCorruptError(this.path, at, "bad end mark");
-        if (
-          (this.#count !== null && mark.count !== this.#count) ||
-          (this.#running !== null && mark.running !== this.#running) ||
-          mark.lastOffset !== (this.#count === 0 ? 0 : this.#lastOffset)
-        ) {
-          throw new LogCorruptError(this.path, at, "end mark disagrees with the records");
+    try {
+      while (pos + 4 <= buf.length) {
+        if (view.getUint32(pos) === END_MAGIC) {
+          if (pos + END_MARK_BYTES > buf.length) break;
+          const mark = decodeEndMark(buf, pos);
+          const at = this.#layout.toPhysical(this.#carryLogical + pos);
+          if (!mark) throw new LogCorruptError(this.path, at, "bad end mark");
+          if (
+            (this.#count !== null && mark.count !== this.#count) ||
+            (this.#running !== null && mark.running !== this.#running) ||
+            mark.lastOffset !== (this.#count === 0 ? 0 : this.#lastOffset)
+          ) {
+            throw new LogCorruptError(this.path, at, "end mark disagrees with the records");
+          }
+          this.#checkBeacons(this.#carryLogical + pos, this.#carryLogical + pos + END_MARK_BYTES);
+          this.#end = mark;
+          pos += END_MARK_BYTES;
+          break;
         }
-        this.#checkBeacons(this.#carryLogical + pos, this.#carryLogical + pos + END_MARK_BYTES);
-        this.#end = mark;
-        pos += END_MARK_BYTES;
-        break;
+        if (pos + RECORD_HEAD_BYTES > buf.length) break;
+        const n = view.getUint32(pos + 16);
+        if (n > this.#maxPayload) {
+          throw new LogCorruptError(
+            this.path,
+            this.#physAt(pos),
+            `record length ${n} exceeds the limit of ${this.#maxPayload}`,
+          );
+        }
+        const size = n + RECORD_OVERHEAD;
+        if (pos + size > buf.length) break;
+        const offset = getU64(view, pos);
+        if (offset !== this.#expect) {
+          throw new LogCorruptError(
+            this.path,
+            this.#physAt(pos),
+            `offset ${offset} where ${this.#expect} was due`,
+          );
+        }
+        const crc = view.getUint32(pos + RECORD_HEAD_BYTES + n);
+        if (checksum(buf.subarray(pos, pos + RECORD_HEAD_BYTES + n)) !== crc) {
+          throw new LogCorruptError(
+            this.path,
+            this.#physAt(pos),
+            `checksum mismatch in record ${offset}`,
+          );
+        }
+        if (buf[pos + size - 1] !== TERMINATOR) {
+          throw new LogCorruptError(
+            this.path,
+            this.#physAt(pos),
+            `missing terminator after record ${offset}`,
+          );
+        }
+        if (this.#beacons.length > 0) {
+          this.#checkBeacons(this.#carryLogical + pos, this.#carryLogical + pos + size);
+        }
+        offsets.push(offset);
+        times.push(getU64(view, pos + 8));
+        starts.push(pos + RECORD_HEAD_BYTES);
+        lengths.push(n);
+        if (this.#running !== null) this.#running = foldRunning(this.#running, crc);
+        if (this.#count !== null) this.#count++;
+        this.#lastOffset = offset;
+        this.#expect = offset + 1;
+        count++;
+        pos += size;
       }
-      if (pos + RECORD_HEAD_BYTES > buf.length) break;
-      const n = view.getUint32(pos + 16);
-      if (n > this.#maxPayload) {
-        throw new LogCorruptError(
-          this.path,
-          this.#physAt(pos),
-          `record length ${n} exceeds the limit of ${this.#maxPayload}`,
-        );
-      }
-      const size = n + RECORD_OVERHEAD;
-      if (pos + size > buf.length) break;
-      const offset = getU64(view, pos);
-      if (offset !== this.#expect) {
-        throw new LogCorruptError(
-          this.path,
-          this.#physAt(pos),
-          `offset ${offset} where ${this.#expect} was due`,
-        );
-      }
-      const crc = view.getUint32(pos + RECORD_HEAD_BYTES + n);
-      if (checksum(buf.subarray(pos, pos + RECORD_HEAD_BYTES + n)) !== crc) {
-        throw new LogCorruptError(
-          this.path,
-          this.#physAt(pos),
-          `checksum mismatch in record ${offset}`,
-        );
-      }
-      if (buf[pos + size - 1] !== TERMINATOR) {
-        throw new LogCorruptError(
-          this.path,
-          this.#physAt(pos),
-          `missing terminator after record ${offset}`,
-        );
-      }
-      if (this.#beacons.length > 0) {
-        this.#checkBeacons(this.#carryLogical + pos, this.#carryLogical + pos + size);
-      }
-      offsets.push(offset);
-      times.push(getU64(view, pos + 8));
-      starts.push(pos + RECORD_HEAD_BYTES);
-      lengths.push(n);
-      if (this.#running !== null) this.#running = foldRunning(this.#running, crc);
-      if (this.#count !== null) this.#count++;
-      this.#lastOffset = offset;
-      this.#expect = offset + 1;
-      count++;
-      pos += size;
+    } catch (err) {
+      // Keep the position of the damage: physicalEnd then points at the bad
+      // record, so a recovery that cuts a torn tail keeps every good record
+      // read before it in this block.
+      this.#carryLogical += pos;
+      this.#carry = new Uint8Array(0);
+      throw err;
     }
     this.#carry = buf.slice(pos);
     this.#carryLogical += pos;

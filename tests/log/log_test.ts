@@ -327,3 +327,37 @@ Deno.test("log keeps rows appended while a commit's write is still in flight", a
     await rmrf(dir);
   }
 });
+
+Deno.test("log cuts a complete but corrupt last record and keeps the good ones before it", async () => {
+  // Regression: a bad record in the same read block as good ones once made
+  // recovery cut the file at the start of the block.
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir, { timers: false });
+    for (let i = 1; i <= 50; i++) await log.append(payloadFor(i, 60));
+    await log.close();
+    const seg = join(dir, "00000000000000000001.seg");
+    const good = (await Deno.stat(seg)).size;
+    // A whole record for offset 51 whose checksum is wrong (power-loss garbage).
+    const body = utf8('{"torn":true}');
+    const rec = new Uint8Array(25 + body.length);
+    const v = new DataView(rec.buffer);
+    v.setUint32(4, 51);
+    v.setUint32(16, body.length);
+    rec.set(body, 20);
+    v.setUint32(20 + body.length, 0xdeadbeef);
+    rec[24 + body.length] = 0x0d;
+    const f = await Deno.open(seg, { append: true });
+    await f.write(rec);
+    f.close();
+    const again = await Log.open(dir, { timers: false });
+    assertEquals(again.endOffset, 51);
+    assertEquals((await Deno.stat(seg)).size, good);
+    assertEquals(await again.append(payloadFor(51, 60)), 51);
+    assertEquals((await readAll(again, 1)).size, 51);
+    await again.close();
+    assertEquals((await verifyLog(dir)).error, null);
+  } finally {
+    await rmrf(dir);
+  }
+});
