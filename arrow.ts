@@ -1,0 +1,25 @@
+/**
+ * Arrow and Parquet for streamcast: map a stream's schema to Arrow, export any
+ * range of a log to Arrow IPC or Parquet that pyarrow, DuckDB and Polars read,
+ * and subscribe with `frames=arrow` to receive Arrow record batches.
+ *
+ * Kept apart from the main entry point because apache-arrow (and, for
+ * Parquet, parquet-wasm) are large.
+ *
+ * ```ts
+ * import { toArrow } from "@streamcast/server/arrow";
+ * const schema = toArrow({
+ *   type: "object",
+ *   properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
+ *   required: ["price", "side"],
+ * });
+ * console.log(schema.fields.map((f) => `${f.name}: ${f.type}`)); // [ "price: Float64", "side: Int32" ]
+ * ```
+ *
+ * @module
+ */
+
+export * from "./server/arrow.ts";
+export * from "./server/export.ts";
+export { type ArrowConnectOptions, type ArrowSubscription, connectArrow } from "./client/arrow.ts";
+export { ArrowFrameDecoder, batchRows, type BinaryFrame } from "./client/arrow.ts";
