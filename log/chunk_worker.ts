@@ -20,7 +20,6 @@
 
 import { join } from "node:path";
 import {
-  checkManifest,
   type ChunkEntry,
   chunkPath,
   CHUNKS_DIR,
@@ -41,6 +40,7 @@ import type {
 } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { Layout } from "./format.ts";
+import { exists, readManifest, syncDir, writeFileAtomic } from "./fs.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
 
 interface LogState {
@@ -204,48 +204,11 @@ function step(name: string): void {
   if (crashAt === name) Deno.kill(Deno.pid, "SIGKILL");
 }
 
-async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await f.write(bytes.subarray(done));
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
-
-async function writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
-  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
-  try {
-    await writeAll(f, bytes);
-    await f.sync();
-  } finally {
-    f.close();
-  }
-  await Deno.rename(tmp, path);
-  await syncDir(join(path, ".."));
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
-
 async function saveManifest(st: LogState): Promise<void> {
   st.manifest.generation++;
   const c = st.manifest.chunks;
   st.manifest.through = c.length ? c[c.length - 1].last : st.manifest.through;
-  await writeAtomic(
+  await writeFileAtomic(
     join(st.dir, MANIFEST_FILE),
     new TextEncoder().encode(JSON.stringify(st.manifest) + "\n"),
   );
@@ -254,16 +217,7 @@ async function saveManifest(st: LogState): Promise<void> {
 }
 
 async function loadManifest(dir: string, stream: string, streamId: string): Promise<Manifest> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(join(dir, MANIFEST_FILE));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return emptyManifest(stream, streamId);
-    throw err;
-  }
-  const m = JSON.parse(text);
-  const problem = checkManifest(m);
-  if (problem) throw new Error(`${join(dir, MANIFEST_FILE)}: ${problem}`);
+  const m = await readManifest(dir) ?? emptyManifest(stream, streamId);
   if (m.stream_id !== streamId) {
     throw new Error(`${join(dir, MANIFEST_FILE)}: stream id ${m.stream_id} is not the log's`);
   }
@@ -339,7 +293,7 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
   const zipped = compress(lines.bytes());
   const sha = sha256Hex(zipped);
   const path = chunkPath(st.dir, sha);
-  if (!(await exists(path))) await writeAtomic(path, zipped);
+  if (!(await exists(path))) await writeFileAtomic(path, zipped);
   step("chunk-written");
   const entry: ChunkEntry = {
     first: seg.firstOffset,

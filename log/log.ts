@@ -37,6 +37,9 @@ import {
 } from "./segment_reader.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
+import { syncDir, writeAll, writeFileAtomic } from "./fs.ts";
+
+export { syncDir, writeFileAtomic };
 import { LogReader } from "./log_reader.ts";
 import { type ChunkEntry, chunkPath, type Manifest, MANIFEST_FILE } from "./chunk.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
@@ -259,36 +262,6 @@ function nowUs(clock: () => number): number {
 function randomId(): string {
   const b = crypto.getRandomValues(new Uint8Array(16));
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-}
-
-/** fsync a directory so that a create or rename in it is durable. */
-export async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
-
-/** Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir. */
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
-  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
-  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
-  try {
-    await writeAll(f, bytes);
-    await f.sync();
-  } finally {
-    f.close();
-  }
-  await Deno.rename(tmp, path);
-  await syncDir(join(path, ".."));
-}
-
-async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await f.write(bytes.subarray(done));
 }
 
 /**

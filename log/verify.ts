@@ -16,15 +16,8 @@ import {
   startAfterBeacon,
 } from "./segment_reader.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
-import {
-  checkManifest,
-  ChunkCorruptError,
-  ChunkCursor,
-  chunkPath,
-  type Manifest,
-  MANIFEST_FILE,
-  sha256Hex,
-} from "./chunk.ts";
+import { readManifest } from "./fs.ts";
+import { ChunkCorruptError, ChunkCursor, chunkPath, type Manifest, sha256Hex } from "./chunk.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -84,25 +77,6 @@ async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: str
     }
     throw err;
   }
-}
-
-async function readManifest(dir: string): Promise<Manifest | null> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(join(dir, MANIFEST_FILE));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return null;
-    throw err;
-  }
-  let m: Manifest;
-  try {
-    m = JSON.parse(text);
-  } catch {
-    throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, "not valid JSON");
-  }
-  const problem = checkManifest(m);
-  if (problem) throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, problem);
-  return m;
 }
 
 // Checks every chunk of the manifest: its SHA-256, that it decompresses, and

@@ -38,13 +38,7 @@ import {
   type LogReport,
   type RecordBatch,
 } from "../log/mod.ts";
-import {
-  checkManifest,
-  ChunkCursor,
-  chunkPath,
-  type Manifest,
-  MANIFEST_FILE,
-} from "../log/chunk.ts";
+import { ChunkCursor, chunkPath } from "../log/chunk.ts";
 import { Layout, parseSegmentFileName, segmentFileName } from "../log/format.ts";
 import {
   EMPTY_BATCH,
@@ -54,6 +48,7 @@ import {
   segmentStart,
 } from "../log/segment_reader.ts";
 import { findLaterRecord } from "../log/recovery.ts";
+import { exists, readManifest } from "../log/fs.ts";
 import { ArrowFileWriter, ArrowRowBuilder, OFFSET_COLUMN, type RecordSlice } from "./arrow.ts";
 import type { RowSchema } from "./schema.ts";
 
@@ -527,35 +522,6 @@ async function inspect(dir: string): Promise<LogReport> {
       if (!(await exists(join(dir, "log.json")))) throw err;
     }
   }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
-
-async function readManifest(dir: string): Promise<Manifest | null> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(join(dir, MANIFEST_FILE));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return null;
-    throw err;
-  }
-  let m: Manifest;
-  try {
-    m = JSON.parse(text);
-  } catch {
-    throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, "not valid JSON");
-  }
-  const problem = checkManifest(m);
-  if (problem) throw new LogCorruptError(join(dir, MANIFEST_FILE), 0, problem);
-  return m;
 }
 
 async function segmentFirsts(dir: string): Promise<number[]> {
