@@ -848,6 +848,19 @@ export class Log {
     });
     const m = await first;
     if (m.type === "error") throw new Error(`cannot open the chunks of ${this.dir}: ${m.message}`);
+    if (policy.archive && this.#opts.replayArchive && !this.#archiveState) {
+      // Serving from the archive needs to know what it holds: wait (bounded)
+      // for its first report, so that the first subscribers are not refused.
+      const reported = this.#wait((x) => x.type === "archive");
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([reported, new Promise((r) => (timer = setTimeout(r, 10_000)))]);
+      clearTimeout(timer);
+      if (!(this.#archiveState as ArchiveState | null)?.manifest) {
+        console.error(
+          `streamcast: the archive of ${this.dir} has not answered yet; serving local rows`,
+        );
+      }
+    }
     // Sealed segments not yet chunked (or chunked but not yet deleted, after
     // a crash): hand them over again; the worker knows which is which.
     for (const s of this.#segments) if (s.info.sealed) this.#chunk(s.info);
