@@ -8,9 +8,13 @@
  * ```
  *
  * What it prints on stderr, and nothing else of its own: `listening on
- * http://HOST:PORT` once ready; the ingest lines (rejects with their line
- * number, end of stdin, upstream connects and disconnects); one line when
- * shutting down; or one `streamcast serve: …` line saying why it cannot start.
+ * http://HOST:PORT` (https with `--tls-cert`) once ready, always, as plain
+ * text; then one line per event at or above `--log-level` (info: the ingest
+ * lines — rejects with their line number, end of stdin, upstream connects and
+ * disconnects —, subscribes, refusals, drops, archive errors, one line when
+ * shutting down), as text or, with `--log-format json`, as one JSON object per
+ * line; or one plain `streamcast serve: …` line saying why it cannot start.
+ * Never a token (see docs/CLI.md).
  *
  * Exit codes: 0 after SIGINT/SIGTERM; 2 for anything wrong in the command
  * line or the config (a flag, a key, a schema or handler file); 1 when the
@@ -22,6 +26,22 @@
 
 import { dirname, join, resolve } from "node:path";
 import { isStreamName } from "../client/wire.ts";
+import { TokenTable } from "../server/auth.ts";
+import { RowError } from "../server/errors.ts";
+import {
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_ROW_BYTES,
+  DEFAULT_MAX_SUBSCRIBERS,
+  DEFAULT_MAX_URL_BYTES,
+} from "../server/limits.ts";
+import {
+  isLogFormat,
+  isLogLevel,
+  type LogFormat,
+  Logger,
+  type LogLevel,
+} from "../server/logger.ts";
 import {
   type ArchiveOptions,
   LogCorruptError,
@@ -31,8 +51,10 @@ import {
 import {
   type FrameHandler,
   ingestLines,
+  type IngestSink,
   ingestUpstream,
   loadHandler,
+  MAX_LINE_BYTES,
   type RejectFile,
   rejectFile,
   type RejectRecord,
@@ -80,6 +102,26 @@ where and how:
   --replay-archive           serve offsets the local disk dropped from the archive
   --s3-endpoint URL          an S3-compatible store (or AWS_ENDPOINT_URL_S3)
   --s3-path-style            path-style addressing (most S3-compatible stores)
+limits (docs/CLI.md has the table):
+  --max-connections N        WebSocket connections at once; one more upgrade is
+                             answered HTTP 503 [${DEFAULT_MAX_CONNECTIONS}]
+  --max-subscribers N        subscribers per stream; one more is closed with 1013
+                             (try again later) [${DEFAULT_MAX_SUBSCRIBERS}]
+  --max-url-bytes N          longest request URL; a longer one gets 414 [${DEFAULT_MAX_URL_BYTES}]
+  --max-row-bytes N          largest row as stored (its JSON); a bigger input row
+                             is a reject [${DEFAULT_MAX_ROW_BYTES}]
+  --max-replay-readers N     log reads for catching-up subscribers at once; more
+                             wait their turn [${DEFAULT_MAX_REPLAY_READERS}]
+  --stall-timeout SECONDS    drop a subscriber whose socket accepts nothing for
+                             this long, with 4429 [30]
+access and transport:
+  --tokens FILE.json         bearer tokens granting read access per stream; without
+                             it anyone may read (format in docs/CLI.md)
+  --tls-cert FILE.pem        serve https:// and wss://: the certificate chain (PEM)
+  --tls-key FILE.pem         and its private key (PEM)
+logs:
+  --log-level LEVEL          error, warn, info or debug [info]
+  --log-format FORMAT        text, or json: one JSON object per line [text]
 
 Prints "listening on http://HOST:PORT" on stderr once ready. SIGINT or SIGTERM
 stops ingest, closes subscribers with 1001, flushes the logs and exits 0.`;
@@ -104,9 +146,23 @@ const FLAGS = {
   "replay-archive": { type: "boolean" },
   "s3-endpoint": { type: "string" },
   "s3-path-style": { type: "boolean" },
+  "max-connections": { type: "string" },
+  "max-subscribers": { type: "string" },
+  "max-url-bytes": { type: "string" },
+  "max-row-bytes": { type: "string" },
+  "max-replay-readers": { type: "string" },
+  "stall-timeout": { type: "string" },
+  tokens: { type: "string" },
+  "tls-cert": { type: "string" },
+  "tls-key": { type: "string" },
+  "log-level": { type: "string" },
+  "log-format": { type: "string" },
 } as const;
 
 const NAME_RULE = "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .";
+
+/** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
+const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
 
 /** A reason to stop before or while serving: one line on stderr, and an exit code. */
 class Fatal extends Error {
@@ -149,13 +205,37 @@ interface Settings {
   pingIntervalS?: number;
   archive: ArchiveOptions | null;
   replayArchive: boolean;
+  maxConnections?: number;
+  maxSubscribers?: number;
+  maxUrlBytes?: number;
+  maxRowBytes?: number;
+  maxReplayReaders?: number;
+  stallTimeoutS?: number;
+  /** The tokens file, or null for no access control. */
+  tokens: string | null;
+  tlsCert: string | null;
+  tlsKey: string | null;
+  logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 /** Settings as a config file gives them: every field optional. */
 type FileSettings =
   & Omit<
     Settings,
-    "root" | "host" | "port" | "fsync" | "stdin" | "handler" | "archive" | "replayArchive"
+    | "root"
+    | "host"
+    | "port"
+    | "fsync"
+    | "stdin"
+    | "handler"
+    | "archive"
+    | "replayArchive"
+    | "tokens"
+    | "tlsCert"
+    | "tlsKey"
+    | "logLevel"
+    | "logFormat"
   >
   & {
     root?: string;
@@ -168,6 +248,11 @@ type FileSettings =
     replayArchive?: boolean;
     s3Endpoint?: string;
     s3PathStyle?: boolean;
+    tokens?: string;
+    tlsCert?: string;
+    tlsKey?: string;
+    logLevel?: LogLevel;
+    logFormat?: LogFormat;
   };
 
 function show(name: string): string {
@@ -264,7 +349,43 @@ const CONFIG_KEYS = new Set([
   "replayArchive",
   "s3Endpoint",
   "s3PathStyle",
+  "maxConnections",
+  "maxSubscribers",
+  "maxUrlBytes",
+  "maxRowBytes",
+  "maxReplayReaders",
+  "stallTimeout",
+  "tokens",
+  "tlsCert",
+  "tlsKey",
+  "logLevel",
+  "logFormat",
 ]);
+
+/** Checks a `--log-level` value. */
+function logLevel(v: unknown, what: string): LogLevel {
+  if (!isLogLevel(v)) {
+    throw new RangeError(`${what} must be error, warn, info or debug, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** Checks a `--log-format` value. */
+function logFormat(v: unknown, what: string): LogFormat {
+  if (!isLogFormat(v)) {
+    throw new RangeError(`${what} must be text or json, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/** A stall timeout: seconds > 0. */
+function stallSeconds(v: unknown, what: string): number {
+  const n = seconds(v, what);
+  if (n <= 0) {
+    throw new RangeError(`${what} must be a number of seconds > 0, got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
 
 function s3Uri(v: string, where: string): string {
   if (!/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(v)) {
@@ -323,6 +444,29 @@ function configSettings(json: unknown, base: string): FileSettings {
   if (json.pingInterval !== undefined) {
     out.pingIntervalS = seconds(json.pingInterval, '"pingInterval"');
   }
+  if (json.maxConnections !== undefined) {
+    out.maxConnections = integer(json.maxConnections, '"maxConnections"', 1);
+  }
+  if (json.maxSubscribers !== undefined) {
+    out.maxSubscribers = integer(json.maxSubscribers, '"maxSubscribers"', 1);
+  }
+  if (json.maxUrlBytes !== undefined) {
+    out.maxUrlBytes = integer(json.maxUrlBytes, '"maxUrlBytes"', 64);
+  }
+  if (json.maxRowBytes !== undefined) {
+    out.maxRowBytes = integer(json.maxRowBytes, '"maxRowBytes"', 1, MAX_ROW_BYTES_CAP);
+  }
+  if (json.maxReplayReaders !== undefined) {
+    out.maxReplayReaders = integer(json.maxReplayReaders, '"maxReplayReaders"', 1);
+  }
+  if (json.stallTimeout !== undefined) {
+    out.stallTimeoutS = stallSeconds(json.stallTimeout, '"stallTimeout"');
+  }
+  if (json.tokens !== undefined) out.tokens = resolve(base, str(json.tokens, "tokens"));
+  if (json.tlsCert !== undefined) out.tlsCert = resolve(base, str(json.tlsCert, "tlsCert"));
+  if (json.tlsKey !== undefined) out.tlsKey = resolve(base, str(json.tlsKey, "tlsKey"));
+  if (json.logLevel !== undefined) out.logLevel = logLevel(json.logLevel, '"logLevel"');
+  if (json.logFormat !== undefined) out.logFormat = logFormat(json.logFormat, '"logFormat"');
   if (json.archive !== undefined) out.archive = s3Uri(str(json.archive, "archive"), '"archive"');
   if (json.s3Endpoint !== undefined) out.s3Endpoint = str(json.s3Endpoint, "s3Endpoint");
   for (const key of ["replayArchive", "s3PathStyle"] as const) {
@@ -459,7 +603,37 @@ function mergeFlags(
       : file.pingIntervalS,
     archive: null,
     replayArchive: false,
+    maxConnections: flag("max-connections") !== undefined
+      ? integer(flag("max-connections"), "--max-connections", 1)
+      : file.maxConnections,
+    maxSubscribers: flag("max-subscribers") !== undefined
+      ? integer(flag("max-subscribers"), "--max-subscribers", 1)
+      : file.maxSubscribers,
+    maxUrlBytes: flag("max-url-bytes") !== undefined
+      ? integer(flag("max-url-bytes"), "--max-url-bytes", 64)
+      : file.maxUrlBytes,
+    maxRowBytes: flag("max-row-bytes") !== undefined
+      ? integer(flag("max-row-bytes"), "--max-row-bytes", 1, MAX_ROW_BYTES_CAP)
+      : file.maxRowBytes,
+    maxReplayReaders: flag("max-replay-readers") !== undefined
+      ? integer(flag("max-replay-readers"), "--max-replay-readers", 1)
+      : file.maxReplayReaders,
+    stallTimeoutS: flag("stall-timeout") !== undefined
+      ? stallSeconds(flag("stall-timeout"), "--stall-timeout")
+      : file.stallTimeoutS,
+    tokens: flag("tokens") ?? file.tokens ?? null,
+    tlsCert: flag("tls-cert") ?? file.tlsCert ?? null,
+    tlsKey: flag("tls-key") ?? file.tlsKey ?? null,
+    logLevel: flag("log-level") !== undefined
+      ? logLevel(flag("log-level"), "--log-level")
+      : file.logLevel ?? "info",
+    logFormat: flag("log-format") !== undefined
+      ? logFormat(flag("log-format"), "--log-format")
+      : file.logFormat ?? "text",
   };
+  if ((s.tlsCert === null) !== (s.tlsKey === null)) {
+    throw new RangeError("--tls-cert and --tls-key go together: give both or neither");
+  }
   if (s.host === "") throw new RangeError("--host must not be empty");
   const declared = new Set<string>();
   for (const spec of list("stream")) {
@@ -575,6 +749,7 @@ async function openStreams(
 ): Promise<Stream[]> {
   const logOptions: LogOptions = { fsync: s.fsync };
   if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
+  if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
   if (s.sealEveryS !== undefined) logOptions.sealEveryMs = Math.round(s.sealEveryS * 1000);
   const opened: Stream[] = [];
   try {
@@ -590,6 +765,10 @@ async function openStreams(
               : {}),
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
+            ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
+            ...(s.stallTimeoutS !== undefined
+              ? { stallTimeoutMs: Math.round(s.stallTimeoutS * 1000) }
+              : {}),
           }),
         );
       } catch (err) {
@@ -635,10 +814,32 @@ interface Running {
   closeRejects(): Promise<void>;
 }
 
+/** A reject line of the ingest's own messages (`stdin line 3 for stream …`). */
+const REJECT_LINE = /^streamcast: (?:stdin line|upstream \S+ frame) \d+ for /;
+
+/**
+ * The stream as an ingest sink: a row too big for the log (`--max-row-bytes`)
+ * is a reject like a row the schema refuses, not an ingest failure.
+ */
+function sinkOf(stream: Stream): IngestSink {
+  return {
+    name: stream.name,
+    send: (row) =>
+      stream.send(row).catch((err) => {
+        // The log refuses an oversized payload with RangeError before writing anything.
+        if (err instanceof RangeError) {
+          throw new RowError(stream.name, `row too big: ${err.message} bytes`);
+        }
+        throw err;
+      }),
+  };
+}
+
 function startIngest(
   s: Settings,
   server: Server,
   handlers: Map<string, FrameHandler>,
+  logger: Logger,
 ): Omit<Running, "server" | "streams"> {
   const stop = new AbortController();
   const tasks: Promise<void>[] = [];
@@ -665,6 +866,24 @@ function startIngest(
     const f = file;
     return (rec) => {
       rejects.inc(labels);
+      // In text format the ingest's own line (see `log` below) is the event.
+      if (logger.format === "json") {
+        logger.warn("ingest_reject", {
+          stream: name,
+          source,
+          line: rec.line,
+          error: rec.error,
+          // The raw input only at debug: it may be anything, of any size.
+          input: logger.enabled("debug") ? rec.input : undefined,
+        });
+      } else if (logger.enabled("debug")) {
+        logger.debug("ingest_reject_input", {
+          stream: name,
+          source,
+          line: rec.line,
+          input: rec.input,
+        });
+      }
       return f(rec);
     };
   };
@@ -674,12 +893,18 @@ function startIngest(
       (err) => fail(`${what} failed: ${oneLine(err)}`),
     ));
   };
-  const log = (message: string) => console.error(message);
+  const log = (message: string) => {
+    if (!REJECT_LINE.test(message)) logger.info("ingest", {}, message);
+    else if (logger.format === "text") logger.warn("ingest_reject", {}, message);
+    // In json format the reject sink above logs it, with its fields.
+  };
   if (s.stdin !== null) {
     const stream = server.streams.get(s.stdin)!;
     watch(
       `ingest from stdin into ${show(s.stdin)}`,
-      ingestLines(Deno.stdin.readable, stream, {
+      ingestLines(Deno.stdin.readable, sinkOf(stream), {
+        // A line longer than any row could be is refused before it is parsed.
+        maxLineBytes: Math.max(MAX_LINE_BYTES, s.maxRowBytes ?? 0),
         onReject: onReject(s.stdin, "stdin"),
         signal: stop.signal,
         log,
@@ -690,7 +915,7 @@ function startIngest(
     const handlerPath = up.handler ?? s.handler;
     watch(
       `ingest from the upstream of ${show(name)}`,
-      ingestUpstream(up.url, server.streams.get(name)!, {
+      ingestUpstream(up.url, sinkOf(server.streams.get(name)!), {
         handler: handlerPath === null ? undefined : handlers.get(handlerPath),
         onReject: onReject(name, "upstream"),
         signal: stop.signal,
@@ -719,8 +944,37 @@ function listenError(s: Settings, err: unknown): Fatal {
   return new Fatal(`cannot listen on ${where}: ${oneLine(err)}`, 1);
 }
 
-async function start(s: Settings): Promise<Running> {
-  // Everything that can be checked without side effects first: schemas, handlers.
+async function loadTokens(path: string): Promise<TokenTable> {
+  try {
+    return await TokenTable.load(path);
+  } catch (err) {
+    if (err instanceof TypeError) throw new Fatal(err.message, 2);
+    throw new Fatal(`cannot read tokens file ${path}: ${fileError(err)}`, 2);
+  }
+}
+
+async function loadTls(s: Settings): Promise<{ cert: string; key: string } | null> {
+  if (s.tlsCert === null || s.tlsKey === null) return null;
+  const read = async (path: string, what: string) => {
+    try {
+      return await Deno.readTextFile(path);
+    } catch (err) {
+      throw new Fatal(`cannot read ${what} ${path}: ${fileError(err)}`, 2);
+    }
+  };
+  const tls = { cert: await read(s.tlsCert, "--tls-cert"), key: await read(s.tlsKey, "--tls-key") };
+  // A certificate and key that do not parse, or do not match, stop the start here.
+  try {
+    Deno.listenTls({ hostname: "127.0.0.1", port: 0, ...tls }).close();
+  } catch (err) {
+    throw new Fatal(`--tls-cert ${s.tlsCert} / --tls-key ${s.tlsKey}: ${oneLine(err)}`, 2);
+  }
+  return tls;
+}
+
+async function start(s: Settings, logger: Logger): Promise<Running> {
+  // Everything that can be checked without side effects first: schemas,
+  // handlers, tokens, the certificate.
   const schemas = new Map<string, Record<string, unknown>>();
   for (const [name, decl] of s.streams) schemas.set(name, await loadSchema(name, decl.schema));
   const handlers = new Map<string, FrameHandler>();
@@ -728,6 +982,8 @@ async function start(s: Settings): Promise<Running> {
     const path = up.handler ?? s.handler;
     if (path !== null) await handlerFor(path, handlers);
   }
+  const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
+  const tls = await loadTls(s);
   // Probe the port first, so that a busy one is reported before any log is
   // created; serve() below still handles losing a race for it.
   if (s.port !== 0) {
@@ -744,16 +1000,25 @@ async function start(s: Settings): Promise<Running> {
       hostname: s.host,
       port: s.port,
       ...(s.pingIntervalS !== undefined ? { pingIntervalS: s.pingIntervalS } : {}),
+      ...(s.maxConnections !== undefined ? { maxConnections: s.maxConnections } : {}),
+      ...(s.maxUrlBytes !== undefined ? { maxUrlBytes: s.maxUrlBytes } : {}),
+      ...(s.maxReplayReaders !== undefined ? { maxReplayReaders: s.maxReplayReaders } : {}),
+      ...(tls ? { tls } : {}),
+      tokens,
+      logger,
     });
   } catch (err) {
     await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
-  return { server, streams, ...startIngest(s, server, handlers) };
+  return { server, streams, ...startIngest(s, server, handlers, logger) };
 }
 
 /** Resolves with the name of the first of `signals` received; `remove()` stops listening. */
-function onSignals(signals: Deno.Signal[]): { received: Promise<Deno.Signal>; remove(): void } {
+function onSignals(
+  signals: Deno.Signal[],
+  logger: () => Logger,
+): { received: Promise<Deno.Signal>; remove(): void } {
   let resolve!: (sig: Deno.Signal) => void;
   const received = new Promise<Deno.Signal>((r) => (resolve = r));
   let count = 0;
@@ -761,11 +1026,19 @@ function onSignals(signals: Deno.Signal[]): { received: Promise<Deno.Signal>; re
     const listener = () => {
       if (++count === 1) {
         // Printed here, not after an await: a second signal may follow at once.
-        console.error(`streamcast serve: ${sig} received; shutting down`);
+        logger().info(
+          "shutdown",
+          { signal: sig },
+          `streamcast serve: ${sig} received; shutting down`,
+        );
         return resolve(sig);
       }
       // A second signal is the way out of a shutdown that hangs (a stuck disk).
-      console.error(`streamcast serve: ${sig} again; exiting without waiting`);
+      logger().warn(
+        "exit",
+        { signal: sig, code: 1 },
+        `streamcast serve: ${sig} again; exiting without waiting`,
+      );
       Deno.exit(1);
     };
     Deno.addSignalListener(sig, listener);
@@ -795,14 +1068,19 @@ export async function cmdServe(args: string[]): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  // Until the flags are read, events go out at the defaults.
+  let logger = new Logger();
   // Listening before the start, so that a signal during it is not the default exit.
   const signals = onSignals(
     Deno.build.os === "windows" ? ["SIGINT", "SIGBREAK"] : ["SIGINT", "SIGTERM"],
+    () => logger,
   );
   try {
     let running: Running;
     try {
-      running = await start(await settingsFrom(values));
+      const settings = await settingsFrom(values);
+      logger = new Logger({ level: settings.logLevel, format: settings.logFormat });
+      running = await start(settings, logger);
     } catch (err) {
       if (err instanceof UsageError) {
         console.error(`streamcast serve: ${err.message} (see --help)`);
@@ -813,20 +1091,30 @@ export async function cmdServe(args: string[]): Promise<number> {
       return err.code;
     }
     const failure = await Promise.race([signals.received.then(() => null), running.failed]);
-    if (failure !== null) console.error(`streamcast serve: ${failure}; shutting down`);
+    if (failure !== null) {
+      logger.error(
+        "ingest_failed",
+        { error: failure },
+        `streamcast serve: ${failure}; shutting down`,
+      );
+    }
     let code = failure !== null ? 1 : 0;
     try {
       await running.stopIngest();
       const late = running.failure();
       if (failure === null && late !== null) {
         // An ingest that failed while stopping (e.g. its last rows could not be written).
-        console.error(`streamcast serve: ${late}`);
+        logger.error("ingest_failed", { error: late }, `streamcast serve: ${late}`);
         code = 1;
       }
       await running.server.shutdown();
       await running.closeRejects();
     } catch (err) {
-      console.error(`streamcast serve: shutdown failed: ${oneLine(err)}`);
+      logger.error(
+        "shutdown_failed",
+        { error: oneLine(err) },
+        `streamcast serve: shutdown failed: ${oneLine(err)}`,
+      );
       code = 1;
     }
     return code;

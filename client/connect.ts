@@ -49,8 +49,17 @@ import {
 } from "./errors.ts";
 import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
 import { type CatchUp, catchUp, type CatchUpOptions } from "./catch_up.ts";
-import { fetchHead } from "./head.ts";
-import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
+import { fetchHead, headUrl } from "./head.ts";
+import {
+  BEARER_PROTOCOL_PREFIX,
+  CloseCode,
+  type Greeting,
+  type OffsetRequest,
+  splitBatch,
+  SUBPROTOCOL,
+  subscribeUrl,
+  TOKEN_PATTERN,
+} from "./wire.ts";
 
 export type { WebSocketConstructor } from "./_connection.ts";
 
@@ -215,6 +224,17 @@ export interface ConnectOptions {
   /** The WebSocket constructor to use. @default globalThis.WebSocket */
   WebSocket?: WebSocketConstructor;
   /**
+   * A bearer token, for a server started with a tokens file. The socket
+   * offers it as the subprotocol `bearer.TOKEN` beside `streamcast` (the form
+   * browsers can send); catch-up's HTTP requests to the server send it as
+   * `Authorization: Bearer TOKEN`. A server that refuses it (HTTP 401/403
+   * before the upgrade) makes `connect()` reject with a `ConnectionClosed`
+   * of code 4401, which `reconnect` does not retry. It appears in no error
+   * message.
+   * @default undefined
+   */
+  token?: string;
+  /**
    * When a subscribe is refused `too_old` (or `evicted`/`empty`, given an
    * `archive` source), read the gap from the server's chunks over HTTP — with no socket
    * open — then subscribe where they end; repeat until accepted. Chunks are
@@ -286,7 +306,40 @@ function checkOptions(url: string | URL, o: ConnectOptions): URL {
   pos("connectTimeoutMs", o.connectTimeoutMs, 1);
   pos("backoff.minMs", o.backoff?.minMs, 0);
   pos("backoff.maxMs", o.backoff?.maxMs, o.backoff?.minMs ?? 0);
+  if (o.token !== undefined && (typeof o.token !== "string" || !TOKEN_PATTERN.test(o.token))) {
+    // The value is not quoted: it is a secret, typo or not.
+    throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
+  }
   return u;
+}
+
+/** A WebSocket constructor that offers `streamcast` and `bearer.TOKEN` as subprotocols. */
+function withToken(WS: WebSocketConstructor, token: string): WebSocketConstructor {
+  const Base = WS as unknown as new (url: string | URL, protocols: string[]) => WebSocket;
+  const protocols = [SUBPROTOCOL, BEARER_PROTOCOL_PREFIX + token];
+  // Called with `new`: the object returned is the instance.
+  return function (url: string | URL): WebSocket {
+    return new Base(url, protocols);
+  } as unknown as WebSocketConstructor;
+}
+
+/** `f` sending `Authorization: Bearer TOKEN` to `origin` (and to nowhere else). */
+function fetchWithToken(f: typeof fetch, token: string, origin: string): typeof fetch {
+  return (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    if (url.origin !== origin) return f(input, init);
+    const headers = new Headers(input instanceof Request ? input.headers : undefined);
+    new Headers(init?.headers).forEach((v, k) => headers.set(k, v));
+    headers.set("authorization", `Bearer ${token}`);
+    return f(input, { ...init, headers });
+  };
+}
+
+/** The stream's HTTP origin (`ws:` → `http:`). */
+function httpOrigin(url: string): string {
+  const u = new URL(url);
+  u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
+  return u.origin;
 }
 
 /**
@@ -380,7 +433,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#opts = options;
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
-    this.#WS = WS;
+    this.#WS = options.token === undefined ? WS : withToken(WS, options.token);
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
@@ -442,8 +495,20 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       const from = typeof offset === "number" ? Math.max(1, offset) : (err.offset ?? 1);
       // No progress since the last catch-up ended here: the refusal stands.
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
-      const c = await catchUp(this.#url, from, streamId ?? this.#streamId, options);
-      const head = await fetchHead(this.#url);
+      const token = this.#opts.token;
+      const c = await catchUp(
+        this.#url,
+        from,
+        streamId ?? this.#streamId,
+        token === undefined ? options : {
+          ...options,
+          fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url)),
+        },
+      );
+      const head = await fetchHead(
+        this.#url,
+        token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
+      );
       this.#catchUp = c;
       this.#catchUpRows = 0;
       this.#durable = true;
@@ -510,6 +575,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     if (conn.greeting === null) {
       if (conn.closed !== null) {
         const c = conn.closed;
+        if (c.code === 1006) {
+          const denied = await this.#accessDenied(resume);
+          if (denied) throw denied;
+        }
         const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
         if (err instanceof ConnectionClosed) {
           throw new ConnectionClosed(
@@ -542,6 +611,45 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     if (g.durable) {
       const floor = g.replay ? g.replay[0] : (g.end_offset as number);
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
+    }
+  }
+
+  /**
+   * After a socket that failed before the greeting without a close frame:
+   * whether the server denies access (a WebSocket cannot see the HTTP status
+   * of a refused upgrade, so `/head` is asked, with the same token). Returns
+   * the error to throw, or null (anything else: the server is down, say).
+   */
+  async #accessDenied(resume: number | null): Promise<ConnectionClosed | null> {
+    if (typeof fetch !== "function") return null;
+    const token = this.#opts.token;
+    const ms = Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5_000);
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), ms);
+    try {
+      const res = await fetch(headUrl(this.#url), {
+        signal: ac.signal,
+        headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      });
+      const body = await res.text();
+      if (res.status !== 401 && res.status !== 403) return null;
+      const detail = res.status === 401
+        ? (token === undefined
+          ? "401: the server requires a bearer token (the token option)"
+          : "401: the server does not accept this token")
+        : "403: this token may not read this stream";
+      let reason = "";
+      try {
+        const j = JSON.parse(body);
+        if (j && typeof j.error === "string") reason = JSON.stringify(j);
+      } catch {
+        // Not the server's JSON: the detail says enough.
+      }
+      return new ConnectionClosed(this.#url, CloseCode.Unauthorized, reason, resume, detail);
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

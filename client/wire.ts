@@ -272,6 +272,43 @@ export interface SubscribeQuery {
   token: string | null;
 }
 
+/**
+ * The WebSocket subprotocol of streamcast. A client may offer it; the server
+ * then answers with it. Offered beside `bearer.TOKEN` it lets a client that
+ * cannot set headers (a browser) send a bearer token.
+ *
+ * @example
+ * ```ts
+ * import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "./wire.ts";
+ * const protocols = [SUBPROTOCOL, `${BEARER_PROTOCOL_PREFIX}my-token-0123456789`];
+ * console.log(protocols[0]); // streamcast
+ * ```
+ */
+export const SUBPROTOCOL = "streamcast";
+
+/**
+ * Prefix of the subprotocol carrying a bearer token: `bearer.TOKEN`.
+ *
+ * @example
+ * ```ts
+ * import { BEARER_PROTOCOL_PREFIX } from "./wire.ts";
+ * console.log(BEARER_PROTOCOL_PREFIX + "my-token-0123456789"); // bearer.my-token-0123456789
+ * ```
+ */
+export const BEARER_PROTOCOL_PREFIX = "bearer.";
+
+/**
+ * What a bearer token may consist of: it must fit a header, a subprotocol
+ * and a query unescaped (`openssl rand -hex 32` makes one).
+ *
+ * @example
+ * ```ts
+ * import { TOKEN_PATTERN } from "./wire.ts";
+ * console.log(TOKEN_PATTERN.test("0123456789abcdef"), TOKEN_PATTERN.test("a b")); // true false
+ * ```
+ */
+export const TOKEN_PATTERN: RegExp = /^[A-Za-z0-9._~-]{16,512}$/;
+
 /** Result of {@linkcode parseSubscribeQuery}. */
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; detail: string };
 

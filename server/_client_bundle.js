@@ -35,6 +35,9 @@ function decodeCloseReason(text) {
     return null;
   }
 }
+var SUBPROTOCOL = "streamcast";
+var BEARER_PROTOCOL_PREFIX = "bearer.";
+var TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/;
 var MAX_OFFSET = Number.MAX_SAFE_INTEGER;
 function subscribeUrl(url, query) {
   const u = new URL(url);
@@ -643,7 +646,38 @@ function checkOptions(url, o) {
   pos("connectTimeoutMs", o.connectTimeoutMs, 1);
   pos("backoff.minMs", o.backoff?.minMs, 0);
   pos("backoff.maxMs", o.backoff?.maxMs, o.backoff?.minMs ?? 0);
+  if (o.token !== void 0 && (typeof o.token !== "string" || !TOKEN_PATTERN.test(o.token))) {
+    throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
+  }
   return u;
+}
+function withToken(WS, token) {
+  const Base = WS;
+  const protocols = [
+    SUBPROTOCOL,
+    BEARER_PROTOCOL_PREFIX + token
+  ];
+  return function(url) {
+    return new Base(url, protocols);
+  };
+}
+function fetchWithToken(f, token, origin) {
+  return (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    if (url.origin !== origin) return f(input, init);
+    const headers = new Headers(input instanceof Request ? input.headers : void 0);
+    new Headers(init?.headers).forEach((v, k) => headers.set(k, v));
+    headers.set("authorization", `Bearer ${token}`);
+    return f(input, {
+      ...init,
+      headers
+    });
+  };
+}
+function httpOrigin(url) {
+  const u = new URL(url);
+  u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
+  return u.origin;
 }
 function backoffDelay(attempt, minMs, maxMs) {
   const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
@@ -691,7 +725,7 @@ var Subscription = class _Subscription {
     this.#opts = options;
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
-    this.#WS = WS;
+    this.#WS = options.token === void 0 ? WS : withToken(WS, options.token);
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
@@ -748,8 +782,16 @@ var Subscription = class _Subscription {
       if (!canRead) throw err;
       const from = typeof offset === "number" ? Math.max(1, offset) : err.offset ?? 1;
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
-      const c = await catchUp(this.#url, from, streamId ?? this.#streamId, options);
-      const head = await fetchHead(this.#url);
+      const token = this.#opts.token;
+      const c = await catchUp(this.#url, from, streamId ?? this.#streamId, token === void 0 ? options : {
+        ...options,
+        fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url))
+      });
+      const head = await fetchHead(this.#url, token === void 0 ? {} : {
+        headers: {
+          authorization: `Bearer ${token}`
+        }
+      });
       this.#catchUp = c;
       this.#catchUpRows = 0;
       this.#durable = true;
@@ -822,6 +864,10 @@ var Subscription = class _Subscription {
     if (conn.greeting === null) {
       if (conn.closed !== null) {
         const c = conn.closed;
+        if (c.code === 1006) {
+          const denied = await this.#accessDenied(resume);
+          if (denied) throw denied;
+        }
         const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
         if (err instanceof ConnectionClosed) {
           throw new ConnectionClosed(this.#url, c.code, c.reason, resume, `${c.code === 1006 ? "1006: refused or dropped" : c.code} before the greeting`, c.wasClean);
@@ -846,6 +892,41 @@ var Subscription = class _Subscription {
     if (g.durable) {
       const floor = g.replay ? g.replay[0] : g.end_offset;
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
+    }
+  }
+  /**
+   * After a socket that failed before the greeting without a close frame:
+   * whether the server denies access (a WebSocket cannot see the HTTP status
+   * of a refused upgrade, so `/head` is asked, with the same token). Returns
+   * the error to throw, or null (anything else: the server is down, say).
+   */
+  async #accessDenied(resume) {
+    if (typeof fetch !== "function") return null;
+    const token = this.#opts.token;
+    const ms = Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3);
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), ms);
+    try {
+      const res = await fetch(headUrl(this.#url), {
+        signal: ac.signal,
+        headers: token === void 0 ? {} : {
+          authorization: `Bearer ${token}`
+        }
+      });
+      const body = await res.text();
+      if (res.status !== 401 && res.status !== 403) return null;
+      const detail = res.status === 401 ? token === void 0 ? "401: the server requires a bearer token (the token option)" : "401: the server does not accept this token" : "403: this token may not read this stream";
+      let reason = "";
+      try {
+        const j = JSON.parse(body);
+        if (j && typeof j.error === "string") reason = JSON.stringify(j);
+      } catch {
+      }
+      return new ConnectionClosed(this.#url, CloseCode.Unauthorized, reason, resume, detail);
+    } catch {
+      return null;
+    } finally {
+      clearTimeout(timer);
     }
   }
   /** The greeting of the current connection (updated on reconnect). */

@@ -13,6 +13,15 @@
  * | `GET /` and `GET /{name}` without an upgrade | the web viewer |
  * | `GET /_/client.js`, `GET /_/viewer.js` | the viewer's scripts (see viewer.ts) |
  *
+ * Every request is checked in this order, each check answering before the
+ * next runs: URL length (414); method (405); with a tokens file, the bearer
+ * token (400, 401) except for `/_/health` and the viewer's scripts; then for
+ * an upgrade the connection limit (503), the stream's permission (403), the
+ * path (4400), the stream (4404), the query (4400), the offset (4416) and
+ * the stream's subscriber limit (1013); for other routes the permission (403)
+ * and the route. The limits are in `limits.ts`, the tokens in `auth.ts`, the
+ * events logged in `logger.ts`.
+ *
  * @module
  */
 
@@ -21,6 +30,7 @@ import {
   encodeCloseReason,
   type NotReplayableReason,
   parseSubscribeQuery,
+  SUBPROTOCOL,
   type SubscribeQuery,
 } from "../client/wire.ts";
 import { CONTENT_TYPE, Registry } from "./metrics.ts";
@@ -28,9 +38,39 @@ import { COMMIT_BUCKETS_MS, type Stream } from "./stream.ts";
 import { chunkPath } from "../log/mod.ts";
 import type { Subscriber } from "./subscriber.ts";
 import { viewerAsset, viewerPage } from "./viewer.ts";
+import {
+  findToken,
+  forbidden,
+  type Grant,
+  offeredProtocols,
+  type TokenTable,
+  unauthorized,
+} from "./auth.ts";
+import {
+  checkLimit,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_URL_BYTES,
+  Gate,
+  TRY_AGAIN_LATER,
+} from "./limits.ts";
+import { type LogFields, Logger } from "./logger.ts";
 
-/** Longest request URL accepted, in bytes. */
-export const DEFAULT_MAX_URL_BYTES = 8192;
+export { type Grant, TokenTable } from "./auth.ts";
+export {
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_ROW_BYTES,
+  DEFAULT_MAX_SUBSCRIBERS,
+  DEFAULT_MAX_URL_BYTES,
+} from "./limits.ts";
+export {
+  type LogFields,
+  type LogFormat,
+  Logger,
+  type LoggerOptions,
+  type LogLevel,
+} from "./logger.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {
@@ -42,8 +82,34 @@ export interface ServeOptions {
   signal?: AbortSignal;
   /** Ping idle sockets this often and drop those that do not answer (seconds; 0: off). @default 30 */
   pingIntervalS?: number;
-  /** Longest request URL accepted. @default 8192 */
+  /** Longest request URL accepted, in bytes; a longer one is answered 414. @default 8192 */
   maxUrlBytes?: number;
+  /**
+   * WebSocket connections open at once: subscribers, and refused sockets
+   * until their close completes. One more upgrade is answered HTTP 503 with
+   * `Retry-After: 1`, before the upgrade.
+   * @default 10000
+   */
+  maxConnections?: number;
+  /**
+   * Log reads in flight at once for catching-up subscribers, across every
+   * stream of the server; a read beyond it waits its turn (first come, first
+   * served): nobody is refused.
+   * @default 16
+   */
+  maxReplayReaders?: number;
+  /**
+   * Bearer tokens granting read access per stream (see `auth.ts`); checked
+   * before the upgrade and on every route but `/_/health` and the viewer's
+   * scripts. `null`: no access control.
+   * @default null
+   */
+  tokens?: TokenTable | null;
+  /**
+   * Where events go (subscribes, refusals, drops, errors; see docs/CLI.md).
+   * @default a text Logger at level "warn" on stderr
+   */
+  logger?: Logger;
   /** Called once listening. @default logs "listening on http://HOST:PORT" to stderr */
   onListen?: (addr: Deno.NetAddr) => void;
   /** TLS certificate and key (PEM), to serve https:// and wss://. */
@@ -168,6 +234,28 @@ export function decideStart(
     }
   }
   return { ok: true, from };
+}
+
+/** Close codes of a server-side drop of an accepted subscriber (logged as `dropped`). */
+const DROP_CODES: ReadonlySet<number> = new Set([
+  CloseCode.PolicyViolation,
+  CloseCode.MessageTooBig,
+  1011,
+  CloseCode.TooSlow,
+]);
+
+/** How often the archive's last error is looked at, for the log. */
+const ARCHIVE_WATCH_MS = 1000;
+
+/** The fields of a JSON close reason, for a log event; `{}` when it is not JSON. */
+function parseReason(reason: string | undefined): LogFields {
+  if (!reason) return {};
+  try {
+    const v = JSON.parse(reason);
+    return v && typeof v === "object" && !Array.isArray(v) ? v : {};
+  } catch {
+    return {};
+  }
 }
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -400,6 +488,22 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     if (byName.has(s.name)) throw new TypeError(`two streams are named ${JSON.stringify(s.name)}`);
     byName.set(s.name, s);
   }
+  const pingS = options.pingIntervalS ?? 30;
+  if (!(pingS >= 0)) throw new RangeError(`pingIntervalS must be >= 0, got ${pingS}`);
+  const maxUrl = checkLimit("maxUrlBytes", options.maxUrlBytes ?? DEFAULT_MAX_URL_BYTES, 64);
+  const maxConnections = checkLimit(
+    "maxConnections",
+    options.maxConnections ?? DEFAULT_MAX_CONNECTIONS,
+    1,
+  );
+  const replayGate = new Gate(
+    checkLimit("maxReplayReaders", options.maxReplayReaders ?? DEFAULT_MAX_REPLAY_READERS, 1),
+  );
+  const tokens = options.tokens ?? null;
+  const logger = options.logger ?? new Logger({ level: "warn" });
+  const scheme = options.tls ? "https" : "http";
+  for (const s of byName.values()) s._useReplayGate(replayGate);
+
   const registry = new Registry();
   const httpRequests = registry.counter(
     "streamcast_http_requests_total",
@@ -409,23 +513,136 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     "streamcast_protocol_refusals_total",
     "Subscribes refused before reaching a stream (4400, 4404).",
   );
-  const pingS = options.pingIntervalS ?? 30;
-  const maxUrl = options.maxUrlBytes ?? DEFAULT_MAX_URL_BYTES;
+  const limitRefusals = registry.counter(
+    "streamcast_limit_refusals_total",
+    "Requests refused by a limit (max_connections, max_subscribers, max_url_bytes).",
+  );
+  const authDenials = registry.counter(
+    "streamcast_auth_denials_total",
+    "Requests denied by access control, by why (missing_token, invalid_token, bad_request, " +
+      "forbidden).",
+  );
+  const connections = registry.gauge(
+    "streamcast_connections",
+    "WebSocket connections open (subscribers, and refused ones still closing).",
+  );
+  const replayReads = registry.gauge(
+    "streamcast_replay_reads",
+    "Log reads for catching-up subscribers, in flight (active) and waiting their turn (waiting).",
+  );
   const ac = new AbortController();
   const sockets = new Set<WebSocket>();
   let shuttingDown: Promise<void> | null = null;
 
-  function refuse(req: Request, code: number, reason: string): Response {
-    const { socket, response } = Deno.upgradeWebSocket(req);
+  /** Fields naming a stream in a log event (names are attacker-chosen: clipped). */
+  const streamField = (name: string): string => name.length > 80 ? name.slice(0, 80) + "…" : name;
+
+  function deny(
+    res: Response,
+    why: "missing_token" | "invalid_token" | "bad_request" | "forbidden",
+    fields: LogFields,
+  ): Response {
+    authDenials.inc({ why });
+    logger.warn("denied", { status: res.status, why, ...fields });
+    return res;
+  }
+
+  /** The grant of the request's token, or the answer refusing it. */
+  function authenticate(
+    req: Request,
+    url: URL,
+    upgrade: boolean,
+    remote: string,
+    tokens: TokenTable,
+  ): Grant | Response {
+    const f = findToken(req, url, upgrade);
+    if (!f.ok) {
+      return deny(
+        json({ error: "bad_request", detail: f.detail }, 400, {
+          "www-authenticate": `Bearer realm="streamcast", error="invalid_request"`,
+        }),
+        "bad_request",
+        { detail: f.detail, remote },
+      );
+    }
+    if (f.token === null) return deny(unauthorized(false), "missing_token", { remote });
+    const grant = tokens.lookup(f.token);
+    if (!grant) return deny(unauthorized(true), "invalid_token", { carrier: f.carrier, remote });
+    if (f.carrier === "subprotocol" && !offeredProtocols(req).includes(SUBPROTOCOL)) {
+      // Answering with the bearer subprotocol would echo the token.
+      const detail = `offer the ${SUBPROTOCOL} subprotocol beside bearer.TOKEN`;
+      return deny(json({ error: "bad_request", detail }, 400), "bad_request", {
+        detail,
+        token_name: grant.name,
+        remote,
+      });
+    }
+    return grant;
+  }
+
+  /** The subprotocol to answer with: `streamcast` when offered, else none. */
+  function upgradeOptions(req: Request): Deno.UpgradeWebSocketOptions {
+    return {
+      idleTimeout: pingS,
+      ...(offeredProtocols(req).includes(SUBPROTOCOL) ? { protocol: SUBPROTOCOL } : {}),
+    };
+  }
+
+  function track(socket: WebSocket): void {
+    sockets.add(socket);
+    connections.set(sockets.size);
+  }
+
+  function untrack(socket: WebSocket): void {
+    sockets.delete(socket);
+    connections.set(sockets.size);
+  }
+
+  function refuse(req: Request, code: number, reason: string, fields: LogFields): Response {
+    const { socket, response } = Deno.upgradeWebSocket(req, upgradeOptions(req));
+    track(socket);
+    logger.info("refused", { code, ...parseReason(reason), ...fields });
     socket.onopen = () => socket.close(code, reason);
-    socket.onerror = () => {};
+    socket.onclose = () => untrack(socket);
+    socket.onerror = () => untrack(socket);
     return response;
   }
 
-  function subscribe(req: Request, stream: Stream, q: SubscribeQuery): Response {
-    const { socket, response } = Deno.upgradeWebSocket(req, { idleTimeout: pingS });
+  function subscribe(
+    req: Request,
+    stream: Stream,
+    q: SubscribeQuery,
+    grant: Grant | null,
+    remote: string,
+  ): Response {
+    const { socket, response } = Deno.upgradeWebSocket(req, upgradeOptions(req));
+    const who: LogFields = {
+      stream: stream.name,
+      remote,
+      ...(grant ? { token_name: grant.name } : {}),
+    };
     let sub: Subscriber | null = null;
-    sockets.add(socket);
+    let closedByServer = false;
+    let ended = false;
+    track(socket);
+    // Every close the server starts (the subscriber's too) passes here, so a
+    // drop is logged with the code and reason the peer is sent.
+    const close = socket.close.bind(socket);
+    socket.close = (code?: number, reason?: string) => {
+      if (!closedByServer) {
+        closedByServer = true;
+        if (code !== undefined && DROP_CODES.has(code)) {
+          logger.warn("dropped", { ...who, code, ...parseReason(reason), sent: sub?.next });
+        }
+      }
+      close(code, reason);
+    };
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      untrack(socket);
+      sub?.close();
+    };
     socket.onopen = async () => {
       if (shuttingDown) {
         socket.close(CloseCode.GoingAway, "");
@@ -438,6 +655,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         } catch (err) {
           protocolRefusals.inc({ code: "4400" });
           const detail = `frames=arrow: ${err instanceof Error ? err.message : err}`;
+          logger.info("refused", { ...who, code: CloseCode.Protocol, error: "protocol", detail });
           socket.close(CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail }));
           return;
         }
@@ -447,7 +665,21 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       const d = decideStart(stream.log, stream.maxReplay, q);
       if (!d.ok) {
         stream.stats.refusals[d.reason.why] = (stream.stats.refusals[d.reason.why] ?? 0) + 1;
+        logger.info("refused", { ...who, code: CloseCode.NotReplayable, ...d.reason });
         socket.close(CloseCode.NotReplayable, encodeCloseReason(d.reason));
+        return;
+      }
+      // Counted and joined in this same synchronous step: the limit is exact.
+      if (stream.subscribers >= stream.maxSubscribers) {
+        stream.stats.refusals.max_subscribers = (stream.stats.refusals.max_subscribers ?? 0) + 1;
+        limitRefusals.inc({ limit: "max_subscribers" });
+        const reason = {
+          error: "overloaded",
+          limit: "max_subscribers",
+          max: stream.maxSubscribers,
+        };
+        logger.warn("refused", { ...who, code: TRY_AGAIN_LATER, ...reason });
+        socket.close(TRY_AGAIN_LATER, encodeCloseReason(reason));
         return;
       }
       const from = d.from ?? stream.endOffset;
@@ -456,6 +688,13 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       // Arrow: the schema message goes first, then record batches.
       if (encoder) socket.send(encoder.schemaMessage());
       sub = stream._subscribe(socket, from ?? 0, frames);
+      logger.info("subscribe", {
+        ...who,
+        offset: q.offset,
+        from: d.from,
+        end_offset: stream.endOffset,
+        frames,
+      });
     };
     socket.onmessage = () => {
       // Subscriptions are read-only.
@@ -466,23 +705,53 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       if (sub) sub.close(CloseCode.PolicyViolation, reason);
       else socket.close(CloseCode.PolicyViolation, reason);
     };
-    socket.onclose = () => {
-      sockets.delete(socket);
-      sub?.close();
+    socket.onclose = (e) => {
+      if (!ended) logger.debug("unsubscribe", { ...who, code: e.code, sent: sub?.next });
+      end();
     };
-    socket.onerror = () => {
-      sockets.delete(socket);
-      sub?.close();
+    socket.onerror = (e) => {
+      // The runtime's own ends: a frame over its size limit, invalid UTF-8,
+      // no pong, a reset. It closes the socket itself.
+      if (!ended && !closedByServer) {
+        const error = e instanceof ErrorEvent ? e.message : "error";
+        logger.info("dropped", { ...who, reason: "runtime", error, sent: sub?.next });
+      }
+      end();
     };
     return response;
   }
 
-  function handleUpgrade(req: Request, url: URL): Response {
+  function handleUpgrade(req: Request, url: URL, grant: Grant | null, remote: string): Response {
+    if (sockets.size >= maxConnections) {
+      limitRefusals.inc({ limit: "max_connections" });
+      logger.warn("refused", {
+        status: 503,
+        error: "overloaded",
+        limit: "max_connections",
+        max: maxConnections,
+        remote,
+      });
+      return json({ error: "overloaded", limit: "max_connections", max: maxConnections }, 503, {
+        "retry-after": "1",
+      });
+    }
     const r = route(url.pathname);
+    if (r && grant && !grant.mayRead(r.name)) {
+      return deny(forbidden({ stream: r.name }), "forbidden", {
+        stream: streamField(r.name),
+        token_name: grant.name,
+        remote,
+      });
+    }
     if (!r || r.rest !== "") {
       protocolRefusals.inc({ code: "4400" });
       const detail = r ? `no such path ${url.pathname}` : "path is not valid percent-encoding";
-      return refuse(req, CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail }));
+      return refuse(
+        req,
+        CloseCode.Protocol,
+        encodeCloseReason({ error: "protocol", detail }),
+        { remote },
+      );
     }
     const stream = byName.get(r.name);
     if (!stream) {
@@ -491,6 +760,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         req,
         CloseCode.NotFound,
         encodeCloseReason({ error: "not_found", stream: r.name }),
+        { remote },
       );
     }
     const q = parseSubscribeQuery(url.searchParams);
@@ -500,50 +770,90 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         req,
         CloseCode.Protocol,
         encodeCloseReason({ error: "protocol", detail: q.detail }),
+        { stream: stream.name, remote },
       );
     }
-    return subscribe(req, stream, q.value);
+    return subscribe(req, stream, q.value, grant, remote);
   }
 
-  function handle(req: Request): Response | Promise<Response> {
+  function handle(req: Request, remote: string): Response | Promise<Response> {
     if (req.url.length > maxUrl) {
+      limitRefusals.inc({ limit: "max_url_bytes" });
+      logger.info("refused", {
+        status: 414,
+        limit: "max_url_bytes",
+        url_bytes: req.url.length,
+        remote,
+      });
       return json({ error: "uri_too_long", max_bytes: maxUrl }, 414);
     }
     const url = new URL(req.url);
-    if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
-      httpRequests.inc({ route: "upgrade" });
-      return handleUpgrade(req, url);
-    }
-    if (req.method !== "GET" && req.method !== "HEAD") {
+    const upgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
+    if (!upgrade && req.method !== "GET" && req.method !== "HEAD") {
       return json({ error: "method_not_allowed", allow: "GET, HEAD" }, 405, { allow: "GET, HEAD" });
     }
     const path = url.pathname;
-    if (path === "/_/health") {
+    if (!upgrade && path === "/_/health") {
       httpRequests.inc({ route: "health" });
       return json({ ok: !shuttingDown, streams: byName.size }, shuttingDown ? 503 : 200);
     }
+    const asset = upgrade ? null : viewerAsset(path);
+    if (asset) {
+      // The viewer's code: public, holds no data.
+      httpRequests.inc({ route: "viewer" });
+      return asset;
+    }
+    let grant: Grant | null = null;
+    if (tokens) {
+      const a = authenticate(req, url, upgrade, remote, tokens);
+      if (a instanceof Response) return a;
+      grant = a;
+    }
+    if (upgrade) {
+      httpRequests.inc({ route: "upgrade" });
+      return handleUpgrade(req, url, grant, remote);
+    }
+    const readable = (s: Stream) => !grant || grant.mayRead(s.name);
     if (path === "/_/metrics") {
       httpRequests.inc({ route: "metrics" });
+      if (grant && !grant.all) {
+        return deny(forbidden({ route: "/_/metrics" }), "forbidden", {
+          route: "/_/metrics",
+          token_name: grant.name,
+          remote,
+        });
+      }
+      replayReads.set(replayGate.active, { state: "active" });
+      replayReads.set(replayGate.waiting, { state: "waiting" });
       return new Response(registry.render() + streamMetrics([...byName.values()]), {
         headers: { "content-type": CONTENT_TYPE },
       });
     }
     if (path === "/_/streams") {
       httpRequests.inc({ route: "streams" });
-      return json([...byName.values()].map((s) => s.head()));
-    }
-    const asset = viewerAsset(path);
-    if (asset) {
-      httpRequests.inc({ route: "viewer" });
-      return asset;
+      return json([...byName.values()].filter(readable).map((s) => s.head()));
     }
     const r = route(path);
     if (!r) {
       return json({ error: "bad_request", detail: "path is not valid percent-encoding" }, 400);
     }
-    if (r.rest === "" && (r.name === "" || byName.has(r.name))) {
+    if (r.rest === "" && r.name === "") {
       httpRequests.inc({ route: "viewer" });
-      return new Response(viewerPage([...byName.values()].map((s) => s.head())), {
+      return new Response(viewerPage([...byName.values()].filter(readable).map((s) => s.head())), {
+        headers: { "content-type": "text/html; charset=utf-8" },
+      });
+    }
+    // Denied before looking the stream up: a 404 would say which names exist.
+    if (grant && !grant.mayRead(r.name)) {
+      return deny(forbidden({ stream: r.name }), "forbidden", {
+        stream: streamField(r.name),
+        token_name: grant.name,
+        remote,
+      });
+    }
+    if (r.rest === "" && byName.has(r.name)) {
+      httpRequests.inc({ route: "viewer" });
+      return new Response(viewerPage([...byName.values()].filter(readable).map((s) => s.head())), {
         headers: { "content-type": "text/html; charset=utf-8" },
       });
     }
@@ -572,8 +882,24 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     return notFound(`no such path ${path}`);
   }
 
-  let resolveListen!: (addr: Deno.NetAddr) => void;
-  const listening = new Promise<Deno.NetAddr>((r) => (resolveListen = r));
+  // Archive errors happen in the chunk worker; the log keeps the last one.
+  const archived = [...byName.values()].filter((s) => s.archive !== null && s.log !== null);
+  const lastArchiveError = new Map<string, string | null>();
+  let archiveWatch: ReturnType<typeof setInterval> | undefined;
+  if (archived.length > 0) {
+    archiveWatch = setInterval(() => {
+      for (const s of archived) {
+        const error = s.log!.archiveState?.lastError ?? null;
+        const before = lastArchiveError.get(s.name) ?? null;
+        if (error === before) continue;
+        lastArchiveError.set(s.name, error);
+        if (error !== null) logger.error("archive_error", { stream: s.name, error });
+        else logger.info("archive_recovered", { stream: s.name });
+      }
+    }, ARCHIVE_WATCH_MS);
+    Deno.unrefTimer(archiveWatch);
+  }
+
   const httpServer = Deno.serve(
     {
       hostname: options.hostname ?? "127.0.0.1",
@@ -581,34 +907,45 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       signal: ac.signal,
       ...(options.tls ? { cert: options.tls.cert, key: options.tls.key } : {}),
       onListen: (addr) => {
-        resolveListen(addr as Deno.NetAddr);
-        if (options.onListen) options.onListen(addr as Deno.NetAddr);
-        else {
-          console.error(
-            `listening on ${options.tls ? "https" : "http"}://${addr.hostname}:${addr.port}`,
-          );
+        const a = addr as Deno.NetAddr;
+        const url = `${scheme}://${a.hostname}:${a.port}`;
+        if (options.onListen) options.onListen(a);
+        else console.error(`listening on ${url}`);
+        // In text format the plain line above is the event.
+        if (logger.format === "json") {
+          logger.info("listening", {
+            url,
+            tls: options.tls !== undefined,
+            auth: tokens ? "tokens" : "off",
+            streams: [...byName.keys()],
+          }, `listening on ${url}`);
         }
       },
       onError: (err) => {
-        console.error(`streamcast: request failed: ${err}`);
+        logger.error("request_failed", { error: String(err) });
         return json({ error: "internal" }, 500);
       },
     },
-    (req) => {
+    (req, info) => {
+      const r = info.remoteAddr as Deno.NetAddr;
+      const remote = r.hostname.includes(":")
+        ? `[${r.hostname}]:${r.port}`
+        : `${r.hostname}:${r.port}`;
       try {
-        return handle(req);
+        return handle(req, remote);
       } catch (err) {
-        console.error(`streamcast: request failed: ${err}`);
+        logger.error("request_failed", { error: String(err), remote });
         return json({ error: "internal" }, 500);
       }
     },
   );
-  void listening;
   const addr = httpServer.addr as Deno.NetAddr;
 
   async function shutdown(): Promise<void> {
     if (shuttingDown) return await shuttingDown;
     shuttingDown = (async () => {
+      clearInterval(archiveWatch);
+      logger.debug("shutdown", { subscribers: sockets.size });
       // New upgrades are now answered with 1001 and /_/health with 503. Let
       // what is pending commit and reach the subscribers, then say goodbye,
       // and give the close frames (queued behind data) time to go out before
@@ -633,6 +970,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         await Promise.all([...byName.values()].map((s) => s.log?.flush()));
       }
       await httpServer.finished;
+      for (const s of byName.values()) s._useReplayGate(null);
     })();
     return await shuttingDown;
   }
@@ -640,7 +978,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
 
   return {
     addr,
-    url: `${options.tls ? "https" : "http"}://${addr.hostname}:${addr.port}`,
+    url: `${scheme}://${addr.hostname}:${addr.port}`,
     streams: byName,
     metrics: registry,
     finished: httpServer.finished.then(() => shuttingDown ?? undefined),

@@ -36,6 +36,7 @@ import {
   type SubscriberState,
 } from "./subscriber.ts";
 import type { ArrowFrameEncoder } from "./arrow.ts";
+import { checkLimit, DEFAULT_MAX_SUBSCRIBERS, type Gate } from "./limits.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -61,6 +62,12 @@ export interface StreamOptions {
   maxReplay?: number | null;
   /** Close a subscriber whose socket accepts nothing for this long. @default 30000 */
   stallTimeoutMs?: number;
+  /**
+   * Subscribers at once; one more is refused with close code 1013 ("try again
+   * later") and no greeting.
+   * @default 5000
+   */
+  maxSubscribers?: number;
   /**
    * Archive chunks and the manifest to S3: an `s3://bucket/prefix` URI, or
    * the URI with an endpoint and path-style addressing for S3-compatible
@@ -171,6 +178,7 @@ function checkOptions(o: StreamOptions): void {
   }
   const stall = o.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
   if (!(stall > 0)) throw new RangeError(`stallTimeoutMs must be > 0, got ${stall}`);
+  checkLimit("maxSubscribers", o.maxSubscribers ?? DEFAULT_MAX_SUBSCRIBERS, 1);
 }
 
 function checkName(name: string): void {
@@ -215,6 +223,8 @@ export class Stream {
   readonly maxReplay: number | null;
   /** Stall timeout in ms. */
   readonly stallTimeoutMs: number;
+  /** Subscribers at once (one more is refused with 1013). */
+  readonly maxSubscribers: number;
   /** The archive URI, or null. */
   readonly archive: string | null;
   /** Counters for metrics. */
@@ -242,6 +252,7 @@ export class Stream {
   #closed = false;
   readonly #host: SubscriberHost;
   #arrow: ArrowFrameEncoder | null = null;
+  #replayGate: Gate | null = null;
 
   /**
    * Makes a stream without I/O: pass `log` for a durable stream over a log you
@@ -259,6 +270,7 @@ export class Stream {
     this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;
     this.maxReplay = options.maxReplay === undefined ? DEFAULT_MAX_REPLAY : options.maxReplay;
     this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+    this.maxSubscribers = options.maxSubscribers ?? DEFAULT_MAX_SUBSCRIBERS;
     const a = options.archive ?? null;
     this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
     checkOptions(options);
@@ -270,7 +282,7 @@ export class Stream {
       name,
       durable: this.log !== null,
       endOffset: () => this.log ? this.log.endOffset : 0,
-      reader: (offset: number): LogReader => this.log!.reader(offset),
+      reader: (offset: number): LogReader => this.#reader(offset),
       joinLive: (sub) => this.#live.add(sub),
       leaveLive: (sub) => this.#live.delete(sub),
       gone: (sub) => {
@@ -348,6 +360,25 @@ export class Stream {
       await log.close();
       throw err;
     }
+  }
+
+  /**
+   * @internal Makes catching-up subscribers' log reads take turns through
+   * `gate` (the server's `maxReplayReaders`); null: no gate.
+   */
+  _useReplayGate(gate: Gate | null): void {
+    this.#replayGate = gate;
+  }
+
+  // A log reader whose reads each hold one of the gate's permits.
+  #reader(offset: number): LogReader {
+    const reader = this.log!.reader(offset);
+    const gate = this.#replayGate;
+    if (gate) {
+      const read = reader.read.bind(reader);
+      reader.read = (maxBytes?: number) => gate.run(() => read(maxBytes));
+    }
+    return reader;
   }
 
   /** Whether the stream has a log (its rows are replayable). */

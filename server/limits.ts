@@ -1,0 +1,130 @@
+/**
+ * The server's limits, in one place: their defaults, and the gate that makes
+ * catching-up subscribers take turns reading the log.
+ *
+ * | limit | default | where | past it |
+ * |---|---|---|---|
+ * | WebSocket connections open at once | 10,000 | `ServeOptions.maxConnections` | HTTP 503 before the upgrade |
+ * | subscribers per stream | 5,000 | `StreamOptions.maxSubscribers` | close 1013, no greeting |
+ * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
+ * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn |
+ * | row (payload) size | 16 MiB | `LogOptions.maxPayloadBytes` | `send` rejects; ingest rejects the line |
+ * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
+ * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
+ *
+ * docs/CLI.md holds the full table with the flags and config keys.
+ *
+ * @module
+ */
+
+/** Default `maxConnections`: WebSocket connections open at once on one server. */
+export const DEFAULT_MAX_CONNECTIONS = 10_000;
+/** Default `maxSubscribers`: subscribers of one stream at once. */
+export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
+/** Default `maxUrlBytes`: the longest request URL accepted. */
+export const DEFAULT_MAX_URL_BYTES = 8192;
+/** Default `maxReplayReaders`: log reads for catching-up subscribers in flight at once. */
+export const DEFAULT_MAX_REPLAY_READERS = 16;
+/** Default row size limit (the log's `maxPayloadBytes`). */
+export const DEFAULT_MAX_ROW_BYTES: number = 16 << 20;
+/** Longest stream name (the wire contract's name pattern; not configurable). */
+export const MAX_STREAM_NAME_CHARS = 64;
+/**
+ * The runtime's own cap on one incoming WebSocket message (Deno 2.9). A
+ * bigger frame ends the connection without a close frame (the peer sees 1006);
+ * a smaller one is refused by the server with 1008. Not configurable.
+ */
+export const RUNTIME_MAX_MESSAGE_BYTES: number = 64 << 20;
+/** Status code of a refusal for a full stream: "try again later" (RFC 6455 §7.4.1 registry). */
+export const TRY_AGAIN_LATER = 1013;
+
+/**
+ * Checks that `value` is an integer ≥ `min`; throws `RangeError` naming `what`.
+ *
+ * @example
+ * ```ts
+ * import { checkLimit } from "./limits.ts";
+ * console.log(checkLimit("maxConnections", 100, 1)); // 100
+ * ```
+ */
+export function checkLimit(what: string, value: number, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(`${what} must be an integer >= ${min}, got ${value}`);
+  }
+  return value;
+}
+
+/**
+ * A counting semaphore that hands its permits out in arrival order: at most
+ * `max` holders at once, the others wait their turn.
+ *
+ * @example
+ * ```ts
+ * import { Gate } from "./limits.ts";
+ * const gate = new Gate(1);
+ * await gate.acquire();
+ * const second = gate.acquire(); // waits
+ * console.log(gate.active, gate.waiting); // 1 1
+ * gate.release(); // hands the permit to the waiter
+ * await second;
+ * gate.release();
+ * console.log(gate.active); // 0
+ * ```
+ */
+export class Gate {
+  /** Permits in all. */
+  readonly max: number;
+  #active = 0;
+  #waiters: (() => void)[] = [];
+  #head = 0;
+
+  /** A gate of `max` permits (an integer ≥ 1). */
+  constructor(max: number) {
+    this.max = checkLimit("Gate max", max, 1);
+  }
+
+  /** Permits held now. */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** Callers waiting for a permit. */
+  get waiting(): number {
+    return this.#waiters.length - this.#head;
+  }
+
+  /** Resolves once the caller holds a permit; pair with {@linkcode Gate.release}. */
+  acquire(): Promise<void> {
+    if (this.#active < this.max && this.waiting === 0) {
+      this.#active++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  /** Gives a permit back: to the longest waiter if there is one. */
+  release(): void {
+    if (this.waiting > 0) {
+      // The permit passes straight on: `active` stays as it is.
+      const next = this.#waiters[this.#head++];
+      if (this.#head > 1024 && this.#head * 2 > this.#waiters.length) {
+        this.#waiters = this.#waiters.slice(this.#head);
+        this.#head = 0;
+      }
+      next();
+      return;
+    }
+    if (this.#active === 0) throw new RangeError("Gate released more often than acquired");
+    this.#active--;
+  }
+
+  /** Runs `fn` holding a permit. */
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    await this.acquire();
+    try {
+      return await fn();
+    } finally {
+      this.release();
+    }
+  }
+}
