@@ -46,6 +46,8 @@ the server sent it. Status messages go to stderr.
                        (evicted) from its archive (AWS credentials from the
                        SDK's chain; --s3-endpoint URL and --s3-path-style for
                        S3-compatible stores)
+  --token TOKEN        a bearer token for a server started with --tokens (or
+                       the STREAMCAST_TOKEN environment variable)
   --cursor-uri s3://BUCKET/KEY
                        keep a copy of the --cursor in S3, used only when FILE
                        does not exist (a new machine)
@@ -54,7 +56,7 @@ Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
 | head -n 5); 1 when the server refuses the subscribe (the message says why and
 what to do next) or the connection fails; 2 on a bad command line.`;
 
-const HEAD_USAGE = `usage: deno run -A cli.ts head URL
+const HEAD_USAGE = `usage: deno run -A cli.ts head URL [--token TOKEN]
 
 Prints the head of the stream at URL (ws://HOST:PORT/NAME or http://HOST:PORT/NAME;
 / for the unnamed stream) as JSON: stream, stream_id, end_offset (the next offset
@@ -63,6 +65,16 @@ GET /NAME/head (/_/head for the unnamed stream). Exits 1 when there is no such
 stream or the server cannot be reached.`;
 
 const utf8 = new TextEncoder();
+
+/** The bearer token from --token or STREAMCAST_TOKEN (never printed). */
+function tokenOf(values: Record<string, unknown>): string | undefined {
+  if (typeof values.token === "string") return values.token;
+  try {
+    return Deno.env.get("STREAMCAST_TOKEN") || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Buffered stdout: lines are pushed, then written in one write per flush. */
 class Output {
@@ -157,6 +169,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     "cursor-uri": { type: "string" },
     "s3-endpoint": { type: "string" },
     "s3-path-style": { type: "boolean" },
+    token: { type: "string" },
   }, 1);
   if (values.help || positionals.length !== 1) {
     console.log(TAIL_USAGE);
@@ -219,6 +232,7 @@ export async function cmdTail(args: string[]): Promise<number> {
       beforeSave: () => out.flush(),
       onReconnect: (e) => console.error(describeReconnect(e)),
       ...(values["catch-up"] ? { catchUp: { archive } } : {}),
+      ...(tokenOf(values) ? { token: tokenOf(values) } : {}),
     });
     console.error(`streamcast tail: ${describeStart(sub)}`);
     for await (const [, line] of sub.lines()) {
@@ -272,7 +286,7 @@ export async function cmdTail(args: string[]): Promise<number> {
  * ```
  */
 export async function cmdHead(args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, {}, 1);
+  const { values, positionals } = parse(args, { token: { type: "string" } }, 1);
   if (values.help || positionals.length !== 1) {
     console.log(HEAD_USAGE);
     return values.help ? 0 : 2;
@@ -285,7 +299,9 @@ export async function cmdHead(args: string[]): Promise<number> {
     throw new UsageError((err as Error).message);
   }
   try {
-    console.log(JSON.stringify(await fetchHead(url), null, 2));
+    const token = tokenOf(values);
+    const headers: HeadersInit = token ? { authorization: `Bearer ${token}` } : {};
+    console.log(JSON.stringify(await fetchHead(url, { headers }), null, 2));
     return 0;
   } catch (err) {
     if (err instanceof StreamNotFound) {

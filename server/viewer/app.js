@@ -18,6 +18,10 @@ const COLORS = { live: "#0b5cad", replay: "#8a4b00", grid: "#d0d7de", text: "#57
 /** Starts the viewer; `connect` is the client's connect(). */
 export function startViewer(connect) {
   const $ = (id) => document.getElementById(id);
+  // A server with a tokens file: the page is opened with ?access_token=…, and
+  // the page's own requests carry it too.
+  const token = new URLSearchParams(location.search).get("access_token") || undefined;
+  const auth = token ? { authorization: `Bearer ${token}` } : {};
   const ui = {
     conn: $("conn"),
     reconnects: $("reconnects"),
@@ -62,7 +66,7 @@ export function startViewer(connect) {
 
   async function poll() {
     try {
-      const res = await fetch("/_/streams", { cache: "no-store" });
+      const res = await fetch("/_/streams", { cache: "no-store", headers: auth });
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       heads = await res.json();
       ui.streamsNote.textContent = "";
@@ -119,6 +123,7 @@ export function startViewer(connect) {
     try {
       next = await connect(url, {
         offset,
+        token,
         reconnect: true,
         onReconnect: (e) => {
           if (sub !== next) return;

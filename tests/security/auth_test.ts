@@ -370,3 +370,62 @@ Deno.test("auth never prints a token: serve --tokens with debug logs, every carr
 function denoWsOptions(o: Record<string, unknown>): string[] {
   return o as unknown as string[];
 }
+
+Deno.test("auth: tail and head take --token (or STREAMCAST_TOKEN)", async () => {
+  const t = await setup();
+  const cli = new URL("../../cli.ts", import.meta.url).pathname;
+  const run = async (args: string[], env: Record<string, string> = {}) => {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", cli, ...args],
+      env,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    return {
+      code: out.code,
+      out: new TextDecoder().decode(out.stdout),
+      err: new TextDecoder().decode(out.stderr),
+    };
+  };
+  try {
+    const refused = await run(["head", `${t.ws}/trades`]);
+    assertEquals(refused.code, 1);
+    const head = await run(["head", `${t.ws}/trades`, "--token", ALICE]);
+    assertEquals(head.code, 0, head.err);
+    assertEquals(JSON.parse(head.out).end_offset, 11);
+    const viaEnv = await run(["head", `${t.ws}/trades`], { STREAMCAST_TOKEN: ALICE });
+    assertEquals(viaEnv.code, 0, viaEnv.err);
+    assert(!viaEnv.err.includes(ALICE) && !head.err.includes(ALICE), "the token is never printed");
+    const tail = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", cli, "tail", `${t.ws}/trades`, "--offset", "1", "--token", ALICE],
+      stdout: "piped",
+      stderr: "null",
+    }).spawn();
+    const reader = tail.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    const deadline = Date.now() + 15_000;
+    while (text.split("\n").length <= 10 && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    tail.kill("SIGINT");
+    reader.releaseLock();
+    await tail.stdout.cancel().catch(() => {});
+    assertEquals((await tail.status).code, 0);
+    assertEquals(text.split("\n").filter(Boolean).map((l) => JSON.parse(l)[0]), [
+      1,
+      2,
+      3,
+      4,
+      5,
+      6,
+      7,
+      8,
+      9,
+      10,
+    ]);
+  } finally {
+    await t.stop();
+  }
+});
