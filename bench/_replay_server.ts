@@ -1,5 +1,7 @@
 // Benchmark server process: serves the stream "trades" from an existing root.
 // usage: _replay_server.ts ROOT PORT
+// Prints READY once listening; answers "mark" on stdin with {t, cpuUs}
+// (process.cpuUsage) and shuts down on "stop".
 import process from "node:process";
 import { serve, Stream } from "../mod.ts";
 import { SCHEMA } from "./_trades.ts";
@@ -8,9 +10,20 @@ const [root, port] = Deno.args;
 const stream = await Stream.open("trades", { schema: SCHEMA, root, maxReplay: null });
 const server = serve([stream], { port: Number(port), onListen: () => console.log("READY") });
 const cpu0 = process.cpuUsage();
-Deno.addSignalListener("SIGTERM", async () => {
-  const ru = process.cpuUsage(cpu0);
-  console.log(JSON.stringify({ cpuMs: (ru.user + ru.system) / 1000 }));
-  await server.shutdown();
-  Deno.exit(0);
-});
+let buf = "";
+for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream())) {
+  buf += chunk;
+  let k: number;
+  while ((k = buf.indexOf("\n")) !== -1) {
+    const cmd = buf.slice(0, k).trim();
+    buf = buf.slice(k + 1);
+    if (cmd === "mark") {
+      const c = process.cpuUsage(cpu0);
+      const t = performance.timeOrigin + performance.now();
+      console.log(JSON.stringify({ t, cpuUs: c.user + c.system }));
+    } else if (cmd === "stop") {
+      await server.shutdown();
+      Deno.exit(0);
+    }
+  }
+}

@@ -18,6 +18,12 @@ export interface BenchRow {
   met: boolean | null;
   /** Free text. */
   note?: string;
+  /** CPU of the server (or the measuring process), % of wall time, for ours then the baseline. */
+  serverCpu?: [number, number?];
+  /** CPU of the load generator, % of wall time, for ours then the baseline. */
+  genCpu?: [number, number?];
+  /** When the target is missed: by how much, and what limits it. */
+  limit?: string;
 }
 
 /** A section of docs/PERFORMANCE.md. */
@@ -47,17 +53,41 @@ export function human(n: number): string {
   return n.toFixed(2);
 }
 
+function cpuCell(c: [number, number?] | undefined): string {
+  if (!c || !Number.isFinite(c[0])) return "-";
+  const f = (x: number) => `${x.toFixed(0)} %`;
+  return c[1] === undefined || !Number.isFinite(c[1]) ? f(c[0]) : `${f(c[0])} (${f(c[1])})`;
+}
+
+function num(n: number, unit: string): string {
+  return Number.isFinite(n) ? `${human(n)} ${unit}` : "failed";
+}
+
 /** Renders a section as Markdown. */
 export function renderSection(s: BenchSection): string {
   const lines = [`## ${s.title}`, "", `Baseline: ${s.baseline}`, ""];
-  lines.push("| case | ours | baseline | ratio | target | met |", "|---|---|---|---|---|---|");
+  if (s.rows.length === 0) {
+    for (const n of s.notes ?? []) lines.push(n, "");
+    return lines.join("\n");
+  }
+  const cpu = s.rows.some((r) => r.serverCpu || r.genCpu);
+  lines.push(
+    "| case | ours | baseline | ratio | target | met |" +
+      (cpu ? " server CPU (baseline's) | generator CPU (baseline's) |" : ""),
+    "|---|---|---|---|---|---|" + (cpu ? "---|---|" : ""),
+  );
   for (const r of s.rows) {
     lines.push(
-      `| ${r.case} | ${human(r.ours)} ${r.unit} | ${human(r.baseline)} ${r.unit} | ` +
-        `${r.ratio.toFixed(2)}× | ${r.target || "-"} | ${
+      `| ${r.case} | ${num(r.ours, r.unit)} | ${num(r.baseline, r.unit)} | ` +
+        `${Number.isFinite(r.ratio) ? r.ratio.toFixed(2) + "×" : "-"} | ${r.target || "-"} | ${
           r.met === null ? "-" : r.met ? "yes" : "**no**"
-        } |`,
+        } |` + (cpu ? ` ${cpuCell(r.serverCpu)} | ${cpuCell(r.genCpu)} |` : ""),
     );
+  }
+  const missed = s.rows.filter((r) => r.met === false);
+  if (missed.length > 0) {
+    lines.push("", "Targets not met:", "");
+    for (const r of missed) lines.push(`- ${r.case}: ${r.limit ?? "(no analysis)"}`);
   }
   for (const n of s.notes ?? []) lines.push("", n);
   return lines.join("\n") + "\n";

@@ -38,3 +38,18 @@ export function tradeRows(seed = 1): (i: number) => Record<string, unknown> {
     };
   };
 }
+
+/**
+ * Rows for live benchmarks: `tradeRows`, with `event_ts` set to the wall
+ * clock (µs) when the row is made, so a receiver in another process can tell
+ * its latency. bench/_fanout_node.mjs makes the same rows (checked by
+ * bench/fanout.ts before it runs).
+ */
+export function liveTradeRows(seed = 1): (i: number) => Record<string, unknown> {
+  const make = tradeRows(seed);
+  return (i) => {
+    const row = make(i);
+    row.event_ts = Math.round((performance.timeOrigin + performance.now()) * 1000);
+    return row;
+  };
+}
