@@ -18,6 +18,7 @@ const BENCHES = [
   "replay",
   "client_parse",
   "arrow",
+  "archive",
   "profile",
 ];
 
