@@ -36,6 +36,23 @@ export interface SharedFrames {
 
 /** Socket buffer (bytes) above which nothing more is handed to it. */
 export const HIGH_WATER_BYTES = 1 << 20;
+/** Smallest per-socket budget when many subscribers share the process budget. */
+export const MIN_HIGH_WATER_BYTES = 64 * 1024;
+/**
+ * Bytes all sockets of a process may hold unsent together (each socket gets
+ * an equal share, between 64 KiB and 1 MiB): Deno copies every frame into its
+ * socket's buffer, so a per-socket bound alone lets 1000 stalled readers hold
+ * a gigabyte.
+ */
+export const PROCESS_SEND_BUDGET_BYTES = 64 << 20;
+
+let sockets = 0;
+
+/** The per-socket high-water mark for the number of sockets now open. */
+export function highWaterBytes(): number {
+  const share = Math.floor(PROCESS_SEND_BUDGET_BYTES / Math.max(1, sockets));
+  return Math.max(MIN_HIGH_WATER_BYTES, Math.min(HIGH_WATER_BYTES, share));
+}
 /** Bytes read from the log per catch-up step. */
 export const CATCH_UP_READ_BYTES = 512 * 1024;
 
@@ -137,6 +154,7 @@ export class Subscriber {
     this.frames = opts.frames;
     this.#opts = opts;
     this.#state = "catching_up";
+    sockets++;
   }
 
   /** The current state. */
@@ -168,7 +186,7 @@ export class Subscriber {
   push(frames: readonly string[], first: number | null, shared: SharedFrames): void {
     if (this.#state !== "live") return;
     const n = frames.length;
-    if (this.backlog === 0 && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
+    if (this.backlog === 0 && this.socket.bufferedAmount < highWaterBytes()) {
       if (this.frames === "arrow") this.#sendBinary(shared.arrow());
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
@@ -223,7 +241,7 @@ export class Subscriber {
     const buffered = this.socket.bufferedAmount;
     if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
     this.#lastBuffered = buffered;
-    if (buffered >= HIGH_WATER_BYTES) {
+    if (buffered >= highWaterBytes()) {
       if (now - this.#lastProgress >= this.#opts.stallTimeoutMs) {
         this.#host.dropped("stalled");
         this.close(
@@ -247,7 +265,7 @@ export class Subscriber {
 
   #drainQueue(): void {
     const q = this.#queue;
-    while (this.#queueHead < q.length && this.socket.bufferedAmount < HIGH_WATER_BYTES) {
+    while (this.#queueHead < q.length && this.socket.bufferedAmount < highWaterBytes()) {
       const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
       if (this.frames === "arrow") {
         const frames = q.slice(this.#queueHead, this.#queueHead + take);
@@ -284,7 +302,7 @@ export class Subscriber {
     let empty = 0;
     try {
       while (this.#state === "catching_up") {
-        if (this.socket.bufferedAmount >= HIGH_WATER_BYTES) {
+        if (this.socket.bufferedAmount >= highWaterBytes()) {
           await this.#drained();
           continue;
         }
@@ -363,6 +381,7 @@ export class Subscriber {
       this.#wake?.();
       this.#wake = null;
       this.#host.gone(this);
+      sockets--;
     }
     try {
       if (
