@@ -37,7 +37,7 @@ import {
 } from "./segment_reader.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
-import { syncDir, writeAll, writeFileAtomic } from "./fs.ts";
+import { readManifest, syncDir, writeAll, writeFileAtomic } from "./fs.ts";
 
 export { syncDir, writeFileAtomic };
 import { LogReader } from "./log_reader.ts";
@@ -417,6 +417,8 @@ export class Log {
       }
       if (opts.chunks) {
         try {
+          // A damaged manifest is named here, as LogCorruptError.
+          await readManifest(dir);
           await log.#startChunks(opts.chunks);
         } catch (err) {
           await log.close();
@@ -425,7 +427,13 @@ export class Log {
       }
       return log;
     } catch (err) {
-      lock.close();
+      // The log may have closed the lock already (a failure after recovery):
+      // never let that hide the real error.
+      try {
+        lock.close();
+      } catch {
+        // already closed
+      }
       throw err;
     }
   }
@@ -1253,6 +1261,24 @@ async function scanSegment(
           path,
           err.position,
           `${err.detail}, and valid records follow it (from byte ${later})`,
+        );
+      }
+    }
+    if (last && cursor.carryBytes > 0 && cursor.endMark === null) {
+      // An unfinished record at the end: a torn append, unless valid records
+      // follow it (a damaged length field made it look longer than it is).
+      const later = await findLaterRecord(
+        file,
+        layout,
+        cursor.physicalEnd,
+        size,
+        cursor.nextOffset,
+      );
+      if (later !== null) {
+        throw new LogCorruptError(
+          path,
+          cursor.physicalEnd,
+          `record ${cursor.nextOffset} claims more bytes than the file holds, and valid records follow it (from byte ${later})`,
         );
       }
     }

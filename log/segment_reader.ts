@@ -110,6 +110,8 @@ export class SegmentCursor {
   #beacons: { at: number; beacon: Beacon }[] = [];
   #end: EndMark | null = null;
   #block: Uint8Array;
+  #badBeacon: LogCorruptError | null = null;
+  #stripped = 0;
 
   /** A cursor over `file` (its own handle) starting at `start`. */
   constructor(
@@ -193,8 +195,13 @@ export class SegmentCursor {
         throw new LogCorruptError(this.path, this.#phys + got, "file is shorter than expected");
       }
       const logical = this.#strip(raw, this.#phys);
-      this.#phys += want;
+      this.#phys += this.#stripped;
       const batch = this.#parse(logical);
+      if (this.#badBeacon) {
+        const err = this.#badBeacon;
+        this.#badBeacon = null;
+        throw err;
+      }
       if (batch.count > 0 || this.#end || this.#phys >= limit) return batch;
     }
   }
@@ -211,7 +218,14 @@ export class SegmentCursor {
       const abs = at + p;
       if (abs % I === 0 && abs >= I) {
         const beacon = decodeBeacon(raw, p);
-        if (!beacon) throw new LogCorruptError(this.path, abs, "bad beacon");
+        if (!beacon) {
+          // Hand back what lies before the bad beacon first: its records are
+          // good, and a recovery must keep them. The error is raised once they
+          // are parsed.
+          this.#badBeacon = new LogCorruptError(this.path, abs, "bad beacon");
+          this.#stripped = p;
+          return out.subarray(0, o);
+        }
         this.#beacons.push({ at: this.#carryLogical + o, beacon });
         p += BEACON_BYTES;
         continue;
@@ -221,6 +235,7 @@ export class SegmentCursor {
       o += next - p;
       p = next;
     }
+    this.#stripped = raw.length;
     return out.subarray(0, o);
   }
 

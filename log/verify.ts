@@ -6,7 +6,13 @@
  */
 
 import { join } from "node:path";
-import { BEACON_BYTES, decodeBeacon, Layout, parseSegmentFileName } from "./format.ts";
+import {
+  BEACON_BYTES,
+  decodeBeacon,
+  HEADER_BYTES,
+  Layout,
+  parseSegmentFileName,
+} from "./format.ts";
 import {
   LogCorruptError,
   readAt,
@@ -148,18 +154,28 @@ export async function verifyLog(
   dir: string,
   onProgress?: (bytes: number, total: number) => void,
 ): Promise<LogReport> {
-  const meta = await readLogMeta(dir);
   const names = await listSegments(dir);
   const report: LogReport = {
     dir,
-    name: meta.name ?? "",
-    streamId: meta.stream_id,
+    name: "",
+    streamId: "",
     segments: [],
-    manifest: await readManifest(dir),
+    manifest: null,
     chunkRows: 0,
     rows: 0,
     error: null,
   };
+  try {
+    // A damaged log.json or manifest is a finding to report, like any other.
+    const meta = await readLogMeta(dir);
+    report.name = meta.name ?? "";
+    report.streamId = meta.stream_id;
+    report.manifest = await readManifest(dir);
+  } catch (err) {
+    if (!(err instanceof LogCorruptError)) throw err;
+    report.error = err;
+    return report;
+  }
   let total = 0;
   for (const n of names) total += (await Deno.stat(join(dir, n))).size;
   let done = 0;
@@ -170,7 +186,7 @@ export async function verifyLog(
     try {
       const size = (await file.stat()).size;
       const header = await readHeader(file, path);
-      if (header.streamId !== meta.stream_id) {
+      if (header.streamId !== report.streamId) {
         throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
       }
       if (expectNext !== null && header.firstOffset < expectNext) {
@@ -205,7 +221,7 @@ export async function verifyLog(
           `${tailBytes} bytes after the end mark`,
         );
       }
-      if (!sealed && i < names.length - 1 && rows > 0) {
+      if (!sealed && i < names.length - 1 && (rows > 0 || size > HEADER_BYTES)) {
         throw new LogCorruptError(path, cursor.physicalEnd, "sealed segment has no end mark");
       }
       report.segments.push({

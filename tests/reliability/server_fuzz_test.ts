@@ -1,0 +1,580 @@
+// Fuzzing the server from the network (DESIGN §5, §11): random upgrade paths
+// and query strings, and random client frames after a valid subscribe, sent
+// over raw TCP to a real `cli.ts serve` process that is ingesting rows, while
+// two well-behaved subscribers read on. Seeded: STREAMCAST_FUZZ_SEED.
+//
+// Expected endings, from the spec (path first: 4404; then the query: 4400;
+// then the offset: 4416; a client data frame of any kind or size: 1008) and,
+// for what the runtime handles before streamcast sees it, what Deno 2.9 does
+// (measured here, written down so a change in the runtime shows up):
+//
+// | client sends                                   | Deno 2.9 ends the connection with |
+// |------------------------------------------------|-----------------------------------|
+// | text, binary, fragmented data, unmasked data   | 1008 from streamcast (Deno accepts unmasked client frames) |
+// | invalid UTF-8 in a text frame                  | TCP close, no close frame (no 1007) |
+// | reserved opcode, RSV bit, continuation first   | TCP close, no close frame (no 1002) |
+// | control frame > 125 bytes or fragmented        | TCP close, no close frame         |
+// | frame or message over 64 MiB (declared)        | TCP close, no close frame (no 1009) |
+// | close 1000-1003, 1007-1013, 3000-4999          | the same code echoed              |
+// | close 1004-1006, 1014-2999, ≥ 5000             | close 1002                        |
+// | close with a 1-byte or non-UTF-8 payload       | TCP close, no close frame         |
+// | pings (any number), unsolicited pongs          | pongs; the subscription goes on   |
+// | request target with a space or control byte    | HTTP 400 (hyper)                  |
+// | URL over 8192 bytes                            | HTTP 414 (streamcast); ≳64 KiB: 400 (hyper) |
+import { assert, assertEquals } from "../_assert.ts";
+import { rng } from "../_util.ts";
+import { TestSub } from "../server/_sub.ts";
+import { isStreamName } from "../../client/wire.ts";
+import { closePayload, concat, type Ending, frame, RawConn, upgradeRequest } from "./_raw.ts";
+import { fdCount, NAME, portOf, rowText, serveChild, sleep, workspace } from "./_harness.ts";
+
+const SEED = Number(Deno.env.get("STREAMCAST_FUZZ_SEED") ?? 20240611);
+const enc = new TextEncoder();
+
+type Expect =
+  | { kind: "greeting" }
+  | { kind: "close"; codes: number[] }
+  | { kind: "http"; statuses: number[] };
+
+const HUGE_OFFSET = 10 ** 13; // above anything this test writes, below 2^53
+
+/** What the spec says an upgrade to `target` gets (offsets are 0, 1 or HUGE_OFFSET). */
+function oracle(target: string, streamId: string): Expect {
+  // A space or control byte cannot be in an HTTP request target.
+  if ([...target].some((ch) => ch.charCodeAt(0) <= 0x20 || ch.charCodeAt(0) === 0x7f)) {
+    return { kind: "http", statuses: [400] };
+  }
+  const full = `http://127.0.0.1:65535${target}`;
+  if (full.length > 8192) return { kind: "http", statuses: [414, 400, 431] };
+  const url = new URL(full);
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname);
+  } catch {
+    return { kind: "close", codes: [4400] };
+  }
+  const parts = path.slice(1).split("/");
+  const name = path === "/" || parts[0] === "_" ? "" : parts[0];
+  const rest = path === "/" ? "" : parts.slice(1).join("/");
+  if (rest !== "") return { kind: "close", codes: [4400] };
+  if (name !== NAME) {
+    // No such stream. A name no stream could have may also be "does not parse".
+    return { kind: "close", codes: isStreamName(name) ? [4404] : [4404, 4400] };
+  }
+  const seen = new Set<string>();
+  for (const k of url.searchParams.keys()) {
+    if (!["offset", "stream_id", "frames"].includes(k) || seen.has(k)) {
+      return { kind: "close", codes: [4400] };
+    }
+    seen.add(k);
+  }
+  const offset = url.searchParams.get("offset");
+  let n: number | null = null;
+  if (offset !== null && offset !== "earliest") {
+    if (!/^\d{1,16}$/.test(offset) || Number(offset) > Number.MAX_SAFE_INTEGER) {
+      return { kind: "close", codes: [4400] };
+    }
+    n = Number(offset);
+  }
+  const id = url.searchParams.get("stream_id");
+  if (id !== null && !/^[0-9a-f]{32}$/.test(id)) return { kind: "close", codes: [4400] };
+  const frames = url.searchParams.get("frames");
+  if (frames !== null && !["single", "batch", "arrow"].includes(frames)) {
+    return { kind: "close", codes: [4400] };
+  }
+  if (id !== null && id !== streamId) return { kind: "close", codes: [4416] };
+  if (n !== null && n >= HUGE_OFFSET) return { kind: "close", codes: [4416] };
+  return { kind: "greeting" };
+}
+
+function pick<T>(rand: () => number, xs: readonly T[]): T {
+  return xs[Math.floor(rand() * xs.length)];
+}
+
+function randomName(rand: () => number, alphabet: string, min: number, max: number): string {
+  const n = min + Math.floor(rand() * (max - min + 1));
+  let s = "";
+  for (let i = 0; i < n; i++) s += alphabet[Math.floor(rand() * alphabet.length)];
+  return s;
+}
+
+const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+const UNICODE = ["é", "ß", "日本", "🙂", "\u200b", "Ω", "ñ", "\ufeff"];
+
+function randomPath(rand: () => number): string {
+  switch (Math.floor(rand() * 14)) {
+    case 0:
+    case 1:
+    case 2:
+      return `/${NAME}`;
+    case 3:
+      return pick(rand, [`/${NAME}/`, `/%72el`, `/./${NAME}`, `/x/../${NAME}`, `/_/../${NAME}`]);
+    case 4:
+      return `/${randomName(rand, NAME_CHARS, 1, 64)}`;
+    case 5:
+      return `/${encodeURIComponent(randomName(rand, NAME_CHARS, 0, 4) + pick(rand, UNICODE))}`;
+    case 6:
+      return `/${pick(rand, UNICODE)}${NAME}`; // raw UTF-8 bytes on the request line
+    case 7:
+      return `/${randomName(rand, NAME_CHARS, 65, 12000)}`;
+    case 8:
+      return pick(rand, ["/", "/_", "/_/", "//", `//${NAME}`]);
+    case 9:
+      return pick(rand, ["/%", "/%zz", "/%E0%A4%A", "/%C3%28", "/%FF", `/${NAME}%`]);
+    case 10:
+      return pick(rand, [
+        `/${NAME}/x`,
+        `/${NAME}/head`,
+        `/${NAME}/chunks/00`,
+        "/_/x",
+        `/${NAME}%2Fx`,
+      ]);
+    case 11:
+      return `/${NAME}${pick(rand, [" ", "\t", "\x01", "\x7f"])}x`; // bytes HTTP does not allow
+    case 12:
+      return `/${encodeURIComponent(pick(rand, ["..", ".", "_", ".hidden", "a b", "a/b"]))}`;
+    default:
+      return `/${randomName(rand, "%abc/é", 1, 12)}`;
+  }
+}
+
+function randomValue(rand: () => number, key: string, streamId: string): string {
+  if (key === "offset") {
+    return pick(rand, [
+      "0",
+      "1",
+      "0001",
+      "earliest",
+      String(HUGE_OFFSET),
+      "9007199254740991",
+      "9007199254740992",
+      "99999999999999999999",
+      "-1",
+      "1.5",
+      "1e3",
+      "",
+      " 1",
+      "+1",
+      "0x10",
+      "١",
+      "earliest ",
+      "EARLIEST",
+      "%31",
+      "NaN",
+      "Infinity",
+    ]);
+  }
+  if (key === "frames") {
+    return pick(rand, [
+      "single",
+      "batch",
+      "arrow",
+      "BATCH",
+      "",
+      "batch,single",
+      "arrow2",
+      "%62atch",
+    ]);
+  }
+  if (key === "stream_id") {
+    return pick(rand, [
+      streamId,
+      streamId.toUpperCase(),
+      "0".repeat(32),
+      streamId.slice(1),
+      streamId + "0",
+      "x".repeat(32),
+      "",
+    ]);
+  }
+  return randomName(rand, "abc123%+&=é", 0, 8);
+}
+
+function randomQuery(rand: () => number, streamId: string): string {
+  const r = rand();
+  if (r < 0.15) return "";
+  if (r < 0.2) {
+    return pick(rand, ["?", "?&", "?=", "?&&offset=1", "?offset", "?offset=earliest&offset=1"]);
+  }
+  const pairs: string[] = [];
+  const n = 1 + Math.floor(rand() * 3);
+  for (let i = 0; i < n; i++) {
+    const key = rand() < 0.85 ? pick(rand, ["offset", "frames", "stream_id"]) : pick(rand, [
+      "ofset",
+      "Offset",
+      "token",
+      "",
+      "offset[]",
+      "%6ffset",
+      randomName(rand, "abcxyz", 1, 6),
+    ]);
+    pairs.push(`${key}=${randomValue(rand, key, streamId)}`);
+  }
+  if (rand() < 0.05) pairs.push(`x=${"9".repeat(3000)}`);
+  return "?" + pairs.join("&");
+}
+
+/** Runs one upgrade and reports how it ended. */
+async function upgradeCase(
+  port: number,
+  target: string,
+): Promise<Expect | { kind: "odd"; what: string }> {
+  const c = await RawConn.open(port);
+  try {
+    // Raw bytes as given (a unicode path goes on the wire as UTF-8).
+    await c.write(enc.encode(upgradeRequest(port, target)));
+    const answer = await c.readHead(10_000);
+    if (answer.status !== 101) {
+      if (answer.status === 0) {
+        return { kind: "odd", what: `no HTTP answer (${answer.head.slice(0, 60)})` };
+      }
+      return { kind: "http", statuses: [answer.status] };
+    }
+    const f = await c.readFrame();
+    if (!f) return { kind: "odd", what: "upgraded, then end of stream with no frame" };
+    if (f.opcode === 8) {
+      const code = f.data.length >= 2 ? (f.data[0] << 8) | f.data[1] : -1;
+      // A refusal is the only frame: the server then closes the connection.
+      return { kind: "close", codes: [code] };
+    }
+    if (f.opcode !== 1 || !new TextDecoder().decode(f.data).startsWith('{"streamcast":2')) {
+      return { kind: "odd", what: `first frame opcode ${f.opcode}, not a greeting` };
+    }
+    await c.write(frame(8, closePayload(1000)));
+    const e = await c.ending(5_000);
+    if (!(e.kind === "close" && e.code === 1000)) {
+      return {
+        kind: "odd",
+        what: `greeting, then our close 1000 answered by ${JSON.stringify(e)}`,
+      };
+    }
+    return { kind: "greeting" };
+  } finally {
+    c.close();
+  }
+}
+
+function matches(got: Expect | { kind: "odd"; what: string }, want: Expect): boolean {
+  if (got.kind !== want.kind) return false;
+  if (got.kind === "close" && want.kind === "close") return want.codes.includes(got.codes[0]);
+  if (got.kind === "http" && want.kind === "http") return want.statuses.includes(got.statuses[0]);
+  return true;
+}
+
+type FrameExpect = "1008" | "drop" | "open" | `echo ${number}` | "echo-or-1002";
+
+interface FrameCase {
+  what: string;
+  bytes: Uint8Array;
+  expect: FrameExpect;
+}
+
+function randomBytes(rand: () => number, n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let i = 0; i < n; i++) b[i] = Math.floor(rand() * 256);
+  return b;
+}
+
+function randomFrameCase(rand: () => number): FrameCase {
+  const text = (n: number) => enc.encode(randomName(rand, 'abc{}[]":,0123456789 ', n, n));
+  switch (Math.floor(rand() * 15)) {
+    case 0:
+      return { what: "text", bytes: frame(1, text(Math.floor(rand() * 2000))), expect: "1008" };
+    case 1:
+      return {
+        what: "binary",
+        bytes: frame(2, randomBytes(rand, Math.floor(rand() * 2000))),
+        expect: "1008",
+      };
+    case 2: {
+      const n = (1 + Math.floor(rand() * 4)) << 20;
+      return {
+        what: `${n >> 20} MiB frame`,
+        bytes: frame(rand() < 0.5 ? 1 : 2, new Uint8Array(n).fill(97)),
+        expect: "1008",
+      };
+    }
+    case 3: {
+      const bad = pick(rand, [[0xff], [0xc3, 0x28], [0xe2, 0x82], [0xed, 0xa0, 0x80], [
+        0xf8,
+        0x88,
+        0x80,
+        0x80,
+      ]]);
+      return {
+        what: "invalid UTF-8 text",
+        bytes: frame(1, concat(text(5), new Uint8Array(bad))),
+        expect: "drop",
+      };
+    }
+    case 4: {
+      const parts = 2 + Math.floor(rand() * 4);
+      const fs: Uint8Array[] = [];
+      for (let i = 0; i < parts; i++) {
+        fs.push(frame(i === 0 ? 1 : 0, text(10), { fin: i === parts - 1 }));
+        if (rand() < 0.5 && i < parts - 1) fs.push(frame(9, text(3)));
+      }
+      return { what: `text in ${parts} fragments`, bytes: concat(...fs), expect: "1008" };
+    }
+    case 5:
+      return { what: "continuation with no start", bytes: frame(0, text(10)), expect: "drop" };
+    case 6: {
+      const n = 100 + Math.floor(rand() * 3000);
+      const one = frame(9, text(8));
+      return {
+        what: `${n} pings`,
+        bytes: concat(...Array.from({ length: n }, () => one)),
+        expect: "open",
+      };
+    }
+    case 7:
+      return {
+        what: "unsolicited pongs",
+        bytes: concat(frame(10, text(4)), frame(10, new Uint8Array(0))),
+        expect: "open",
+      };
+    case 8: {
+      const op = pick(rand, [3, 4, 5, 6, 7, 11, 12, 13, 14, 15]);
+      return { what: `reserved opcode ${op}`, bytes: frame(op, text(4)), expect: "drop" };
+    }
+    case 9:
+      return {
+        what: "RSV bits",
+        bytes: frame(1, text(4), { rsv: 1 + Math.floor(rand() * 7) }),
+        expect: "drop",
+      };
+    case 10:
+      return rand() < 0.5
+        ? { what: "ping of 126 bytes", bytes: frame(9, new Uint8Array(126)), expect: "drop" }
+        : { what: "fragmented ping", bytes: frame(9, text(4), { fin: false }), expect: "drop" };
+    case 11: {
+      const code = pick(rand, [1000, 1001, 1003, 1007, 1008, 1011, 3000, 4000, 4404, 4999]);
+      return {
+        what: `close ${code}`,
+        bytes: frame(8, closePayload(code, "bye")),
+        expect: `echo ${code}`,
+      };
+    }
+    case 12: {
+      const code = pick(rand, [0, 999, 1004, 1005, 1006, 1015, 2000, 2999, 5000, 65535]);
+      return { what: `close ${code}`, bytes: frame(8, closePayload(code)), expect: "echo 1002" };
+    }
+    case 13:
+      return pick(rand, [
+        {
+          what: "close with 1 byte",
+          bytes: frame(8, new Uint8Array([3])),
+          expect: "drop" as const,
+        },
+        {
+          what: "close, non-UTF-8 reason",
+          bytes: frame(8, concat(closePayload(1000), new Uint8Array([0xff]))),
+          expect: "drop" as const,
+        },
+        {
+          what: "close, no code",
+          bytes: frame(8, new Uint8Array(0)),
+          expect: "echo-or-1002" as const,
+        },
+      ]);
+    default:
+      return pick(rand, [
+        {
+          what: "unmasked text",
+          bytes: frame(1, text(5), { mask: false }),
+          expect: "1008" as const,
+        },
+        {
+          what: "declared 2^40 bytes",
+          bytes: frame(2, text(16), { declaredLength: 2 ** 40 }),
+          expect: "drop" as const,
+        },
+        {
+          what: "declared 65 MiB",
+          bytes: frame(2, text(16), { declaredLength: 65 << 20 }),
+          expect: "drop" as const,
+        },
+        {
+          what: "declared 1000, sent 10",
+          bytes: frame(2, text(10), { declaredLength: 1000 }),
+          expect: "open" as const,
+        },
+      ]);
+  }
+}
+
+function frameOk(e: Ending, expect: FrameExpect): boolean {
+  switch (expect) {
+    case "1008":
+      return e.kind === "close" && e.code === 1008;
+    case "drop":
+      // Deno drops the connection on a protocol error; a close frame saying so is fine too.
+      return e.kind === "eof" || e.kind === "reset" ||
+        (e.kind === "close" && (e.code === 1002 || e.code === 1007 || e.code === 1009));
+    case "open":
+      return e.kind === "timeout";
+    case "echo-or-1002":
+      return e.kind === "close" && (e.code === null || e.code === 1000 || e.code === 1002);
+    default:
+      return e.kind === "close" && e.code === Number(expect.slice(5));
+  }
+}
+
+async function frameCase(port: number, fc: FrameCase, rand: () => number): Promise<string | null> {
+  const query = pick(rand, ["", "?frames=batch", "?offset=1&frames=batch", "?offset=earliest"]);
+  const { c, answer } = await RawConn.upgrade(port, `/${NAME}${query}`);
+  try {
+    if (answer.status !== 101) return `${fc.what}: subscribe answered ${answer.status}`;
+    const g = await c.readFrame();
+    if (!g || g.opcode !== 1) return `${fc.what}: no greeting`;
+    await c.write(fc.bytes);
+    let data = 0;
+    const e = await c.ending(fc.expect === "open" ? 1000 : 10_000, (f) => {
+      if (f.opcode === 1 || f.opcode === 2) data++;
+    });
+    if (!frameOk(e, fc.expect)) {
+      return `${fc.what}: expected ${fc.expect}, got ${JSON.stringify(e)}`;
+    }
+    if (fc.expect === "open" && fc.what.endsWith("pings")) {
+      // Still subscribed after the flood: a polite close is answered in kind.
+      await c.write(frame(8, closePayload(1000)));
+      const bye = await c.ending(10_000);
+      if (!(bye.kind === "close" && bye.code === 1000)) {
+        return `${fc.what}: then close 1000 got ${JSON.stringify(bye)} (rows seen ${data})`;
+      }
+    }
+    return null;
+  } finally {
+    c.close();
+  }
+}
+
+Deno.test("fuzz: random paths, queries and client frames get the right close code; the server and its subscribers carry on", async () => {
+  const w = await workspace();
+  const s = await serveChild(w, ["--segment-bytes", "65536"]);
+  const rand = rng(SEED);
+  const port = portOf(s.url);
+  let feeding = true;
+  const failures: string[] = [];
+  const subs: TestSub[] = [];
+  try {
+    // Some history, then steady ingest.
+    let fed = 0;
+    const write = async (n: number) => {
+      let text = "";
+      for (let k = 0; k < n; k++) text += rowText(++fed) + "\n";
+      await s.write(text);
+    };
+    await write(500);
+    const head = await (await fetch(`${s.url}/${NAME}/head`)).json();
+    const streamId = head.stream_id as string;
+    const feeder = (async () => {
+      while (feeding) {
+        await write(5);
+        await sleep(10);
+      }
+    })();
+    const calm = new TestSub(`${s.ws}/${NAME}?offset=1&frames=batch`);
+    const liveSub = new TestSub(`${s.ws}/${NAME}`);
+    subs.push(calm, liveSub);
+    let lastArrival = Date.now();
+    let worstGapMs = 0;
+    let watchCount = 0;
+    const watch = setInterval(() => {
+      const n = calm.lines.length;
+      if (n !== watchCount) {
+        watchCount = n;
+        lastArrival = Date.now();
+      }
+      worstGapMs = Math.max(worstGapMs, Date.now() - lastArrival);
+    }, 20);
+    const fdsBefore = fdCount(s.proc.pid);
+    const t0 = Date.now();
+    // Upgrades: 8 at a time.
+    let upgrades = 0;
+    const seen = new Map<string, number>();
+    for (let batch = 0; batch < 40; batch++) {
+      const cases = Array.from({ length: 8 }, () => randomPath(rand) + randomQuery(rand, streamId));
+      await Promise.all(cases.map(async (target, i) => {
+        let want: Expect;
+        try {
+          want = oracle(target, streamId);
+        } catch {
+          return; // not a URL at all: nothing to compare with
+        }
+        const got = await upgradeCase(port, target);
+        upgrades++;
+        const key = got.kind === "close"
+          ? `close ${got.codes[0]}`
+          : got.kind === "http"
+          ? `http ${got.statuses[0]}`
+          : got.kind;
+        seen.set(key, (seen.get(key) ?? 0) + 1);
+        if (!matches(got, want)) {
+          failures.push(
+            `seed ${SEED} upgrade ${batch * 8 + i} ${JSON.stringify(target.slice(0, 120))}` +
+              `${target.length > 120 ? `… (${target.length} chars)` : ""}: expected ` +
+              `${JSON.stringify(want)}, got ${JSON.stringify(got)}`,
+          );
+        }
+      }));
+    }
+    // Client frames after a valid subscribe: 6 at a time.
+    let frameCases = 0;
+    for (let batch = 0; batch < 25; batch++) {
+      const cases = Array.from({ length: 6 }, () => randomFrameCase(rand));
+      await Promise.all(cases.map(async (fc, i) => {
+        const f = await frameCase(port, fc, rand);
+        frameCases++;
+        if (f) failures.push(`seed ${SEED} frame case ${batch * 6 + i}: ${f}`);
+      }));
+    }
+    const elapsed = Date.now() - t0;
+    clearInterval(watch);
+    feeding = false;
+    await feeder;
+    // The server is alive and well.
+    const health = await fetch(`${s.url}/_/health`);
+    assertEquals(health.status, 200, "health after the fuzz");
+    await health.body?.cancel();
+    // The last rows written may still be on their way through stdin.
+    let end = 0;
+    for (const stop = Date.now() + 10_000; end !== fed + 1 && Date.now() < stop; await sleep(50)) {
+      end = (await (await fetch(`${s.url}/${NAME}/head`)).json()).end_offset as number;
+    }
+    assertEquals(end, fed + 1, "every row fed was stored");
+    await calm.waitLines(end - 1, 20_000);
+    await liveSub.waitLines(1, 5_000);
+    for (
+      const [sub, start] of [[calm, 1], [liveSub, liveSub.greeting!.end_offset as number]] as const
+    ) {
+      assertEquals(sub.closed, null, "a well-behaved subscriber was closed");
+      const offs = sub.offsets();
+      for (let i = 0; i < offs.length; i++) assertEquals(offs[i], start + i, "contiguous rows");
+      assertEquals(offs.at(-1), end - 1, "received up to the end");
+    }
+    // Every fuzz connection is gone from the server too.
+    await sleep(500);
+    const fdsAfter = fdCount(s.proc.pid);
+    console.log(
+      `server fuzz (seed ${SEED}): ${upgrades} upgrades, ${frameCases} frame cases in ${elapsed} ms; ` +
+        `outcomes ${JSON.stringify(Object.fromEntries([...seen].sort()))}; ` +
+        `worst gap between rows for the calm subscriber ${worstGapMs} ms; ` +
+        `server fds ${fdsBefore} before, ${fdsAfter} after`,
+    );
+    assert(!/request failed|Uncaught|panicked/.test(s.stderr()), `server errors:\n${s.stderr()}`);
+    assert(worstGapMs < 1000, `the calm subscriber stalled for ${worstGapMs} ms`);
+    assert(fdsAfter <= fdsBefore + 4, `server fds: ${fdsBefore} before, ${fdsAfter} after`);
+    if (failures.length > 0) {
+      throw new Error(
+        `${failures.length} fuzz cases failed:\n  ${failures.slice(0, 20).join("\n  ")}`,
+      );
+    }
+    assertEquals((await s.signal("SIGTERM")).code, 0, "clean stop");
+  } finally {
+    feeding = false;
+    for (const sub of subs) await sub.close();
+    await s.stop();
+    await w.rm();
+  }
+});
