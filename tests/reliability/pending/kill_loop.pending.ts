@@ -13,8 +13,8 @@
 // Seeded: STREAMCAST_KILL_SEED (the seed is in every failure message).
 import { assert, assertEquals } from "../../_assert.ts";
 import { rng, until } from "../../_util.ts";
-import { TestSub } from "../server/_sub.ts";
-import type { ServeProc } from "../cli/_serve.ts";
+import { TestSub } from "../../server/_sub.ts";
+import type { ServeProc } from "../../cli/_serve.ts";
 import {
   lineMsg,
   lineOffset,
