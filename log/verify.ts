@@ -154,7 +154,6 @@ export async function verifyLog(
   dir: string,
   onProgress?: (bytes: number, total: number) => void,
 ): Promise<LogReport> {
-  const names = await listSegments(dir);
   const report: LogReport = {
     dir,
     name: "",
@@ -176,6 +175,7 @@ export async function verifyLog(
     report.error = err;
     return report;
   }
+  const names = await listSegments(dir);
   let total = 0;
   for (const n of names) total += (await Deno.stat(join(dir, n))).size;
   let done = 0;
