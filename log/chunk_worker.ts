@@ -254,10 +254,17 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
     post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: null });
     return;
   }
+  // Where the chunk goes: after the last chunk, or (a segment left behind by
+  // an older version that chunked out of order) into the gap it fills.
+  let at = m.chunks.length;
   if (m.through >= seg.firstOffset) {
-    throw new Error(
-      `segment ${seg.path} (${seg.firstOffset}..${last}) overlaps the manifest, which ends at ${m.through}`,
-    );
+    at = m.chunks.findIndex((c) => c.first > last);
+    const before = at < 0 ? m.chunks.at(-1) : m.chunks[at - 1];
+    if (at < 0 || (before && before.last >= seg.firstOffset)) {
+      throw new Error(
+        `segment ${seg.path} (${seg.firstOffset}..${last}) overlaps the chunks of the manifest`,
+      );
+    }
   }
   const file = await Deno.open(seg.path, { read: true });
   const lines = new LineWriter();
@@ -304,7 +311,7 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
     first_ts: firstTs,
     last_ts: lastTs,
   };
-  m.chunks.push(entry);
+  m.chunks.splice(at, 0, entry);
   await saveManifest(st);
   step("manifest-written");
   post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: sha });

@@ -318,6 +318,10 @@ export class Log {
   #workerError: string | null = null;
   #lastMaintain = 0;
   #syncId = 0;
+  // Sealed segments are handed to the chunk worker in offset order, each once:
+  // the first offset not handed over yet.
+  #handedFrom = 0;
+  #handing = false;
   #archiveState: ArchiveState | null = null;
   #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
@@ -760,7 +764,7 @@ export class Log {
             this.#fail(new LogWriteError(`cannot create segment ${next.info.path}: ${err}`, err));
           }
           this.onSeal?.({ ...a.seg.info });
-          this.#chunk(a.seg.info);
+          this.#handOver();
         }
       }
     } finally {
@@ -873,16 +877,27 @@ export class Log {
     }
     // Sealed segments not yet chunked (or chunked but not yet deleted, after
     // a crash): hand them over again; the worker knows which is which.
-    for (const s of this.#segments) if (s.info.sealed) this.#chunk(s.info);
+    this.#handing = true;
+    this.#handOver();
   }
 
-  #chunk(info: SegmentInfo): void {
-    this.#worker?.post({
-      type: "seal",
-      dir: this.dir,
-      segment: { path: info.path, firstOffset: info.firstOffset, count: info.count },
-      nowUs: nowUs(this.#opts.clock),
-    });
+  // Hands every sealed segment not handed over yet to the chunk worker, oldest
+  // first. Only once the worker has its manifest: until then a segment sealed
+  // by the timer (the tail left by a crash, say) would reach the worker before
+  // the older sealed segments, and chunks must be made in offset order.
+  #handOver(): void {
+    if (!this.#worker || !this.#handing) return;
+    for (const s of this.#segments) {
+      const info = s.info;
+      if (!info.sealed || info.firstOffset < this.#handedFrom) continue;
+      this.#handedFrom = info.firstOffset + info.count;
+      this.#worker.post({
+        type: "seal",
+        dir: this.dir,
+        segment: { path: info.path, firstOffset: info.firstOffset, count: info.count },
+        nowUs: nowUs(this.#opts.clock),
+      });
+    }
   }
 
   #wait(test: (m: FromWorker) => boolean): Promise<FromWorker> {
@@ -1015,8 +1030,15 @@ export class Log {
         if (offset < s.info.firstOffset + s.info.count || !s.info.sealed) {
           return { kind: "segment", info: s.info, layout: s.layout };
         }
-        // In a gap after a sealed segment (a fence): the next segment.
+        // Past a sealed segment: a chunk when one holds the offset (the next
+        // segment was chunked first), else a gap (a fence): the next segment.
         const next = segs[i + 1];
+        const bound = next ? next.info.firstOffset : this.#end;
+        for (const c of this.#manifest?.chunks ?? []) {
+          if (c.last >= offset && c.first < bound) {
+            return { kind: "chunk", entry: c, path: chunkPath(this.dir, c.sha256) };
+          }
+        }
         return next ? { kind: "segment", info: next.info, layout: next.layout } : { kind: "end" };
       }
     }
