@@ -109,11 +109,14 @@ export class SegmentCursor {
   #lastOffset: number;
   #beacons: { at: number; beacon: Beacon }[] = [];
   #end: EndMark | null = null;
-  #block: Uint8Array;
+  readonly #readMax: number;
   #badBeacon: LogCorruptError | null = null;
   #stripped = 0;
 
-  /** A cursor over `file` (its own handle) starting at `start`. */
+  /**
+   * A cursor over `file` (its own handle) starting at `start`. `blockBytes`
+   * is the most read at once; nothing of that size is held between reads.
+   */
   constructor(
     file: Deno.FsFile,
     path: string,
@@ -131,7 +134,7 @@ export class SegmentCursor {
     this.#lastOffset = start.offset - 1;
     this.#running = start.running;
     this.#count = start.count;
-    this.#block = new Uint8Array(options.blockBytes ?? 1 << 20);
+    this.#readMax = options.blockBytes ?? 1 << 20;
   }
 
   /** The end mark, once read: the segment is complete. */
@@ -169,12 +172,12 @@ export class SegmentCursor {
    * `maxBytes` at a time. Returns an empty batch when nothing new is complete.
    * Throws {@linkcode LogCorruptError} on any damage.
    */
-  async read(limit: number, maxBytes: number = this.#block.length): Promise<RecordBatch> {
+  async read(limit: number, maxBytes: number = this.#readMax): Promise<RecordBatch> {
     if (this.#end) return EMPTY_BATCH;
     const L = this.#layout;
     const I = L.interval;
     while (true) {
-      let want = Math.min(limit - this.#phys, maxBytes, this.#block.length);
+      let want = Math.min(limit - this.#phys, maxBytes, this.#readMax);
       if (want <= 0) return EMPTY_BATCH;
       // Never stop inside a beacon.
       const endAt = this.#phys + want;
@@ -183,18 +186,23 @@ export class SegmentCursor {
         want = k * I - this.#phys;
         if (want <= 0) return EMPTY_BATCH;
       }
-      const raw = this.#block.subarray(0, want);
+      // Read straight behind the carried partial record, into a buffer the
+      // batch then owns: no block is kept per cursor between reads (a
+      // thousand idle readers hold nothing), and no second copy is made.
+      const carried = this.#carry.length;
+      const buf = new Uint8Array(carried + want);
+      buf.set(this.#carry, 0);
       await this.#file.seek(this.#phys, Deno.SeekMode.Start);
       let got = 0;
       while (got < want) {
-        const n = await this.#file.read(raw.subarray(got));
+        const n = await this.#file.read(buf.subarray(carried + got));
         if (n === null) break;
         got += n;
       }
       if (got < want) {
         throw new LogCorruptError(this.path, this.#phys + got, "file is shorter than expected");
       }
-      const logical = this.#strip(raw, this.#phys);
+      const logical = this.#strip(buf, carried, this.#phys);
       this.#phys += this.#stripped;
       const batch = this.#parse(logical);
       if (this.#badBeacon) {
@@ -206,37 +214,37 @@ export class SegmentCursor {
     }
   }
 
-  // Removes beacons from a physical block and prepends the carried partial
-  // record, returning logical bytes starting at #carryLogical.
-  #strip(raw: Uint8Array, at: number): Uint8Array {
+  // Removes the beacons, in place, from the physical bytes `buf[from..]`
+  // (read at file position `at`, behind `from` carried bytes), returning
+  // logical bytes starting at #carryLogical.
+  #strip(buf: Uint8Array, from: number, at: number): Uint8Array {
     const I = this.#layout.interval;
-    const out = new Uint8Array(this.#carry.length + raw.length);
-    out.set(this.#carry, 0);
-    let o = this.#carry.length;
-    let p = 0;
-    while (p < raw.length) {
-      const abs = at + p;
+    let o = from;
+    let p = from;
+    while (p < buf.length) {
+      const abs = at + p - from;
       if (abs % I === 0 && abs >= I) {
-        const beacon = decodeBeacon(raw, p);
+        const beacon = decodeBeacon(buf, p);
         if (!beacon) {
           // Hand back what lies before the bad beacon first: its records are
           // good, and a recovery must keep them. The error is raised once they
           // are parsed.
           this.#badBeacon = new LogCorruptError(this.path, abs, "bad beacon");
-          this.#stripped = p;
-          return out.subarray(0, o);
+          this.#stripped = p - from;
+          return buf.subarray(0, o);
         }
         this.#beacons.push({ at: this.#carryLogical + o, beacon });
         p += BEACON_BYTES;
         continue;
       }
-      const next = Math.min(raw.length, (Math.floor(abs / I) + 1) * I - at);
-      out.set(raw.subarray(p, next), o);
+      // Up to the next beacon; the write position never passes the read one.
+      const next = Math.min(buf.length, p + (Math.floor(abs / I) + 1) * I - abs);
+      if (o !== p) buf.copyWithin(o, p, next);
       o += next - p;
       p = next;
     }
-    this.#stripped = raw.length;
-    return out.subarray(0, o);
+    this.#stripped = buf.length - from;
+    return buf.subarray(0, o);
   }
 
   #checkBeacons(recordStart: number, recordEnd: number): void {
