@@ -16,6 +16,10 @@
  * line; or one plain `streamcast serve: …` line saying why it cannot start.
  * Never a token (see docs/CLI.md).
  *
+ * With `--tokens`, SIGHUP reloads the tokens file for the requests that
+ * follow (subscriptions already open stay); a file that cannot be read or
+ * checked keeps the tokens in force, and says why in one error line.
+ *
  * Exit codes: 0 after SIGINT/SIGTERM; 2 for anything wrong in the command
  * line or the config (a flag, a key, a schema or handler file); 1 when the
  * machine says no (port busy, log locked or corrupt, an ingest failure that
@@ -27,7 +31,6 @@
 import { dirname, join, resolve } from "node:path";
 import { isStreamName } from "../client/wire.ts";
 import { TokenTable } from "../server/auth.ts";
-import { RowError } from "../server/errors.ts";
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
@@ -51,7 +54,6 @@ import {
 import {
   type FrameHandler,
   ingestLines,
-  type IngestSink,
   ingestUpstream,
   loadHandler,
   MAX_LINE_BYTES,
@@ -116,7 +118,8 @@ limits (docs/CLI.md has the table):
                              this long, with 4429 [30]
 access and transport:
   --tokens FILE.json         bearer tokens granting read access per stream; without
-                             it anyone may read (format in docs/CLI.md)
+                             it anyone may read (format in docs/CLI.md); SIGHUP
+                             reloads it (a bad file keeps the tokens in force)
   --tls-cert FILE.pem        serve https:// and wss://: the certificate chain (PEM)
   --tls-key FILE.pem         and its private key (PEM)
 logs:
@@ -817,24 +820,6 @@ interface Running {
 /** A reject line of the ingest's own messages (`stdin line 3 for stream …`). */
 const REJECT_LINE = /^streamcast: (?:stdin line|upstream \S+ frame) \d+ for /;
 
-/**
- * The stream as an ingest sink: a row too big for the log (`--max-row-bytes`)
- * is a reject like a row the schema refuses, not an ingest failure.
- */
-function sinkOf(stream: Stream): IngestSink {
-  return {
-    name: stream.name,
-    send: (row) =>
-      stream.send(row).catch((err) => {
-        // The log refuses an oversized payload with RangeError before writing anything.
-        if (err instanceof RangeError) {
-          throw new RowError(stream.name, `row too big: ${err.message} bytes`);
-        }
-        throw err;
-      }),
-  };
-}
-
 function startIngest(
   s: Settings,
   server: Server,
@@ -852,7 +837,8 @@ function startIngest(
   };
   const rejects = server.metrics.counter(
     "streamcast_ingest_rejects_total",
-    "Input lines and upstream frames rejected (not JSON, refused by the schema or the handler).",
+    "Input lines and upstream frames rejected (not JSON, too big, refused by the schema or " +
+      "the handler).",
   );
   const files = new Map<string, ReturnType<typeof lazyRejects>>();
   const onReject = (name: string, source: "stdin" | "upstream"): RejectSink => {
@@ -902,7 +888,7 @@ function startIngest(
     const stream = server.streams.get(s.stdin)!;
     watch(
       `ingest from stdin into ${show(s.stdin)}`,
-      ingestLines(Deno.stdin.readable, sinkOf(stream), {
+      ingestLines(Deno.stdin.readable, stream, {
         // A line longer than any row could be is refused before it is parsed.
         maxLineBytes: Math.max(MAX_LINE_BYTES, s.maxRowBytes ?? 0),
         onReject: onReject(s.stdin, "stdin"),
@@ -915,7 +901,7 @@ function startIngest(
     const handlerPath = up.handler ?? s.handler;
     watch(
       `ingest from the upstream of ${show(name)}`,
-      ingestUpstream(up.url, sinkOf(server.streams.get(name)!), {
+      ingestUpstream(up.url, server.streams.get(name)!, {
         handler: handlerPath === null ? undefined : handlers.get(handlerPath),
         onReject: onReject(name, "upstream"),
         signal: stop.signal,
@@ -1014,6 +1000,62 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   return { server, streams, ...startIngest(s, server, handlers, logger) };
 }
 
+/**
+ * Reloads the tokens file on SIGHUP (not on Windows, which has no SIGHUP).
+ * Listening starts at once, so that a SIGHUP during the start is not the
+ * default exit; one received before `attach(server)` reloads then. Reloads
+ * run one at a time, in signal order. A file that cannot be read or checked
+ * keeps the tokens in force and logs why; it never stops the server.
+ */
+function tokensReloader(
+  path: string,
+  logger: () => Logger,
+): { attach(server: Server): void; remove(): Promise<void> } {
+  let server: Server | null = null;
+  let pending = false;
+  let chain = Promise.resolve();
+  const reload = () => {
+    chain = chain.then(async () => {
+      const log = logger();
+      try {
+        const table = await TokenTable.load(path);
+        server!.setTokens(table);
+        log.info(
+          "tokens_reloaded",
+          { file: path, tokens: table.size },
+          `streamcast serve: reloaded ${path}: ${table.size} token${table.size === 1 ? "" : "s"}`,
+        );
+      } catch (err) {
+        // TokenTable.load's own errors name the file and never quote a token.
+        const why = err instanceof TypeError
+          ? err.message
+          : `cannot read tokens file ${path}: ${fileError(err)}`;
+        log.error(
+          "tokens_reload_failed",
+          { file: path, error: why },
+          `streamcast serve: SIGHUP: ${why}; the tokens loaded before stay in force`,
+        );
+      }
+    });
+  };
+  const listener = () => {
+    if (server === null) pending = true;
+    else reload();
+  };
+  const listening = Deno.build.os !== "windows";
+  if (listening) Deno.addSignalListener("SIGHUP", listener);
+  return {
+    attach(s) {
+      server = s;
+      if (pending) reload();
+    },
+    async remove() {
+      if (listening) Deno.removeSignalListener("SIGHUP", listener);
+      await chain;
+    },
+  };
+}
+
 /** Resolves with the name of the first of `signals` received; `remove()` stops listening. */
 function onSignals(
   signals: Deno.Signal[],
@@ -1075,12 +1117,15 @@ export async function cmdServe(args: string[]): Promise<number> {
     Deno.build.os === "windows" ? ["SIGINT", "SIGBREAK"] : ["SIGINT", "SIGTERM"],
     () => logger,
   );
+  let reloader: ReturnType<typeof tokensReloader> | null = null;
   try {
     let running: Running;
     try {
       const settings = await settingsFrom(values);
       logger = new Logger({ level: settings.logLevel, format: settings.logFormat });
+      if (settings.tokens !== null) reloader = tokensReloader(settings.tokens, () => logger);
       running = await start(settings, logger);
+      reloader?.attach(running.server);
     } catch (err) {
       if (err instanceof UsageError) {
         console.error(`streamcast serve: ${err.message} (see --help)`);
@@ -1119,6 +1164,7 @@ export async function cmdServe(args: string[]): Promise<number> {
     }
     return code;
   } finally {
+    await reloader?.remove();
     signals.remove();
   }
 }

@@ -5,13 +5,14 @@
  * @module
  */
 
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import {
   BEACON_BYTES,
   decodeBeacon,
   HEADER_BYTES,
   Layout,
   parseSegmentFileName,
+  type SegmentHeader,
 } from "./format.ts";
 import {
   LogCorruptError,
@@ -23,7 +24,14 @@ import {
 } from "./segment_reader.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
 import { readManifest } from "./fs.ts";
-import { ChunkCorruptError, ChunkCursor, chunkPath, type Manifest, sha256Hex } from "./chunk.ts";
+import {
+  ChunkCorruptError,
+  ChunkCursor,
+  type ChunkEntry,
+  chunkPath,
+  type Manifest,
+  sha256Hex,
+} from "./chunk.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -85,44 +93,98 @@ async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: str
   }
 }
 
-// Checks every chunk of the manifest: its SHA-256, that it decompresses, and
-// that its lines are the offsets the manifest says. Returns the rows checked.
+/** How many newer manifests verify moves on to before it gives up on a log that keeps changing. */
+const MAX_MANIFEST_RELOADS = 1000;
+
+/**
+ * Whether manifest `m` accounts for the deletion of the segment starting at
+ * `first`: a live log deletes a sealed segment only once a chunk listed in the
+ * manifest holds its rows (and retention may since have dropped that chunk,
+ * leaving `through` at or past it).
+ */
+function coversSegment(m: Manifest | null, first: number): boolean {
+  if (m === null || m.through < first) return false;
+  const c = m.chunks;
+  return c.length === 0 || first < c[0].first || c.some((e) => e.first <= first && first <= e.last);
+}
+
+// Checks one chunk: its SHA-256, its size, that it decompresses, and that its
+// lines are the offsets the manifest says. False when its file is gone.
+async function verifyChunk(dir: string, c: ChunkEntry): Promise<boolean> {
+  const path = chunkPath(dir, c.sha256);
+  let bytes: Uint8Array;
+  try {
+    bytes = await Deno.readFile(path);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+  if (sha256Hex(bytes) !== c.sha256) {
+    throw new LogCorruptError(path, 0, "SHA-256 does not match the chunk's name");
+  }
+  if (bytes.length !== c.bytes) {
+    throw new LogCorruptError(path, 0, `${bytes.length} bytes, the manifest says ${c.bytes}`);
+  }
+  const cursor = new ChunkCursor(path, c);
+  try {
+    await cursor.open();
+  } catch (err) {
+    // Deleted between the two opens: the caller decides whether that is explained.
+    if (err instanceof Deno.errors.NotFound) return false;
+    throw err;
+  }
+  try {
+    while ((await cursor.read()).count > 0) { /* checks as it reads */ }
+  } catch (err) {
+    if (err instanceof ChunkCorruptError) throw new LogCorruptError(path, 0, err.message);
+    throw err;
+  } finally {
+    cursor.close();
+  }
+  return true;
+}
+
+// Checks every chunk of the manifest (see verifyChunk). A chunk whose file
+// disappears during the check is no finding when a newer manifest no longer
+// lists it (a merge retired it, or retention dropped it): the check goes on
+// with that manifest, skipping chunks already checked. Returns the manifest
+// checked last and the rows of its chunks below the first segment.
 async function verifyChunks(
   dir: string,
-  m: Manifest,
+  manifest: Manifest,
   firstSegment: number | null,
-): Promise<number> {
-  let rows = 0;
-  for (const c of m.chunks) {
-    const path = chunkPath(dir, c.sha256);
-    let bytes: Uint8Array;
-    try {
-      bytes = await Deno.readFile(path);
-    } catch (err) {
-      if (err instanceof Deno.errors.NotFound) {
-        throw new LogCorruptError(path, 0, "chunk listed in the manifest is missing");
+): Promise<{ manifest: Manifest; rows: number }> {
+  const checked = new Set<string>();
+  let m = manifest;
+  for (let reloads = 0;; reloads++) {
+    let gone: ChunkEntry | null = null;
+    for (const c of m.chunks) {
+      if (checked.has(c.sha256)) continue;
+      if (!(await verifyChunk(dir, c))) {
+        gone = c;
+        break;
       }
-      throw err;
+      checked.add(c.sha256);
     }
-    if (sha256Hex(bytes) !== c.sha256) {
-      throw new LogCorruptError(path, 0, "SHA-256 does not match the chunk's name");
+    if (gone === null) break;
+    const fresh = await readManifest(dir);
+    if (fresh === null || fresh.chunks.some((c) => c.sha256 === gone.sha256)) {
+      throw new LogCorruptError(
+        chunkPath(dir, gone.sha256),
+        0,
+        "chunk listed in the manifest is missing",
+      );
     }
-    if (bytes.length !== c.bytes) {
-      throw new LogCorruptError(path, 0, `${bytes.length} bytes, the manifest says ${c.bytes}`);
+    if (reloads >= MAX_MANIFEST_RELOADS) {
+      throw new Error(
+        `Cannot verify ${dir}: its manifest changed ${reloads} times during the check; run it again`,
+      );
     }
-    const cursor = new ChunkCursor(path, c);
-    await cursor.open();
-    try {
-      while ((await cursor.read()).count > 0) { /* checks as it reads */ }
-    } catch (err) {
-      if (err instanceof ChunkCorruptError) throw new LogCorruptError(path, 0, err.message);
-      throw err;
-    } finally {
-      cursor.close();
-    }
-    rows += firstSegment === null || c.last < firstSegment ? c.rows : 0;
+    m = fresh;
   }
-  return rows;
+  let rows = 0;
+  for (const c of m.chunks) rows += firstSegment === null || c.last < firstSegment ? c.rows : 0;
+  return { manifest: m, rows };
 }
 
 /** Segment file names in `dir`, oldest first. */
@@ -177,15 +239,18 @@ export async function verifyLog(
   }
   const names = await listSegments(dir);
   let total = 0;
-  for (const n of names) total += (await Deno.stat(join(dir, n))).size;
+  for (const n of names) total += await sizeOf(join(dir, n));
   let done = 0;
   let expectNext: number | null = null;
   for (let i = 0; i < names.length; i++) {
     const path = join(dir, names[i]);
-    const file = await Deno.open(path, { read: true });
+    let file: Deno.FsFile | null = null;
     try {
+      file = await openSegment(dir, path);
+      if (file === null) continue; // chunked and deleted since it was listed
+      const header = await headerOf(file, path, i === names.length - 1);
+      if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
-      const header = await readHeader(file, path);
       if (header.streamId !== report.streamId) {
         throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
       }
@@ -245,23 +310,77 @@ export async function verifyLog(
       report.error = err;
       return report;
     } finally {
-      file.close();
+      file?.close();
     }
   }
-  if (report.manifest) {
-    try {
-      report.chunkRows = await verifyChunks(
-        dir,
-        report.manifest,
-        report.segments[0]?.firstOffset ?? null,
-      );
-      report.rows += report.chunkRows;
-    } catch (err) {
-      if (!(err instanceof LogCorruptError)) throw err;
-      report.error = err;
+  try {
+    // Read again: a live log may have chunked segments since the first read,
+    // and these chunks hold the rows of the segments that were gone.
+    const m = await readManifest(dir);
+    report.manifest = m;
+    if (m) {
+      const checked = await verifyChunks(dir, m, report.segments[0]?.firstOffset ?? null);
+      report.manifest = checked.manifest;
+      report.chunkRows = checked.rows;
+      report.rows += checked.rows;
     }
+  } catch (err) {
+    if (!(err instanceof LogCorruptError)) throw err;
+    report.error = err;
   }
   return report;
+}
+
+/**
+ * The header of a segment; `null` for the newest segment (`newest`) while it
+ * is shorter than a header or its header does not decode yet: a live writer
+ * creates the file, then writes the header. Such a segment never held a row
+ * (recovery makes a torn one anew). The size is read after the header, so
+ * that a header read whole is never past the size the caller sees.
+ */
+async function headerOf(
+  file: Deno.FsFile,
+  path: string,
+  newest: boolean,
+): Promise<SegmentHeader | null> {
+  try {
+    return await readHeader(file, path);
+  } catch (err) {
+    if (!(err instanceof LogCorruptError) || !newest) throw err;
+    if ((await file.stat()).size <= HEADER_BYTES) return null;
+    throw err;
+  }
+}
+
+/** A file's size; 0 when it is gone (a live log deletes chunked segments). */
+async function sizeOf(path: string): Promise<number> {
+  try {
+    return (await Deno.stat(path)).size;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+    return 0;
+  }
+}
+
+/**
+ * Opens a listed segment for reading; `null` when it has disappeared since it
+ * was listed and the manifest, read again, says why (a live log deletes a
+ * segment once a chunk holds its rows). A disappearance the manifest does not
+ * explain throws `LogCorruptError`.
+ */
+async function openSegment(dir: string, path: string): Promise<Deno.FsFile | null> {
+  try {
+    return await Deno.open(path, { read: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  const first = parseSegmentFileName(basename(path));
+  if (first !== null && coversSegment(await readManifest(dir), first)) return null;
+  throw new LogCorruptError(
+    path,
+    0,
+    "segment disappeared during the check, and the manifest does not hold its rows",
+  );
 }
 
 /**
@@ -293,10 +412,19 @@ export async function inspectLog(dir: string): Promise<LogReport> {
   };
   for (let i = 0; i < names.length; i++) {
     const path = join(dir, names[i]);
-    const file = await Deno.open(path, { read: true });
+    let file: Deno.FsFile | null;
     try {
+      file = await openSegment(dir, path);
+    } catch (err) {
+      if (!(err instanceof LogCorruptError)) throw err;
+      report.error ??= err;
+      continue;
+    }
+    if (file === null) continue; // chunked and deleted since it was listed
+    try {
+      const header = await headerOf(file, path, i === names.length - 1);
+      if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
-      const header = await readHeader(file, path);
       const layout = new Layout(header.beaconInterval);
       const beacons = Math.max(0, Math.floor((size - BEACON_BYTES) / layout.interval));
       // The last beacon says how many records precede it; read the rest.
@@ -343,6 +471,8 @@ export async function inspectLog(dir: string): Promise<LogReport> {
       file.close();
     }
   }
+  // Read again: the chunks of segments a live log deleted meanwhile count.
+  report.manifest = await readManifest(dir);
   const firstSeg = report.segments[0]?.firstOffset ?? Infinity;
   for (const c of report.manifest?.chunks ?? []) {
     if (c.last < firstSeg) report.chunkRows += c.rows;

@@ -6,9 +6,10 @@
  * Invariants this module keeps:
  * - rows reach the sink in input order, and a bad line or frame is reported
  *   (log, `onReject`, counted) in input order — nothing is skipped silently;
- * - a row the sink refuses with {@linkcode RowError} is a reject and ingest
- *   goes on; any other refusal (disk full…) stops ingest and is thrown once
- *   every row already sent has settled;
+ * - a row the sink refuses with {@linkcode RowError} (the schema) or
+ *   `RangeError` (too big to store) is a reject and ingest goes on; any other
+ *   refusal (disk full…) stops ingest and is thrown once every row already
+ *   sent has settled;
  * - memory is bounded: at most `maxInFlight` rows are awaiting the sink, one
  *   line holds at most `maxLineBytes` (a longer one is rejected without being
  *   buffered whole), and an upstream queue longer than `maxQueuedFrames`
@@ -67,8 +68,10 @@ export interface IngestSink {
   readonly name: string;
   /**
    * Validates and appends one row, resolving with its offset (null on an
-   * ephemeral stream). Rejects with {@linkcode RowError} for an invalid row
-   * (nothing stored); any other rejection is a real failure (disk etc.).
+   * ephemeral stream). Rejects with {@linkcode RowError} for an invalid row,
+   * or with `RangeError` for a row too big to store (a stream's log refuses a
+   * row over its `maxPayloadBytes` so); either way nothing is stored and the
+   * row is a reject. Any other rejection is a real failure (disk etc.).
    * Offsets are assigned in call order, so calls may be pipelined without
    * awaiting.
    */
@@ -315,7 +318,10 @@ class Feeder {
       if (entry.ok) this.stats.accepted++;
       else if (entry.error instanceof InputReject) this.#report(entry, entry.error.message);
       else if (entry.error instanceof RowError) this.#report(entry, entry.error.detail);
-      else this.fail(entry.error);
+      // The log checks a row's size before writing anything: that row alone is refused.
+      else if (entry.error instanceof RangeError) {
+        this.#report(entry, `row too big: ${entry.error.message}`);
+      } else this.fail(entry.error);
     }
     if (this.#head === queue.length) {
       queue.length = 0;
@@ -499,7 +505,9 @@ function yieldToEventLoop(): Promise<void> {
  * Reads NDJSON from `input` — each line one JSON row — and sends the rows to
  * `sink` in order, pipelining up to `maxInFlight`. Blank lines are skipped (not
  * rejects, but they count in the line numbering). A line that is not UTF-8, not
- * JSON, too long, or refused by the sink with {@linkcode RowError} is logged as
+ * JSON, too long, or refused by the sink with {@linkcode RowError} or
+ * `RangeError` (a row too big for the log: `row too big: payload is N bytes;
+ * the limit is M`) is logged as
  * `streamcast: stdin line 3 for stream "trades": …`, passed to `onReject`,
  * counted, and ingest continues. Handles `\r\n`, a last line without newline,
  * and multi-byte characters split across chunks.
@@ -507,7 +515,7 @@ function yieldToEventLoop(): Promise<void> {
  * Resolves when input ends, after every accepted row is durable, and logs
  * `streamcast: end of stdin for stream "NAME" (N rows accepted, M rejected);
  * still serving`. If `signal` aborts, input is cancelled and it resolves once
- * the rows sent have settled (without that message). A non-`RowError`
+ * the rows sent have settled (without that message). Any other
  * rejection from the sink, a failing `onReject`, or an input read error stops
  * ingest, cancels the input, and is thrown once sent rows settle.
  *
@@ -745,9 +753,9 @@ function checkMs(name: string, value: number): number {
  * aborts; then it closes the socket, clears its timers, and resolves once sent
  * rows have settled (frames received but not yet handled are dropped and
  * counted in the log). Connects and disconnects are logged with the URL
- * stripped of credentials. A non-`RowError` rejection from the sink stops it
- * and is thrown. Throws `TypeError` at once for a URL that is not ws(s) or
- * http(s).
+ * stripped of credentials. A sink rejection other than `RowError` or
+ * `RangeError` (see {@linkcode IngestSink.send}) stops it and is thrown.
+ * Throws `TypeError` at once for a URL that is not ws(s) or http(s).
  *
  * @example
  * ```ts

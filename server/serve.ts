@@ -43,7 +43,7 @@ import {
   forbidden,
   type Grant,
   offeredProtocols,
-  type TokenTable,
+  TokenTable,
   unauthorized,
 } from "./auth.ts";
 import {
@@ -120,7 +120,26 @@ export interface ServeOptions {
   closeWaitMs?: number;
 }
 
-/** A running server. */
+/**
+ * A running server.
+ *
+ * @example
+ * ```ts
+ * import { serve, Stream, TokenTable } from "../mod.ts";
+ * const stream = new Stream("ticks", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const tokens = (t: string) => TokenTable.parse({ tokens: [{ token: t, streams: ["*"] }] });
+ * const server = serve([stream], { port: 0, onListen: () => {}, tokens: tokens("a".repeat(16)) });
+ * const head = (t: string) =>
+ *   fetch(`${server.url}/ticks/head`, { headers: { authorization: `Bearer ${t}` } })
+ *     .then(async (res) => (await res.body?.cancel(), res.status));
+ * console.log(await head("a".repeat(16))); // 200
+ * server.setTokens(tokens("b".repeat(16))); // e.g. on SIGHUP, after re-reading the file
+ * console.log(await head("a".repeat(16)), await head("b".repeat(16))); // 401 200
+ * await server.shutdown();
+ * ```
+ */
 export interface Server {
   /** The address it listens on. */
   readonly addr: Deno.NetAddr;
@@ -137,6 +156,13 @@ export interface Server {
    * and closes the streams' logs.
    */
   shutdown(): Promise<void>;
+  /**
+   * Replaces the bearer tokens every later request is checked against (a
+   * reloaded tokens file). Subscriptions already open are not checked again:
+   * they stay until they close. A server started without tokens starts
+   * checking them from now on.
+   */
+  setTokens(tokens: TokenTable): void;
 }
 
 /** The start a subscribe asks for, once checked: a first offset, or live. */
@@ -499,7 +525,8 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
   const replayGate = new Gate(
     checkLimit("maxReplayReaders", options.maxReplayReaders ?? DEFAULT_MAX_REPLAY_READERS, 1),
   );
-  const tokens = options.tokens ?? null;
+  // Replaced by setTokens(); each request reads it once, when it is checked.
+  let tokens = options.tokens ?? null;
   const logger = options.logger ?? new Logger({ level: "warn" });
   const scheme = options.tls ? "https" : "http";
   for (const s of byName.values()) s._useReplayGate(replayGate);
@@ -983,5 +1010,14 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     metrics: registry,
     finished: httpServer.finished.then(() => shuttingDown ?? undefined),
     shutdown,
+    setTokens(table: TokenTable): void {
+      // A runtime check too: `null` here would silently turn access control off.
+      if (!(table instanceof TokenTable)) {
+        throw new TypeError(
+          `setTokens wants a TokenTable, got ${table === null ? "null" : typeof table}`,
+        );
+      }
+      tokens = table;
+    },
   };
 }

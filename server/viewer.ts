@@ -12,6 +12,12 @@
  * newest rows of one stream and a chart of a numeric column, and replays from
  * an offset with the replayed rows marked until the switch to live.
  *
+ * With a tokens file, the page is opened as `/?access_token=…`; its links to
+ * the other streams carry the token on, its subscription offers it as the
+ * `bearer.TOKEN` subprotocol and its polls send it as `Authorization`. The
+ * page sends no `Referer`, so the token in its address does not travel in
+ * request headers either.
+ *
  * @module
  */
 
@@ -88,6 +94,7 @@ export function viewerPage(heads: readonly ViewerHead[]): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
 <title>streamcast${names ? " · " + escapeHtml(names) : ""}</title>
 <link rel="icon" href="data:,">
 <style>

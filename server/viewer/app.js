@@ -15,12 +15,37 @@ const INITIAL_ROWS = 300;
 
 const COLORS = { live: "#0b5cad", replay: "#8a4b00", grid: "#d0d7de", text: "#57606a" };
 
+/**
+ * The viewer's own link to `stream`, carrying the page's access token on (a
+ * server with a tokens file refuses the page without it).
+ *
+ * @example
+ * streamHref("trades", "tok-0123456789abcdef") // "/trades?access_token=tok-0123456789abcdef"
+ * streamHref("", undefined) // "/"
+ */
+export function streamHref(stream, token) {
+  const path = "/" + encodeURIComponent(stream);
+  return token ? `${path}?access_token=${encodeURIComponent(token)}` : path;
+}
+
+/**
+ * The access token the page was opened with (`?access_token=…`), or undefined.
+ *
+ * @example
+ * pageToken("?access_token=tok-0123456789abcdef&x=1") // "tok-0123456789abcdef"
+ */
+export function pageToken(search) {
+  return new URLSearchParams(search).get("access_token") || undefined;
+}
+
 /** Starts the viewer; `connect` is the client's connect(). */
 export function startViewer(connect) {
   const $ = (id) => document.getElementById(id);
   // A server with a tokens file: the page is opened with ?access_token=…, and
-  // the page's own requests carry it too.
-  const token = new URLSearchParams(location.search).get("access_token") || undefined;
+  // everything the page does carries it on: its links (streamHref), its
+  // subscription (connect's token: the bearer subprotocol) and its polls
+  // (Authorization). It is never printed.
+  const token = pageToken(location.search);
   const auth = token ? { authorization: `Bearer ${token}` } : {};
   const ui = {
     conn: $("conn"),
@@ -52,7 +77,7 @@ export function startViewer(connect) {
   function pickStream(list) {
     const asked = decodeURIComponent(location.pathname.slice(1));
     if (list.some((h) => h.stream === asked) || list.length === 0) return asked;
-    history.replaceState(null, "", "/" + encodeURIComponent(list[0].stream));
+    history.replaceState(null, "", streamHref(list[0].stream, token));
     return list[0].stream;
   }
 
@@ -95,7 +120,7 @@ export function startViewer(connect) {
       const th = document.createElement("th");
       th.scope = "row";
       const a = document.createElement("a");
-      a.href = "/" + encodeURIComponent(h.stream);
+      a.href = streamHref(h.stream, token);
       a.textContent = h.stream || "(unnamed)";
       th.append(a);
       const perS = rates.get(h.stream)?.perS;

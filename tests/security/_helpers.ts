@@ -98,6 +98,10 @@ export interface Served {
   waitStderr(pattern: RegExp, ms?: number): Promise<void>;
   write(text: string): Promise<void>;
   closeStdin(): Promise<void>;
+  /** Sends a signal and returns at once (SIGHUP: reload the tokens file). */
+  signal(sig: Deno.Signal): void;
+  /** Whether the process is still running. */
+  running(): boolean;
   /** Sends SIGINT and waits (bounded) for the exit code. */
   interrupt(): Promise<number>;
   /** Kills it if it still runs and releases its pipes. */
@@ -166,6 +170,8 @@ export async function serveCli(
       await writer!.write(new TextEncoder().encode(t));
     },
     closeStdin,
+    signal: (sig) => proc.kill(sig),
+    running: () => exited === null,
     interrupt: async () => {
       proc.kill("SIGINT");
       let timer: ReturnType<typeof setTimeout> | undefined;
