@@ -557,6 +557,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     "streamcast_replay_reads",
     "Log reads for catching-up subscribers, in flight (active) and waiting their turn (waiting).",
   );
+  const memory = registry.gauge(
+    "streamcast_process_memory_bytes",
+    "Memory of the server process: resident (RSS), and the JavaScript heap of the main thread " +
+      "(heap_total, heap_used) and outside it (external).",
+  );
   const ac = new AbortController();
   const sockets = new Set<WebSocket>();
   let shuttingDown: Promise<void> | null = null;
@@ -852,6 +857,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       }
       replayReads.set(replayGate.active, { state: "active" });
       replayReads.set(replayGate.waiting, { state: "waiting" });
+      const m = Deno.memoryUsage();
+      memory.set(m.rss, { kind: "resident" });
+      memory.set(m.heapTotal, { kind: "heap_total" });
+      memory.set(m.heapUsed, { kind: "heap_used" });
+      memory.set(m.external, { kind: "external" });
       return new Response(registry.render() + streamMetrics([...byName.values()]), {
         headers: { "content-type": CONTENT_TYPE },
       });

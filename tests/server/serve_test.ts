@@ -293,6 +293,11 @@ Deno.test("serve answers head, streams, health and metrics", async () => {
     const metrics = await (await fetch(`${http}/_/metrics`)).text();
     assert(metrics.includes('streamcast_rows_appended_total{stream="trades"} 1'), metrics);
     assert(metrics.includes('streamcast_commit_seconds_count{stream="trades"} 1'), metrics);
+    const rss = Number(
+      /streamcast_process_memory_bytes\{kind="resident"\} (\d+)/.exec(metrics)?.[1],
+    );
+    assert(rss > 10 * 2 ** 20 && rss < 64 * 2 ** 30, `resident memory ${rss}`);
+    assert(/streamcast_process_memory_bytes\{kind="heap_used"\} \d+/.test(metrics), metrics);
     const page = await fetch(`${http}/`);
     assertEquals(page.headers.get("content-type"), "text/html; charset=utf-8");
     await page.body?.cancel();
