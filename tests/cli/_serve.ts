@@ -1,10 +1,11 @@
-// Runs `cli.ts serve` as a real child process for the CLI tests.
+// Runs `cli.ts serve` (or any entry that prints a `listening on` line) as a real
+// child process for the CLI, end-to-end and reliability tests.
 import { until, utf8 } from "../_util.ts";
 
 /** Absolute path of cli.ts. */
 export const CLI: string = new URL("../../cli.ts", import.meta.url).pathname;
 
-/** A `cli.ts serve` process that printed its `listening on` line. */
+/** A child process (`cli.ts serve`, `demo`, ...) that printed its `listening on` line. */
 export interface ServeProc {
   readonly proc: Deno.ChildProcess;
   /** `http://HOST:PORT` from the listening line. */
@@ -19,12 +20,24 @@ export interface ServeProc {
   write(text: string): Promise<void>;
   /** Closes stdin: end of input. */
   closeStdin(): Promise<void>;
-  /** Sends a signal and waits (bounded) for the exit status. */
+  /** Sends a signal and waits (bounded) for the exit status and the end of stderr. */
   signal(sig: Deno.Signal, ms?: number): Promise<Deno.CommandStatus>;
-  /** Waits (bounded) for the process to exit by itself. */
+  /** Waits (bounded) for the process to exit by itself and for the end of stderr. */
   exit(ms?: number): Promise<Deno.CommandStatus>;
   /** Kills the process if it still runs, waits for it, and releases its pipes. */
   stop(): Promise<void>;
+}
+
+/** How {@linkcode startListening} runs its child. */
+export interface ListenOptions {
+  /** Pipe stdin (for `write` / `closeStdin`); otherwise it is null. */
+  stdin?: boolean;
+  /** Working directory of the child. */
+  cwd?: string;
+  /** How long to wait for the listening line (default 20 s). */
+  readyMs?: number;
+  /** What to call the child in errors (default `serve`). */
+  name?: string;
 }
 
 interface Spawned {
@@ -35,9 +48,10 @@ interface Spawned {
   drained: Promise<void>;
 }
 
-function spawn(args: string[], stdin: boolean, cwd?: string): Spawned {
+/** Spawns `deno run -A RUNARGS` with stdout discarded and stderr collected. */
+function spawn(runArgs: string[], stdin: boolean, cwd?: string): Spawned {
   const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, "serve", ...args],
+    args: ["run", "-A", ...runArgs],
     stdin: stdin ? "piped" : "null",
     stdout: "null",
     stderr: "piped",
@@ -54,7 +68,8 @@ function spawn(args: string[], stdin: boolean, cwd?: string): Spawned {
   return { proc, stderr: () => text, exited: () => exit, status, drained };
 }
 
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+/** Rejects after `ms` unless `p` settles first. */
+export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     return await Promise.race([
@@ -69,14 +84,16 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
 }
 
 /**
- * Starts `cli.ts serve ARGS` and waits for `listening on`; throws (after
- * killing it) with its stderr if it exits or takes too long.
+ * Spawns `deno run -A RUNARGS` (env `NO_COLOR=1`) and waits (bounded) for its
+ * `listening on URL` line on stderr; throws (after killing it) with its stderr
+ * if it exits first or takes too long.
  */
-export async function startServe(
-  args: string[],
-  options: { stdin?: boolean; cwd?: string } = {},
+export async function startListening(
+  runArgs: string[],
+  options: ListenOptions = {},
 ): Promise<ServeProc> {
-  const s = spawn(args, options.stdin ?? false, options.cwd);
+  const name = options.name ?? "serve";
+  const s = spawn(runArgs, options.stdin ?? false, options.cwd);
   const writer = options.stdin ? s.proc.stdin.getWriter() : null;
   let stdinOpen = writer !== null;
   const closeStdin = async () => {
@@ -101,18 +118,28 @@ export async function startServe(
   try {
     await until(
       () => listening.test(s.stderr()) || s.exited() !== null,
-      20_000,
+      options.readyMs ?? 20_000,
       "the listening line",
     );
   } catch (err) {
     await stop();
-    throw new Error(`${(err as Error).message}; stderr:\n${s.stderr()}`);
+    throw new Error(`${name}: ${(err as Error).message}; stderr:\n${s.stderr()}`);
   }
   if (s.exited() !== null) {
     await stop();
-    throw new Error(`serve exited with ${s.exited()!.code}; stderr:\n${s.stderr()}`);
+    throw new Error(`${name} exited with ${s.exited()!.code}; stderr:\n${s.stderr()}`);
   }
   const url = listening.exec(s.stderr())![1];
+  // The exit status, once stderr is fully read too (so `stderr()` is complete).
+  const finished = async () => {
+    const status = await s.status;
+    await s.drained;
+    return status;
+  };
+  const bounded = (ms: number, what: string) =>
+    withTimeout(finished(), ms, what).catch((err) => {
+      throw new Error(`${name}: ${err.message}; stderr:\n${s.stderr()}`);
+    });
   return {
     proc: s.proc,
     url,
@@ -128,11 +155,22 @@ export async function startServe(
     closeStdin,
     signal: async (sig, ms = 10_000) => {
       s.proc.kill(sig);
-      return await withTimeout(s.status, ms, `exit after ${sig}`);
+      return await bounded(ms, `exit after ${sig}`);
     },
-    exit: (ms = 10_000) => withTimeout(s.status, ms, "exit"),
+    exit: (ms = 10_000) => bounded(ms, "exit"),
     stop,
   };
+}
+
+/**
+ * Starts `cli.ts serve ARGS` and waits for `listening on`; throws (after
+ * killing it) with its stderr if it exits or takes too long.
+ */
+export function startServe(
+  args: string[],
+  options: Omit<ListenOptions, "name"> = {},
+): Promise<ServeProc> {
+  return startListening([CLI, "serve", ...args], { ...options, name: "serve" });
 }
 
 // Deno's own line when several deno processes start at once and queue for the
@@ -145,7 +183,7 @@ export async function runServe(
   args: string[],
   ms = 20_000,
 ): Promise<{ code: number; stderr: string }> {
-  const s = spawn(args, false);
+  const s = spawn([CLI, "serve", ...args], false);
   const timer = setTimeout(() => {
     try {
       s.proc.kill("SIGKILL");
@@ -162,7 +200,7 @@ export async function runServe(
   }
 }
 
-/** GETs `url` as JSON (or text), always consuming the body. */
+/** GETs `url` as JSON, always consuming the body; throws with the body unless 2xx. */
 export async function getJson(url: string): Promise<Record<string, unknown>> {
   const res = await fetch(url);
   const body = await res.text();
