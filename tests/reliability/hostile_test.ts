@@ -5,7 +5,7 @@
 // send→receive latency, calm first, then under attack. Timings are reported,
 // and only gross failures are asserted (a stall over 1 s, a lost row, the
 // server's memory or descriptors running away).
-import { assert, assertEquals } from "../../_assert.ts";
+import { assert, assertEquals } from "../_assert.ts";
 import {
   fdCount,
   NAME,
@@ -16,9 +16,9 @@ import {
   serveChild,
   sleep,
   workspace,
-} from "../_harness.ts";
-import { concat, frame, RawConn } from "../_raw.ts";
-import { TestSub } from "../../server/_sub.ts";
+} from "./_harness.ts";
+import { concat, frame, RawConn } from "./_raw.ts";
+import { TestSub } from "../server/_sub.ts";
 
 const SEED = Number(Deno.env.get("STREAMCAST_FUZZ_SEED") ?? 20240611);
 const HOSTILE = new URL("./_hostile.ts", import.meta.url).pathname;
@@ -180,14 +180,14 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
   }
 });
 
-// Deno reassembles a fragmented message in memory, up to its 64 MiB message
-// limit, before the application sees any of it: each connection that keeps a
-// message open costs the server that much, whatever streamcast does with the
-// message afterwards (it would close with 1008). docs/CLI.md § Limits states
-// it ("at most maxConnections such buffers"); this checks what it promises —
-// the runtime ends a message over 64 MiB, the memory comes back when such
-// clients go, and everyone else is served meanwhile — and reports the cost.
-Deno.test("hostile clients: unfinished fragmented messages are cut at 64 MiB and their memory is given back", async () => {
+// Deno reassembles a fragmented message in memory before the application sees
+// any of it, and (Deno 2.9, measured) does not end one that grows past its 64
+// MiB frame limit: each connection that keeps a message open costs the server
+// that much, whatever streamcast does with the message afterwards (it would
+// close with 1008). docs/CLI.md § Limits says so and points at a proxy. This
+// checks what streamcast does control — everyone else is served meanwhile, and
+// the memory comes back when such clients go — and reports the cost.
+Deno.test("hostile clients: unfinished fragmented messages do not stop the others, and their memory is given back", async () => {
   const w = await workspace();
   const s = await serveChild(w);
   const pid = s.proc.pid;
@@ -201,27 +201,18 @@ Deno.test("hostile clients: unfinished fragmented messages are cut at 64 MiB and
     const before = rssMiB(pid);
     let peak = before;
     const piece = new Uint8Array(4 << 20).fill(97);
-    // Four clients each keep a 40 MiB message open.
-    for (let i = 0; i < 4; i++) {
+    // Four clients each keep a 40 MiB message open; a fifth goes past 64 MiB.
+    for (let i = 0; i < 5; i++) {
       const { c, answer } = await RawConn.upgrade(port, `/${NAME}`);
       conns.push(c);
       assertEquals(answer.status, 101);
       await c.readFrame(10_000);
       const frames: Uint8Array[] = [frame(2, piece, { fin: false })];
-      for (let k = 1; k < 10; k++) frames.push(frame(0, piece, { fin: false }));
+      for (let k = 1; k < (i < 4 ? 10 : 17); k++) frames.push(frame(0, piece, { fin: false }));
       await c.write(concat(...frames));
       peak = Math.max(peak, rssMiB(pid));
     }
-    await sleep(500);
-    peak = Math.max(peak, rssMiB(pid));
-    // One more goes past 64 MiB: the runtime ends it (no close frame).
-    const { c: over } = await RawConn.upgrade(port, `/${NAME}`);
-    conns.push(over);
-    await over.readFrame(10_000);
-    const frames: Uint8Array[] = [frame(2, piece, { fin: false })];
-    for (let k = 1; k < 17; k++) frames.push(frame(0, piece, { fin: false }));
-    await over.write(concat(...frames));
-    const ended = await over.ending(10_000);
+    const over = await conns[4].ending(2_000);
     peak = Math.max(peak, rssMiB(pid));
     // Meanwhile a subscriber is served.
     await s.write(rowText(2) + "\n");
@@ -232,12 +223,15 @@ Deno.test("hostile clients: unfinished fragmented messages are cut at 64 MiB and
     console.log(
       `fragmented messages: server RSS ${before.toFixed(1)} MiB before, peak ${
         peak.toFixed(1)
-      } MiB ` +
-        `with 4 × 40 MiB unfinished messages (+ one cut past 64 MiB: ${JSON.stringify(ended)}), ` +
-        `${after.toFixed(1)} MiB after they closed`,
+      } MiB with 4 × 40 MiB + 1 × 68 MiB unfinished messages (the 68 MiB one: ` +
+        `${JSON.stringify(over)} after 2 s), ${after.toFixed(1)} MiB after they closed`,
     );
-    assert(ended.kind === "eof" || ended.kind === "reset", `past 64 MiB: ${JSON.stringify(ended)}`);
     assertEquals(watcher.closed, null, "the subscriber kept its connection");
+    assertEquals(
+      (await (await fetch(`${s.url}/${NAME}/head`)).json()).end_offset,
+      3,
+      "the server still answers",
+    );
     assert(after < before + 64, `RSS ${after.toFixed(1)} MiB after, ${before.toFixed(1)} before`);
   } finally {
     for (const c of conns) c.close();

@@ -11,10 +11,10 @@
 // - the next row fed gets the greeting's end_offset (offsets continue);
 // - `cli.ts verify ROOT/NAME` exits 0.
 // Seeded: STREAMCAST_KILL_SEED (the seed is in every failure message).
-import { assert, assertEquals } from "../../_assert.ts";
-import { rng, until } from "../../_util.ts";
-import { TestSub } from "../../server/_sub.ts";
-import type { ServeProc } from "../../cli/_serve.ts";
+import { assert, assertEquals } from "../_assert.ts";
+import { rng, until } from "../_util.ts";
+import { TestSub } from "../server/_sub.ts";
+import type { ServeProc } from "../cli/_serve.ts";
 import {
   lineMsg,
   lineOffset,
@@ -24,7 +24,7 @@ import {
   sleep,
   verifyCli,
   workspace,
-} from "../_harness.ts";
+} from "./_harness.ts";
 
 const SEED = Number(Deno.env.get("STREAMCAST_KILL_SEED") ?? 4242);
 const ROUNDS = 20;
