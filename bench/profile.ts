@@ -283,8 +283,8 @@ function findings(s: Record<string, ProfileSummary>): string[] {
             : NaN,
         )
       }, GC ${f(share(append, /^\(garbage collector\)/))};`,
-      `- replay: frame rendering (\`renderBatch\`, \`writeDigits\`) ${
-        f(share(replay, /^(renderBatch|writeDigits) /))
+      `- replay: frame rendering (server/frames.ts: \`renderBatch\` and its helpers) ${
+        f(share(replay, /\(server\/frames\.ts:/))
       }, log reading (log/) ${
         f(
           replay
