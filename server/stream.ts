@@ -245,7 +245,8 @@ export class Stream {
   readonly #ownsLog: boolean;
   readonly #live = new Set<Subscriber>();
   readonly #all = new Set<Subscriber>();
-  // Frames appended and not yet committed, in offset order from #pendingFirst.
+  // The JSON of rows appended and not yet committed, in offset order. Frames
+  // are built from it at fan-out, and only when a subscriber is live.
   #pending: string[] = [];
   #pendingHead = 0;
   #ephemeralBatch: string[] = [];
@@ -469,12 +470,11 @@ export class Stream {
     const json = this.schema.encode(row as Record<string, unknown>);
     const log = this.log;
     if (!log) {
-      this.#sendEphemeral(liveFrame(null, json));
+      this.#sendEphemeral(json);
       return Promise.resolve(null);
     }
-    const offset = log.nextOffset;
     const done = log.append(json);
-    this.#pending.push(liveFrame(offset, json));
+    this.#pending.push(json);
     return done;
   }
 
@@ -503,32 +503,33 @@ export class Stream {
     }
     const log = this.log;
     if (!log) {
-      for (const j of jsons) this.#sendEphemeral(liveFrame(null, j));
+      for (const j of jsons) this.#sendEphemeral(j);
       return jsons.map(() => null);
     }
     const first = log.nextOffset;
     const done = log.appendMany(jsons);
-    for (let i = 0; i < jsons.length; i++) this.#pending.push(liveFrame(first + i, jsons[i]));
+    for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
     await done;
     return jsons.map((_, i) => first + i);
   }
 
-  #sendEphemeral(frame: string): void {
+  #sendEphemeral(json: string): void {
     // Coalesce the rows sent in one turn into one fan-out, like a commit.
     if (this.#ephemeralBatch.length === 0) {
       queueMicrotask(() => {
-        const frames = this.#ephemeralBatch;
+        const jsons = this.#ephemeralBatch;
         this.#ephemeralBatch = [];
-        this.stats.rowsAppended += frames.length;
-        this.#fanOut(frames, null);
+        this.stats.rowsAppended += jsons.length;
+        this.#fanOut(jsons, null);
       });
     }
-    this.#ephemeralBatch.push(frame);
+    this.#ephemeralBatch.push(json);
   }
 
   #committed(first: number, end: number): void {
     const n = end - first;
-    const frames = this.#pending.slice(this.#pendingHead, this.#pendingHead + n);
+    const pending = this.#pending;
+    const head = this.#pendingHead;
     this.#pendingHead += n;
     if (this.#pendingHead === this.#pending.length) {
       this.#pending = [];
@@ -545,7 +546,7 @@ export class Stream {
     let b = 0;
     while (b < COMMIT_BUCKETS_MS.length && ms > COMMIT_BUCKETS_MS[b]) b++;
     if (b < COMMIT_BUCKETS_MS.length) st.commitBuckets[b]++;
-    this.#fanOut(frames, first);
+    if (this.#live.size > 0) this.#fanOut(pending.slice(head, head + n), first);
   }
 
   // A failed write dropped the appends from `from` on: forget their frames.
@@ -555,8 +556,14 @@ export class Stream {
     this.#pendingHead = 0;
   }
 
-  #fanOut(frames: string[], first: number | null): void {
-    if (this.#live.size === 0 || frames.length === 0) return;
+  // Sends rows (their JSON; offsets from `first`, null when ephemeral) to
+  // every live subscriber, building their frames only when one is live.
+  #fanOut(jsons: string[], first: number | null): void {
+    if (this.#live.size === 0 || jsons.length === 0) return;
+    const frames = jsons; // built in place: the array is this commit's own
+    for (let i = 0; i < frames.length; i++) {
+      frames[i] = liveFrame(first === null ? null : first + i, jsons[i]);
+    }
     let joined: string | null = null;
     let arrow: Uint8Array | null = null;
     const shared: SharedFrames = {
