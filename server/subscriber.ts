@@ -20,7 +20,7 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
+import { clearImmediate, setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
 import { LogEvictedError, type LogReader } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
@@ -83,21 +83,64 @@ export interface SubscriberHost {
 /** The state of a subscriber. */
 export type SubscriberState = "catching_up" | "live" | "closed";
 
-/** Re-polls blocked sockets (Deno's WebSocket has no drain event). */
+/** Interval (ms) of the slow poll of blocked sockets. */
+const SLOW_POLL_MS = 5;
+/** Quick re-checks of a catching-up socket before it joins the slow poll. */
+const QUICK_CHECKS = 4;
+/** Delay (ms) between quick re-checks after the first (which is immediate). */
+const QUICK_POLL_MS = 1;
+
+/**
+ * Re-polls blocked sockets (Deno's WebSocket has no drain event).
+ *
+ * Deno lowers `bufferedAmount` once the kernel has taken a whole frame, which
+ * on a reading socket is usually the next turn of the event loop. So a
+ * catching-up subscriber (whose next log read waits on it) is re-checked on
+ * the next turn and then every millisecond a few times, before it joins the
+ * slow poll every {@linkcode SLOW_POLL_MS} ms; a stalled socket costs a few
+ * checks once, never a spin. Live subscribers go straight to the slow poll.
+ */
 class DrainPoller {
   #subs = new Set<Subscriber>();
   #timer: ReturnType<typeof setInterval> | undefined;
+  // Subscribers on quick re-checks, with the checks they have had.
+  #quick = new Map<Subscriber, number>();
+  #quickImmediate: ReturnType<typeof setImmediate> | undefined;
+  #quickTimer: ReturnType<typeof setTimeout> | undefined;
 
-  add(sub: Subscriber): void {
+  add(sub: Subscriber, quick = false): void {
+    if (quick) {
+      this.#quick.set(sub, 0);
+      if (this.#quickImmediate === undefined && this.#quickTimer === undefined) {
+        this.#quickImmediate = setImmediate(() => this.#quickTick());
+      }
+      return;
+    }
     this.#subs.add(sub);
     if (this.#timer === undefined) {
-      this.#timer = setInterval(() => this.#tick(), 5);
+      this.#timer = setInterval(() => this.#tick(), SLOW_POLL_MS);
     }
   }
 
   delete(sub: Subscriber): void {
+    this.#quick.delete(sub);
     this.#subs.delete(sub);
     this.#stopIfIdle();
+  }
+
+  #quickTick(): void {
+    this.#quickImmediate = undefined;
+    this.#quickTimer = undefined;
+    const now = Date.now();
+    for (const [s, checks] of this.#quick) {
+      if (!s._poll(now)) this.#quick.delete(s);
+      else if (checks + 1 < QUICK_CHECKS) this.#quick.set(s, checks + 1);
+      else {
+        this.#quick.delete(s);
+        this.add(s);
+      }
+    }
+    if (this.#quick.size > 0) this.#quickTimer = setTimeout(() => this.#quickTick(), QUICK_POLL_MS);
   }
 
   #tick(): void {
@@ -112,6 +155,11 @@ class DrainPoller {
     if (this.#subs.size === 0 && this.#timer !== undefined) {
       clearInterval(this.#timer);
       this.#timer = undefined;
+    }
+    if (this.#quick.size === 0) {
+      if (this.#quickImmediate !== undefined) clearImmediate(this.#quickImmediate);
+      if (this.#quickTimer !== undefined) clearTimeout(this.#quickTimer);
+      this.#quickImmediate = this.#quickTimer = undefined;
     }
   }
 }
@@ -227,12 +275,13 @@ export class Subscriber {
     this.#catchUp().catch((err) => this.#fail(err));
   }
 
-  #block(): void {
+  // `quick`: a catching-up subscriber, re-checked soon (see DrainPoller).
+  #block(quick = false): void {
     if (this.#blocked) return;
     this.#blocked = true;
     this.#lastBuffered = this.socket.bufferedAmount;
     this.#lastProgress = Date.now();
-    poller.add(this);
+    poller.add(this, quick);
   }
 
   /** @internal Called by the poller; returns whether it is still blocked. */
@@ -292,7 +341,7 @@ export class Subscriber {
   #drained(): Promise<void> {
     return new Promise((resolve) => {
       this.#wake = resolve;
-      this.#block();
+      this.#block(true);
     });
   }
 
