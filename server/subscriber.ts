@@ -22,9 +22,10 @@
 
 import { clearImmediate, setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
-import { LogEvictedError, type LogReader } from "../log/mod.ts";
+import { LogEvictedError, type LogReader, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
 import type { ArrowFrameEncoder } from "./arrow.ts";
+import { FRAME_COST, Pacer } from "./pacer.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
@@ -53,8 +54,16 @@ export function highWaterBytes(): number {
   const share = Math.floor(PROCESS_SEND_BUDGET_BYTES / Math.max(1, sockets));
   return Math.max(MIN_HIGH_WATER_BYTES, Math.min(HIGH_WATER_BYTES, share));
 }
-/** Bytes read from the log per catch-up step. */
+/** Most bytes read from the log per catch-up step. */
 export const CATCH_UP_READ_BYTES = 512 * 1024;
+/** Fewest bytes read per catch-up step (when the socket has less room than that). */
+export const MIN_CATCH_UP_READ_BYTES = 16 * 1024;
+/** Most bytes of frames sent in one slice of a catch-up. */
+const SLICE_BYTES = 256 * 1024;
+/** Most single frames sent in one slice of a catch-up. */
+const SLICE_FRAMES = 256;
+/** The event loop's share for catching-up subscribers (per process). */
+const catchUpPacer = new Pacer();
 
 /** What a subscriber needs from its stream. */
 export interface SubscriberHost {
@@ -362,7 +371,12 @@ export class Subscriber {
           this.#goLive();
           return;
         }
-        const batch = await reader.read(CATCH_UP_READ_BYTES);
+        // Read about what the socket has room for: what a blocked socket
+        // holds stays near its high-water mark, however long it stalls.
+        const room = highWaterBytes() - this.socket.bufferedAmount;
+        const batch = await reader.read(
+          Math.max(MIN_CATCH_UP_READ_BYTES, Math.min(CATCH_UP_READ_BYTES, room)),
+        );
         if (this.#state !== "catching_up") return;
         if (batch.count === 0) {
           // Nothing more below the end (a fenced gap was skipped).
@@ -378,29 +392,47 @@ export class Subscriber {
           continue;
         }
         empty = 0;
-        let i = 0;
-        while (i < batch.count && this.frames === "arrow") {
-          const n = Math.min(MAX_BATCH_ROWS, batch.count - i);
-          this.#sendBinary(host.arrowEncoder().encodeRecords(batch, i, n), n);
-          i += n;
-        }
-        while (i < batch.count) {
-          const { text, rows } = renderBatch(batch, i);
-          if (this.frames === "batch") {
-            this.socket.send(text);
-            host.count(1, text.length, rows);
-          } else {
-            // Frame text never holds a raw newline (JSON escapes it).
-            for (const frame of text.split("\n")) this.socket.send(frame);
-            host.count(rows, text.length - rows + 1, rows);
+        // Sent in slices, each in its turn (see pacer.ts): replaying
+        // subscribers share the event loop with live rows and new connections.
+        for (let i = 0; i < batch.count;) {
+          await catchUpPacer.turn();
+          let cost = 0;
+          try {
+            if (this.#state !== "catching_up") return;
+            const rows = this.#sendSlice(batch, i);
+            cost = rows.cost;
+            i += rows.rows;
+            this.next = batch.offsets[i - 1] + 1;
+          } finally {
+            catchUpPacer.spend(cost);
           }
-          i += rows;
         }
-        this.next = batch.offsets[batch.count - 1] + 1;
       }
     } finally {
       reader?.close();
     }
+  }
+
+  // Sends records from `i` of a replayed batch, one slice: rows sent and their cost.
+  #sendSlice(batch: RecordBatch, i: number): { rows: number; cost: number } {
+    const host = this.#host;
+    if (this.frames === "arrow") {
+      const n = Math.min(MAX_BATCH_ROWS, batch.count - i);
+      const bytes = host.arrowEncoder().encodeRecords(batch, i, n);
+      this.#sendBinary(bytes, n);
+      return { rows: n, cost: bytes.byteLength + FRAME_COST };
+    }
+    if (this.frames === "batch") {
+      const { text, rows } = renderBatch(batch, i, MAX_BATCH_ROWS, SLICE_BYTES);
+      this.socket.send(text);
+      host.count(1, text.length, rows);
+      return { rows, cost: text.length + FRAME_COST };
+    }
+    const { text, rows } = renderBatch(batch, i, SLICE_FRAMES, SLICE_BYTES);
+    // Frame text never holds a raw newline (JSON escapes it).
+    for (const frame of text.split("\n")) this.socket.send(frame);
+    host.count(rows, text.length - rows + 1, rows);
+    return { rows, cost: text.length + rows * FRAME_COST };
   }
 
   #fail(err: unknown): void {
