@@ -251,6 +251,13 @@ interface LogMeta {
   created_us: number;
   /** The first offset the log was created with (1, or a fence after a restore). */
   first_offset?: number;
+  /**
+   * First offsets of the empty segments that fences left behind (the newest
+   * few): recovery removes an empty unsealed segment only when it is one of
+   * these, and otherwise reports a damaged segment. Absent in logs written
+   * before it was recorded.
+   */
+  fenced?: number[];
 }
 
 function utf8Length(s: string): number {
@@ -482,6 +489,7 @@ export class Log {
         stream_id: streamId,
         created_us: nowUs(opts.clock),
         first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
+        fenced: [],
       };
       await writeFileAtomic(join(dir, META_FILE), JSON.stringify(meta) + "\n");
     }
@@ -1079,6 +1087,14 @@ export class Log {
       await this.flush();
     }
     const old = this.#active;
+    // Say which empty segment the fence leaves behind before leaving it: a
+    // crash before its removal below must not look like a damaged segment,
+    // and a damaged segment must not look like a fence's leftover.
+    const meta = await readMeta(this.dir);
+    if (meta) {
+      meta.fenced = [...(meta.fenced ?? []).slice(-7), old.seg.info.firstOffset];
+      await writeFileAtomic(join(this.dir, META_FILE), JSON.stringify(meta) + "\n");
+    }
     const seg = newSegmentState(this.dir, this.streamId, this.name, offset, this.#opts);
     // Make the fenced segment first: a crash before the removal below leaves an
     // empty unsealed segment, which open removes.
@@ -1308,7 +1324,8 @@ async function scanSegment(
     }
     const sealed = cursor.endMark !== null;
     const count = cursor.nextOffset - header.firstOffset;
-    if (!sealed && !last && count === 0 && cursor.physicalEnd === size) {
+    const leftover = meta.fenced === undefined || meta.fenced.includes(header.firstOffset);
+    if (!sealed && !last && count === 0 && cursor.physicalEnd === size && leftover) {
       // A fence made the next segment before removing this empty one.
       file.close();
       await Deno.remove(path);
