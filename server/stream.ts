@@ -473,7 +473,7 @@ export class Stream {
       this.#sendEphemeral(json);
       return Promise.resolve(null);
     }
-    const done = log.append(json);
+    const done = this.#counted(() => log.append(json));
     this.#pending.push(json);
     return done;
   }
@@ -507,10 +507,21 @@ export class Stream {
       return jsons.map(() => null);
     }
     const first = log.nextOffset;
-    const done = log.appendMany(jsons);
+    const done = this.#counted(() => log.appendMany(jsons));
     for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
     await done;
     return jsons.map((_, i) => first + i);
+  }
+
+  // Runs an append, counting a row the log refuses as too big (a RangeError,
+  // thrown before anything is stored) among the rejected rows.
+  #counted<T>(append: () => T): T {
+    try {
+      return append();
+    } catch (err) {
+      if (err instanceof RangeError) this.stats.rowsRejected++;
+      throw err;
+    }
   }
 
   #sendEphemeral(json: string): void {

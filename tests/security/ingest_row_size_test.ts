@@ -65,6 +65,8 @@ Deno.test("ingest lines rejects only an oversized row and stores every row aroun
       await stream.close();
     }
     assertEquals(stats, { lines: 61, accepted: 56, rejected: 5 });
+    // The four oversized rows reached the stream; the line that is not JSON did not.
+    assertEquals(stream.stats.rowsRejected, 4, "streamcast_rows_rejected_total counts them");
     // Logged like any bad row, in line order, and the input went on to its end.
     const rejected = messages.filter((m) => /stdin line \d+ for stream "trades"/.test(m));
     assertEquals(rejected.map((m) => Number(/line (\d+)/.exec(m)![1])), [7, 8, 31, 60, 61]);
