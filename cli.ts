@@ -157,7 +157,19 @@ export async function main(args: string[]): Promise<number> {
       console.error(`streamcast ${command}: ${err.message}`);
       return 1;
     }
-    throw err;
+    // Anything else: one line naming what failed (the stack with STREAMCAST_DEBUG=1).
+    let debug = false;
+    try {
+      debug = Deno.env.get("STREAMCAST_DEBUG") === "1";
+    } catch {
+      // no env permission: no stack
+    }
+    console.error(
+      `streamcast ${command}: ${
+        debug && err instanceof Error ? err.stack : err instanceof Error ? err.message : err
+      }`,
+    );
+    return 1;
   }
 }
 

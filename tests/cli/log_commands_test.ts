@@ -102,3 +102,21 @@ Deno.test("cli verify checks chunks and names a corrupt one", async () => {
     await rmrf(dir);
   }
 });
+
+Deno.test("cli commands end an unexpected failure with one line naming it, and exit 1", async () => {
+  const dir = await tempDir();
+  try {
+    const file = join(dir, "not-a-log");
+    await Deno.writeTextFile(file, "hello\n");
+    for (const command of ["inspect", "verify"]) {
+      const r = await run(command, file);
+      assertEquals(r.code, 1, r.stderr);
+      const lines = r.stderr.trim().split("\n");
+      assertEquals(lines.length, 1, r.stderr);
+      assert(lines[0].startsWith(`streamcast ${command}: Not a directory`), r.stderr);
+      assert(!r.stderr.includes("    at "), `no stack trace: ${r.stderr}`);
+    }
+  } finally {
+    await rmrf(dir);
+  }
+});
