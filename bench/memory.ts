@@ -53,7 +53,7 @@ export async function run(quick = false): Promise<BenchSection> {
           (peak - LIMIT_MIB).toFixed(0)
         } MiB over. The baseline with 1000 reading subscribers is already ${
           basePeak.toFixed(0)
-        } MiB: flat out, every commit sends a ~175 KB batched frame to each of the 1000 sockets, and Deno's \`send\` copies it into that socket's buffer, which may hold up to the 1 MiB high-water mark (HIGH_WATER_BYTES, server/subscriber.ts) before the subscriber queues — a bound of subscribers × 1 MiB. ${
+        } MiB: flat out, every commit sends a ~175 KB batched frame to each of the 1000 sockets, and Deno's \`send\` copies it, per socket, into native memory until the kernel takes it: one commit's fan-out makes 1000 copies (~175 MB) in one pass, and the allocator keeps that peak. Sampled during the run, the sockets' \`bufferedAmount\` sums to ~0 and the JavaScript heap stays under ~60 MiB; the rest is that native memory. Frames split at 16 KiB cut the peak by ~100 MiB at some throughput; pacing the live fan-out by bytes per turn made it worse (the queued frames are re-joined per subscriber in the heap). ${
           peak > basePeak * 1.1
             ? `The 500 stalled subscribers add ${(peak - basePeak).toFixed(0)} MiB (${
               ((peak - basePeak) / 500).toFixed(2)
