@@ -473,7 +473,12 @@ export class Stream {
       this.#sendEphemeral(json);
       return Promise.resolve(null);
     }
-    const done = this.#counted(() => log.append(json));
+    let done: Promise<number>;
+    try {
+      done = log.append(json);
+    } catch (err) {
+      this.#refused(err);
+    }
     this.#pending.push(json);
     return done;
   }
@@ -507,21 +512,22 @@ export class Stream {
       return jsons.map(() => null);
     }
     const first = log.nextOffset;
-    const done = this.#counted(() => log.appendMany(jsons));
+    let done: Promise<number>;
+    try {
+      done = log.appendMany(jsons);
+    } catch (err) {
+      this.#refused(err);
+    }
     for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
     await done;
     return jsons.map((_, i) => first + i);
   }
 
-  // Runs an append, counting a row the log refuses as too big (a RangeError,
-  // thrown before anything is stored) among the rejected rows.
-  #counted<T>(append: () => T): T {
-    try {
-      return append();
-    } catch (err) {
-      if (err instanceof RangeError) this.stats.rowsRejected++;
-      throw err;
-    }
+  // An append the log refused at the call: a row too big (a RangeError,
+  // thrown before anything is stored) counts among the rejected rows.
+  #refused(err: unknown): never {
+    if (err instanceof RangeError) this.stats.rowsRejected++;
+    throw err;
   }
 
   #sendEphemeral(json: string): void {
