@@ -39,7 +39,12 @@ Deno.test("pacer: a slice granted and never spent does not stop the others for m
     ran = true;
     pacer.spend(1);
   });
-  await other;
+  // Bounded: a pacer that never let it go would otherwise hang the test.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), 2000)));
+  const outcome = await Promise.race([other.then(() => "ran" as const), late]);
+  clearTimeout(timer);
+  assertEquals(outcome, "ran");
   assert(ran);
   assertEquals(pacer.waiting, 0);
 });
