@@ -44,7 +44,7 @@ import {
   type LogFormat,
   Logger,
   type LogLevel,
-} from "../server/logger.ts";
+} from "../common/logger.ts";
 import {
   type ArchiveOptions,
   LogCorruptError,

@@ -61,7 +61,10 @@ import {
   TOKEN_PATTERN,
 } from "./wire.ts";
 
+import { backoffDelay } from "../common/backoff.ts";
+
 export type { WebSocketConstructor } from "./_connection.ts";
+export { backoffDelay };
 
 /**
  * Default {@linkcode ConnectOptions.saveEveryRows}.
@@ -340,23 +343,6 @@ function httpOrigin(url: string): string {
   const u = new URL(url);
   u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
   return u.origin;
-}
-
-/**
- * The delay before reconnect attempt `attempt` (1-based): `minMs · 2^(attempt-1)`
- * capped at `maxMs`, then a random 50–100 % of that (jitter, so that many
- * clients dropped together do not return together).
- *
- * @example
- * ```ts
- * import { backoffDelay } from "./connect.ts";
- * const d = backoffDelay(3, 100, 10_000);
- * console.log(d >= 200 && d <= 400); // true
- * ```
- */
-export function backoffDelay(attempt: number, minMs: number, maxMs: number): number {
-  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
-  return Math.round(base * (0.5 + Math.random() / 2));
 }
 
 /**

@@ -8,12 +8,7 @@
 import { join } from "node:path";
 import { checkManifest, type Manifest, MANIFEST_FILE } from "./chunk.ts";
 import { LogCorruptError } from "./segment_reader.ts";
-
-/** Writes all of `bytes` (a file's `write` may write less). */
-export async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await f.write(bytes.subarray(done));
-}
+import { writeAll } from "../common/write_all.ts";
 
 /** fsync a directory so that a create or rename in it is durable. */
 export async function syncDir(dir: string): Promise<void> {

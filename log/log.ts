@@ -37,7 +37,8 @@ import {
 } from "./segment_reader.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { findLaterRecord } from "./recovery.ts";
-import { readManifest, syncDir, writeAll, writeFileAtomic } from "./fs.ts";
+import { readManifest, syncDir, writeFileAtomic } from "./fs.ts";
+import { writeAll } from "../common/write_all.ts";
 
 export { syncDir, writeFileAtomic };
 import { LogReader } from "./log_reader.ts";

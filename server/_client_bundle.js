@@ -596,6 +596,15 @@ async function catchUp(streamUrl, from, streamId, options = {}) {
   };
 }
 
+// common/backoff.ts
+function backoffDelay(attempt, minMs, maxMs) {
+  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
+  return Math.round(jitter(base));
+}
+function jitter(ms) {
+  return ms * (0.5 + Math.random() / 2);
+}
+
 // client/connect.ts
 var DEFAULT_SAVE_EVERY_ROWS = 1e4;
 var DEFAULT_SAVE_EVERY_MS = 1e3;
@@ -678,10 +687,6 @@ function httpOrigin(url) {
   const u = new URL(url);
   u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
   return u.origin;
-}
-function backoffDelay(attempt, minMs, maxMs) {
-  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
-  return Math.round(base * (0.5 + Math.random() / 2));
 }
 var Subscription = class _Subscription {
   #url;

@@ -54,7 +54,7 @@ import {
   Gate,
   TRY_AGAIN_LATER,
 } from "./limits.ts";
-import { type LogFields, Logger } from "./logger.ts";
+import { type LogFields, Logger } from "../common/logger.ts";
 
 export { type Grant, TokenTable } from "./auth.ts";
 export {
@@ -70,7 +70,7 @@ export {
   Logger,
   type LoggerOptions,
   type LogLevel,
-} from "./logger.ts";
+} from "../common/logger.ts";
 
 /** Options of {@linkcode serve}. */
 export interface ServeOptions {

@@ -1,0 +1,85 @@
+/**
+ * A progress line for long CLI work (export, restore, verify, catch-up): one
+ * line on stderr, redrawn at most every 250 ms, only when stderr is a terminal,
+ * so pipes and logs stay quiet.
+ *
+ * @module
+ */
+
+const REDRAW_MS = 250;
+const encoder = new TextEncoder();
+
+/** What a {@linkcode Progress} line shows. */
+export interface ProgressState {
+  /** Rows done so far. */
+  rows: number;
+  /** The last offset done, when known. */
+  offset?: number | null;
+  /** The last offset to do, when known: shows "offset X of Y". */
+  total?: number | null;
+}
+
+/**
+ * Draws `label: N rows, R rows/s, offset X of Y` on stderr while work goes on.
+ *
+ * @example
+ * ```ts
+ * import { Progress } from "./_progress.ts";
+ * const p = new Progress("export", { enabled: false });
+ * p.update({ rows: 10, offset: 10, total: 100 });
+ * p.done();
+ * console.log(p.line({ rows: 10, offset: 10, total: 100 }).startsWith("export: 10 rows")); // true
+ * ```
+ */
+export class Progress {
+  readonly #label: string;
+  readonly #enabled: boolean;
+  readonly #started = performance.now();
+  #drawnAt = 0;
+  #drawn = false;
+  #last: ProgressState = { rows: 0 };
+
+  /** `enabled` defaults to whether stderr is a terminal. */
+  constructor(label: string, options: { enabled?: boolean } = {}) {
+    this.#label = label;
+    this.#enabled = options.enabled ?? Deno.stderr.isTerminal();
+  }
+
+  /** The text of the line for `s`. */
+  line(s: ProgressState): string {
+    const secs = Math.max((performance.now() - this.#started) / 1000, 1e-3);
+    let text = `${this.#label}: ${s.rows} rows, ${Math.round(s.rows / secs)} rows/s`;
+    if (s.offset != null) {
+      text += `, offset ${s.offset}`;
+      if (s.total != null) text += ` of ${s.total}`;
+    }
+    return text;
+  }
+
+  /** Records progress; redraws when enough time has passed. */
+  update(s: ProgressState): void {
+    this.#last = s;
+    if (!this.#enabled) return;
+    const now = performance.now();
+    if (now - this.#drawnAt < REDRAW_MS) return;
+    this.#drawnAt = now;
+    this.#draw();
+  }
+
+  /** Draws the final state and ends the line. */
+  done(): void {
+    if (!this.#enabled) return;
+    this.#draw();
+    Deno.stderr.writeSync(encoder.encode("\n"));
+  }
+
+  #draw(): void {
+    Deno.stderr.writeSync(encoder.encode(`\r\x1b[2K${this.line(this.#last)}`));
+    this.#drawn = true;
+  }
+
+  /** Whether a line was drawn. */
+  get drawn(): boolean {
+    return this.#drawn;
+  }
+}
