@@ -35,6 +35,10 @@ export const CloseCode = {
   PolicyViolation: 1008,
   /** The runtime's own message size limit fired. */
   MessageTooBig: 1009,
+  /** The server failed while serving this subscriber (e.g. reading the log failed). */
+  InternalError: 1011,
+  /** Too many subscribers on this stream or connections on the server; try again later. */
+  TryAgainLater: 1013,
   /** The path or query does not parse. */
   Protocol: 4400,
   /** Access denied (bearer token missing or not valid for this stream). */
@@ -395,6 +399,17 @@ export function subscribeUrl(
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
   return u.toString();
 }
+
+/**
+ * The stream-name rule in words, for error messages.
+ *
+ * @example
+ * ```ts
+ * import { STREAM_NAME_RULE } from "./wire.ts";
+ * console.log(`bad name "_x": ${STREAM_NAME_RULE}`);
+ * ```
+ */
+export const STREAM_NAME_RULE = "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .";
 
 /** Stream names: 1–64 of `[A-Za-z0-9._-]`, not starting with `_` or `.`; or `""`. */
 export const STREAM_NAME_PATTERN: RegExp = /^(?:[A-Za-z0-9-][A-Za-z0-9._-]{0,63})?$/;

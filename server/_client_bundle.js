@@ -7,6 +7,10 @@ var CloseCode = {
   PolicyViolation: 1008,
   /** The runtime's own message size limit fired. */
   MessageTooBig: 1009,
+  /** The server failed while serving this subscriber (e.g. reading the log failed). */
+  InternalError: 1011,
+  /** Too many subscribers on this stream or connections on the server; try again later. */
+  TryAgainLater: 1013,
   /** The path or query does not parse. */
   Protocol: 4400,
   /** Access denied (bearer token missing or not valid for this stream). */

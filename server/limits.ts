@@ -17,6 +17,9 @@
  * @module
  */
 
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "../log/log.ts";
+import { CloseCode } from "../client/wire.ts";
+
 /** Default `maxConnections`: WebSocket connections open at once on one server. */
 export const DEFAULT_MAX_CONNECTIONS = 10_000;
 /** Default `maxSubscribers`: subscribers of one stream at once. */
@@ -25,8 +28,8 @@ export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
 export const DEFAULT_MAX_URL_BYTES = 8192;
 /** Default `maxReplayReaders`: log reads for catching-up subscribers in flight at once. */
 export const DEFAULT_MAX_REPLAY_READERS = 16;
-/** Default row size limit (the log's `maxPayloadBytes`). */
-export const DEFAULT_MAX_ROW_BYTES: number = 16 << 20;
+/** Default row size limit: the log's own default `maxPayloadBytes` (16 MiB). */
+export const DEFAULT_MAX_ROW_BYTES: number = DEFAULT_MAX_PAYLOAD_BYTES;
 /** Longest stream name (the wire contract's name pattern; not configurable). */
 export const MAX_STREAM_NAME_CHARS = 64;
 /**
@@ -36,7 +39,12 @@ export const MAX_STREAM_NAME_CHARS = 64;
  */
 export const RUNTIME_MAX_MESSAGE_BYTES: number = 64 << 20;
 /** Status code of a refusal for a full stream: "try again later" (RFC 6455 §7.4.1 registry). */
-export const TRY_AGAIN_LATER = 1013;
+export const TRY_AGAIN_LATER: 1013 = CloseCode.TryAgainLater;
+
+/** Address a server listens on by default (the CLI's `--host`). */
+export const DEFAULT_HOST = "127.0.0.1";
+/** Port a server listens on by default (the CLI's `--port`). */
+export const DEFAULT_PORT = 8765;
 
 /**
  * Checks that `value` is an integer ≥ `min`; throws `RangeError` naming `what`.
