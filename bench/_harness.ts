@@ -129,7 +129,7 @@ export function rssOf(pid: number): { rss: number; hwm: number } {
   return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
 }
 
-/** Makes sure `ws` (pinned in deno.json) is in node_modules for the Node contender. */
+/** Makes sure `ws` (pinned in deno.dev.json) is in node_modules for the Node contender. */
 export async function ensureNodeWs(): Promise<void> {
   try {
     await Deno.stat(`${root}node_modules/ws/package.json`);
@@ -138,7 +138,10 @@ export async function ensureNodeWs(): Promise<void> {
     // not installed yet
   }
   console.error("bench: installing npm:ws into node_modules (deno install)");
-  const out = await new Deno.Command(Deno.execPath(), { args: ["install"], cwd: root }).output();
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["install", "--config", "deno.dev.json"],
+    cwd: root,
+  }).output();
   if (!out.success) throw new Error("deno install failed: " + new TextDecoder().decode(out.stderr));
 }
 

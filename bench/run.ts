@@ -6,7 +6,7 @@
  * deno task bench --only log_append
  *
  * The Node contender of the fan-out benchmark needs `ws` (pinned in
- * deno.json); the benchmark runs `deno install` when node_modules lacks it.
+ * deno.dev.json); the benchmark runs `deno install` when node_modules lacks it.
  */
 import { type BenchRow, type BenchSection, human, renderSection } from "./_report.ts";
 

@@ -3,6 +3,8 @@
 import { freePort } from "./_util.ts";
 
 const main = new URL("./_s3rver_main.ts", import.meta.url).pathname;
+/** s3rver is a test-only package: its child runs with the development config. */
+const DEV_CONFIG = new URL("../deno.dev.json", import.meta.url).pathname;
 
 export interface S3Server {
   /** http://127.0.0.1:PORT */
@@ -29,7 +31,7 @@ export async function startS3(): Promise<S3Server> {
   let proc: Deno.ChildProcess | null = null;
   const start = async () => {
     proc = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", main, dir, String(port)],
+      args: ["run", "--config", DEV_CONFIG, "-A", main, dir, String(port)],
       stdout: "piped",
       stderr: "inherit",
     }).spawn();

@@ -2,9 +2,9 @@
 // by playwright-core, with a fresh profile. A browser is never downloaded; if
 // Chromium cannot start, the test fails (it does not skip).
 import { type BrowserContext, chromium } from "playwright-core";
+import { CHROMIUM } from "./_chromium_path.ts";
 
-/** The browser the tests drive (Debian's package `chromium`). */
-export const CHROMIUM = "/usr/bin/chromium";
+export { CHROMIUM };
 
 const ARGS = [
   "--headless",
