@@ -16,6 +16,8 @@ Deno.test("deno.dev.json holds every package of deno.json at the same version, a
     assertEquals(devImports[name], spec, `deno.dev.json pins ${name} as deno.json does`);
   }
   assertEquals(dev.compilerOptions, main.compilerOptions);
+  // Doc examples import the package by its own name and exports.
+  assertEquals([dev.name, dev.version, dev.exports], [main.name, main.version, main.exports]);
   assertEquals(dev.nodeModulesDir, main.nodeModulesDir);
 });
 
