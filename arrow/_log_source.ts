@@ -40,6 +40,7 @@ export interface Source {
   last: number | null;
   /** Record batches with offsets in `[from, to]`, in order. */
   read(from: number, to: number): AsyncIterable<RecordBatch>;
+  /** Lets go of what the source holds open (nothing, for both sources today). */
   close(): Promise<void>;
 }
 

@@ -37,6 +37,8 @@ export interface ArrowFileWriterOptions {
  * Writes an Arrow IPC **file** (the random-access format: magic, schema,
  * record batches, footer) piece by piece, handing back the bytes to append
  * after each step, so a caller can stream a file of any size to disk.
+ * `exportLog` writes its Arrow files with it; a recorder can write the
+ * batches of `connectArrow` to a file the same way.
  *
  * @example
  * ```ts
