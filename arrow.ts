@@ -19,7 +19,15 @@
  * @module
  */
 
-export * from "./server/arrow.ts";
-export * from "./server/export.ts";
+export { fromArrow, toArrow } from "./arrow/schema.ts";
+export {
+  EXPORT_FORMATS,
+  type ExportFormat,
+  exportLog,
+  type ExportOptions,
+  type ExportProgress,
+  type ExportReport,
+} from "./arrow/export.ts";
+export { ArrowFileWriter, type ArrowFileWriterOptions } from "./arrow/file_writer.ts";
 export { type ArrowConnectOptions, type ArrowSubscription, connectArrow } from "./client/arrow.ts";
 export { ArrowFrameDecoder, batchRows, type BinaryFrame } from "./client/arrow.ts";

@@ -34,11 +34,7 @@ export * from "./client/mod.ts";
 export * from "./server/stream.ts";
 export * from "./server/serve.ts";
 export * from "./server/errors.ts";
-export {
-  type Column,
-  type ColumnType,
-  compileSchema,
-  type RowSchema,
-  SchemaError,
-} from "./server/schema.ts";
+export { compileSchema } from "./schema/compile.ts";
+export type { Column, ColumnType, RowSchema } from "./schema/row_schema.ts";
+export { SchemaError } from "./schema/schema_error.ts";
 export { FileCursor } from "./client/file_cursor.ts";

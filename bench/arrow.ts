@@ -10,10 +10,10 @@
  * @module
  */
 import { Log } from "../log/mod.ts";
-import { ArrowFrameEncoder } from "../server/arrow.ts";
-import { type ExportFormat, exportLog } from "../server/export.ts";
+import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
+import { type ExportFormat, exportLog } from "../arrow/export.ts";
 import { renderBatch } from "../server/frames.ts";
-import { compileSchema } from "../server/schema.ts";
+import { compileSchema } from "../schema/compile.ts";
 import { type BenchRow, type BenchSection, median, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 

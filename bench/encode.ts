@@ -6,7 +6,7 @@
  *
  * Run alone: deno run -A bench/encode.ts [--quick]
  */
-import { compileSchema } from "../server/schema.ts";
+import { compileSchema } from "../schema/compile.ts";
 import { type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 

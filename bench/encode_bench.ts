@@ -18,7 +18,7 @@
  * @module
  */
 
-import { compileSchema } from "../server/schema.ts";
+import { compileSchema } from "../schema/compile.ts";
 
 type Trade = {
   event_ts: number;

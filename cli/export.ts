@@ -17,8 +17,10 @@
 import { join } from "node:path";
 import { LogCorruptError, LogEvictedError } from "../log/mod.ts";
 import { ChunkCorruptError } from "../log/chunk.ts";
-import { type ExportFormat, exportLog, type ExportProgress } from "../server/export.ts";
-import { compileSchema, type RowSchema, SchemaError } from "../server/schema.ts";
+import { type ExportFormat, exportLog, type ExportProgress } from "../arrow/export.ts";
+import { compileSchema } from "../schema/compile.ts";
+import type { RowSchema } from "../schema/row_schema.ts";
+import { SchemaError } from "../schema/schema_error.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 

@@ -62,7 +62,8 @@ import {
   type RejectRecord,
   type RejectSink,
 } from "../server/ingest.ts";
-import { compileSchema, SchemaError } from "../server/schema.ts";
+import { compileSchema } from "../schema/compile.ts";
+import { SchemaError } from "../schema/schema_error.ts";
 import { serve, type Server } from "../server/serve.ts";
 import { Stream } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";

@@ -64,7 +64,7 @@ function headerOf(bytes: Uint8Array): MessageHeader {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowFrameEncoder } from "../server/arrow.ts";
+ * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
  * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
@@ -129,7 +129,7 @@ export class ArrowFrameDecoder {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowRowBuilder } from "../server/arrow.ts";
+ * import { ArrowRowBuilder } from "../arrow/row_builder.ts";
  * import { batchRows } from "./arrow.ts";
  * const builder = new ArrowRowBuilder({
  *   type: "object",

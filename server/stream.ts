@@ -28,14 +28,15 @@ import {
 } from "../log/mod.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
-import { compileSchema, type RowSchema } from "./schema.ts";
+import { compileSchema } from "../schema/compile.ts";
+import type { RowSchema } from "../schema/row_schema.ts";
 import {
   type SharedFrames,
   Subscriber,
   type SubscriberHost,
   type SubscriberState,
 } from "./subscriber.ts";
-import type { ArrowFrameEncoder } from "./arrow.ts";
+import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import { checkLimit, DEFAULT_MAX_SUBSCRIBERS, type Gate } from "./limits.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
@@ -597,7 +598,7 @@ export class Stream {
    */
   async arrowEncoder(): Promise<ArrowFrameEncoder> {
     if (!this.#arrow) {
-      const { ArrowFrameEncoder } = await import("./arrow.ts");
+      const { ArrowFrameEncoder } = await import("../arrow/frame_encoder.ts");
       this.#arrow = new ArrowFrameEncoder(this.schema, { durable: this.durable });
     }
     return this.#arrow;

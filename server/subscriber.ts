@@ -24,7 +24,7 @@ import { clearImmediate, setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
 import { LogEvictedError, type LogReader, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
-import type { ArrowFrameEncoder } from "./arrow.ts";
+import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */

@@ -1,6 +1,6 @@
 import { assertEquals, assertThrows } from "./_assert.ts";
 import handler from "../examples/binance_trades.ts";
-import { compileSchema } from "../server/schema.ts";
+import { compileSchema } from "../schema/compile.ts";
 
 Deno.test("examples: the Binance handler makes rows the example schema accepts", async () => {
   const schema = compileSchema(

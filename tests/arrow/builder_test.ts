@@ -1,5 +1,5 @@
-import { ArrowRowBuilder } from "../../server/arrow.ts";
-import { compileSchema } from "../../server/schema.ts";
+import { ArrowRowBuilder } from "../../arrow/row_builder.ts";
+import { compileSchema } from "../../schema/compile.ts";
 import { batchRows } from "../../client/arrow.ts";
 import { assertEquals, assertThrows } from "../_assert.ts";
 import { rng } from "../_util.ts";

@@ -5,7 +5,7 @@ import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";
 import { duck, duckTypes } from "./_helpers.ts";
-import "../../server/arrow.ts"; // registers the zstd codec that reading the Arrow file needs
+import "../../arrow/zstd.ts"; // registers the zstd codec that reading the Arrow file needs
 
 const cli = new URL("../../cli/export.ts", import.meta.url).pathname;
 

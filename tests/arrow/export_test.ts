@@ -1,14 +1,14 @@
 import { tableFromIPC } from "apache-arrow";
 import { Log, LogEvictedError } from "../../log/mod.ts";
-import { exportLog } from "../../server/export.ts";
-import { compileSchema } from "../../server/schema.ts";
+import { exportLog } from "../../arrow/export.ts";
+import { compileSchema } from "../../schema/compile.ts";
 import { batchRows } from "../../client/arrow.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";
 import { ALL_TYPES, allTypesRow, duck, duckTypes } from "./_helpers.ts";
 
-// "import ... from '../../server/arrow.ts'" registers zstd (export.ts imports it).
+// "import ... from '../../arrow/export.ts'" registers zstd (through its file writer).
 
 const trades = compileSchema(TRADES);
 

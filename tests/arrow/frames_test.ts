@@ -1,8 +1,8 @@
 import { tableFromIPC } from "apache-arrow";
 import { Log } from "../../log/mod.ts";
-import { ArrowFrameEncoder } from "../../server/arrow.ts";
+import { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { renderBatch } from "../../server/frames.ts";
-import { compileSchema } from "../../server/schema.ts";
+import { compileSchema } from "../../schema/compile.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals, assertThrows } from "../_assert.ts";

@@ -14,8 +14,10 @@ import {
   Utf8,
 } from "apache-arrow";
 import { assert, assertEquals, assertThrows } from "../_assert.ts";
-import { ArrowRowBuilder, fromArrow, toArrow } from "../../server/arrow.ts";
-import { compileSchema, SchemaError } from "../../server/schema.ts";
+import { ArrowRowBuilder } from "../../arrow/row_builder.ts";
+import { fromArrow, toArrow } from "../../arrow/schema.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import { SchemaError } from "../../schema/schema_error.ts";
 import { ALL_TYPES } from "./_helpers.ts";
 
 Deno.test("toArrow maps every column type and nullability", () => {

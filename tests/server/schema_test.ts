@@ -1,5 +1,7 @@
 import * as assert from "node:assert/strict";
-import { type Column, compileSchema, type RowSchema, SchemaError } from "../../server/schema.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import type { Column, RowSchema } from "../../schema/row_schema.ts";
+import { SchemaError } from "../../schema/schema_error.ts";
 
 type Props = Record<string, unknown>;
 

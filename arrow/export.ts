@@ -3,7 +3,7 @@
  * (zstd-compressed buffers), a Parquet file (zstd), or NDJSON `[offset,msg]`
  * lines exactly as stored. Arrow and Parquet files have the column `offset`
  * (int64) first, then the schema's columns in order (types as in
- * `server/arrow.ts`); they are read by pyarrow, DuckDB and Polars.
+ * `arrow/schema.ts`); they are read by pyarrow, DuckDB and Polars.
  *
  * Memory stays bounded whatever the range: rows are read in blocks and
  * written in record batches (Parquet row groups) of `batchRows` rows.
@@ -26,31 +26,14 @@
  * @module
  */
 
-import { join } from "node:path";
-import { RecordBatchStreamWriter } from "apache-arrow";
 import type { RecordBatch as ArrowRecordBatch } from "apache-arrow";
-import {
-  type ChunkEntry,
-  inspectLog,
-  type Log,
-  LogCorruptError,
-  LogEvictedError,
-  type LogReport,
-  type RecordBatch,
-} from "../log/mod.ts";
-import { ChunkCursor, chunkPath } from "../log/chunk.ts";
-import { Layout, parseSegmentFileName, segmentFileName } from "../log/format.ts";
-import {
-  EMPTY_BATCH,
-  readHeader,
-  seekStart,
-  SegmentCursor,
-  segmentStart,
-} from "../log/segment_reader.ts";
-import { findLaterRecord } from "../log/recovery.ts";
-import { exists, readManifest } from "../log/fs.ts";
-import { ArrowFileWriter, ArrowRowBuilder, OFFSET_COLUMN, type RecordSlice } from "./arrow.ts";
-import type { RowSchema } from "./schema.ts";
+import { type Log, LogEvictedError, type RecordBatch } from "../log/mod.ts";
+import type { RowSchema } from "../schema/row_schema.ts";
+import { openDir } from "./_folder_source.ts";
+import { openLog, READ_BYTES } from "./_log_source.ts";
+import { ArrowFileWriter } from "./file_writer.ts";
+import { writeParquet } from "./parquet_writer.ts";
+import { ArrowRowBuilder, type RecordSlice } from "./row_builder.ts";
 
 /**
  * The formats {@linkcode exportLog} writes.
@@ -96,9 +79,6 @@ export const DEFAULT_BATCH_ROWS = 65536;
  * ```
  */
 export const MAX_BATCH_ROWS = 1 << 22;
-
-/** Bytes read from the log per step. */
-const READ_BYTES = 1 << 20;
 
 /**
  * How a running export is doing, for {@linkcode ExportOptions.onProgress}.
@@ -292,7 +272,13 @@ export async function exportLog(
   try {
     if (format === "ndjson") await writeNdjson(rows(), write, counted);
     else if (format === "arrow") await writeArrow(rows(), builder!, batchRows, write, counted);
-    else await writeParquet(rows(), builder!, batchRows, write, counted);
+    else {
+      await writeParquet(arrowBatches(rows(), builder!, batchRows), builder!, {
+        rowGroupRows: batchRows,
+        write,
+        onBatch: (batch) => counted(batch.numRows, lastOffset(batch)),
+      });
+    }
     file.close();
     await Deno.rename(tmp, out);
     ok = true;
@@ -391,307 +377,4 @@ async function writeArrow(
     counted(batch.numRows, lastOffset(batch));
   }
   await write(writer.finish());
-}
-
-async function writeParquet(
-  batches: AsyncIterable<RecordBatch>,
-  builder: ArrowRowBuilder,
-  batchRows: number,
-  write: Write,
-  counted: Counted,
-): Promise<void> {
-  // Loaded on first use: 5 MB of WebAssembly that only Parquet exports need.
-  const pw = await import("parquet-wasm");
-  let props = new pw.WriterPropertiesBuilder()
-    .setCompression(pw.Compression.ZSTD)
-    .setMaxRowGroupSize(batchRows)
-    .setCreatedBy("streamcast (parquet-wasm)")
-    // Offsets (and int64 columns: times, ids) mostly rise: delta-packed they
-    // take a fraction of a dictionary's space and time; prices and amounts
-    // rarely repeat, so a dictionary is tried and dropped for nothing. On 1M
-    // trade rows this makes the file 45% smaller and the export 40% faster.
-    .setColumnEncoding(OFFSET_COLUMN, pw.Encoding.DELTA_BINARY_PACKED)
-    .setColumnDictionaryEnabled(OFFSET_COLUMN, false);
-  for (const c of builder.columns) {
-    if (c.type === "int64") {
-      props = props
-        .setColumnEncoding(c.name, pw.Encoding.DELTA_BINARY_PACKED)
-        .setColumnDictionaryEnabled(c.name, false);
-    } else if (c.type === "double" || c.type === "float") {
-      props = props.setColumnDictionaryEnabled(c.name, false);
-    }
-  }
-  const properties = props.build();
-  const it = arrowBatches(batches, builder, batchRows);
-  let sent = false;
-  const input = new ReadableStream({
-    async pull(controller) {
-      const r = await it.next();
-      // A file needs the schema, which parquet-wasm takes from the batches:
-      // an empty range still sends one empty batch.
-      const batch = r.done ? (sent ? null : builder.empty()) : r.value;
-      if (batch === null) {
-        controller.close();
-        return;
-      }
-      sent = true;
-      const table = pw.Table.fromIPCStream(toIpcStream(batch));
-      try {
-        for (const b of table.recordBatches()) controller.enqueue(b);
-      } finally {
-        table.free();
-      }
-      if (batch.numRows > 0) counted(batch.numRows, lastOffset(batch));
-    },
-    async cancel() {
-      await it.return(undefined);
-    },
-  }, { highWaterMark: 0 });
-  const bytes = await pw.transformParquetStream(input, properties);
-  for await (const chunk of bytes as ReadableStream<Uint8Array>) await write(chunk);
-}
-
-function toIpcStream(batch: ArrowRecordBatch): Uint8Array {
-  const writer = new RecordBatchStreamWriter();
-  writer.write(batch);
-  writer.finish();
-  return writer.toUint8Array(true);
-}
-
-/** Where rows come from: an open log, or a folder read without its lock. */
-interface Source {
-  /** The earliest offset held, or null when the log holds no row. */
-  earliest: number | null;
-  /** The last offset held when the export started, or null. */
-  last: number | null;
-  /** Record batches with offsets in `[from, to]`, in order. */
-  read(from: number, to: number): AsyncIterable<RecordBatch>;
-  close(): Promise<void>;
-}
-
-function clip(batch: RecordBatch, from: number, to: number): RecordBatch {
-  let lo = 0;
-  while (lo < batch.count && batch.offsets[lo] < from) lo++;
-  let hi = batch.count;
-  while (hi > lo && batch.offsets[hi - 1] > to) hi--;
-  if (lo === 0 && hi === batch.count) return batch;
-  if (lo >= hi) return EMPTY_BATCH;
-  return {
-    buf: batch.buf,
-    count: hi - lo,
-    offsets: batch.offsets.subarray(lo, hi),
-    times: batch.times.subarray(lo, hi),
-    starts: batch.starts.subarray(lo, hi),
-    lengths: batch.lengths.subarray(lo, hi),
-  };
-}
-
-function openLog(log: Log): Source {
-  const last = log.endOffset - 1;
-  return {
-    earliest: log.earliest,
-    last: log.earliest === null ? null : last,
-    async *read(from, to) {
-      const reader = log.reader(from);
-      try {
-        while (true) {
-          const batch = await reader.read(READ_BYTES);
-          if (batch.count === 0) return;
-          const out = clip(batch, from, to);
-          if (out.count > 0) yield out;
-          if (batch.offsets[batch.count - 1] >= to) return;
-        }
-      } finally {
-        reader.close();
-      }
-    },
-    close: () => Promise.resolve(),
-  };
-}
-
-/** Retries of a lock-free read when files move under it (a live writer chunking or merging). */
-const MAX_REPLANS = 8;
-
-async function inspect(dir: string): Promise<LogReport> {
-  for (let attempt = 0;; attempt++) {
-    try {
-      return await inspectLog(dir);
-    } catch (err) {
-      // A segment chunked and deleted between listing and opening it.
-      if (!(err instanceof Deno.errors.NotFound) || attempt >= MAX_REPLANS) throw err;
-      if (!(await exists(join(dir, "log.json")))) throw err;
-    }
-  }
-}
-
-async function segmentFirsts(dir: string): Promise<number[]> {
-  const firsts: number[] = [];
-  for await (const e of Deno.readDir(dir)) {
-    const first = e.isFile ? parseSegmentFileName(e.name) : null;
-    if (first !== null) firsts.push(first);
-  }
-  return firsts.sort((a, b) => a - b);
-}
-
-async function openDir(dir: string): Promise<Source> {
-  const report = await inspect(dir);
-  const segs = report.segments.filter((s) => s.rows > 0);
-  const chunks = report.manifest?.chunks ?? [];
-  const firstSeg = report.segments[0]?.firstOffset ?? Infinity;
-  const lows = [chunks[0]?.first, segs[0]?.firstOffset].filter((x) => x !== undefined);
-  const earliest = lows.length > 0 ? Math.min(...lows as number[]) : null;
-  let last: number | null = null;
-  for (const s of segs) last = Math.max(last ?? 0, s.lastOffset ?? 0);
-  for (const c of chunks) {
-    if (c.first < firstSeg || last === null) last = Math.max(last ?? 0, c.last);
-  }
-  return {
-    earliest,
-    last,
-    read: (from, to) => readDir(dir, from, to),
-    close: () => Promise.resolve(),
-  };
-}
-
-/**
- * Reads `[from, to]` from a log folder without its lock: plan from the
- * manifest and the segment files on disk, read, and plan again from where it
- * stopped whenever a file has gone (chunked, merged, or expired under us).
- */
-async function* readDir(dir: string, from: number, to: number): AsyncGenerator<RecordBatch> {
-  let next = from;
-  let replans = 0;
-  while (next <= to) {
-    const firsts = await segmentFirsts(dir);
-    const manifest = await readManifest(dir);
-    const chunks = manifest?.chunks ?? [];
-    const segStart = firsts[0] ?? Infinity;
-    let step: { kind: "chunk"; entry: ChunkEntry } | { kind: "segment"; i: number } | null = null;
-    if (next < segStart) {
-      const entry = chunks.find((c) => c.last >= next);
-      if (entry && entry.first < segStart) {
-        const earliest = chunks[0].first;
-        if (next < earliest) throw new LogEvictedError(next, earliest);
-        step = { kind: "chunk", entry };
-      } else if (firsts.length > 0) {
-        if (chunks.length > 0 && next < chunks[0].first) {
-          throw new LogEvictedError(next, chunks[0].first);
-        }
-        next = segStart; // a gap (a fence), or the chunks end below the segments
-        continue;
-      } else {
-        return;
-      }
-    } else {
-      let i = firsts.length - 1;
-      while (firsts[i] > next) i--;
-      step = { kind: "segment", i };
-    }
-    try {
-      if (step.kind === "chunk") {
-        const entry = step.entry;
-        const cursor = new ChunkCursor(chunkPath(dir, entry.sha256), entry);
-        await cursor.open();
-        try {
-          while (true) {
-            const batch = await cursor.read(READ_BYTES);
-            if (batch.count === 0) break;
-            const out = clip(batch, next, to);
-            if (out.count > 0) {
-              next = out.offsets[out.count - 1] + 1;
-              yield out;
-            }
-            if (batch.offsets[batch.count - 1] >= to) return;
-          }
-        } finally {
-          cursor.close();
-        }
-        next = Math.max(next, entry.last + 1);
-      } else {
-        const path = join(dir, segmentFileName(firsts[step.i]));
-        const segment = readSegment(path, next, to, step.i === firsts.length - 1);
-        let r: IteratorResult<RecordBatch, { done: boolean; nextOffset: number }>;
-        try {
-          while (!(r = await segment.next()).done) {
-            next = r.value.offsets[r.value.count - 1] + 1;
-            yield r.value;
-          }
-        } finally {
-          await segment.return({ done: true, nextOffset: next }); // closes the file if we stopped early
-        }
-        const after = r.value;
-        if (after.done) return;
-        // A sealed segment ended: on to the next one (past any fenced gap).
-        const following = firsts[step.i + 1];
-        if (following === undefined) return;
-        next = Math.max(next, after.nextOffset, following);
-      }
-      replans = 0;
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound) || ++replans > MAX_REPLANS) throw err;
-      // The file went away under us: a live writer moved its rows; plan again.
-    }
-  }
-}
-
-/**
- * Reads one segment file from `from` through `to`, checking every record
- * (`last`: it is the log's last segment, which may end in a torn record).
- * Returns whether the range is complete (it reached `to`, or the end of what
- * an unsealed segment holds) and, for a sealed segment, the offset after its
- * last record.
- */
-async function* readSegment(
-  path: string,
-  from: number,
-  to: number,
-  last: boolean,
-): AsyncGenerator<RecordBatch, { done: boolean; nextOffset: number }> {
-  const file = await Deno.open(path, { read: true });
-  try {
-    const size = (await file.stat()).size;
-    const header = await readHeader(file, path);
-    const layout = new Layout(header.beaconInterval);
-    let limit = size;
-    let want = from;
-    const cursorAt = async (): Promise<SegmentCursor> =>
-      new SegmentCursor(
-        file,
-        path,
-        layout,
-        want <= header.firstOffset
-          ? segmentStart(header)
-          : await seekStart(file, header, limit, want),
-        { maxPayloadBytes: 0xffff_ff00, blockBytes: Math.max(READ_BYTES, layout.interval + 4096) },
-      );
-    let cursor = await cursorAt();
-    while (true) {
-      let batch: RecordBatch;
-      try {
-        batch = await cursor.read(limit, READ_BYTES);
-      } catch (err) {
-        if (!last || !(err instanceof LogCorruptError) || limit !== size) throw err;
-        // Damage in the last segment is a torn tail (never a row) only when no
-        // valid record follows it: the rule recovery applies on open. The
-        // records before it are good: read again up to where it starts.
-        const later = await findLaterRecord(file, layout, err.position, size, cursor.nextOffset);
-        if (later !== null) throw err;
-        limit = err.position;
-        cursor = await cursorAt();
-        continue;
-      }
-      if (batch.count === 0) {
-        // The end mark of a sealed segment, or the end of what an unsealed one holds.
-        return { done: cursor.endMark === null, nextOffset: cursor.nextOffset };
-      }
-      const out = clip(batch, want, to);
-      if (out.count > 0) {
-        want = out.offsets[out.count - 1] + 1;
-        yield out;
-      }
-      if (batch.offsets[batch.count - 1] >= to) return { done: true, nextOffset: to + 1 };
-    }
-  } finally {
-    file.close();
-  }
 }

@@ -1,0 +1,115 @@
+/**
+ * The rows an export reads, as record batches of a range: the {@linkcode Source}
+ * interface, and the source over an open log (its own readers). The source over
+ * a log folder without its lock is `_folder_source.ts`.
+ *
+ * @module
+ */
+
+import type { Log, RecordBatch } from "../log/mod.ts";
+import { EMPTY_BATCH } from "../log/segment_reader.ts";
+
+/**
+ * Bytes read from the log per step.
+ *
+ * @example
+ * ```ts
+ * import { READ_BYTES } from "./_log_source.ts";
+ * console.log(READ_BYTES); // 1048576
+ * ```
+ */
+export const READ_BYTES = 1 << 20;
+
+/**
+ * Where an export's rows come from: an open log, or a folder read without its lock.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "../log/mod.ts";
+ * import { openLog, type Source } from "./_log_source.ts";
+ * const log = await Log.open(await Deno.makeTempDir());
+ * const source: Source = openLog(log);
+ * console.log(source.earliest); // null
+ * await log.close();
+ * ```
+ */
+export interface Source {
+  /** The earliest offset held, or null when the log holds no row. */
+  earliest: number | null;
+  /** The last offset held when the export started, or null. */
+  last: number | null;
+  /** Record batches with offsets in `[from, to]`, in order. */
+  read(from: number, to: number): AsyncIterable<RecordBatch>;
+  /** Lets go of what the source holds open (nothing, for both sources today). */
+  close(): Promise<void>;
+}
+
+/**
+ * The records of `batch` with offsets in `[from, to]` (the batch itself when all are).
+ *
+ * @example
+ * ```ts
+ * import { Log } from "../log/mod.ts";
+ * import { clip } from "./_log_source.ts";
+ * const log = await Log.open(await Deno.makeTempDir());
+ * await log.appendMany(["1", "2", "3"].map((t) => new TextEncoder().encode(t)));
+ * const reader = log.reader(1);
+ * const batch = await reader.read();
+ * reader.close();
+ * await log.close();
+ * console.log(Array.from(clip(batch, 2, 2).offsets)); // [ 2 ]
+ * ```
+ */
+export function clip(batch: RecordBatch, from: number, to: number): RecordBatch {
+  let lo = 0;
+  while (lo < batch.count && batch.offsets[lo] < from) lo++;
+  let hi = batch.count;
+  while (hi > lo && batch.offsets[hi - 1] > to) hi--;
+  if (lo === 0 && hi === batch.count) return batch;
+  if (lo >= hi) return EMPTY_BATCH;
+  return {
+    buf: batch.buf,
+    count: hi - lo,
+    offsets: batch.offsets.subarray(lo, hi),
+    times: batch.times.subarray(lo, hi),
+    starts: batch.starts.subarray(lo, hi),
+    lengths: batch.lengths.subarray(lo, hi),
+  };
+}
+
+/**
+ * An open log as a {@linkcode Source}, read through its own readers.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "../log/mod.ts";
+ * import { openLog } from "./_log_source.ts";
+ * const log = await Log.open(await Deno.makeTempDir());
+ * await log.appendMany(["1", "2"].map((t) => new TextEncoder().encode(t)));
+ * const source = openLog(log);
+ * for await (const batch of source.read(2, 2)) console.log(batch.count); // 1
+ * await log.close();
+ * ```
+ */
+export function openLog(log: Log): Source {
+  const last = log.endOffset - 1;
+  return {
+    earliest: log.earliest,
+    last: log.earliest === null ? null : last,
+    async *read(from, to) {
+      const reader = log.reader(from);
+      try {
+        while (true) {
+          const batch = await reader.read(READ_BYTES);
+          if (batch.count === 0) return;
+          const out = clip(batch, from, to);
+          if (out.count > 0) yield out;
+          if (batch.offsets[batch.count - 1] >= to) return;
+        }
+      } finally {
+        reader.close();
+      }
+    },
+    close: () => Promise.resolve(),
+  };
+}

@@ -1,0 +1,190 @@
+/**
+ * The mapping between a stream's JSON Schema and an Arrow schema, both ways.
+ *
+ * | column type (JSON Schema)               | Arrow type |
+ * |-----------------------------------------|------------|
+ * | `boolean`                               | `Bool`     |
+ * | `integer`, `format: "int32"`            | `Int32`    |
+ * | `integer`, `format: "int64"` (default)  | `Int64`    |
+ * | `number`, `format: "float"`             | `Float32`  |
+ * | `number`, `format: "double"` (default)  | `Float64`  |
+ * | `string`                                | `Utf8`     |
+ *
+ * A column declared `[T, "null"]` is a nullable field; every other field is
+ * not nullable. Other Arrow types have no column type and are refused by
+ * `fromArrow`, by name.
+ *
+ * @module
+ */
+
+import {
+  Bool,
+  type DataType,
+  Field,
+  Float32,
+  Float64,
+  Int32,
+  Int64,
+  Schema,
+  Type,
+  Utf8,
+} from "apache-arrow";
+import { compileSchema } from "../schema/compile.ts";
+import type { ColumnType, RowSchema } from "../schema/row_schema.ts";
+
+function isRowSchema(schema: unknown): schema is RowSchema {
+  const s = schema as RowSchema;
+  return typeof s === "object" && s !== null && Array.isArray(s.columns) &&
+    typeof s.encode === "function";
+}
+
+/**
+ * `schema` compiled, unless it is compiled already.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { rowSchemaOf } from "./schema.ts";
+ * const compiled = rowSchemaOf({ type: "object", properties: { n: { type: "integer" } }, required: ["n"] });
+ * equal(rowSchemaOf(compiled), compiled);
+ * ```
+ */
+export function rowSchemaOf(schema: RowSchema | Record<string, unknown>): RowSchema {
+  return isRowSchema(schema) ? schema : compileSchema(schema);
+}
+
+function arrowType(type: ColumnType): DataType {
+  switch (type) {
+    case "boolean":
+      return new Bool();
+    case "int32":
+      return new Int32();
+    case "int64":
+      return new Int64();
+    case "float":
+      return new Float32();
+    case "double":
+      return new Float64();
+    case "string":
+      return new Utf8();
+  }
+}
+
+/**
+ * The Arrow schema of a stream's rows: one field per column, in order, typed
+ * and nullable as declared (see the module doc for the mapping).
+ *
+ * @param schema A compiled schema, or a JSON Schema (compiled here).
+ * @returns The Arrow schema (without the offset column).
+ * @throws {SchemaError} If a JSON Schema is given and refused by `compileSchema`.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { toArrow } from "./schema.ts";
+ * const schema = toArrow({
+ *   type: "object",
+ *   properties: {
+ *     side: { type: "integer", format: "int32" },
+ *     venue: { type: ["string", "null"] },
+ *   },
+ *   required: ["side", "venue"],
+ * });
+ * equal(String(schema), "Schema<{ 0: side: Int32, 1: venue: Utf8 }>");
+ * equal(schema.fields[1].nullable, true);
+ * ```
+ */
+export function toArrow(schema: RowSchema | Record<string, unknown>): Schema {
+  const { columns } = rowSchemaOf(schema);
+  return new Schema(columns.map((c) => new Field(c.name, arrowType(c.type), c.nullable)));
+}
+
+const SUPPORTED_ARROW = "Bool, Int32, Int64, Float32, Float64, Utf8";
+
+function columnOf(field: Field): { type: string; format?: string } {
+  const t = field.type;
+  switch (t.typeId) {
+    case Type.Bool:
+      return { type: "boolean" };
+    case Type.Int: {
+      const int = t as Int32 | Int64;
+      if (int.isSigned && int.bitWidth === 32) return { type: "integer", format: "int32" };
+      if (int.isSigned && int.bitWidth === 64) return { type: "integer", format: "int64" };
+      break;
+    }
+    case Type.Float: {
+      const f = t as Float32 | Float64;
+      if (f.precision === 1) return { type: "number", format: "float" };
+      if (f.precision === 2) return { type: "number", format: "double" };
+      break;
+    }
+    case Type.Utf8:
+      return { type: "string" };
+  }
+  throw new TypeError(
+    `column ${JSON.stringify(field.name)}: Arrow type ${t} is not supported ` +
+      `(supported: ${SUPPORTED_ARROW})`,
+  );
+}
+
+/**
+ * The JSON Schema for an Arrow schema: the inverse of {@linkcode toArrow}.
+ * Every field becomes a required column (`[T, "null"]` when the field is
+ * nullable) with an explicit `format` for integers and numbers, and
+ * `additionalProperties: false`; `fromArrow(toArrow(s))` has the columns of
+ * `s`, and `toArrow(fromArrow(a))` equals `a`, for every supported type.
+ *
+ * @param schema An Arrow schema whose fields are Bool, Int32, Int64, Float32,
+ *   Float64 or Utf8.
+ * @returns A JSON Schema that `compileSchema` accepts.
+ * @throws {TypeError} For any other Arrow type (named in the message, e.g.
+ *   `Timestamp<MICROSECOND>`), or a name used by two fields.
+ * @throws {SchemaError} For a field name no stream column may have.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual, throws } from "node:assert/strict";
+ * import { Field, Float64, Schema, TimestampMicrosecond, Utf8 } from "apache-arrow";
+ * import { fromArrow } from "./schema.ts";
+ * deepEqual(
+ *   fromArrow(new Schema([new Field("symbol", new Utf8()), new Field("px", new Float64(), true)])),
+ *   {
+ *     type: "object",
+ *     properties: {
+ *       symbol: { type: "string" },
+ *       px: { type: ["number", "null"], format: "double" },
+ *     },
+ *     required: ["symbol", "px"],
+ *     additionalProperties: false,
+ *   },
+ * );
+ * throws(
+ *   () => fromArrow(new Schema([new Field("ts", new TimestampMicrosecond())])),
+ *   /Arrow type Timestamp<MICROSECOND> is not supported/,
+ * );
+ * ```
+ */
+export function fromArrow(schema: Schema): Record<string, unknown> {
+  const properties: Record<string, unknown> = {};
+  const required: string[] = [];
+  for (const field of schema.fields) {
+    if (Object.hasOwn(properties, field.name)) {
+      throw new TypeError(`column ${JSON.stringify(field.name)} appears twice in the Arrow schema`);
+    }
+    const { type, format } = columnOf(field);
+    // defineProperty: a field named __proto__ must become an own property.
+    Object.defineProperty(properties, field.name, {
+      value: {
+        type: field.nullable ? [type, "null"] : type,
+        ...(format === undefined ? {} : { format }),
+      },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+    required.push(field.name);
+  }
+  const json = { type: "object", properties, required, additionalProperties: false };
+  compileSchema(json); // throws SchemaError for a name no column may have
+  return json;
+}

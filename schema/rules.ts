@@ -1,0 +1,238 @@
+/**
+ * The rules a stream's schema follows, as tables: the limits, the keywords
+ * allowed at the top and in a column, the column types and formats, and why
+ * some often-tried keywords are refused. {@linkcode compileSchema} checks a
+ * schema against them; the validator reports rows in their terms.
+ *
+ * @module
+ */
+
+/**
+ * At most this many columns per schema.
+ *
+ * @example
+ * ```ts
+ * import { MAX_COLUMNS } from "./rules.ts";
+ * console.log(MAX_COLUMNS); // 1024
+ * ```
+ */
+export const MAX_COLUMNS = 1024;
+/**
+ * A property name is 1 to this many characters (code points, as `maxLength` counts).
+ *
+ * @example
+ * ```ts
+ * import { MAX_NAME_CHARS } from "./rules.ts";
+ * console.log(MAX_NAME_CHARS); // 256
+ * ```
+ */
+export const MAX_NAME_CHARS = 256;
+/**
+ * How deep a value in `enum` or `examples` may nest.
+ *
+ * @example
+ * ```ts
+ * import { MAX_VALUE_DEPTH } from "./rules.ts";
+ * console.log(MAX_VALUE_DEPTH); // 32
+ * ```
+ */
+export const MAX_VALUE_DEPTH = 32;
+
+/**
+ * The smallest int32.
+ *
+ * @example
+ * ```ts
+ * import { INT32_MIN } from "./rules.ts";
+ * console.log(INT32_MIN); // -2147483648
+ * ```
+ */
+export const INT32_MIN = -(2 ** 31);
+/**
+ * The largest int32.
+ *
+ * @example
+ * ```ts
+ * import { INT32_MAX } from "./rules.ts";
+ * console.log(INT32_MAX); // 2147483647
+ * ```
+ */
+export const INT32_MAX = 2 ** 31 - 1;
+/**
+ * The largest finite IEEE 754 single-precision value.
+ *
+ * @example
+ * ```ts
+ * import { FLOAT_MAX } from "./rules.ts";
+ * console.log(Math.fround(FLOAT_MAX) === FLOAT_MAX); // true
+ * ```
+ */
+export const FLOAT_MAX = 3.4028234663852886e38;
+
+/**
+ * The JSON Schema types a column may have (besides `"null"`).
+ *
+ * @example
+ * ```ts
+ * import { BASE_TYPES } from "./rules.ts";
+ * console.log(BASE_TYPES.includes("string")); // true
+ * ```
+ */
+export const BASE_TYPES = ["boolean", "integer", "number", "string"] as const;
+/**
+ * One of {@linkcode BASE_TYPES}.
+ *
+ * @example
+ * ```ts
+ * import type { BaseType } from "./rules.ts";
+ * const base: BaseType = "number";
+ * console.log(base);
+ * ```
+ */
+export type BaseType = typeof BASE_TYPES[number];
+/**
+ * {@linkcode BASE_TYPES} as a message lists them.
+ *
+ * @example
+ * ```ts
+ * import { BASE_TYPES_TEXT } from "./rules.ts";
+ * console.log(BASE_TYPES_TEXT); // boolean, integer, number or string
+ * ```
+ */
+export const BASE_TYPES_TEXT = "boolean, integer, number or string";
+
+/**
+ * The keywords allowed at the top level of a schema.
+ *
+ * @example
+ * ```ts
+ * import { TOP_KEYWORDS } from "./rules.ts";
+ * console.log(TOP_KEYWORDS.includes("required")); // true
+ * ```
+ */
+export const TOP_KEYWORDS: readonly string[] = [
+  "$schema",
+  "$id",
+  "title",
+  "description",
+  "type",
+  "properties",
+  "required",
+  "additionalProperties",
+];
+/**
+ * The keywords allowed in a column's schema.
+ *
+ * @example
+ * ```ts
+ * import { COLUMN_KEYWORDS } from "./rules.ts";
+ * console.log(COLUMN_KEYWORDS.includes("pattern")); // true
+ * ```
+ */
+export const COLUMN_KEYWORDS: readonly string[] = [
+  "type",
+  "format",
+  "description",
+  "title",
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "enum",
+  "examples",
+];
+/**
+ * The column keywords that apply to `integer` and `number` only.
+ *
+ * @example
+ * ```ts
+ * import { NUMBER_KEYWORDS } from "./rules.ts";
+ * console.log(NUMBER_KEYWORDS.has("multipleOf")); // true
+ * ```
+ */
+export const NUMBER_KEYWORDS: ReadonlySet<string> = new Set([
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+]);
+/**
+ * The column keywords that apply to `string` only.
+ *
+ * @example
+ * ```ts
+ * import { STRING_KEYWORDS } from "./rules.ts";
+ * console.log(STRING_KEYWORDS.has("minLength")); // true
+ * ```
+ */
+export const STRING_KEYWORDS: ReadonlySet<string> = new Set(["minLength", "maxLength", "pattern"]);
+
+/**
+ * Why some often-tried keywords are refused, to point the author at what works.
+ *
+ * @example
+ * ```ts
+ * import { KEYWORD_HINTS } from "./rules.ts";
+ * console.log(KEYWORD_HINTS.const); // use "enum" with one value
+ * ```
+ */
+export const KEYWORD_HINTS: Record<string, string> = {
+  nullable: 'a nullable column says "type": [T, "null"]',
+  default: "every column is required, so a default never applies",
+  const: 'use "enum" with one value',
+  $ref: "columns are declared inline",
+  items: 'type "array" is not supported',
+  properties: 'type "object" is not supported; columns are flat',
+  oneOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
+  anyOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
+  allOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
+};
+
+/**
+ * The number formats, each with the values it accepts (checked by ajv and for `enum`).
+ *
+ * @example
+ * ```ts
+ * import { NUMBER_FORMATS } from "./rules.ts";
+ * console.log(NUMBER_FORMATS.int32(2 ** 31)); // false
+ * ```
+ */
+export const NUMBER_FORMATS: Record<string, (value: number) => boolean> = {
+  int32: (v) => Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX,
+  // ajv-formats accepts any integer as int64; past 2^53 a JSON reader may
+  // silently round it, so only safe integers are int64 here.
+  int64: (v) => Number.isSafeInteger(v),
+  float: (v) => Math.abs(v) <= FLOAT_MAX,
+  double: () => true,
+};
+/**
+ * What a number format accepts, as a refused row's message says it.
+ *
+ * @example
+ * ```ts
+ * import { FORMAT_RULES } from "./rules.ts";
+ * console.log(FORMAT_RULES.int32); // an integer from -2147483648 to 2147483647
+ * ```
+ */
+export const FORMAT_RULES: Record<string, string> = {
+  int32: `an integer from ${INT32_MIN} to ${INT32_MAX}`,
+  int64: "a safe integer, from -(2^53-1) to 2^53-1, which every JSON reader keeps exact",
+  float: `a number within ±${FLOAT_MAX}, the float range`,
+};
+
+/**
+ * Why `required` must list every property, as a refusal says it.
+ *
+ * @example
+ * ```ts
+ * import { MUST_REQUIRE } from "./rules.ts";
+ * console.log(MUST_REQUIRE.startsWith("a row has every column")); // true
+ * ```
+ */
+export const MUST_REQUIRE =
+  'a row has every column; a column that may be empty says "type": [T, "null"]';
