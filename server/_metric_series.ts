@@ -28,7 +28,17 @@ interface AliasNode<S> {
   next?: Map<string, Map<string, AliasNode<S>>>;
 }
 
-/** Finds or creates the series of one metric by label set. */
+/**
+ * Finds or creates the series of one metric by label set.
+ *
+ * @example
+ * ```ts
+ * import { makeValueSeries, SeriesMap } from "./_metric_series.ts";
+ * const m = new SeriesMap("rows_total", makeValueSeries);
+ * m.get({ stream: "t", b: "1" }).value += 2;
+ * console.log(m.get({ b: "1", stream: "t" }).value, m.get({ b: "1", stream: "t" }).labels); // 2 {b="1",stream="t"}
+ * ```
+ */
 export class SeriesMap<S extends Series> {
   readonly #metric: string;
   readonly #reserved: string | undefined;
@@ -127,11 +137,20 @@ export interface ValueSeries extends Series {
   value: number;
 }
 
+/** A new counter or gauge series at 0. */
 export function makeValueSeries(labels: string): ValueSeries {
   return { labels, value: 0 };
 }
 
-/** A sample value as the exposition format writes it. */
+/**
+ * A sample value as the exposition format writes it.
+ *
+ * @example
+ * ```ts
+ * import { formatNumber } from "./_metric_series.ts";
+ * console.log(formatNumber(0.5), formatNumber(Infinity)); // 0.5 +Inf
+ * ```
+ */
 export function formatNumber(value: number): string {
   if (Number.isFinite(value)) return String(value);
   if (value === Infinity) return "+Inf";

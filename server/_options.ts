@@ -8,7 +8,15 @@
  * @module
  */
 
-/** A value as a message shows it: strings quoted, objects by kind. */
+/**
+ * A value as a message shows it: strings quoted, objects by kind.
+ *
+ * @example
+ * ```ts
+ * import { shown } from "./_options.ts";
+ * console.log(shown("80"), shown(null), shown([1])); // "80" null an array
+ * ```
+ */
 export function shown(v: unknown): string {
   if (typeof v === "string") return JSON.stringify(v.length > 80 ? v.slice(0, 80) + "…" : v);
   if (v === null) return "null";
@@ -19,7 +27,19 @@ export function shown(v: unknown): string {
   return String(v);
 }
 
-/** Checks `options` is an object (or absent) whose keys are all in `known`. */
+/**
+ * Checks `options` is an object (or absent) whose keys are all in `known`.
+ *
+ * @example
+ * ```ts
+ * import { checkKeys } from "./_options.ts";
+ * try {
+ *   checkKeys("serve", { prot: 1 }, ["port"]);
+ * } catch (err) {
+ *   console.log((err as Error).message); // serve: unknown option "prot" (known: port)
+ * }
+ * ```
+ */
 export function checkKeys(
   where: string,
   options: unknown,
@@ -39,11 +59,22 @@ export function checkKeys(
   return options as Record<string, unknown>;
 }
 
-/** An option's checker: `where` ("serve") and the option's name ("port"). */
+/**
+ * Reads the options of one call, checking each: messages name `where`
+ * ("serve") and the option ("port").
+ *
+ * @example
+ * ```ts
+ * import { OptionCheck } from "./_options.ts";
+ * const o = new OptionCheck("serve", { port: 80 });
+ * console.log(o.int("port", 0, 65535, 8765), o.bool("closeStreams", true)); // 80 true
+ * ```
+ */
 export class OptionCheck {
   readonly #where: string;
   readonly #o: Record<string, unknown>;
 
+  /** Checks the options of `where`. */
   constructor(where: string, options: Record<string, unknown>) {
     this.#where = where;
     this.#o = options;

@@ -40,7 +40,7 @@ import {
   type SubscriberState,
 } from "./subscriber.ts";
 import type { ArrowFrameEncoder } from "./arrow.ts";
-import type { Gate } from "./limits.ts";
+import { type Gate, GatedReader } from "./limits.ts";
 import type { Registry } from "./metrics.ts";
 import {
   checkStreamName,
@@ -49,41 +49,9 @@ import {
   type StreamRestoreOptions,
   type StreamSettings,
 } from "./stream_options.ts";
-import { StreamMetrics } from "./stream_metrics.ts";
+import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 
-/**
- * A snapshot of a stream's counters (what `/_/metrics` serves for it).
- *
- * @example
- * ```ts
- * import { Stream, type StreamStats } from "./stream.ts";
- * const s = Stream.ephemeral("t", {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- * });
- * const stats: StreamStats = s.stats;
- * console.log(stats.rowsAppended); // 0
- * ```
- */
-export interface StreamStats {
-  /** Rows made durable (or sent, on an ephemeral stream). */
-  rowsAppended: number;
-  /** Log commits. */
-  commits: number;
-  /** Frames sent to subscribers. */
-  framesSent: number;
-  /** Bytes of frame text sent. */
-  bytesSent: number;
-  /** Rows sent from the log to catching-up subscribers. */
-  replayRows: number;
-  /** Rows refused by the schema. */
-  rowsRejected: number;
-  /** Subscribers dropped or demoted, by reason. */
-  drops: Record<string, number>;
-  /** Subscribes refused, by why. */
-  refusals: Record<string, number>;
-  /** Subscribes accepted. */
-  subscribes: number;
-}
+export type { StreamStats } from "./stream_metrics.ts";
 
 /** What a server lends the streams it serves (see {@linkcode Stream._attach}). */
 export interface StreamServing {
@@ -157,29 +125,6 @@ function make(name: string, options: StreamOptions, made: Made): Stream {
     return new Stream(name, options);
   } finally {
     making = null;
-  }
-}
-
-/** A log reader whose reads each hold one of the gate's permits. */
-class GatedReader implements ReplayReader {
-  readonly #reader: ReplayReader;
-  readonly #gate: Gate;
-
-  constructor(reader: ReplayReader, gate: Gate) {
-    this.#reader = reader;
-    this.#gate = gate;
-  }
-
-  get offset(): number {
-    return this.#reader.offset;
-  }
-
-  read(maxBytes: number): ReturnType<ReplayReader["read"]> {
-    return this.#gate.run(() => this.#reader.read(maxBytes));
-  }
-
-  close(): void {
-    this.#reader.close();
   }
 }
 
@@ -418,18 +363,7 @@ export class Stream {
 
   /** @internal A snapshot of the stream's counters, for tests; `/_/metrics` serves them. */
   get stats(): StreamStats {
-    const m = this.#metrics;
-    return {
-      rowsAppended: m.rowsAppended.get(),
-      commits: m.commits.get(),
-      framesSent: m.framesSent.get(),
-      bytesSent: m.bytesSent.get(),
-      replayRows: m.replayRows.get(),
-      rowsRejected: m.rowsRejected.get(),
-      drops: m.drops(),
-      refusals: m.refusals(),
-      subscribes: m.subscribes.get(),
-    };
+    return this.#metrics.snapshot();
   }
 
   /** Whether the stream has a log (its rows are replayable). */

@@ -23,6 +23,40 @@ import {
 const COMMIT_BUCKETS_S: number[] = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000]
   .map((ms) => ms / 1000);
 
+/**
+ * A snapshot of a stream's counters (what `/_/metrics` serves for it).
+ *
+ * @example
+ * ```ts
+ * import { Stream, type StreamStats } from "./stream.ts";
+ * const s = Stream.ephemeral("t", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const stats: StreamStats = s.stats;
+ * console.log(stats.rowsAppended); // 0
+ * ```
+ */
+export interface StreamStats {
+  /** Rows made durable (or sent, on an ephemeral stream). */
+  rowsAppended: number;
+  /** Log commits. */
+  commits: number;
+  /** Frames sent to subscribers. */
+  framesSent: number;
+  /** Bytes of frame text sent. */
+  bytesSent: number;
+  /** Rows sent from the log to catching-up subscribers. */
+  replayRows: number;
+  /** Rows refused by the schema. */
+  rowsRejected: number;
+  /** Subscribers dropped or demoted, by reason. */
+  drops: Record<string, number>;
+  /** Subscribes refused, by why. */
+  refusals: Record<string, number>;
+  /** Subscribes accepted. */
+  subscribes: number;
+}
+
 /** What a stream's registry asks of the stream at each render. */
 export interface StreamMetricsSource {
   /** Subscribers in each state now. */
@@ -166,6 +200,21 @@ export class StreamMetrics {
   /** Counts a subscribe refused for `why`. */
   refused(why: string): void {
     this.#child(this.#refusals, this.#refusalsBy, "why", why).inc();
+  }
+
+  /** The counters now. */
+  snapshot(): StreamStats {
+    return {
+      rowsAppended: this.rowsAppended.get(),
+      commits: this.commits.get(),
+      framesSent: this.framesSent.get(),
+      bytesSent: this.bytesSent.get(),
+      replayRows: this.replayRows.get(),
+      rowsRejected: this.rowsRejected.get(),
+      drops: counts(this.#dropsBy),
+      refusals: counts(this.#refusalsBy),
+      subscribes: this.subscribes.get(),
+    };
   }
 
   /** Drops so far, by reason. */

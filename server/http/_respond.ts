@@ -7,7 +7,15 @@
 
 import type { LogFields } from "../../common/logger.ts";
 
-/** A JSON answer (one line and a newline). */
+/**
+ * A JSON answer (one line and a newline).
+ *
+ * @example
+ * ```ts
+ * import { json } from "./_respond.ts";
+ * console.log(await json({ ok: true }, 503).text()); // {"ok":true}
+ * ```
+ */
 export function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body) + "\n", {
     status,
@@ -15,12 +23,30 @@ export function json(body: unknown, status = 200, headers: Record<string, string
   });
 }
 
-/** 404 with a JSON error. */
+/**
+ * 404 with a JSON error.
+ *
+ * @example
+ * ```ts
+ * import { notFound } from "./_respond.ts";
+ * console.log((await notFound("no stream \"x\"").json()).error); // not_found
+ * ```
+ */
 export function notFound(detail: string): Response {
   return json({ error: "not_found", detail }, 404);
 }
 
-/** A request path split into a stream name and the rest; null if it does not parse. */
+/**
+ * A request path split into a stream name and the rest; null if it does not
+ * parse. The unnamed stream's routes live under `/_/`.
+ *
+ * @example
+ * ```ts
+ * import { splitPath } from "./_respond.ts";
+ * console.log(splitPath("/trades/head"), splitPath("/_/head")); // { name: "trades", rest: "head" } { name: "", rest: "head" }
+ * console.log(splitPath("/%zz")); // null
+ * ```
+ */
 export function splitPath(pathname: string): { name: string; rest: string } | null {
   let path: string;
   try {
@@ -34,7 +60,15 @@ export function splitPath(pathname: string): { name: string; rest: string } | nu
   return { name: parts[0], rest: parts.slice(1).join("/") };
 }
 
-/** The fields of a JSON close reason, for a log event; `{}` when it is not JSON. */
+/**
+ * The fields of a JSON close reason, for a log event; `{}` when it is not JSON.
+ *
+ * @example
+ * ```ts
+ * import { parseReason } from "./_respond.ts";
+ * console.log(parseReason('{"error":"too_slow"}'), parseReason("bye")); // { error: "too_slow" } {}
+ * ```
+ */
 export function parseReason(reason: string | undefined): LogFields {
   if (!reason) return {};
   try {
@@ -45,7 +79,15 @@ export function parseReason(reason: string | undefined): LogFields {
   }
 }
 
-/** A stream name for a log event (names are attacker-chosen: clipped). */
+/**
+ * A stream name for a log event (names are attacker-chosen: clipped).
+ *
+ * @example
+ * ```ts
+ * import { streamField } from "./_respond.ts";
+ * console.log(streamField("x".repeat(100)).length); // 81
+ * ```
+ */
 export function streamField(name: string): string {
   return name.length > 80 ? name.slice(0, 80) + "…" : name;
 }
