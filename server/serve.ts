@@ -227,6 +227,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       }
       await httpServer.finished;
       for (const s of byName.values()) s._attach(null);
+      handler.release();
     })();
     return await shuttingDown;
   }

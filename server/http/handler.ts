@@ -95,11 +95,12 @@ export class HttpHandler {
   readonly metrics: ServerMetrics;
   readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
   readonly #maxUrlBytes: number;
+  readonly #excludes: (() => void)[];
 
   /** A handler over `options.streams`; registers the server's series and includes the streams'. */
   constructor(options: HttpHandlerOptions) {
     this.metrics = new ServerMetrics(options.registry, options.replayGate);
-    for (const s of options.streams.values()) options.registry.include(s._metrics);
+    this.#excludes = [...options.streams.values()].map((s) => options.registry.include(s._metrics));
     this.#maxUrlBytes = options.maxUrlBytes;
     const sockets = new Set<WebSocket>();
     const metrics = this.metrics;
@@ -148,6 +149,11 @@ export class HttpHandler {
   /** From now on, `/_/health` answers 503 and an opening subscribe is closed with 1001. */
   startShutdown(): void {
     this.#ctx.shuttingDown = true;
+  }
+
+  /** Takes the streams' series out of the registry again (the streams may be served anew). */
+  release(): void {
+    for (const exclude of this.#excludes.splice(0)) exclude();
   }
 
   /** Closes every open socket with 1001 (those not closed by their stream already). */
