@@ -31,9 +31,31 @@
 
 export * from "./log/mod.ts";
 export * from "./client/mod.ts";
-export * from "./server/stream.ts";
-export * from "./server/serve.ts";
-export * from "./server/errors.ts";
+export { serve, type ServeOptions, type Server } from "./server/serve.ts";
+export { Stream } from "./server/stream.ts";
+export { type StreamOptions, type StreamRestoreOptions } from "./server/stream_options.ts";
+export { RowError } from "./server/errors.ts";
+export { type Grant, TokenTable } from "./server/auth.ts";
+export {
+  type LogFields,
+  type LogFormat,
+  Logger,
+  type LoggerOptions,
+  type LogLevel,
+} from "./common/logger.ts";
+export {
+  Counter,
+  type CounterChild,
+  exponentialBuckets,
+  Gauge,
+  type GaugeChild,
+  Histogram,
+  type HistogramChild,
+  type HistogramSnapshot,
+  type Labels,
+  type Metric,
+  Registry,
+} from "./server/metrics.ts";
 export { compileSchema } from "./schema/compile.ts";
 export type { Column, ColumnType, RowSchema } from "./schema/row_schema.ts";
 export { SchemaError } from "./schema/schema_error.ts";

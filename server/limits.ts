@@ -136,3 +136,61 @@ export class Gate {
     }
   }
 }
+
+/**
+ * What a {@linkcode GatedReader} wraps: a log reader's shape.
+ *
+ * @example
+ * ```ts
+ * import type { GatedSource } from "./limits.ts";
+ * const empty: GatedSource<number> = { offset: 1, read: () => Promise.resolve(0), close() {} };
+ * console.log(empty.offset); // 1
+ * ```
+ */
+export interface GatedSource<B> {
+  /** The next offset the reader will return (or the first after it). */
+  readonly offset: number;
+  /** Reads about `maxBytes` of rows. */
+  read(maxBytes: number): Promise<B>;
+  /** Lets the reader go. */
+  close(): void;
+}
+
+/**
+ * A log reader whose reads each hold one of a {@linkcode Gate}'s permits
+ * (how catching-up subscribers take turns reading the log).
+ *
+ * @example
+ * ```ts
+ * import { Gate, GatedReader } from "./limits.ts";
+ * const gate = new Gate(1);
+ * const inner = { offset: 1, read: () => Promise.resolve(gate.active), close: () => {} };
+ * const reader = new GatedReader(inner, gate);
+ * console.log(await reader.read(1024), gate.active); // 1 0
+ * ```
+ */
+export class GatedReader<B> implements GatedSource<B> {
+  readonly #reader: GatedSource<B>;
+  readonly #gate: Gate;
+
+  /** Wraps `reader`: each read waits for a permit of `gate`. */
+  constructor(reader: GatedSource<B>, gate: Gate) {
+    this.#reader = reader;
+    this.#gate = gate;
+  }
+
+  /** The next offset the reader will return. */
+  get offset(): number {
+    return this.#reader.offset;
+  }
+
+  /** Reads through the gate. */
+  read(maxBytes: number): Promise<B> {
+    return this.#gate.run(() => this.#reader.read(maxBytes));
+  }
+
+  /** Closes the reader. */
+  close(): void {
+    this.#reader.close();
+  }
+}

@@ -32,134 +32,24 @@
  * @module
  */
 
-/** Labels of one series: label name → label value. */
-export type Labels = Record<string, string>;
+import {
+  formatNumber,
+  type Labels,
+  makeValueSeries,
+  type Series,
+  SeriesMap,
+  type ValueSeries,
+} from "./_metric_series.ts";
+
+export { type Labels, MAX_SERIES } from "./_metric_series.ts";
 
 /** The `Content-Type` of {@linkcode Registry.render}'s output. */
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
-/** The most series one metric may hold; one more throws a `RangeError`. */
-export const MAX_SERIES = 10_000;
-
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
-// Differently ordered labels objects for one series each get a cache entry;
-// past this many the cache stops growing and misses canonicalize instead.
-const MAX_ALIASES = 4 * MAX_SERIES;
-
-/** A series of a metric: its rendered label text, e.g. `{stream="trades"}`. */
-interface Series {
-  readonly labels: string;
-}
-
-// A path through the alias trie: one level per label, in the caller's key order.
-interface AliasNode<S> {
-  series?: S;
-  next?: Map<string, Map<string, AliasNode<S>>>;
-}
-
-/** Finds or creates the series of one metric by label set. */
-class SeriesMap<S extends Series> {
-  readonly #metric: string;
-  readonly #reserved: string | undefined;
-  readonly #make: (labels: string) => S;
-  // Label names and values in the caller's key order → series: two `Map`
-  // lookups per label and no string building, so `inc(labels)` stays cheap.
-  readonly #aliases: AliasNode<S> = {};
-  #aliasCount = 0;
-  // Rendered label text (names sorted) → series; the identity of a series.
-  readonly #byLabels = new Map<string, S>();
-
-  constructor(metric: string, make: (labels: string) => S, reserved?: string) {
-    this.#metric = metric;
-    this.#make = make;
-    this.#reserved = reserved;
-  }
-
-  /** Every series, in creation order. */
-  series(): IterableIterator<S> {
-    return this.#byLabels.values();
-  }
-
-  get(labels: Labels | undefined): S {
-    return this.find(labels, true) as S;
-  }
-
-  /** The series of `labels`; if there is none, a new one when `create`, else undefined. */
-  find(labels: Labels | undefined, create: boolean): S | undefined {
-    let node: AliasNode<S> | undefined = this.#aliases;
-    if (labels !== undefined) {
-      for (const name in labels) {
-        node = node.next?.get(name)?.get(labels[name]);
-        if (node === undefined) return this.#miss(labels, create);
-      }
-    }
-    return node.series ?? this.#miss(labels ?? {}, create);
-  }
-
-  #miss(labels: Labels, create: boolean): S | undefined {
-    const names = Object.keys(labels).sort();
-    let text = "";
-    for (const name of names) {
-      if (!LABEL_NAME.test(name) || name.startsWith("__")) {
-        throw new TypeError(
-          `Cannot use label name ${JSON.stringify(name)} on metric ${this.#metric}: ` +
-            `a label name must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"`,
-        );
-      }
-      if (name === this.#reserved) {
-        throw new TypeError(
-          `Cannot use label name "${name}" on metric ${this.#metric}: it is reserved`,
-        );
-      }
-      const value: unknown = labels[name];
-      if (typeof value !== "string") {
-        throw new TypeError(
-          `Cannot use label ${name}=${String(value)} on metric ${this.#metric}: ` +
-            `label values must be strings, got ${typeof value}`,
-        );
-      }
-      text += (text === "" ? "" : ",") + name + '="' + escapeLabelValue(value) + '"';
-    }
-    if (text !== "") text = "{" + text + "}";
-    let series = this.#byLabels.get(text);
-    if (series === undefined) {
-      if (!create) return undefined;
-      if (this.#byLabels.size >= MAX_SERIES) {
-        throw new RangeError(
-          `Cannot add series ${text} to metric ${this.#metric}: ` +
-            `it already holds the maximum of ${MAX_SERIES} series`,
-        );
-      }
-      series = this.#make(text);
-      this.#byLabels.set(text, series);
-    }
-    if (this.#aliasCount < MAX_ALIASES) this.#alias(labels, series);
-    return series;
-  }
-
-  #alias(labels: Labels, series: S): void {
-    let node = this.#aliases;
-    for (const name in labels) {
-      node.next ??= new Map();
-      let values = node.next.get(name);
-      if (values === undefined) node.next.set(name, values = new Map());
-      let child = values.get(labels[name]);
-      if (child === undefined) values.set(labels[name], child = {});
-      node = child;
-    }
-    if (node.series === undefined) this.#aliasCount++;
-    node.series = series;
-  }
-}
-
-interface ValueSeries extends Series {
-  value: number;
-}
-
-function makeValueSeries(labels: string): ValueSeries {
-  return { labels, value: 0 };
-}
+// A metric's sample lines without its HELP and TYPE, for a registry that
+// renders one family from several registries (see Registry.include).
+const SAMPLES = new WeakMap<object, () => string>();
 
 /**
  * A counter's series bound to one label set by {@linkcode Counter.labels}.
@@ -302,6 +192,8 @@ export class Counter {
     this.name = name;
     this.help = help;
     this.#series = new SeriesMap(name, makeValueSeries);
+    const series = this.#series;
+    SAMPLES.set(this, () => renderValues(name, series));
   }
 
   /** Adds `by` (default 1, must be finite and ≥ 0, else `RangeError`) to the series of `labels`. */
@@ -322,7 +214,7 @@ export class Counter {
 
   /** This metric in the text exposition format, ending with a newline. */
   render(): string {
-    return renderValues(this.name, this.help, "counter", this.#series);
+    return header(this.name, this.help, "counter") + renderValues(this.name, this.#series);
   }
 }
 
@@ -371,6 +263,8 @@ export class Gauge {
     this.name = name;
     this.help = help;
     this.#series = new SeriesMap(name, makeValueSeries);
+    const series = this.#series;
+    SAMPLES.set(this, () => renderValues(name, series));
   }
 
   /** Sets the series of `labels` to `value`. */
@@ -400,7 +294,7 @@ export class Gauge {
 
   /** This metric in the text exposition format, ending with a newline. */
   render(): string {
-    return renderValues(this.name, this.help, "gauge", this.#series);
+    return header(this.name, this.help, "gauge") + renderValues(this.name, this.#series);
   }
 }
 
@@ -493,6 +387,7 @@ export class Histogram {
       (labels) => ({ labels, counts: new Float64Array(slots), sum: 0, count: 0 }),
       "le",
     );
+    SAMPLES.set(this, () => this.#samples());
   }
 
   /** Records one observation in the series of `labels`. */
@@ -514,10 +409,14 @@ export class Histogram {
 
   /** This metric in the text exposition format, ending with a newline. */
   render(): string {
+    return header(this.name, this.help, "histogram") + this.#samples();
+  }
+
+  #samples(): string {
     const name = this.name;
     const les = this.buckets.map((b) => 'le="' + formatNumber(b) + '"');
     les.push('le="+Inf"');
-    let out = header(name, this.help, "histogram");
+    let out = "";
     for (const s of this.#series.series()) {
       const open = s.labels === "" ? "{" : s.labels.slice(0, -1) + ",";
       let total = 0;
@@ -578,6 +477,7 @@ export type Metric = Counter | Gauge | Histogram;
 export class Registry {
   readonly #metrics = new Map<string, Metric>();
   readonly #collectors = new Set<() => void>();
+  readonly #included = new Set<Registry>();
 
   /** The counter called `name`, created if new. */
   counter(name: string, help: string): Counter {
@@ -602,7 +502,7 @@ export class Registry {
     const found = this.#existing(name, Histogram);
     if (found) {
       const want = new Histogram(name, help, buckets).buckets;
-      if (want.length !== found.buckets.length || want.some((b, i) => b !== found.buckets[i])) {
+      if (!sameBuckets(want, found.buckets)) {
         throw new TypeError(
           `Cannot register histogram ${name} with buckets [${want.join(", ")}]: ` +
             `it exists with buckets [${found.buckets.join(", ")}]`,
@@ -627,11 +527,88 @@ export class Registry {
     };
   }
 
+  /**
+   * Renders `other`'s metrics with this registry's, as long as it stays
+   * included: its collectors run, and a metric of the same name becomes one
+   * family (one `# HELP`/`# TYPE`, this registry's first, then each included
+   * registry's series in inclusion order). This is how every stream's
+   * series (a registry per stream, made with the stream) appear in the
+   * server's `/_/metrics`. A metric of the same name must be of the same kind
+   * (and buckets), else `TypeError` here or at render. Returns a function that
+   * removes it.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "./metrics.ts";
+   * const server = new Registry();
+   * const a = new Registry();
+   * const b = new Registry();
+   * a.counter("rows_total", "Rows.").inc({ stream: "a" }, 2);
+   * b.counter("rows_total", "Rows.").inc({ stream: "b" }, 3);
+   * server.include(a);
+   * server.include(b);
+   * console.log(server.render());
+   * // # HELP rows_total Rows.
+   * // # TYPE rows_total counter
+   * // rows_total{stream="a"} 2
+   * // rows_total{stream="b"} 3
+   * ```
+   */
+  include(other: Registry): () => void {
+    if (other === this || other.#included.size > 0) {
+      throw new TypeError(
+        "Cannot include a registry in itself, or one that includes others (one level only)",
+      );
+    }
+    this.#families([other]);
+    this.#included.add(other);
+    return () => {
+      this.#included.delete(other);
+    };
+  }
+
   /** Every metric in registration order, in the text exposition format. */
   render(): string {
     for (const fn of this.#collectors) fn();
+    if (this.#included.size === 0) {
+      let out = "";
+      for (const metric of this.#metrics.values()) out += metric.render();
+      return out;
+    }
+    const included = [...this.#included];
+    for (const r of included) for (const fn of r.#collectors) fn();
     let out = "";
-    for (const metric of this.#metrics.values()) out += metric.render();
+    for (const family of this.#families(included).values()) {
+      out += header(family[0].name, family[0].help, kindOf(family[0]));
+      for (const metric of family) out += SAMPLES.get(metric)!();
+    }
+    return out;
+  }
+
+  // This registry's metrics and those of `others`, grouped by name in
+  // registration order; throws when one name has two kinds.
+  #families(others: readonly Registry[]): Map<string, Metric[]> {
+    const out = new Map<string, Metric[]>();
+    for (const r of [this, ...this.#included, ...others]) {
+      for (const [name, metric] of r.#metrics) {
+        const family = out.get(name);
+        if (family === undefined) {
+          out.set(name, [metric]);
+          continue;
+        }
+        const first = family[0];
+        if (
+          kindOf(first) !== kindOf(metric) ||
+          (first instanceof Histogram && !sameBuckets(first.buckets, (metric as Histogram).buckets))
+        ) {
+          throw new TypeError(
+            `Cannot render ${kindOf(metric)} ${name} with the ${kindOf(first)} of that name ` +
+              `of another registry: one name, one kind (and one set of buckets)`,
+          );
+        }
+        if (!family.includes(metric)) family.push(metric);
+      }
+    }
     return out;
   }
 
@@ -651,32 +628,22 @@ export class Registry {
   }
 }
 
+function kindOf(metric: Metric): "counter" | "gauge" | "histogram" {
+  return metric instanceof Counter ? "counter" : metric instanceof Gauge ? "gauge" : "histogram";
+}
+
+function sameBuckets(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 function header(name: string, help: string, type: string): string {
   return "# HELP " + name + " " + escapeHelp(help) + "\n# TYPE " + name + " " + type + "\n";
 }
 
-function renderValues(
-  name: string,
-  help: string,
-  type: string,
-  series: SeriesMap<ValueSeries>,
-): string {
-  let out = header(name, help, type);
+function renderValues(name: string, series: SeriesMap<ValueSeries>): string {
+  let out = "";
   for (const s of series.series()) out += name + s.labels + " " + formatNumber(s.value) + "\n";
   return out;
-}
-
-function formatNumber(value: number): string {
-  if (Number.isFinite(value)) return String(value);
-  if (value === Infinity) return "+Inf";
-  if (value === -Infinity) return "-Inf";
-  return "NaN";
-}
-
-function escapeLabelValue(value: string): string {
-  return /[\\"\n]/.test(value)
-    ? value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : "\\" + c)
-    : value;
 }
 
 function escapeHelp(help: string): string {

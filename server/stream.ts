@@ -6,121 +6,61 @@
  * frames of each commit are fanned out to every live subscriber right after
  * the sync, in offset order, before the senders are resolved.
  *
+ * A stream is made by {@linkcode Stream.open} (durable with `root`),
+ * {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}; its options are
+ * in `stream_options.ts`, its metrics in `stream_metrics.ts`.
+ *
  * @module
  */
 
 import { join } from "node:path";
 import {
+  CloseCode,
   type FrameMode,
   type Greeting,
-  isStreamName,
   PROTOCOL_VERSION,
   type StreamHead,
 } from "../client/wire.ts";
 import {
-  type ArchiveOptions,
   Log,
   type LogOptions,
-  type LogReader,
   restoreLog,
   type RestoreReport,
   writeFileAtomic,
 } from "../log/mod.ts";
+import { Logger } from "../common/logger.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import {
+  type ReplayReader,
   type SharedFrames,
   Subscriber,
   type SubscriberHost,
   type SubscriberState,
 } from "./subscriber.ts";
 import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
-import { checkLimit, DEFAULT_MAX_SUBSCRIBERS, type Gate } from "./limits.ts";
+import { type Gate, GatedReader } from "./limits.ts";
+import type { Registry } from "./metrics.ts";
+import {
+  checkStreamName,
+  checkStreamOptions,
+  type StreamOptions,
+  type StreamRestoreOptions,
+  type StreamSettings,
+} from "./stream_options.ts";
+import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 
-/** Default `maxBacklog`: frames queued for one live subscriber. */
-export const DEFAULT_MAX_BACKLOG = 8192;
-/** Default `maxReplay`: rows a subscribe may ask to replay. */
-export const DEFAULT_MAX_REPLAY = 100_000;
-/** Default `stallTimeoutMs`. */
-export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
+export type { StreamStats } from "./stream_metrics.ts";
 
-/** Options of {@linkcode Stream.open} and the `Stream` constructor. */
-export interface StreamOptions {
-  /** The JSON Schema of the rows (see docs/SPEC.md for what is accepted). */
-  schema: Record<string, unknown>;
-  /**
-   * Folder holding the logs: the stream's log is `ROOT/NAME` (`ROOT/_` for the
-   * unnamed stream). Without `root` (and without `log`) the stream is ephemeral.
-   */
-  root?: string;
-  /** Options for the log opened under `root` (chunks are on unless `chunks: false`). */
-  logOptions?: LogOptions;
-  /** Frames queued for one live subscriber before it must catch up from the log. @default 8192 */
-  maxBacklog?: number;
-  /** Most rows a subscribe may ask to replay; `null`: no bound. @default 100000 */
-  maxReplay?: number | null;
-  /** Close a subscriber whose socket accepts nothing for this long. @default 30000 */
-  stallTimeoutMs?: number;
-  /**
-   * Subscribers at once; one more is refused with close code 1013 ("try again
-   * later") and no greeting.
-   * @default 5000
-   */
-  maxSubscribers?: number;
-  /**
-   * Archive chunks and the manifest to S3: an `s3://bucket/prefix` URI, or
-   * the URI with an endpoint and path-style addressing for S3-compatible
-   * stores. Named (the URI only, never credentials) in greetings and `/head`.
-   * @default null
-   */
-  archive?: string | ArchiveOptions | null;
-  /** Serve offsets the local tier no longer holds from the archive. @default false */
-  replayArchive?: boolean;
+/** What a server lends the streams it serves (see {@linkcode Stream._attach}). */
+export interface StreamServing {
+  /** Catching-up subscribers' log reads take turns through it; null: no gate. */
+  gate: Gate | null;
+  /** Where subscriber failures are reported. */
+  logger: Logger;
 }
-
-/** Counters a stream keeps for `/_/metrics`. */
-export interface StreamStats {
-  /** Rows made durable (or sent, on an ephemeral stream). */
-  rowsAppended: number;
-  /** Log commits. */
-  commits: number;
-  /** Commit durations (write + sync), ms: counts per bucket of {@linkcode COMMIT_BUCKETS_MS}. */
-  commitBuckets: number[];
-  /** Sum of commit durations, ms. */
-  commitMsSum: number;
-  /** Frames sent to subscribers. */
-  framesSent: number;
-  /** Bytes of frame text sent. */
-  bytesSent: number;
-  /** Rows sent from the log to catching-up subscribers. */
-  replayRows: number;
-  /** Rows refused by the schema. */
-  rowsRejected: number;
-  /** Subscribers dropped or demoted, by reason. */
-  drops: Record<string, number>;
-  /** Subscribes refused, by why. */
-  refusals: Record<string, number>;
-  /** Subscribes accepted. */
-  subscribes: number;
-}
-
-/** Upper bounds (ms) of the commit-duration histogram buckets. */
-export const COMMIT_BUCKETS_MS: readonly number[] = [
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
-  25,
-  50,
-  100,
-  250,
-  1000,
-];
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE = "schema.json";
@@ -159,38 +99,37 @@ async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
   await writeFileAtomic(path, text);
 }
 
-function archiveLogOptions(options: StreamOptions): LogOptions {
-  const a = options.archive;
+function archiveLogOptions(settings: StreamSettings): LogOptions {
+  const a = settings.archive;
   if (!a) return {};
   return {
     archive: typeof a === "string" ? { uri: a } : a,
-    replayArchive: options.replayArchive ?? false,
+    replayArchive: settings.replayArchive,
   };
 }
 
-function checkOptions(o: StreamOptions): void {
-  const backlog = o.maxBacklog ?? DEFAULT_MAX_BACKLOG;
-  if (!Number.isInteger(backlog) || backlog < 1) {
-    throw new RangeError(`maxBacklog must be a positive integer, got ${backlog}`);
-  }
-  const replay = o.maxReplay === undefined ? DEFAULT_MAX_REPLAY : o.maxReplay;
-  if (replay !== null && (!Number.isInteger(replay) || replay < 0)) {
-    throw new RangeError(`maxReplay must be an integer >= 0 or null, got ${replay}`);
-  }
-  const stall = o.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
-  if (!(stall > 0)) throw new RangeError(`stallTimeoutMs must be > 0, got ${stall}`);
-  checkLimit("maxSubscribers", o.maxSubscribers ?? DEFAULT_MAX_SUBSCRIBERS, 1);
+/** What the factories hand the constructor beside the public options. */
+interface Made {
+  settings: StreamSettings;
+  compiled: RowSchema;
+  log: Log | null;
+  ownsLog: boolean;
 }
 
-function checkName(name: string): void {
-  if (!isStreamName(name)) {
-    throw new RangeError(
-      `invalid stream name ${
-        JSON.stringify(name)
-      }: 1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .`,
-    );
+// Set by a factory right before `new Stream` and taken by the constructor, so
+// that the log and the compiled schema are not options anyone can pass.
+let making: Made | null = null;
+
+function make(name: string, options: StreamOptions, made: Made): Stream {
+  making = made;
+  try {
+    return new Stream(name, options);
+  } finally {
+    making = null;
   }
 }
+
+const DEFAULT_LOGGER = new Logger({ level: "warn" });
 
 /**
  * A named stream of rows with a schema, an optional durable log, and any
@@ -228,22 +167,9 @@ export class Stream {
   readonly maxSubscribers: number;
   /** The archive URI, or null. */
   readonly archive: string | null;
-  /** Counters for metrics. */
-  readonly stats: StreamStats = {
-    rowsAppended: 0,
-    commits: 0,
-    commitBuckets: COMMIT_BUCKETS_MS.map(() => 0),
-    commitMsSum: 0,
-    framesSent: 0,
-    bytesSent: 0,
-    replayRows: 0,
-    rowsRejected: 0,
-    drops: {},
-    refusals: {},
-    subscribes: 0,
-  };
 
   readonly #ownsLog: boolean;
+  readonly #metrics: StreamMetrics;
   readonly #live = new Set<Subscriber>();
   readonly #all = new Set<Subscriber>();
   // The JSON of rows appended and not yet committed, in offset order. Frames
@@ -254,28 +180,43 @@ export class Stream {
   #closed = false;
   readonly #host: SubscriberHost;
   #arrow: ArrowFrameEncoder | null = null;
-  #replayGate: Gate | null = null;
+  #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
 
   /**
-   * Makes a stream without I/O: pass `log` for a durable stream over a log you
-   * opened, or neither `log` nor `root` for an ephemeral one.
+   * Makes an ephemeral stream, without I/O: the same as
+   * {@linkcode Stream.ephemeral}. A durable stream comes from
+   * {@linkcode Stream.open} (with `root`) or {@linkcode Stream.restore}.
    */
-  constructor(
-    name: string,
-    options: StreamOptions & { log?: Log | null; ownsLog?: boolean; compiled?: RowSchema },
-  ) {
-    checkName(name);
+  constructor(name: string, options: StreamOptions) {
+    const made = making;
+    making = null;
+    let m: Made;
+    if (made) {
+      m = made;
+    } else {
+      checkStreamName("new Stream", name);
+      const settings = checkStreamOptions("new Stream", options);
+      if (settings.root !== undefined) {
+        throw new TypeError(
+          `new Stream: options.root needs I/O; open a durable stream with Stream.open, ` +
+            `got ${JSON.stringify(settings.root)}`,
+        );
+      }
+      m = { settings, compiled: compileSchema(options.schema), log: null, ownsLog: false };
+    }
+    const { settings } = m;
     this.name = name;
-    this.schema = options.compiled ?? compileSchema(options.schema);
-    this.log = options.log ?? null;
-    this.#ownsLog = options.ownsLog ?? false;
-    this.maxBacklog = options.maxBacklog ?? DEFAULT_MAX_BACKLOG;
-    this.maxReplay = options.maxReplay === undefined ? DEFAULT_MAX_REPLAY : options.maxReplay;
-    this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
-    this.maxSubscribers = options.maxSubscribers ?? DEFAULT_MAX_SUBSCRIBERS;
-    const a = options.archive ?? null;
+    this.schema = m.compiled;
+    this.log = m.log;
+    this.#ownsLog = m.ownsLog;
+    this.maxBacklog = settings.maxBacklog;
+    this.maxReplay = settings.maxReplay;
+    this.stallTimeoutMs = settings.stallTimeoutMs;
+    this.maxSubscribers = settings.maxSubscribers;
+    const a = settings.archive;
     this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
-    checkOptions(options);
+    this.#metrics = new StreamMetrics(name, this);
+    const metrics = this.#metrics;
     if (this.log) {
       this.log.onCommit = (first, end) => this.#committed(first, end);
       this.log.onDiscard = (from) => this.#discard(from);
@@ -284,7 +225,11 @@ export class Stream {
       name,
       durable: this.log !== null,
       endOffset: () => this.log ? this.log.endOffset : 0,
-      reader: (offset: number): LogReader => this.#reader(offset),
+      reader: (offset: number): ReplayReader => {
+        const reader = this.log!.reader(offset);
+        const gate = this.#serving.gate;
+        return gate ? new GatedReader(reader, gate) : reader;
+      },
       joinLive: (sub) => this.#live.add(sub),
       leaveLive: (sub) => this.#live.delete(sub),
       gone: (sub) => {
@@ -292,12 +237,18 @@ export class Stream {
         this.#live.delete(sub);
       },
       count: (frames, bytes, replay) => {
-        this.stats.framesSent += frames;
-        this.stats.bytesSent += bytes;
-        this.stats.replayRows += replay;
+        metrics.framesSent.inc(frames);
+        metrics.bytesSent.inc(bytes);
+        metrics.replayRows.inc(replay);
       },
-      dropped: (reason) => {
-        this.stats.drops[reason] = (this.stats.drops[reason] ?? 0) + 1;
+      dropped: (reason) => metrics.dropped(reason),
+      failed: (err) => {
+        // The details (file paths, say) stay in the server's log, not the client's.
+        this.#serving.logger.error(
+          "subscriber_failed",
+          { stream: name, error: err instanceof Error ? err.message : String(err) },
+          `subscriber on "${name}" failed: ${err}`,
+        );
       },
       arrowEncoder: () => {
         if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
@@ -308,27 +259,58 @@ export class Stream {
 
   /**
    * Opens a stream: with `root`, its log at `ROOT/NAME` is created or
-   * recovered; without, the stream is ephemeral.
+   * recovered; without, the stream is ephemeral. Every option is checked
+   * first: a wrong type is a `TypeError`, a wrong value a `RangeError`.
    */
   static async open(name: string, options: StreamOptions): Promise<Stream> {
-    // Check the name and schema before touching the disk.
-    checkName(name);
-    checkOptions(options);
+    // Check the name, options and schema before touching the disk.
+    checkStreamName("Stream.open", name);
+    const settings = checkStreamOptions("Stream.open", options);
     const compiled = compileSchema(options.schema);
-    if (!options.root) return new Stream(name, { ...options, compiled });
-    const log = await Log.open(join(options.root, name === "" ? "_" : name), {
+    if (settings.root === undefined) {
+      return make(name, options, { settings, compiled, log: null, ownsLog: false });
+    }
+    const log = await Log.open(join(settings.root, name === "" ? "_" : name), {
       name,
       chunks: true,
-      ...archiveLogOptions(options),
-      ...options.logOptions,
+      ...archiveLogOptions(settings),
+      ...settings.logOptions,
     });
     try {
       await keepSchema(log, compiled);
-      return new Stream(name, { ...options, log, ownsLog: true, compiled });
+      return make(name, options, { settings, compiled, log, ownsLog: true });
     } catch (err) {
       await log.close();
       throw err;
     }
+  }
+
+  /**
+   * Makes an ephemeral stream (no log: offsets are null, nothing is
+   * replayable), without I/O. Options as for {@linkcode Stream.open}, without
+   * `root`, `logOptions` or `archive`.
+   *
+   * @example
+   * ```ts
+   * import { Stream } from "./stream.ts";
+   * const ticks = Stream.ephemeral("ticks", {
+   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+   * });
+   * console.log(ticks.durable, await ticks.send({ v: 1 })); // false null
+   * ```
+   */
+  static ephemeral(name: string, options: StreamOptions): Stream {
+    checkStreamName("Stream.ephemeral", name);
+    const settings = checkStreamOptions("Stream.ephemeral", options);
+    for (const key of ["root", "logOptions", "archive"] as const) {
+      if (options[key] !== undefined && options[key] !== null) {
+        throw new TypeError(
+          `Stream.ephemeral: options.${key} is for a durable stream (Stream.open with root)`,
+        );
+      }
+    }
+    const compiled = compileSchema(options.schema);
+    return make(name, options, { settings, compiled, log: null, ownsLog: false });
   }
 
   /**
@@ -339,16 +321,12 @@ export class Stream {
    */
   static async restore(
     name: string,
-    options: StreamOptions & {
-      root: string;
-      archive: string | ArchiveOptions;
-      hydrate?: boolean | number;
-      progress?: (message: string) => void;
-    },
+    options: StreamRestoreOptions,
   ): Promise<{ stream: Stream; report: RestoreReport }> {
-    checkName(name);
+    checkStreamName("Stream.restore", name);
+    const settings = checkStreamOptions("Stream.restore", options, true);
     const compiled = compileSchema(options.schema);
-    const logOptions = { chunks: true, ...archiveLogOptions(options), ...options.logOptions };
+    const logOptions = { chunks: true, ...archiveLogOptions(settings), ...settings.logOptions };
     const { log, report } = await restoreLog(join(options.root, name === "" ? "_" : name), name, {
       archive: logOptions.archive!,
       hydrate: options.hydrate,
@@ -357,7 +335,7 @@ export class Stream {
     });
     try {
       await keepSchema(log, compiled);
-      return { stream: new Stream(name, { ...options, log, ownsLog: true, compiled }), report };
+      return { stream: make(name, options, { settings, compiled, log, ownsLog: true }), report };
     } catch (err) {
       await log.close();
       throw err;
@@ -365,22 +343,28 @@ export class Stream {
   }
 
   /**
-   * @internal Makes catching-up subscribers' log reads take turns through
-   * `gate` (the server's `maxReplayReaders`); null: no gate.
+   * @internal Lends the stream what the server that serves it has: the gate
+   * catching-up reads take turns through (`maxReplayReaders`) and the logger
+   * failures go to. `null` gives them back (the defaults: no gate, a logger
+   * at level "warn" on stderr).
    */
-  _useReplayGate(gate: Gate | null): void {
-    this.#replayGate = gate;
+  _attach(serving: StreamServing | null): void {
+    this.#serving = serving ?? { gate: null, logger: DEFAULT_LOGGER };
   }
 
-  // A log reader whose reads each hold one of the gate's permits.
-  #reader(offset: number): LogReader {
-    const reader = this.log!.reader(offset);
-    const gate = this.#replayGate;
-    if (gate) {
-      const read = reader.read.bind(reader);
-      reader.read = (maxBytes?: number) => gate.run(() => read(maxBytes));
-    }
-    return reader;
+  /** @internal The registry of this stream's series (the server includes it). */
+  get _metrics(): Registry {
+    return this.#metrics.registry;
+  }
+
+  /** @internal Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
+  _refused(why: string): void {
+    this.#metrics.refused(why);
+  }
+
+  /** @internal A snapshot of the stream's counters, for tests; `/_/metrics` serves them. */
+  get stats(): StreamStats {
+    return this.#metrics.snapshot();
   }
 
   /** Whether the stream has a log (its rows are replayable). */
@@ -465,7 +449,7 @@ export class Stream {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
     const problem = this.schema.validate(row);
     if (problem !== null) {
-      this.stats.rowsRejected++;
+      this.#metrics.rowsRejected.inc();
       throw new RowError(this.name, problem);
     }
     const json = this.schema.encode(row as Record<string, unknown>);
@@ -502,7 +486,7 @@ export class Stream {
     for (let i = 0; i < rows.length; i++) {
       const problem = this.schema.validate(rows[i]);
       if (problem !== null) {
-        this.stats.rowsRejected++;
+        this.#metrics.rowsRejected.inc();
         throw new RowError(this.name, `row ${i}: ${problem}`);
       }
       jsons[i] = this.schema.encode(rows[i] as Record<string, unknown>);
@@ -527,7 +511,7 @@ export class Stream {
   // An append the log refused at the call: a row too big (a RangeError,
   // thrown before anything is stored) counts among the rejected rows.
   #refused(err: unknown): never {
-    if (err instanceof RangeError) this.stats.rowsRejected++;
+    if (err instanceof RangeError) this.#metrics.rowsRejected.inc();
     throw err;
   }
 
@@ -537,7 +521,7 @@ export class Stream {
       queueMicrotask(() => {
         const jsons = this.#ephemeralBatch;
         this.#ephemeralBatch = [];
-        this.stats.rowsAppended += jsons.length;
+        this.#metrics.rowsAppended.inc(jsons.length);
         this.#fanOut(jsons, null);
       });
     }
@@ -556,14 +540,10 @@ export class Stream {
       this.#pending = this.#pending.slice(this.#pendingHead);
       this.#pendingHead = 0;
     }
-    const st = this.stats;
-    st.rowsAppended += n;
-    st.commits++;
-    const ms = this.log!.lastCommitMs;
-    st.commitMsSum += ms;
-    let b = 0;
-    while (b < COMMIT_BUCKETS_MS.length && ms > COMMIT_BUCKETS_MS[b]) b++;
-    if (b < COMMIT_BUCKETS_MS.length) st.commitBuckets[b]++;
+    const m = this.#metrics;
+    m.rowsAppended.inc(n);
+    m.commits.inc();
+    m.commitSeconds!.observe(this.log!.lastCommitMs / 1000);
     if (this.#live.size > 0) this.#fanOut(pending.slice(head, head + n), first);
   }
 
@@ -612,7 +592,7 @@ export class Stream {
       stallTimeoutMs: this.stallTimeoutMs,
     });
     this.#all.add(sub);
-    this.stats.subscribes++;
+    this.#metrics.subscribes.inc();
     sub.start();
     return sub;
   }
@@ -634,7 +614,7 @@ export class Stream {
   }
 
   /** Closes every subscriber with `code` (1001: going away). */
-  closeSubscribers(code = 1001, reason = ""): void {
+  closeSubscribers(code: number = CloseCode.GoingAway, reason = ""): void {
     for (const s of [...this.#all]) s.close(code, reason);
   }
 
@@ -646,7 +626,7 @@ export class Stream {
     if (this.#closed) return;
     this.#closed = true;
     if (this.log) await this.log.flush();
-    this.closeSubscribers(1001, "");
+    this.closeSubscribers(CloseCode.GoingAway, "");
     if (this.log && this.#ownsLog) await this.log.close();
   }
 }

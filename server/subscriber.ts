@@ -22,7 +22,7 @@
 
 import { clearImmediate, setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
-import { LogEvictedError, type LogReader, type RecordBatch } from "../log/mod.ts";
+import { LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
 import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
@@ -65,6 +65,16 @@ const SLICE_FRAMES = 256;
 /** The event loop's share for catching-up subscribers (per process). */
 const catchUpPacer = new Pacer();
 
+/** The reads of a catching-up subscriber: a `LogReader`, or a wrapper around one. */
+export interface ReplayReader {
+  /** The next offset the reader will return (or the first after it). */
+  readonly offset: number;
+  /** Reads the next rows, about `maxBytes` of them. */
+  read(maxBytes: number): Promise<RecordBatch>;
+  /** Lets the reader go. */
+  close(): void;
+}
+
 /** What a subscriber needs from its stream. */
 export interface SubscriberHost {
   /** The stream name (for metrics and messages). */
@@ -74,7 +84,7 @@ export interface SubscriberHost {
   /** Durable end of the log. */
   endOffset(): number;
   /** Opens a log reader at `offset`. */
-  reader(offset: number): LogReader;
+  reader(offset: number): ReplayReader;
   /** Adds the subscriber to the live set. */
   joinLive(sub: Subscriber): void;
   /** Removes it from the live set. */
@@ -85,6 +95,8 @@ export interface SubscriberHost {
   count(frames: number, bytes: number, replayRows: number): void;
   /** Counts a drop by reason. */
   dropped(reason: string): void;
+  /** Reports a failure that ends the subscriber (closed with 1011). */
+  failed(err: unknown): void;
   /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
   arrowEncoder(): ArrowFrameEncoder;
 }
@@ -356,7 +368,7 @@ export class Subscriber {
 
   async #catchUp(): Promise<void> {
     const host = this.#host;
-    let reader: LogReader | null = host.reader(this.next);
+    let reader: ReplayReader | null = host.reader(this.next);
     let empty = 0;
     try {
       while (this.#state === "catching_up") {
@@ -446,8 +458,11 @@ export class Subscriber {
       return;
     }
     // The details (file paths, say) stay in the server's log, not the client's.
-    console.error(`streamcast: subscriber on "${this.#host.name}" failed: ${err}`);
-    this.close(1011, encodeCloseReason({ error: "internal", detail: "reading the log failed" }));
+    this.#host.failed(err);
+    this.close(
+      CloseCode.InternalError,
+      encodeCloseReason({ error: "internal", detail: "reading the log failed" }),
+    );
   }
 
   /** Closes the socket with `code` and `reason` and forgets the subscriber. */

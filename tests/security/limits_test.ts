@@ -137,7 +137,7 @@ Deno.test("limits: a URL over max_url_bytes is answered 414, upgrade or not", as
     const closed = await sub.done;
     assertEquals(closed.code, 4404);
     assert(new TextEncoder().encode(closed.reason).length <= 123);
-    assertThrows(() => new Stream("s".repeat(65), { schema: SCHEMA }), RangeError, "1-64");
+    assertThrows(() => Stream.ephemeral("s".repeat(65), { schema: SCHEMA }), RangeError, "1-64");
     await stillServes(t);
   } finally {
     await t.stop();
@@ -208,7 +208,7 @@ Deno.test("limits: replay readers take turns: three catch up through one permit,
     // Every catch-up read goes through the gate: with its one permit held, a
     // subscriber is greeted but waits, and is served once the permit is back.
     const gate = new Gate(1);
-    t.trades._useReplayGate(gate);
+    t.trades._attach({ gate, logger: Logger.silent() });
     await gate.acquire();
     const waiter = await TestSub.open(`${t.ws}/trades?offset=1&frames=batch`);
     assert(waiter.greeting !== null);
@@ -256,7 +256,7 @@ Deno.test("limits: options are checked: zero or negative limits are refused", as
       RangeError,
       "maxSubscribers",
     );
-    const s = new Stream("t", { schema: SCHEMA });
+    const s = Stream.ephemeral("t", { schema: SCHEMA });
     for (
       const bad of [{ maxConnections: 0 }, { maxReplayReaders: -1 }, { maxUrlBytes: 10 }, {
         maxConnections: 1.5,

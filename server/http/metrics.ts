@@ -1,0 +1,162 @@
+/**
+ * The server's own series (requests, refusals, denials, connections, replay
+ * reads, memory) in the server's {@linkcode Registry}, and `GET /_/metrics`,
+ * which renders that registry with every stream's series included.
+ *
+ * @module
+ */
+
+import {
+  CONTENT_TYPE,
+  type Counter,
+  type CounterChild,
+  type Gauge,
+  type Registry,
+} from "../metrics.ts";
+import { declareStreamMetrics } from "../stream_metrics.ts";
+import type { Gate } from "../limits.ts";
+
+/** Routes counted in `streamcast_http_requests_total{route}`. */
+export type RouteName =
+  | "health"
+  | "viewer"
+  | "upgrade"
+  | "metrics"
+  | "streams"
+  | "head"
+  | "manifest"
+  | "chunk";
+
+/** Why access control denied a request. */
+export type DenyWhy = "missing_token" | "invalid_token" | "bad_request" | "forbidden";
+
+/**
+ * The server's series, each child bound on first use.
+ *
+ * @example
+ * ```ts
+ * import { Registry } from "../metrics.ts";
+ * import { Gate } from "../limits.ts";
+ * import { ServerMetrics } from "./metrics.ts";
+ * const m = new ServerMetrics(new Registry(), new Gate(4));
+ * m.request("head");
+ * console.log(m.registry.render().includes('streamcast_http_requests_total{route="head"} 1'));
+ * // true
+ * ```
+ */
+export class ServerMetrics {
+  /** The registry behind `/_/metrics`. */
+  readonly registry: Registry;
+  readonly #requests: (route: string) => CounterChild;
+  readonly #protocol: (code: string) => CounterChild;
+  readonly #limits: (limit: string) => CounterChild;
+  readonly #denials: (why: string) => CounterChild;
+  readonly #connections: Gauge;
+
+  /** Registers the server's series in `registry`, then the stream families (empty until included). */
+  constructor(registry: Registry, replayGate: Gate) {
+    this.registry = registry;
+    const r = registry;
+    this.#requests = bindOnUse(
+      r.counter("streamcast_http_requests_total", "HTTP requests, by route."),
+      "route",
+    );
+    this.#protocol = bindOnUse(
+      r.counter(
+        "streamcast_protocol_refusals_total",
+        "Subscribes refused before reaching a stream (4400, 4404).",
+      ),
+      "code",
+    );
+    this.#limits = bindOnUse(
+      r.counter(
+        "streamcast_limit_refusals_total",
+        "Requests refused by a server limit (max_connections, max_url_bytes).",
+      ),
+      "limit",
+    );
+    this.#denials = bindOnUse(
+      r.counter(
+        "streamcast_auth_denials_total",
+        "Requests denied by access control, by why (missing_token, invalid_token, bad_request, " +
+          "forbidden).",
+      ),
+      "why",
+    );
+    this.#connections = r.gauge(
+      "streamcast_connections",
+      "WebSocket connections open (subscribers, and refused ones still closing).",
+    );
+    const replayReads = r.gauge(
+      "streamcast_replay_reads",
+      "Log reads for catching-up subscribers, in flight (active) and waiting their turn (waiting).",
+    );
+    const memory = r.gauge(
+      "streamcast_process_memory_bytes",
+      "Memory of the server process: resident (RSS), and the JavaScript heap of the main thread " +
+        "(heap_total, heap_used) and outside it (external).",
+    );
+    // Streams' families next, so that they render in this order whatever streams are served.
+    declareStreamMetrics(r);
+    r.collect(() => {
+      replayReads.set(replayGate.active, { state: "active" });
+      replayReads.set(replayGate.waiting, { state: "waiting" });
+      const m = Deno.memoryUsage();
+      memory.set(m.rss, { kind: "resident" });
+      memory.set(m.heapTotal, { kind: "heap_total" });
+      memory.set(m.heapUsed, { kind: "heap_used" });
+      memory.set(m.external, { kind: "external" });
+    });
+  }
+
+  /** Counts a request to `route`. */
+  request(route: RouteName): void {
+    this.#requests(route).inc();
+  }
+
+  /** Counts a subscribe refused before reaching a stream (`code` 4400 or 4404). */
+  protocolRefusal(code: 4400 | 4404): void {
+    this.#protocol(String(code)).inc();
+  }
+
+  /** Counts a request refused by a server limit. */
+  limitRefusal(limit: "max_connections" | "max_url_bytes"): void {
+    this.#limits(limit).inc();
+  }
+
+  /** Counts a request denied by access control. */
+  denial(why: DenyWhy): void {
+    this.#denials(why).inc();
+  }
+
+  /** Sets the number of WebSocket connections open. */
+  connections(n: number): void {
+    this.#connections.set(n);
+  }
+}
+
+// The child of `counter` for each value of `label`, bound the first time it is counted.
+function bindOnUse(counter: Counter, label: string): (value: string) => CounterChild {
+  const children = new Map<string, CounterChild>();
+  return (value) => {
+    let child = children.get(value);
+    if (child === undefined) children.set(value, child = counter.labels({ [label]: value }));
+    return child;
+  };
+}
+
+/**
+ * `GET /_/metrics`: the registry in the Prometheus text format.
+ *
+ * @example
+ * ```ts
+ * import { Registry } from "../metrics.ts";
+ * import { metricsResponse } from "./metrics.ts";
+ * const r = new Registry();
+ * r.counter("x_total", "X.").inc();
+ * console.log((await metricsResponse(r).text()).endsWith("x_total 1\n")); // true
+ * ```
+ */
+export function metricsResponse(registry: Registry): Response {
+  return new Response(registry.render(), { headers: { "content-type": CONTENT_TYPE } });
+}

@@ -1,0 +1,156 @@
+/**
+ * The options of {@linkcode serve}, their defaults, and their checks at the
+ * call: a wrong type is a `TypeError`, a wrong value a `RangeError`, an
+ * unknown key a `TypeError`, each naming the option and the value seen.
+ *
+ * @module
+ */
+
+import { Logger } from "../common/logger.ts";
+import { TokenTable } from "./auth.ts";
+import {
+  DEFAULT_HOST,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_URL_BYTES,
+  DEFAULT_PORT,
+} from "./limits.ts";
+import { checkKeys, OptionCheck, shown } from "./_options.ts";
+
+/**
+ * Options of {@linkcode serve}.
+ *
+ * @example
+ * ```ts
+ * import type { ServeOptions } from "./serve_options.ts";
+ * const options: ServeOptions = { hostname: "0.0.0.0", port: 8765, maxConnections: 1000 };
+ * console.log(options.port); // 8765
+ * ```
+ */
+export interface ServeOptions {
+  /** Address to listen on. @default "127.0.0.1" */
+  hostname?: string;
+  /** Port to listen on; 0 picks a free one. @default 8765 */
+  port?: number;
+  /** Aborting it shuts the server down like {@linkcode Server.shutdown}. */
+  signal?: AbortSignal;
+  /** Ping idle sockets this often and drop those that do not answer (seconds; 0: off). @default 30 */
+  pingIntervalS?: number;
+  /** Longest request URL accepted, in bytes; a longer one is answered 414. @default 8192 */
+  maxUrlBytes?: number;
+  /**
+   * WebSocket connections open at once: subscribers, and refused sockets
+   * until their close completes. One more upgrade is answered HTTP 503 with
+   * `Retry-After: 1`, before the upgrade.
+   * @default 10000
+   */
+  maxConnections?: number;
+  /**
+   * Log reads in flight at once for catching-up subscribers, across every
+   * stream of the server; a read beyond it waits its turn (first come, first
+   * served): nobody is refused.
+   * @default 16
+   */
+  maxReplayReaders?: number;
+  /**
+   * Bearer tokens granting read access per stream (see `auth.ts`); checked
+   * before the upgrade and on every route but `/_/health` and the viewer's
+   * scripts. `null`: no access control.
+   * @default null
+   */
+  tokens?: TokenTable | null;
+  /**
+   * Where events go (subscribes, refusals, drops, errors; see docs/CLI.md).
+   * @default a text Logger at level "warn" on stderr
+   */
+  logger?: Logger;
+  /** Called once listening. @default logs "listening on http://HOST:PORT" to stderr */
+  onListen?: (addr: Deno.NetAddr) => void;
+  /** TLS certificate and key (PEM), to serve https:// and wss://. */
+  tls?: { cert: string; key: string };
+  /** Close the streams (and their logs) on shutdown. @default true */
+  closeStreams?: boolean;
+  /** On shutdown, how long to wait for subscribers' sockets to close after 1001. @default 2000 */
+  closeWaitMs?: number;
+}
+
+/** {@linkcode ServeOptions} checked, with the defaults applied. */
+export interface ServeSettings {
+  hostname: string;
+  port: number;
+  signal: AbortSignal | undefined;
+  pingIntervalS: number;
+  maxUrlBytes: number;
+  maxConnections: number;
+  maxReplayReaders: number;
+  tokens: TokenTable | null;
+  logger: Logger;
+  onListen: ((addr: Deno.NetAddr) => void) | undefined;
+  tls: { cert: string; key: string } | undefined;
+  closeStreams: boolean;
+  closeWaitMs: number;
+}
+
+const KEYS = [
+  "hostname",
+  "port",
+  "signal",
+  "pingIntervalS",
+  "maxUrlBytes",
+  "maxConnections",
+  "maxReplayReaders",
+  "tokens",
+  "logger",
+  "onListen",
+  "tls",
+  "closeStreams",
+  "closeWaitMs",
+] as const;
+
+/**
+ * Checks {@linkcode serve}'s options and applies their defaults.
+ *
+ * @example
+ * ```ts
+ * import { checkServeOptions } from "./serve_options.ts";
+ * console.log(checkServeOptions({}).port); // 8765
+ * try {
+ *   checkServeOptions({ port: "80" as unknown as number });
+ * } catch (err) {
+ *   console.log((err as Error).message); // serve: options.port must be an integer 0..65535, got "80"
+ * }
+ * ```
+ */
+export function checkServeOptions(options: unknown): ServeSettings {
+  const where = "serve";
+  const o = new OptionCheck(where, checkKeys(where, options, KEYS));
+  const max = Number.MAX_SAFE_INTEGER;
+  const tls = o.object("tls");
+  if (tls !== undefined) {
+    for (const k of Object.keys(tls)) {
+      if (k !== "cert" && k !== "key") {
+        throw new TypeError(`serve: unknown option "tls.${k}" (known: tls.cert, tls.key)`);
+      }
+    }
+    for (const k of ["cert", "key"] as const) {
+      if (typeof tls[k] !== "string") {
+        throw new TypeError(`serve: options.tls.${k} must be a PEM string, got ${shown(tls[k])}`);
+      }
+    }
+  }
+  return {
+    hostname: o.string("hostname", DEFAULT_HOST),
+    port: o.int("port", 0, 65535, DEFAULT_PORT),
+    signal: o.instance("signal", AbortSignal) ?? undefined,
+    pingIntervalS: o.number("pingIntervalS", 0, true, 30),
+    maxUrlBytes: o.int("maxUrlBytes", 64, max, DEFAULT_MAX_URL_BYTES),
+    maxConnections: o.int("maxConnections", 1, max, DEFAULT_MAX_CONNECTIONS),
+    maxReplayReaders: o.int("maxReplayReaders", 1, max, DEFAULT_MAX_REPLAY_READERS),
+    tokens: o.instance("tokens", TokenTable, true) ?? null,
+    logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),
+    onListen: o.fn<(addr: Deno.NetAddr) => void>("onListen"),
+    tls: tls as { cert: string; key: string } | undefined,
+    closeStreams: o.bool("closeStreams", true),
+    closeWaitMs: o.number("closeWaitMs", 0, true, 2000),
+  };
+}

@@ -1,0 +1,201 @@
+/**
+ * The options of a {@linkcode Stream} (`Stream.open`, `Stream.ephemeral`,
+ * `Stream.restore`), their defaults, and their checks at the call.
+ *
+ * @module
+ */
+
+import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
+import type { ArchiveOptions, LogOptions } from "../log/mod.ts";
+import { DEFAULT_MAX_SUBSCRIBERS } from "./limits.ts";
+import { checkKeys, OptionCheck, shown } from "./_options.ts";
+
+/** Default `maxBacklog`: frames queued for one live subscriber. */
+export const DEFAULT_MAX_BACKLOG = 8192;
+/** Default `maxReplay`: rows a subscribe may ask to replay. */
+export const DEFAULT_MAX_REPLAY = 100_000;
+/** Default `stallTimeoutMs`. */
+export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
+
+/**
+ * Options of {@linkcode Stream.open} and {@linkcode Stream.ephemeral}.
+ *
+ * @example
+ * ```ts
+ * import type { StreamOptions } from "./stream_options.ts";
+ * const options: StreamOptions = {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ *   maxReplay: null,
+ * };
+ * console.log(options.maxReplay); // null
+ * ```
+ */
+export interface StreamOptions {
+  /** The JSON Schema of the rows (see docs/SPEC.md for what is accepted). */
+  schema: Record<string, unknown>;
+  /**
+   * Folder holding the logs: the stream's log is `ROOT/NAME` (`ROOT/_` for the
+   * unnamed stream). Without `root` the stream is ephemeral.
+   */
+  root?: string;
+  /** Options for the log opened under `root` (chunks are on unless `chunks: false`). */
+  logOptions?: LogOptions;
+  /** Frames queued for one live subscriber before it must catch up from the log. @default 8192 */
+  maxBacklog?: number;
+  /** Most rows a subscribe may ask to replay; `null`: no bound. @default 100000 */
+  maxReplay?: number | null;
+  /** Close a subscriber whose socket accepts nothing for this long. @default 30000 */
+  stallTimeoutMs?: number;
+  /**
+   * Subscribers at once; one more is refused with close code 1013 ("try again
+   * later") and no greeting.
+   * @default 5000
+   */
+  maxSubscribers?: number;
+  /**
+   * Archive chunks and the manifest to S3: an `s3://bucket/prefix` URI, or
+   * the URI with an endpoint and path-style addressing for S3-compatible
+   * stores. Named (the URI only, never credentials) in greetings and `/head`.
+   * @default null
+   */
+  archive?: string | ArchiveOptions | null;
+  /** Serve offsets the local tier no longer holds from the archive. @default false */
+  replayArchive?: boolean;
+}
+
+/**
+ * Options of {@linkcode Stream.restore}: those of a stream, with `root` and
+ * `archive` required.
+ *
+ * @example
+ * ```ts
+ * import type { StreamRestoreOptions } from "./stream_options.ts";
+ * const options: StreamRestoreOptions = {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ *   root: "data",
+ *   archive: "s3://bucket/prefix",
+ * };
+ * console.log(options.archive); // s3://bucket/prefix
+ * ```
+ */
+export interface StreamRestoreOptions extends StreamOptions {
+  /** Folder holding the logs (the log is rebuilt at `ROOT/NAME`). */
+  root: string;
+  /** Where the archive is. */
+  archive: string | ArchiveOptions;
+  /** Download the chunks too (true), or the last N of them; else only the manifest. */
+  hydrate?: boolean | number;
+  /** Told about each step. */
+  progress?: (message: string) => void;
+}
+
+/** Options a stream keeps, checked, with defaults applied. */
+export interface StreamSettings {
+  maxBacklog: number;
+  maxReplay: number | null;
+  stallTimeoutMs: number;
+  maxSubscribers: number;
+  archive: string | ArchiveOptions | null;
+  replayArchive: boolean;
+  root: string | undefined;
+  logOptions: LogOptions | undefined;
+}
+
+const KEYS = [
+  "schema",
+  "root",
+  "logOptions",
+  "maxBacklog",
+  "maxReplay",
+  "stallTimeoutMs",
+  "maxSubscribers",
+  "archive",
+  "replayArchive",
+] as const;
+
+const RESTORE_KEYS = [...KEYS, "hydrate", "progress"] as const;
+
+/**
+ * Checks a stream's name: `RangeError` unless it follows the wire contract's rule.
+ *
+ * @example
+ * ```ts
+ * import { checkStreamName } from "./stream_options.ts";
+ * try {
+ *   checkStreamName("Stream.open", "_x");
+ * } catch (err) {
+ *   console.log(err instanceof RangeError); // true
+ * }
+ * ```
+ */
+export function checkStreamName(where: string, name: unknown): string {
+  if (typeof name !== "string") {
+    throw new TypeError(`${where}: the stream name must be a string, got ${shown(name)}`);
+  }
+  if (!isStreamName(name)) {
+    throw new RangeError(`${where}: invalid stream name ${shown(name)}: ${STREAM_NAME_RULE}`);
+  }
+  return name;
+}
+
+/**
+ * Checks a stream's options at the call (`where` names it), applying the
+ * defaults; `restore` accepts the keys of {@linkcode StreamRestoreOptions}.
+ * The schema itself is checked when it is compiled.
+ *
+ * @example
+ * ```ts
+ * import { checkStreamOptions } from "./stream_options.ts";
+ * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+ * console.log(checkStreamOptions("Stream.open", { schema }).maxBacklog); // 8192
+ * try {
+ *   checkStreamOptions("Stream.open", { schema, maxBacklog: "8" });
+ * } catch (err) {
+ *   console.log((err as Error).message);
+ *   // Stream.open: options.maxBacklog must be an integer >= 1, got "8"
+ * }
+ * ```
+ */
+export function checkStreamOptions(
+  where: string,
+  options: unknown,
+  restore = false,
+): StreamSettings {
+  if (options === undefined) {
+    throw new TypeError(`${where}: options with a schema are required, got undefined`);
+  }
+  const o = new OptionCheck(where, checkKeys(where, options, restore ? RESTORE_KEYS : KEYS));
+  const schema = o.get("schema");
+  if (schema === null || typeof schema !== "object" || Array.isArray(schema)) {
+    o.typeError("schema", "a JSON Schema object");
+  }
+  const root = o.string("root", undefined);
+  const logOptions = o.object("logOptions") as LogOptions | undefined;
+  const max = Number.MAX_SAFE_INTEGER;
+  const archive = o.get("archive") ?? null;
+  if (archive !== null && typeof archive !== "string") {
+    if (typeof archive !== "object" || Array.isArray(archive)) {
+      o.typeError("archive", "an s3:// URI, an object with uri, or null");
+    }
+    if (typeof (archive as { uri?: unknown }).uri !== "string") {
+      o.typeError("archive", "an s3:// URI, an object with uri, or null");
+    }
+  }
+  if (restore) {
+    if (root === undefined) o.typeError("root", "a folder");
+    if (archive === null) o.typeError("archive", "an s3:// URI or an object with uri");
+    const hydrate = o.get("hydrate");
+    if (hydrate !== undefined && typeof hydrate !== "boolean") o.int("hydrate", 0, max, 0);
+    o.fn("progress");
+  }
+  return {
+    maxBacklog: o.int("maxBacklog", 1, max, DEFAULT_MAX_BACKLOG),
+    maxReplay: o.int("maxReplay", 0, max, DEFAULT_MAX_REPLAY, true),
+    stallTimeoutMs: o.number("stallTimeoutMs", 0, false, DEFAULT_STALL_TIMEOUT_MS),
+    maxSubscribers: o.int("maxSubscribers", 1, max, DEFAULT_MAX_SUBSCRIBERS),
+    archive: archive as string | ArchiveOptions | null,
+    replayArchive: o.bool("replayArchive", false),
+    root,
+    logOptions,
+  };
+}
