@@ -145,7 +145,7 @@ export function checkArchiveOptions(value: unknown, where: string, uri = true): 
 function describe(v: unknown): string {
   if (v === null) return "null";
   if (Array.isArray(v)) return "an array";
-  if (typeof v === "string") return `the string ${JSON.stringify(v)}`;
+  if (typeof v === "string") return `string ${JSON.stringify(v)}`;
   if (typeof v === "object" || typeof v === "function") return `a ${typeof v}`;
   return `${typeof v} ${String(v)}`;
 }
