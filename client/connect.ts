@@ -152,7 +152,8 @@ function checkOptions(options: unknown): ConnectOptions {
     const s = signal as Partial<AbortSignal> | null;
     if (
       s === null || typeof s !== "object" || typeof s.aborted !== "boolean" ||
-      typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function"
+      typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function" ||
+      typeof s.throwIfAborted !== "function"
     ) {
       throw new TypeError(`connect: signal must be an AbortSignal, got ${describe(signal)}`);
     }
@@ -219,8 +220,17 @@ async function cursorStore(
   // module out (it is reached only where Deno exists; see checkCursorOption).
   const spec = "./file_cursor.ts";
   // Typed by hand: a type query on the module would put it in the module graph.
-  const { FileCursor } = await import(spec) as { FileCursor: new (path: string) => CursorStore };
-  return new FileCursor(cursor);
+  let mod: { FileCursor: new (path: string) => CursorStore };
+  try {
+    mod = await import(spec);
+  } catch (err) {
+    // A program built without the module (`deno compile` embeds only what it can see).
+    throw new TypeError(
+      `connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts ` +
+        `cannot be loaded here (${err}); pass new FileCursor(path) instead`,
+    );
+  }
+  return new mod.FileCursor(cursor);
 }
 
 /**

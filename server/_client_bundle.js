@@ -1412,7 +1412,7 @@ function checkOptions(options) {
   const signal = o.signal;
   if (signal !== void 0) {
     const s = signal;
-    if (s === null || typeof s !== "object" || typeof s.aborted !== "boolean" || typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function") {
+    if (s === null || typeof s !== "object" || typeof s.aborted !== "boolean" || typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function" || typeof s.throwIfAborted !== "function") {
       throw new TypeError(`connect: signal must be an AbortSignal, got ${describe(signal)}`);
     }
   }
@@ -1456,8 +1456,13 @@ function checkCursorOption(cursor) {
 async function cursorStore(cursor) {
   if (typeof cursor !== "string") return cursor;
   const spec = "./file_cursor.ts";
-  const { FileCursor } = await import(spec);
-  return new FileCursor(cursor);
+  let mod;
+  try {
+    mod = await import(spec);
+  } catch (err) {
+    throw new TypeError(`connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts cannot be loaded here (${err}); pass new FileCursor(path) instead`);
+  }
+  return new mod.FileCursor(cursor);
 }
 function connect(url, options = {}) {
   return open(url, options);
