@@ -41,21 +41,22 @@ export { type Line, type Row, Subscription } from "./subscription.ts";
 export * from "./connect_options.ts";
 export { backoffDelay } from "../common/backoff.ts";
 
-const OPTION_KEYS: ReadonlySet<string> = new Set<keyof ConnectOptions>([
-  "offset",
-  "cursor",
-  "saveEveryRows",
-  "saveEveryMs",
-  "beforeSave",
-  "reconnect",
-  "backoff",
-  "onReconnect",
-  "signal",
-  "connectTimeoutMs",
-  "WebSocket",
-  "token",
-  "catchUp",
-]);
+// Every key of ConnectOptions (the Record type makes a new option fail to compile until listed).
+const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
+  offset: true,
+  cursor: true,
+  saveEveryRows: true,
+  saveEveryMs: true,
+  beforeSave: true,
+  reconnect: true,
+  backoff: true,
+  onReconnect: true,
+  signal: true,
+  connectTimeoutMs: true,
+  WebSocket: true,
+  token: true,
+  catchUp: true,
+};
 const BACKOFF_KEYS: ReadonlySet<string> = new Set(["minMs", "maxMs"]);
 
 function checkUrl(url: string | URL): URL {
@@ -113,7 +114,7 @@ function checkOptions(options: unknown): ConnectOptions {
     throw new TypeError(`connect: options must be an object, got ${describe(options)}`);
   }
   for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) throw new TypeError(`connect: unknown option ${key}`);
+    if (!Object.hasOwn(OPTION_KEYS, key)) throw new TypeError(`connect: unknown option ${key}`);
   }
   const o = options as ConnectOptions;
   const off: unknown = o.offset;

@@ -144,8 +144,9 @@ export interface ConnectOptions {
    * Where the resume position is loaded from at connect and saved to as the
    * loop runs. When it holds a cursor, that cursor (offset and stream id)
    * wins over `offset`; when it holds none, the start position is saved at
-   * connect. Needs a durable stream. See `FileCursor` (Deno) and
-   * `MemoryCursor`.
+   * connect. Needs a durable stream. A `CursorStore` (`MemoryCursor`,
+   * `LocalStorageCursor`, `FileCursor`, your own), or in Deno a file path,
+   * which means `new FileCursor(path)`; in a browser a path is a `TypeError`.
    * @default undefined
    */
   cursor?: CursorStore | string;

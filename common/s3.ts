@@ -238,7 +238,19 @@ export function isS3NotFound(err: unknown): boolean {
   return e?.name === "NoSuchKey" || e?.name === "NotFound" || e?.$metadata?.httpStatusCode === 404;
 }
 
-/** How an object is stored. */
+/**
+ * How an object is stored.
+ *
+ * @example
+ * ```ts
+ * import type { PutObjectOptions } from "./s3.ts";
+ * const chunk: PutObjectOptions = {
+ *   contentType: "application/zstd",
+ *   cacheControl: "public, max-age=31536000, immutable",
+ * };
+ * console.log(chunk.contentType); // application/zstd
+ * ```
+ */
 export interface PutObjectOptions {
   /** The `Content-Type`. @default "application/octet-stream" */
   contentType?: string;

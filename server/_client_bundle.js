@@ -1309,21 +1309,21 @@ function clip(s) {
 }
 
 // client/connect.ts
-var OPTION_KEYS = /* @__PURE__ */ new Set([
-  "offset",
-  "cursor",
-  "saveEveryRows",
-  "saveEveryMs",
-  "beforeSave",
-  "reconnect",
-  "backoff",
-  "onReconnect",
-  "signal",
-  "connectTimeoutMs",
-  "WebSocket",
-  "token",
-  "catchUp"
-]);
+var OPTION_KEYS = {
+  offset: true,
+  cursor: true,
+  saveEveryRows: true,
+  saveEveryMs: true,
+  beforeSave: true,
+  reconnect: true,
+  backoff: true,
+  onReconnect: true,
+  signal: true,
+  connectTimeoutMs: true,
+  WebSocket: true,
+  token: true,
+  catchUp: true
+};
 var BACKOFF_KEYS = /* @__PURE__ */ new Set([
   "minMs",
   "maxMs"
@@ -1379,7 +1379,7 @@ function checkOptions(options) {
     throw new TypeError(`connect: options must be an object, got ${describe(options)}`);
   }
   for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) throw new TypeError(`connect: unknown option ${key}`);
+    if (!Object.hasOwn(OPTION_KEYS, key)) throw new TypeError(`connect: unknown option ${key}`);
   }
   const o = options;
   const off = o.offset;
