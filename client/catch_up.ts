@@ -12,8 +12,10 @@
  * @module
  */
 
+import { describe } from "./_describe.ts";
 import { headUrl } from "./head.ts";
 import { NotReplayable } from "./errors.ts";
+import { type Greeting, PROTOCOL_VERSION, type StreamHead } from "./wire.ts";
 
 /** One chunk as a manifest lists it. */
 export interface ChunkInfo {
@@ -57,6 +59,51 @@ export interface CatchUpOptions {
   archive?: ChunkSource | null;
   /** The fetch to use. @default globalThis.fetch */
   fetch?: typeof fetch;
+}
+
+const CATCH_UP_KEYS: ReadonlySet<string> = new Set(["decompress", "archive", "fetch"]);
+
+/**
+ * Checks {@linkcode CatchUpOptions} as a caller passed them: a `TypeError`
+ * naming `where`, the option and what was seen for an unknown key or a wrong
+ * type (`archive` must be a {@linkcode ChunkSource}).
+ *
+ * @example
+ * ```ts
+ * import { checkCatchUpOptions } from "./catch_up.ts";
+ * checkCatchUpOptions({ decompress: (b: Uint8Array) => b }, "catchUp");
+ * try {
+ *   checkCatchUpOptions({ archive: "s3://market-data/prod" }, "catchUp");
+ * } catch (err) {
+ *   console.log(err instanceof TypeError); // true
+ * }
+ * ```
+ */
+export function checkCatchUpOptions(value: unknown, where: string): CatchUpOptions {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new TypeError(`${where} must be an object, got ${describe(value)}`);
+  }
+  const o = value as Record<string, unknown>;
+  for (const key of Object.keys(o)) {
+    if (!CATCH_UP_KEYS.has(key)) throw new TypeError(`${where}: unknown option ${key}`);
+  }
+  for (const key of ["decompress", "fetch"]) {
+    if (o[key] !== undefined && typeof o[key] !== "function") {
+      throw new TypeError(`${where}.${key} must be a function, got ${describe(o[key])}`);
+    }
+  }
+  const a = o.archive as Partial<ChunkSource> | null | undefined;
+  if (
+    a !== undefined && a !== null &&
+    (typeof a !== "object" || typeof a.manifest !== "function" ||
+      typeof a.chunk !== "function" || typeof a.name !== "string")
+  ) {
+    throw new TypeError(
+      `${where}.archive must be a ChunkSource (name, manifest(), chunk(); e.g. an ` +
+        `S3ChunkSource from client/s3.ts), got ${describe(o.archive)}`,
+    );
+  }
+  return o as CatchUpOptions;
 }
 
 /** A chunk whose bytes do not match its SHA-256 name. */
@@ -210,4 +257,36 @@ export async function catchUp(
     }
   }
   return { lines: lines(), next: () => next };
+}
+
+/**
+ * The greeting a subscription shows while it reads chunks over HTTP from
+ * `from` on (no socket is open): made from the stream's head.
+ *
+ * @example
+ * ```ts
+ * import { catchUpGreeting } from "./catch_up.ts";
+ * import type { StreamHead } from "./wire.ts";
+ * const head = {
+ *   stream: "trades",
+ *   stream_id: "0123456789abcdef0123456789abcdef",
+ *   end_offset: 500,
+ *   archive: null,
+ *   schema: {},
+ * } as unknown as StreamHead;
+ * console.log(catchUpGreeting(head, 10).replay); // [ 10, 500 ]
+ * ```
+ */
+export function catchUpGreeting(head: StreamHead, from: number): Greeting {
+  return {
+    streamcast: PROTOCOL_VERSION,
+    stream: head.stream,
+    stream_id: head.stream_id,
+    end_offset: head.end_offset,
+    replay: head.end_offset !== null && from < head.end_offset ? [from, head.end_offset] : null,
+    log: { name: head.stream, archive: head.archive },
+    durable: true,
+    schema: head.schema,
+    frames: "batch",
+  };
 }

@@ -1,19 +1,11 @@
 /**
- * `connect()` and the {@linkcode Subscription} it returns: a streamcast
- * subscription as an async iterator of `[offset, msg]` pairs.
+ * `connect()`: checks the URL and every option at the call — a wrong type is
+ * a `TypeError`, a value out of range a `RangeError`, an unknown key a
+ * `TypeError`, each naming the option and what was seen — resolves a cursor
+ * path to a `FileCursor` (Deno), then opens the {@linkcode Subscription}.
  *
- * Invariants kept here:
- * - offsets yielded on a durable stream strictly increase, also across
- *   reconnects, and none is below the offset asked for; a frame that breaks
- *   this ends the iteration with a {@linkcode ProtocolError};
- * - the cursor's offset never passes a row the loop has not finished: a row
- *   counts as handled only when the loop asks for the next one (or
- *   `commit()` is called), so `break`, an exception or a crash re-delivers it;
- * - a reconnect resumes at the offset after the last row received, with the
- *   stream id the subscription started with, and never crosses a change of it.
- *
- * Web APIs only (WebSocket, URL, AbortSignal, timers): this runs in Deno and in
- * browsers.
+ * Web APIs only at module load: the file cursor is loaded only when a path is
+ * given, and only where `Deno` exists.
  *
  * @example
  * ```ts
@@ -38,243 +30,36 @@
  * @module
  */
 
-import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import { describe } from "./_describe.ts";
+import { checkCatchUpOptions } from "./catch_up.ts";
+import type { ConnectOptions, SubscriptionOptions } from "./connect_options.ts";
 import type { CursorStore } from "./cursor.ts";
-import {
-  closeError,
-  ConnectionClosed,
-  NotReplayable,
-  ProtocolError,
-  SubscriptionError,
-} from "./errors.ts";
-import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
-import { type CatchUp, catchUp, type CatchUpOptions } from "./catch_up.ts";
-import { fetchHead, headUrl } from "./head.ts";
-import {
-  BEARER_PROTOCOL_PREFIX,
-  CloseCode,
-  type Greeting,
-  type OffsetRequest,
-  splitBatch,
-  SUBPROTOCOL,
-  subscribeUrl,
-  TOKEN_PATTERN,
-} from "./wire.ts";
+import { Subscription } from "./subscription.ts";
+import { TOKEN_PATTERN } from "./wire.ts";
 
-import { backoffDelay } from "../common/backoff.ts";
+export { type Line, type Row, Subscription } from "./subscription.ts";
+export * from "./connect_options.ts";
+export { backoffDelay } from "../common/backoff.ts";
 
-export type { WebSocketConstructor } from "./_connection.ts";
-export { backoffDelay };
+// Every key of ConnectOptions (the Record type makes a new option fail to compile until listed).
+const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
+  offset: true,
+  cursor: true,
+  saveEveryRows: true,
+  saveEveryMs: true,
+  beforeSave: true,
+  reconnect: true,
+  backoff: true,
+  onReconnect: true,
+  signal: true,
+  connectTimeoutMs: true,
+  WebSocket: true,
+  token: true,
+  catchUp: true,
+};
+const BACKOFF_KEYS: ReadonlySet<string> = new Set(["minMs", "maxMs"]);
 
-/**
- * Default {@linkcode ConnectOptions.saveEveryRows}.
- *
- * @example
- * ```ts
- * import { DEFAULT_SAVE_EVERY_ROWS } from "./connect.ts";
- * console.log(DEFAULT_SAVE_EVERY_ROWS); // 10000
- * ```
- */
-export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
-/**
- * Default {@linkcode ConnectOptions.saveEveryMs}.
- *
- * @example
- * ```ts
- * import { DEFAULT_SAVE_EVERY_MS } from "./connect.ts";
- * console.log(DEFAULT_SAVE_EVERY_MS); // 1000
- * ```
- */
-export const DEFAULT_SAVE_EVERY_MS = 1_000;
-/**
- * Default {@linkcode ConnectOptions.connectTimeoutMs}.
- *
- * @example
- * ```ts
- * import { DEFAULT_CONNECT_TIMEOUT_MS } from "./connect.ts";
- * console.log(DEFAULT_CONNECT_TIMEOUT_MS); // 10000
- * ```
- */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-/**
- * Default {@linkcode BackoffOptions.minMs}.
- *
- * @example
- * ```ts
- * import { DEFAULT_BACKOFF_MIN_MS } from "./connect.ts";
- * console.log(DEFAULT_BACKOFF_MIN_MS); // 100
- * ```
- */
-export const DEFAULT_BACKOFF_MIN_MS = 100;
-/**
- * Default {@linkcode BackoffOptions.maxMs}.
- *
- * @example
- * ```ts
- * import { DEFAULT_BACKOFF_MAX_MS } from "./connect.ts";
- * console.log(DEFAULT_BACKOFF_MAX_MS); // 10000
- * ```
- */
-export const DEFAULT_BACKOFF_MAX_MS = 10_000;
-
-/**
- * Reconnect delays: capped exponential, with jitter (see {@linkcode backoffDelay}).
- *
- * @example
- * ```ts
- * import type { BackoffOptions } from "./connect.ts";
- * const backoff: BackoffOptions = { minMs: 250, maxMs: 30_000 };
- * console.log(backoff.maxMs); // 30000
- * ```
- */
-export interface BackoffOptions {
-  /** The delay before the first attempt (before jitter). @default 100 */
-  minMs?: number;
-  /** The largest delay (before jitter). @default 10000 */
-  maxMs?: number;
-}
-
-/**
- * What {@linkcode ConnectOptions.onReconnect} is told before each reconnect attempt.
- *
- * @example
- * ```ts
- * import type { ReconnectEvent } from "./connect.ts";
- * function report(e: ReconnectEvent): void {
- *   const at = e.resumeAt === null ? "live (rows lost meanwhile)" : `at ${e.resumeAt}`;
- *   console.error(`${e.error.message}; retrying in ${e.delayMs} ms ${at}`);
- * }
- * console.log(typeof report); // function
- * ```
- */
-export interface ReconnectEvent {
-  /** Why the connection ended (attempt 1), or why the previous attempt failed. */
-  error: SubscriptionError;
-  /** 1 for the first attempt after a connection ended, then 2, 3, … */
-  attempt: number;
-  /** How long the client waits before this attempt. */
-  delayMs: number;
-  /** The offset the attempt resumes at; `null` on an ephemeral stream (live). */
-  resumeAt: number | null;
-  /**
-   * `true` on an ephemeral stream: rows published while disconnected are lost
-   * (the stream keeps no log). Always `false` on a durable stream, which
-   * resumes with no gap.
-   */
-  lost: boolean;
-}
-
-/**
- * Options of {@linkcode connect}.
- *
- * @example
- * ```ts
- * import { type ConnectOptions, MemoryCursor } from "./mod.ts";
- * const options: ConnectOptions = {
- *   offset: "earliest",
- *   cursor: new MemoryCursor(),
- *   reconnect: true,
- *   backoff: { minMs: 100, maxMs: 5_000 },
- *   onReconnect: (e) => console.error(e.error.message),
- * };
- * console.log(options.reconnect); // true
- * ```
- */
-export interface ConnectOptions {
-  /**
-   * Where to start: an offset (inclusive; 0 means the stream's first offset)
-   * or `"earliest"` (the earliest offset still served, accepting any gap).
-   * A saved cursor wins over this. Absent: live, from the next row.
-   * @default undefined
-   */
-  offset?: number | "earliest";
-  /**
-   * Where the resume position is loaded from at connect and saved to as the
-   * loop runs. When it holds a cursor, that cursor (offset and stream id)
-   * wins over `offset`; when it holds none, the start position is saved at
-   * connect. Needs a durable stream. See `FileCursor` (Deno) and
-   * `MemoryCursor`.
-   * @default undefined
-   */
-  cursor?: CursorStore;
-  /** Save the cursor (awaited, in the loop) once this many rows were handled since the last save. @default 10000 */
-  saveEveryRows?: number;
-  /** Save the cursor (in the background) at most this long after a row was handled. @default 1000 */
-  saveEveryMs?: number;
-  /**
-   * Called before each cursor save: flush whatever output the handled rows
-   * produced, so the saved position never runs ahead of your side effects.
-   * A rejection cancels that save.
-   * @default undefined
-   */
-  beforeSave?: () => void | Promise<void>;
-  /**
-   * Reconnect after 1001, 4429 or a dropped connection (see `RECONNECT_CODES`),
-   * with backoff, at the offset after the last row received and with the
-   * known stream id. A refusal (4400, 4404, 4416) is always thrown. The first
-   * connect is never retried: `connect()` itself rejects.
-   * @default false
-   */
-  reconnect?: boolean;
-  /** Delays between reconnect attempts. @default {minMs: 100, maxMs: 10000} */
-  backoff?: BackoffOptions;
-  /** Told before each reconnect attempt (an exception thrown here ends the iteration). @default undefined */
-  onReconnect?: (event: ReconnectEvent) => void;
-  /** Aborting closes the subscription: `connect()` or the loop rejects with the signal's reason. @default undefined */
-  signal?: AbortSignal;
-  /** Give up on a connect (or a reconnect attempt) without a greeting after this long. @default 10000 */
-  connectTimeoutMs?: number;
-  /** The WebSocket constructor to use. @default globalThis.WebSocket */
-  WebSocket?: WebSocketConstructor;
-  /**
-   * A bearer token, for a server started with a tokens file. The socket
-   * offers it as the subprotocol `bearer.TOKEN` beside `streamcast` (the form
-   * browsers can send); catch-up's HTTP requests to the server send it as
-   * `Authorization: Bearer TOKEN`. A server that refuses it (HTTP 401/403
-   * before the upgrade) makes `connect()` reject with a `ConnectionClosed`
-   * of code 4401, which `reconnect` does not retry. It appears in no error
-   * message.
-   * @default undefined
-   */
-  token?: string;
-  /**
-   * When a subscribe is refused `too_old` (or `evicted`/`empty`, given an
-   * `archive` source), read the gap from the server's chunks over HTTP — with no socket
-   * open — then subscribe where they end; repeat until accepted. Chunks are
-   * checked against their SHA-256. zstd is decoded with `node:zlib` where it
-   * exists; elsewhere pass `{ decompress }`. See `client/catch_up.ts`.
-   * @default false
-   */
-  catchUp?: boolean | CatchUpOptions;
-}
-
-/**
- * A data row: its offset (`null` on an ephemeral stream) and the message.
- *
- * @example
- * ```ts
- * import type { Row } from "./connect.ts";
- * const [offset, msg]: Row<{ price: number }> = [1861, { price: 85565 }];
- * console.log(offset, msg.price); // 1861 85565
- * ```
- */
-export type Row<T = unknown> = [offset: number | null, msg: T];
-
-/**
- * A data line as received: its offset and the original `[offset,msg]` text.
- *
- * @example
- * ```ts
- * import type { Line } from "./connect.ts";
- * const [offset, text]: Line = [1861, '[1861,{"price":85565}]'];
- * console.log(offset, text.length); // 1861 22
- * ```
- */
-export type Line = [offset: number | null, line: string];
-
-const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
-
-function checkOptions(url: string | URL, o: ConnectOptions): URL {
+function checkUrl(url: string | URL): URL {
   let u: URL;
   try {
     u = new URL(url);
@@ -295,731 +80,158 @@ function checkOptions(url: string | URL, o: ConnectOptions): URL {
   // Messages name the stream by its WebSocket URL.
   if (u.protocol === "http:") u.protocol = "ws:";
   else if (u.protocol === "https:") u.protocol = "wss:";
-  const off = o.offset;
-  if (off !== undefined && off !== "earliest" && !(Number.isSafeInteger(off) && off >= 0)) {
-    throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
-  }
-  const pos = (name: string, v: number | undefined, min: number) => {
-    if (v !== undefined && !(Number.isFinite(v) && v >= min)) {
-      throw new RangeError(`connect: ${name} must be a number >= ${min}, got ${v}`);
-    }
-  };
-  pos("saveEveryRows", o.saveEveryRows, 1);
-  pos("saveEveryMs", o.saveEveryMs, 0);
-  pos("connectTimeoutMs", o.connectTimeoutMs, 1);
-  pos("backoff.minMs", o.backoff?.minMs, 0);
-  pos("backoff.maxMs", o.backoff?.maxMs, o.backoff?.minMs ?? 0);
-  if (o.token !== undefined && (typeof o.token !== "string" || !TOKEN_PATTERN.test(o.token))) {
-    // The value is not quoted: it is a secret, typo or not.
-    throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
-  }
   return u;
 }
 
-/** A WebSocket constructor that offers `streamcast` and `bearer.TOKEN` as subprotocols. */
-function withToken(WS: WebSocketConstructor, token: string): WebSocketConstructor {
-  const Base = WS as unknown as new (url: string | URL, protocols: string[]) => WebSocket;
-  const protocols = [SUBPROTOCOL, BEARER_PROTOCOL_PREFIX + token];
-  // Called with `new`: the object returned is the instance.
-  return function (url: string | URL): WebSocket {
-    return new Base(url, protocols);
-  } as unknown as WebSocketConstructor;
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
-/** `f` sending `Authorization: Bearer TOKEN` to `origin` (and to nowhere else). */
-function fetchWithToken(f: typeof fetch, token: string, origin: string): typeof fetch {
-  return (input: RequestInfo | URL, init?: RequestInit) => {
-    const url = new URL(input instanceof Request ? input.url : input);
-    if (url.origin !== origin) return f(input, init);
-    const headers = new Headers(input instanceof Request ? input.headers : undefined);
-    new Headers(init?.headers).forEach((v, k) => headers.set(k, v));
-    headers.set("authorization", `Bearer ${token}`);
-    return f(input, { ...init, headers });
-  };
+/** A number option: a `TypeError` if it is not a number, a `RangeError` below `min`. */
+function checkNumber(name: string, v: unknown, min: number): void {
+  if (v === undefined) return;
+  if (typeof v !== "number") {
+    throw new TypeError(`connect: ${name} must be a number, got ${describe(v)}`);
+  }
+  if (!(Number.isFinite(v) && v >= min)) {
+    throw new RangeError(`connect: ${name} must be a number >= ${min}, got ${v}`);
+  }
 }
 
-/** The stream's HTTP origin (`ws:` → `http:`). */
-function httpOrigin(url: string): string {
-  const u = new URL(url);
-  u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
-  return u.origin;
+function checkType(name: string, v: unknown, type: "function" | "boolean"): void {
+  if (v !== undefined && typeof v !== type) {
+    throw new TypeError(`connect: ${name} must be a ${type}, got ${describe(v)}`);
+  }
 }
 
 /**
- * A subscription to one stream: iterate it with `for await` to get
- * `[offset, msg]` pairs, replay first and then live, with no gap and no
- * duplicate. Get one from {@linkcode connect}.
- *
- * Leaving the loop (by `break`, `return` or an exception) closes the
- * subscription and saves the cursor at the row the loop was on, so that row
- * is delivered again on resume.
- *
- * @example
- * ```ts
- * import { connect, MemoryCursor } from "./mod.ts";
- * import { serve, Stream } from "../mod.ts";
- * const root = await Deno.makeTempDir();
- * const stream = await Stream.open("ticks", {
- *   root,
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- * });
- * const server = serve([stream], { port: 0, onListen: () => {} });
- * await stream.sendMany([{ v: 1 }, { v: 2 }, { v: 3 }]);
- * const cursor = new MemoryCursor();
- * const sub = await connect<{ v: number }>(`${server.url}/ticks`, { offset: 1, cursor });
- * console.log(sub.greeting.end_offset); // 4
- * for await (const [offset, msg] of sub) {
- *   if (msg.v === 2) break; // row 2 is not handled: a resume starts there
- * }
- * console.log(cursor.value?.offset); // 2
- * await server.shutdown();
- * await Deno.remove(root, { recursive: true });
- * ```
+ * Checks the options of {@linkcode connect} (see the module doc) and returns
+ * them with `cursor` still as given.
  */
-export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> {
-  readonly #url: string;
-  readonly #opts: ConnectOptions;
-  readonly #WS: WebSocketConstructor;
-  readonly #cursor: CursorStore | null;
-  readonly #saveEveryRows: number;
-  readonly #saveEveryMs: number;
-  #conn: Connection | null = null;
-  #greeting: Greeting | null = null;
-  #streamId: string | null = null;
-  #durable = false;
-  /** Durable streams: the lowest offset the next row may have. */
-  #expect = 0;
-  #lastOffset: number | null = null;
-  /** The offset of the row yielded last (null: ephemeral), `undefined` when none is current. */
-  #current: number | null | undefined = undefined;
-  /** The next offset not yet handled (the cursor's offset); null on an ephemeral stream. */
-  #handled: number | null = null;
-  #saved: number | null = null;
-  /** Rows handled so far, and how many of them the last completed save covers. */
-  #handledCount = 0;
-  #savedCount = 0;
-  #saveChain: Promise<void> = Promise.resolve();
-  #saveTimer: ReturnType<typeof setTimeout> | undefined;
-  #saveError: unknown = undefined;
-  #lines: string[] = [];
-  #li = 0;
-  #busy = false;
-  #closed = false;
-  #closing: Promise<void> | null = null;
-  #aborted = false;
-  #abortReason: unknown = undefined;
-  #sleepWake: (() => void) | null = null;
-  #reconnects = 0;
-  #catchUp: CatchUp | null = null;
-  #catchUpRows = 0;
-  readonly #onAbort = (): void => this.#abort();
-
-  private constructor(url: URL, options: ConnectOptions) {
-    this.#url = url.toString();
-    this.#opts = options;
-    const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
-    this.#WS = options.token === undefined ? WS : withToken(WS, options.token);
-    this.#cursor = options.cursor ?? null;
-    this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
-    this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+function checkOptions(options: unknown): ConnectOptions {
+  if (options === undefined) return {};
+  if (!isObject(options)) {
+    throw new TypeError(`connect: options must be an object, got ${describe(options)}`);
   }
-
-  /** @internal Use {@linkcode connect}. */
-  static async _open<T>(url: string | URL, options: ConnectOptions): Promise<Subscription<T>> {
-    const u = checkOptions(url, options);
-    const signal = options.signal;
-    signal?.throwIfAborted();
-    const sub = new Subscription<T>(u, options);
-    signal?.addEventListener("abort", sub.#onAbort, { once: true });
-    try {
-      await sub.#start();
-    } catch (err) {
-      await sub.#shutdown(false);
-      throw err;
-    }
-    return sub;
+  for (const key of Object.keys(options)) {
+    if (!Object.hasOwn(OPTION_KEYS, key)) throw new TypeError(`connect: unknown option ${key}`);
   }
-
-  async #start(): Promise<void> {
-    let offset: OffsetRequest = this.#opts.offset ?? null;
-    let streamId: string | null = null;
-    const saved = this.#cursor ? await this.#cursor.load() : null;
-    if (saved) {
-      offset = saved.offset;
-      streamId = saved.streamId;
-    }
-    await this.#openOrCatchUp(offset, streamId, null);
-    if (this.#cursor && !this.#durable) {
-      throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
-    }
-    this.#handled = this.#durable ? this.#expect : null;
-    // No cursor yet: this start is the position from now on.
-    if (this.#cursor && !saved) await this.#save();
-    else this.#saved = this.#handled;
-  }
-
-  /**
-   * Opens a socket at `offset`; when refused for reaching too far back and
-   * `catchUp` is on, starts reading the gap from the chunks instead (the
-   * socket is opened again once they are read).
-   */
-  async #openOrCatchUp(
-    offset: OffsetRequest,
-    streamId: string | null,
-    resume: number | null,
-  ): Promise<void> {
-    try {
-      await this.#open(offset, streamId, resume);
-    } catch (err) {
-      const opt = this.#opts.catchUp;
-      if (!opt || !(err instanceof NotReplayable)) throw err;
-      const options: CatchUpOptions = opt === true ? {} : opt;
-      const canRead = err.why === "too_old" ||
-        ((err.why === "evicted" || err.why === "empty") && options.archive);
-      if (!canRead) throw err;
-      const from = typeof offset === "number" ? Math.max(1, offset) : (err.offset ?? 1);
-      // No progress since the last catch-up ended here: the refusal stands.
-      if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
-      const token = this.#opts.token;
-      const c = await catchUp(
-        this.#url,
-        from,
-        streamId ?? this.#streamId,
-        token === undefined ? options : {
-          ...options,
-          fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url)),
-        },
-      );
-      const head = await fetchHead(
-        this.#url,
-        token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
-      );
-      this.#catchUp = c;
-      this.#catchUpRows = 0;
-      this.#durable = true;
-      this.#streamId = head.stream_id;
-      this.#expect = Math.max(this.#expect, from);
-      this.#greeting = {
-        streamcast: 2,
-        stream: head.stream,
-        stream_id: head.stream_id,
-        end_offset: head.end_offset,
-        replay: head.end_offset !== null && from < head.end_offset ? [from, head.end_offset] : null,
-        log: { name: head.stream, archive: head.archive },
-        durable: true,
-        schema: head.schema,
-        frames: "batch",
-      };
-    }
-  }
-
-  /**
-   * Opens a socket at `offset` and waits for its greeting. Returns with the
-   * subscription updated, or throws the typed error for the refusal, the
-   * close, the timeout or the abort.
-   */
-  async #open(
-    offset: OffsetRequest,
-    streamId: string | null,
-    resume: number | null,
-  ): Promise<void> {
-    const ctx = { url: this.#url, offset, streamId };
-    const conn = new Connection(
-      this.#WS,
-      subscribeUrl(this.#url, { offset, streamId, frames: "batch" }),
-    );
-    this.#conn = conn;
-    const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    let timedOut = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        resolve();
-      }, ms);
-    });
-    try {
-      while (
-        conn.greeting === null && conn.closed === null && conn.problem === null && !timedOut &&
-        !this.#aborted && !this.#closed
-      ) {
-        await Promise.race([conn.wait(), timeout]);
-      }
-    } finally {
-      clearTimeout(timer);
-    }
-    if (this.#aborted) {
-      await conn.close();
-      throw this.#abortReason;
-    }
-    if (this.#closed) return;
-    if (conn.greeting === null && conn.problem !== null) {
-      await conn.close();
-      throw new ProtocolError(conn.problem, this.#url);
-    }
-    if (conn.greeting === null) {
-      if (conn.closed !== null) {
-        const c = conn.closed;
-        if (c.code === 1006) {
-          const denied = await this.#accessDenied(resume);
-          if (denied) throw denied;
-        }
-        const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
-        if (err instanceof ConnectionClosed) {
-          throw new ConnectionClosed(
-            this.#url,
-            c.code,
-            c.reason,
-            resume,
-            `${c.code === 1006 ? "1006: refused or dropped" : c.code} before the greeting`,
-            c.wasClean,
-          );
-        }
-        throw err;
-      }
-      await conn.close();
-      throw new ConnectionClosed(this.#url, null, "", resume, `no greeting within ${ms} ms`);
-    }
-    const g = conn.greeting;
-    if (this.#streamId !== null && g.stream_id !== this.#streamId) {
-      // A server that does not check stream_id: never cross a change of log.
-      await conn.close();
-      throw new NotReplayable(this.#url, {
-        why: "other_stream",
-        offset: typeof offset === "number" ? offset : undefined,
-        streamId: this.#streamId,
-      });
-    }
-    this.#greeting = g;
-    this.#durable = g.durable;
-    this.#streamId = g.stream_id;
-    if (g.durable) {
-      const floor = g.replay ? g.replay[0] : (g.end_offset as number);
-      this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
-    }
-  }
-
-  /**
-   * After a socket that failed before the greeting without a close frame:
-   * whether the server denies access (a WebSocket cannot see the HTTP status
-   * of a refused upgrade, so `/head` is asked, with the same token). Returns
-   * the error to throw, or null (anything else: the server is down, say).
-   */
-  async #accessDenied(resume: number | null): Promise<ConnectionClosed | null> {
-    if (typeof fetch !== "function") return null;
-    const token = this.#opts.token;
-    const ms = Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5_000);
-    const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), ms);
-    try {
-      const res = await fetch(headUrl(this.#url), {
-        signal: ac.signal,
-        headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
-      });
-      const body = await res.text();
-      if (res.status !== 401 && res.status !== 403) return null;
-      const detail = res.status === 401
-        ? (token === undefined
-          ? "401: the server requires a bearer token (the token option)"
-          : "401: the server does not accept this token")
-        : "403: this token may not read this stream";
-      let reason = "";
-      try {
-        const j = JSON.parse(body);
-        if (j && typeof j.error === "string") reason = JSON.stringify(j);
-      } catch {
-        // Not the server's JSON: the detail says enough.
-      }
-      return new ConnectionClosed(this.#url, CloseCode.Unauthorized, reason, resume, detail);
-    } catch {
-      return null;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /** The greeting of the current connection (updated on reconnect). */
-  get greeting(): Greeting {
-    return this.#greeting!;
-  }
-
-  /** The stream id (`null` on an ephemeral stream). */
-  get streamId(): string | null {
-    return this.#streamId;
-  }
-
-  /** The offset of the last row yielded, or `null` (none yet, or an ephemeral stream). */
-  get lastOffset(): number | null {
-    return this.#lastOffset;
-  }
-
-  /**
-   * The resume position: the first offset not yet handled, which is what the
-   * cursor saves (`null` on an ephemeral stream).
-   */
-  get position(): number | null {
-    return this.#handled;
-  }
-
-  /** How many times the subscription reconnected. */
-  get reconnects(): number {
-    return this.#reconnects;
-  }
-
-  /** At least this many rows are received and ready to be yielded without waiting. */
-  get buffered(): number {
-    return this.#lines.length - this.#li + (this.#conn?.pending ?? 0);
-  }
-
-  /**
-   * Marks the current row (the one yielded last) handled and saves the cursor
-   * now. Without a cursor it only marks.
-   */
-  async commit(): Promise<void> {
-    if (typeof this.#current === "number" && this.#current + 1 > (this.#handled ?? 0)) {
-      this.#handled = this.#current + 1;
-    }
-    if (this.#cursor && this.#durable) await this.#save();
-  }
-
-  /**
-   * Closes the subscription: the loop ends (a pending `next()` resolves done)
-   * and the cursor is saved at the first row not handled. Resolves once the
-   * socket is closed; rejects if that last save fails.
-   */
-  close(): Promise<void> {
-    return this.#shutdown(true);
-  }
-
-  /** This subscription, as its own iterator of `[offset, msg]`. */
-  [Symbol.asyncIterator](): AsyncIterableIterator<Row<T>> {
-    return this;
-  }
-
-  /** The next row; see the class documentation. */
-  next(): Promise<IteratorResult<Row<T>, undefined>> {
-    const now = this.#tryNow(false);
-    if (now !== null) return Promise.resolve(now as IteratorResult<Row<T>, undefined>);
-    return this.#next(false) as Promise<IteratorResult<Row<T>, undefined>>;
-  }
-
-  /** Closes the subscription (a `for await` loop calls this on `break`). */
-  async return(): Promise<IteratorResult<Row<T>, undefined>> {
-    await this.close();
-    return DONE;
-  }
-
-  /**
-   * The rows as `[offset, line]`, where `line` is the `[offset,msg]` text
-   * exactly as received (nothing re-encoded, `msg` not parsed): for tools that
-   * pass rows on, like `cli.ts tail`. Same cursor rules as iterating the
-   * subscription; use one or the other.
-   *
-   * @example
-   * ```ts
-   * import { connect } from "./connect.ts";
-   * import { serve, Stream } from "../mod.ts";
-   * const stream = new Stream("ticks", {
-   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
-   * });
-   * const server = serve([stream], { port: 0, onListen: () => {} });
-   * const sub = await connect(`${server.url}/ticks`);
-   * await stream.send({ v: 1.5 });
-   * for await (const [, line] of sub.lines()) {
-   *   console.log(line); // [null,{"v":1.5}]
-   *   break;
-   * }
-   * await server.shutdown();
-   * ```
-   */
-  lines(): AsyncIterableIterator<Line> {
-    const it: AsyncIterableIterator<Line> = {
-      next: () => {
-        const now = this.#tryNow(true);
-        if (now !== null) return Promise.resolve(now as IteratorResult<Line, undefined>);
-        return this.#next(true) as Promise<IteratorResult<Line, undefined>>;
-      },
-      return: async () => {
-        await this.close();
-        return DONE;
-      },
-      [Symbol.asyncIterator]: () => it,
-    };
-    return it;
-  }
-
-  /** The loop asked for the next row: the current one is handled. */
-  #markHandled(): void {
-    const cur = this.#current;
-    if (cur === undefined) return;
-    if (cur !== null && cur + 1 > (this.#handled ?? 0)) this.#handled = cur + 1;
-    this.#current = undefined;
-    this.#handledCount++;
-    if (this.#cursor && !this.#closed && !this.#saveDue()) this.#armSaveTimer();
-  }
-
-  #saveDue(): boolean {
-    return this.#cursor !== null && !this.#closed &&
-      this.#handledCount - this.#savedCount >= this.#saveEveryRows;
-  }
-
-  /**
-   * The fast path of next(): a row already received, when nothing else (a
-   * save, a close, an abort, a bad line) needs the async path. `null`: take
-   * the async path.
-   */
-  #tryNow(raw: boolean): IteratorResult<Row<T> | Line, undefined> | null {
-    if (this.#busy || this.#closed || this.#aborted || this.#saveError !== undefined) return null;
-    this.#markHandled();
-    if (this.#saveDue()) return null;
-    if (this.#li >= this.#lines.length) {
-      const frame = this.#conn?.take();
-      if (frame === undefined) return null;
-      this.#lines = splitBatch(frame);
-      this.#li = 0;
-    }
-    // A bad line is left in place for the async path to report.
-    const value = this.#row(this.#lines[this.#li], raw);
-    if (typeof value === "string") return null;
-    this.#li++;
-    return { done: false, value };
-  }
-
-  async #next(raw: boolean): Promise<IteratorResult<Row<T> | Line, undefined>> {
-    if (this.#busy) {
+  const o = options as ConnectOptions;
+  const off: unknown = o.offset;
+  if (off !== undefined && off !== "earliest") {
+    if (typeof off !== "number") {
       throw new TypeError(
-        "Subscription: next() called while another next() is pending; use one for await loop",
+        `connect: offset must be an integer >= 0 or "earliest", got ${describe(off)}`,
       );
     }
-    this.#busy = true;
-    try {
-      this.#markHandled();
-      // Awaited, so a crash re-delivers at most saveEveryRows handled rows.
-      if (this.#saveDue()) await this.#saveOrEnd();
-      while (true) {
-        if (this.#saveError !== undefined) {
-          const err = this.#saveError;
-          this.#saveError = undefined;
-          await this.#shutdown(false).catch(() => {});
-          throw err;
-        }
-        if (this.#aborted) {
-          await this.#shutdown(true).catch(() => {});
-          throw this.#abortReason;
-        }
-        if (this.#closed) return DONE;
-        if (this.#li < this.#lines.length) {
-          const value = this.#row(this.#lines[this.#li++], raw);
-          if (typeof value === "string") await this.#fail(value);
-          return { done: false, value: value as Row<T> | Line };
-        }
-        if (this.#catchUp) {
-          // Rows read over HTTP come first; then the socket, where they end.
-          const r = await this.#catchUp.lines.next();
-          if (!r.done) {
-            this.#lines = r.value;
-            this.#li = 0;
-            this.#catchUpRows += r.value.length;
-            continue;
-          }
-          const at = Math.max(this.#catchUp.next(), this.#expect);
-          this.#catchUp = null;
-          try {
-            await this.#openOrCatchUp(at, this.#streamId, at);
-          } catch (e) {
-            await this.#shutdown(true).catch(() => {});
-            throw e;
-          }
-          continue;
-        }
-        const conn = this.#conn!;
-        const frame = conn.take();
-        if (frame !== undefined) {
-          this.#lines = splitBatch(frame);
-          this.#li = 0;
-          continue;
-        }
-        if (conn.problem !== null) await this.#fail(conn.problem);
-        if (conn.closed !== null) {
-          const c = conn.closed;
-          const err = closeError(
-            c.code,
-            c.reason,
-            {
-              url: this.#url,
-              offset: this.#durable ? this.#expect : null,
-              streamId: this.#streamId,
-            },
-            this.#durable ? this.#expect : null,
-            c.wasClean,
-          );
-          if (this.#opts.reconnect && err.reconnectable) {
-            try {
-              await this.#reconnect(err);
-            } catch (e) {
-              await this.#shutdown(true).catch(() => {});
-              throw e;
-            }
-            continue;
-          }
-          await this.#shutdown(true).catch(() => {});
-          throw err;
-        }
-        await conn.wait();
-      }
-    } finally {
-      this.#busy = false;
+    if (!(Number.isSafeInteger(off) && off >= 0)) {
+      throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
     }
   }
-
-  /** Checks one line and makes it the current row; returns what is wrong with it instead. */
-  #row(line: string, raw: boolean): Row<T> | Line | string {
-    let offset: number | null;
-    let value: Row<T> | Line;
-    if (raw) {
-      const o = lineOffset(line);
-      if (o === BAD_LINE) return `a frame line is not [offset,msg]: ${clip(line)}`;
-      offset = o;
-      value = [o, line];
-    } else {
-      const r = parseLine(line);
-      if (r === null) return `a frame line is not [offset,msg]: ${clip(line)}`;
-      offset = r[0];
-      value = r as Row<T>;
+  checkNumber("saveEveryRows", o.saveEveryRows, 1);
+  checkNumber("saveEveryMs", o.saveEveryMs, 0);
+  checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
+  checkType("beforeSave", o.beforeSave, "function");
+  checkType("reconnect", o.reconnect, "boolean");
+  checkType("onReconnect", o.onReconnect, "function");
+  checkType("WebSocket", o.WebSocket, "function");
+  const backoff: unknown = o.backoff;
+  if (backoff !== undefined) {
+    if (!isObject(backoff)) {
+      throw new TypeError(
+        `connect: backoff must be an object {minMs, maxMs}, got ${describe(backoff)}`,
+      );
     }
-    if (this.#durable) {
-      if (offset === null) return `a row without an offset on a durable stream: ${clip(line)}`;
-      if (offset < this.#expect) {
-        return this.#lastOffset !== null && offset <= this.#lastOffset
-          ? `offset ${offset} came after ${this.#lastOffset}: offsets must increase ` +
-            `(a server bug, or rows of another stream)`
-          : `offset ${offset} is below ${this.#expect}, the first offset this subscription ` +
-            `asked for (a server bug, or rows of another stream)`;
-      }
-      this.#expect = offset + 1;
-      this.#lastOffset = offset;
-    } else if (offset !== null) {
-      return `a row with offset ${offset} on an ephemeral stream`;
+    for (const key of Object.keys(backoff)) {
+      if (!BACKOFF_KEYS.has(key)) throw new TypeError(`connect: unknown option backoff.${key}`);
     }
-    this.#current = offset;
-    return value;
+    checkNumber("backoff.minMs", backoff.minMs, 0);
+    checkNumber("backoff.maxMs", backoff.maxMs, (backoff.minMs as number | undefined) ?? 0);
   }
-
-  /** Ends the subscription with a ProtocolError (the current row is not handled). */
-  async #fail(detail: string): Promise<never> {
-    await this.#shutdown(true).catch(() => {});
-    throw new ProtocolError(detail, this.#url);
-  }
-
-  async #reconnect(cause: SubscriptionError): Promise<void> {
-    const minMs = this.#opts.backoff?.minMs ?? DEFAULT_BACKOFF_MIN_MS;
-    const maxMs = this.#opts.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS;
-    let err = cause;
-    for (let attempt = 1;; attempt++) {
-      const delayMs = backoffDelay(attempt, minMs, maxMs);
-      const resumeAt = this.#durable ? this.#expect : null;
-      this.#opts.onReconnect?.({ error: err, attempt, delayMs, resumeAt, lost: !this.#durable });
-      await this.#sleep(delayMs);
-      if (this.#closed || this.#aborted) return;
-      try {
-        await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
-      } catch (e) {
-        if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
-          err = e;
-          continue;
-        }
-        throw e;
-      }
-      if (!this.#closed && !this.#aborted) this.#reconnects++;
-      return;
+  const signal: unknown = o.signal;
+  if (signal !== undefined) {
+    const s = signal as Partial<AbortSignal> | null;
+    if (
+      s === null || typeof s !== "object" || typeof s.aborted !== "boolean" ||
+      typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function" ||
+      typeof s.throwIfAborted !== "function"
+    ) {
+      throw new TypeError(`connect: signal must be an AbortSignal, got ${describe(signal)}`);
     }
   }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#sleepWake = null;
-        resolve();
-      }, ms);
-      this.#sleepWake = () => {
-        clearTimeout(timer);
-        this.#sleepWake = null;
-        resolve();
-      };
-    });
-  }
-
-  #abort(): void {
-    this.#aborted = true;
-    this.#abortReason = this.#opts.signal?.reason;
-    this.#sleepWake?.();
-    this.#conn?.wakeUp();
-  }
-
-  #armSaveTimer(): void {
-    if (this.#saveTimer !== undefined || this.#handled === this.#saved) return;
-    this.#saveTimer = setTimeout(() => {
-      this.#saveTimer = undefined;
-      this.#save().catch((err) => {
-        this.#saveError ??= err;
-        this.#conn?.wakeUp();
-      });
-    }, this.#saveEveryMs);
-  }
-
-  /** Saves in the loop; a failed save ends the subscription. */
-  async #saveOrEnd(): Promise<void> {
-    try {
-      await this.#save();
-    } catch (err) {
-      await this.#shutdown(false).catch(() => {});
-      throw err;
+  const token: unknown = o.token;
+  if (token !== undefined) {
+    // Neither message quotes the value: it is a secret, typo or not.
+    if (typeof token !== "string") {
+      throw new TypeError(`connect: token must be a string, got ${typeof token}`);
+    }
+    // A TypeError, not a RangeError: the characters are the token's shape.
+    if (!TOKEN_PATTERN.test(token)) {
+      throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
     }
   }
-
-  /** Saves the handled position (one save at a time, in order). */
-  #save(): Promise<void> {
-    const run = async (): Promise<void> => {
-      const pos = this.#handled;
-      const count = this.#handledCount;
-      if (pos === null || !this.#cursor) return;
-      if (pos === this.#saved) {
-        this.#savedCount = count;
-        return;
-      }
-      if (this.#opts.beforeSave) await this.#opts.beforeSave();
-      await this.#cursor.save({ offset: pos, streamId: this.#streamId });
-      this.#saved = pos;
-      this.#savedCount = count;
-    };
-    const p = this.#saveChain.then(run);
-    this.#saveChain = p.catch(() => {});
-    return p;
+  const catchUp: unknown = o.catchUp;
+  if (catchUp !== undefined && typeof catchUp !== "boolean") {
+    if (!isObject(catchUp)) {
+      throw new TypeError(
+        `connect: catchUp must be a boolean or CatchUpOptions, got ${describe(catchUp)}`,
+      );
+    }
+    checkCatchUpOptions(catchUp, "connect: catchUp");
   }
+  checkCursorOption(o.cursor);
+  return o;
+}
 
-  #shutdown(save: boolean): Promise<void> {
-    this.#closing ??= (async () => {
-      this.#closed = true;
-      clearTimeout(this.#saveTimer);
-      this.#saveTimer = undefined;
-      this.#opts.signal?.removeEventListener("abort", this.#onAbort);
-      this.#sleepWake?.();
-      this.#lines = [];
-      this.#li = 0;
-      await this.#conn?.close();
-      if (save && this.#cursor && this.#durable && this.#handled !== this.#saved) {
-        await this.#save();
-      } else {
-        await this.#saveChain;
-      }
-    })();
-    return this.#closing;
+function hasDeno(): boolean {
+  const d = (globalThis as { Deno?: { readTextFile?: unknown } }).Deno;
+  return typeof d?.readTextFile === "function";
+}
+
+function checkCursorOption(cursor: unknown): void {
+  if (cursor === undefined) return;
+  if (typeof cursor === "string") {
+    if (cursor === "") throw new RangeError(`connect: cursor must be a file path, got ""`);
+    if (!hasDeno()) {
+      throw new TypeError(
+        `connect: cursor ${JSON.stringify(cursor)} is a file path, and files are for Deno ` +
+          `(FileCursor); here pass a CursorStore such as LocalStorageCursor or MemoryCursor`,
+      );
+    }
+    return;
+  }
+  const c = cursor as Partial<CursorStore> | null;
+  if (
+    c === null || typeof c !== "object" || typeof c.load !== "function" ||
+    typeof c.save !== "function"
+  ) {
+    throw new TypeError(
+      `connect: cursor must be a file path (a string) or a CursorStore (an object with load ` +
+        `and save methods, such as FileCursor or MemoryCursor), got ${describe(cursor)}`,
+    );
   }
 }
 
-function clip(s: string): string {
-  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "…" : s);
+/** The cursor store for a checked `cursor` option: a path becomes a `FileCursor`. */
+async function cursorStore(
+  cursor: CursorStore | string | undefined,
+): Promise<CursorStore | undefined> {
+  if (typeof cursor !== "string") return cursor;
+  // A computed specifier, so that a browser bundle leaves the Deno-only
+  // module out (it is reached only where Deno exists; see checkCursorOption).
+  const spec = "./file_cursor.ts";
+  // Typed by hand: a type query on the module would put it in the module graph.
+  let mod: { FileCursor: new (path: string) => CursorStore };
+  try {
+    mod = await import(spec);
+  } catch (err) {
+    // A program built without the module (`deno compile` embeds only what it can see).
+    throw new TypeError(
+      `connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts ` +
+        `cannot be loaded here (${err}); pass new FileCursor(path) instead`,
+    );
+  }
+  return new mod.FileCursor(cursor);
 }
 
 /**
@@ -1027,6 +239,11 @@ function clip(s: string): string {
  * too) and resolves once the server's greeting arrived, so a refusal rejects
  * here with its typed error (`StreamNotFound`, `NotReplayable`, …). Always
  * negotiates batched frames; the subscription splits them.
+ *
+ * `options` are checked here, before any socket opens: a wrong type is a
+ * `TypeError`, a value out of range a `RangeError`, an unknown key a
+ * `TypeError`, each naming the option. `cursor` is a `CursorStore`, or in
+ * Deno a file path (a `FileCursor` on it).
  *
  * @example
  * ```ts
@@ -1058,5 +275,12 @@ export function connect<T = unknown>(
   url: string | URL,
   options: ConnectOptions = {},
 ): Promise<Subscription<T>> {
-  return Subscription._open<T>(url, options);
+  return open<T>(url, options);
+}
+
+async function open<T>(url: string | URL, options: ConnectOptions): Promise<Subscription<T>> {
+  const u = checkUrl(url);
+  const o = checkOptions(options);
+  const resolved: SubscriptionOptions = { ...o, cursor: await cursorStore(o.cursor) };
+  return await Subscription._open<T>(u, resolved);
 }

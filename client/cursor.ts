@@ -90,6 +90,41 @@ export function checkCursor(value: unknown, where: string): Cursor {
 }
 
 /**
+ * Checks that `value` is a {@linkcode CursorStore} (an object with `load`
+ * and `save` methods); throws a `TypeError` naming `where` and what was seen
+ * otherwise.
+ *
+ * @example
+ * ```ts
+ * import { checkCursorStore, MemoryCursor } from "./cursor.ts";
+ * checkCursorStore(new MemoryCursor(), "cursor");
+ * try {
+ *   checkCursorStore({ offset: 5 }, "cursor");
+ * } catch (err) {
+ *   console.log((err as Error).message); // cursor must be a CursorStore (load and save methods), got an object without load and save
+ * }
+ * ```
+ */
+export function checkCursorStore(value: unknown, where: string): CursorStore {
+  const v = value as Partial<CursorStore> | null;
+  if (v === null || (typeof v !== "object" && typeof v !== "function")) {
+    throw new TypeError(
+      `${where} must be a CursorStore (load and save methods), got ${
+        v === null ? "null" : typeof v
+      }`,
+    );
+  }
+  const missing = (["load", "save"] as const).filter((m) => typeof v[m] !== "function");
+  if (missing.length > 0) {
+    throw new TypeError(
+      `${where} must be a CursorStore (load and save methods), got an object without ` +
+        missing.join(" and "),
+    );
+  }
+  return v as CursorStore;
+}
+
+/**
  * A cursor kept in memory: for tests, and for a consumer that reconnects
  * within one process (a browser page, say).
  *

@@ -2,11 +2,12 @@
  * The streamcast client, for Deno and browsers: {@linkcode connect} to a
  * stream and iterate `[offset, msg]` pairs, replay then live, with typed
  * errors for refusals, cursors to resume where a consumer stopped, and
- * optional reconnects. Also the wire contract (frames, close codes, refusals)
- * shared with the server.
+ * optional reconnects, catch-up over HTTP, and the wire types a consumer
+ * reads (greetings, close codes, refusals).
  *
- * Everything exported here uses web APIs only. The Deno file cursor is in
- * `client/file_cursor.ts` (`FileCursor`).
+ * Everything exported here uses web APIs only. In Deno, `cursor: "path"`
+ * keeps the cursor in a file (`FileCursor`, in `client/file_cursor.ts`, loaded
+ * only then); in a browser pass a store such as `LocalStorageCursor`.
  *
  * ```ts
  * import { connect, NotReplayable } from "./mod.ts"; // "@streamcast/server/client"
@@ -35,9 +36,56 @@
  * @module
  */
 
-export * from "./wire.ts";
-export * from "./errors.ts";
-export * from "./cursor.ts";
-export * from "./connect.ts";
-export * from "./head.ts";
-export * from "./catch_up.ts";
+// Named exports, not `export *`: wire.ts, errors.ts, cursor.ts and catch_up.ts also hold
+// what only the server, client/s3.ts and the tests use (they import those modules directly).
+export { connect } from "./connect.ts";
+export { type Line, type Row, Subscription } from "./subscription.ts";
+export type {
+  BackoffOptions,
+  ConnectOptions,
+  ReconnectEvent,
+  WebSocketConstructor,
+} from "./connect_options.ts";
+export { backoffDelay } from "../common/backoff.ts";
+export { type Cursor, type CursorStore, MemoryCursor } from "./cursor.ts";
+export {
+  type CursorStorage,
+  LocalStorageCursor,
+  type LocalStorageCursorOptions,
+} from "./local_storage_cursor.ts";
+export {
+  ConnectionClosed,
+  NotReplayable,
+  type NotReplayableInfo,
+  ProtocolError,
+  RECONNECT_CODES,
+  StreamNotFound,
+  SubscriptionError,
+  TooSlow,
+} from "./errors.ts";
+export { fetchHead, headUrl } from "./head.ts";
+export {
+  type CatchUp,
+  catchUp,
+  type CatchUpOptions,
+  type ChunkInfo,
+  type ChunkSource,
+  CorruptChunk,
+  type ManifestInfo,
+} from "./catch_up.ts";
+export {
+  CloseCode,
+  type CloseReason,
+  type FrameMode,
+  type Greeting,
+  type GreetingLog,
+  NOT_REPLAYABLE_WHYS,
+  type NotFoundReason,
+  type NotReplayableReason,
+  type NotReplayableWhy,
+  PROTOCOL_VERSION,
+  type ProtocolReason,
+  type StreamHead,
+  SUBPROTOCOL,
+  type TooSlowReason,
+} from "./wire.ts";

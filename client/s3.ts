@@ -20,10 +20,18 @@
  * @module
  */
 
-import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import { type ArchiveOptions, ArchiveStore, parseS3Uri, s3Client } from "../log/archive.ts";
+import {
+  ArchiveFolder,
+  type ArchiveOptions,
+  checkArchiveOptions,
+  parseS3Uri,
+  S3Bucket,
+} from "../common/s3.ts";
+import { Logger } from "../common/logger.ts";
 import type { ChunkSource, ManifestInfo } from "./catch_up.ts";
-import { checkCursor, type Cursor, type CursorStore } from "./cursor.ts";
+import { checkCursor, checkCursorStore, type Cursor, type CursorStore } from "./cursor.ts";
+
+export type { ArchiveOptions } from "../common/s3.ts";
 
 /**
  * Archived chunks of one stream, for `connect(url, { catchUp: { archive } })`.
@@ -36,19 +44,30 @@ import { checkCursor, type Cursor, type CursorStore } from "./cursor.ts";
  * ```
  */
 export class S3ChunkSource implements ChunkSource {
-  readonly #store: ArchiveStore;
+  readonly #store: ArchiveFolder;
   /** The archive URI. */
   readonly name: string;
 
-  /** The archived chunks of `stream` under `archive`. */
+  /**
+   * The archived chunks of `stream` under `archive`. A wrong option is a
+   * `TypeError` (a wrong shape) or a `RangeError` (a bad endpoint) here.
+   */
   constructor(archive: ArchiveOptions, stream: string) {
-    this.#store = new ArchiveStore(archive, stream);
+    checkArchiveOptions(archive, "S3ChunkSource archive");
+    if (typeof stream !== "string") {
+      throw new TypeError(`S3ChunkSource stream must be a string, got ${typeof stream}`);
+    }
+    this.#store = new ArchiveFolder(archive, stream);
     this.name = archive.uri;
   }
 
-  /** The archived manifest. */
-  manifest(): Promise<ManifestInfo | null> {
-    return this.#store.getManifest();
+  /** The archived manifest (its shape checked). */
+  async manifest(): Promise<ManifestInfo | null> {
+    const m = await this.#store.getManifestJson();
+    if (m === null) return null;
+    const problem = manifestProblem(m);
+    if (problem) throw new TypeError(`archive manifest ${this.name}: ${problem}`);
+    return m as ManifestInfo;
   }
 
   /** A chunk's bytes. */
@@ -75,38 +94,27 @@ export class S3ChunkSource implements ChunkSource {
 export class S3Cursor implements CursorStore {
   /** The cursor's URI. */
   readonly uri: string;
-  readonly #bucket: string;
   readonly #key: string;
-  readonly #opts: Omit<ArchiveOptions, "uri">;
-  #client: ReturnType<typeof s3Client> | null = null;
+  readonly #objects: S3Bucket;
 
-  /** A cursor at `uri` (`s3://bucket/key`); endpoint and path style as for archives. */
+  /**
+   * A cursor at `uri` (`s3://bucket/key`); endpoint and path style as for
+   * archives. A wrong option is a `TypeError` (a wrong shape) or a
+   * `RangeError` (a bad endpoint) here.
+   */
   constructor(uri: string, options: Omit<ArchiveOptions, "uri"> = {}) {
+    checkArchiveOptions(options, "S3Cursor options", false);
     const loc = parseS3Uri(uri);
     if (!loc.prefix) throw new TypeError(`a cursor URI needs a key: s3://bucket/key, got ${uri}`);
     this.uri = uri;
-    this.#bucket = loc.bucket;
     this.#key = loc.prefix;
-    this.#opts = options;
-  }
-
-  #s3() {
-    return (this.#client ??= s3Client({ uri: this.uri, ...this.#opts }));
+    this.#objects = new S3Bucket({ ...options, uri });
   }
 
   /** The saved cursor, or `null` when none was saved. */
   async load(): Promise<Cursor | null> {
-    let text: string;
-    try {
-      const res = await this.#s3().send(
-        new GetObjectCommand({ Bucket: this.#bucket, Key: this.#key }),
-      );
-      text = await res.Body!.transformToString();
-    } catch (err) {
-      const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
-      if (e?.name === "NoSuchKey" || e?.$metadata?.httpStatusCode === 404) return null;
-      throw err;
-    }
+    const text = await this.#objects.getText(this.#key);
+    if (text === null) return null;
     const v = JSON.parse(text);
     return checkCursor({ offset: v?.offset, streamId: v?.stream_id ?? null }, `cursor ${this.uri}`);
   }
@@ -114,23 +122,51 @@ export class S3Cursor implements CursorStore {
   /** Saves the cursor (one PUT: atomic in S3). */
   async save(cursor: Cursor): Promise<void> {
     const c = checkCursor(cursor, `S3Cursor.save(${this.uri})`);
-    await this.#s3().send(
-      new PutObjectCommand({
-        Bucket: this.#bucket,
-        Key: this.#key,
-        Body: new TextEncoder().encode(
-          JSON.stringify({ offset: c.offset, stream_id: c.streamId }) + "\n",
-        ),
-        ContentType: "application/json",
-      }),
+    await this.#objects.put(
+      this.#key,
+      new TextEncoder().encode(JSON.stringify({ offset: c.offset, stream_id: c.streamId }) + "\n"),
+      { contentType: "application/json" },
     );
   }
 
   /** Releases the S3 client. */
   close(): void {
-    this.#client?.destroy();
-    this.#client = null;
+    this.#objects.close();
   }
+}
+
+/**
+ * Options of {@linkcode BackedUpCursor}.
+ *
+ * @example
+ * ```ts ignore
+ * import type { BackedUpCursorOptions } from "./s3.ts";
+ * const options: BackedUpCursorOptions = {
+ *   uploadEveryMs: 5_000,
+ *   onError: (err) => console.error("cursor copy failed", err),
+ * };
+ * ```
+ */
+export interface BackedUpCursorOptions {
+  /** Ship the latest cursor to the remote at most this long after a save. @default 10000 */
+  uploadEveryMs?: number;
+  /**
+   * Told when shipping the cursor to the remote fails (the consumer goes on;
+   * the next save tries again).
+   * @default a warn event `cursor_upload_failed` through `common/logger.ts`'s Logger (stderr)
+   */
+  onError?: (err: unknown) => void;
+}
+
+const BACKED_UP_OPTIONS = new Set(["uploadEveryMs", "onError"]);
+
+/** The default {@linkcode BackedUpCursorOptions.onError}: a warning on stderr. */
+function warnUploadFailed(err: unknown): void {
+  new Logger({ level: "warn" }).warn(
+    "cursor_upload_failed",
+    { error: err instanceof Error ? err : String(err) },
+    `streamcast: cursor upload failed: ${err}`,
+  );
 }
 
 /**
@@ -157,19 +193,40 @@ export class BackedUpCursor implements CursorStore {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #shipping: Promise<void> = Promise.resolve();
 
-  /** Pairs a local store with a remote copy. */
-  constructor(
-    local: CursorStore,
-    remote: CursorStore,
-    options: { uploadEveryMs?: number; onError?: (err: unknown) => void } = {},
-  ) {
+  /**
+   * Pairs a local store with a remote copy. A wrong argument is a
+   * `TypeError` (a wrong shape) or a `RangeError` (a value out of range) here.
+   */
+  constructor(local: CursorStore, remote: CursorStore, options: BackedUpCursorOptions = {}) {
+    checkCursorStore(local, "BackedUpCursor local");
+    checkCursorStore(remote, "BackedUpCursor remote");
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(`BackedUpCursor options must be an object, got ${typeof options}`);
+    }
+    for (const key of Object.keys(options)) {
+      if (!BACKED_UP_OPTIONS.has(key)) {
+        throw new TypeError(`BackedUpCursor: unknown option ${key}`);
+      }
+    }
+    const { uploadEveryMs, onError } = options;
+    if (uploadEveryMs !== undefined && typeof uploadEveryMs !== "number") {
+      throw new TypeError(
+        `BackedUpCursor uploadEveryMs must be a number, got ${typeof uploadEveryMs}`,
+      );
+    }
+    if (uploadEveryMs !== undefined && !(Number.isFinite(uploadEveryMs) && uploadEveryMs >= 0)) {
+      throw new RangeError(
+        `BackedUpCursor uploadEveryMs must be a number >= 0, got ${uploadEveryMs}`,
+      );
+    }
+    if (onError !== undefined && typeof onError !== "function") {
+      throw new TypeError(`BackedUpCursor onError must be a function, got ${typeof onError}`);
+    }
     this.#local = local;
     this.#remote = remote;
-    this.#every = options.uploadEveryMs ?? 10_000;
-    this.#onError = options.onError ??
-      ((e) => console.error(`streamcast: cursor upload failed: ${e}`));
+    this.#every = uploadEveryMs ?? 10_000;
+    this.#onError = onError ?? warnUploadFailed;
   }
-
   /** The local cursor, else the remote one. */
   async load(): Promise<Cursor | null> {
     return (await this.#local.load()) ?? (await this.#remote.load());
@@ -208,4 +265,22 @@ export class BackedUpCursor implements CursorStore {
   async close(): Promise<void> {
     await this.flush();
   }
+}
+
+/** What is wrong with an archived manifest's shape, or `null`. */
+function manifestProblem(m: unknown): string | null {
+  const x = m as Partial<ManifestInfo> | null;
+  if (!x || typeof x !== "object") return "not an object";
+  if (typeof x.stream_id !== "string") return "stream_id is not a string";
+  if (!Number.isSafeInteger(x.through)) return "through is not an integer";
+  if (!Array.isArray(x.chunks)) return "chunks is not an array";
+  for (const c of x.chunks) {
+    if (
+      !c || typeof c !== "object" || !Number.isSafeInteger(c.first) ||
+      !Number.isSafeInteger(c.last) || typeof c.sha256 !== "string"
+    ) {
+      return `a chunk entry is not {first, last, sha256}: ${JSON.stringify(c).slice(0, 80)}`;
+    }
+  }
+  return null;
 }

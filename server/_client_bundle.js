@@ -1,3 +1,19 @@
+// client/_describe.ts
+function describe(v) {
+  if (v === null) return "null";
+  if (v === void 0) return "undefined";
+  if (Array.isArray(v)) return "an array";
+  if (typeof v === "string") {
+    return `string ${JSON.stringify(v.length > 60 ? v.slice(0, 60) + "\u2026" : v)}`;
+  }
+  if (typeof v === "function") return "a function";
+  if (typeof v === "object") {
+    const name = v.constructor?.name;
+    return name && name !== "Object" ? `an object (${name})` : "an object";
+  }
+  return `${typeof v} ${String(v)}`;
+}
+
 // client/wire.ts
 var PROTOCOL_VERSION = 2;
 var CloseCode = {
@@ -62,145 +78,6 @@ function subscribeUrl(url, query) {
 function splitBatch(frame) {
   return frame.split("\n");
 }
-
-// client/_connection.ts
-var CLOSE_WAIT_MS = 5e3;
-function parseGreeting(text) {
-  let g;
-  try {
-    g = JSON.parse(text);
-  } catch {
-    return `the first frame is not a JSON greeting: ${JSON.stringify(text.slice(0, 80))}`;
-  }
-  if (!g || typeof g !== "object" || Array.isArray(g)) {
-    return `the first frame is not a greeting object: ${JSON.stringify(text.slice(0, 80))}`;
-  }
-  if (g.streamcast !== PROTOCOL_VERSION) {
-    return `the server speaks streamcast protocol ${JSON.stringify(g.streamcast)}; this client speaks ${PROTOCOL_VERSION}`;
-  }
-  if (typeof g.durable !== "boolean") return "the greeting has no boolean durable";
-  if (g.durable) {
-    if (typeof g.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(g.stream_id)) {
-      return `the greeting of a durable stream has no valid stream_id: ${JSON.stringify(g.stream_id)}`;
-    }
-    if (!Number.isSafeInteger(g.end_offset) || g.end_offset < 0) {
-      return `the greeting's end_offset is not an integer >= 0: ${JSON.stringify(g.end_offset)}`;
-    }
-    const r = g.replay;
-    if (r !== null && !(Array.isArray(r) && r.length === 2 && Number.isSafeInteger(r[0]) && Number.isSafeInteger(r[1]) && r[0] <= r[1])) {
-      return `the greeting's replay is not null or [from, end]: ${JSON.stringify(r)}`;
-    }
-  }
-  return g;
-}
-var Connection = class {
-  /** The socket. */
-  ws;
-  /** The greeting, once received. */
-  greeting = null;
-  /** How the socket closed, once it has. */
-  closed = null;
-  /** A protocol problem found in what the server sent (the socket is then closed). */
-  problem = null;
-  #frames = [];
-  #head = 0;
-  #wake = null;
-  #done;
-  /** Opens `url` with `WS`. */
-  constructor(WS, url) {
-    const ws = new WS(url);
-    this.ws = ws;
-    this.#done = new Promise((resolve) => {
-      ws.onclose = (e) => {
-        const code = e.code >= 1e3 ? e.code : 1006;
-        this.closed = {
-          code,
-          reason: e.reason,
-          wasClean: e.wasClean
-        };
-        this.wakeUp();
-        resolve();
-      };
-    });
-    ws.onerror = () => {
-    };
-    ws.onmessage = (e) => {
-      if (this.problem !== null) return;
-      const data = e.data;
-      if (typeof data !== "string") {
-        this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
-        return;
-      }
-      if (this.greeting === null) {
-        const g = parseGreeting(data);
-        if (typeof g === "string") {
-          this.#fail(g);
-          return;
-        }
-        this.greeting = g;
-      } else {
-        this.#frames.push(data);
-      }
-      this.wakeUp();
-    };
-  }
-  /** Frames received and not yet taken. */
-  get pending() {
-    return this.#frames.length - this.#head;
-  }
-  /** The next frame received, or `undefined` when none is waiting. */
-  take() {
-    if (this.#head >= this.#frames.length) return void 0;
-    const f = this.#frames[this.#head++];
-    if (this.#head === this.#frames.length) {
-      this.#frames = [];
-      this.#head = 0;
-    } else if (this.#head >= 4096 && this.#head * 2 >= this.#frames.length) {
-      this.#frames = this.#frames.slice(this.#head);
-      this.#head = 0;
-    }
-    return f;
-  }
-  /** Resolves when a frame or the close arrives (or {@linkcode wakeUp} is called). */
-  wait() {
-    return new Promise((resolve) => {
-      const prev = this.#wake;
-      this.#wake = () => {
-        prev?.();
-        resolve();
-      };
-    });
-  }
-  /** Wakes whoever waits. */
-  wakeUp() {
-    const w = this.#wake;
-    this.#wake = null;
-    w?.();
-  }
-  #fail(problem) {
-    this.problem = problem;
-    this.wakeUp();
-    try {
-      this.ws.close(1e3, "protocol error");
-    } catch {
-    }
-  }
-  /** Closes the socket (if open) and waits for the close to complete. */
-  async close() {
-    if (this.closed === null) {
-      try {
-        this.ws.close(1e3);
-      } catch {
-      }
-    }
-    let timer;
-    await Promise.race([
-      this.#done,
-      new Promise((resolve) => timer = setTimeout(resolve, CLOSE_WAIT_MS))
-    ]);
-    clearTimeout(timer);
-  }
-};
 
 // client/errors.ts
 var RECONNECT_CODES = [
@@ -402,35 +279,6 @@ function closeError(code, reason, ctx, resume = null, wasClean = true) {
   }
 }
 
-// client/_frame.ts
-var BAD_LINE = Symbol("bad line");
-function lineOffset(line) {
-  const n = line.length;
-  if (n < 4 || line.charCodeAt(0) !== 91 || line.charCodeAt(n - 1) !== 93) return BAD_LINE;
-  let c = line.charCodeAt(1);
-  if (c === 110) return line.startsWith("null,", 1) ? null : BAD_LINE;
-  let i = 1;
-  let v = 0;
-  while (c >= 48 && c <= 57) {
-    v = v * 10 + (c - 48);
-    c = line.charCodeAt(++i);
-  }
-  if (i === 1 || i > 17 || c !== 44 || !Number.isSafeInteger(v)) return BAD_LINE;
-  return v;
-}
-function parseLine(line) {
-  let v;
-  try {
-    v = JSON.parse(line);
-  } catch {
-    return null;
-  }
-  if (!Array.isArray(v) || v.length !== 2) return null;
-  const o = v[0];
-  if (o !== null && !(Number.isSafeInteger(o) && o >= 0)) return null;
-  return v;
-}
-
 // client/head.ts
 function headUrl(url) {
   let u;
@@ -475,6 +323,33 @@ async function fetchHead(url, init = {}) {
 }
 
 // client/catch_up.ts
+var CATCH_UP_KEYS = /* @__PURE__ */ new Set([
+  "decompress",
+  "archive",
+  "fetch"
+]);
+function checkCatchUpOptions(value, where) {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new TypeError(`${where} must be an object, got ${describe(value)}`);
+  }
+  const o = value;
+  for (const key of Object.keys(o)) {
+    if (!CATCH_UP_KEYS.has(key)) throw new TypeError(`${where}: unknown option ${key}`);
+  }
+  for (const key of [
+    "decompress",
+    "fetch"
+  ]) {
+    if (o[key] !== void 0 && typeof o[key] !== "function") {
+      throw new TypeError(`${where}.${key} must be a function, got ${describe(o[key])}`);
+    }
+  }
+  const a = o.archive;
+  if (a !== void 0 && a !== null && (typeof a !== "object" || typeof a.manifest !== "function" || typeof a.chunk !== "function" || typeof a.name !== "string")) {
+    throw new TypeError(`${where}.archive must be a ChunkSource (name, manifest(), chunk(); e.g. an S3ChunkSource from client/s3.ts), got ${describe(o.archive)}`);
+  }
+  return o;
+}
 var CorruptChunk = class extends Error {
   /** The chunk's name. */
   sha256;
@@ -514,7 +389,7 @@ async function fetchManifest(streamUrl, f = fetch) {
   }
   return await res.json();
 }
-function lineOffset2(line) {
+function lineOffset(line) {
   const comma = line.indexOf(",");
   return Number(line.slice(1, comma));
 }
@@ -585,10 +460,10 @@ async function catchUp(streamUrl, from, streamId, options = {}) {
       const all = text.split("\n");
       all.pop();
       let i = 0;
-      while (i < all.length && lineOffset2(all[i]) < next) i++;
+      while (i < all.length && lineOffset(all[i]) < next) i++;
       const out = i === 0 ? all : all.slice(i);
       if (out.length > 0) {
-        next = lineOffset2(out[out.length - 1]) + 1;
+        next = lineOffset(out[out.length - 1]) + 1;
         yield out;
       }
       next = Math.max(next, chunk.last + 1);
@@ -599,71 +474,195 @@ async function catchUp(streamUrl, from, streamId, options = {}) {
     next: () => next
   };
 }
-
-// common/backoff.ts
-function backoffDelay(attempt, minMs, maxMs) {
-  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
-  return Math.round(jitter(base));
-}
-function jitter(ms) {
-  return ms * (0.5 + Math.random() / 2);
-}
-
-// client/connect.ts
-var DEFAULT_SAVE_EVERY_ROWS = 1e4;
-var DEFAULT_SAVE_EVERY_MS = 1e3;
-var DEFAULT_CONNECT_TIMEOUT_MS = 1e4;
-var DEFAULT_BACKOFF_MIN_MS = 100;
-var DEFAULT_BACKOFF_MAX_MS = 1e4;
-var DONE = {
-  done: true,
-  value: void 0
-};
-function checkOptions(url, o) {
-  let u;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new TypeError(`connect: not a URL: ${JSON.stringify(String(url))}`);
-  }
-  if (![
-    "ws:",
-    "wss:",
-    "http:",
-    "https:"
-  ].includes(u.protocol)) {
-    throw new TypeError(`connect: the URL must be ws://, wss://, http:// or https://, got ${u}`);
-  }
-  for (const key of [
-    "offset",
-    "stream_id",
-    "frames"
-  ]) {
-    if (u.searchParams.has(key)) {
-      throw new TypeError(`connect: the URL carries ${key}=${u.searchParams.get(key)}; pass the offset as the offset option (the client sets offset, stream_id and frames itself)`);
-    }
-  }
-  if (u.protocol === "http:") u.protocol = "ws:";
-  else if (u.protocol === "https:") u.protocol = "wss:";
-  const off = o.offset;
-  if (off !== void 0 && off !== "earliest" && !(Number.isSafeInteger(off) && off >= 0)) {
-    throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
-  }
-  const pos = (name, v, min) => {
-    if (v !== void 0 && !(Number.isFinite(v) && v >= min)) {
-      throw new RangeError(`connect: ${name} must be a number >= ${min}, got ${v}`);
-    }
+function catchUpGreeting(head, from) {
+  return {
+    streamcast: PROTOCOL_VERSION,
+    stream: head.stream,
+    stream_id: head.stream_id,
+    end_offset: head.end_offset,
+    replay: head.end_offset !== null && from < head.end_offset ? [
+      from,
+      head.end_offset
+    ] : null,
+    log: {
+      name: head.stream,
+      archive: head.archive
+    },
+    durable: true,
+    schema: head.schema,
+    frames: "batch"
   };
-  pos("saveEveryRows", o.saveEveryRows, 1);
-  pos("saveEveryMs", o.saveEveryMs, 0);
-  pos("connectTimeoutMs", o.connectTimeoutMs, 1);
-  pos("backoff.minMs", o.backoff?.minMs, 0);
-  pos("backoff.maxMs", o.backoff?.maxMs, o.backoff?.minMs ?? 0);
-  if (o.token !== void 0 && (typeof o.token !== "string" || !TOKEN_PATTERN.test(o.token))) {
-    throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
-  }
-  return u;
 }
+
+// client/_connection.ts
+var CLOSE_WAIT_MS = 5e3;
+function parseGreeting(text) {
+  let g;
+  try {
+    g = JSON.parse(text);
+  } catch {
+    return `the first frame is not a JSON greeting: ${JSON.stringify(text.slice(0, 80))}`;
+  }
+  if (!g || typeof g !== "object" || Array.isArray(g)) {
+    return `the first frame is not a greeting object: ${JSON.stringify(text.slice(0, 80))}`;
+  }
+  if (g.streamcast !== PROTOCOL_VERSION) {
+    return `the server speaks streamcast protocol ${JSON.stringify(g.streamcast)}; this client speaks ${PROTOCOL_VERSION}`;
+  }
+  if (typeof g.durable !== "boolean") return "the greeting has no boolean durable";
+  if (g.durable) {
+    if (typeof g.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(g.stream_id)) {
+      return `the greeting of a durable stream has no valid stream_id: ${JSON.stringify(g.stream_id)}`;
+    }
+    if (!Number.isSafeInteger(g.end_offset) || g.end_offset < 0) {
+      return `the greeting's end_offset is not an integer >= 0: ${JSON.stringify(g.end_offset)}`;
+    }
+    const r = g.replay;
+    if (r !== null && !(Array.isArray(r) && r.length === 2 && Number.isSafeInteger(r[0]) && Number.isSafeInteger(r[1]) && r[0] <= r[1])) {
+      return `the greeting's replay is not null or [from, end]: ${JSON.stringify(r)}`;
+    }
+  }
+  return g;
+}
+var Connection = class {
+  /** The socket. */
+  ws;
+  /** The greeting, once received. */
+  greeting = null;
+  /** How the socket closed, once it has. */
+  closed = null;
+  /** A protocol problem found in what the server sent (the socket is then closed). */
+  problem = null;
+  #frames = [];
+  #head = 0;
+  #wake = null;
+  #done;
+  /** Opens `url` with `WS`. */
+  constructor(WS, url) {
+    const ws = new WS(url);
+    this.ws = ws;
+    this.#done = new Promise((resolve) => {
+      ws.onclose = (e) => {
+        const code = e.code >= 1e3 ? e.code : 1006;
+        this.closed = {
+          code,
+          reason: e.reason,
+          wasClean: e.wasClean
+        };
+        this.wakeUp();
+        resolve();
+      };
+    });
+    ws.onerror = () => {
+    };
+    ws.onmessage = (e) => {
+      if (this.problem !== null) return;
+      const data = e.data;
+      if (typeof data !== "string") {
+        this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
+        return;
+      }
+      if (this.greeting === null) {
+        const g = parseGreeting(data);
+        if (typeof g === "string") {
+          this.#fail(g);
+          return;
+        }
+        this.greeting = g;
+      } else {
+        this.#frames.push(data);
+      }
+      this.wakeUp();
+    };
+  }
+  /** Frames received and not yet taken. */
+  get pending() {
+    return this.#frames.length - this.#head;
+  }
+  /** The next frame received, or `undefined` when none is waiting. */
+  take() {
+    if (this.#head >= this.#frames.length) return void 0;
+    const f = this.#frames[this.#head++];
+    if (this.#head === this.#frames.length) {
+      this.#frames = [];
+      this.#head = 0;
+    } else if (this.#head >= 4096 && this.#head * 2 >= this.#frames.length) {
+      this.#frames = this.#frames.slice(this.#head);
+      this.#head = 0;
+    }
+    return f;
+  }
+  /** Resolves when a frame or the close arrives (or {@linkcode wakeUp} is called). */
+  wait() {
+    return new Promise((resolve) => {
+      const prev = this.#wake;
+      this.#wake = () => {
+        prev?.();
+        resolve();
+      };
+    });
+  }
+  /** Wakes whoever waits. */
+  wakeUp() {
+    const w = this.#wake;
+    this.#wake = null;
+    w?.();
+  }
+  #fail(problem) {
+    this.problem = problem;
+    this.wakeUp();
+    try {
+      this.ws.close(1e3, "protocol error");
+    } catch {
+    }
+  }
+  /** Closes the socket (if open) and waits for the close to complete. */
+  async close() {
+    if (this.closed === null) {
+      try {
+        this.ws.close(1e3);
+      } catch {
+      }
+    }
+    let timer;
+    await Promise.race([
+      this.#done,
+      new Promise((resolve) => timer = setTimeout(resolve, CLOSE_WAIT_MS))
+    ]);
+    clearTimeout(timer);
+  }
+};
+
+// client/_frame.ts
+var BAD_LINE = Symbol("bad line");
+function lineOffset2(line) {
+  const n = line.length;
+  if (n < 4 || line.charCodeAt(0) !== 91 || line.charCodeAt(n - 1) !== 93) return BAD_LINE;
+  let c = line.charCodeAt(1);
+  if (c === 110) return line.startsWith("null,", 1) ? null : BAD_LINE;
+  let i = 1;
+  let v = 0;
+  while (c >= 48 && c <= 57) {
+    v = v * 10 + (c - 48);
+    c = line.charCodeAt(++i);
+  }
+  if (i === 1 || i > 17 || c !== 44 || !Number.isSafeInteger(v)) return BAD_LINE;
+  return v;
+}
+function parseLine(line) {
+  let v;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(v) || v.length !== 2) return null;
+  const o = v[0];
+  if (o !== null && !(Number.isSafeInteger(o) && o >= 0)) return null;
+  return v;
+}
+
+// client/_token.ts
 function withToken(WS, token) {
   const Base = WS;
   const protocols = [
@@ -692,6 +691,69 @@ function httpOrigin(url) {
   u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
   return u.origin;
 }
+async function accessDenied(url, token, timeoutMs, resume) {
+  if (typeof fetch !== "function") return null;
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  try {
+    const res = await fetch(headUrl(url), {
+      signal: ac.signal,
+      headers: token === void 0 ? {} : {
+        authorization: `Bearer ${token}`
+      }
+    });
+    const body = await res.text();
+    if (res.status !== 401 && res.status !== 403) return null;
+    const detail = res.status === 401 ? token === void 0 ? "401: the server requires a bearer token (the token option)" : "401: the server does not accept this token" : "403: this token may not read this stream";
+    let reason = "";
+    try {
+      const j = JSON.parse(body);
+      if (j && typeof j.error === "string") reason = JSON.stringify(j);
+    } catch {
+    }
+    return new ConnectionClosed(url, CloseCode.Unauthorized, reason, resume, detail);
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// client/connect_options.ts
+var DEFAULT_SAVE_EVERY_ROWS = 1e4;
+var DEFAULT_SAVE_EVERY_MS = 1e3;
+var DEFAULT_CONNECT_TIMEOUT_MS = 1e4;
+var DEFAULT_BACKOFF_MIN_MS = 100;
+var DEFAULT_BACKOFF_MAX_MS = 1e4;
+
+// common/backoff.ts
+function backoffDelay(attempt, minMs, maxMs) {
+  const base = Math.min(maxMs, minMs * 2 ** Math.min(attempt - 1, 30));
+  return Math.round(jitter(base));
+}
+function jitter(ms) {
+  return ms * (0.5 + Math.random() / 2);
+}
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, {
+      once: true
+    });
+  });
+}
+
+// client/subscription.ts
+var DONE = {
+  done: true,
+  value: void 0
+};
 var Subscription = class _Subscription {
   #url;
   #opts;
@@ -724,7 +786,8 @@ var Subscription = class _Subscription {
   #closing = null;
   #aborted = false;
   #abortReason = void 0;
-  #sleepWake = null;
+  /** Aborted to cut a reconnect delay short (a close, an abort). */
+  #sleeping = null;
   #reconnects = 0;
   #catchUp = null;
   #catchUpRows = 0;
@@ -739,9 +802,10 @@ var Subscription = class _Subscription {
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
   }
-  /** @internal Use {@linkcode connect}. */
-  static async _open(url, options) {
-    const u = checkOptions(url, options);
+  /**
+   * @internal Use `connect`, which checks `url` and `options` (this trusts them).
+   */
+  static async _open(u, options) {
     const signal = options.signal;
     signal?.throwIfAborted();
     const sub = new _Subscription(u, options);
@@ -806,23 +870,7 @@ var Subscription = class _Subscription {
       this.#durable = true;
       this.#streamId = head.stream_id;
       this.#expect = Math.max(this.#expect, from);
-      this.#greeting = {
-        streamcast: 2,
-        stream: head.stream,
-        stream_id: head.stream_id,
-        end_offset: head.end_offset,
-        replay: head.end_offset !== null && from < head.end_offset ? [
-          from,
-          head.end_offset
-        ] : null,
-        log: {
-          name: head.stream,
-          archive: head.archive
-        },
-        durable: true,
-        schema: head.schema,
-        frames: "batch"
-      };
+      this.#greeting = catchUpGreeting(head, from);
     }
   }
   /**
@@ -874,7 +922,7 @@ var Subscription = class _Subscription {
       if (conn.closed !== null) {
         const c = conn.closed;
         if (c.code === 1006) {
-          const denied = await this.#accessDenied(resume);
+          const denied = await accessDenied(this.#url, this.#opts.token, Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3), resume);
           if (denied) throw denied;
         }
         const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
@@ -901,41 +949,6 @@ var Subscription = class _Subscription {
     if (g.durable) {
       const floor = g.replay ? g.replay[0] : g.end_offset;
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
-    }
-  }
-  /**
-   * After a socket that failed before the greeting without a close frame:
-   * whether the server denies access (a WebSocket cannot see the HTTP status
-   * of a refused upgrade, so `/head` is asked, with the same token). Returns
-   * the error to throw, or null (anything else: the server is down, say).
-   */
-  async #accessDenied(resume) {
-    if (typeof fetch !== "function") return null;
-    const token = this.#opts.token;
-    const ms = Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3);
-    const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), ms);
-    try {
-      const res = await fetch(headUrl(this.#url), {
-        signal: ac.signal,
-        headers: token === void 0 ? {} : {
-          authorization: `Bearer ${token}`
-        }
-      });
-      const body = await res.text();
-      if (res.status !== 401 && res.status !== 403) return null;
-      const detail = res.status === 401 ? token === void 0 ? "401: the server requires a bearer token (the token option)" : "401: the server does not accept this token" : "403: this token may not read this stream";
-      let reason = "";
-      try {
-        const j = JSON.parse(body);
-        if (j && typeof j.error === "string") reason = JSON.stringify(j);
-      } catch {
-      }
-      return new ConnectionClosed(this.#url, CloseCode.Unauthorized, reason, resume, detail);
-    } catch {
-      return null;
-    } finally {
-      clearTimeout(timer);
     }
   }
   /** The greeting of the current connection (updated on reconnect). */
@@ -1160,7 +1173,7 @@ var Subscription = class _Subscription {
     let offset;
     let value;
     if (raw) {
-      const o = lineOffset(line);
+      const o = lineOffset2(line);
       if (o === BAD_LINE) return `a frame line is not [offset,msg]: ${clip(line)}`;
       offset = o;
       value = [
@@ -1206,7 +1219,9 @@ var Subscription = class _Subscription {
         resumeAt,
         lost: !this.#durable
       });
-      await this.#sleep(delayMs);
+      const sleeping = this.#sleeping = new AbortController();
+      await sleep(delayMs, sleeping.signal);
+      this.#sleeping = null;
       if (this.#closed || this.#aborted) return;
       try {
         await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
@@ -1221,23 +1236,10 @@ var Subscription = class _Subscription {
       return;
     }
   }
-  #sleep(ms) {
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#sleepWake = null;
-        resolve();
-      }, ms);
-      this.#sleepWake = () => {
-        clearTimeout(timer);
-        this.#sleepWake = null;
-        resolve();
-      };
-    });
-  }
   #abort() {
     this.#aborted = true;
     this.#abortReason = this.#opts.signal?.reason;
-    this.#sleepWake?.();
+    this.#sleeping?.abort();
     this.#conn?.wakeUp();
   }
   #armSaveTimer() {
@@ -1289,7 +1291,7 @@ var Subscription = class _Subscription {
       clearTimeout(this.#saveTimer);
       this.#saveTimer = void 0;
       this.#opts.signal?.removeEventListener("abort", this.#onAbort);
-      this.#sleepWake?.();
+      this.#sleeping?.abort();
       this.#lines = [];
       this.#li = 0;
       await this.#conn?.close();
@@ -1305,8 +1307,174 @@ var Subscription = class _Subscription {
 function clip(s) {
   return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "\u2026" : s);
 }
+
+// client/connect.ts
+var OPTION_KEYS = {
+  offset: true,
+  cursor: true,
+  saveEveryRows: true,
+  saveEveryMs: true,
+  beforeSave: true,
+  reconnect: true,
+  backoff: true,
+  onReconnect: true,
+  signal: true,
+  connectTimeoutMs: true,
+  WebSocket: true,
+  token: true,
+  catchUp: true
+};
+var BACKOFF_KEYS = /* @__PURE__ */ new Set([
+  "minMs",
+  "maxMs"
+]);
+function checkUrl(url) {
+  let u;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new TypeError(`connect: not a URL: ${JSON.stringify(String(url))}`);
+  }
+  if (![
+    "ws:",
+    "wss:",
+    "http:",
+    "https:"
+  ].includes(u.protocol)) {
+    throw new TypeError(`connect: the URL must be ws://, wss://, http:// or https://, got ${u}`);
+  }
+  for (const key of [
+    "offset",
+    "stream_id",
+    "frames"
+  ]) {
+    if (u.searchParams.has(key)) {
+      throw new TypeError(`connect: the URL carries ${key}=${u.searchParams.get(key)}; pass the offset as the offset option (the client sets offset, stream_id and frames itself)`);
+    }
+  }
+  if (u.protocol === "http:") u.protocol = "ws:";
+  else if (u.protocol === "https:") u.protocol = "wss:";
+  return u;
+}
+function isObject(v) {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+function checkNumber(name, v, min) {
+  if (v === void 0) return;
+  if (typeof v !== "number") {
+    throw new TypeError(`connect: ${name} must be a number, got ${describe(v)}`);
+  }
+  if (!(Number.isFinite(v) && v >= min)) {
+    throw new RangeError(`connect: ${name} must be a number >= ${min}, got ${v}`);
+  }
+}
+function checkType(name, v, type) {
+  if (v !== void 0 && typeof v !== type) {
+    throw new TypeError(`connect: ${name} must be a ${type}, got ${describe(v)}`);
+  }
+}
+function checkOptions(options) {
+  if (options === void 0) return {};
+  if (!isObject(options)) {
+    throw new TypeError(`connect: options must be an object, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!Object.hasOwn(OPTION_KEYS, key)) throw new TypeError(`connect: unknown option ${key}`);
+  }
+  const o = options;
+  const off = o.offset;
+  if (off !== void 0 && off !== "earliest") {
+    if (typeof off !== "number") {
+      throw new TypeError(`connect: offset must be an integer >= 0 or "earliest", got ${describe(off)}`);
+    }
+    if (!(Number.isSafeInteger(off) && off >= 0)) {
+      throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
+    }
+  }
+  checkNumber("saveEveryRows", o.saveEveryRows, 1);
+  checkNumber("saveEveryMs", o.saveEveryMs, 0);
+  checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
+  checkType("beforeSave", o.beforeSave, "function");
+  checkType("reconnect", o.reconnect, "boolean");
+  checkType("onReconnect", o.onReconnect, "function");
+  checkType("WebSocket", o.WebSocket, "function");
+  const backoff = o.backoff;
+  if (backoff !== void 0) {
+    if (!isObject(backoff)) {
+      throw new TypeError(`connect: backoff must be an object {minMs, maxMs}, got ${describe(backoff)}`);
+    }
+    for (const key of Object.keys(backoff)) {
+      if (!BACKOFF_KEYS.has(key)) throw new TypeError(`connect: unknown option backoff.${key}`);
+    }
+    checkNumber("backoff.minMs", backoff.minMs, 0);
+    checkNumber("backoff.maxMs", backoff.maxMs, backoff.minMs ?? 0);
+  }
+  const signal = o.signal;
+  if (signal !== void 0) {
+    const s = signal;
+    if (s === null || typeof s !== "object" || typeof s.aborted !== "boolean" || typeof s.addEventListener !== "function" || typeof s.removeEventListener !== "function" || typeof s.throwIfAborted !== "function") {
+      throw new TypeError(`connect: signal must be an AbortSignal, got ${describe(signal)}`);
+    }
+  }
+  const token = o.token;
+  if (token !== void 0) {
+    if (typeof token !== "string") {
+      throw new TypeError(`connect: token must be a string, got ${typeof token}`);
+    }
+    if (!TOKEN_PATTERN.test(token)) {
+      throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
+    }
+  }
+  const catchUp2 = o.catchUp;
+  if (catchUp2 !== void 0 && typeof catchUp2 !== "boolean") {
+    if (!isObject(catchUp2)) {
+      throw new TypeError(`connect: catchUp must be a boolean or CatchUpOptions, got ${describe(catchUp2)}`);
+    }
+    checkCatchUpOptions(catchUp2, "connect: catchUp");
+  }
+  checkCursorOption(o.cursor);
+  return o;
+}
+function hasDeno() {
+  const d = globalThis.Deno;
+  return typeof d?.readTextFile === "function";
+}
+function checkCursorOption(cursor) {
+  if (cursor === void 0) return;
+  if (typeof cursor === "string") {
+    if (cursor === "") throw new RangeError(`connect: cursor must be a file path, got ""`);
+    if (!hasDeno()) {
+      throw new TypeError(`connect: cursor ${JSON.stringify(cursor)} is a file path, and files are for Deno (FileCursor); here pass a CursorStore such as LocalStorageCursor or MemoryCursor`);
+    }
+    return;
+  }
+  const c = cursor;
+  if (c === null || typeof c !== "object" || typeof c.load !== "function" || typeof c.save !== "function") {
+    throw new TypeError(`connect: cursor must be a file path (a string) or a CursorStore (an object with load and save methods, such as FileCursor or MemoryCursor), got ${describe(cursor)}`);
+  }
+}
+async function cursorStore(cursor) {
+  if (typeof cursor !== "string") return cursor;
+  const spec = "./file_cursor.ts";
+  let mod;
+  try {
+    mod = await import(spec);
+  } catch (err) {
+    throw new TypeError(`connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts cannot be loaded here (${err}); pass new FileCursor(path) instead`);
+  }
+  return new mod.FileCursor(cursor);
+}
 function connect(url, options = {}) {
-  return Subscription._open(url, options);
+  return open(url, options);
+}
+async function open(url, options) {
+  const u = checkUrl(url);
+  const o = checkOptions(options);
+  const resolved = {
+    ...o,
+    cursor: await cursorStore(o.cursor)
+  };
+  return await Subscription._open(u, resolved);
 }
 export {
   DEFAULT_BACKOFF_MAX_MS,

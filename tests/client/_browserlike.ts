@@ -3,17 +3,8 @@
 // the first N rows as JSON lines, closes, and exits.
 //
 // usage: deno run -A tests/client/_browserlike.ts URL N
-const D = Deno;
+import { D } from "./_no_runtime.ts";
 const [url, n] = D.args;
-const g = globalThis as Record<string, unknown>;
-for (
-  const name of ["Deno", "process", "Buffer", "global", "setImmediate", "clearImmediate", "require"]
-) {
-  delete g[name];
-}
-if (typeof g.Deno !== "undefined" || typeof g.process !== "undefined") {
-  throw new Error("could not remove the runtime globals");
-}
 // Imported only now, so that nothing in it can have captured Deno.
 const { connect } = await import("../../client/mod.ts");
 const sub = await connect(url, { offset: 1 });

@@ -1,8 +1,8 @@
 import { assert, assertEquals } from "../_assert.ts";
+import { closeError } from "../../client/errors.ts";
+import { encodeCloseReason } from "../../client/wire.ts";
 import {
-  closeError,
   ConnectionClosed,
-  encodeCloseReason,
   NOT_REPLAYABLE_WHYS,
   NotReplayable,
   type NotReplayableReason,

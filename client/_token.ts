@@ -1,0 +1,123 @@
+/**
+ * A bearer token on both paths of a subscription: the socket offers it as the
+ * subprotocol `bearer.TOKEN` beside `streamcast` (the form browsers can send),
+ * and HTTP requests to the stream's own origin send `Authorization: Bearer`;
+ * a refused upgrade is told apart from a server that is down by asking `/head`.
+ *
+ * @module
+ */
+
+import type { WebSocketConstructor } from "./_connection.ts";
+import { ConnectionClosed } from "./errors.ts";
+import { headUrl } from "./head.ts";
+import { BEARER_PROTOCOL_PREFIX, CloseCode, SUBPROTOCOL } from "./wire.ts";
+
+/**
+ * A WebSocket constructor that offers `streamcast` and `bearer.TOKEN` as subprotocols.
+ *
+ * @example
+ * ```ts
+ * import { withToken } from "./_token.ts";
+ * const WS = withToken(WebSocket, "0123456789abcdef0123");
+ * console.log(typeof WS); // function
+ * ```
+ */
+export function withToken(WS: WebSocketConstructor, token: string): WebSocketConstructor {
+  const Base = WS as unknown as new (url: string | URL, protocols: string[]) => WebSocket;
+  const protocols = [SUBPROTOCOL, BEARER_PROTOCOL_PREFIX + token];
+  // Called with `new`: the object returned is the instance.
+  return function (url: string | URL): WebSocket {
+    return new Base(url, protocols);
+  } as unknown as WebSocketConstructor;
+}
+
+/**
+ * `f` sending `Authorization: Bearer TOKEN` to `origin` (and to nowhere else).
+ *
+ * @example
+ * ```ts
+ * import { fetchWithToken } from "./_token.ts";
+ * const seen: (string | null)[] = [];
+ * const f = fetchWithToken((input, init) => {
+ *   seen.push(new Headers(init?.headers).get("authorization"));
+ *   return Promise.resolve(new Response("{}"));
+ * }, "0123456789abcdef0123", "http://127.0.0.1:8765");
+ * await f("http://127.0.0.1:8765/trades/head");
+ * await f("http://example.com/elsewhere");
+ * console.log(seen); // [ "Bearer 0123456789abcdef0123", null ]
+ * ```
+ */
+export function fetchWithToken(f: typeof fetch, token: string, origin: string): typeof fetch {
+  return (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = new URL(input instanceof Request ? input.url : input);
+    if (url.origin !== origin) return f(input, init);
+    const headers = new Headers(input instanceof Request ? input.headers : undefined);
+    new Headers(init?.headers).forEach((v, k) => headers.set(k, v));
+    headers.set("authorization", `Bearer ${token}`);
+    return f(input, { ...init, headers });
+  };
+}
+
+/**
+ * The stream's HTTP origin (`ws:` → `http:`).
+ *
+ * @example
+ * ```ts
+ * import { httpOrigin } from "./_token.ts";
+ * console.log(httpOrigin("wss://example.com/trades")); // https://example.com
+ * ```
+ */
+export function httpOrigin(url: string): string {
+  const u = new URL(url);
+  u.protocol = u.protocol === "wss:" ? "https:" : u.protocol === "ws:" ? "http:" : u.protocol;
+  return u.origin;
+}
+
+/**
+ * After a socket that failed before the greeting without a close frame:
+ * whether the server denies access (a WebSocket cannot see the HTTP status
+ * of a refused upgrade, so `/head` is asked, with the same token). Resolves
+ * the error to throw, or null (anything else: the server is down, say).
+ *
+ * @example
+ * ```ts ignore
+ * import { accessDenied } from "./_token.ts";
+ * const denied = await accessDenied("ws://127.0.0.1:8765/trades", undefined, 5_000, 1);
+ * if (denied) throw denied; // ConnectionClosed 4401
+ * ```
+ */
+export async function accessDenied(
+  url: string,
+  token: string | undefined,
+  timeoutMs: number,
+  resume: number | null,
+): Promise<ConnectionClosed | null> {
+  if (typeof fetch !== "function") return null;
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), timeoutMs);
+  try {
+    const res = await fetch(headUrl(url), {
+      signal: ac.signal,
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    });
+    const body = await res.text();
+    if (res.status !== 401 && res.status !== 403) return null;
+    const detail = res.status === 401
+      ? (token === undefined
+        ? "401: the server requires a bearer token (the token option)"
+        : "401: the server does not accept this token")
+      : "403: this token may not read this stream";
+    let reason = "";
+    try {
+      const j = JSON.parse(body);
+      if (j && typeof j.error === "string") reason = JSON.stringify(j);
+    } catch {
+      // Not the server's JSON: the detail says enough.
+    }
+    return new ConnectionClosed(url, CloseCode.Unauthorized, reason, resume, detail);
+  } catch {
+    return null;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,219 @@
+/**
+ * The options of {@linkcode connect} and their defaults.
+ *
+ * @example
+ * ```ts
+ * import { type ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
+ * const options: ConnectOptions = { offset: "earliest", connectTimeoutMs: 2_000 };
+ * console.log(options.connectTimeoutMs! < DEFAULT_CONNECT_TIMEOUT_MS); // true
+ * ```
+ *
+ * @module
+ */
+
+import type { WebSocketConstructor } from "./_connection.ts";
+import type { CatchUpOptions } from "./catch_up.ts";
+import type { CursorStore } from "./cursor.ts";
+import type { SubscriptionError } from "./errors.ts";
+
+export type { WebSocketConstructor } from "./_connection.ts";
+
+/**
+ * Default {@linkcode ConnectOptions.saveEveryRows}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_SAVE_EVERY_ROWS } from "./connect_options.ts";
+ * console.log(DEFAULT_SAVE_EVERY_ROWS); // 10000
+ * ```
+ */
+export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
+/**
+ * Default {@linkcode ConnectOptions.saveEveryMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_SAVE_EVERY_MS } from "./connect_options.ts";
+ * console.log(DEFAULT_SAVE_EVERY_MS); // 1000
+ * ```
+ */
+export const DEFAULT_SAVE_EVERY_MS = 1_000;
+/**
+ * Default {@linkcode ConnectOptions.connectTimeoutMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
+ * console.log(DEFAULT_CONNECT_TIMEOUT_MS); // 10000
+ * ```
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Default {@linkcode BackoffOptions.minMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_BACKOFF_MIN_MS } from "./connect_options.ts";
+ * console.log(DEFAULT_BACKOFF_MIN_MS); // 100
+ * ```
+ */
+export const DEFAULT_BACKOFF_MIN_MS = 100;
+/**
+ * Default {@linkcode BackoffOptions.maxMs}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_BACKOFF_MAX_MS } from "./connect_options.ts";
+ * console.log(DEFAULT_BACKOFF_MAX_MS); // 10000
+ * ```
+ */
+export const DEFAULT_BACKOFF_MAX_MS = 10_000;
+
+/**
+ * Reconnect delays: capped exponential, with jitter (see {@linkcode backoffDelay}).
+ *
+ * @example
+ * ```ts
+ * import type { BackoffOptions } from "./connect_options.ts";
+ * const backoff: BackoffOptions = { minMs: 250, maxMs: 30_000 };
+ * console.log(backoff.maxMs); // 30000
+ * ```
+ */
+export interface BackoffOptions {
+  /** The delay before the first attempt (before jitter). @default 100 */
+  minMs?: number;
+  /** The largest delay (before jitter). @default 10000 */
+  maxMs?: number;
+}
+
+/**
+ * What {@linkcode ConnectOptions.onReconnect} is told before each reconnect attempt.
+ *
+ * @example
+ * ```ts
+ * import type { ReconnectEvent } from "./connect_options.ts";
+ * function report(e: ReconnectEvent): void {
+ *   const at = e.resumeAt === null ? "live (rows lost meanwhile)" : `at ${e.resumeAt}`;
+ *   console.error(`${e.error.message}; retrying in ${e.delayMs} ms ${at}`);
+ * }
+ * console.log(typeof report); // function
+ * ```
+ */
+export interface ReconnectEvent {
+  /** Why the connection ended (attempt 1), or why the previous attempt failed. */
+  error: SubscriptionError;
+  /** 1 for the first attempt after a connection ended, then 2, 3, … */
+  attempt: number;
+  /** How long the client waits before this attempt. */
+  delayMs: number;
+  /** The offset the attempt resumes at; `null` on an ephemeral stream (live). */
+  resumeAt: number | null;
+  /**
+   * `true` on an ephemeral stream: rows published while disconnected are lost
+   * (the stream keeps no log). Always `false` on a durable stream, which
+   * resumes with no gap.
+   */
+  lost: boolean;
+}
+
+/**
+ * Options of {@linkcode connect}.
+ *
+ * @example
+ * ```ts
+ * import { type ConnectOptions, MemoryCursor } from "./mod.ts";
+ * const options: ConnectOptions = {
+ *   offset: "earliest",
+ *   cursor: new MemoryCursor(),
+ *   reconnect: true,
+ *   backoff: { minMs: 100, maxMs: 5_000 },
+ *   onReconnect: (e) => console.error(e.error.message),
+ * };
+ * console.log(options.reconnect); // true
+ * ```
+ */
+export interface ConnectOptions {
+  /**
+   * Where to start: an offset (inclusive; 0 means the stream's first offset)
+   * or `"earliest"` (the earliest offset still served, accepting any gap).
+   * A saved cursor wins over this. Absent: live, from the next row.
+   * @default undefined
+   */
+  offset?: number | "earliest";
+  /**
+   * Where the resume position is loaded from at connect and saved to as the
+   * loop runs. When it holds a cursor, that cursor (offset and stream id)
+   * wins over `offset`; when it holds none, the start position is saved at
+   * connect. Needs a durable stream. A `CursorStore` (`MemoryCursor`,
+   * `LocalStorageCursor`, `FileCursor`, your own), or in Deno a file path,
+   * which means `new FileCursor(path)`; in a browser a path is a `TypeError`.
+   * @default undefined
+   */
+  cursor?: CursorStore | string;
+  /** Save the cursor (awaited, in the loop) once this many rows were handled since the last save. @default 10000 */
+  saveEveryRows?: number;
+  /** Save the cursor (in the background) at most this long after a row was handled. @default 1000 */
+  saveEveryMs?: number;
+  /**
+   * Called before each cursor save: flush whatever output the handled rows
+   * produced, so the saved position never runs ahead of your side effects.
+   * A rejection cancels that save.
+   * @default undefined
+   */
+  beforeSave?: () => void | Promise<void>;
+  /**
+   * Reconnect after 1001, 4429 or a dropped connection (see `RECONNECT_CODES`),
+   * with backoff, at the offset after the last row received and with the
+   * known stream id. A refusal (4400, 4404, 4416) is always thrown. The first
+   * connect is never retried: `connect()` itself rejects.
+   * @default false
+   */
+  reconnect?: boolean;
+  /** Delays between reconnect attempts. @default {minMs: 100, maxMs: 10000} */
+  backoff?: BackoffOptions;
+  /** Told before each reconnect attempt (an exception thrown here ends the iteration). @default undefined */
+  onReconnect?: (event: ReconnectEvent) => void;
+  /** Aborting closes the subscription: `connect()` or the loop rejects with the signal's reason. @default undefined */
+  signal?: AbortSignal;
+  /** Give up on a connect (or a reconnect attempt) without a greeting after this long. @default 10000 */
+  connectTimeoutMs?: number;
+  /** The WebSocket constructor to use. @default globalThis.WebSocket */
+  WebSocket?: WebSocketConstructor;
+  /**
+   * A bearer token, for a server started with a tokens file. The socket
+   * offers it as the subprotocol `bearer.TOKEN` beside `streamcast` (the form
+   * browsers can send); catch-up's HTTP requests to the server send it as
+   * `Authorization: Bearer TOKEN`. A server that refuses it (HTTP 401/403
+   * before the upgrade) makes `connect()` reject with a `ConnectionClosed`
+   * of code 4401, which `reconnect` does not retry. It appears in no error
+   * message.
+   * @default undefined
+   */
+  token?: string;
+  /**
+   * When a subscribe is refused `too_old` (or `evicted`/`empty`, given an
+   * `archive` source), read the gap from the server's chunks over HTTP — with no socket
+   * open — then subscribe where they end; repeat until accepted. Chunks are
+   * checked against their SHA-256. zstd is decoded with `node:zlib` where it
+   * exists; elsewhere pass `{ decompress }`. See `client/catch_up.ts`.
+   * @default false
+   */
+  catchUp?: boolean | CatchUpOptions;
+}
+
+/**
+ * The options a `Subscription` runs with: {@linkcode ConnectOptions}
+ * as `connect` checked them, with the cursor resolved to a store.
+ *
+ * @example
+ * ```ts
+ * import type { SubscriptionOptions } from "./connect_options.ts";
+ * import { MemoryCursor } from "./cursor.ts";
+ * const options: SubscriptionOptions = { cursor: new MemoryCursor(), reconnect: true };
+ * console.log(options.reconnect); // true
+ * ```
+ */
+export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
+  /** The cursor store (a path was made a `FileCursor` by `connect`). @default undefined */
+  cursor?: CursorStore;
+}
