@@ -9,7 +9,7 @@ import {
   loadHandler,
   rejectFile,
   type RejectRecord,
-} from "../../server/ingest.ts";
+} from "../../server/ingest/mod.ts";
 
 const encoder = new TextEncoder();
 
