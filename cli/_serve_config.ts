@@ -128,6 +128,13 @@ function configSettings(json: unknown, base: string): FileSettings {
  * The settings `serve` runs with: the config file's (`--config`), with the
  * flags `values` (from `parseArgs`) over them. Throws {@linkcode UsageError}
  * for a bad flag or combination, {@linkcode Fatal} for a bad config file.
+ *
+ * @example
+ * ```ts
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({ stream: ["trades=trades.json"], port: "0" });
+ * console.log(s.port, s.root, [...s.streams.keys()]); // 0 ./data ["trades"]
+ * ```
  */
 export async function settingsFrom(values: Record<string, unknown>): Promise<Settings> {
   const config = values.config as string | undefined;

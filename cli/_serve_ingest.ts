@@ -29,6 +29,14 @@ import type { Settings } from "./_serve_settings.ts";
 /**
  * Every handler module the upstreams use, by path, loaded before anything is
  * opened; a {@linkcode Fatal} (exit 2) for one that does not load.
+ *
+ * @example
+ * ```ts
+ * import { loadHandlers } from "./_serve_ingest.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({ stream: ["t=t.json"] });
+ * console.log((await loadHandlers(s)).size); // 0: no upstream, no handler
+ * ```
  */
 export async function loadHandlers(s: Settings): Promise<Map<string, FrameHandler>> {
   const loaded = new Map<string, FrameHandler>();
@@ -60,7 +68,18 @@ function lazyRejects(path: string): RejectSink & { close(): Promise<void> } {
   return Object.assign(sink, { close });
 }
 
-/** The ingest tasks of a running `serve`. */
+/**
+ * The ingest tasks of a running `serve`.
+ *
+ * @example
+ * ```ts
+ * import type { Ingest } from "./_serve_ingest.ts";
+ * export async function stop(ingest: Ingest): Promise<void> {
+ *   await ingest.stopIngest();
+ *   await ingest.closeRejects();
+ * }
+ * ```
+ */
 export interface Ingest {
   /** Stops every ingest; resolves once each has settled what it sent. */
   stopIngest(): Promise<void>;
@@ -104,7 +123,26 @@ function logEvents(
   };
 }
 
-/** Starts feeding stdin and the upstreams into `server`'s streams. */
+/**
+ * Starts feeding stdin and the upstreams into `server`'s streams.
+ *
+ * @example
+ * ```ts
+ * import { startIngest } from "./_serve_ingest.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * import { Logger } from "../common/logger.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = new Stream("t", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * const s = await settingsFrom({ stream: ["t=t.json"] }); // no --stdin, no --upstream
+ * const ingest = startIngest(s, server, new Map(), Logger.silent());
+ * await ingest.stopIngest();
+ * console.log(ingest.failure()); // null
+ * await server.shutdown();
+ * ```
+ */
 export function startIngest(
   s: Settings,
   server: Server,

@@ -31,6 +31,16 @@ const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
  * Reads one value: `what` names it in errors (`--port` or `"port"`); `base`
  * is the config file's folder (relative paths resolve against it), or null
  * for a flag. Throws `RangeError` or `TypeError` naming `what`.
+ *
+ * @example
+ * ```ts
+ * import type { Reader } from "./_serve_settings.ts";
+ * const even: Reader = (v, what) => {
+ *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
+ *   return Number(v);
+ * };
+ * console.log(even("4", "--n", null)); // 4
+ * ```
  */
 export type Reader = (v: unknown, what: string, base: string | null) => unknown;
 
@@ -90,7 +100,15 @@ function logFormat(v: unknown, what: string): LogFormat {
   return v;
 }
 
-/** A config value that must be a non-empty string (`what` is the quoted key). */
+/**
+ * A config value that must be a non-empty string (`what` is the quoted key).
+ *
+ * @example
+ * ```ts
+ * import { nonEmpty } from "./_serve_settings.ts";
+ * console.log(nonEmpty("data", '"root"')); // data
+ * ```
+ */
 export function nonEmpty(v: unknown, what: string): string {
   if (typeof v !== "string" || v === "") {
     throw new TypeError(`${what} must be a non-empty string, got ${JSON.stringify(v)}`);
@@ -98,7 +116,15 @@ export function nonEmpty(v: unknown, what: string): string {
   return v;
 }
 
-/** Checks a stream name; `what` says where it was given. */
+/**
+ * Checks a stream name; `what` says where it was given.
+ *
+ * @example
+ * ```ts
+ * import { streamName } from "./_serve_settings.ts";
+ * console.log(streamName("trades", "--stdin")); // trades
+ * ```
+ */
 export function streamName(name: string, what: string): string {
   if (!isStreamName(name)) {
     throw new RangeError(
@@ -108,7 +134,15 @@ export function streamName(name: string, what: string): string {
   return name;
 }
 
-/** Checks an upstream URL: ws, wss, http or https. */
+/**
+ * Checks an upstream URL: ws, wss, http or https.
+ *
+ * @example
+ * ```ts
+ * import { upstreamUrl } from "./_serve_settings.ts";
+ * console.log(upstreamUrl("wss://feed.example/v1", "--upstream")); // wss://feed.example/v1
+ * ```
+ */
 export function upstreamUrl(url: string, what: string): string {
   let u: URL;
   try {
@@ -145,7 +179,24 @@ function bool(v: unknown, what: string): boolean {
 
 // ---- the table ----
 
-/** One setting of `serve`. */
+/**
+ * One setting of `serve`.
+ *
+ * @example
+ * ```ts
+ * import type { Setting } from "./_serve_settings.ts";
+ * const host: Setting = {
+ *   flag: "host",
+ *   key: "host",
+ *   type: "string",
+ *   default: "127.0.0.1",
+ *   group: "where and how",
+ *   usage: [["--host HOST", "address to listen on [{default}]"]],
+ *   docs: "address to listen on.",
+ * };
+ * console.log(host.flag);
+ * ```
+ */
 export interface Setting {
   /** The flag, without `--`. */
   flag: string;
@@ -177,7 +228,15 @@ export interface Setting {
 
 const LIMITS = "limits (docs/CLI.md has the table)";
 
-/** Every setting of `serve`, in the order of `--help`. */
+/**
+ * Every setting of `serve`, in the order of `--help`.
+ *
+ * @example
+ * ```ts
+ * import { SETTINGS } from "./_serve_settings.ts";
+ * console.log(SETTINGS.find((s) => s.flag === "port")?.default); // 8765
+ * ```
+ */
 export const SETTINGS: readonly Setting[] = [
   {
     flag: "stream",
@@ -561,40 +620,109 @@ Prints "listening on http://HOST:PORT" on stderr once ready. SIGINT or SIGTERM
 stops ingest, closes subscribers with 1001, flushes the logs and exits 0.`;
 }
 
-/** `serve --help`. */
+/**
+ * `serve --help`.
+ *
+ * @example
+ * ```ts
+ * import { SERVE_USAGE } from "./_serve_settings.ts";
+ * console.log(SERVE_USAGE.split("\n")[0]); // usage: deno run -A cli.ts serve --stream NAME=SCHEMA.json ... [options]
+ * ```
+ */
 export const SERVE_USAGE: string = usageText();
 
-/** The `parseArgs` options of `serve` (`--help` is added by `parse`). */
+/**
+ * The `parseArgs` options of `serve` (`--help` is added by `parse`).
+ *
+ * @example
+ * ```ts
+ * import { SERVE_FLAGS } from "./_serve_settings.ts";
+ * console.log(SERVE_FLAGS["no-fsync"]); // { type: "boolean" }
+ * ```
+ */
 export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?: boolean }> =
   Object.fromEntries(
     SETTINGS.map((s) => [s.flag, s.multiple ? { type: s.type, multiple: true } : { type: s.type }]),
   );
 
-/** The keys a config file may hold. */
+/**
+ * The keys a config file may hold.
+ *
+ * @example
+ * ```ts
+ * import { CONFIG_KEYS } from "./_serve_settings.ts";
+ * console.log(CONFIG_KEYS.has("maxBacklog"), CONFIG_KEYS.has("max-backlog")); // true false
+ * ```
+ */
 export const CONFIG_KEYS: ReadonlySet<string> = new Set(
   SETTINGS.flatMap((s) => s.key === undefined ? [] : [s.key]),
 );
 
-/** A setting whose config value is read by its `read`. */
+/**
+ * A setting whose config value is read by its `read`.
+ *
+ * @example
+ * ```ts
+ * import type { ReadSetting } from "./_serve_settings.ts";
+ * const keyOf = (s: ReadSetting): string => s.key;
+ * console.log(typeof keyOf);
+ * ```
+ */
 export type ReadSetting = Setting & { key: string; read: Reader };
 
-/** The settings whose config values the table reads (not streams and upstreams). */
+/**
+ * The settings whose config values the table reads (not streams and upstreams).
+ *
+ * @example
+ * ```ts
+ * import { READ_SETTINGS } from "./_serve_settings.ts";
+ * const port = READ_SETTINGS.find((s) => s.key === "port")!;
+ * console.log(port.read("9000", "--port", null)); // 9000
+ * ```
+ */
 export const READ_SETTINGS: readonly ReadSetting[] = SETTINGS.filter((s): s is ReadSetting =>
   s.key !== undefined && s.read !== undefined
 );
 
 // ---- what serve runs with ----
 
-/** A stream's schema: the path of its file, or an inline schema from the config. */
+/**
+ * A stream's schema: the path of its file, or an inline schema from the config.
+ *
+ * @example
+ * ```ts
+ * import type { SchemaSource } from "./_serve_settings.ts";
+ * const src: SchemaSource = { path: "schemas/trades.json" };
+ * console.log("path" in src); // true
+ * ```
+ */
 export type SchemaSource = { path: string } | { inline: Record<string, unknown>; where: string };
 
-/** A declared stream. */
+/**
+ * A declared stream.
+ *
+ * @example
+ * ```ts
+ * import type { StreamDecl } from "./_serve_settings.ts";
+ * const decl: StreamDecl = { schema: { path: "book.json" }, ephemeral: true };
+ * console.log(decl.ephemeral);
+ * ```
+ */
 export interface StreamDecl {
   schema: SchemaSource;
   ephemeral: boolean;
 }
 
-/** A stream's upstream. */
+/**
+ * A stream's upstream.
+ *
+ * @example
+ * ```ts
+ * import type { UpstreamDecl } from "./_serve_settings.ts";
+ * const up: UpstreamDecl = { url: "wss://feed.example/book", handler: null };
+ * console.log(up.url);
+ * ```
+ */
 export interface UpstreamDecl {
   url: string;
   /** This upstream's own handler module, or null for the default one. */
@@ -604,6 +732,13 @@ export interface UpstreamDecl {
 /**
  * Everything `serve` runs with, after the config file and the flags are
  * merged. The scalar fields are named by their config keys ({@linkcode SETTINGS}).
+ *
+ * @example
+ * ```ts
+ * import type { Settings } from "./_serve_settings.ts";
+ * const where = (s: Settings): string => `${s.host}:${s.port}`;
+ * console.log(typeof where);
+ * ```
  */
 export interface Settings {
   root: string;

@@ -16,6 +16,14 @@ import { fileError } from "./_serve_fatal.ts";
  * default exit; one received before `attach(server)` reloads then. Reloads
  * run one at a time, in signal order. A file that cannot be read or checked
  * keeps the tokens in force and logs why; it never stops the server.
+ *
+ * @example
+ * ```ts
+ * import { tokensReloader } from "./_serve_signals.ts";
+ * import { Logger } from "../common/logger.ts";
+ * const reloader = tokensReloader("tokens.json", () => Logger.silent());
+ * await reloader.remove(); // before any server: nothing was reloaded
+ * ```
  */
 export function tokensReloader(
   path: string,
@@ -66,7 +74,17 @@ export function tokensReloader(
   };
 }
 
-/** Resolves with the name of the first of `signals` received; `remove()` stops listening. */
+/**
+ * Resolves with the name of the first of `signals` received; `remove()` stops listening.
+ *
+ * @example
+ * ```ts
+ * import { onSignals } from "./_serve_signals.ts";
+ * import { Logger } from "../common/logger.ts";
+ * const signals = onSignals(["SIGINT"], () => Logger.silent());
+ * signals.remove();
+ * ```
+ */
 export function onSignals(
   signals: Deno.Signal[],
   logger: () => Logger,

@@ -42,7 +42,19 @@ async function loadSchema(name: string, src: SchemaSource): Promise<Record<strin
   return json as Record<string, unknown>;
 }
 
-/** Every declared stream's schema, by name; a {@linkcode Fatal} (exit 2) for the first bad one. */
+/**
+ * Every declared stream's schema, by name; a {@linkcode Fatal} (exit 2) for the first bad one.
+ *
+ * @example
+ * ```ts
+ * import { loadSchemas } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
+ * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
+ * console.log([...schemas.keys()]); // ["t"]
+ * ```
+ */
 export async function loadSchemas(s: Settings): Promise<Map<string, Record<string, unknown>>> {
   const schemas = new Map<string, Record<string, unknown>>();
   for (const [name, decl] of s.streams) schemas.set(name, await loadSchema(name, decl.schema));
@@ -52,6 +64,18 @@ export async function loadSchemas(s: Settings): Promise<Map<string, Record<strin
 /**
  * Opens every declared stream (its log under `s.root` unless ephemeral); on
  * a failure closes those opened and throws a {@linkcode Fatal}.
+ *
+ * @example
+ * ```ts
+ * import { loadSchemas, openStreams } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
+ * const s = await settingsFrom({ stream: [`t=${dir}/t.json`], root: dir });
+ * const streams = await openStreams(s, await loadSchemas(s));
+ * await Promise.all(streams.map((st) => st.close()));
+ * console.log(streams.length); // 1
+ * ```
  */
 export async function openStreams(
   s: Settings,

@@ -35,7 +35,15 @@ export function eventsTo(options: IngestOptions): (event: IngestEvent) => void {
   return (event) => log(event.msg);
 }
 
-/** A reject found before the sink saw anything: bad JSON, UTF-8, length, handler. */
+/**
+ * A reject found before the sink saw anything: bad JSON, UTF-8, length, handler.
+ *
+ * @example
+ * ```ts
+ * import { InputReject } from "./_feeder.ts";
+ * console.log(new InputReject("line is not valid UTF-8").message);
+ * ```
+ */
 export class InputReject {
   readonly message: string;
   constructor(message: string) {
@@ -55,6 +63,18 @@ interface Pending {
  * Pipelines rows into a sink and reports outcomes strictly in input order.
  * Input rejects queue behind the rows sent before them, so `onReject` sees
  * line 5 after line 3 even when line 3's verdict comes from an async sink.
+ *
+ * @example
+ * ```ts
+ * import { Feeder } from "./_feeder.ts";
+ * const sink = { name: "t", send: () => Promise.resolve(1) };
+ * const feeder = new Feeder(sink, { log: () => {} }, (n) => `stdin line ${n}`, () => {}, {
+ *   source: "stdin",
+ * });
+ * feeder.send(1, '{"x":1}', { x: 1 });
+ * await feeder.drain();
+ * console.log(feeder.stats.accepted); // 1
+ * ```
  */
 export class Feeder {
   readonly stats: IngestStats = { lines: 0, accepted: 0, rejected: 0 };
@@ -212,6 +232,15 @@ export class Feeder {
   }
 }
 
+/**
+ * An error's message, or the thrown value as text.
+ *
+ * @example
+ * ```ts
+ * import { errorMessage } from "./_feeder.ts";
+ * console.log(errorMessage(new Error("bad")), errorMessage("worse")); // bad worse
+ * ```
+ */
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }

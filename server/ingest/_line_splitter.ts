@@ -8,7 +8,16 @@
 /** How much of an overlong line the reject record keeps. */
 const PREVIEW_BYTES = 1024;
 
-/** A line longer than the limit: its length and its first bytes. */
+/**
+ * A line longer than the limit: its length and its first bytes.
+ *
+ * @example
+ * ```ts
+ * import type { TooLong } from "./_line_splitter.ts";
+ * const t: TooLong = { bytes: 5000, preview: new Uint8Array(1024) };
+ * console.log(t.bytes);
+ * ```
+ */
 export interface TooLong {
   readonly bytes: number;
   readonly preview: Uint8Array;
@@ -30,6 +39,14 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
  * Splits bytes into lines at `\n` (a byte that never occurs inside a multi-byte
  * UTF-8 sequence, so splitting before decoding is safe), stripping one `\r`
  * before it. Holds at most `max` bytes of an unfinished line.
+ *
+ * @example
+ * ```ts
+ * import { LineSplitter } from "./_line_splitter.ts";
+ * const s = new LineSplitter(1024);
+ * s.feed(new TextEncoder().encode("a\r\nb"));
+ * console.log(s.next(), s.next(), s.end()); // Uint8Array [97] null Uint8Array [98]
+ * ```
  */
 export class LineSplitter {
   readonly #max: number;
