@@ -18,11 +18,13 @@
 
 import { resolve } from "node:path";
 import { sleep } from "../common/backoff.ts";
+import { Logger } from "../common/logger.ts";
 import { LogLockedError } from "../log/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../server/limits.ts";
 import { serve, type Server } from "../server/serve.ts";
 import { Stream } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
+import { onSignals } from "./_signals.ts";
 
 const USAGE =
   `usage: deno run -A cli.ts demo [--port ${DEFAULT_PORT}] [--root ./data] [--rate ROWS_PER_S]
@@ -272,32 +274,6 @@ async function runFeed(
   }
 }
 
-/** Resolves with the first of `signals` received; `remove()` stops listening. */
-function onSignals(signals: Deno.Signal[]): { received: Promise<Deno.Signal>; remove(): void } {
-  let resolveSig!: (sig: Deno.Signal) => void;
-  const received = new Promise<Deno.Signal>((r) => (resolveSig = r));
-  let count = 0;
-  const listeners = signals.map((sig) => {
-    const listener = () => {
-      if (++count === 1) {
-        console.error(`streamcast demo: ${sig} received; shutting down`);
-        return resolveSig(sig);
-      }
-      // A second signal is the way out of a shutdown that hangs.
-      console.error(`streamcast demo: ${sig} again; exiting without waiting`);
-      Deno.exit(1);
-    };
-    Deno.addSignalListener(sig, listener);
-    return [sig, listener] as const;
-  });
-  return {
-    received,
-    remove() {
-      for (const [sig, listener] of listeners) Deno.removeSignalListener(sig, listener);
-    },
-  };
-}
-
 /** Runs `demo` with its arguments; resolves with the exit code. */
 export async function cmdDemo(args: string[]): Promise<number> {
   let port: number;
@@ -321,8 +297,11 @@ export async function cmdDemo(args: string[]): Promise<number> {
     console.error(`streamcast demo: ${err.message} (see --help)`);
     return 2;
   }
+  const logger = new Logger();
   const signals = onSignals(
     Deno.build.os === "windows" ? ["SIGINT", "SIGBREAK"] : ["SIGINT", "SIGTERM"],
+    () => logger,
+    "demo",
   );
   try {
     if (port !== 0) {

@@ -28,7 +28,7 @@
  * The parts: `_serve_settings.ts` (the settings table: usage, flags, config
  * keys), `_serve_config.ts` (the config file, and the flags over it),
  * `_serve_streams.ts` (schemas and logs), `_serve_ingest.ts` (stdin and
- * upstreams), `_serve_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
+ * upstreams), `_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
  * (one-line failures); this file starts them in order and runs the command.
  *
  * @module
@@ -44,7 +44,7 @@ import { settingsFrom } from "./_serve_config.ts";
 import { Fatal, fileError, oneLine } from "./_serve_fatal.ts";
 import { type Ingest, loadHandlers, startIngest } from "./_serve_ingest.ts";
 import { SERVE_FLAGS, SERVE_USAGE, type Settings } from "./_serve_settings.ts";
-import { onSignals, tokensReloader } from "./_serve_signals.ts";
+import { onSignals, tokensReloader } from "./_signals.ts";
 import { loadSchemas, openStreams } from "./_serve_streams.ts";
 
 interface Running extends Ingest {

@@ -1,5 +1,5 @@
 /**
- * `serve`'s signals: SIGINT/SIGTERM start the shutdown (a second one exits
+ * The signals of `serve` and `demo`: SIGINT/SIGTERM start the shutdown (a second one exits
  * at once), and SIGHUP reloads the tokens file.
  *
  * @module
@@ -19,7 +19,7 @@ import { fileError } from "./_serve_fatal.ts";
  *
  * @example
  * ```ts
- * import { tokensReloader } from "./_serve_signals.ts";
+ * import { tokensReloader } from "./_signals.ts";
  * import { Logger } from "../common/logger.ts";
  * const reloader = tokensReloader("tokens.json", () => Logger.silent());
  * await reloader.remove(); // before any server: nothing was reloaded
@@ -76,10 +76,12 @@ export function tokensReloader(
 
 /**
  * Resolves with the name of the first of `signals` received; `remove()` stops listening.
+ * The first signal logs `shutdown` (`streamcast COMMAND: SIG received; shutting down`),
+ * a second one `exit` and exits 1 at once. `serve` and `demo` both use it.
  *
  * @example
  * ```ts
- * import { onSignals } from "./_serve_signals.ts";
+ * import { onSignals } from "./_signals.ts";
  * import { Logger } from "../common/logger.ts";
  * const signals = onSignals(["SIGINT"], () => Logger.silent());
  * signals.remove();
@@ -88,6 +90,7 @@ export function tokensReloader(
 export function onSignals(
   signals: Deno.Signal[],
   logger: () => Logger,
+  command = "serve",
 ): { received: Promise<Deno.Signal>; remove(): void } {
   let resolve!: (sig: Deno.Signal) => void;
   const received = new Promise<Deno.Signal>((r) => (resolve = r));
@@ -99,7 +102,7 @@ export function onSignals(
         logger().info(
           "shutdown",
           { signal: sig },
-          `streamcast serve: ${sig} received; shutting down`,
+          `streamcast ${command}: ${sig} received; shutting down`,
         );
         return resolve(sig);
       }
@@ -107,7 +110,7 @@ export function onSignals(
       logger().warn(
         "exit",
         { signal: sig, code: 1 },
-        `streamcast serve: ${sig} again; exiting without waiting`,
+        `streamcast ${command}: ${sig} again; exiting without waiting`,
       );
       Deno.exit(1);
     };
