@@ -11,15 +11,13 @@ import { UsageError } from "./_args.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import {
   CONFIG_KEYS,
-  nonEmpty,
   READ_SETTINGS,
   type SchemaSource,
   type Settings,
   type StreamDecl,
-  streamName,
   type UpstreamDecl,
-  upstreamUrl,
 } from "./_serve_settings.ts";
+import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {

@@ -8,9 +8,7 @@
  * @module
  */
 
-import { resolve } from "node:path";
-import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
-import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../common/logger.ts";
+import type { LogFormat, LogLevel } from "../common/logger.ts";
 import type { ArchiveOptions } from "../log/mod.ts";
 import {
   DEFAULT_HOST,
@@ -21,161 +19,24 @@ import {
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
 } from "../server/limits.ts";
+import {
+  bool,
+  integer,
+  logFormat,
+  logLevel,
+  maxReplay,
+  nonEmpty,
+  path,
+  type Reader,
+  s3Uri,
+  seconds,
+  stallSeconds,
+  streamName,
+  text,
+} from "./_serve_values.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
-
-// ---- reading values, from flags (strings) or the config (JSON values) ----
-
-/**
- * Reads one value: `what` names it in errors (`--port` or `"port"`); `base`
- * is the config file's folder (relative paths resolve against it), or null
- * for a flag. Throws `RangeError` or `TypeError` naming `what`.
- *
- * @example
- * ```ts
- * import type { Reader } from "./_serve_settings.ts";
- * const even: Reader = (v, what) => {
- *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
- *   return Number(v);
- * };
- * console.log(even("4", "--n", null)); // 4
- * ```
- */
-export type Reader = (v: unknown, what: string, base: string | null) => unknown;
-
-function integerValue(
-  v: unknown,
-  what: string,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number {
-  const n = typeof v === "string" && /^\d+$/.test(v.trim()) ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `${min}-${max}`;
-    throw new RangeError(
-      `${what} must be an integer ${range}, got ${JSON.stringify(v)}`,
-    );
-  }
-  return n;
-}
-
-function integer(min: number, max?: number): Reader {
-  return (v, what) => integerValue(v, what, min, max);
-}
-
-function seconds(v: unknown, what: string): number {
-  const n = typeof v === "string" && /^\d+(\.\d+)?$/.test(v.trim()) ? Number(v) : v;
-  if (typeof n !== "number" || !Number.isFinite(n) || n < 0) {
-    throw new RangeError(`${what} must be a number of seconds >= 0, got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
-
-/** A stall timeout: seconds > 0. */
-function stallSeconds(v: unknown, what: string): number {
-  const n = seconds(v, what);
-  if (n <= 0) {
-    throw new RangeError(`${what} must be a number of seconds > 0, got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
-
-function maxReplay(v: unknown, what: string): number | null {
-  if (v === null || v === "none") return null;
-  return integerValue(v, `${what} (or none)`, 0);
-}
-
-function logLevel(v: unknown, what: string): LogLevel {
-  if (!isLogLevel(v)) {
-    throw new RangeError(`${what} must be error, warn, info or debug, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
-function logFormat(v: unknown, what: string): LogFormat {
-  if (!isLogFormat(v)) {
-    throw new RangeError(`${what} must be text or json, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
-/**
- * A config value that must be a non-empty string (`what` is the quoted key).
- *
- * @example
- * ```ts
- * import { nonEmpty } from "./_serve_settings.ts";
- * console.log(nonEmpty("data", '"root"')); // data
- * ```
- */
-export function nonEmpty(v: unknown, what: string): string {
-  if (typeof v !== "string" || v === "") {
-    throw new TypeError(`${what} must be a non-empty string, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
-/**
- * Checks a stream name; `what` says where it was given.
- *
- * @example
- * ```ts
- * import { streamName } from "./_serve_settings.ts";
- * console.log(streamName("trades", "--stdin")); // trades
- * ```
- */
-export function streamName(name: string, what: string): string {
-  if (!isStreamName(name)) {
-    throw new RangeError(
-      `invalid stream name ${JSON.stringify(name)} in ${what}: ${STREAM_NAME_RULE}`,
-    );
-  }
-  return name;
-}
-
-/**
- * Checks an upstream URL: ws, wss, http or https.
- *
- * @example
- * ```ts
- * import { upstreamUrl } from "./_serve_settings.ts";
- * console.log(upstreamUrl("wss://feed.example/v1", "--upstream")); // wss://feed.example/v1
- * ```
- */
-export function upstreamUrl(url: string, what: string): string {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new RangeError(`${what}: ${JSON.stringify(url)} is not a URL`);
-  }
-  if (!["ws:", "wss:", "http:", "https:"].includes(u.protocol)) {
-    throw new RangeError(
-      `${what}: the URL must be ws://, wss://, http:// or https://, got ${u.protocol}`,
-    );
-  }
-  return url;
-}
-
-function s3Uri(v: string, where: string): string {
-  if (!/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/.*)?$/.test(v)) {
-    throw new TypeError(`${where} must be s3://bucket/prefix, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
-
-/** A flag's string as given; in the config a non-empty string. */
-const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, what);
-/** A path: in the config, relative to the file's folder. */
-const path: Reader = (v, what, base) => base === null ? v : resolve(base, nonEmpty(v, what));
-/** A boolean flag (present: true); in the config `true` or `false`. */
-function bool(v: unknown, what: string): boolean {
-  if (typeof v !== "boolean") {
-    throw new TypeError(`${what} must be true or false, got ${JSON.stringify(v)}`);
-  }
-  return v;
-}
 
 // ---- the table ----
 

@@ -26,7 +26,8 @@
  * is not a bad row). See docs/CLI.md.
  *
  * The parts: `_serve_settings.ts` (the settings table: usage, flags, config
- * keys), `_serve_config.ts` (the config file, and the flags over it),
+ * keys), `_serve_values.ts` (reading each kind of value), `_serve_config.ts`
+ * (the config file, and the flags over it),
  * `_serve_streams.ts` (schemas and logs), `_serve_ingest.ts` (stdin and
  * upstreams), `_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
  * (one-line failures); this file starts them in order and runs the command.
