@@ -11,12 +11,22 @@ const encoder = new TextEncoder();
 
 /** What a {@linkcode Progress} line shows. */
 export interface ProgressState {
-  /** Rows done so far. */
-  rows: number;
+  /** Rows done so far (absent: work not counted in rows). */
+  rows?: number;
   /** The last offset done, when known. */
   offset?: number | null;
   /** The last offset to do, when known: shows "offset X of Y". */
   total?: number | null;
+  /** More to say, at the end of the line (`12.5 MiB written`). */
+  detail?: string;
+}
+
+/** Options of {@linkcode Progress}. */
+export interface ProgressOptions {
+  /** Whether to draw at all. @default Deno.stderr.isTerminal() */
+  enabled?: boolean;
+  /** Where the drawing goes. @default stderr */
+  write?: (text: string) => void;
 }
 
 /**
@@ -34,26 +44,31 @@ export interface ProgressState {
 export class Progress {
   readonly #label: string;
   readonly #enabled: boolean;
+  readonly #write: (text: string) => void;
   readonly #started = performance.now();
-  #drawnAt = 0;
+  #drawnAt = -Infinity;
   #drawn = false;
-  #last: ProgressState = { rows: 0 };
+  #last: ProgressState = {};
 
   /** `enabled` defaults to whether stderr is a terminal. */
-  constructor(label: string, options: { enabled?: boolean } = {}) {
+  constructor(label: string, options: ProgressOptions = {}) {
     this.#label = label;
     this.#enabled = options.enabled ?? Deno.stderr.isTerminal();
+    this.#write = options.write ?? ((text) => Deno.stderr.writeSync(encoder.encode(text)));
   }
 
   /** The text of the line for `s`. */
   line(s: ProgressState): string {
-    const secs = Math.max((performance.now() - this.#started) / 1000, 1e-3);
-    let text = `${this.#label}: ${s.rows} rows, ${Math.round(s.rows / secs)} rows/s`;
-    if (s.offset != null) {
-      text += `, offset ${s.offset}`;
-      if (s.total != null) text += ` of ${s.total}`;
+    const parts: string[] = [];
+    if (s.rows !== undefined) {
+      const secs = Math.max((performance.now() - this.#started) / 1000, 1e-3);
+      parts.push(`${s.rows} rows`, `${Math.round(s.rows / secs)} rows/s`);
     }
-    return text;
+    if (s.offset != null) {
+      parts.push(`offset ${s.offset}${s.total != null ? ` of ${s.total}` : ""}`);
+    }
+    if (s.detail !== undefined) parts.push(s.detail);
+    return `${this.#label}: ${parts.join(", ")}`;
   }
 
   /** Records progress; redraws when enough time has passed. */
@@ -70,11 +85,11 @@ export class Progress {
   done(): void {
     if (!this.#enabled) return;
     this.#draw();
-    Deno.stderr.writeSync(encoder.encode("\n"));
+    this.#write("\n");
   }
 
   #draw(): void {
-    Deno.stderr.writeSync(encoder.encode(`\r\x1b[2K${this.line(this.#last)}`));
+    this.#write(`\r\x1b[2K${this.line(this.#last)}`);
     this.#drawn = true;
   }
 

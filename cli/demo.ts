@@ -17,19 +17,24 @@
  */
 
 import { resolve } from "node:path";
+import { sleep } from "../common/backoff.ts";
+import { Logger } from "../common/logger.ts";
 import { LogLockedError } from "../log/mod.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "../server/limits.ts";
 import { serve, type Server } from "../server/serve.ts";
 import { Stream } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
+import { onSignals } from "./_signals.ts";
 
-const USAGE = `usage: deno run -A cli.ts demo [--port 8765] [--root ./data] [--rate ROWS_PER_S]
+const USAGE =
+  `usage: deno run -A cli.ts demo [--port ${DEFAULT_PORT}] [--root ./data] [--rate ROWS_PER_S]
 
 A synthetic trade feed (random-walk prices for a few symbols, with bursts; no
 network needed) captured into the durable stream "trades" under ROOT and
 served with the web viewer.
 
-  --port PORT        port to listen on (0: any free port) [8765]
-  --host HOST        address to listen on [127.0.0.1]
+  --port PORT        port to listen on (0: any free port) [${DEFAULT_PORT}]
+  --host HOST        address to listen on [${DEFAULT_HOST}]
   --root DIR         the log lives in DIR/trades [./data]
   --rate ROWS_PER_S  average rows per second; bursts run several times faster
                      (0: no feed, serve what the log holds) [50]
@@ -251,18 +256,6 @@ function oneLine(err: unknown): string {
   return String(err instanceof Error ? err.message : err).split("\n")[0];
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
-
 /** Sends the feed's rows every `tickMs` until `signal` aborts. */
 async function runFeed(
   stream: Stream,
@@ -281,32 +274,6 @@ async function runFeed(
   }
 }
 
-/** Resolves with the first of `signals` received; `remove()` stops listening. */
-function onSignals(signals: Deno.Signal[]): { received: Promise<Deno.Signal>; remove(): void } {
-  let resolveSig!: (sig: Deno.Signal) => void;
-  const received = new Promise<Deno.Signal>((r) => (resolveSig = r));
-  let count = 0;
-  const listeners = signals.map((sig) => {
-    const listener = () => {
-      if (++count === 1) {
-        console.error(`streamcast demo: ${sig} received; shutting down`);
-        return resolveSig(sig);
-      }
-      // A second signal is the way out of a shutdown that hangs.
-      console.error(`streamcast demo: ${sig} again; exiting without waiting`);
-      Deno.exit(1);
-    };
-    Deno.addSignalListener(sig, listener);
-    return [sig, listener] as const;
-  });
-  return {
-    received,
-    remove() {
-      for (const [sig, listener] of listeners) Deno.removeSignalListener(sig, listener);
-    },
-  };
-}
-
 /** Runs `demo` with its arguments; resolves with the exit code. */
 export async function cmdDemo(args: string[]): Promise<number> {
   let port: number;
@@ -319,10 +286,10 @@ export async function cmdDemo(args: string[]): Promise<number> {
       console.log(USAGE);
       return 0;
     }
-    const p = values.port ?? "8765";
+    const p = values.port ?? String(DEFAULT_PORT);
     port = positiveNumber(p, "--port", 65535);
     if (!Number.isInteger(port)) throw new UsageError(`--port must be an integer, got ${p}`);
-    host = (values.host as string | undefined) ?? "127.0.0.1";
+    host = (values.host as string | undefined) ?? DEFAULT_HOST;
     root = (values.root as string | undefined) ?? "./data";
     rate = positiveNumber(values.rate ?? String(DEFAULT_DEMO_RATE), "--rate", 1_000_000);
   } catch (err) {
@@ -330,8 +297,11 @@ export async function cmdDemo(args: string[]): Promise<number> {
     console.error(`streamcast demo: ${err.message} (see --help)`);
     return 2;
   }
+  const logger = new Logger();
   const signals = onSignals(
     Deno.build.os === "windows" ? ["SIGINT", "SIGBREAK"] : ["SIGINT", "SIGTERM"],
+    () => logger,
+    "demo",
   );
   try {
     if (port !== 0) {

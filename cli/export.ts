@@ -23,6 +23,7 @@ import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
+import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts export ROOT/NAME --format arrow|parquet|ndjson --out FILE
                  [--from N] [--to N] [--schema SCHEMA.json] [--batch-rows N]
@@ -173,22 +174,28 @@ async function run(args: string[]): Promise<number> {
   }
 
   const started = performance.now();
-  let lastPrint = started;
-  const onProgress = (p: ExportProgress): void => {
-    const now = performance.now();
-    if (now - lastPrint < 1000) return;
-    lastPrint = now;
-    const through = p.last === null ? "" : ` through offset ${p.last} of ${p.to}`;
-    console.error(`export: ${p.rows} rows${through}, ${fmtBytes(p.bytes)} written`);
-  };
-  const report = await exportLog(dir, schema, {
-    format: format as ExportFormat,
-    out,
-    from,
-    to,
-    batchRows,
-    onProgress,
-  });
+  // Drawn only when stderr is a terminal: a pipe or a log gets the last line alone.
+  const progress = new Progress("export");
+  const onProgress = (p: ExportProgress): void =>
+    progress.update({
+      rows: p.rows,
+      offset: p.last,
+      total: p.to,
+      detail: `${fmtBytes(p.bytes)} written`,
+    });
+  let report;
+  try {
+    report = await exportLog(dir, schema, {
+      format: format as ExportFormat,
+      out,
+      from,
+      to,
+      batchRows,
+      onProgress,
+    });
+  } finally {
+    if (progress.drawn) progress.done();
+  }
   const seconds = (performance.now() - started) / 1000;
   const range = report.rows === 0 ? "no rows" : `offsets ${report.first}..${report.last}`;
   console.error(

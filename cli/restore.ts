@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { restoreLog } from "../log/mod.ts";
 import { isStreamName } from "../client/wire.ts";
 import { parse, UsageError } from "./_args.ts";
+import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts restore NAME --root DIR --archive s3://BUCKET/PREFIX
                  [--hydrate] [--s3-endpoint URL] [--s3-path-style]
@@ -52,6 +53,8 @@ export async function cmdRestore(args: string[]): Promise<number> {
   if (!root) throw new UsageError("--root DIR is required");
   if (!uri) throw new UsageError("--archive s3://BUCKET/PREFIX is required");
   const dir = join(root, name === "" ? "_" : name);
+  // What the restore is doing, redrawn on one line when stderr is a terminal; quiet otherwise.
+  const progress = new Progress("restore");
   try {
     const { log, report } = await restoreLog(dir, name, {
       archive: {
@@ -61,8 +64,9 @@ export async function cmdRestore(args: string[]): Promise<number> {
       },
       hydrate: values.hydrate === true,
       logOptions: { chunks: true, archiveWaitMs: 0 },
-      progress: (m) => console.error(`restore: ${m}`),
+      progress: (m) => progress.update({ detail: m }),
     });
+    if (progress.drawn) progress.done();
     await log.close();
     console.log(JSON.stringify({ stream: name, dir, ...report }));
     console.error(
@@ -72,6 +76,7 @@ export async function cmdRestore(args: string[]): Promise<number> {
     );
     return 0;
   } catch (err) {
+    if (progress.drawn) progress.done();
     if (err instanceof Deno.errors.AlreadyExists || err instanceof Deno.errors.NotFound) {
       console.error(`streamcast restore: ${err.message}`);
       return 1;

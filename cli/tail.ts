@@ -14,6 +14,7 @@
  */
 
 import { parse, UsageError } from "./_args.ts";
+import { Progress } from "./_progress.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
 import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
@@ -214,6 +215,7 @@ export async function cmdTail(args: string[]): Promise<number> {
   const signals: Deno.Signal[] = Deno.build.os === "windows" ? ["SIGINT"] : ["SIGINT", "SIGTERM"];
   for (const s of signals) Deno.addSignalListener(s, onSignal);
   let sub: Subscription | null = null;
+  let catchingUp: { progress: Progress; rows: number } | null = null;
   try {
     if (cursor) {
       const saved = await cursor.load();
@@ -235,8 +237,20 @@ export async function cmdTail(args: string[]): Promise<number> {
       ...(tokenOf(values) ? { token: tokenOf(values) } : {}),
     });
     console.error(`streamcast tail: ${describeStart(sub)}`);
+    // With --catch-up, the rows up to the head at the start, counted on one
+    // redrawn line when stderr is a terminal (never in a pipe or a log).
+    const replay = values["catch-up"] ? sub.greeting.replay : null;
+    catchingUp = replay ? { progress: new Progress("tail: catching up"), rows: 0 } : null;
     for await (const [, line] of sub.lines()) {
       out.push(line);
+      if (catchingUp !== null) {
+        const at = sub.lastOffset;
+        catchingUp.progress.update({ rows: ++catchingUp.rows, offset: at, total: replay![1] - 1 });
+        if (at !== null && at >= replay![1] - 1) {
+          if (catchingUp.progress.drawn) catchingUp.progress.done();
+          catchingUp = null;
+        }
+      }
       // Write when nothing more is ready, or in 64 KiB pieces.
       if (sub.buffered === 0 || out.size >= 1 << 16) await out.flush();
     }
@@ -262,6 +276,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     }
     throw err;
   } finally {
+    if (catchingUp?.progress.drawn) catchingUp.progress.done();
     for (const s of signals) Deno.removeSignalListener(s, onSignal);
     await sub?.close().catch(() => {});
     if (cursor && "close" in cursor) await (cursor as { close(): Promise<void> }).close();

@@ -3,13 +3,14 @@ import { relative as relativePath } from "node:path";
 import { setImmediate } from "node:timers";
 import { RowError } from "../../server/errors.ts";
 import {
+  type IngestEvent,
   ingestLines,
   type IngestSink,
   ingestUpstream,
   loadHandler,
   rejectFile,
   type RejectRecord,
-} from "../../server/ingest.ts";
+} from "../../server/ingest/mod.ts";
 
 const encoder = new TextEncoder();
 
@@ -152,6 +153,32 @@ Deno.test("ingest lines keeps order, line numbers and stats across awkward chunk
     );
     assert.equal(lines.length, 4, what);
   }
+});
+
+Deno.test("ingest lines reports structured events, each with the text line as msg", async () => {
+  const events: IngestEvent[] = [];
+  const logged: string[] = [];
+  const input = new Blob(['{"x":1}\nnope\n{"x":"two"}\n']).stream();
+  const stats = await ingestLines(input, new TestSink(), {
+    onEvent: (e) => events.push(e),
+    log: (m) => logged.push(m),
+  });
+  assert.deepEqual(stats, { lines: 3, accepted: 1, rejected: 2 });
+  assert.deepEqual(logged, [], "onEvent replaces log");
+  assert.deepEqual(events.map((e) => e.event), ["reject", "reject", "end_of_input"]);
+  const [bad, schema, end] = events;
+  assert.ok(bad.event === "reject" && schema.event === "reject" && end.event === "end_of_input");
+  assert.deepEqual(
+    [bad.stream, bad.source, bad.url, bad.line, bad.input],
+    ["trades", "stdin", undefined, 2, "nope"],
+  );
+  assert.equal(bad.msg, `streamcast: stdin line 2 for stream "trades": ${bad.error}`);
+  assert.deepEqual([schema.line, schema.error], [3, "/x: must be number"]);
+  assert.deepEqual([end.source, end.accepted, end.rejected], ["stdin", 1, 2]);
+  assert.equal(
+    end.msg,
+    'streamcast: end of stdin for stream "trades" (1 rows accepted, 2 rejected); still serving',
+  );
 });
 
 Deno.test("ingest lines rejects a line that is not UTF-8 and goes on", async () => {
@@ -597,6 +624,47 @@ Deno.test("ingest upstream runs frames through a handler module across a clean r
   ]);
   assert.equal(records[1].input, JSON.stringify(frames2[1]));
   await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("ingest upstream reports connects, rejects and its stop as structured events", async () => {
+  const feed = startFeed((socket) => {
+    socket.send('{"x":1}');
+    socket.send("{bad");
+  });
+  const sink = new TestSink();
+  const events: IngestEvent[] = [];
+  const ac = new AbortController();
+  const done = ingestUpstream(`ws://user:secret@127.0.0.1:${feed.port}/`, sink, {
+    onEvent: (e) => events.push(e),
+    signal: ac.signal,
+  });
+  await until(() => events.some((e) => e.event === "reject"), "the reject");
+  ac.abort();
+  assert.deepEqual(await done, { lines: 2, accepted: 1, rejected: 1 });
+  await feed.stop();
+  const url = `ws://127.0.0.1:${feed.port}/`;
+  assert.deepEqual(events.map((e) => e.event), [
+    "upstream_connected",
+    "reject",
+    "upstream_stopped",
+  ]);
+  const [open, reject, stopped] = events;
+  assert.ok(open.event === "upstream_connected" && reject.event === "reject");
+  assert.ok(stopped.event === "upstream_stopped");
+  assert.equal(open.url, url, "no credentials");
+  assert.equal(open.msg, `streamcast: upstream ${url} connected for stream "trades"`);
+  assert.deepEqual([reject.source, reject.url, reject.line, reject.input], [
+    "upstream",
+    url,
+    2,
+    "{bad",
+  ]);
+  assert.equal(
+    reject.msg,
+    `streamcast: upstream ${url} frame 2 for stream "trades": ${reject.error}`,
+  );
+  assert.deepEqual([stopped.accepted, stopped.rejected], [1, 1]);
+  assert.ok(!JSON.stringify(events).includes("secret"));
 });
 
 Deno.test("ingest upstream abort during backoff clears the timer and resolves", async () => {

@@ -1,0 +1,122 @@
+/**
+ * `serve`'s streams: each declared stream's schema loaded and checked
+ * ({@linkcode loadSchemas}, before anything is opened), then its log opened
+ * ({@linkcode openStreams}).
+ *
+ * @module
+ */
+
+import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts";
+import { compileSchema } from "../schema/compile.ts";
+import { SchemaError } from "../schema/schema_error.ts";
+import { Stream } from "../server/stream.ts";
+import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
+import type { SchemaSource, Settings } from "./_serve_settings.ts";
+
+async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
+  let json: unknown;
+  let where: string;
+  if ("path" in src) {
+    where = `schema file ${src.path}`;
+    let text: string;
+    try {
+      text = await Deno.readTextFile(src.path);
+    } catch (err) {
+      throw new Fatal(`${show(name)}: cannot read schema file ${src.path}: ${fileError(err)}`, 2);
+    }
+    try {
+      json = JSON.parse(text);
+    } catch (err) {
+      throw new Fatal(`${show(name)}: schema file ${src.path} is not JSON: ${oneLine(err)}`, 2);
+    }
+  } else {
+    where = src.where;
+    json = src.inline;
+  }
+  try {
+    // Compiled here too, so that a bad schema stops the start before any log is opened.
+    compileSchema(json);
+  } catch (err) {
+    if (!(err instanceof SchemaError)) throw err;
+    throw new Fatal(`${show(name)}: ${where} is refused: ${oneLine(err)}`, 2);
+  }
+  return json as Record<string, unknown>;
+}
+
+/**
+ * Every declared stream's schema, by name; a {@linkcode Fatal} (exit 2) for the first bad one.
+ *
+ * @example
+ * ```ts
+ * import { loadSchemas } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
+ * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
+ * console.log([...schemas.keys()]); // ["t"]
+ * ```
+ */
+export async function loadSchemas(s: Settings): Promise<Map<string, Record<string, unknown>>> {
+  const schemas = new Map<string, Record<string, unknown>>();
+  for (const [name, decl] of s.streams) schemas.set(name, await loadSchema(name, decl.schema));
+  return schemas;
+}
+
+/**
+ * Opens every declared stream (its log under `s.root` unless ephemeral); on
+ * a failure closes those opened and throws a {@linkcode Fatal}.
+ *
+ * @example
+ * ```ts
+ * import { loadSchemas, openStreams } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const dir = await Deno.makeTempDir();
+ * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
+ * const s = await settingsFrom({ stream: [`t=${dir}/t.json`], root: dir });
+ * const streams = await openStreams(s, await loadSchemas(s));
+ * await Promise.all(streams.map((st) => st.close()));
+ * console.log(streams.length); // 1
+ * ```
+ */
+export async function openStreams(
+  s: Settings,
+  schemas: Map<string, Record<string, unknown>>,
+): Promise<Stream[]> {
+  const logOptions: LogOptions = { fsync: s.fsync };
+  if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
+  if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
+  if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
+  const opened: Stream[] = [];
+  try {
+    for (const [name, decl] of s.streams) {
+      try {
+        opened.push(
+          await Stream.open(name, {
+            schema: schemas.get(name)!,
+            root: decl.ephemeral ? undefined : s.root,
+            logOptions,
+            ...(s.archive && !decl.ephemeral
+              ? { archive: s.archive, replayArchive: s.replayArchive }
+              : {}),
+            ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
+            ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
+            ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
+            ...(s.stallTimeout !== undefined
+              ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) }
+              : {}),
+          }),
+        );
+      } catch (err) {
+        if (err instanceof LogLockedError || err instanceof LogCorruptError) {
+          throw new Fatal(`${show(name)}: ${oneLine(err)}`, 1);
+        }
+        if (err instanceof RangeError) throw new Fatal(`${show(name)}: ${oneLine(err)}`, 2);
+        throw new Fatal(`${show(name)}: cannot open its log under ${s.root}: ${oneLine(err)}`, 1);
+      }
+    }
+  } catch (err) {
+    await Promise.allSettled(opened.map((st) => st.close()));
+    throw err;
+  }
+  return opened;
+}

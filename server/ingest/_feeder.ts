@@ -1,0 +1,246 @@
+/**
+ * The feeder between an input and its sink: pipelines up to `maxInFlight`
+ * rows, and reports outcomes (accepted, reject, failure) strictly in input
+ * order. Private to the ingest modules.
+ *
+ * @module
+ */
+
+import { RowError } from "../errors.ts";
+import type {
+  IngestEvent,
+  IngestOptions,
+  IngestOrigin,
+  IngestSink,
+  IngestStats,
+  RejectSink,
+} from "./options.ts";
+
+/**
+ * Where an ingest's events go: `onEvent`, else each event's `msg` to `log`
+ * (stderr by default).
+ *
+ * @example
+ * ```ts
+ * import { eventsTo } from "./_feeder.ts";
+ * const lines: string[] = [];
+ * const emit = eventsTo({ log: (m) => lines.push(m) });
+ * emit({ event: "upstream_connected", stream: "t", url: "ws://h/", msg: "streamcast: hi" });
+ * console.log(lines); // ["streamcast: hi"]
+ * ```
+ */
+export function eventsTo(options: IngestOptions): (event: IngestEvent) => void {
+  if (options.onEvent !== undefined) return options.onEvent;
+  const log = options.log ?? console.error;
+  return (event) => log(event.msg);
+}
+
+/**
+ * A reject found before the sink saw anything: bad JSON, UTF-8, length, handler.
+ *
+ * @example
+ * ```ts
+ * import { InputReject } from "./_feeder.ts";
+ * console.log(new InputReject("line is not valid UTF-8").message);
+ * ```
+ */
+export class InputReject {
+  readonly message: string;
+  constructor(message: string) {
+    this.message = message;
+  }
+}
+
+interface Pending {
+  readonly line: number;
+  readonly input: string;
+  settled: boolean;
+  ok: boolean;
+  error: unknown;
+}
+
+/**
+ * Pipelines rows into a sink and reports outcomes strictly in input order.
+ * Input rejects queue behind the rows sent before them, so `onReject` sees
+ * line 5 after line 3 even when line 3's verdict comes from an async sink.
+ *
+ * @example
+ * ```ts
+ * import { Feeder } from "./_feeder.ts";
+ * const sink = { name: "t", send: () => Promise.resolve(1) };
+ * const feeder = new Feeder(sink, { log: () => {} }, (n) => `stdin line ${n}`, () => {}, {
+ *   source: "stdin",
+ * });
+ * feeder.send(1, '{"x":1}', { x: 1 });
+ * await feeder.drain();
+ * console.log(feeder.stats.accepted); // 1
+ * ```
+ */
+export class Feeder {
+  readonly stats: IngestStats = { lines: 0, accepted: 0, rejected: 0 };
+  readonly #sink: IngestSink;
+  readonly #onReject: RejectSink | undefined;
+  readonly #emit: (event: IngestEvent) => void;
+  readonly #origin: IngestOrigin;
+  readonly #maxInFlight: number;
+  readonly #where: (line: number) => string;
+  readonly #onFatal: () => void;
+  #queue: Pending[] = [];
+  #head = 0;
+  #rejectsWriting = 0;
+  #fatal: { error: unknown } | undefined;
+  #waiters: (() => void)[] = [];
+
+  constructor(
+    sink: IngestSink,
+    options: IngestOptions,
+    where: (line: number) => string,
+    onFatal: () => void,
+    origin: IngestOrigin,
+  ) {
+    const maxInFlight = options.maxInFlight ?? 4096;
+    if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+      throw new RangeError(`Cannot ingest with maxInFlight ${maxInFlight}: need an integer ≥ 1`);
+    }
+    this.#sink = sink;
+    this.#onReject = options.onReject;
+    this.#emit = eventsTo(options);
+    this.#origin = origin;
+    this.#maxInFlight = maxInFlight;
+    this.#where = where;
+    this.#onFatal = onFatal;
+  }
+
+  get failed(): boolean {
+    return this.#fatal !== undefined;
+  }
+
+  get full(): boolean {
+    return this.#queue.length - this.#head + this.#rejectsWriting >= this.#maxInFlight;
+  }
+
+  send(line: number, input: string, row: unknown): void {
+    const entry: Pending = { line, input, settled: false, ok: false, error: undefined };
+    this.#queue.push(entry);
+    let sent: Promise<unknown>;
+    try {
+      sent = this.#sink.send(row);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    sent.then(
+      () => {
+        entry.settled = entry.ok = true;
+        this.#pump();
+      },
+      (error) => {
+        entry.settled = true;
+        entry.error = error;
+        this.#pump();
+      },
+    );
+  }
+
+  reject(line: number, input: string, message: string): void {
+    this.#queue.push({ line, input, settled: true, ok: false, error: new InputReject(message) });
+    this.#pump();
+  }
+
+  fail(error: unknown): void {
+    if (this.#fatal !== undefined) return;
+    this.#fatal = { error };
+    this.#onFatal();
+    this.#notify();
+  }
+
+  /** Resolves once fewer than `maxInFlight` rows are pending, or ingest failed. */
+  async room(): Promise<void> {
+    while (this.full && !this.failed) await this.#wait();
+  }
+
+  /** Resolves once everything sent has settled and every reject is recorded; throws a fatal error. */
+  async drain(): Promise<void> {
+    while (this.#head < this.#queue.length || this.#rejectsWriting > 0) await this.#wait();
+    if (this.#fatal !== undefined) throw this.#fatal.error;
+  }
+
+  #wait(): Promise<void> {
+    return new Promise((resolve) => this.#waiters.push(resolve));
+  }
+
+  #notify(): void {
+    if (this.#waiters.length === 0) return;
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiters) wake();
+  }
+
+  #pump(): void {
+    const queue = this.#queue;
+    while (this.#head < queue.length && queue[this.#head].settled) {
+      const entry = queue[this.#head];
+      queue[this.#head++] = undefined as unknown as Pending;
+      if (entry.ok) this.stats.accepted++;
+      else if (entry.error instanceof InputReject) this.#report(entry, entry.error.message);
+      else if (entry.error instanceof RowError) this.#report(entry, entry.error.detail);
+      // The log checks a row's size before writing anything: that row alone is refused.
+      else if (entry.error instanceof RangeError) {
+        this.#report(entry, `row too big: ${entry.error.message}`);
+      } else this.fail(entry.error);
+    }
+    if (this.#head === queue.length) {
+      queue.length = 0;
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > queue.length) {
+      queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    this.#notify();
+  }
+
+  #report(entry: Pending, message: string): void {
+    this.stats.rejected++;
+    try {
+      const stream = this.#sink.name;
+      this.#emit({
+        event: "reject",
+        stream,
+        ...this.#origin,
+        line: entry.line,
+        error: message,
+        input: entry.input,
+        msg: `streamcast: ${this.#where(entry.line)} for stream "${stream}": ${message}`,
+      });
+      const written = this.#onReject?.({ line: entry.line, error: message, input: entry.input });
+      if (written !== undefined && typeof written.then === "function") {
+        this.#rejectsWriting++;
+        written.then(
+          () => {
+            this.#rejectsWriting--;
+            this.#notify();
+          },
+          (error) => {
+            this.#rejectsWriting--;
+            this.fail(error);
+            this.#notify();
+          },
+        );
+      }
+    } catch (error) {
+      this.fail(error);
+    }
+  }
+}
+
+/**
+ * An error's message, or the thrown value as text.
+ *
+ * @example
+ * ```ts
+ * import { errorMessage } from "./_feeder.ts";
+ * console.log(errorMessage(new Error("bad")), errorMessage("worse")); // bad worse
+ * ```
+ */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

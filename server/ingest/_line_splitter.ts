@@ -1,0 +1,140 @@
+/**
+ * Splitting bytes into lines with a bound on how much of one line is held.
+ * Private to the ingest modules.
+ *
+ * @module
+ */
+
+/** How much of an overlong line the reject record keeps. */
+const PREVIEW_BYTES = 1024;
+
+/**
+ * A line longer than the limit: its length and its first bytes.
+ *
+ * @example
+ * ```ts
+ * import type { TooLong } from "./_line_splitter.ts";
+ * const t: TooLong = { bytes: 5000, preview: new Uint8Array(1024) };
+ * console.log(t.bytes);
+ * ```
+ */
+export interface TooLong {
+  readonly bytes: number;
+  readonly preview: Uint8Array;
+}
+
+const EMPTY = new Uint8Array(0);
+
+function concat(parts: Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/**
+ * Splits bytes into lines at `\n` (a byte that never occurs inside a multi-byte
+ * UTF-8 sequence, so splitting before decoding is safe), stripping one `\r`
+ * before it. Holds at most `max` bytes of an unfinished line.
+ *
+ * @example
+ * ```ts
+ * import { LineSplitter } from "./_line_splitter.ts";
+ * const s = new LineSplitter(1024);
+ * s.feed(new TextEncoder().encode("a\r\nb"));
+ * console.log(s.next(), s.next(), s.end()); // Uint8Array [97] null Uint8Array [98]
+ * ```
+ */
+export class LineSplitter {
+  readonly #max: number;
+  #chunk: Uint8Array = EMPTY;
+  #pos = 0;
+  #parts: Uint8Array[] = [];
+  #partBytes = 0;
+  // A line past the limit, being skipped: its length so far, first bytes, last byte.
+  #tooLong: { bytes: number; preview: Uint8Array; last: number } | undefined;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  feed(chunk: Uint8Array): void {
+    this.#chunk = chunk;
+    this.#pos = 0;
+  }
+
+  /** The next complete line of the chunk fed, or null when it needs more input. */
+  next(): Uint8Array | TooLong | null {
+    const chunk = this.#chunk;
+    const start = this.#pos;
+    if (start >= chunk.length) return null;
+    const nl = chunk.indexOf(10, start);
+    if (nl === -1) {
+      this.#hold(chunk.subarray(start));
+      this.#pos = chunk.length;
+      return null;
+    }
+    this.#pos = nl + 1;
+    return this.#complete(chunk.subarray(start, nl));
+  }
+
+  /** The last line, if the input did not end with a newline. */
+  end(): Uint8Array | TooLong | null {
+    if (this.#tooLong === undefined && this.#partBytes === 0) return null;
+    return this.#complete(EMPTY);
+  }
+
+  #hold(bytes: Uint8Array): void {
+    if (this.#tooLong !== undefined) {
+      this.#tooLong.bytes += bytes.length;
+      if (bytes.length > 0) this.#tooLong.last = bytes[bytes.length - 1];
+      return;
+    }
+    // One byte of slack for a "\r" that the newline will strip.
+    if (this.#partBytes + bytes.length > this.#max + 1) {
+      const head = this.#parts.length > 0 ? this.#parts[0] : bytes;
+      let preview = head.slice(0, PREVIEW_BYTES);
+      if (preview.length < PREVIEW_BYTES && this.#parts.length > 0) {
+        this.#parts.push(bytes);
+        preview = concat(this.#parts, this.#partBytes + bytes.length).slice(0, PREVIEW_BYTES);
+      }
+      this.#tooLong = {
+        bytes: this.#partBytes + bytes.length,
+        preview,
+        last: bytes[bytes.length - 1],
+      };
+      this.#parts = [];
+      this.#partBytes = 0;
+      return;
+    }
+    // A copy: the stream may hand us views of buffers it reuses.
+    this.#parts.push(bytes.slice());
+    this.#partBytes += bytes.length;
+  }
+
+  #complete(tail: Uint8Array): Uint8Array | TooLong {
+    if (this.#tooLong !== undefined) {
+      const { bytes, preview, last } = this.#tooLong;
+      this.#tooLong = undefined;
+      const cr = (tail.length > 0 ? tail[tail.length - 1] : last) === 13 ? 1 : 0;
+      const length = bytes + tail.length - cr;
+      // A short overlong line may have its "\r" in the preview.
+      return { bytes: length, preview: preview.subarray(0, length) };
+    }
+    let line = tail;
+    if (this.#partBytes > 0) {
+      this.#parts.push(tail);
+      line = concat(this.#parts, this.#partBytes + tail.length);
+      this.#parts = [];
+      this.#partBytes = 0;
+    }
+    if (line.length > 0 && line[line.length - 1] === 13) line = line.subarray(0, line.length - 1);
+    if (line.length > this.#max) {
+      return { bytes: line.length, preview: line.slice(0, PREVIEW_BYTES) };
+    }
+    return line;
+  }
+}

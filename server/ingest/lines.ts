@@ -1,0 +1,211 @@
+/**
+ * Ingest of NDJSON lines (`serve --stdin NAME`): each line one JSON row.
+ *
+ * ```ts
+ * import { ingestLines } from "./lines.ts";
+ * import type { IngestSink } from "./options.ts";
+ * import { RowError } from "../errors.ts";
+ *
+ * const rows: unknown[] = [];
+ * const sink: IngestSink = {
+ *   name: "trades",
+ *   send(row) {
+ *     if (typeof (row as { x?: unknown })?.x !== "number") {
+ *       return Promise.reject(new RowError("trades", "/x: must be number"));
+ *     }
+ *     return Promise.resolve(rows.push(row));
+ *   },
+ * };
+ * const input = new Blob(['{"x":1}\n{"x":"no"}\n{"x":2}\n']).stream();
+ * const stats = await ingestLines(input, sink, { log: () => {} });
+ * console.log(stats); // { lines: 3, accepted: 2, rejected: 1 }
+ * ```
+ *
+ * @module
+ */
+
+import { setImmediate } from "node:timers";
+import { DEFAULT_MAX_ROW_BYTES } from "../limits.ts";
+import { decodeLine, lossyUtf8 } from "./_decode.ts";
+import { errorMessage, eventsTo, Feeder } from "./_feeder.ts";
+import { LineSplitter, type TooLong } from "./_line_splitter.ts";
+import type { IngestOptions, IngestSink, IngestStats } from "./options.ts";
+
+/**
+ * The longest line {@linkcode ingestLines} accepts by default: the default
+ * row limit (16 MiB), as a row's line is its JSON.
+ */
+export const MAX_LINE_BYTES: number = DEFAULT_MAX_ROW_BYTES;
+
+// An input loop that has not yielded to the event loop for this long does, so
+// a fast in-memory input cannot starve timers and sockets.
+const YIELD_EVERY_MS = 10;
+const BLANK = /^[ \t\r]*$/;
+
+/**
+ * Options of {@linkcode ingestLines}.
+ *
+ * @example
+ * ```ts
+ * import type { LinesOptions } from "./lines.ts";
+ * const options: LinesOptions = { source: "trades.ndjson", maxLineBytes: 1 << 20 };
+ * console.log(options.source);
+ * ```
+ */
+export interface LinesOptions extends IngestOptions {
+  /**
+   * What the input is called in messages: `streamcast: SOURCE line 3 …`.
+   *
+   * @default {"stdin"}
+   */
+  source?: string;
+  /**
+   * The longest line accepted, in bytes, not counting `\n` or `\r\n`. A longer
+   * line is rejected as too long and ingest resumes at the next newline.
+   *
+   * @default {16777216}
+   */
+  maxLineBytes?: number;
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Reads NDJSON from `input` — each line one JSON row — and sends the rows to
+ * `sink` in order, pipelining up to `maxInFlight`. Blank lines are skipped (not
+ * rejects, but they count in the line numbering). A line that is not UTF-8, not
+ * JSON, too long, or refused by the sink with `RowError` or
+ * `RangeError` (a row too big for the log: `row too big: payload is N bytes;
+ * the limit is M`) is reported (a `reject` event, logged as
+ * `streamcast: stdin line 3 for stream "trades": …`), passed to `onReject`,
+ * counted, and ingest continues. Handles `\r\n`, a last line without newline,
+ * and multi-byte characters split across chunks.
+ *
+ * Resolves when input ends, after every accepted row is durable, and reports
+ * `end_of_input`, logged as
+ * `streamcast: end of stdin for stream "NAME" (N rows accepted, M rejected);
+ * still serving`. If `signal` aborts, input is cancelled and it resolves once
+ * the rows sent have settled (without that message). Any other
+ * rejection from the sink, a failing `onReject`, or an input read error stops
+ * ingest, cancels the input, and is thrown once sent rows settle.
+ *
+ * @example
+ * ```ts
+ * import { ingestLines } from "./lines.ts";
+ * import { RowError } from "../errors.ts";
+ *
+ * const sent: unknown[] = [];
+ * const sink = {
+ *   name: "trades",
+ *   send(row: unknown): Promise<number> {
+ *     if (typeof row !== "object" || row === null) {
+ *       return Promise.reject(new RowError("trades", "must be object"));
+ *     }
+ *     return Promise.resolve(sent.push(row));
+ *   },
+ * };
+ * const lines: string[] = [];
+ * const input = new Blob(['{"x":1}\r\n\r\n42\n{"x":', '2}']).stream();
+ * const stats = await ingestLines(input, sink, { log: (m) => lines.push(m) });
+ * console.log(stats); // { lines: 4, accepted: 2, rejected: 1 }
+ * console.log(lines[0]); // streamcast: stdin line 3 for stream "trades": must be object
+ * ```
+ */
+export async function ingestLines(
+  input: ReadableStream<Uint8Array>,
+  sink: IngestSink,
+  options: LinesOptions = {},
+): Promise<IngestStats> {
+  const source = options.source ?? "stdin";
+  const maxLineBytes = options.maxLineBytes ?? MAX_LINE_BYTES;
+  if (!Number.isInteger(maxLineBytes) || maxLineBytes < 1) {
+    throw new RangeError(`Cannot ingest with maxLineBytes ${maxLineBytes}: need an integer ≥ 1`);
+  }
+  const emit = eventsTo(options);
+  const signal = options.signal;
+  let stopped = false;
+  const stop = (): void => {
+    if (stopped) return;
+    stopped = true;
+    // Ends a pending read; its own failure (input already errored) is moot.
+    reader.cancel(signal?.reason).catch(() => {});
+  };
+  // Before getReader(), so that bad options leave the input unlocked.
+  const feeder = new Feeder(sink, options, (n) => `${source} line ${n}`, stop, { source });
+  const reader = input.getReader();
+  const splitter = new LineSplitter(maxLineBytes);
+
+  const handle = (line: Uint8Array | TooLong): void => {
+    const n = ++feeder.stats.lines;
+    if (!(line instanceof Uint8Array)) {
+      feeder.reject(
+        n,
+        lossyUtf8.decode(line.preview),
+        `line is ${line.bytes} bytes, longer than the limit of ${maxLineBytes} bytes ` +
+          `(skipped to the next newline; input holds its first ${line.preview.length} bytes)`,
+      );
+      return;
+    }
+    if (line.length === 0) return;
+    const text = decodeLine(line);
+    if (text === undefined) {
+      feeder.reject(n, lossyUtf8.decode(line), "line is not valid UTF-8");
+      return;
+    }
+    let row: unknown;
+    try {
+      row = JSON.parse(text);
+    } catch (error) {
+      if (!BLANK.test(text)) feeder.reject(n, text, errorMessage(error));
+      return;
+    }
+    feeder.send(n, text, row);
+  };
+
+  signal?.addEventListener("abort", stop, { once: true });
+  try {
+    if (signal?.aborted) stop();
+    let yielded = performance.now();
+    while (!stopped) {
+      const { done, value } = await reader.read();
+      if (done || stopped) break;
+      splitter.feed(value);
+      for (let line = splitter.next(); line !== null && !stopped; line = splitter.next()) {
+        handle(line);
+        if (feeder.full) {
+          await feeder.room();
+          yielded = performance.now();
+        }
+      }
+      if (performance.now() - yielded > YIELD_EVERY_MS) {
+        await yieldToEventLoop();
+        yielded = performance.now();
+      }
+    }
+    if (!stopped) {
+      const last = splitter.end();
+      if (last !== null) handle(last);
+      reader.releaseLock();
+    }
+  } catch (error) {
+    feeder.fail(error);
+  } finally {
+    signal?.removeEventListener("abort", stop);
+  }
+  await feeder.drain();
+  if (!signal?.aborted) {
+    const { accepted, rejected } = feeder.stats;
+    emit({
+      event: "end_of_input",
+      stream: sink.name,
+      source,
+      accepted,
+      rejected,
+      msg: `streamcast: end of ${source} for stream "${sink.name}" ` +
+        `(${accepted} rows accepted, ${rejected} rejected); still serving`,
+    });
+  }
+  return { ...feeder.stats };
+}
