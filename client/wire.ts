@@ -15,6 +15,9 @@
  * @module
  */
 
+import type { Where } from "./filter.ts";
+import { parseSince } from "./since.ts";
+
 /** The protocol version sent in every greeting's `streamcast` field. */
 export const PROTOCOL_VERSION = 2;
 
@@ -232,6 +235,10 @@ export interface Greeting {
   schema: Record<string, unknown>;
   /** The frame mode in use. */
   frames?: FrameMode;
+  /** The filter as parsed (same keys and values), or `null` without one. */
+  where?: Where | null;
+  /** The `since` asked for, in µs, or `null`. */
+  since?: number | null;
 }
 
 /** The object served at `GET /{name}/head` (and in `GET /_/streams`). */
@@ -274,6 +281,14 @@ export interface SubscribeQuery {
   frames: FrameMode;
   /** A bearer token passed as `access_token` (for clients that cannot set headers). */
   token: string | null;
+  /**
+   * The `where` filter's JSON text as given, or `null`. It is checked against
+   * the stream's columns by `compileFilter` in `filter.ts` (the server refuses a bad
+   * one with 4400 `where: …`).
+   */
+  where: string | null;
+  /** `since` resolved to µs since the epoch (see {@linkcode parseSince}), or `null`. */
+  since: number | null;
 }
 
 /**
@@ -322,6 +337,8 @@ export const SUBSCRIBE_PARAMS: readonly string[] = [
   "stream_id",
   "frames",
   "access_token",
+  "where",
+  "since",
 ];
 
 /** Largest offset a subscribe may name (2^53 - 1). */
@@ -368,9 +385,27 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
   if (rawFrames !== "single" && rawFrames !== "batch" && rawFrames !== "arrow") {
     return { ok: false, detail: `frames must be single, batch or arrow, got ${rawFrames}` };
   }
+  const rawSince = params.get("since");
+  let since: number | null = null;
+  if (rawSince !== null) {
+    if (offset !== null) return { ok: false, detail: "give offset or since, not both" };
+    try {
+      since = parseSince(rawSince);
+    } catch (err) {
+      return { ok: false, detail: (err as RangeError).message };
+    }
+  }
+  const where = params.get("where");
   return {
     ok: true,
-    value: { offset, streamId, frames: rawFrames, token: params.get("access_token") },
+    value: {
+      offset,
+      streamId,
+      frames: rawFrames,
+      token: params.get("access_token"),
+      where,
+      since,
+    },
   };
 }
 
@@ -386,14 +421,30 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
  */
 export function subscribeUrl(
   url: string | URL,
-  query: { offset?: OffsetRequest; streamId?: string | null; frames?: FrameMode },
+  query: {
+    offset?: OffsetRequest;
+    streamId?: string | null;
+    frames?: FrameMode;
+    where?: Where | string | null;
+    since?: number | null;
+  },
 ): string {
   const u = new URL(url);
   if (u.protocol === "http:") u.protocol = "ws:";
   if (u.protocol === "https:") u.protocol = "wss:";
-  for (const key of ["offset", "stream_id", "frames"]) u.searchParams.delete(key);
-  if (query.offset !== undefined && query.offset !== null) {
+  for (const key of ["offset", "stream_id", "frames", "where", "since"]) {
+    u.searchParams.delete(key);
+  }
+  if (query.since !== undefined && query.since !== null) {
+    u.searchParams.set("since", String(query.since));
+  } else if (query.offset !== undefined && query.offset !== null) {
     u.searchParams.set("offset", String(query.offset));
+  }
+  if (query.where !== undefined && query.where !== null) {
+    u.searchParams.set(
+      "where",
+      typeof query.where === "string" ? query.where : JSON.stringify(query.where),
+    );
   }
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
