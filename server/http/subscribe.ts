@@ -39,7 +39,8 @@ export type StartDecision =
  * import { decideStart } from "./subscribe.ts";
  * const log = { streamId: "0".repeat(32), endOffset: 10, earliest: 1, firstOffset: 1,
  *   rowsBetween: (a: number, b: number) => b - a };
- * const q = { offset: 12, streamId: null, frames: "single" as const, token: null };
+ * const q = { offset: 12, streamId: null, frames: "single" as const, token: null,
+ *   where: null, since: null };
  * const d = decideStart(log, null, q);
  * console.log(d.ok ? d.from : d.reason.why); // ahead
  * ```
