@@ -40,7 +40,7 @@ import type {
 } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { Layout } from "./format.ts";
-import { exists, readManifest, syncDir, writeFileAtomic } from "./fs.ts";
+import { exists, readManifest, syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
 
 interface LogState {
@@ -208,10 +208,7 @@ async function saveManifest(st: LogState): Promise<void> {
   st.manifest.generation++;
   const c = st.manifest.chunks;
   st.manifest.through = c.length ? c[c.length - 1].last : st.manifest.through;
-  await writeFileAtomic(
-    join(st.dir, MANIFEST_FILE),
-    new TextEncoder().encode(JSON.stringify(st.manifest) + "\n"),
-  );
+  await writeManifest(st.dir, st.manifest);
   post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
   st.archive?.kick();
 }

@@ -32,12 +32,21 @@ import {
   LogCorruptError,
   readHeader,
   seekStart,
-  SegmentCursor,
   segmentStart,
 } from "./segment_reader.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
-import { findLaterRecord } from "./recovery.ts";
+import { scanSegmentRecords } from "./segment_scan.ts";
 import { readManifest, syncDir, writeFileAtomic } from "./fs.ts";
+import { writeCheckedJson } from "./meta_file.ts";
+import {
+  type LogMeta,
+  META_FILE,
+  otherHeadersAgree,
+  readMeta,
+  streamIdMismatch,
+} from "./log_meta.ts";
+
+export { META_FILE };
 import { writeAll } from "../common/write_all.ts";
 
 export { syncDir, writeFileAtomic };
@@ -55,8 +64,6 @@ export const DEFAULT_SEGMENT_BYTES = 64 << 20;
 export const DEFAULT_SEAL_EVERY_MS = 60_000;
 /** The name of the lock file in a log folder. */
 export const LOCK_FILE = "LOCK";
-/** The name of the log's metadata file. */
-export const META_FILE = "log.json";
 
 /** Options of {@linkcode Log.open}. */
 export interface LogOptions {
@@ -243,22 +250,6 @@ interface Active {
   writer: SegmentWriter;
   file: Deno.FsFile | null;
   durable: WriterState;
-}
-
-interface LogMeta {
-  format: number;
-  name: string;
-  stream_id: string;
-  created_us: number;
-  /** The first offset the log was created with (1, or a fence after a restore). */
-  first_offset?: number;
-  /**
-   * First offsets of the empty segments that fences left behind (the newest
-   * few): recovery removes an empty unsealed segment only when it is one of
-   * these, and otherwise reports a damaged segment. Absent in logs written
-   * before it was recorded.
-   */
-  fenced?: number[];
 }
 
 function utf8Length(s: string): number {
@@ -464,7 +455,9 @@ export class Log {
       if (first !== null) firsts.push(first);
     }
     firsts.sort((a, b) => a - b);
-    let meta = await readMeta(dir);
+    const read = await readMeta(dir);
+    let meta = read?.meta ?? null;
+    const checked = read?.checked ?? true;
     const defaultName = dir.split("/").filter(Boolean).pop() ?? "";
     if (!meta) {
       let streamId = options.streamId ?? randomId();
@@ -492,14 +485,14 @@ export class Log {
         first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
         fenced: [],
       };
-      await writeFileAtomic(join(dir, META_FILE), JSON.stringify(meta) + "\n");
+      await writeCheckedJson(join(dir, META_FILE), meta);
     }
     const segments: Segment[] = [];
     let tailState: WriterState = initialState();
     for (let i = 0; i < firsts.length; i++) {
       const path = join(dir, segmentFileName(firsts[i]));
       const last = i === firsts.length - 1;
-      const scanned = await scanSegment(path, meta, last, opts);
+      const scanned = await scanSegment(path, meta, checked, last, opts);
       if (!scanned) continue; // an empty, unsealed segment left by a fence: removed
       segments.push(scanned.segment);
       tailState = scanned.state;
@@ -1091,10 +1084,10 @@ export class Log {
     // Say which empty segment the fence leaves behind before leaving it: a
     // crash before its removal below must not look like a damaged segment,
     // and a damaged segment must not look like a fence's leftover.
-    const meta = await readMeta(this.dir);
+    const meta = (await readMeta(this.dir))?.meta;
     if (meta) {
       meta.fenced = [...(meta.fenced ?? []).slice(-7), old.seg.info.firstOffset];
-      await writeFileAtomic(join(this.dir, META_FILE), JSON.stringify(meta) + "\n");
+      await writeCheckedJson(join(this.dir, META_FILE), meta);
     }
     const seg = newSegmentState(this.dir, this.streamId, this.name, offset, this.#opts);
     // Make the fenced segment first: a crash before the removal below leaves an
@@ -1216,33 +1209,13 @@ async function createSegment(
   return seg;
 }
 
-async function readMeta(dir: string): Promise<LogMeta | null> {
-  let text: string;
-  try {
-    text = await Deno.readTextFile(join(dir, META_FILE));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return null;
-    throw err;
-  }
-  let meta: LogMeta;
-  try {
-    meta = JSON.parse(text);
-  } catch {
-    throw new LogCorruptError(join(dir, META_FILE), 0, "not valid JSON");
-  }
-  if (!meta || typeof meta.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(meta.stream_id)) {
-    throw new LogCorruptError(join(dir, META_FILE), 0, "no valid stream_id");
-  }
-  meta.name ??= "";
-  return meta;
-}
-
 // Reads a segment's header and checks its records: all of them for sealed
 // segments (and for the tail with verify "all"), from the last beacon for the
 // tail otherwise. Cuts a torn tail off the last segment.
 async function scanSegment(
   path: string,
   meta: LogMeta,
+  checked: boolean,
   last: boolean,
   opts: ResolvedOptions,
 ): Promise<{ segment: Segment; state: WriterState } | null> {
@@ -1266,7 +1239,9 @@ async function scanSegment(
       throw err;
     }
     if (header.streamId !== meta.stream_id) {
-      throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
+      const dir = join(path, "..");
+      const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
+      throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
     }
     const expectName = parseSegmentFileName(path.split("/").pop()!);
     if (header.firstOffset !== expectName) {
@@ -1280,49 +1255,14 @@ async function scanSegment(
     const start = last && opts.verify === "tail"
       ? await seekStart(file, header, size, Number.MAX_SAFE_INTEGER)
       : segmentStart(header);
-    const cursor = new SegmentCursor(file, path, layout, start, {
+    const cursor = await scanSegmentRecords(file, path, header, {
+      size,
+      last,
+      start,
       maxPayloadBytes: opts.maxPayloadBytes,
-      blockBytes: 4 << 20,
     });
-    let firstTimeUs = 0;
-    let lastTimeUs = 0;
-    try {
-      while (!cursor.endMark) {
-        const batch = await cursor.read(size);
-        if (batch.count === 0) break;
-        if (firstTimeUs === 0) firstTimeUs = batch.times[0];
-        lastTimeUs = batch.times[batch.count - 1];
-      }
-    } catch (err) {
-      if (!(last && err instanceof LogCorruptError)) throw err;
-      // Damage in the last segment: a torn tail if nothing valid follows it.
-      const later = await findLaterRecord(file, layout, err.position, size, cursor.nextOffset);
-      if (later !== null) {
-        throw new LogCorruptError(
-          path,
-          err.position,
-          `${err.detail}, and valid records follow it (from byte ${later})`,
-        );
-      }
-    }
-    if (last && cursor.carryBytes > 0 && cursor.endMark === null) {
-      // An unfinished record at the end: a torn append, unless valid records
-      // follow it (a damaged length field made it look longer than it is).
-      const later = await findLaterRecord(
-        file,
-        layout,
-        cursor.physicalEnd,
-        size,
-        cursor.nextOffset,
-      );
-      if (later !== null) {
-        throw new LogCorruptError(
-          path,
-          cursor.physicalEnd,
-          `record ${cursor.nextOffset} claims more bytes than the file holds, and valid records follow it (from byte ${later})`,
-        );
-      }
-    }
+    let { firstTimeUs } = cursor;
+    const { lastTimeUs } = cursor;
     const sealed = cursor.endMark !== null;
     const count = cursor.nextOffset - header.firstOffset;
     const leftover = meta.fenced === undefined || meta.fenced.includes(header.firstOffset);

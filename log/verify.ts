@@ -22,8 +22,17 @@ import {
   segmentStart,
   startAfterBeacon,
 } from "./segment_reader.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "./log.ts";
+import {
+  type LogMeta,
+  META_FILE,
+  otherHeadersAgree,
+  readMeta,
+  streamIdMismatch,
+} from "./log_meta.ts";
 import { readManifest } from "./fs.ts";
+import { checkSidecarFiles } from "./meta_file.ts";
+import { scanSegmentRecords } from "./segment_scan.ts";
 import {
   ChunkCorruptError,
   ChunkCursor,
@@ -79,18 +88,10 @@ export interface LogReport {
   error: LogCorruptError | null;
 }
 
-async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: string }> {
-  try {
-    return JSON.parse(await Deno.readTextFile(join(dir, META_FILE)));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      throw new Deno.errors.NotFound(`no log at ${dir} (${META_FILE} is missing)`);
-    }
-    if (err instanceof SyntaxError) {
-      throw new LogCorruptError(join(dir, META_FILE), 0, "not valid JSON");
-    }
-    throw err;
-  }
+async function readLogMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean }> {
+  const r = await readMeta(dir);
+  if (r === null) throw new Deno.errors.NotFound(`no log at ${dir} (${META_FILE} is missing)`);
+  return r;
 }
 
 /** How many newer manifests verify moves on to before it gives up on a log that keeps changing. */
@@ -226,12 +227,17 @@ export async function verifyLog(
     rows: 0,
     error: null,
   };
+  let meta: LogMeta;
+  let checked: boolean;
   try {
     // A damaged log.json or manifest is a finding to report, like any other.
-    const meta = await readLogMeta(dir);
+    const read = await readLogMeta(dir);
+    meta = read.meta;
+    checked = read.checked;
     report.name = meta.name ?? "";
     report.streamId = meta.stream_id;
     report.manifest = await readManifest(dir);
+    await checkSidecarFiles(dir);
   } catch (err) {
     if (!(err instanceof LogCorruptError)) throw err;
     report.error = err;
@@ -252,7 +258,8 @@ export async function verifyLog(
       if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
       if (header.streamId !== report.streamId) {
-        throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
+        const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
+        throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
       }
       if (expectNext !== null && header.firstOffset < expectNext) {
         throw new LogCorruptError(
@@ -262,21 +269,21 @@ export async function verifyLog(
         );
       }
       const layout = new Layout(header.beaconInterval);
-      const cursor = new SegmentCursor(file, path, layout, segmentStart(header), {
+      // The rule recovery applies (see segment_scan.ts), with the largest
+      // payload any log accepts: verify does not know the writer's limit.
+      const cursor = await scanSegmentRecords(file, path, header, {
+        size,
+        last: i === names.length - 1,
         maxPayloadBytes: Math.max(DEFAULT_MAX_PAYLOAD_BYTES, 0xffff_ff00),
-        blockBytes: 4 << 20,
+        onRead: (end) => onProgress?.(done + end, total),
       });
-      let first: number | null = null;
-      let last: number | null = null;
-      let rows = 0;
-      while (!cursor.endMark) {
-        const b = await cursor.read(size);
-        if (b.count === 0) break;
-        first ??= b.times[0];
-        last = b.times[b.count - 1];
-        rows += b.count;
-        onProgress?.(done + cursor.physicalEnd, total);
-      }
+      // A damaged record at the tail is a finding (open would cut it, losing
+      // a row if it was acknowledged); an unfinished one is an append in
+      // progress, or a torn one that open cuts.
+      if (cursor.torn?.damage) throw cursor.torn.damage;
+      const first = cursor.firstTimeUs || null;
+      const last = cursor.lastTimeUs || null;
+      const rows = cursor.rows;
       const sealed = cursor.endMark !== null;
       const tailBytes = size - cursor.physicalEnd;
       if (sealed && tailBytes > 0) {
@@ -398,7 +405,7 @@ async function openSegment(dir: string, path: string): Promise<Deno.FsFile | nul
  * ```
  */
 export async function inspectLog(dir: string): Promise<LogReport> {
-  const meta = await readLogMeta(dir);
+  const { meta } = await readLogMeta(dir);
   const names = await listSegments(dir);
   const report: LogReport = {
     dir,
