@@ -171,12 +171,19 @@ export async function* readSegmentRecords(
       batch = await cursor.read(size, batchBytes);
     } catch (err) {
       if (!(last && err instanceof LogCorruptError)) throw err;
-      const later = await findLaterRecord(file, err.position, size, cursor.nextOffset);
+      // Search from the end of the last good record, not from where the
+      // check failed: a damaged length field can hide the damage until a
+      // beacon further on, past valid records.
+      const from = cursor.physicalEnd;
+      const later = await findLaterRecord(file, from, size, cursor.nextOffset);
       if (later !== null) {
         throw new LogCorruptError(
           path,
-          err.position,
-          `${err.detail}, and valid records follow it (from byte ${later})`,
+          later < err.position ? from : err.position,
+          later < err.position
+            ? `record ${cursor.nextOffset} is damaged (${err.detail} at byte ${err.position}), ` +
+              `and valid records follow it (from byte ${later})`
+            : `${err.detail}, and valid records follow it (from byte ${later})`,
         );
       }
       torn = { position: cursor.physicalEnd, damage: err };
