@@ -7,7 +7,7 @@
 
 import { join } from "node:path";
 import { checkManifest, type Manifest, MANIFEST_FILE } from "./chunk.ts";
-import { LogCorruptError } from "./segment_reader.ts";
+import { LogCorruptError } from "./errors.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 
 export { syncDir, writeFileAtomic } from "./atomic_write.ts";

@@ -9,7 +9,8 @@
 import { join } from "node:path";
 import { parseSegmentFileName } from "./format.ts";
 import { readCheckedJson } from "./meta_file.ts";
-import { LogCorruptError, readHeader } from "./segment_reader.ts";
+import { LogCorruptError } from "./errors.ts";
+import { readHeader } from "./segment_reader.ts";
 
 /** The name of the log's metadata file. */
 export const META_FILE = "log.json";

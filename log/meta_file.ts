@@ -31,7 +31,7 @@
 import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { writeFileAtomic } from "./atomic_write.ts";
-import { LogCorruptError } from "./segment_reader.ts";
+import { LogCorruptError } from "./errors.ts";
 
 /** The name of the checksum member of a checked JSON file. */
 export const CHECKSUM_MEMBER = "crc32";

@@ -27,34 +27,7 @@ import {
   type SegmentHeader,
   TERMINATOR,
 } from "./format.ts";
-
-/**
- * A log file is damaged in a way that is not a torn tail: the log refuses to
- * open (or a reader stops) rather than skip data.
- *
- * @example
- * ```ts
- * import { LogCorruptError } from "./segment_reader.ts";
- * const err = new LogCorruptError("data/trades/00000000000000000001.seg", 4096, "checksum mismatch");
- * console.log(err.message);
- * ```
- */
-export class LogCorruptError extends Error {
-  /** The damaged file. */
-  readonly path: string;
-  /** Byte position of the damage in that file. */
-  readonly position: number;
-  /** What was wrong. */
-  readonly detail: string;
-  /** Makes the error for `path` at byte `position`. */
-  constructor(path: string, position: number, detail: string) {
-    super(`corrupt log: ${detail} at byte ${position} in ${path}`);
-    this.name = "LogCorruptError";
-    this.path = path;
-    this.position = position;
-    this.detail = detail;
-  }
-}
+import { LogCorruptError } from "./errors.ts";
 
 /** Records read from a segment; payloads are views into `buf`. */
 export interface RecordBatch {

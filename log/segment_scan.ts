@@ -30,12 +30,12 @@ import {
 } from "./format.ts";
 import {
   type CursorStart,
-  LogCorruptError,
   readAt,
   type RecordBatch,
   SegmentCursor,
   segmentStart,
 } from "./segment_reader.ts";
+import { LogCorruptError } from "./errors.ts";
 
 /** How {@linkcode readSegmentRecords} reads. */
 export interface SegmentScanOptions {
@@ -51,8 +51,8 @@ export interface SegmentScanOptions {
   blockBytes?: number;
   /** Most bytes handed out per batch. @default blockBytes */
   batchBytes?: number;
-  /** Called after each batch with the physical end of the records read so far. */
-  onRead?: (physicalEnd: number) => void;
+  /** Called after each batch with the physical end of the records read so far, and their count. */
+  onRead?: (physicalEnd: number, rows: number) => void;
 }
 
 /** The end of a last segment that is not records: an append that never completed. */
@@ -117,7 +117,9 @@ export async function findLaterRecord(
     const n = view.getUint32(i + 16);
     const end = i + RECORD_HEAD_BYTES + n;
     if (end + 5 > buf.length || buf[end + 4] !== TERMINATOR) continue;
-    if (checksum(buf.subarray(i, end)) === view.getUint32(end)) return fromPhys + i;
+    if (checksum(buf.subarray(i, end)) === view.getUint32(end)) {
+      return fromPhys + i;
+    }
   }
   return null;
 }
@@ -156,10 +158,16 @@ export async function* readSegmentRecords(
   const { size, last } = options;
   const layout = new Layout(header.beaconInterval);
   const blockBytes = options.blockBytes ?? 4 << 20;
-  const cursor = new SegmentCursor(file, path, layout, options.start ?? segmentStart(header), {
-    maxPayloadBytes: options.maxPayloadBytes,
-    blockBytes,
-  });
+  const cursor = new SegmentCursor(
+    file,
+    path,
+    layout,
+    options.start ?? segmentStart(header),
+    {
+      maxPayloadBytes: options.maxPayloadBytes,
+      blockBytes,
+    },
+  );
   const batchBytes = options.batchBytes ?? blockBytes;
   let firstTimeUs = 0;
   let lastTimeUs = 0;
@@ -193,14 +201,19 @@ export async function* readSegmentRecords(
     if (firstTimeUs === 0) firstTimeUs = batch.times[0];
     lastTimeUs = batch.times[batch.count - 1];
     rows += batch.count;
-    options.onRead?.(cursor.physicalEnd);
+    options.onRead?.(cursor.physicalEnd, rows);
     yield batch;
   }
   let carryBytes = cursor.carryBytes;
   if (torn === null && last && carryBytes > 0 && cursor.endMark === null) {
     // An unfinished record at the end: a torn append, unless valid records
     // follow it (a damaged length field made it look longer than it is).
-    const later = await findLaterRecord(file, cursor.physicalEnd, size, cursor.nextOffset);
+    const later = await findLaterRecord(
+      file,
+      cursor.physicalEnd,
+      size,
+      cursor.nextOffset,
+    );
     if (later !== null) {
       throw new LogCorruptError(
         path,

@@ -15,14 +15,14 @@ import {
   type SegmentHeader,
 } from "./format.ts";
 import {
-  LogCorruptError,
   readAt,
   readHeader,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
 } from "./segment_reader.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES } from "./log.ts";
+import { LogCorruptError } from "./errors.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
 import {
   type LogMeta,
   META_FILE,
@@ -154,6 +154,7 @@ async function verifyChunks(
   dir: string,
   manifest: Manifest,
   firstSegment: number | null,
+  onChunk?: (c: ChunkEntry) => void,
 ): Promise<{ manifest: Manifest; rows: number }> {
   const checked = new Set<string>();
   let m = manifest;
@@ -166,6 +167,7 @@ async function verifyChunks(
         break;
       }
       checked.add(c.sha256);
+      onChunk?.(c);
     }
     if (gone === null) break;
     const fresh = await readManifest(dir);
@@ -198,9 +200,45 @@ export async function listSegments(dir: string): Promise<string[]> {
 }
 
 /**
+ * How far {@linkcode verifyLog} has got.
+ *
+ * @example
+ * ```ts
+ * import type { VerifyProgress } from "./verify.ts";
+ * const p: VerifyProgress = { bytes: 512, totalBytes: 1024, rows: 10 };
+ * console.log(`${Math.round((100 * p.bytes) / p.totalBytes)}%`); // 50%
+ * ```
+ */
+export interface VerifyProgress {
+  /** Bytes of segments and chunks checked so far. */
+  bytes: number;
+  /** Bytes of segments and chunks to check (as listed when the check started). */
+  totalBytes: number;
+  /** Rows checked so far. */
+  rows: number;
+}
+
+/**
+ * Options of {@linkcode verifyLog}.
+ *
+ * @example
+ * ```ts
+ * import type { VerifyOptions } from "./verify.ts";
+ * const options: VerifyOptions = { onProgress: (p) => console.error(`${p.rows} rows`) };
+ * console.log(typeof options.onProgress); // function
+ * ```
+ */
+export interface VerifyOptions {
+  /** Called as the check goes on (after each block of records and each chunk). */
+  onProgress?: (progress: VerifyProgress) => void;
+}
+
+/**
  * Reads every record of every segment of the log in `dir` and checks its
- * checksum, terminator, offset and the beacons and end marks around it.
- * `onProgress` is called with bytes checked so far.
+ * checksum, terminator, offset and the beacons and end marks around it, and
+ * every chunk the manifest lists; checks `log.json`, `manifest.json` and
+ * every sidecar-checked file (`schema.json`). Never throws for damage: the
+ * first problem found is the report's `error`.
  *
  * @example
  * ```ts
@@ -213,10 +251,8 @@ export async function listSegments(dir: string): Promise<string[]> {
  * console.log(report.rows, report.error); // 1 null
  * ```
  */
-export async function verifyLog(
-  dir: string,
-  onProgress?: (bytes: number, total: number) => void,
-): Promise<LogReport> {
+export async function verifyLog(dir: string, options: VerifyOptions = {}): Promise<LogReport> {
+  const onProgress = options.onProgress;
   const report: LogReport = {
     dir,
     name: "",
@@ -246,6 +282,7 @@ export async function verifyLog(
   const names = await listSegments(dir);
   let total = 0;
   for (const n of names) total += await sizeOf(join(dir, n));
+  for (const c of report.manifest?.chunks ?? []) total += c.bytes;
   let done = 0;
   let expectNext: number | null = null;
   for (let i = 0; i < names.length; i++) {
@@ -275,7 +312,8 @@ export async function verifyLog(
         size,
         last: i === names.length - 1,
         maxPayloadBytes: Math.max(DEFAULT_MAX_PAYLOAD_BYTES, 0xffff_ff00),
-        onRead: (end) => onProgress?.(done + end, total),
+        onRead: (end, rows) =>
+          onProgress?.({ bytes: done + end, totalBytes: total, rows: report.rows + rows }),
       });
       // A damaged record at the tail is a finding (open would cut it, losing
       // a row if it was acknowledged); an unfinished one is an append in
@@ -326,7 +364,12 @@ export async function verifyLog(
     const m = await readManifest(dir);
     report.manifest = m;
     if (m) {
-      const checked = await verifyChunks(dir, m, report.segments[0]?.firstOffset ?? null);
+      let rows = report.rows;
+      const checked = await verifyChunks(dir, m, report.segments[0]?.firstOffset ?? null, (c) => {
+        done += c.bytes;
+        rows += c.rows;
+        onProgress?.({ bytes: done, totalBytes: total, rows });
+      });
       report.manifest = checked.manifest;
       report.chunkRows = checked.rows;
       report.rows += checked.rows;
