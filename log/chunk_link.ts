@@ -24,7 +24,21 @@ export interface LinkedLog {
   flush(): Promise<void>;
 }
 
-/** The link between a log and the process's chunk worker. */
+/**
+ * The link between a log and the process's chunk worker.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./mod.ts";
+ * // A log that keeps chunks talks to the worker through its link.
+ * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
+ * await log.append("{}");
+ * await log.roll();
+ * await log.chunksSettled();
+ * console.log(log.manifest?.chunks.length); // 1
+ * await log.close();
+ * ```
+ */
 export class ChunkLink {
   readonly #log: LinkedLog;
   readonly #opts: ResolvedOptions;

@@ -54,7 +54,28 @@ function utf8Length(s: string): number {
   return new TextEncoder().encode(s).length;
 }
 
-/** The group-commit loop of one log. */
+/**
+ * The group-commit loop of one log.
+ *
+ * @example
+ * ```ts
+ * import { Committer } from "./committer.ts";
+ * import { resolveOptions } from "./options.ts";
+ * import { SegmentWriter } from "./segment_writer.ts";
+ * import { createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
+ * const dir = await Deno.makeTempDir();
+ * const opts = resolveOptions({ timers: false });
+ * const id = "0".repeat(32);
+ * const seg = newSegmentState(dir, id, "t", 1, opts);
+ * const file = await createSegmentFile(seg);
+ * const st = initialState();
+ * const active = { seg, writer: new SegmentWriter(seg.layout.interval, st), file, durable: st };
+ * const host = { committed: () => {}, wake: () => {}, sealed: () => {}, discarded: () => {} };
+ * const c = new Committer({ dir, streamId: id, name: "t" }, opts, [seg], active, host);
+ * console.log(await c.append("{}"), c.end); // 1 2
+ * file.close();
+ * ```
+ */
 export class Committer {
   /** Duration of the last commit's write + sync, ms (for metrics). */
   lastCommitMs = 0;

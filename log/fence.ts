@@ -20,6 +20,17 @@ import type { CommitLog } from "./committer.ts";
  * Replaces the empty active segment `old` of `log` by a new one starting at
  * `offset`, on disk; returns the new active segment. The caller has sealed
  * what `old` held.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./mod.ts";
+ * // The log calls it from Log.fence:
+ * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * await log.append("{}");
+ * await log.fence(1000);
+ * console.log(log.nextOffset); // 1000
+ * await log.close();
+ * ```
  */
 export async function fenceSegment(
   log: CommitLog,

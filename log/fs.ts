@@ -15,7 +15,15 @@ export { syncDir, writeFileAtomic } from "./atomic_write.ts";
 /** The members of a manifest written before manifests carried a checksum. */
 const MANIFEST_MEMBERS = ["stream", "stream_id", "generation", "through", "chunks", "retired"];
 
-/** Whether `path` exists. */
+/**
+ * Whether `path` exists.
+ *
+ * @example
+ * ```ts
+ * import { exists } from "./fs.ts";
+ * console.log(await exists("/nonexistent/x")); // false
+ * ```
+ */
 export async function exists(path: string): Promise<boolean> {
   try {
     await Deno.stat(path);
@@ -30,6 +38,12 @@ export async function exists(path: string): Promise<boolean> {
  * Reads and checks the manifest of the log in `dir`; `null` when there is
  * none. Throws `LogCorruptError` naming the file when its checksum does not
  * match or it does not parse.
+ *
+ * @example
+ * ```ts
+ * import { readManifest } from "./fs.ts";
+ * console.log(await readManifest(await Deno.makeTempDir())); // null
+ * ```
  */
 export async function readManifest(dir: string): Promise<Manifest | null> {
   const path = join(dir, MANIFEST_FILE);
@@ -40,7 +54,18 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
   return r.value;
 }
 
-/** Writes the manifest of the log in `dir`, with its checksum, atomically. */
+/**
+ * Writes the manifest of the log in `dir`, with its checksum, atomically.
+ *
+ * @example
+ * ```ts
+ * import { readManifest, writeManifest } from "./fs.ts";
+ * import { emptyManifest } from "./chunk.ts";
+ * const dir = await Deno.makeTempDir();
+ * await writeManifest(dir, emptyManifest("t", "0".repeat(32)));
+ * console.log((await readManifest(dir))?.generation); // 0
+ * ```
+ */
 export async function writeManifest(dir: string, m: Manifest): Promise<void> {
   await writeCheckedJson(join(dir, MANIFEST_FILE), m);
 }

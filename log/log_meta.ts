@@ -38,6 +38,15 @@ const META_MEMBERS = ["format", "name", "stream_id", "created_us", "first_offset
 /**
  * Reads and checks `log.json`; `null` when there is none. `checked` says
  * whether it carried a checksum (logs written before checksums did not).
+ *
+ * @example
+ * ```ts
+ * import { readMeta } from "./log_meta.ts";
+ * import { Log } from "./mod.ts";
+ * const dir = await Deno.makeTempDir();
+ * await (await Log.open(dir)).close();
+ * console.log((await readMeta(dir))?.checked); // true
+ * ```
  */
 export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean } | null> {
   const path = join(dir, META_FILE);
@@ -58,6 +67,14 @@ export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: b
  * good checksum is intact too (the segment belongs to another log), while an
  * unchecked `log.json` (an old one) is blamed unless another segment agrees
  * with it.
+ *
+ * @example
+ * ```ts
+ * import { streamIdMismatch } from "./log_meta.ts";
+ * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0 };
+ * const err = streamIdMismatch("d", meta, false, "d/1.seg", "b".repeat(32), false);
+ * console.log(err.path); // d/log.json
+ * ```
  */
 export function streamIdMismatch(
   dir: string,
@@ -85,7 +102,15 @@ export function streamIdMismatch(
   );
 }
 
-/** Whether a segment of `dir` other than `path` has a good header naming `streamId`. */
+/**
+ * Whether a segment of `dir` other than `path` has a good header naming `streamId`.
+ *
+ * @example
+ * ```ts
+ * import { otherHeadersAgree } from "./log_meta.ts";
+ * console.log(await otherHeadersAgree(await Deno.makeTempDir(), "x.seg", "a".repeat(32))); // false
+ * ```
+ */
 export async function otherHeadersAgree(
   dir: string,
   path: string,

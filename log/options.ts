@@ -78,7 +78,19 @@ export interface LogOptions {
   logger?: Logger;
 }
 
-/** How a log writes and syncs its active segment (see {@linkcode LogOptions.io}). */
+/**
+ * How a log writes and syncs its active segment (see {@linkcode LogOptions.io}).
+ *
+ * @example
+ * ```ts
+ * import type { LogIo } from "./options.ts";
+ * const counting: LogIo = {
+ *   write: (file, bytes) => file.write(bytes).then(() => {}),
+ *   syncData: (file) => file.syncData(),
+ * };
+ * console.log(typeof counting.write); // function
+ * ```
+ */
 export interface LogIo {
   /** Writes all of `bytes` at the file's position. */
   write(file: Deno.FsFile, bytes: Uint8Array): Promise<void>;
@@ -91,6 +103,16 @@ export interface LogIo {
  * page cache (microseconds), while an async write pays a thread hand-off
  * that, measured, left the committer idle most of the time; the sync, which
  * waits on the disk, stays asynchronous.
+ *
+ * @example
+ * ```ts
+ * import { REAL_IO } from "./options.ts";
+ * const path = await Deno.makeTempFile();
+ * const file = await Deno.open(path, { write: true });
+ * await REAL_IO.write(file, new TextEncoder().encode("x"));
+ * await REAL_IO.syncData(file);
+ * file.close();
+ * ```
  */
 export const REAL_IO: LogIo = {
   write: (file, bytes) => {
@@ -122,6 +144,12 @@ export type ResolvedOptions =
  * Fills in the defaults of `options` and checks the ranges.
  *
  * @throws {RangeError} for a beacon interval, payload limit or segment size out of range.
+ *
+ * @example
+ * ```ts
+ * import { resolveOptions } from "./options.ts";
+ * console.log(resolveOptions({ fsync: false }).segmentBytes); // 67108864
+ * ```
  */
 export function resolveOptions(options: LogOptions): ResolvedOptions {
   const opts: ResolvedOptions = {

@@ -49,6 +49,16 @@ function randomId(): string {
  * Searches the file bytes after `fromPhys` for a valid record whose offset is
  * above `expectOffset` (see `segment_scan.ts`; this signature is kept for
  * `server/export.ts` until it reads through the folder reader).
+ *
+ * @example
+ * ```ts
+ * import { findLaterRecord } from "./recovery.ts";
+ * import { Layout } from "./format.ts";
+ * const path = await Deno.makeTempFile();
+ * const file = await Deno.open(path, { read: true });
+ * console.log(await findLaterRecord(file, new Layout(1024), 0, 0, 1)); // null
+ * file.close();
+ * ```
  */
 export function findLaterRecord(
   file: Deno.FsFile,
@@ -66,6 +76,16 @@ export function findLaterRecord(
  * folder holds no log.
  *
  * @throws {LogCorruptError} on damage other than a torn tail.
+ *
+ * @example
+ * ```ts
+ * import { recoverLog } from "./recovery.ts";
+ * import { resolveOptions } from "./options.ts";
+ * const dir = await Deno.makeTempDir();
+ * const { meta, segments } = await recoverLog(dir, {}, resolveOptions({}));
+ * console.log(meta.stream_id.length, segments.length); // 32 1
+ * await Deno.remove(dir, { recursive: true });
+ * ```
  */
 export async function recoverLog(
   dir: string,

@@ -21,7 +21,15 @@ import { writeAll } from "../common/write_all.ts";
 import type { LogMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
 
-/** Microseconds since the epoch, by `clock` (ms). */
+/**
+ * Microseconds since the epoch, by `clock` (ms).
+ *
+ * @example
+ * ```ts
+ * import { nowUs } from "./segment_state.ts";
+ * console.log(nowUs(() => 1.5)); // 1500
+ * ```
+ */
 export function nowUs(clock: () => number): number {
   return Math.round(clock() * 1000);
 }
@@ -74,12 +82,30 @@ export interface Active {
   durable: WriterState;
 }
 
-/** The writer state of an empty segment. */
+/**
+ * The writer state of an empty segment.
+ *
+ * @example
+ * ```ts
+ * import { initialState } from "./segment_state.ts";
+ * console.log(initialState().count); // 0
+ * ```
+ */
 export function initialState(): WriterState {
   return { physEnd: HEADER_BYTES, lastOffset: 0, lastTimeUs: 0, running: RUNNING_SEED, count: 0 };
 }
 
-/** A new, empty segment starting at `first` (nothing on disk yet). */
+/**
+ * A new, empty segment starting at `first` (nothing on disk yet).
+ *
+ * @example
+ * ```ts
+ * import { newSegmentState } from "./segment_state.ts";
+ * import { resolveOptions } from "./options.ts";
+ * const seg = newSegmentState("data/t", "0".repeat(32), "t", 5, resolveOptions({}));
+ * console.log(seg.info.path); // data/t/00000000000000000005.seg
+ * ```
+ */
 export function newSegmentState(
   dir: string,
   streamId: string,
@@ -113,7 +139,19 @@ export function newSegmentState(
   };
 }
 
-/** Creates the file of `seg`: its header, synced, and the folder synced. */
+/**
+ * Creates the file of `seg`: its header, synced, and the folder synced.
+ *
+ * @example
+ * ```ts
+ * import { createSegmentFile, newSegmentState } from "./segment_state.ts";
+ * import { resolveOptions } from "./options.ts";
+ * const seg = newSegmentState(await Deno.makeTempDir(), "0".repeat(32), "t", 1, resolveOptions({}));
+ * const file = await createSegmentFile(seg);
+ * console.log((await file.stat()).size); // 128
+ * file.close();
+ * ```
+ */
 export async function createSegmentFile(seg: Segment): Promise<Deno.FsFile> {
   const file = await Deno.open(seg.info.path, {
     read: true,
@@ -132,7 +170,18 @@ export async function createSegmentFile(seg: Segment): Promise<Deno.FsFile> {
   return file;
 }
 
-/** Makes a new, empty segment at `first` on disk (closed). */
+/**
+ * Makes a new, empty segment at `first` on disk (closed).
+ *
+ * @example
+ * ```ts
+ * import { createSegment } from "./segment_state.ts";
+ * import { resolveOptions } from "./options.ts";
+ * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0 };
+ * const seg = await createSegment(await Deno.makeTempDir(), meta, 1, resolveOptions({}));
+ * console.log(seg.info.size); // 128
+ * ```
+ */
 export async function createSegment(
   dir: string,
   meta: LogMeta,
