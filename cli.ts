@@ -24,6 +24,7 @@ import { cmdHead, cmdTail } from "./cli/tail.ts";
 import { cmdRestore } from "./cli/restore.ts";
 import { cmdExport } from "./cli/export.ts";
 import { cmdDemo } from "./cli/demo.ts";
+import { Progress } from "./cli/_progress.ts";
 
 const USAGE = `streamcast — a replayable WebSocket multicaster
 
@@ -107,13 +108,12 @@ the manifest. Exits 0 when all is well, 1 naming the file
 and byte position of the first problem. Safe to run beside a live server.`);
     return values.help ? 0 : 2;
   }
-  let last = 0;
-  const report = await verifyLog(positionals[0], (done, total) => {
-    if (Date.now() - last > 1000 && total > 64 << 20) {
-      last = Date.now();
-      console.error(`verify: ${fmtBytes(done)} of ${fmtBytes(total)}`);
-    }
+  // A progress line on stderr, drawn only when it is a terminal.
+  const progress = new Progress("verify");
+  const report = await verifyLog(positionals[0], {
+    onProgress: (p) => progress.update({ rows: p.rows }),
   });
+  if (progress.drawn) progress.done();
   printReport(report, console.log);
   if (report.error) {
     console.error(`streamcast: verify failed: ${report.error.message}`);

@@ -23,6 +23,7 @@ import { once } from "node:events";
 import zlib from "node:zlib";
 import { join } from "node:path";
 import type { RecordBatch } from "./segment_reader.ts";
+import { writeAll } from "../common/write_all.ts";
 
 /** One chunk as the manifest lists it. */
 export interface ChunkEntry {
@@ -402,11 +403,6 @@ export class ChunkCursor {
   }
 }
 
-async function writeAllTo(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) done += await f.write(bytes.subarray(done));
-}
-
 /**
  * Decompresses the chunks at `inputs` in order and compresses their lines
  * again as one zstd frame into `output` (synced), streaming with bounded
@@ -424,7 +420,7 @@ export async function mergeChunkFiles(
     const written = (async () => {
       for await (const piece of comp) {
         hash.update(piece);
-        await writeAllTo(out, piece);
+        await writeAll(out, piece);
         bytes += piece.length;
       }
     })();

@@ -40,7 +40,8 @@ import type {
 } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { Layout } from "./format.ts";
-import { exists, readManifest, syncDir, writeFileAtomic } from "./fs.ts";
+import { backoffDelay } from "../common/backoff.ts";
+import { exists, readManifest, syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
 
 interface LogState {
@@ -63,7 +64,8 @@ class Archiver {
   state: ArchiveState;
   #dirty = false;
   #running: Promise<void> | null = null;
-  #backoffMs = 0;
+  // Failed syncs in a row (0: not backing off).
+  #failures = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #wakeSleep: (() => void) | null = null;
   closed = false;
@@ -85,7 +87,7 @@ class Archiver {
   /** Asks for a sync (coalesced). */
   kick(): void {
     this.#dirty = true;
-    if (this.#wakeSleep && this.#backoffMs === 0) this.#wakeSleep();
+    if (this.#wakeSleep && this.#failures === 0) this.#wakeSleep();
     this.#running ??= this.#loop().finally(() => (this.#running = null));
   }
 
@@ -94,7 +96,7 @@ class Archiver {
     const deadline = Date.now() + ms;
     while (this.#running && Date.now() < deadline) {
       // Retry now rather than after the backoff: we are waiting on it.
-      this.#backoffMs = 0;
+      this.#failures = 0;
       this.#wakeSleep?.();
       await Promise.race([this.#running, new Promise((r) => setTimeout(r, 50))]);
     }
@@ -105,17 +107,17 @@ class Archiver {
       this.#dirty = false;
       try {
         await this.#sync();
-        this.#backoffMs = 0;
+        this.#failures = 0;
       } catch (err) {
         const { s3ErrorMessage } = await import("./archive.ts");
         this.state.errors++;
         this.state.lastError = s3ErrorMessage(err);
         this.#post();
         this.#dirty = true;
-        this.#backoffMs = Math.min(30_000, Math.max(250, this.#backoffMs * 2));
+        const delay = backoffDelay(++this.#failures, 250, 30_000);
         await new Promise<void>((r) => {
           this.#wakeSleep = r;
-          this.#timer = setTimeout(r, this.#backoffMs * (0.5 + Math.random() / 2));
+          this.#timer = setTimeout(r, delay);
         });
         clearTimeout(this.#timer);
         this.#wakeSleep = null;
@@ -208,10 +210,7 @@ async function saveManifest(st: LogState): Promise<void> {
   st.manifest.generation++;
   const c = st.manifest.chunks;
   st.manifest.through = c.length ? c[c.length - 1].last : st.manifest.through;
-  await writeFileAtomic(
-    join(st.dir, MANIFEST_FILE),
-    new TextEncoder().encode(JSON.stringify(st.manifest) + "\n"),
-  );
+  await writeManifest(st.dir, st.manifest);
   post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
   st.archive?.kick();
 }

@@ -1,41 +1,29 @@
 /**
- * The small filesystem helpers every part of the log uses: whole writes,
- * durable renames, existence checks, and reading a manifest.
+ * The small filesystem helpers every part of the log uses: durable renames,
+ * existence checks, and reading and writing a manifest.
  *
  * @module
  */
 
 import { join } from "node:path";
 import { checkManifest, type Manifest, MANIFEST_FILE } from "./chunk.ts";
-import { LogCorruptError } from "./segment_reader.ts";
-import { writeAll } from "../common/write_all.ts";
+import { LogCorruptError } from "./errors.ts";
+import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 
-/** fsync a directory so that a create or rename in it is durable. */
-export async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
+export { syncDir, writeFileAtomic } from "./atomic_write.ts";
 
-/** Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir. */
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
-  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
-  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
-  try {
-    await writeAll(f, bytes);
-    await f.sync();
-  } finally {
-    f.close();
-  }
-  await Deno.rename(tmp, path);
-  await syncDir(join(path, ".."));
-}
+/** The members of a manifest written before manifests carried a checksum. */
+const MANIFEST_MEMBERS = ["stream", "stream_id", "generation", "through", "chunks", "retired"];
 
-/** Whether `path` exists. */
+/**
+ * Whether `path` exists.
+ *
+ * @example
+ * ```ts
+ * import { exists } from "./fs.ts";
+ * console.log(await exists("/nonexistent/x")); // false
+ * ```
+ */
 export async function exists(path: string): Promise<boolean> {
   try {
     await Deno.stat(path);
@@ -48,24 +36,36 @@ export async function exists(path: string): Promise<boolean> {
 
 /**
  * Reads and checks the manifest of the log in `dir`; `null` when there is
- * none. Throws `LogCorruptError` naming the file when it does not parse.
+ * none. Throws `LogCorruptError` naming the file when its checksum does not
+ * match or it does not parse.
+ *
+ * @example
+ * ```ts
+ * import { readManifest } from "./fs.ts";
+ * console.log(await readManifest(await Deno.makeTempDir())); // null
+ * ```
  */
 export async function readManifest(dir: string): Promise<Manifest | null> {
   const path = join(dir, MANIFEST_FILE);
-  let text: string;
-  try {
-    text = await Deno.readTextFile(path);
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return null;
-    throw err;
-  }
-  let m: Manifest;
-  try {
-    m = JSON.parse(text);
-  } catch {
-    throw new LogCorruptError(path, 0, "not valid JSON");
-  }
-  const problem = checkManifest(m);
+  const r = await readCheckedJson<Manifest>(path, MANIFEST_MEMBERS);
+  if (r === null) return null;
+  const problem = checkManifest(r.value);
   if (problem) throw new LogCorruptError(path, 0, problem);
-  return m;
+  return r.value;
+}
+
+/**
+ * Writes the manifest of the log in `dir`, with its checksum, atomically.
+ *
+ * @example
+ * ```ts
+ * import { readManifest, writeManifest } from "./fs.ts";
+ * import { emptyManifest } from "./chunk.ts";
+ * const dir = await Deno.makeTempDir();
+ * await writeManifest(dir, emptyManifest("t", "0".repeat(32)));
+ * console.log((await readManifest(dir))?.generation); // 0
+ * ```
+ */
+export async function writeManifest(dir: string, m: Manifest): Promise<void> {
+  await writeCheckedJson(join(dir, MANIFEST_FILE), m);
 }

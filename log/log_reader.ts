@@ -8,9 +8,37 @@
  * @module
  */
 
-import { ChunkCursor } from "./chunk.ts";
-import { type Log, LogEvictedError } from "./log.ts";
-import { EMPTY_BATCH, type RecordBatch, SegmentCursor } from "./segment_reader.ts";
+import { ChunkCursor, type ChunkEntry } from "./chunk.ts";
+import type { ArchiveStore } from "./archive.ts";
+import type { Layout } from "./format.ts";
+import { LogEvictedError } from "./errors.ts";
+import {
+  type CursorStart,
+  EMPTY_BATCH,
+  type RecordBatch,
+  SegmentCursor,
+} from "./segment_reader.ts";
+import type { SegmentInfo } from "./segment_state.ts";
+
+/** Where a reader finds an offset: a segment, a chunk, or nowhere. */
+export type Located =
+  | { kind: "segment"; info: SegmentInfo; layout: Layout }
+  | { kind: "chunk"; entry: ChunkEntry; path: string }
+  | { kind: "archive"; entry: ChunkEntry; store: ArchiveStore }
+  | { kind: "evicted"; earliest: number | null }
+  | { kind: "end" };
+
+/** What a {@linkcode LogReader} reads through: the log's view of its tiers. */
+export interface ReaderSource {
+  /** The durable end (exclusive). */
+  readonly endOffset: number;
+  /** The largest payload a record may have. */
+  readonly maxPayloadBytes: number;
+  /** Where `offset` is held. */
+  locate(offset: number): Located;
+  /** Where a cursor can start for `offset` in segment `seg`, open as `file`. */
+  seek(seg: SegmentInfo, file: Deno.FsFile, offset: number): Promise<CursorStart>;
+}
 
 /** Default bytes read per call. */
 export const DEFAULT_READ_BYTES = 1 << 20;
@@ -50,7 +78,7 @@ type Source =
  * ```
  */
 export class LogReader {
-  readonly #log: Log;
+  readonly #log: ReaderSource;
   readonly #onClose: () => void;
   #offset: number;
   #src: Source | null = null;
@@ -58,7 +86,7 @@ export class LogReader {
   #waiters: (() => void)[] = [];
 
   /** @internal Use {@linkcode Log.reader}. */
-  constructor(log: Log, offset: number, onClose: () => void) {
+  constructor(log: ReaderSource, offset: number, onClose: () => void) {
     this.#log = log;
     this.#offset = Math.max(1, offset);
     this.#onClose = onClose;
@@ -73,7 +101,7 @@ export class LogReader {
     const log = this.#log;
     let missing = 0;
     while (true) {
-      const loc = log._locate(this.#offset);
+      const loc = log.locate(this.#offset);
       if (loc.kind === "end") return false;
       if (loc.kind === "evicted") throw new LogEvictedError(this.#offset, loc.earliest);
       try {
@@ -82,7 +110,7 @@ export class LogReader {
           if (this.#offset < info.firstOffset) this.#offset = info.firstOffset;
           const file = await Deno.open(info.path, { read: true });
           try {
-            const start = await log._seek(info, file, this.#offset);
+            const start = await log.seek(info, file, this.#offset);
             const cursor = new SegmentCursor(file, info.path, loc.layout, start, {
               maxPayloadBytes: log.maxPayloadBytes,
               blockBytes: Math.max(DEFAULT_READ_BYTES, loc.layout.interval + 4096),

@@ -14,11 +14,32 @@
  * @module
  */
 
-export * from "./log.ts";
-export * from "./log_reader.ts";
-export { LogCorruptError, type RecordBatch } from "./segment_reader.ts";
+export {
+  DEFAULT_CHUNK_POLICY,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_SEAL_EVERY_MS,
+  DEFAULT_SEGMENT_BYTES,
+  LOCK_FILE,
+  Log,
+  type LogIo,
+  type LogOptions,
+  META_FILE,
+  type SegmentInfo,
+} from "./log.ts";
+export { DEFAULT_READ_BYTES, LogReader } from "./log_reader.ts";
+export * from "./errors.ts";
+export type { RecordBatch } from "./segment_reader.ts";
 export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./format.ts";
-export * from "./verify.ts";
+export {
+  inspectLog,
+  listSegments,
+  type LogReport,
+  type SegmentReport,
+  verifyLog,
+  type VerifyOptions,
+  type VerifyProgress,
+} from "./verify.ts";
+export { FolderReader, type FolderReaderOptions } from "./folder_reader.ts";
 export {
   ChunkCorruptError,
   type ChunkEntry,
@@ -28,7 +49,6 @@ export {
   MANIFEST_FILE,
   type RetiredChunk,
 } from "./chunk.ts";
-export type { ChunkPolicy } from "./chunk_protocol.ts";
+export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 export type { ArchiveOptions } from "./archive.ts";
-export type { ArchiveState } from "./chunk_protocol.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

@@ -1,39 +1,283 @@
 /**
- * Telling a torn tail from damage: after a bad record in the last segment, a
- * valid record with a later offset further on means data that was written
- * after the bad spot survived, so the bad spot is corruption, not a tear.
+ * Opening a log folder: read `log.json` (or make it), check every segment
+ * under the one reading rule (`segment_scan.ts`), cut a torn tail off the last
+ * one, remove an empty segment a fence left behind, refuse any other damage
+ * naming file and byte, and make the active segment ready for appends.
  *
  * @module
  */
 
-import { checksum, getU64, type Layout, RECORD_HEAD_BYTES, TERMINATOR } from "./format.ts";
-import { readAt } from "./segment_reader.ts";
+import { join } from "node:path";
+import {
+  FORMAT_VERSION,
+  HEADER_BYTES,
+  Layout,
+  parseSegmentFileName,
+  RUNNING_SEED,
+  segmentFileName,
+  type SegmentHeader,
+} from "./format.ts";
+import type { Layout as LayoutType } from "./format.ts";
+import { readHeader, seekStart, segmentStart } from "./segment_reader.ts";
+import { LogCorruptError } from "./errors.ts";
+import { SegmentWriter, type WriterState } from "./segment_writer.ts";
+import { findLaterRecord as findLater, scanSegmentRecords } from "./segment_scan.ts";
+import { writeCheckedJson } from "./meta_file.ts";
+import {
+  type LogMeta,
+  META_FILE,
+  otherHeadersAgree,
+  readMeta,
+  streamIdMismatch,
+} from "./log_meta.ts";
+import type { LogOptions, ResolvedOptions } from "./options.ts";
+import { type Active, createSegment, initialState, nowUs, type Segment } from "./segment_state.ts";
+
+/** What opening found: the metadata, the segments (oldest first), the active one. */
+export interface Recovered {
+  meta: LogMeta;
+  segments: Segment[];
+  active: Active;
+}
+
+function randomId(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
 
 /**
  * Searches the file bytes after `fromPhys` for a valid record whose offset is
- * above `expectOffset`; returns its physical position or `null`.
+ * above `expectOffset` (see `segment_scan.ts`; this signature is kept for
+ * `server/export.ts` until it reads through the folder reader).
+ *
+ * @example
+ * ```ts
+ * import { findLaterRecord } from "./recovery.ts";
+ * import { Layout } from "./format.ts";
+ * const path = await Deno.makeTempFile();
+ * const file = await Deno.open(path, { read: true });
+ * console.log(await findLaterRecord(file, new Layout(1024), 0, 0, 1)); // null
+ * file.close();
+ * ```
  */
-export async function findLaterRecord(
+export function findLaterRecord(
   file: Deno.FsFile,
-  _layout: Layout,
+  _layout: LayoutType,
   fromPhys: number,
   size: number,
   expectOffset: number,
 ): Promise<number | null> {
-  if (fromPhys >= size) return null;
-  const buf = await readAt(file, fromPhys, size - fromPhys);
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.length);
-  const lo = expectOffset + 1;
-  const hi = expectOffset + 0x1_0000_0000;
-  for (let i = 1; i + RECORD_HEAD_BYTES + 5 <= buf.length; i++) {
-    // Offsets are below 2^53: the top byte of a record's first word is zero.
-    if (buf[i] !== 0 || buf[i + 1] !== 0) continue;
-    const offset = getU64(view, i);
-    if (offset < lo || offset > hi) continue;
-    const n = view.getUint32(i + 16);
-    const end = i + RECORD_HEAD_BYTES + n;
-    if (end + 5 > buf.length || buf[end + 4] !== TERMINATOR) continue;
-    if (checksum(buf.subarray(i, end)) === view.getUint32(end)) return fromPhys + i;
+  return findLater(file, fromPhys, size, expectOffset);
+}
+
+/**
+ * Opens the log in `dir` for writing (the caller holds its lock): checks and
+ * recovers its segments, creating `log.json` and a first segment when the
+ * folder holds no log.
+ *
+ * @throws {LogCorruptError} on damage other than a torn tail.
+ *
+ * @example
+ * ```ts
+ * import { recoverLog } from "./recovery.ts";
+ * import { resolveOptions } from "./options.ts";
+ * const dir = await Deno.makeTempDir();
+ * const { meta, segments } = await recoverLog(dir, {}, resolveOptions({}));
+ * console.log(meta.stream_id.length, segments.length); // 32 1
+ * await Deno.remove(dir, { recursive: true });
+ * ```
+ */
+export async function recoverLog(
+  dir: string,
+  options: LogOptions,
+  opts: ResolvedOptions,
+): Promise<Recovered> {
+  const firsts: number[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    const first = entry.isFile ? parseSegmentFileName(entry.name) : null;
+    if (first !== null) firsts.push(first);
   }
-  return null;
+  firsts.sort((a, b) => a - b);
+  const read = await readMeta(dir);
+  let meta = read?.meta ?? null;
+  const checked = read?.checked ?? true;
+  const defaultName = dir.split("/").filter(Boolean).pop() ?? "";
+  if (!meta) {
+    let streamId = options.streamId ?? randomId();
+    let name = options.name ?? (defaultName === "_" ? "" : defaultName);
+    if (firsts.length > 0) {
+      // Segments without metadata (a crash between the two at creation): the
+      // headers still say whose they are.
+      const f = await Deno.open(join(dir, segmentFileName(firsts[0])), { read: true });
+      try {
+        const h = await readHeader(f, join(dir, segmentFileName(firsts[0])));
+        streamId = h.streamId;
+        name = h.name;
+      } finally {
+        f.close();
+      }
+    }
+    if (!/^[0-9a-f]{32}$/.test(streamId)) {
+      throw new TypeError(`streamId must be 32 lowercase hex characters, got ${streamId}`);
+    }
+    meta = {
+      format: FORMAT_VERSION,
+      name,
+      stream_id: streamId,
+      created_us: nowUs(opts.clock),
+      first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
+      fenced: [],
+    };
+    await writeCheckedJson(join(dir, META_FILE), meta);
+  }
+  const segments: Segment[] = [];
+  let tailState: WriterState = initialState();
+  for (let i = 0; i < firsts.length; i++) {
+    const path = join(dir, segmentFileName(firsts[i]));
+    const last = i === firsts.length - 1;
+    const scanned = await scanSegment(path, meta, checked, last, opts);
+    if (!scanned) continue; // an empty, unsealed segment left by a fence: removed
+    segments.push(scanned.segment);
+    tailState = scanned.state;
+  }
+  for (let i = 1; i < segments.length; i++) {
+    const prev = segments[i - 1].info;
+    if (segments[i].info.firstOffset < prev.firstOffset + prev.count) {
+      throw new LogCorruptError(
+        segments[i].info.path,
+        0,
+        `segment starts at ${segments[i].info.firstOffset}, inside the previous segment`,
+      );
+    }
+  }
+  let tail = segments.at(-1);
+  if (!tail || tail.info.sealed) {
+    // A new log, or a crash right after sealing: start the next segment.
+    const first = tail
+      ? tail.info.firstOffset + tail.info.count
+      : Math.max(1, options.firstOffset ?? 1);
+    tail = await createSegment(dir, meta, first, opts);
+    segments.push(tail);
+    tailState = initialState();
+  }
+  const file = await Deno.open(tail.info.path, { read: true, write: true });
+  await file.seek(tail.info.size, Deno.SeekMode.Start);
+  const state = tailState;
+  const active: Active = {
+    seg: tail,
+    writer: new SegmentWriter(tail.layout.interval, state),
+    file,
+    durable: state,
+  };
+  return { meta, segments, active };
+}
+
+// Reads a segment's header and checks its records: all of them for sealed
+// segments (and for the tail with verify "all"), from the last beacon for the
+// tail otherwise. Cuts a torn tail off the last segment.
+async function scanSegment(
+  path: string,
+  meta: LogMeta,
+  checked: boolean,
+  last: boolean,
+  opts: ResolvedOptions,
+): Promise<{ segment: Segment; state: WriterState } | null> {
+  const file = await Deno.open(path, { read: true, write: last });
+  try {
+    const size = (await file.stat()).size;
+    let header: SegmentHeader;
+    try {
+      header = await readHeader(file, path);
+    } catch (err) {
+      if (last && size < HEADER_BYTES + 1 && err instanceof LogCorruptError) {
+        // Torn while being created: it never held a row. Make it anew.
+        const first = parseSegmentFileName(path.split("/").pop()!)!;
+        file.close();
+        await Deno.remove(path);
+        return {
+          segment: await createSegment(join(path, ".."), meta, first, opts),
+          state: initialState(),
+        };
+      }
+      throw err;
+    }
+    if (header.streamId !== meta.stream_id) {
+      const dir = join(path, "..");
+      const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
+      throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
+    }
+    const expectName = parseSegmentFileName(path.split("/").pop()!);
+    if (header.firstOffset !== expectName) {
+      throw new LogCorruptError(
+        path,
+        24,
+        `first offset ${header.firstOffset} does not match the file name`,
+      );
+    }
+    const layout = new Layout(header.beaconInterval);
+    const start = last && opts.verify === "tail"
+      ? await seekStart(file, header, size, Number.MAX_SAFE_INTEGER)
+      : segmentStart(header);
+    const cursor = await scanSegmentRecords(file, path, header, {
+      size,
+      last,
+      start,
+      maxPayloadBytes: opts.maxPayloadBytes,
+    });
+    let { firstTimeUs } = cursor;
+    const { lastTimeUs } = cursor;
+    const sealed = cursor.endMark !== null;
+    const count = cursor.nextOffset - header.firstOffset;
+    const leftover = meta.fenced === undefined || meta.fenced.includes(header.firstOffset);
+    if (!sealed && !last && count === 0 && cursor.physicalEnd === size && leftover) {
+      // A fence made the next segment before removing this empty one.
+      file.close();
+      await Deno.remove(path);
+      return null;
+    }
+    if (!sealed && !last) {
+      throw new LogCorruptError(path, cursor.physicalEnd, "sealed segment has no end mark");
+    }
+    const end = cursor.physicalEnd;
+    if (end < size) {
+      if (sealed) {
+        throw new LogCorruptError(path, end, `${size - end} bytes after the end mark`);
+      }
+      // The torn tail was never acknowledged: cut it off.
+      await file.truncate(end);
+      await file.syncData();
+    }
+    if (start.phys !== HEADER_BYTES && firstTimeUs === 0 && count > 0) {
+      firstTimeUs = header.createdUs;
+    }
+    const segment: Segment = {
+      header,
+      layout,
+      info: {
+        path,
+        firstOffset: header.firstOffset,
+        count,
+        size: end,
+        sealed,
+        createdUs: header.createdUs,
+        firstTimeUs,
+        lastTimeUs,
+        beaconInterval: header.beaconInterval,
+      },
+    };
+    const state: WriterState = {
+      physEnd: end,
+      lastOffset: count > 0 ? cursor.nextOffset - 1 : 0,
+      lastTimeUs,
+      running: cursor.running ?? RUNNING_SEED,
+      count,
+    };
+    return { segment, state };
+  } finally {
+    try {
+      file.close();
+    } catch {
+      // already closed above, before removing an empty segment
+    }
+  }
 }

@@ -11,8 +11,9 @@
 
 import { join } from "node:path";
 import type { ArchiveOptions } from "./archive.ts";
-import { chunkPath, CHUNKS_DIR, type Manifest, MANIFEST_FILE, sha256Hex } from "./chunk.ts";
-import { Log, type LogOptions, META_FILE, syncDir, writeFileAtomic } from "./log.ts";
+import { chunkPath, CHUNKS_DIR, type Manifest, sha256Hex } from "./chunk.ts";
+import { Log, type LogOptions, META_FILE } from "./log.ts";
+import { syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 
 /** How far offsets jump on a restore. */
 export const FENCE = 2 ** 20;
@@ -104,7 +105,7 @@ export async function restoreLog(
         say(`hydrated chunk ${hydrated}/${local.length} (offsets ${c.first}..${c.last})`);
       }
       const localManifest: Manifest = { ...manifest, chunks: local, retired: [] };
-      await writeFileAtomic(join(dir, MANIFEST_FILE), JSON.stringify(localManifest) + "\n");
+      await writeManifest(dir, localManifest);
     }
     await syncDir(dir);
   } finally {

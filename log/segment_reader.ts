@@ -27,34 +27,7 @@ import {
   type SegmentHeader,
   TERMINATOR,
 } from "./format.ts";
-
-/**
- * A log file is damaged in a way that is not a torn tail: the log refuses to
- * open (or a reader stops) rather than skip data.
- *
- * @example
- * ```ts
- * import { LogCorruptError } from "./segment_reader.ts";
- * const err = new LogCorruptError("data/trades/00000000000000000001.seg", 4096, "checksum mismatch");
- * console.log(err.message);
- * ```
- */
-export class LogCorruptError extends Error {
-  /** The damaged file. */
-  readonly path: string;
-  /** Byte position of the damage in that file. */
-  readonly position: number;
-  /** What was wrong. */
-  readonly detail: string;
-  /** Makes the error for `path` at byte `position`. */
-  constructor(path: string, position: number, detail: string) {
-    super(`corrupt log: ${detail} at byte ${position} in ${path}`);
-    this.name = "LogCorruptError";
-    this.path = path;
-    this.position = position;
-    this.detail = detail;
-  }
-}
+import { LogCorruptError } from "./errors.ts";
 
 /** Records read from a segment; payloads are views into `buf`. */
 export interface RecordBatch {
@@ -111,6 +84,9 @@ export class SegmentCursor {
   #end: EndMark | null = null;
   readonly #readMax: number;
   #badBeacon: LogCorruptError | null = null;
+  // Damage found behind good records of the same read: those records are
+  // handed out first, and this is thrown by the next read.
+  #pending: LogCorruptError | null = null;
   #stripped = 0;
 
   /**
@@ -173,6 +149,11 @@ export class SegmentCursor {
    * Throws {@linkcode LogCorruptError} on any damage.
    */
   async read(limit: number, maxBytes: number = this.#readMax): Promise<RecordBatch> {
+    if (this.#pending) {
+      const err = this.#pending;
+      this.#pending = null;
+      throw err;
+    }
     if (this.#end) return EMPTY_BATCH;
     const L = this.#layout;
     const I = L.interval;
@@ -208,7 +189,10 @@ export class SegmentCursor {
       if (this.#badBeacon) {
         const err = this.#badBeacon;
         this.#badBeacon = null;
-        throw err;
+        if (this.#pending === null) {
+          if (batch.count === 0) throw err;
+          this.#pending = err;
+        }
       }
       if (batch.count > 0 || this.#end || this.#phys >= limit) return batch;
     }
@@ -353,19 +337,22 @@ export class SegmentCursor {
     } catch (err) {
       // Keep the position of the damage: physicalEnd then points at the bad
       // record, so a recovery that cuts a torn tail keeps every good record
-      // read before it in this block.
+      // read before it in this block; those are handed out before the error.
       this.#carryLogical += pos;
       this.#carry = new Uint8Array(0);
-      throw err;
+      if (count === 0 || !(err instanceof LogCorruptError)) throw err;
+      this.#pending = err;
     }
-    this.#carry = buf.slice(pos);
-    this.#carryLogical += pos;
-    if (this.#end && this.#carry.length > 0) {
-      throw new LogCorruptError(
-        this.path,
-        this.#layout.toPhysical(this.#carryLogical),
-        "bytes after the end mark",
-      );
+    if (!this.#pending) {
+      this.#carry = buf.slice(pos);
+      this.#carryLogical += pos;
+      if (this.#end && this.#carry.length > 0) {
+        throw new LogCorruptError(
+          this.path,
+          this.#layout.toPhysical(this.#carryLogical),
+          "bytes after the end mark",
+        );
+      }
     }
     if (count === 0) return EMPTY_BATCH;
     return {

@@ -15,15 +15,24 @@ import {
   type SegmentHeader,
 } from "./format.ts";
 import {
-  LogCorruptError,
   readAt,
   readHeader,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
 } from "./segment_reader.ts";
-import { DEFAULT_MAX_PAYLOAD_BYTES, META_FILE } from "./log.ts";
+import { LogCorruptError } from "./errors.ts";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
+import {
+  type LogMeta,
+  META_FILE,
+  otherHeadersAgree,
+  readMeta,
+  streamIdMismatch,
+} from "./log_meta.ts";
 import { readManifest } from "./fs.ts";
+import { checkSidecarFiles } from "./meta_file.ts";
+import { scanSegmentRecords } from "./segment_scan.ts";
 import {
   ChunkCorruptError,
   ChunkCursor,
@@ -79,18 +88,10 @@ export interface LogReport {
   error: LogCorruptError | null;
 }
 
-async function readLogMeta(dir: string): Promise<{ name?: string; stream_id: string }> {
-  try {
-    return JSON.parse(await Deno.readTextFile(join(dir, META_FILE)));
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) {
-      throw new Deno.errors.NotFound(`no log at ${dir} (${META_FILE} is missing)`);
-    }
-    if (err instanceof SyntaxError) {
-      throw new LogCorruptError(join(dir, META_FILE), 0, "not valid JSON");
-    }
-    throw err;
-  }
+async function readLogMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean }> {
+  const r = await readMeta(dir);
+  if (r === null) throw new Deno.errors.NotFound(`no log at ${dir} (${META_FILE} is missing)`);
+  return r;
 }
 
 /** How many newer manifests verify moves on to before it gives up on a log that keeps changing. */
@@ -153,6 +154,7 @@ async function verifyChunks(
   dir: string,
   manifest: Manifest,
   firstSegment: number | null,
+  onChunk?: (c: ChunkEntry) => void,
 ): Promise<{ manifest: Manifest; rows: number }> {
   const checked = new Set<string>();
   let m = manifest;
@@ -165,6 +167,7 @@ async function verifyChunks(
         break;
       }
       checked.add(c.sha256);
+      onChunk?.(c);
     }
     if (gone === null) break;
     const fresh = await readManifest(dir);
@@ -197,9 +200,45 @@ export async function listSegments(dir: string): Promise<string[]> {
 }
 
 /**
+ * How far {@linkcode verifyLog} has got.
+ *
+ * @example
+ * ```ts
+ * import type { VerifyProgress } from "./verify.ts";
+ * const p: VerifyProgress = { bytes: 512, totalBytes: 1024, rows: 10 };
+ * console.log(`${Math.round((100 * p.bytes) / p.totalBytes)}%`); // 50%
+ * ```
+ */
+export interface VerifyProgress {
+  /** Bytes of segments and chunks checked so far. */
+  bytes: number;
+  /** Bytes of segments and chunks to check (as listed when the check started). */
+  totalBytes: number;
+  /** Rows checked so far. */
+  rows: number;
+}
+
+/**
+ * Options of {@linkcode verifyLog}.
+ *
+ * @example
+ * ```ts
+ * import type { VerifyOptions } from "./verify.ts";
+ * const options: VerifyOptions = { onProgress: (p) => console.error(`${p.rows} rows`) };
+ * console.log(typeof options.onProgress); // function
+ * ```
+ */
+export interface VerifyOptions {
+  /** Called as the check goes on (after each block of records and each chunk). */
+  onProgress?: (progress: VerifyProgress) => void;
+}
+
+/**
  * Reads every record of every segment of the log in `dir` and checks its
- * checksum, terminator, offset and the beacons and end marks around it.
- * `onProgress` is called with bytes checked so far.
+ * checksum, terminator, offset and the beacons and end marks around it, and
+ * every chunk the manifest lists; checks `log.json`, `manifest.json` and
+ * every sidecar-checked file (`schema.json`). Never throws for damage: the
+ * first problem found is the report's `error`.
  *
  * @example
  * ```ts
@@ -212,10 +251,8 @@ export async function listSegments(dir: string): Promise<string[]> {
  * console.log(report.rows, report.error); // 1 null
  * ```
  */
-export async function verifyLog(
-  dir: string,
-  onProgress?: (bytes: number, total: number) => void,
-): Promise<LogReport> {
+export async function verifyLog(dir: string, options: VerifyOptions = {}): Promise<LogReport> {
+  const onProgress = options.onProgress;
   const report: LogReport = {
     dir,
     name: "",
@@ -226,12 +263,17 @@ export async function verifyLog(
     rows: 0,
     error: null,
   };
+  let meta: LogMeta;
+  let checked: boolean;
   try {
     // A damaged log.json or manifest is a finding to report, like any other.
-    const meta = await readLogMeta(dir);
+    const read = await readLogMeta(dir);
+    meta = read.meta;
+    checked = read.checked;
     report.name = meta.name ?? "";
     report.streamId = meta.stream_id;
     report.manifest = await readManifest(dir);
+    await checkSidecarFiles(dir);
   } catch (err) {
     if (!(err instanceof LogCorruptError)) throw err;
     report.error = err;
@@ -240,6 +282,7 @@ export async function verifyLog(
   const names = await listSegments(dir);
   let total = 0;
   for (const n of names) total += await sizeOf(join(dir, n));
+  for (const c of report.manifest?.chunks ?? []) total += c.bytes;
   let done = 0;
   let expectNext: number | null = null;
   for (let i = 0; i < names.length; i++) {
@@ -252,7 +295,8 @@ export async function verifyLog(
       if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
       if (header.streamId !== report.streamId) {
-        throw new LogCorruptError(path, 8, `stream id ${header.streamId} is not the log's`);
+        const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
+        throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
       }
       if (expectNext !== null && header.firstOffset < expectNext) {
         throw new LogCorruptError(
@@ -262,21 +306,22 @@ export async function verifyLog(
         );
       }
       const layout = new Layout(header.beaconInterval);
-      const cursor = new SegmentCursor(file, path, layout, segmentStart(header), {
+      // The rule recovery applies (see segment_scan.ts), with the largest
+      // payload any log accepts: verify does not know the writer's limit.
+      const cursor = await scanSegmentRecords(file, path, header, {
+        size,
+        last: i === names.length - 1,
         maxPayloadBytes: Math.max(DEFAULT_MAX_PAYLOAD_BYTES, 0xffff_ff00),
-        blockBytes: 4 << 20,
+        onRead: (end, rows) =>
+          onProgress?.({ bytes: done + end, totalBytes: total, rows: report.rows + rows }),
       });
-      let first: number | null = null;
-      let last: number | null = null;
-      let rows = 0;
-      while (!cursor.endMark) {
-        const b = await cursor.read(size);
-        if (b.count === 0) break;
-        first ??= b.times[0];
-        last = b.times[b.count - 1];
-        rows += b.count;
-        onProgress?.(done + cursor.physicalEnd, total);
-      }
+      // A damaged record at the tail is a finding (open would cut it, losing
+      // a row if it was acknowledged); an unfinished one is an append in
+      // progress, or a torn one that open cuts.
+      if (cursor.torn?.damage) throw cursor.torn.damage;
+      const first = cursor.firstTimeUs || null;
+      const last = cursor.lastTimeUs || null;
+      const rows = cursor.rows;
       const sealed = cursor.endMark !== null;
       const tailBytes = size - cursor.physicalEnd;
       if (sealed && tailBytes > 0) {
@@ -319,7 +364,12 @@ export async function verifyLog(
     const m = await readManifest(dir);
     report.manifest = m;
     if (m) {
-      const checked = await verifyChunks(dir, m, report.segments[0]?.firstOffset ?? null);
+      let rows = report.rows;
+      const checked = await verifyChunks(dir, m, report.segments[0]?.firstOffset ?? null, (c) => {
+        done += c.bytes;
+        rows += c.rows;
+        onProgress?.({ bytes: done, totalBytes: total, rows });
+      });
       report.manifest = checked.manifest;
       report.chunkRows = checked.rows;
       report.rows += checked.rows;
@@ -398,7 +448,7 @@ async function openSegment(dir: string, path: string): Promise<Deno.FsFile | nul
  * ```
  */
 export async function inspectLog(dir: string): Promise<LogReport> {
-  const meta = await readLogMeta(dir);
+  const { meta } = await readLogMeta(dir);
   const names = await listSegments(dir);
   const report: LogReport = {
     dir,

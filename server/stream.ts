@@ -23,12 +23,13 @@ import {
 } from "../client/wire.ts";
 import {
   Log,
+  LogCorruptError,
   type LogOptions,
   restoreLog,
   type RestoreReport,
-  writeFileAtomic,
 } from "../log/mod.ts";
 import { Logger } from "../common/logger.ts";
+import { readCheckedText, writeCheckedText } from "../log/meta_file.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { compileSchema } from "../schema/compile.ts";
@@ -69,18 +70,24 @@ export const SCHEMA_FILE = "schema.json";
  * Keeps the stream's schema beside its log (`ROOT/NAME/schema.json`), so that
  * the log can be read (exported, inspected) without the server's flags. A log
  * that holds rows refuses a schema whose columns differ from the one its rows
- * were written with.
+ * were written with. The file's checksum is kept in `schema.json.crc32`
+ * (see `log/meta_file.ts`): a damaged schema file of a log that holds rows
+ * is refused with `LogCorruptError` naming it.
  */
 async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
   const path = join(log.dir, SCHEMA_FILE);
   const text = JSON.stringify(schema.json, null, 2) + "\n";
   let old: string | null = null;
+  let checked = false;
   try {
-    old = await Deno.readTextFile(path);
+    const kept = await readCheckedText(path);
+    old = kept?.text ?? null;
+    checked = kept?.checked ?? false;
   } catch (err) {
-    if (!(err instanceof Deno.errors.NotFound)) throw err;
+    // A damaged file matters only once rows were written under it.
+    if (!(err instanceof LogCorruptError) || log.endOffset > log.firstOffset) throw err;
   }
-  if (old === text) return;
+  if (old === text && checked) return;
   if (old !== null && log.endOffset > log.firstOffset) {
     let before: string;
     try {
@@ -96,7 +103,7 @@ async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
       );
     }
   }
-  await writeFileAtomic(path, text);
+  await writeCheckedText(path, text);
 }
 
 function archiveLogOptions(settings: StreamSettings): LogOptions {

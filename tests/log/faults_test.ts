@@ -1,6 +1,7 @@
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { join } from "node:path";
-import { Log, type LogIo, LogWriteError, REAL_IO, verifyLog } from "../../log/mod.ts";
+import { Log, type LogIo, LogWriteError, verifyLog } from "../../log/mod.ts";
+import { REAL_IO } from "../../log/options.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir, text, utf8 } from "../_util.ts";
 import { TestSub } from "../server/_sub.ts";

@@ -79,10 +79,12 @@ Deno.test("verify still reports a segment or a chunk that is really missing", as
     assertEquals((await verifyLog(plain)).error, null);
     // Deleted while verify reads the first segment: listed, then gone, and no chunk holds it.
     let deleted = false;
-    const gone = await verifyLog(plain, () => {
-      if (deleted) return;
-      deleted = true;
-      Deno.removeSync(join(plain, segs[1]));
+    const gone = await verifyLog(plain, {
+      onProgress: () => {
+        if (deleted) return;
+        deleted = true;
+        Deno.removeSync(join(plain, segs[1]));
+      },
     });
     assert(deleted, "verify reported no progress");
     assert(gone.error !== null, "a missing segment went unreported");

@@ -1,8 +1,10 @@
 // Child process of the hostile-clients test: the attackers, kept out of the
 // test's own event loop so that the latency it measures is the server's.
 //
-//   deno run -A tests/reliability/_hostile.ts PORT SEED CHURN LORIS BIG
+//   deno run -A tests/reliability/_hostile.ts PORT SEED REPLAY CHURN LORIS BIG
 //
+// SEED and REPLAY (0 or 1) are the parent's fresh seed and replay mode (see
+// _seeds.ts): each connection is one case, with its own generator.
 // - CHURN connections opening and closing, 100 at a time: valid subscribes
 //   (some from offset 1), refused ones, data frames, abrupt TCP closes;
 // - LORIS sockets sending an upgrade request one byte at a time, slowly,
@@ -10,22 +12,25 @@
 // - BIG connections sending 1-8 MiB binary or text frames and frames that
 //   declare more than the runtime accepts.
 // Prints one JSON line of counts on stdout; every socket is closed at the end.
-import { rng } from "../_util.ts";
 import { closePayload, frame, RawConn, upgradeRequest } from "./_raw.ts";
+import { caseRng, planCases } from "./_seeds.ts";
 
-const [port, seed, churn, loris, big] = Deno.args.map(Number);
-const rand = rng(seed);
+const [port, seed, replay, churn, loris, big] = Deno.args.map(Number);
+/** One generator per connection of each kind, from the run's cases. */
+function generators(n: number, suite: string, salt: number): (() => number)[] {
+  return planCases(n, suite, seed >>> 0, replay === 1).map((c) => caseRng(c, salt));
+}
 const enc = new TextEncoder();
 const counts: Record<string, number> = {};
 const count = (k: string) => (counts[k] = (counts[k] ?? 0) + 1);
 const open = new Set<RawConn>();
 
-function pick<T>(xs: readonly T[]): T {
+function pick<T>(rand: () => number, xs: readonly T[]): T {
   return xs[Math.floor(rand() * xs.length)];
 }
 
-async function churnOne(): Promise<void> {
-  const target = pick([
+async function churnOne(rand: () => number): Promise<void> {
+  const target = pick(rand, [
     "/rel",
     "/rel?frames=batch",
     "/rel?offset=1",
@@ -102,7 +107,7 @@ async function lorisOne(stepMs: number, until: number): Promise<void> {
   }
 }
 
-async function bigOne(): Promise<void> {
+async function bigOne(rand: () => number): Promise<void> {
   const { c, answer } = await RawConn.upgrade(port, "/rel?frames=batch");
   open.add(c);
   try {
@@ -127,15 +132,17 @@ async function bigOne(): Promise<void> {
 
 const t0 = Date.now();
 const lorisDone = Promise.all(
-  Array.from({ length: loris }, () => lorisOne(40 + Math.floor(rand() * 60), t0 + 12_000)),
+  generators(loris, "hostile loris", 0x1051).map((rand) =>
+    lorisOne(40 + Math.floor(rand() * 60), t0 + 12_000)
+  ),
 );
+const bigs = generators(big, "hostile big", 0xb16);
 const bigDone = (async () => {
-  for (let i = 0; i < big; i += 5) {
-    await Promise.all(Array.from({ length: Math.min(5, big - i) }, () => bigOne()));
-  }
+  for (let i = 0; i < bigs.length; i += 5) await Promise.all(bigs.slice(i, i + 5).map(bigOne));
 })();
-for (let i = 0; i < churn; i += 100) {
-  await Promise.all(Array.from({ length: Math.min(100, churn - i) }, () => churnOne()));
+const churns = generators(churn, "hostile churn", 0xc4);
+for (let i = 0; i < churns.length; i += 100) {
+  await Promise.all(churns.slice(i, i + 100).map(churnOne));
 }
 const churnMs = Date.now() - t0;
 await Promise.all([lorisDone, bigDone]);

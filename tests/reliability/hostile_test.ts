@@ -20,7 +20,9 @@ import {
 import { concat, frame, RawConn } from "./_raw.ts";
 import { TestSub } from "../server/_sub.ts";
 
-const SEED = Number(Deno.env.get("STREAMCAST_FUZZ_SEED") ?? 20240611);
+import { FRESH_SEED, REPLAY, seedBanner } from "./_seeds.ts";
+
+console.log(seedBanner("hostile clients"));
 const HOSTILE = new URL("./_hostile.ts", import.meta.url).pathname;
 // DESIGN §10's 256 MiB is the steady-state bound (1000 subscribers, half of
 // them stalled: bench/memory.ts). Under this attack the server measured 225-306
@@ -121,7 +123,17 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
     await sleep(5_000);
     sub.phase = "hostile";
     const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", HOSTILE, String(portOf(s.url)), String(SEED), "2000", "300", "40"],
+      args: [
+        "run",
+        "-A",
+        HOSTILE,
+        String(portOf(s.url)),
+        String(FRESH_SEED),
+        REPLAY ? "1" : "0",
+        "2000",
+        "300",
+        "40",
+      ],
       stdout: "piped",
       stderr: "piped",
     }).spawn();

@@ -15,16 +15,18 @@
 //   `LogCorruptError`, or returns only correct rows — all of them;
 // - nothing hangs (each case is bounded) and no other error type escapes.
 //
-// Seeds: STREAMCAST_FUZZ_SEED picks the run (default fixed, so CI is
-// reproducible); every failure message names the seed and the case.
+// Seeds (see _seeds.ts): a fresh random seed every run, printed, plus the
+// regression seeds; STREAMCAST_FUZZ_SEED=N replays seed N alone. Every
+// failure message names the seed and the case.
 import { join } from "node:path";
 import { assert } from "../_assert.ts";
 import { ChunkCorruptError, Log, LogCorruptError, verifyLog } from "../../log/mod.ts";
 import { parseSegmentFileName } from "../../log/format.ts";
-import { rmrf, rng, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../_util.ts";
 import { mutate, type Mutation, MUTATIONS, type RecordSpan, recordSpans } from "./_mutate.ts";
+import { caseName, caseRng, type FuzzCase, fuzzCases, replayHint, seedBanner } from "./_seeds.ts";
 
-const SEED = Number(Deno.env.get("STREAMCAST_FUZZ_SEED") ?? 20240611);
+console.log(seedBanner("readers fuzz"));
 const BEACON = 1024;
 const SEGMENT_BYTES = 8192;
 /** The active segment of the fixtures is filled to at least this size (so it has beacons). */
@@ -181,6 +183,7 @@ function describe(err: unknown): string {
 
 interface Tally {
   cases: number;
+  failed: FuzzCase[];
   refused: number;
   opened: number;
   unchanged: number;
@@ -188,12 +191,12 @@ interface Tally {
 }
 
 function newTally(): Tally {
-  return { cases: 0, refused: 0, opened: 0, unchanged: 0, failures: [] };
+  return { cases: 0, failed: [], refused: 0, opened: 0, unchanged: 0, failures: [] };
 }
 
 function report(name: string, t: Tally): void {
   console.log(
-    `${name}: ${t.cases} cases (seed ${SEED}): ${t.refused} refused with LogCorruptError, ` +
+    `${name}: ${t.cases} cases: ${t.refused} refused with LogCorruptError, ` +
       `${t.opened} opened, ${t.unchanged} unchanged; ${t.failures.length} failures`,
   );
   if (t.failures.length > 0) {
@@ -206,8 +209,7 @@ function report(name: string, t: Tally): void {
     console.log([...kinds].map(([k, n]) => `  ${n} × ${k}`).join("\n"));
     const shown = t.failures.slice(0, 12).join("\n  ");
     throw new Error(
-      `${t.failures.length} of ${t.cases} cases failed (seed ${SEED}; rerun with ` +
-        `STREAMCAST_FUZZ_SEED=${SEED}):\n  ${shown}`,
+      `${t.failures.length} of ${t.cases} cases failed (${replayHint(t.failed)}):\n  ${shown}`,
     );
   }
 }
@@ -345,21 +347,23 @@ Deno.test("fuzz: damaged segment files are refused with LogCorruptError or cut o
   const files = await segmentFixture();
   const segNames = [...files.keys()].filter((k) => k.endsWith(".seg")).sort();
   assert(segNames.length >= 5, `fixture has ${segNames.length} segments`);
-  const rand = rng(SEED);
   const tally = newTally();
-  const CASES = 320;
-  for (let i = 0; i < CASES; i++) {
+  for (const c of fuzzCases(320, "segments")) {
+    const rand = caseRng(c);
     // Half the cases hit the active segment, where recovery has choices to make.
     const target = rand() < 0.5
       ? segNames[segNames.length - 1]
       : segNames[Math.floor(rand() * (segNames.length - 1))];
     const kind = MUTATIONS[Math.floor(rand() * MUTATIONS.length)];
     const m = mutate(files.get(target)!, kind, rand);
-    const where = `seed ${SEED} case ${i} (${target}: ${m.what})`;
+    const where = `${caseName(c)} (${target}: ${m.what})`;
     tally.cases++;
     const failure = await segmentCase(files, target, m, segNames, rand, where, tally)
       .catch((err) => `${where}: ${describe(err)}`);
-    if (failure) tally.failures.push(failure);
+    if (failure) {
+      tally.failures.push(failure);
+      tally.failed.push(c);
+    }
   }
   report("segments", tally);
 });
@@ -367,16 +371,19 @@ Deno.test("fuzz: damaged segment files are refused with LogCorruptError or cut o
 Deno.test("fuzz: a segment file of random bytes is refused (or, if too short for a record, made anew at the tail)", async () => {
   const files = await segmentFixture();
   const segNames = [...files.keys()].filter((k) => k.endsWith(".seg")).sort();
-  const rand = rng(SEED ^ 0x5eed);
   const tally = newTally();
-  for (let i = 0; i < 60; i++) {
-    const target = segNames[i % segNames.length];
+  for (const c of fuzzCases(60, "random segment files")) {
+    const rand = caseRng(c, 0x5eed);
+    const target = segNames[c.index % segNames.length];
     const m = mutate(files.get(target)!, "whole", rand);
-    const where = `seed ${SEED} random-file case ${i} (${target}: ${m.what})`;
+    const where = `${caseName(c, "random-file case")} (${target}: ${m.what})`;
     tally.cases++;
     const failure = await segmentCase(files, target, m, segNames, rand, where, tally)
       .catch((err) => `${where}: ${describe(err)}`);
-    if (failure) tally.failures.push(failure);
+    if (failure) {
+      tally.failures.push(failure);
+      tally.failed.push(c);
+    }
   }
   report("random segment files", tally);
 });
@@ -385,16 +392,17 @@ Deno.test("fuzz: damaged chunk files never yield a wrong row and are reported by
   const files = await chunkFixture();
   const chunkNames = [...files.keys()].filter((k) => k.startsWith("chunks/")).sort();
   assert(chunkNames.length >= 2, `fixture has ${chunkNames.length} chunks`);
-  const rand = rng(SEED ^ 0xc4c4);
   const tally = newTally();
   let silent = 0;
   let threw = 0;
-  for (let i = 0; i < 160; i++) {
+  for (const fc of fuzzCases(160, "chunks")) {
+    const rand = caseRng(fc, 0xc4c4);
+    const failed = tally.failures.length;
     const target = chunkNames[Math.floor(rand() * chunkNames.length)];
     const kind = MUTATIONS[Math.floor(rand() * MUTATIONS.length)];
     const orig = files.get(target)!;
     const m = mutate(orig, kind, rand);
-    const where = `seed ${SEED} chunk case ${i} (${target}: ${m.what})`;
+    const where = `${caseName(fc, "chunk case")} (${target}: ${m.what})`;
     tally.cases++;
     const changed = m.bytes.length !== orig.length || m.first < orig.length;
     if (!changed) tally.unchanged++;
@@ -461,6 +469,7 @@ Deno.test("fuzz: damaged chunk files never yield a wrong row and are reported by
       }
     } finally {
       await rmrf(dir);
+      if (tally.failures.length > failed) tally.failed.push(fc);
     }
   }
   console.log(
@@ -472,14 +481,15 @@ Deno.test("fuzz: damaged chunk files never yield a wrong row and are reported by
 
 Deno.test("fuzz: a damaged manifest.json or log.json is reported by verify and refused by open with LogCorruptError", async () => {
   const files = await chunkFixture();
-  const rand = rng(SEED ^ 0x3e7a);
   const tally = newTally();
-  for (let i = 0; i < 60; i++) {
-    const target = i % 2 === 0 ? "manifest.json" : "log.json";
+  for (const fc of fuzzCases(60, "metadata")) {
+    const rand = caseRng(fc, 0x3e7a);
+    const failed = tally.failures.length;
+    const target = fc.index % 2 === 0 ? "manifest.json" : "log.json";
     const kind = MUTATIONS[Math.floor(rand() * MUTATIONS.length)];
     const orig = files.get(target)!;
     const m = mutate(orig, kind, rand);
-    const where = `seed ${SEED} metadata case ${i} (${target}: ${m.what})`;
+    const where = `${caseName(fc, "metadata case")} (${target}: ${m.what})`;
     tally.cases++;
     const changed = m.bytes.length !== orig.length || m.first < orig.length;
     if (!changed) tally.unchanged++;
@@ -532,6 +542,7 @@ Deno.test("fuzz: a damaged manifest.json or log.json is reported by verify and r
       }
     } finally {
       await rmrf(dir);
+      if (tally.failures.length > failed) tally.failed.push(fc);
     }
   }
   report("metadata", tally);

@@ -1,7 +1,8 @@
 // Fuzzing the server from the network (DESIGN §5, §11): random upgrade paths
 // and query strings, and random client frames after a valid subscribe, sent
 // over raw TCP to a real `cli.ts serve` process that is ingesting rows, while
-// two well-behaved subscribers read on. Seeded: STREAMCAST_FUZZ_SEED.
+// two well-behaved subscribers read on. Seeded (see _seeds.ts): a fresh seed
+// every run plus the regression seeds; STREAMCAST_FUZZ_SEED=N replays seed N.
 //
 // Expected endings, from the spec (path first: 4404; then the query: 4400;
 // then the offset: 4416; a client data frame of any kind or size: 1008) and,
@@ -22,13 +23,14 @@
 // | request target with a space or control byte    | HTTP 400 (hyper)                  |
 // | URL over 8192 bytes                            | HTTP 414 (streamcast); ≳64 KiB: 400 (hyper) |
 import { assert, assertEquals } from "../_assert.ts";
-import { rng } from "../_util.ts";
 import { TestSub } from "../server/_sub.ts";
 import { isStreamName } from "../../client/wire.ts";
 import { closePayload, concat, type Ending, frame, RawConn, upgradeRequest } from "./_raw.ts";
 import { fdCount, NAME, portOf, rowText, serveChild, sleep, workspace } from "./_harness.ts";
 
-const SEED = Number(Deno.env.get("STREAMCAST_FUZZ_SEED") ?? 20240611);
+import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "./_seeds.ts";
+
+console.log(seedBanner("server fuzz"));
 const enc = new TextEncoder();
 
 type Expect =
@@ -452,7 +454,6 @@ async function frameCase(port: number, fc: FrameCase, rand: () => number): Promi
 Deno.test("fuzz: random paths, queries and client frames get the right close code; the server and its subscribers carry on", async () => {
   const w = await workspace();
   const s = await serveChild(w, ["--segment-bytes", "65536"]);
-  const rand = rng(SEED);
   const port = portOf(s.url);
   let feeding = true;
   const failures: string[] = [];
@@ -493,7 +494,9 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     // Upgrades: 8 at a time.
     let upgrades = 0;
     const seen = new Map<string, number>();
-    for (let batch = 0; batch < 40; batch++) {
+    const failed: { seed: number; index: number }[] = [];
+    for (const batch of fuzzCases(40, "server upgrades")) {
+      const rand = caseRng(batch, 0x0b6);
       const cases = Array.from({ length: 8 }, () => randomPath(rand) + randomQuery(rand, streamId));
       await Promise.all(cases.map(async (target, i) => {
         let want: Expect;
@@ -511,8 +514,11 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
           : got.kind;
         seen.set(key, (seen.get(key) ?? 0) + 1);
         if (!matches(got, want)) {
+          failed.push(batch);
           failures.push(
-            `seed ${SEED} upgrade ${batch * 8 + i} ${JSON.stringify(target.slice(0, 120))}` +
+            `${caseName(batch, "upgrade batch")} item ${i} ${
+              JSON.stringify(target.slice(0, 120))
+            }` +
               `${target.length > 120 ? `… (${target.length} chars)` : ""}: expected ` +
               `${JSON.stringify(want)}, got ${JSON.stringify(got)}`,
           );
@@ -521,12 +527,16 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     }
     // Client frames after a valid subscribe: 6 at a time.
     let frameCases = 0;
-    for (let batch = 0; batch < 25; batch++) {
+    for (const batch of fuzzCases(25, "server frames")) {
+      const rand = caseRng(batch, 0xf4a);
       const cases = Array.from({ length: 6 }, () => randomFrameCase(rand));
       await Promise.all(cases.map(async (fc, i) => {
         const f = await frameCase(port, fc, rand);
         frameCases++;
-        if (f) failures.push(`seed ${SEED} frame case ${batch * 6 + i}: ${f}`);
+        if (f) {
+          failed.push(batch);
+          failures.push(`${caseName(batch, "frame batch")} item ${i}: ${f}`);
+        }
       }));
     }
     const elapsed = Date.now() - t0;
@@ -557,7 +567,7 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     await sleep(500);
     const fdsAfter = fdCount(s.proc.pid);
     console.log(
-      `server fuzz (seed ${SEED}): ${upgrades} upgrades, ${frameCases} frame cases in ${elapsed} ms; ` +
+      `server fuzz: ${upgrades} upgrades, ${frameCases} frame cases in ${elapsed} ms; ` +
         `outcomes ${JSON.stringify(Object.fromEntries([...seen].sort()))}; ` +
         `worst gap between rows for the calm subscriber ${worstGapMs} ms; ` +
         `server fds ${fdsBefore} before, ${fdsAfter} after`,
@@ -567,7 +577,8 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     assert(fdsAfter <= fdsBefore + 4, `server fds: ${fdsBefore} before, ${fdsAfter} after`);
     if (failures.length > 0) {
       throw new Error(
-        `${failures.length} fuzz cases failed:\n  ${failures.slice(0, 20).join("\n  ")}`,
+        `${failures.length} fuzz cases failed (${replayHint(failed)}):\n  ` +
+          failures.slice(0, 20).join("\n  "),
       );
     }
     assertEquals((await s.signal("SIGTERM")).code, 0, "clean stop");

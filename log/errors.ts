@@ -1,0 +1,98 @@
+/**
+ * The errors the log throws that callers catch by class.
+ *
+ * @module
+ */
+
+/**
+ * A log file is damaged in a way that is not a torn tail: the log refuses to
+ * open (or a reader stops) rather than skip data.
+ *
+ * @example
+ * ```ts
+ * import { LogCorruptError } from "./errors.ts";
+ * const err = new LogCorruptError("data/trades/00000000000000000001.seg", 4096, "checksum mismatch");
+ * console.log(err.message);
+ * ```
+ */
+export class LogCorruptError extends Error {
+  /** The damaged file. */
+  readonly path: string;
+  /** Byte position of the damage in that file. */
+  readonly position: number;
+  /** What was wrong. */
+  readonly detail: string;
+  /** Makes the error for `path` at byte `position`. */
+  constructor(path: string, position: number, detail: string) {
+    super(`corrupt log: ${detail} at byte ${position} in ${path}`);
+    this.name = "LogCorruptError";
+    this.path = path;
+    this.position = position;
+    this.detail = detail;
+  }
+}
+
+/**
+ * A read asked for rows the log no longer holds (retention dropped them).
+ *
+ * @example
+ * ```ts
+ * import { LogEvictedError } from "./errors.ts";
+ * const err = new LogEvictedError(5, 100);
+ * console.log(err.earliest); // 100
+ * ```
+ */
+export class LogEvictedError extends Error {
+  /** The offset asked for. */
+  readonly offset: number;
+  /** The earliest offset the log still holds (null: none). */
+  readonly earliest: number | null;
+  /** Makes the error. */
+  constructor(offset: number, earliest: number | null) {
+    super(`offset ${offset} is no longer held by the log; the earliest is ${earliest ?? "none"}`);
+    this.name = "LogEvictedError";
+    this.offset = offset;
+    this.earliest = earliest;
+  }
+}
+
+/**
+ * The log could not be opened because another writer holds it.
+ *
+ * @example
+ * ```ts
+ * import { LogLockedError } from "./errors.ts";
+ * console.log(new LogLockedError("data/trades", "pid 42").dir); // data/trades
+ * ```
+ */
+export class LogLockedError extends Error {
+  /** The log folder. */
+  readonly dir: string;
+  /** Makes the error for `dir`. */
+  constructor(dir: string, holder: string) {
+    super(
+      `log ${dir} is already open for writing${holder ? ` (by ${holder})` : ""}; ` +
+        `one writer per log: stop the other process first`,
+    );
+    this.name = "LogLockedError";
+    this.dir = dir;
+  }
+}
+
+/**
+ * An append failed because the log could not write; nothing of it was kept.
+ *
+ * @example
+ * ```ts
+ * import { LogWriteError } from "./errors.ts";
+ * const err = new LogWriteError("append failed: disk full", new Error("ENOSPC"));
+ * console.log(err.name); // LogWriteError
+ * ```
+ */
+export class LogWriteError extends Error {
+  /** Makes the error, keeping the cause. */
+  constructor(message: string, cause: unknown) {
+    super(message, { cause });
+    this.name = "LogWriteError";
+  }
+}

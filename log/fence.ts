@@ -1,0 +1,58 @@
+/**
+ * Fencing: starting a new, empty segment at an offset above everything ever
+ * issued (restore after failover), so that no offset is handed out twice. The
+ * log's part is the bookkeeping; this is the part on disk, in a crash-safe
+ * order.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { syncDir } from "./atomic_write.ts";
+import { writeCheckedJson } from "./meta_file.ts";
+import { META_FILE, readMeta } from "./log_meta.ts";
+import type { ResolvedOptions } from "./options.ts";
+import { SegmentWriter } from "./segment_writer.ts";
+import { type Active, createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
+import type { CommitLog } from "./committer.ts";
+
+/**
+ * Replaces the empty active segment `old` of `log` by a new one starting at
+ * `offset`, on disk; returns the new active segment. The caller has sealed
+ * what `old` held.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./mod.ts";
+ * // The log calls it from Log.fence:
+ * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * await log.append("{}");
+ * await log.fence(1000);
+ * console.log(log.nextOffset); // 1000
+ * await log.close();
+ * ```
+ */
+export async function fenceSegment(
+  log: CommitLog,
+  old: Active,
+  offset: number,
+  opts: ResolvedOptions,
+): Promise<Active> {
+  // Say which empty segment the fence leaves behind before leaving it: a
+  // crash before its removal below must not look like a damaged segment,
+  // and a damaged segment must not look like a fence's leftover.
+  const meta = (await readMeta(log.dir))?.meta;
+  if (meta) {
+    meta.fenced = [...(meta.fenced ?? []).slice(-7), old.seg.info.firstOffset];
+    await writeCheckedJson(join(log.dir, META_FILE), meta);
+  }
+  const seg = newSegmentState(log.dir, log.streamId, log.name, offset, opts);
+  // Make the fenced segment first: a crash before the removal below leaves an
+  // empty unsealed segment, which open removes.
+  const file = await createSegmentFile(seg);
+  old.file?.close();
+  await Deno.remove(old.seg.info.path);
+  await syncDir(log.dir);
+  const st = initialState();
+  return { seg, writer: new SegmentWriter(seg.layout.interval, st), file, durable: st };
+}

@@ -1,0 +1,132 @@
+/**
+ * The log's metadata file, `log.json`: the stream id, name and first offset,
+ * and the empty segments fences left behind. Kept with a checksum (see
+ * `meta_file.ts`); one written before checksums existed still reads.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import { parseSegmentFileName } from "./format.ts";
+import { readCheckedJson } from "./meta_file.ts";
+import { LogCorruptError } from "./errors.ts";
+import { readHeader } from "./segment_reader.ts";
+
+/** The name of the log's metadata file. */
+export const META_FILE = "log.json";
+
+/** What `log.json` holds. */
+export interface LogMeta {
+  format: number;
+  name: string;
+  stream_id: string;
+  created_us: number;
+  /** The first offset the log was created with (1, or a fence after a restore). */
+  first_offset?: number;
+  /**
+   * First offsets of the empty segments that fences left behind (the newest
+   * few): recovery removes an empty unsealed segment only when it is one of
+   * these, and otherwise reports a damaged segment. Absent in logs written
+   * before it was recorded.
+   */
+  fenced?: number[];
+}
+
+/** The members of a log.json written before it carried a checksum. */
+const META_MEMBERS = ["format", "name", "stream_id", "created_us", "first_offset", "fenced"];
+
+/**
+ * Reads and checks `log.json`; `null` when there is none. `checked` says
+ * whether it carried a checksum (logs written before checksums did not).
+ *
+ * @example
+ * ```ts
+ * import { readMeta } from "./log_meta.ts";
+ * import { Log } from "./mod.ts";
+ * const dir = await Deno.makeTempDir();
+ * await (await Log.open(dir)).close();
+ * console.log((await readMeta(dir))?.checked); // true
+ * ```
+ */
+export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean } | null> {
+  const path = join(dir, META_FILE);
+  const r = await readCheckedJson<LogMeta>(path, META_MEMBERS);
+  if (r === null) return null;
+  const meta = r.value;
+  if (typeof meta.stream_id !== "string" || !/^[0-9a-f]{32}$/.test(meta.stream_id)) {
+    throw new LogCorruptError(path, 0, "no valid stream_id");
+  }
+  meta.name ??= "";
+  return { meta, checked: r.checked };
+}
+
+/**
+ * The error for a segment whose header names another stream id than
+ * `log.json`: which of the two is believed damaged, and why. A header's
+ * checksum is good (it was read), so the segment is intact; `log.json` with a
+ * good checksum is intact too (the segment belongs to another log), while an
+ * unchecked `log.json` (an old one) is blamed unless another segment agrees
+ * with it.
+ *
+ * @example
+ * ```ts
+ * import { streamIdMismatch } from "./log_meta.ts";
+ * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0 };
+ * const err = streamIdMismatch("d", meta, false, "d/1.seg", "b".repeat(32), false);
+ * console.log(err.path); // d/log.json
+ * ```
+ */
+export function streamIdMismatch(
+  dir: string,
+  meta: LogMeta,
+  checked: boolean,
+  segmentPath: string,
+  segmentId: string,
+  othersAgree: boolean,
+): LogCorruptError {
+  if (checked || othersAgree) {
+    return new LogCorruptError(
+      segmentPath,
+      8,
+      `stream id ${segmentId} is not the log's (${META_FILE} says ${meta.stream_id}` +
+        (checked ? " and its checksum is good" : ", as other segments do") +
+        `): a segment of another log`,
+    );
+  }
+  return new LogCorruptError(
+    join(dir, META_FILE),
+    0,
+    `stream id ${meta.stream_id} is not the one in the header of ${segmentPath} ` +
+      `(${segmentId}, whose checksum is good); ${META_FILE} has no checksum and is ` +
+      `believed damaged`,
+  );
+}
+
+/**
+ * Whether a segment of `dir` other than `path` has a good header naming `streamId`.
+ *
+ * @example
+ * ```ts
+ * import { otherHeadersAgree } from "./log_meta.ts";
+ * console.log(await otherHeadersAgree(await Deno.makeTempDir(), "x.seg", "a".repeat(32))); // false
+ * ```
+ */
+export async function otherHeadersAgree(
+  dir: string,
+  path: string,
+  streamId: string,
+): Promise<boolean> {
+  for await (const e of Deno.readDir(dir)) {
+    const p = join(dir, e.name);
+    if (!e.isFile || parseSegmentFileName(e.name) === null || p === path) continue;
+    const f = await Deno.open(p, { read: true });
+    try {
+      if ((await readHeader(f, p)).streamId === streamId) return true;
+    } catch (err) {
+      if (!(err instanceof LogCorruptError)) throw err;
+    } finally {
+      f.close();
+    }
+  }
+  return false;
+}

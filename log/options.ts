@@ -1,0 +1,189 @@
+/**
+ * The options of a log, their defaults, and the I/O seam commits go through.
+ *
+ * @module
+ */
+
+import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./format.ts";
+import type { ChunkPolicy } from "./chunk_protocol.ts";
+import type { ArchiveOptions } from "./archive.ts";
+import { Logger } from "../common/logger.ts";
+
+/** Largest payload accepted by default: 16 MiB. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 16 << 20;
+/** Default segment size before rolling: 64 MiB. */
+export const DEFAULT_SEGMENT_BYTES = 64 << 20;
+/** Default age of a segment's first row before rolling: 60 s. */
+export const DEFAULT_SEAL_EVERY_MS = 60_000;
+
+/** Options of {@linkcode Log.open}. */
+export interface LogOptions {
+  /** Stream name written in segment headers. @default the folder name ("" for "_") */
+  name?: string;
+  /** Create the log when the folder holds none. @default true */
+  create?: boolean;
+  /** Stream id for a new log (32 hex); a new random one when absent. */
+  streamId?: string;
+  /** First offset of a new log. @default 1 */
+  firstOffset?: number;
+  /**
+   * Sync each commit to disk before acknowledging it. `false` survives a
+   * process crash but not a power loss. @default true
+   */
+  fsync?: boolean;
+  /** Roll the active segment once it reaches this many bytes. @default 64 MiB */
+  segmentBytes?: number;
+  /** Roll the active segment once its first row is this old (0: never). @default 60000 */
+  sealEveryMs?: number;
+  /** Beacon interval of new segments. @default 1 MiB */
+  beaconInterval?: number;
+  /** Largest payload accepted. @default 16 MiB */
+  maxPayloadBytes?: number;
+  /** The clock, in ms since the epoch (inject one in tests). @default Date.now */
+  clock?: () => number;
+  /** Check the age rule on a timer; turn off to drive it with `tick()`. @default true */
+  timers?: boolean;
+  /**
+   * How much to check on open: `"all"` reads every record of every segment,
+   * `"tail"` only the active segment from its last beacon. @default "all"
+   */
+  verify?: "all" | "tail";
+  /**
+   * Turn sealed segments into chunks in the chunk worker (`true`, or a policy
+   * for merging and retention). @default false (streams turn it on)
+   */
+  chunks?: boolean | Partial<ChunkPolicy>;
+  /** How often the worker merges, expires and applies retention, ms. @default 60000 */
+  maintainEveryMs?: number;
+  /**
+   * The writes and syncs of commits go through here: a seam for tests to
+   * inject filesystem faults. @default the real `write` and `syncData`
+   */
+  io?: LogIo;
+  /** Archive chunks and the manifest to S3 (turns chunks on). */
+  archive?: ArchiveOptions | null;
+  /** Serve offsets the local tier dropped from the archive. @default false */
+  replayArchive?: boolean;
+  /**
+   * On close with an archive: seal the active segment and wait up to this
+   * long for the archive to take everything (a planned stop loses nothing).
+   * @default 10000
+   */
+  archiveWaitMs?: number;
+  /**
+   * Where the log reports what it cannot tell a caller (a chunk worker error,
+   * a segment it cannot delete): events with snake_case names.
+   * @default a text Logger writing to stderr
+   */
+  logger?: Logger;
+}
+
+/**
+ * How a log writes and syncs its active segment (see {@linkcode LogOptions.io}).
+ *
+ * @example
+ * ```ts
+ * import type { LogIo } from "./options.ts";
+ * const counting: LogIo = {
+ *   write: (file, bytes) => file.write(bytes).then(() => {}),
+ *   syncData: (file) => file.syncData(),
+ * };
+ * console.log(typeof counting.write); // function
+ * ```
+ */
+export interface LogIo {
+  /** Writes all of `bytes` at the file's position. */
+  write(file: Deno.FsFile, bytes: Uint8Array): Promise<void>;
+  /** Flushes the file's data to disk. */
+  syncData(file: Deno.FsFile): Promise<void>;
+}
+
+/**
+ * The real filesystem. The write is synchronous: it only copies into the OS's
+ * page cache (microseconds), while an async write pays a thread hand-off
+ * that, measured, left the committer idle most of the time; the sync, which
+ * waits on the disk, stays asynchronous.
+ *
+ * @example
+ * ```ts
+ * import { REAL_IO } from "./options.ts";
+ * const path = await Deno.makeTempFile();
+ * const file = await Deno.open(path, { write: true });
+ * await REAL_IO.write(file, new TextEncoder().encode("x"));
+ * await REAL_IO.syncData(file);
+ * file.close();
+ * ```
+ */
+export const REAL_IO: LogIo = {
+  write: (file, bytes) => {
+    let done = 0;
+    while (done < bytes.length) done += file.writeSync(bytes.subarray(done));
+    return Promise.resolve();
+  },
+  syncData: (file) => file.syncData(),
+};
+
+/** Default chunk policy. */
+export const DEFAULT_CHUNK_POLICY: ChunkPolicy = {
+  fanIn: 4,
+  maxChunkBytes: 256 << 20,
+  graceMs: 15 * 60_000,
+  retainBytes: null,
+  retainAgeMs: null,
+  archive: null,
+};
+
+/** {@linkcode LogOptions} with every default filled in (those of a new log's identity aside). */
+export type ResolvedOptions =
+  & Required<
+    Omit<LogOptions, "streamId" | "firstOffset" | "name" | "create" | "chunks" | "archive">
+  >
+  & { chunks: ChunkPolicy | null };
+
+/**
+ * Fills in the defaults of `options` and checks the ranges.
+ *
+ * @throws {RangeError} for a beacon interval, payload limit or segment size out of range.
+ *
+ * @example
+ * ```ts
+ * import { resolveOptions } from "./options.ts";
+ * console.log(resolveOptions({ fsync: false }).segmentBytes); // 67108864
+ * ```
+ */
+export function resolveOptions(options: LogOptions): ResolvedOptions {
+  const opts: ResolvedOptions = {
+    fsync: options.fsync ?? true,
+    segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+    sealEveryMs: options.sealEveryMs ?? DEFAULT_SEAL_EVERY_MS,
+    beaconInterval: options.beaconInterval ?? DEFAULT_BEACON_INTERVAL,
+    maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+    clock: options.clock ?? Date.now,
+    timers: options.timers ?? true,
+    verify: options.verify ?? "all",
+    chunks: options.chunks || options.archive
+      ? {
+        ...DEFAULT_CHUNK_POLICY,
+        ...(typeof options.chunks === "object" ? options.chunks : {}),
+        archive: options.archive ?? null,
+      }
+      : null,
+    maintainEveryMs: options.maintainEveryMs ?? 60_000,
+    replayArchive: options.replayArchive ?? false,
+    archiveWaitMs: options.archiveWaitMs ?? 10_000,
+    io: options.io ?? REAL_IO,
+    logger: options.logger ?? new Logger(),
+  };
+  if (opts.beaconInterval < MIN_BEACON_INTERVAL || opts.beaconInterval > 1 << 30) {
+    throw new RangeError(
+      `beaconInterval must be between ${MIN_BEACON_INTERVAL} and 2^30, got ${opts.beaconInterval}`,
+    );
+  }
+  if (opts.maxPayloadBytes < 1 || opts.maxPayloadBytes > 0xffff_ffff - 64) {
+    throw new RangeError(`maxPayloadBytes out of range: ${opts.maxPayloadBytes}`);
+  }
+  if (opts.segmentBytes < HEADER_BYTES * 2) {
+    throw new RangeError(`segmentBytes must be at least ${HEADER_BYTES * 2}`);
+  }
+  return opts;
+}
