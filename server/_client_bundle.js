@@ -14,6 +14,9 @@ function describe(v) {
   return `${typeof v} ${String(v)}`;
 }
 
+// client/since.ts
+var MAX_SINCE_US = Number.MAX_SAFE_INTEGER;
+
 // client/wire.ts
 var PROTOCOL_VERSION = 2;
 var CloseCode = {
@@ -66,10 +69,19 @@ function subscribeUrl(url, query) {
   for (const key of [
     "offset",
     "stream_id",
-    "frames"
-  ]) u.searchParams.delete(key);
-  if (query.offset !== void 0 && query.offset !== null) {
+    "frames",
+    "where",
+    "since"
+  ]) {
+    u.searchParams.delete(key);
+  }
+  if (query.since !== void 0 && query.since !== null) {
+    u.searchParams.set("since", String(query.since));
+  } else if (query.offset !== void 0 && query.offset !== null) {
     u.searchParams.set("offset", String(query.offset));
+  }
+  if (query.where !== void 0 && query.where !== null) {
+    u.searchParams.set("where", typeof query.where === "string" ? query.where : JSON.stringify(query.where));
   }
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
