@@ -1,7 +1,7 @@
 /**
  * The rows an export reads, as record batches of a range: the {@linkcode Source}
  * interface, and the source over an open log (its own readers). The source over
- * a log folder without its lock is `_folder_source.ts`.
+ * a log folder without its lock is the log's `FolderReader`.
  *
  * @module
  */
@@ -40,8 +40,6 @@ export interface Source {
   last: number | null;
   /** Record batches with offsets in `[from, to]`, in order. */
   read(from: number, to: number): AsyncIterable<RecordBatch>;
-  /** Lets go of what the source holds open (nothing, for both sources today). */
-  close(): Promise<void>;
 }
 
 /**
@@ -110,6 +108,5 @@ export function openLog(log: Log): Source {
         reader.close();
       }
     },
-    close: () => Promise.resolve(),
   };
 }

@@ -27,10 +27,9 @@
  */
 
 import type { RecordBatch as ArrowRecordBatch } from "apache-arrow";
-import { type Log, LogEvictedError, type RecordBatch } from "../log/mod.ts";
+import { FolderReader, type Log, LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
-import { openDir } from "./_folder_source.ts";
-import { openLog, READ_BYTES } from "./_log_source.ts";
+import { openLog, READ_BYTES, type Source } from "./_log_source.ts";
 import { ArrowFileWriter } from "./file_writer.ts";
 import { writeParquet } from "./parquet_writer.ts";
 import { ArrowRowBuilder, type RecordSlice } from "./row_builder.ts";
@@ -232,7 +231,8 @@ export async function exportLog(
     builder = new ArrowRowBuilder(schema);
   }
 
-  const source = typeof log === "string" ? await openDir(log) : openLog(log);
+  // A folder is read without its lock, beside a live writer if there is one.
+  const source: Source = typeof log === "string" ? await FolderReader.open(log) : openLog(log);
   const from = options.from || source.earliest;
   if (options.from && source.earliest !== null && options.from < source.earliest) {
     throw new LogEvictedError(options.from, source.earliest);
@@ -246,7 +246,6 @@ export async function exportLog(
   } catch (err) {
     // Name the file asked for, not the temporary one (the error's class is kept).
     if (err instanceof Error) err.message = `cannot write ${out}: ${err.message.split(":")[0]}`;
-    await source.close();
     throw err;
   }
   const progress: ExportProgress = { rows: 0, last: null, to: to ?? 0, bytes: 0 };
@@ -291,7 +290,6 @@ export async function exportLog(
       }
       await Deno.remove(tmp).catch(() => {});
     }
-    await source.close();
   }
   return {
     format,
