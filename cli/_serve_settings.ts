@@ -9,7 +9,13 @@
  */
 
 import type { LogFormat, LogLevel } from "../common/logger.ts";
-import type { ArchiveOptions } from "../log/mod.ts";
+import { type ArchiveOptions, DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
+import {
+  DEFAULT_MAX_BACKLOG,
+  DEFAULT_MAX_REPLAY,
+  DEFAULT_STALL_TIMEOUT_MS,
+} from "../server/stream_options.ts";
+import { DEFAULT_PING_INTERVAL_S } from "../server/serve_options.ts";
 import {
   DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
@@ -211,7 +217,7 @@ export const SETTINGS: readonly Setting[] = [
     group: "where and how",
     usage: [
       ["--max-backlog N", "frames queued per live subscriber before it catches"],
-      ["", "up from the log [8192]"],
+      ["", `up from the log [${DEFAULT_MAX_BACKLOG}]`],
     ],
     docs: "frames queued for a live subscriber before it goes back to catching up from the log " +
       "(dropped with 4429 on an ephemeral stream).",
@@ -222,7 +228,7 @@ export const SETTINGS: readonly Setting[] = [
     type: "string",
     read: maxReplay,
     group: "where and how",
-    usage: [["--max-replay N|none", "most rows a subscribe may replay [100000]"]],
+    usage: [["--max-replay N|none", `most rows a subscribe may replay [${DEFAULT_MAX_REPLAY}]`]],
     docs: "most rows a subscribe may ask to replay; `none`: no bound.",
   },
   {
@@ -231,7 +237,10 @@ export const SETTINGS: readonly Setting[] = [
     type: "string",
     read: integer(1),
     group: "where and how",
-    usage: [["--segment-bytes N", "roll the active segment at this size [67108864]"]],
+    usage: [[
+      "--segment-bytes N",
+      `roll the active segment at this size [${DEFAULT_SEGMENT_BYTES}]`,
+    ]],
     docs: "roll the active segment at this size.",
   },
   {
@@ -242,7 +251,7 @@ export const SETTINGS: readonly Setting[] = [
     group: "where and how",
     usage: [
       ["--seal-every SECONDS", "roll the active segment when its first row is this"],
-      ["", "old (0: never) [60]"],
+      ["", `old (0: never) [${DEFAULT_SEAL_EVERY_MS / 1000}]`],
     ],
     docs: "roll the active segment once its first row is this old (`0`: never).",
   },
@@ -267,7 +276,10 @@ export const SETTINGS: readonly Setting[] = [
     type: "string",
     read: seconds,
     group: "where and how",
-    usage: [["--ping-interval SECONDS", "ping idle subscribers this often (0: never) [30]"]],
+    usage: [[
+      "--ping-interval SECONDS",
+      `ping idle subscribers this often (0: never) [${DEFAULT_PING_INTERVAL_S}]`,
+    ]],
     docs: "ping idle subscribers this often and drop those that do not answer (`0`: never).",
   },
   {
@@ -392,7 +404,7 @@ export const SETTINGS: readonly Setting[] = [
     group: LIMITS,
     usage: [
       ["--stall-timeout SECONDS", "drop a subscriber whose socket accepts nothing for"],
-      ["", "this long, with 4429 [30]"],
+      ["", `this long, with 4429 [${DEFAULT_STALL_TIMEOUT_MS / 1000}]`],
     ],
     docs: "drop with 4429 a subscriber whose socket accepts nothing for this long (> 0).",
   },

@@ -17,6 +17,9 @@ import {
 } from "./limits.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 
+/** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
+export const DEFAULT_PING_INTERVAL_S = 30;
+
 /**
  * Options of {@linkcode serve}.
  *
@@ -142,7 +145,7 @@ export function checkServeOptions(options: unknown): ServeSettings {
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,
-    pingIntervalS: o.number("pingIntervalS", 0, true, 30),
+    pingIntervalS: o.number("pingIntervalS", 0, true, DEFAULT_PING_INTERVAL_S),
     maxUrlBytes: o.int("maxUrlBytes", 64, max, DEFAULT_MAX_URL_BYTES),
     maxConnections: o.int("maxConnections", 1, max, DEFAULT_MAX_CONNECTIONS),
     maxReplayReaders: o.int("maxReplayReaders", 1, max, DEFAULT_MAX_REPLAY_READERS),
