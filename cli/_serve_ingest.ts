@@ -132,7 +132,7 @@ function logEvents(
  * import { settingsFrom } from "./_serve_config.ts";
  * import { Logger } from "../common/logger.ts";
  * import { serve, Stream } from "../mod.ts";
- * const stream = new Stream("t", {
+ * const stream = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });

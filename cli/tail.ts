@@ -292,7 +292,7 @@ export async function cmdTail(args: string[]): Promise<number> {
  * ```ts
  * import { cmdHead } from "./tail.ts";
  * import { serve, Stream } from "../mod.ts";
- * const stream = new Stream("ticks", {
+ * const stream = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });

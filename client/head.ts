@@ -59,7 +59,7 @@ export function headUrl(url: string | URL): string {
  * ```ts
  * import { fetchHead } from "./head.ts";
  * import { serve, Stream } from "../mod.ts";
- * const stream = new Stream("ticks", {
+ * const stream = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });

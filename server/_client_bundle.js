@@ -1034,7 +1034,7 @@ var Subscription = class _Subscription {
    * ```ts
    * import { connect } from "./connect.ts";
    * import { serve, Stream } from "../mod.ts";
-   * const stream = new Stream("ticks", {
+   * const stream = Stream.ephemeral("ticks", {
    *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
    * });
    * const server = serve([stream], { port: 0, onListen: () => {} });

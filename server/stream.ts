@@ -115,25 +115,12 @@ function archiveLogOptions(settings: StreamSettings): LogOptions {
   };
 }
 
-/** What the factories hand the constructor beside the public options. */
+/** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
   settings: StreamSettings;
   compiled: RowSchema;
   log: Log | null;
   ownsLog: boolean;
-}
-
-// Set by a factory right before `new Stream` and taken by the constructor, so
-// that the log and the compiled schema are not options anyone can pass.
-let making: Made | null = null;
-
-function make(name: string, options: StreamOptions, made: Made): Stream {
-  making = made;
-  try {
-    return new Stream(name, options);
-  } finally {
-    making = null;
-  }
 }
 
 const DEFAULT_LOGGER = new Logger({ level: "warn" });
@@ -189,28 +176,8 @@ export class Stream {
   #arrow: ArrowFrameEncoder | null = null;
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
 
-  /**
-   * Makes an ephemeral stream, without I/O: the same as
-   * {@linkcode Stream.ephemeral}. A durable stream comes from
-   * {@linkcode Stream.open} (with `root`) or {@linkcode Stream.restore}.
-   */
-  constructor(name: string, options: StreamOptions) {
-    const made = making;
-    making = null;
-    let m: Made;
-    if (made) {
-      m = made;
-    } else {
-      checkStreamName("new Stream", name);
-      const settings = checkStreamOptions("new Stream", options);
-      if (settings.root !== undefined) {
-        throw new TypeError(
-          `new Stream: options.root needs I/O; open a durable stream with Stream.open, ` +
-            `got ${JSON.stringify(settings.root)}`,
-        );
-      }
-      m = { settings, compiled: compileSchema(options.schema), log: null, ownsLog: false };
-    }
+  /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
+  private constructor(name: string, m: Made) {
     const { settings } = m;
     this.name = name;
     this.schema = m.compiled;
@@ -275,7 +242,7 @@ export class Stream {
     const settings = checkStreamOptions("Stream.open", options);
     const compiled = compileSchema(options.schema);
     if (settings.root === undefined) {
-      return make(name, options, { settings, compiled, log: null, ownsLog: false });
+      return new Stream(name, { settings, compiled, log: null, ownsLog: false });
     }
     const log = await Log.open(join(settings.root, name === "" ? "_" : name), {
       name,
@@ -285,7 +252,7 @@ export class Stream {
     });
     try {
       await keepSchema(log, compiled);
-      return make(name, options, { settings, compiled, log, ownsLog: true });
+      return new Stream(name, { settings, compiled, log, ownsLog: true });
     } catch (err) {
       await log.close();
       throw err;
@@ -317,7 +284,7 @@ export class Stream {
       }
     }
     const compiled = compileSchema(options.schema);
-    return make(name, options, { settings, compiled, log: null, ownsLog: false });
+    return new Stream(name, { settings, compiled, log: null, ownsLog: false });
   }
 
   /**
@@ -342,7 +309,7 @@ export class Stream {
     });
     try {
       await keepSchema(log, compiled);
-      return { stream: make(name, options, { settings, compiled, log, ownsLog: true }), report };
+      return { stream: new Stream(name, { settings, compiled, log, ownsLog: true }), report };
     } catch (err) {
       await log.close();
       throw err;
