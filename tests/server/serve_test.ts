@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { serve, Stream } from "../../mod.ts";
+import { serve, Stream, type StreamOptions } from "../../mod.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { rmrf, rng, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
@@ -27,7 +27,7 @@ function row(i: number) {
 }
 
 async function setup(
-  opts: Partial<ConstructorParameters<typeof Stream>[1]> = {},
+  opts: Partial<StreamOptions> = {},
   ephemeral = false,
 ) {
   const root = await tempDir();
