@@ -7,7 +7,7 @@
  */
 
 import type { Log, RecordBatch } from "../log/mod.ts";
-import { EMPTY_BATCH } from "../log/segment_reader.ts";
+import { clipBatch } from "../log/segment_reader.ts";
 
 /**
  * Bytes read from the log per step.
@@ -43,39 +43,6 @@ export interface Source {
 }
 
 /**
- * The records of `batch` with offsets in `[from, to]` (the batch itself when all are).
- *
- * @example
- * ```ts
- * import { Log } from "../log/mod.ts";
- * import { clip } from "./_log_source.ts";
- * const log = await Log.open(await Deno.makeTempDir());
- * await log.appendMany(["1", "2", "3"].map((t) => new TextEncoder().encode(t)));
- * const reader = log.reader(1);
- * const batch = await reader.read();
- * reader.close();
- * await log.close();
- * console.log(Array.from(clip(batch, 2, 2).offsets)); // [ 2 ]
- * ```
- */
-export function clip(batch: RecordBatch, from: number, to: number): RecordBatch {
-  let lo = 0;
-  while (lo < batch.count && batch.offsets[lo] < from) lo++;
-  let hi = batch.count;
-  while (hi > lo && batch.offsets[hi - 1] > to) hi--;
-  if (lo === 0 && hi === batch.count) return batch;
-  if (lo >= hi) return EMPTY_BATCH;
-  return {
-    buf: batch.buf,
-    count: hi - lo,
-    offsets: batch.offsets.subarray(lo, hi),
-    times: batch.times.subarray(lo, hi),
-    starts: batch.starts.subarray(lo, hi),
-    lengths: batch.lengths.subarray(lo, hi),
-  };
-}
-
-/**
  * An open log as a {@linkcode Source}, read through its own readers.
  *
  * @example
@@ -100,7 +67,7 @@ export function openLog(log: Log): Source {
         while (true) {
           const batch = await reader.read(READ_BYTES);
           if (batch.count === 0) return;
-          const out = clip(batch, from, to);
+          const out = clipBatch(batch, from, to);
           if (out.count > 0) yield out;
           if (batch.offsets[batch.count - 1] >= to) return;
         }

@@ -22,7 +22,7 @@ import { LogCorruptError, LogEvictedError } from "./errors.ts";
 import { parseSegmentFileName, segmentFileName } from "./format.ts";
 import { exists, readManifest } from "./fs.ts";
 import {
-  EMPTY_BATCH,
+  clipBatch,
   readHeader,
   type RecordBatch,
   seekStart,
@@ -43,23 +43,6 @@ const MAX_PAYLOAD = 0xffff_ff00;
 export interface FolderReaderOptions {
   /** About how many bytes of records each batch holds. @default 1 MiB */
   readBytes?: number;
-}
-
-function clip(batch: RecordBatch, from: number, to: number): RecordBatch {
-  let lo = 0;
-  while (lo < batch.count && batch.offsets[lo] < from) lo++;
-  let hi = batch.count;
-  while (hi > lo && batch.offsets[hi - 1] > to) hi--;
-  if (lo === 0 && hi === batch.count) return batch;
-  if (lo >= hi) return EMPTY_BATCH;
-  return {
-    buf: batch.buf,
-    count: hi - lo,
-    offsets: batch.offsets.subarray(lo, hi),
-    times: batch.times.subarray(lo, hi),
-    starts: batch.starts.subarray(lo, hi),
-    lengths: batch.lengths.subarray(lo, hi),
-  };
 }
 
 async function segmentFirsts(dir: string): Promise<number[]> {
@@ -223,7 +206,7 @@ export class FolderReader {
       while (true) {
         const batch = await cursor.read(this.#readBytes);
         if (batch.count === 0) return;
-        const out = clip(batch, from, to);
+        const out = clipBatch(batch, from, to);
         if (out.count > 0) yield out;
         if (batch.offsets[batch.count - 1] >= to) return;
       }
@@ -274,7 +257,7 @@ export class FolderReader {
           throw new LogCorruptError(path, scan.physicalEnd, "sealed segment has no end mark");
         }
         const batch = r.value;
-        const out = clip(batch, from, to);
+        const out = clipBatch(batch, from, to);
         if (out.count > 0) yield out;
         if (batch.offsets[batch.count - 1] >= to) {
           return { done: true, nextOffset: to + 1, sealedCount: null };

@@ -55,6 +55,39 @@ export const EMPTY_BATCH: RecordBatch = {
   lengths: new Int32Array(0),
 };
 
+/**
+ * The records of `batch` with offsets in `[from, to]` (the batch itself when all are).
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./log.ts";
+ * import { clipBatch } from "./segment_reader.ts";
+ * const log = await Log.open(await Deno.makeTempDir());
+ * await log.appendMany(["1", "2", "3"].map((t) => new TextEncoder().encode(t)));
+ * const reader = log.reader(1);
+ * const batch = await reader.read();
+ * reader.close();
+ * await log.close();
+ * console.log(Array.from(clipBatch(batch, 2, 2).offsets)); // [ 2 ]
+ * ```
+ */
+export function clipBatch(batch: RecordBatch, from: number, to: number): RecordBatch {
+  let lo = 0;
+  while (lo < batch.count && batch.offsets[lo] < from) lo++;
+  let hi = batch.count;
+  while (hi > lo && batch.offsets[hi - 1] > to) hi--;
+  if (lo === 0 && hi === batch.count) return batch;
+  if (lo >= hi) return EMPTY_BATCH;
+  return {
+    buf: batch.buf,
+    count: hi - lo,
+    offsets: batch.offsets.subarray(lo, hi),
+    times: batch.times.subarray(lo, hi),
+    starts: batch.starts.subarray(lo, hi),
+    lengths: batch.lengths.subarray(lo, hi),
+  };
+}
+
 /** Where and how a cursor starts. */
 export interface CursorStart {
   /** Physical position of a record boundary. */

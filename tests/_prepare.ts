@@ -11,16 +11,7 @@
  */
 
 import { CHROMIUM } from "./e2e/_chromium_path.ts";
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
+import { exists } from "../log/fs.ts";
 
 async function run(cmd: string, args: string[]): Promise<boolean> {
   try {
