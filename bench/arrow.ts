@@ -160,7 +160,7 @@ export async function run(quick = false): Promise<BenchSection> {
   );
   const [arrowRow, parquetRow] = out;
   return {
-    title: "Arrow and Parquet (server/arrow.ts, server/export.ts)",
+    title: "Arrow and Parquet (arrow/)",
     baseline:
       "for exports, an NDJSON export of the same rows from the same log (the rows copied as stored: the cost of reading and checking the log and writing the file); for frames, the batched JSON text frame of the same 4096 rows (`renderBatch` from log records; `frames.join` for live frames). Ratios above 1 favour Arrow; for µs and bytes the ratio is baseline / ours.",
     rows: out,

@@ -41,7 +41,7 @@ export function run(quick = false): Promise<BenchSection> {
     rounds,
   );
   return Promise.resolve({
-    title: "Encoding a row (server/schema.ts)",
+    title: "Encoding a row (schema/encoder.ts)",
     baseline: "`JSON.stringify` of the same row object, in the same loop.",
     rows: [
       {
