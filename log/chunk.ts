@@ -235,6 +235,33 @@ export function parseLines(
   };
 }
 
+/** Fails one cursor's read with the error given. */
+type Failer = (err: Error) => void;
+
+// Deno 2.9's node:zlib throws a zstd error that arises while it goes on
+// decompressing in a later tick (more output than one block) as an uncaught
+// error, instead of emitting "error" on the stream: seen with a chunk whose
+// frame header was damaged (readers fuzz seed 785806326 chunk case 24). Such
+// an error is taken here and given to the cursor whose decompressor was the
+// last to run: the continuation that throws runs right after its own output.
+let lastActive: Failer | null = null;
+let guarded = false;
+
+function guardZstdErrors(): void {
+  if (guarded) return;
+  guarded = true;
+  globalThis.addEventListener("error", (e: ErrorEvent) => {
+    const fail = lastActive;
+    const err = e.error;
+    if (!fail || !(err instanceof Error) || !err.message.startsWith("Zstd decompress error")) {
+      return;
+    }
+    e.preventDefault();
+    lastActive = null;
+    fail(err);
+  });
+}
+
 /**
  * Reads a chunk file's lines as record batches, decompressing as it goes
  * (memory stays bounded by the block size, not the chunk size).
@@ -255,6 +282,12 @@ export class ChunkCursor {
   #rows = 0;
   #waiter: (() => void) | null = null;
   #pumping = false;
+  readonly #failer: Failer = (e) => {
+    if (lastActive === this.#failer) lastActive = null;
+    this.#error ??= new ChunkCorruptError(this.path, `zstd: ${e.message}`);
+    this.#ended = true;
+    this.#wake();
+  };
 
   /**
    * A cursor over the chunk described by `entry`, read from the file at
@@ -280,20 +313,19 @@ export class ChunkCursor {
     else this.#file = await Deno.open(this.path, { read: true });
     const z = zlib.createZstdDecompress();
     this.#z = z;
+    guardZstdErrors();
     z.on("data", (b: Uint8Array) => {
+      lastActive = this.#failer;
       this.#out.push(b);
       this.#outBytes += b.length;
       this.#wake();
     });
     z.on("end", () => {
+      if (lastActive === this.#failer) lastActive = null;
       this.#ended = true;
       this.#wake();
     });
-    z.on("error", (e: Error) => {
-      this.#error = new ChunkCorruptError(this.path, `zstd: ${e.message}`);
-      this.#ended = true;
-      this.#wake();
-    });
+    z.on("error", (e: Error) => this.#failer(e));
   }
 
   #wake(): void {
@@ -320,6 +352,7 @@ export class ChunkCursor {
           this.#z!.end();
           break;
         }
+        lastActive = this.#failer;
         const more = this.#z!.write(piece);
         if (!more) await new Promise((r) => this.#z!.once("drain", r));
       }
@@ -399,6 +432,7 @@ export class ChunkCursor {
     this.#stream = null;
     this.#z?.destroy();
     this.#z = null;
+    if (lastActive === this.#failer) lastActive = null;
     this.#wake();
   }
 }

@@ -130,3 +130,20 @@ export async function otherHeadersAgree(
   }
   return false;
 }
+
+/**
+ * Whether an empty, unsealed segment starting at `first` before the last one
+ * may be a fence's leftover (removed by open, passed by verify): `log.json`
+ * names it in `fenced`, or has no such list (written before it existed).
+ * Anything else is a damaged segment.
+ *
+ * @example
+ * ```ts
+ * import { mayBeFenceLeftover } from "./log_meta.ts";
+ * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0, fenced: [7] };
+ * console.log(mayBeFenceLeftover(meta, 7), mayBeFenceLeftover(meta, 8)); // true false
+ * ```
+ */
+export function mayBeFenceLeftover(meta: LogMeta, first: number): boolean {
+  return meta.fenced === undefined || meta.fenced.includes(first);
+}

@@ -25,6 +25,7 @@ import { findLaterRecord as findLater, scanSegmentRecords } from "./segment_scan
 import { writeCheckedJson } from "./meta_file.ts";
 import {
   type LogMeta,
+  mayBeFenceLeftover,
   META_FILE,
   otherHeadersAgree,
   readMeta,
@@ -228,7 +229,7 @@ async function scanSegment(
     const { lastTimeUs } = cursor;
     const sealed = cursor.endMark !== null;
     const count = cursor.nextOffset - header.firstOffset;
-    const leftover = meta.fenced === undefined || meta.fenced.includes(header.firstOffset);
+    const leftover = mayBeFenceLeftover(meta, header.firstOffset);
     if (!sealed && !last && count === 0 && cursor.physicalEnd === size && leftover) {
       // A fence made the next segment before removing this empty one.
       file.close();

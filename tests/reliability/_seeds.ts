@@ -16,7 +16,11 @@ export const REGRESSION_SEEDS: readonly number[] = [1, 5, 6, 99, 123456, 2024061
 export const REGRESSION_CASES: Readonly<Record<string, readonly FuzzCase[]>> = {
   // A length field damaged by an insert: the read stopped at a bad beacon
   // past valid records, and the search for them started at that beacon.
-  segments: [{ seed: 20240611, index: 116 }],
+  // Seed 1116652892 case 127: a sealed segment cut to its header passed
+  // verify, which open refuses (it is no fence's leftover).
+  segments: [{ seed: 20240611, index: 116 }, { seed: 1116652892, index: 127 }],
+  // A damaged zstd frame header: Deno's zlib threw the error uncaught.
+  chunks: [{ seed: 785806326, index: 24 }],
 };
 
 /** The variable that replays one seed. */
