@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { Logger } from "../common/logger.ts";
 import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts";
 import { compileSchema } from "../schema/compile.ts";
 import { SchemaError } from "../schema/schema_error.ts";
@@ -81,8 +82,10 @@ export async function loadSchemas(s: Settings): Promise<Map<string, Record<strin
 export async function openStreams(
   s: Settings,
   schemas: Map<string, Record<string, unknown>>,
+  logger?: Logger,
 ): Promise<Stream[]> {
-  const logOptions: LogOptions = { fsync: s.fsync };
+  // The log's own events (chunk worker, deletions) go through the server's logger.
+  const logOptions: LogOptions = logger ? { fsync: s.fsync, logger } : { fsync: s.fsync };
   if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
   if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
   if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);

@@ -105,7 +105,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       throw listenError(s, err);
     }
   }
-  const streams = await openStreams(s, schemas);
+  const streams = await openStreams(s, schemas, logger);
   let server: Server;
   try {
     server = serve(streams, {
