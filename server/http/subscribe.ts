@@ -17,6 +17,7 @@ import {
   SUBPROTOCOL,
   type SubscribeQuery,
 } from "../../client/wire.ts";
+import { compileFilter, type Filter, FilterError } from "../../client/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream.ts";
@@ -162,6 +163,7 @@ function accept(
   req: Request,
   stream: Stream,
   q: SubscribeQuery,
+  filter: Filter | null,
   grant: Grant | null,
   remote: string,
 ): Response {
@@ -230,16 +232,17 @@ function accept(
     }
     const from = d.from ?? stream.endOffset;
     const frames = q.frames;
-    socket.send(JSON.stringify(stream.greeting(d.from, frames)));
+    socket.send(JSON.stringify(stream.greeting(d.from, frames, filter?.where ?? null)));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
-    sub = stream._subscribe(socket, from ?? 0, frames);
+    sub = stream._subscribe(socket, from ?? 0, frames, filter);
     logger.info("subscribe", {
       ...who,
       offset: q.offset,
       from: d.from,
       end_offset: stream.endOffset,
       frames,
+      ...(filter ? { where: filter.key } : {}),
     });
   };
   socket.onmessage = () => {
@@ -333,5 +336,22 @@ export function handleSubscribe(
       { stream: stream.name, remote },
     );
   }
-  return accept(ctx, req, stream, q.value, grant, remote);
+  // where=: compiled once per subscribe against the stream's columns.
+  let filter: Filter | null = null;
+  if (q.value.where !== null) {
+    try {
+      filter = compileFilter(q.value.where, stream.schema.json);
+    } catch (err) {
+      if (!(err instanceof FilterError)) throw err;
+      metrics.protocolRefusal(CloseCode.Protocol);
+      return refuse(
+        ctx,
+        req,
+        CloseCode.Protocol,
+        encodeCloseReason({ error: "protocol", detail: err.detail }),
+        { stream: stream.name, remote },
+      );
+    }
+  }
+  return accept(ctx, req, stream, q.value, filter, grant, remote);
 }
