@@ -4,6 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
 import { compileFilter } from "../../client/filter.ts";
+import { Subscriber, type SubscriberHost } from "../../server/subscriber.ts";
 import { rmrf, rng, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
 
@@ -295,5 +296,101 @@ Deno.test("where subscribers of one filter share one compiled instance, whatever
     await until(() => t.stream._filters === 0);
   } finally {
     await t.stop();
+  }
+});
+
+Deno.test("where a filtered live subscriber's queue keeps its position: after the last frame sent, then the commit's end", () => {
+  const sent: string[] = [];
+  let buffered = 0;
+  const socket = {
+    readyState: WebSocket.OPEN,
+    get bufferedAmount() {
+      return buffered;
+    },
+    send(text: string) {
+      sent.push(text);
+      buffered += 4 << 20;
+    },
+    close() {},
+  } as unknown as WebSocket;
+  const host: SubscriberHost = {
+    name: "t",
+    durable: true,
+    endOffset: () => 1,
+    reader: () => {
+      throw new Error("no catch-up here");
+    },
+    joinLive: () => {},
+    leaveLive: () => {},
+    gone: () => {},
+    count: () => {},
+    dropped: (why) => {
+      throw new Error(`dropped ${why}`);
+    },
+    failed: (err) => {
+      throw err;
+    },
+    arrowEncoder: () => {
+      throw new Error("no arrow");
+    },
+  };
+  const filter = compileFilter({ size: 1 }, SCHEMA);
+  const sub = new Subscriber(socket, host, 1, {
+    frames: "batch",
+    maxBacklog: 100_000,
+    stallTimeoutMs: 60_000,
+    filter,
+  });
+  sub.start();
+  const none = { joined: () => "", arrow: () => new Uint8Array() };
+  // Nothing matched in a commit: only the position moves.
+  sub.push([], 11, none);
+  assertEquals(sub.next, 11);
+  buffered = 8 << 20; // the socket is full: frames queue
+  const frames = Array.from({ length: 5000 }, (_, k) => `[${12 + 2 * k},{"size":1}]`);
+  sub.push(frames, 12 + 2 * 5000, none);
+  sub.push([], 20_000, none);
+  assertEquals(sub.next, 11);
+  assertEquals(sub.backlog, 5000);
+  buffered = 0;
+  sub._poll(Date.now()); // one batch of 4096 frames, then the socket is full again
+  assertEquals(sent.length, 1);
+  assertEquals(sub.next, 12 + 2 * 4095 + 1, "after the last frame sent");
+  buffered = 0;
+  sub._poll(Date.now());
+  assertEquals(sent.length, 2);
+  assertEquals(sub.next, 20_000, "the end of the last commit queued");
+  assertEquals(sent.join("\n").split("\n"), frames);
+  sub.close();
+});
+
+Deno.test("where a filtered replay counts log rows for max_replay, and one that matches nothing reaches live", async () => {
+  const root = await tempDir();
+  const stream = await Stream.open("t", {
+    schema: SCHEMA,
+    root,
+    maxReplay: 1000,
+    logOptions: { segmentBytes: 64 * 1024 },
+  });
+  const server = serve([stream], { port: 0, onListen: () => {} });
+  const ws = `ws://127.0.0.1:${server.addr.port}/t`;
+  try {
+    for (let i = 0; i < 20; i++) {
+      await stream.sendMany(Array.from({ length: 1000 }, (_, k) => row(i * 1000 + k + 1)));
+    }
+    // 20,000 rows behind: too_old, however few match.
+    const old = await refusal(`${ws}?offset=1&${whereParam({ symbol: "XRP-USD" })}`);
+    assertEquals([old.code, old.reason.why], [4416, "too_old"]);
+    // Within max_replay: 1000 rows that all fail the filter, then a live one that matches.
+    const sub = await TestSub.open(`${ws}?offset=19001&${whereParam({ size: 99 })}`);
+    assertEquals(sub.greeting!.replay, [19001, 20001]);
+    await until(() => stream.subscriberStates().live === 1, 10_000, "live after matching nothing");
+    await stream.send({ ...row(1), size: 99 });
+    await sub.waitLines(1);
+    assertEquals(sub.lines, [`[20001,${JSON.stringify({ ...row(1), size: 99 })}]`]);
+    await sub.close();
+  } finally {
+    await server.shutdown();
+    await rmrf(root);
   }
 });
