@@ -109,3 +109,26 @@ Deno.test("connect where with catchUp: chunk rows are filtered alike, then the s
     await f.stop();
   }
 });
+
+Deno.test("connectArrow where: batches hold only the matching rows", async () => {
+  const { connectArrow, batchRows } = await import("../../client/arrow.ts");
+  const f = await fixture({ maxReplay: null });
+  try {
+    await f.send(1, 50);
+    await assertRejects(() => connectArrow(f.url, { where: 3 as never }), TypeError, "where");
+    const sub = await connectArrow(f.url, { offset: 1, where: { side: 1 } });
+    assertEquals(sub.greeting.where, { side: 1 });
+    const got: number[] = [];
+    for await (const batch of sub) {
+      for (const [offset, msg] of batchRows(batch)) {
+        assertEquals(msg, { ...row(offset!) });
+        got.push(offset!);
+      }
+      if (got.at(-1) === 49) break;
+    }
+    sub.close();
+    assertEquals(got, Array.from({ length: 25 }, (_, i) => 2 * i + 1));
+  } finally {
+    await f.stop();
+  }
+});
