@@ -222,13 +222,19 @@ async function partitionRun(seed: number): Promise<void> {
       }
     })();
     await until(() => sent > 1500, 20_000, "first rows");
+    // Replays start in chunks as well as in segments.
+    await until(
+      () => (t.stream.log!.manifest?.chunks.length ?? 0) > 0 && t.stream.log!.segments().length > 1,
+      20_000,
+      "sealed chunks and several segments",
+    );
     // The reference: every frame, unfiltered, from the first offset.
     const ref = await TestSub.open(`${t.ws}/t?offset=1`);
     type Any = TestSub | ArrowSub;
     const subs: { sub: Any; start: number | null; where: Record<string, unknown> }[] = [];
     for (let i = 0; i < 24; i++) {
       const where = FILTERS[Math.floor(rand() * FILTERS.length)];
-      const mode = ["single", "batch", "arrow"][Math.floor(rand() * 3)];
+      const mode = ["single", "batch", "arrow"][i % 3]; // every mode, every run
       const live = rand() < 0.15;
       const start = live ? null : 1 + Math.floor(rand() * sent);
       const q = [live ? "" : `offset=${start}`, `frames=${mode}`, whereParam(where)]
