@@ -16,6 +16,10 @@
  *   (its own disk reads, not server memory); on an ephemeral one it is closed
  *   with 4429;
  * - a socket that accepts nothing for `stallTimeoutMs` is closed with 4429.
+ * - with a `where=` filter, the same holds for the rows it matches: every
+ *   matching row below `next` was handed to the socket, none twice; `next`
+ *   moves past rows that do not match (on replay and live alike), so a
+ *   subscriber that matches nothing for long still reaches the live set.
  *
  * @module
  */

@@ -1,7 +1,8 @@
 /**
  * A subscribe, from the upgrade request to the greeting: the checks in
  * order — connection limit (503), permission (403), path (4400), stream
- * (4404), query (4400) — then, once the socket is open, the start
+ * (4404), query (4400; a `where=` filter is compiled there, once, against
+ * the stream's columns) — then, once the socket is open, the start
  * ({@linkcode decideStart}: 4416), the stream's subscriber limit (1013), the
  * greeting, and the hand-over to the stream. A refused subscribe gets no
  * greeting: the close frame is its only frame.
