@@ -33,6 +33,8 @@ import { openLog, READ_BYTES, type Source } from "./_log_source.ts";
 import { ArrowFileWriter } from "./file_writer.ts";
 import { writeParquet } from "./parquet_writer.ts";
 import { ArrowRowBuilder, type RecordSlice } from "./row_builder.ts";
+import { compileFilter, type Filter, type Where } from "../client/filter.ts";
+import { selectRecords } from "./_select_records.ts";
 
 /**
  * The formats {@linkcode exportLog} writes.
@@ -134,6 +136,14 @@ export interface ExportOptions {
   batchRows?: number;
   /** Called after each block written. */
   onProgress?: (progress: ExportProgress) => void;
+  /**
+   * Only the rows this `where=` filter matches (an object or its JSON text,
+   * as a subscribe takes it; see `client/filter.ts`), in all three formats.
+   * It needs the schema, for `ndjson` too. A filter that does not fit the
+   * schema throws `FilterError` (its `detail` names `where`).
+   * @default undefined
+   */
+  where?: Where | string;
 }
 
 /**
@@ -225,6 +235,13 @@ export async function exportLog(
   if (options.from !== undefined && options.to !== undefined && options.from > options.to) {
     throw new RangeError(`from ${options.from} is after to ${options.to}`);
   }
+  let filter: Filter | null = null;
+  if (options.where !== undefined) {
+    if (schema === null) throw new TypeError("a schema is needed to export with where");
+    const rs = schema as Partial<RowSchema>;
+    const json = typeof rs.encode === "function" ? rs.json! : schema as Record<string, unknown>;
+    filter = compileFilter(options.where, json);
+  }
   let builder: ArrowRowBuilder | null = null;
   if (format !== "ndjson") {
     if (schema === null) throw new TypeError(`a schema is needed to export ${format}`);
@@ -257,7 +274,9 @@ export async function exportLog(
   };
   const rows = async function* (): AsyncGenerator<RecordBatch> {
     if (from === null || to === null || from > to) return;
-    for await (const batch of source.read(from, to)) {
+    for await (const read of source.read(from, to)) {
+      const batch = filter ? selectRecords(read, filter) : read;
+      if (batch.count === 0) continue;
       first ??= batch.offsets[0];
       yield batch;
     }

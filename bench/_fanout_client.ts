@@ -22,6 +22,8 @@ import { ArrowFrameDecoder } from "../client/arrow.ts";
 export interface LoadConfig {
   /** ws:// URL every reading subscriber opens. */
   url: string;
+  /** URLs to spread the subscribers over instead (subscriber i opens `urls[i % n]`). */
+  urls?: string[];
   /** Reading subscribers. */
   subs: number;
   /** Raw sockets that do the handshake and then never read. */
@@ -107,7 +109,7 @@ function arrowRows(buf: ArrayBuffer, first: boolean): number {
 
 function open(i: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(cfg.url);
+    const ws = new WebSocket(cfg.urls ? cfg.urls[i % cfg.urls.length] : cfg.url);
     ws.binaryType = "arraybuffer";
     sockets.push(ws);
     let got = false;

@@ -155,6 +155,8 @@ export interface Contender {
   server: Omit<ServerConfig, "port" | "subs" | "rate">;
   /** The path and query subscribers open. */
   path: string;
+  /** Paths and queries to spread subscribers over instead (subscriber i opens `paths[i % n]`). */
+  paths?: string[];
 }
 
 /** What one measured case gave. */
@@ -229,6 +231,7 @@ async function measureOnce(c: Contender, o: MeasureOptions): Promise<CaseResult>
   // The generator starts with the server, and connects once told to.
   const lcfg: LoadConfig = {
     url: `ws://127.0.0.1:${port}${c.path}`,
+    ...(c.paths ? { urls: c.paths.map((p) => `ws://127.0.0.1:${port}${p}`) } : {}),
     subs: o.subs,
     stalled: o.stalled,
     latency: o.latency,

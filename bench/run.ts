@@ -12,6 +12,7 @@ import { type BenchRow, type BenchSection, human, renderSection } from "./_repor
 
 const BENCHES = [
   "encode",
+  "filter",
   "log_append",
   "fanout",
   "memory",

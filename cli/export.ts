@@ -21,12 +21,14 @@ import { type ExportFormat, exportLog, type ExportProgress } from "../arrow/expo
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
+import { FilterError } from "../client/filter.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts export ROOT/NAME --format arrow|parquet|ndjson --out FILE
                  [--from N] [--to N] [--schema SCHEMA.json] [--batch-rows N]
+                 [--where JSON]
 
 Writes the rows of the stream's log at ROOT/NAME from offset --from through
 --to (both inclusive; default: everything the log holds) to FILE:
@@ -39,6 +41,10 @@ Arrow and Parquet files have the column "offset" (int64) first, then the
 schema's columns in order; pyarrow, DuckDB and Polars read them. The schema is
 --schema, else ROOT/NAME/schema.json (kept there by the server); ndjson needs
 none. Rows are written in batches (row groups) of --batch-rows (default 65536).
+
+--where JSON keeps only the rows the filter matches, as a subscribe's where=
+does ('{"symbol":["BTC-USD","ETH-USD"],"size":{"gte":1}}'), in every format;
+it needs the schema (ndjson too).
 
 The log is read without taking its lock and is not changed: exporting beside a
 live server is safe. Only rows on local disk are exported (not rows that are
@@ -112,7 +118,7 @@ export async function cmdExport(args: string[]): Promise<number> {
       return 2;
     }
     if (
-      err instanceof RuntimeError || err instanceof LogEvictedError ||
+      err instanceof RuntimeError || err instanceof LogEvictedError || err instanceof FilterError ||
       err instanceof LogCorruptError || err instanceof ChunkCorruptError ||
       err instanceof TypeError || err instanceof RangeError ||
       err instanceof Deno.errors.NotFound || err instanceof Deno.errors.PermissionDenied ||
@@ -133,6 +139,7 @@ async function run(args: string[]): Promise<number> {
     out: { type: "string" },
     schema: { type: "string" },
     "batch-rows": { type: "string" },
+    where: { type: "string" },
   }, 1);
   if (values.help) {
     console.log(HELP);
@@ -161,8 +168,9 @@ async function run(args: string[]): Promise<number> {
     }
   }
 
+  const where = values.where as string | undefined;
   let schema: RowSchema | null = null;
-  if (format !== "ndjson" || values.schema !== undefined) {
+  if (format !== "ndjson" || values.schema !== undefined || where !== undefined) {
     const loaded = await loadSchema(dir, values.schema as string | undefined);
     if (loaded === null) {
       if (!(await isLog(dir))) throw new RuntimeError(`no log at ${dir} (log.json is missing)`);
@@ -192,6 +200,7 @@ async function run(args: string[]): Promise<number> {
       to,
       batchRows,
       onProgress,
+      ...(where !== undefined ? { where } : {}),
     });
   } finally {
     if (progress.drawn) progress.done();

@@ -52,6 +52,11 @@ the server sent it. Status messages go to stderr.
   --cursor-uri s3://BUCKET/KEY
                        keep a copy of the --cursor in S3, used only when FILE
                        does not exist (a new machine)
+  --where JSON         only the rows this filter matches, e.g.
+                       '{"symbol":["BTC-USD","ETH-USD"],"size":{"gte":1}}'
+                       (equality, a list of values, gt/gte/lt/lte, prefix, null;
+                       AND across columns). Offsets skip the rows left out; the
+                       server refuses a filter that does not fit its columns.
 
 Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
 | head -n 5); 1 when the server refuses the subscribe (the message says why and
@@ -122,13 +127,31 @@ function parseOffset(v: unknown): number | "earliest" | undefined {
   throw new UsageError(`--offset must be an integer >= 0 or "earliest", got ${v}`);
 }
 
+/** `--where JSON`: the text of a JSON object (its columns are checked by the server). */
+function parseWhere(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(String(v));
+  } catch {
+    throw new UsageError(`--where must be a JSON object, got ${v} (not JSON)`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new UsageError(`--where must be a JSON object, got ${v}`);
+  }
+  return String(v);
+}
+
 function describeStart(sub: Subscription): string {
   const g = sub.greeting;
   const name = g.stream === "" ? "the unnamed stream" : `stream "${g.stream}"`;
   if (!g.durable) return `${name} (ephemeral: no offsets, nothing replayable): live`;
   const id = `(stream_id ${g.stream_id})`;
-  if (g.replay) return `${name} ${id}: replaying ${g.replay[0]}..${g.replay[1] - 1}, then live`;
-  return `${name} ${id}: live from offset ${g.end_offset}`;
+  const only = g.where ? ` (only rows where ${JSON.stringify(g.where)})` : "";
+  if (g.replay) {
+    return `${name} ${id}: replaying ${g.replay[0]}..${g.replay[1] - 1}${only}, then live`;
+  }
+  return `${name} ${id}: live from offset ${g.end_offset}${only}`;
 }
 
 function describeReconnect(e: ReconnectEvent): string {
@@ -171,6 +194,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     "s3-endpoint": { type: "string" },
     "s3-path-style": { type: "boolean" },
     token: { type: "string" },
+    where: { type: "string" },
   }, 1);
   if (values.help || positionals.length !== 1) {
     console.log(TAIL_USAGE);
@@ -186,6 +210,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     throw new UsageError((err as Error).message);
   }
   const offset = parseOffset(values.offset);
+  const where = parseWhere(values.where);
   const cursorPath = values.cursor as string | undefined;
   const s3opts = {
     endpoint: values["s3-endpoint"] as string | undefined,
@@ -235,6 +260,7 @@ export async function cmdTail(args: string[]): Promise<number> {
       onReconnect: (e) => console.error(describeReconnect(e)),
       ...(values["catch-up"] ? { catchUp: { archive } } : {}),
       ...(tokenOf(values) ? { token: tokenOf(values) } : {}),
+      ...(where !== undefined ? { where } : {}),
     });
     console.error(`streamcast tail: ${describeStart(sub)}`);
     // With --catch-up, the rows up to the head at the start, counted on one

@@ -26,6 +26,7 @@ import {
 } from "apache-arrow";
 import { closeError, ProtocolError } from "./errors.ts";
 import { type Greeting, subscribeUrl } from "./wire.ts";
+import type { Where } from "./filter.ts";
 
 /**
  * A binary frame as a WebSocket hands it over (`binaryType` "arraybuffer",
@@ -180,6 +181,8 @@ export interface ArrowConnectOptions {
   connectTimeoutMs?: number;
   /** The WebSocket constructor to use. @default globalThis.WebSocket */
   WebSocket?: typeof WebSocket;
+  /** Only the rows this filter matches (`where=`, as for `connect`). @default undefined */
+  where?: Where | string;
 }
 
 /** A `frames=arrow` subscription: the greeting, then record batches. */
@@ -210,9 +213,23 @@ export async function connectArrow(
   url: string,
   options: ArrowConnectOptions = {},
 ): Promise<ArrowSubscription> {
+  const where: unknown = options.where;
+  if (
+    where !== undefined && typeof where !== "string" &&
+    (typeof where !== "object" || where === null || Array.isArray(where))
+  ) {
+    throw new TypeError(
+      `connectArrow: where must be a filter object or its JSON text, got ${JSON.stringify(where)}`,
+    );
+  }
   const WS = options.WebSocket ?? globalThis.WebSocket;
   const ws = new WS(
-    subscribeUrl(url, { offset: options.offset, streamId: options.streamId, frames: "arrow" }),
+    subscribeUrl(url, {
+      offset: options.offset,
+      streamId: options.streamId,
+      frames: "arrow",
+      where: options.where,
+    }),
   );
   ws.binaryType = "arraybuffer";
   const decoder = new ArrowFrameDecoder();

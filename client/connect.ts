@@ -56,6 +56,7 @@ const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
   WebSocket: true,
   token: true,
   catchUp: true,
+  where: true,
 };
 const BACKOFF_KEYS: ReadonlySet<string> = new Set(["minMs", "maxMs"]);
 
@@ -68,6 +69,12 @@ function checkUrl(url: string | URL): URL {
   }
   if (!["ws:", "wss:", "http:", "https:"].includes(u.protocol)) {
     throw new TypeError(`connect: the URL must be ws://, wss://, http:// or https://, got ${u}`);
+  }
+  if (u.searchParams.has("where")) {
+    throw new TypeError(
+      `connect: the URL carries where=${u.searchParams.get("where")}; pass the filter as the ` +
+        `where option`,
+    );
   }
   for (const key of ["offset", "stream_id", "frames"]) {
     if (u.searchParams.has(key)) {
@@ -180,6 +187,12 @@ function checkOptions(options: unknown): ConnectOptions {
     checkCatchUpOptions(catchUp, "connect: catchUp");
   }
   checkCursorOption(o.cursor);
+  const where: unknown = o.where;
+  if (where !== undefined && typeof where !== "string" && !isObject(where)) {
+    throw new TypeError(
+      `connect: where must be a filter object or its JSON text, got ${describe(where)}`,
+    );
+  }
   return o;
 }
 

@@ -15,6 +15,7 @@ import type { WebSocketConstructor } from "./_connection.ts";
 import type { CatchUpOptions } from "./catch_up.ts";
 import type { CursorStore } from "./cursor.ts";
 import type { SubscriptionError } from "./errors.ts";
+import type { Where } from "./filter.ts";
 
 export type { WebSocketConstructor } from "./_connection.ts";
 
@@ -199,6 +200,16 @@ export interface ConnectOptions {
    * @default false
    */
   catchUp?: boolean | CatchUpOptions;
+  /**
+   * Only the rows this filter matches (`where=`, see `client/filter.ts`): an
+   * object such as `{ symbol: ["BTC-USD", "ETH-USD"], size: { gte: 1 } }`,
+   * or its JSON text. Sent on every (re)connect; the server refuses a filter
+   * that does not fit the stream's columns (`ProtocolError` naming `where`).
+   * Offsets skip the rows left out. Catch-up applies the same filter to the
+   * rows it reads from chunks.
+   * @default undefined
+   */
+  where?: Where | string;
 }
 
 /**

@@ -64,6 +64,17 @@ export {
   TooSlow,
 } from "./errors.ts";
 export { fetchHead, headUrl } from "./head.ts";
+// where=: the filter a subscribe (and catch-up) applies, for callers that build or check one.
+export {
+  compileFilter,
+  type Filter,
+  type FilterCondition,
+  FilterError,
+  type FilterRange,
+  type FilterScalar,
+  MAX_FILTER_VALUES,
+  type Where,
+} from "./filter.ts";
 export {
   type CatchUp,
   catchUp,

@@ -30,6 +30,7 @@ import {
 } from "./errors.ts";
 import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
 import { type CatchUp, catchUp, catchUpGreeting, type CatchUpOptions } from "./catch_up.ts";
+import { type CatchUpFilter, catchUpFilter } from "./catch_up_filter.ts";
 import { fetchHead } from "./head.ts";
 import { accessDenied, fetchWithToken, httpOrigin, withToken } from "./_token.ts";
 import {
@@ -137,6 +138,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #reconnects = 0;
   #catchUp: CatchUp | null = null;
   #catchUpRows = 0;
+  #catchUpFilter: CatchUpFilter | null = null; // where= on chunk rows
   readonly #onAbort = (): void => this.#abort();
 
   private constructor(url: URL, options: SubscriptionOptions) {
@@ -221,12 +223,13 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         this.#url,
         token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
       );
+      const f = this.#catchUpFilter = catchUpFilter(this.#opts.where, head.schema, this.#url);
       this.#catchUp = c;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
       this.#expect = Math.max(this.#expect, from);
-      this.#greeting = catchUpGreeting(head, from);
+      this.#greeting = { ...catchUpGreeting(head, from), where: f.where };
     }
   }
 
@@ -243,7 +246,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     const ctx = { url: this.#url, offset, streamId };
     const conn = new Connection(
       this.#WS,
-      subscribeUrl(this.#url, { offset, streamId, frames: "batch" }),
+      subscribeUrl(this.#url, { offset, streamId, frames: "batch", where: this.#opts.where }),
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -500,7 +503,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
           // Rows read over HTTP come first; then the socket, where they end.
           const r = await this.#catchUp.lines.next();
           if (!r.done) {
-            this.#lines = r.value;
+            this.#lines = this.#catchUpFilter!.pick(r.value);
             this.#li = 0;
             this.#catchUpRows += r.value.length;
             continue;

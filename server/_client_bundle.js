@@ -675,6 +675,235 @@ function parseLine(line) {
   return v;
 }
 
+// client/filter.ts
+var MAX_FILTER_VALUES = 1024;
+var FilterError = class extends Error {
+  /** The refusal's detail, starting with `where: `. */
+  detail;
+  /** Makes the error from its detail's text (without the `where: ` prefix). */
+  constructor(problem) {
+    super(`where: ${problem}`);
+    this.name = "FilterError";
+    this.detail = `where: ${problem}`;
+  }
+};
+var RANGE_OPS = [
+  "gt",
+  "gte",
+  "lt",
+  "lte"
+];
+var OPERATORS = [
+  ...RANGE_OPS,
+  "prefix"
+];
+var OP_CODE = {
+  gt: ">",
+  gte: ">=",
+  lt: "<",
+  lte: "<="
+};
+function isObject(v) {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+function show(v) {
+  let text;
+  try {
+    text = typeof v === "number" ? String(v) : JSON.stringify(v) ?? String(v);
+  } catch {
+    text = String(v);
+  }
+  return text.length > 40 ? `${text.slice(0, 37)}...` : text;
+}
+function showName(name) {
+  return name.length > 40 ? `${name.slice(0, 37)}...` : name;
+}
+function columnKinds(schema) {
+  const out = /* @__PURE__ */ new Map();
+  const props = isObject(schema.properties) ? schema.properties : {};
+  for (const [name, def] of Object.entries(props)) {
+    const types = isObject(def) ? Array.isArray(def.type) ? def.type : [
+      def.type
+    ] : [];
+    const nullable = types.includes("null");
+    const base = types.find((t) => t !== "null");
+    const kind = base === "boolean" || base === "integer" || base === "number" || base === "string" ? base : "nested";
+    out.set(name, {
+      kind,
+      nullable
+    });
+  }
+  return out;
+}
+function fitsScalar(col, v) {
+  if (v === null) return col.nullable;
+  switch (col.kind) {
+    case "boolean":
+      return typeof v === "boolean";
+    case "integer":
+      return Number.isSafeInteger(v);
+    case "number":
+      return typeof v === "number" && Number.isFinite(v);
+    case "string":
+      return typeof v === "string";
+    default:
+      return false;
+  }
+}
+function expected(col) {
+  const base = col.kind === "integer" ? "an integer within \xB12^53" : col.kind === "number" ? "a finite number" : `a ${col.kind}`;
+  return col.nullable ? `${base} or null` : base;
+}
+function conditionCode(name, col, cond, sets, count) {
+  const at = showName(name);
+  if (Array.isArray(cond)) {
+    if (cond.length === 0) throw new FilterError(`column ${at}: an empty list matches nothing`);
+    count.values += cond.length;
+    if (cond.length > MAX_FILTER_VALUES || count.values > MAX_FILTER_VALUES) {
+      throw new FilterError(`more than ${MAX_FILTER_VALUES} values in all`);
+    }
+    for (const v of cond) {
+      if (!fitsScalar(col, v)) {
+        throw new FilterError(`column ${at}: ${show(v)} is not ${expected(col)}`);
+      }
+    }
+    sets.push(new Set(cond));
+    return `s[${sets.length - 1}].has(v)`;
+  }
+  if (isObject(cond)) {
+    const ops = Object.keys(cond);
+    if (ops.length === 0) throw new FilterError(`column ${at}: an empty condition object`);
+    const parts = [];
+    for (const op of ops) {
+      if (!OPERATORS.includes(op)) {
+        throw new FilterError(`column ${at}: unknown operator ${showName(op)} (gt, gte, lt, lte or prefix)`);
+      }
+      count.values += 1;
+      const operand = cond[op];
+      if (op === "prefix") {
+        if (col.kind !== "string") {
+          throw new FilterError(`column ${at}: prefix applies to string columns, not ${col.kind}`);
+        }
+        if (typeof operand !== "string") {
+          throw new FilterError(`column ${at}: prefix takes a string, got ${show(operand)}`);
+        }
+        parts.push(`typeof v === "string" && v.startsWith(${JSON.stringify(operand)})`);
+      } else {
+        if (col.kind !== "integer" && col.kind !== "number") {
+          throw new FilterError(`column ${at}: ${op} applies to number columns, not ${col.kind}`);
+        }
+        if (typeof operand !== "number" || !Number.isFinite(operand)) {
+          throw new FilterError(`column ${at}: ${op} takes a finite number, got ${show(operand)}`);
+        }
+        const code = OP_CODE[op];
+        parts.push(`typeof v === "number" && v ${code} ${numberLiteral(operand)}`);
+      }
+    }
+    if (count.values > MAX_FILTER_VALUES) {
+      throw new FilterError(`more than ${MAX_FILTER_VALUES} values in all`);
+    }
+    return parts.map((p) => `(${p})`).join(" && ");
+  }
+  count.values += 1;
+  if (count.values > MAX_FILTER_VALUES) {
+    throw new FilterError(`more than ${MAX_FILTER_VALUES} values in all`);
+  }
+  if (!fitsScalar(col, cond)) {
+    throw new FilterError(`column ${at}: ${show(cond)} is not ${expected(col)}`);
+  }
+  return cond === null ? "v === null" : `v === ${typeof cond === "number" ? numberLiteral(cond) : JSON.stringify(cond)}`;
+}
+function numberLiteral(n) {
+  return Object.is(n, -0) ? "0" : String(n);
+}
+function canonical(cond) {
+  if (Array.isArray(cond)) {
+    return [
+      ...new Set(cond.map((v) => JSON.stringify(v)))
+    ].sort().map((t) => JSON.parse(t));
+  }
+  if (isObject(cond)) {
+    const out = {};
+    for (const k of Object.keys(cond).sort()) out[k] = cond[k];
+    return out;
+  }
+  return cond;
+}
+function compileFilter(where, schema) {
+  let parsed = where;
+  if (typeof where === "string") {
+    try {
+      parsed = JSON.parse(where);
+    } catch {
+      throw new FilterError("not JSON");
+    }
+  }
+  if (!isObject(parsed)) throw new FilterError(`must be a JSON object, got ${show(parsed)}`);
+  const names = Object.keys(parsed);
+  if (names.length === 0) throw new FilterError("an empty filter (leave where out for every row)");
+  const columns = columnKinds(schema);
+  const sets = [];
+  const count = {
+    values: 0
+  };
+  const tests = [];
+  const key = {};
+  for (const name of names) {
+    const col = columns.get(name);
+    if (!col) throw new FilterError(`unknown column ${showName(name)}`);
+    if (col.kind === "nested") {
+      throw new FilterError(`column ${showName(name)} is nested (objects and arrays are not filtered)`);
+    }
+    const code = conditionCode(name, col, parsed[name], sets, count);
+    tests.push(`v = r[${JSON.stringify(name)}];
+  if (!(${code})) return false;`);
+  }
+  for (const name of [
+    ...names
+  ].sort()) key[name] = canonical(parsed[name]);
+  const body = `"use strict";
+return (r) => {
+  let v;
+  ${tests.join("\n  ")}
+  return true;
+};`;
+  const make = new Function("s", body);
+  const test = make(sets);
+  return Object.freeze({
+    where: parsed,
+    key: JSON.stringify(key),
+    test
+  });
+}
+
+// client/catch_up_filter.ts
+function filterLines(lines, filter) {
+  const test = filter.test;
+  const out = [];
+  for (const line of lines) {
+    if (test(JSON.parse(line)[1])) out.push(line);
+  }
+  return out;
+}
+var NO_FILTER = Object.freeze({
+  where: null,
+  pick: (lines) => lines
+});
+function catchUpFilter(where, schema, url) {
+  if (where === void 0) return NO_FILTER;
+  let filter;
+  try {
+    filter = compileFilter(where, schema);
+  } catch (err) {
+    if (err instanceof FilterError) throw new ProtocolError(err.detail, url);
+    throw err;
+  }
+  return {
+    where: filter.where,
+    pick: (lines) => filterLines(lines, filter)
+  };
+}
+
 // client/_token.ts
 function withToken(WS, token) {
   const Base = WS;
@@ -804,6 +1033,7 @@ var Subscription = class _Subscription {
   #reconnects = 0;
   #catchUp = null;
   #catchUpRows = 0;
+  #catchUpFilter = null;
   #onAbort = () => this.#abort();
   constructor(url, options) {
     this.#url = url.toString();
@@ -878,12 +1108,16 @@ var Subscription = class _Subscription {
           authorization: `Bearer ${token}`
         }
       });
+      const f = this.#catchUpFilter = catchUpFilter(this.#opts.where, head.schema, this.#url);
       this.#catchUp = c;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
       this.#expect = Math.max(this.#expect, from);
-      this.#greeting = catchUpGreeting(head, from);
+      this.#greeting = {
+        ...catchUpGreeting(head, from),
+        where: f.where
+      };
     }
   }
   /**
@@ -900,7 +1134,8 @@ var Subscription = class _Subscription {
     const conn = new Connection(this.#WS, subscribeUrl(this.#url, {
       offset,
       streamId,
-      frames: "batch"
+      frames: "batch",
+      where: this.#opts.where
     }));
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -1130,7 +1365,7 @@ var Subscription = class _Subscription {
         if (this.#catchUp) {
           const r = await this.#catchUp.lines.next();
           if (!r.done) {
-            this.#lines = r.value;
+            this.#lines = this.#catchUpFilter.pick(r.value);
             this.#li = 0;
             this.#catchUpRows += r.value.length;
             continue;
@@ -1335,7 +1570,8 @@ var OPTION_KEYS = {
   connectTimeoutMs: true,
   WebSocket: true,
   token: true,
-  catchUp: true
+  catchUp: true,
+  where: true
 };
 var BACKOFF_KEYS = /* @__PURE__ */ new Set([
   "minMs",
@@ -1356,6 +1592,9 @@ function checkUrl(url) {
   ].includes(u.protocol)) {
     throw new TypeError(`connect: the URL must be ws://, wss://, http:// or https://, got ${u}`);
   }
+  if (u.searchParams.has("where")) {
+    throw new TypeError(`connect: the URL carries where=${u.searchParams.get("where")}; pass the filter as the where option`);
+  }
   for (const key of [
     "offset",
     "stream_id",
@@ -1369,7 +1608,7 @@ function checkUrl(url) {
   else if (u.protocol === "https:") u.protocol = "wss:";
   return u;
 }
-function isObject(v) {
+function isObject2(v) {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 function checkNumber(name, v, min) {
@@ -1388,7 +1627,7 @@ function checkType(name, v, type) {
 }
 function checkOptions(options) {
   if (options === void 0) return {};
-  if (!isObject(options)) {
+  if (!isObject2(options)) {
     throw new TypeError(`connect: options must be an object, got ${describe(options)}`);
   }
   for (const key of Object.keys(options)) {
@@ -1413,7 +1652,7 @@ function checkOptions(options) {
   checkType("WebSocket", o.WebSocket, "function");
   const backoff = o.backoff;
   if (backoff !== void 0) {
-    if (!isObject(backoff)) {
+    if (!isObject2(backoff)) {
       throw new TypeError(`connect: backoff must be an object {minMs, maxMs}, got ${describe(backoff)}`);
     }
     for (const key of Object.keys(backoff)) {
@@ -1440,12 +1679,16 @@ function checkOptions(options) {
   }
   const catchUp2 = o.catchUp;
   if (catchUp2 !== void 0 && typeof catchUp2 !== "boolean") {
-    if (!isObject(catchUp2)) {
+    if (!isObject2(catchUp2)) {
       throw new TypeError(`connect: catchUp must be a boolean or CatchUpOptions, got ${describe(catchUp2)}`);
     }
     checkCatchUpOptions(catchUp2, "connect: catchUp");
   }
   checkCursorOption(o.cursor);
+  const where = o.where;
+  if (where !== void 0 && typeof where !== "string" && !isObject2(where)) {
+    throw new TypeError(`connect: where must be a filter object or its JSON text, got ${describe(where)}`);
+  }
   return o;
 }
 function hasDeno() {

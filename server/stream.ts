@@ -32,6 +32,9 @@ import { Logger } from "../common/logger.ts";
 import { readCheckedText, writeCheckedText } from "../log/meta_file.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
+import type { Filter, Where } from "../client/filter.ts";
+import { parseRows } from "./filtered_frames.ts";
+import { FilterGroups } from "./filter_groups.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import {
@@ -165,6 +168,8 @@ export class Stream {
   readonly #ownsLog: boolean;
   readonly #metrics: StreamMetrics;
   readonly #live = new Set<Subscriber>();
+  // `where=` subscribers, grouped by filter key.
+  readonly #groups = new FilterGroups();
   readonly #all = new Set<Subscriber>();
   // The JSON of rows appended and not yet committed, in offset order. Frames
   // are built from it at fan-out, and only when a subscriber is live.
@@ -204,11 +209,12 @@ export class Stream {
         const gate = this.#serving.gate;
         return gate ? new GatedReader(reader, gate) : reader;
       },
-      joinLive: (sub) => this.#live.add(sub),
-      leaveLive: (sub) => this.#live.delete(sub),
+      joinLive: (sub) => sub.filter === null ? this.#live.add(sub) : this.#groups.join(sub),
+      leaveLive: (sub) => sub.filter === null ? this.#live.delete(sub) : this.#groups.leave(sub),
       gone: (sub) => {
         this.#all.delete(sub);
-        this.#live.delete(sub);
+        if (sub.filter === null) this.#live.delete(sub);
+        else this.#groups.remove(sub);
       },
       count: (frames, bytes, replay) => {
         metrics.framesSent.inc(frames);
@@ -518,7 +524,9 @@ export class Stream {
     m.rowsAppended.inc(n);
     m.commits.inc();
     m.commitSeconds!.observe(this.log!.lastCommitMs / 1000);
-    if (this.#live.size > 0) this.#fanOut(pending.slice(head, head + n), first);
+    if (this.#live.size > 0 || this.#groups.live > 0) {
+      this.#fanOut(pending.slice(head, head + n), first);
+    }
   }
 
   // A failed write dropped the appends from `from` on: forget their frames.
@@ -531,18 +539,32 @@ export class Stream {
   // Sends rows (their JSON; offsets from `first`, null when ephemeral) to
   // every live subscriber, building their frames only when one is live.
   #fanOut(jsons: string[], first: number | null): void {
-    if (this.#live.size === 0 || jsons.length === 0) return;
+    if ((this.#live.size === 0 && this.#groups.live === 0) || jsons.length === 0) return;
+    // Parsed once per commit, only when a filtered subscriber is live.
+    const rows = this.#groups.live > 0 ? parseRows(jsons) : null;
     const frames = jsons; // built in place: the array is this commit's own
     for (let i = 0; i < frames.length; i++) {
       frames[i] = liveFrame(first === null ? null : first + i, jsons[i]);
     }
+    const end = first === null ? null : first + frames.length;
+    const shared = this.#shared(frames);
+    for (const sub of this.#live) sub.push(frames, end, shared);
+    if (rows !== null) this.#groups.fanOut(frames, rows, end, shared, (f) => this.#shared(f));
+  }
+
+  // Frames built once per mode on first use, shared by every subscriber handed `frames`.
+  #shared(frames: readonly string[]): SharedFrames {
     let joined: string | null = null;
     let arrow: Uint8Array | null = null;
-    const shared: SharedFrames = {
+    return {
       joined: () => (joined ??= frames.join("\n")),
       arrow: () => (arrow ??= this.#arrow!.encodeFrames(frames)),
     };
-    for (const sub of this.#live) sub.push(frames, first, shared);
+  }
+
+  /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
+  get _filters(): number {
+    return this.#groups.size;
   }
 
   /**
@@ -558,12 +580,23 @@ export class Stream {
     return this.#arrow;
   }
 
-  /** @internal Starts serving a subscriber whose greeting was sent. */
-  _subscribe(socket: WebSocket, from: number, frames: FrameMode): Subscriber {
+  /**
+   * @internal Starts serving a subscriber whose greeting was sent; with a
+   * `where=` filter, it joins the group of that filter's key (sharing the
+   * group's compiled instance).
+   */
+  _subscribe(
+    socket: WebSocket,
+    from: number,
+    frames: FrameMode,
+    filter: Filter | null = null,
+  ): Subscriber {
+    const shared = filter === null ? null : this.#groups.add(filter);
     const sub = new Subscriber(socket, this.#host, from, {
       frames,
       maxBacklog: this.maxBacklog,
       stallTimeoutMs: this.stallTimeoutMs,
+      filter: shared,
     });
     this.#all.add(sub);
     this.#metrics.subscribes.inc();
@@ -571,8 +604,15 @@ export class Stream {
     return sub;
   }
 
-  /** The greeting for a subscription starting at `from` (null: live). */
-  greeting(from: number | null, frames: "single" | "batch" | "arrow"): Greeting {
+  /**
+   * The greeting for a subscription starting at `from` (null: live), with
+   * the `where=` filter as parsed (null: none).
+   */
+  greeting(
+    from: number | null,
+    frames: "single" | "batch" | "arrow",
+    where: Where | null = null,
+  ): Greeting {
     const end = this.endOffset;
     return {
       streamcast: PROTOCOL_VERSION,
@@ -584,6 +624,7 @@ export class Stream {
       durable: this.durable,
       schema: this.schema.json,
       frames,
+      where,
     };
   }
 

@@ -16,6 +16,10 @@
  *   (its own disk reads, not server memory); on an ephemeral one it is closed
  *   with 4429;
  * - a socket that accepts nothing for `stallTimeoutMs` is closed with 4429.
+ * - with a `where=` filter, the same holds for the rows it matches: every
+ *   matching row below `next` was handed to the socket, none twice; `next`
+ *   moves past rows that do not match (on replay and live alike), so a
+ *   subscriber that matches nothing for long still reaches the live set.
  *
  * @module
  */
@@ -25,7 +29,9 @@ import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts"
 import { LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
 import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
+import type { Filter } from "../client/filter.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
+import { filterBatch, frameOffset } from "./filtered_frames.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
@@ -195,6 +201,13 @@ export interface SubscriberOptions {
   maxBacklog: number;
   /** Close a socket that accepts nothing for this long. */
   stallTimeoutMs: number;
+  /**
+   * The `where=` filter (the stream's shared instance for its key), or null:
+   * every row. Catch-up keeps only the rows it matches; live frames arrive
+   * already filtered.
+   * @default null
+   */
+  filter?: Filter | null;
 }
 
 /** One subscription on one socket. */
@@ -203,13 +216,17 @@ export class Subscriber {
   readonly socket: WebSocket;
   /** Frame mode. */
   readonly frames: FrameMode;
-  /** First offset not yet handed to the socket. */
+  /** The `where=` filter, or null. */
+  readonly filter: Filter | null;
+  /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
   readonly #host: SubscriberHost;
   readonly #opts: SubscriberOptions;
   #state: SubscriberState;
   #queue: string[] = [];
   #queueHead = 0;
+  // The offset after the last commit queued (durable streams).
+  #queueEnd = 0;
   #blocked = false;
   #wake: (() => void) | null = null;
   #lastBuffered = 0;
@@ -221,6 +238,7 @@ export class Subscriber {
     this.#host = host;
     this.next = next;
     this.frames = opts.frames;
+    this.filter = opts.filter ?? null;
     this.#opts = opts;
     this.#state = "catching_up";
     sockets++;
@@ -248,18 +266,22 @@ export class Subscriber {
   }
 
   /**
-   * Live frames for offsets `[first, first + frames.length)` (`first` is null
-   * on an ephemeral stream). `joined` gives the frames joined with `\n`,
-   * computed once per commit and shared by every batch subscriber.
+   * A commit's live frames, in offset order, ending before `end` (the offset
+   * after the commit; null on an ephemeral stream). A filtered subscriber is
+   * handed only the frames its filter matches (possibly none). `shared`
+   * gives those frames joined with `\n` or as Arrow, computed once per
+   * commit (and filter) and shared by every subscriber handed the same frames.
    */
-  push(frames: readonly string[], first: number | null, shared: SharedFrames): void {
+  push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
     if (this.#state !== "live") return;
     const n = frames.length;
     if (this.backlog === 0 && this.socket.bufferedAmount < highWaterBytes()) {
-      if (this.frames === "arrow") this.#sendBinary(shared.arrow());
+      if (n === 0) {
+        // Nothing matched: only the position moves.
+      } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
-      if (first !== null) this.next = first + n;
+      if (end !== null) this.next = end;
       return;
     }
     if (this.backlog + n > this.#opts.maxBacklog) {
@@ -267,6 +289,11 @@ export class Subscriber {
       return;
     }
     for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
+    if (end !== null) this.#queueEnd = end;
+    if (this.backlog === 0) {
+      if (end !== null) this.next = end;
+      return;
+    }
     this.#block();
   }
 
@@ -347,9 +374,17 @@ export class Subscriber {
         for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
       }
       this.#queueHead += take;
-      if (this.#host.durable) this.next += take;
+      if (this.#host.durable) {
+        // Filtered frames skip offsets: the next one is after the last sent.
+        this.next = this.#queueHead === q.length
+          ? this.#queueEnd
+          : this.filter
+          ? frameOffset(q[this.#queueHead - 1]) + 1
+          : this.next + take;
+      }
     }
     if (this.#queueHead === q.length) {
+      if (this.#host.durable && q.length > 0) this.next = this.#queueEnd;
       this.#queue = [];
       this.#queueHead = 0;
     } else if (this.#queueHead > 65536) {
@@ -404,6 +439,10 @@ export class Subscriber {
           continue;
         }
         empty = 0;
+        if (this.filter) {
+          if (!(await this.#sendFiltered(batch))) return;
+          continue;
+        }
         // Sent in slices, each in its turn (see pacer.ts): replaying
         // subscribers share the event loop with live rows and new connections.
         for (let i = 0; i < batch.count;) {
@@ -423,6 +462,66 @@ export class Subscriber {
     } finally {
       reader?.close();
     }
+  }
+
+  // Sends the rows of a replayed batch that the filter matches, in slices
+  // (each in its turn, like unfiltered ones), and moves `next` past the batch
+  // even when none matched: a reader that matches nothing for long still
+  // advances and reaches the live set. Returns false when it stopped catching up.
+  async #sendFiltered(batch: RecordBatch): Promise<boolean> {
+    let lines: string[] = [];
+    await catchUpPacer.turn();
+    let cost = 0;
+    try {
+      if (this.#state !== "catching_up") return false;
+      const r = filterBatch(batch, this.filter!);
+      lines = r.lines;
+      cost = r.cost;
+    } finally {
+      catchUpPacer.spend(cost);
+    }
+    const after = batch.offsets[batch.count - 1] + 1;
+    for (let i = 0; i < lines.length;) {
+      await catchUpPacer.turn();
+      cost = 0;
+      try {
+        if (this.#state !== "catching_up") return false;
+        const sent = this.#sendLines(lines, i);
+        cost = sent.cost;
+        i += sent.rows;
+        this.next = frameOffset(lines[i - 1]) + 1;
+      } finally {
+        catchUpPacer.spend(cost);
+      }
+    }
+    if (this.#state !== "catching_up") return false;
+    this.next = Math.max(this.next, after);
+    return true;
+  }
+
+  // Sends frames from `i` of filtered replay lines, one slice: rows sent and their cost.
+  #sendLines(lines: readonly string[], i: number): { rows: number; cost: number } {
+    const host = this.#host;
+    const maxRows = this.frames === "single" ? SLICE_FRAMES : MAX_BATCH_ROWS;
+    let end = i;
+    let bytes = 0;
+    while (end < lines.length && end - i < maxRows && (bytes === 0 || bytes < SLICE_BYTES)) {
+      bytes += lines[end++].length + 1;
+    }
+    if (this.frames === "arrow") {
+      const out = host.arrowEncoder().encodeFrames(lines.slice(i, end));
+      this.#sendBinary(out, end - i);
+      return { rows: end - i, cost: out.byteLength + FRAME_COST };
+    }
+    if (this.frames === "batch") {
+      const text = end - i === 1 ? lines[i] : lines.slice(i, end).join("\n");
+      this.socket.send(text);
+      host.count(1, text.length, end - i);
+      return { rows: end - i, cost: text.length + FRAME_COST };
+    }
+    for (let k = i; k < end; k++) this.socket.send(lines[k]);
+    host.count(end - i, bytes - (end - i), end - i);
+    return { rows: end - i, cost: bytes + (end - i) * FRAME_COST };
   }
 
   // Sends records from `i` of a replayed batch, one slice: rows sent and their cost.

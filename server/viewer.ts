@@ -133,6 +133,20 @@ ${viewerStyle}</style>
       then continues live with no gap. If the connection drops, the client resumes
       at the next offset by itself.</p>
     </section>
+    <section aria-labelledby="filter-h">
+      <h2 id="filter-h">Filter</h2>
+      <form id="filter">
+        <fieldset style="display:contents">
+          <label for="filter-where">Only rows where (JSON)
+            <input id="filter-where" name="where" type="text" spellcheck="false" autocomplete="off" placeholder='{"symbol":["BTC-USD","ETH-USD"]}'>
+          </label>
+          <button type="submit" class="primary">Filter</button>
+          <button type="button" id="filter-clear">All rows</button>
+        </fieldset>
+      </form>
+      <p class="note" id="filter-info">All rows.</p>
+      <p id="filter-error" role="alert"></p>
+    </section>
   </div>
   <div class="wide">
     <section aria-labelledby="chart-h">

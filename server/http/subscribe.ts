@@ -1,7 +1,8 @@
 /**
  * A subscribe, from the upgrade request to the greeting: the checks in
  * order — connection limit (503), permission (403), path (4400), stream
- * (4404), query (4400) — then, once the socket is open, the start
+ * (4404), query (4400; a `where=` filter is compiled there, once, against
+ * the stream's columns) — then, once the socket is open, the start
  * ({@linkcode decideStart}: 4416), the stream's subscriber limit (1013), the
  * greeting, and the hand-over to the stream. A refused subscribe gets no
  * greeting: the close frame is its only frame.
@@ -17,6 +18,7 @@ import {
   SUBPROTOCOL,
   type SubscribeQuery,
 } from "../../client/wire.ts";
+import { compileFilter, type Filter, FilterError } from "../../client/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream.ts";
@@ -162,6 +164,7 @@ function accept(
   req: Request,
   stream: Stream,
   q: SubscribeQuery,
+  filter: Filter | null,
   grant: Grant | null,
   remote: string,
 ): Response {
@@ -230,16 +233,17 @@ function accept(
     }
     const from = d.from ?? stream.endOffset;
     const frames = q.frames;
-    socket.send(JSON.stringify(stream.greeting(d.from, frames)));
+    socket.send(JSON.stringify(stream.greeting(d.from, frames, filter?.where ?? null)));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
-    sub = stream._subscribe(socket, from ?? 0, frames);
+    sub = stream._subscribe(socket, from ?? 0, frames, filter);
     logger.info("subscribe", {
       ...who,
       offset: q.offset,
       from: d.from,
       end_offset: stream.endOffset,
       frames,
+      ...(filter ? { where: filter.key } : {}),
     });
   };
   socket.onmessage = () => {
@@ -333,5 +337,22 @@ export function handleSubscribe(
       { stream: stream.name, remote },
     );
   }
-  return accept(ctx, req, stream, q.value, grant, remote);
+  // where=: compiled once per subscribe against the stream's columns.
+  let filter: Filter | null = null;
+  if (q.value.where !== null) {
+    try {
+      filter = compileFilter(q.value.where, stream.schema.json);
+    } catch (err) {
+      if (!(err instanceof FilterError)) throw err;
+      metrics.protocolRefusal(CloseCode.Protocol);
+      return refuse(
+        ctx,
+        req,
+        CloseCode.Protocol,
+        encodeCloseReason({ error: "protocol", detail: err.detail }),
+        { stream: stream.name, remote },
+      );
+    }
+  }
+  return accept(ctx, req, stream, q.value, filter, grant, remote);
 }

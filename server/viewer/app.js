@@ -61,7 +61,14 @@ export function startViewer(connect) {
     col: $("chart-col"),
     key: $("chart-key"),
     rows: $("rows"),
+    filter: $("filter"),
+    where: $("filter-where"),
+    filterClear: $("filter-clear"),
+    filterInfo: $("filter-info"),
+    filterError: $("filter-error"),
   };
+  // where=: the filter of the subscription shown (JSON text, or undefined: every row).
+  let where;
   let heads = JSON.parse($("heads").textContent);
   const name = pickStream(heads);
   $("stream-name").textContent = "· " + (name || "(unnamed)");
@@ -137,8 +144,12 @@ export function startViewer(connect) {
 
   // ---- the subscription -------------------------------------------------
 
-  /** Subscribes at `offset` (undefined: live); the current subscription runs until this one is up. */
-  async function subscribe(offset) {
+  /**
+   * Subscribes at `offset` (undefined: live) with the filter `filter` (JSON
+   * text; null: every row; absent: the filter now shown); the current
+   * subscription runs until this one is up.
+   */
+  async function subscribe(offset, filter = where) {
     const mine = ++attempt;
     ui.notice.textContent = "";
     if (!sub) setConn("connecting", "connecting…");
@@ -149,6 +160,7 @@ export function startViewer(connect) {
       next = await connect(url, {
         offset,
         token,
+        ...(filter != null ? { where: filter } : {}),
         reconnect: true,
         onReconnect: (e) => {
           if (sub !== next) return;
@@ -162,7 +174,12 @@ export function startViewer(connect) {
         },
       });
     } catch (err) {
-      if (mine === attempt) ui.notice.textContent = err.message;
+      if (mine === attempt) {
+        // A filter the server refuses: its detail, beside the filter box.
+        const refused = typeof err.detail === "string" && err.detail.startsWith("where:");
+        if (refused) ui.filterError.textContent = `The server refused this filter: ${err.detail}`;
+        else ui.notice.textContent = err.message;
+      }
       if (!sub) setConn("closed", "not connected");
       return false;
     }
@@ -173,6 +190,11 @@ export function startViewer(connect) {
     const old = sub;
     sub = next;
     old?.close();
+    where = filter ?? undefined;
+    ui.filterError.textContent = "";
+    ui.filterInfo.textContent = filter == null
+      ? "All rows."
+      : `Only rows where ${JSON.stringify(next.greeting.where)}; offsets skip the others.`;
     view = newView(next.greeting);
     onGreeting(next.greeting);
     run(next);
@@ -493,6 +515,38 @@ export function startViewer(connect) {
     ui.from.value = String(from);
     await subscribe(from);
   });
+  ui.filter.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = ui.where.value.trim();
+    if (text === "") {
+      await subscribe(replayStart(), null);
+      return;
+    }
+    let parsed;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      ui.filterError.textContent =
+        'A filter is a JSON object of column conditions, e.g. {"symbol":"BTC-USD"}.';
+      ui.where.focus();
+      return;
+    }
+    await subscribe(replayStart(), text);
+  });
+  ui.filterClear.addEventListener("click", async () => {
+    ui.where.value = "";
+    await subscribe(replayStart(), null);
+  });
+  // A new filter replays from the offset in the replay box (live when empty).
+  function replayStart() {
+    const n = Number(ui.from.value);
+    return ui.from.value.trim() !== "" && Number.isSafeInteger(n) && n >= 0 && view?.durable
+      ? n
+      : undefined;
+  }
   ui.col.addEventListener("change", () => (dirty = true));
   ui.key.addEventListener("change", () => (dirty = true));
   addEventListener("resize", () => (dirty = true));

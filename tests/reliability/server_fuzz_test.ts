@@ -589,3 +589,320 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     await w.rm();
   }
 });
+
+// ---- where= (DESIGN §12): hostile filters ----------------------------------
+// Every filter either subscribes (the greeting echoes it) or is refused 4400
+// with a `where:` detail, exactly as compileFilter decides against the
+// stream's schema; the server never crashes and keeps serving the others.
+
+/** The query value of `where` text: encoded, with commas left as they are (shorter). */
+function whereQuery(text: string): string {
+  return encodeURIComponent(text).replaceAll("%2C", ",");
+}
+
+function randomScalar(rand: () => number): unknown {
+  return pick(rand, [
+    0,
+    1,
+    -1,
+    1.5,
+    -0,
+    2 ** 53,
+    2 ** 53 + 2,
+    1e308,
+    -1e308,
+    5e-324,
+    "",
+    "abc",
+    "日本🙂",
+    "\u0000",
+    "\ud800",
+    true,
+    false,
+    null,
+  ]);
+}
+
+/** Random conditions over real and unknown columns and operators. */
+function randomSoup(rand: () => number, depth = 0): unknown {
+  const r = rand();
+  if (r < 0.35 || depth > 3) return randomScalar(rand);
+  if (r < 0.55) {
+    return Array.from({ length: Math.floor(rand() * 6) }, () => randomSoup(rand, depth + 1));
+  }
+  const out: Record<string, unknown> = {};
+  const n = Math.floor(rand() * 4);
+  for (let i = 0; i < n; i++) {
+    const key = pick(rand, [
+      "gt",
+      "gte",
+      "lt",
+      "lte",
+      "prefix",
+      "GT",
+      "eq",
+      "in",
+      "__proto__",
+      "constructor",
+      "toString",
+      "",
+      "seq",
+    ]);
+    // Defined, not assigned: "__proto__" must be a key, not the prototype.
+    Object.defineProperty(out, key, {
+      value: randomSoup(rand, depth + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  }
+  return out;
+}
+
+/** Longest `where` query value tried: the URL stays under the server's 8192-byte limit. */
+const MAX_WHERE_QUERY = 8000;
+
+/** A hostile `where` text (JSON or not) whose query value fits {@linkcode MAX_WHERE_QUERY}. */
+function randomWhere(rand: () => number): string {
+  while (true) {
+    const text = anyWhere(rand);
+    if (whereQuery(text).length <= MAX_WHERE_QUERY) return text;
+  }
+}
+
+function anyWhere(rand: () => number): string {
+  const column = () => pick(rand, ["seq", "ts", "pad", "Seq", "nope", "", "日本", "__proto__"]);
+  switch (Math.floor(rand() * 12)) {
+    case 0: { // deep nesting, in arrays or in operator objects
+      const n = 1 + Math.floor(rand() * 1200);
+      return rand() < 0.5
+        ? `{"seq":${"[".repeat(n)}1${"]".repeat(n)}}`
+        : `{"seq":${'{"gt":'.repeat(n)}1${"}".repeat(n)}}`;
+    }
+    case 1: // huge, tiny and odd numbers, as JSON text
+      return `{"${pick(rand, ["seq", "ts"])}":${
+        pick(rand, [
+          "1e309",
+          "-1e309",
+          "1e-400",
+          "123456789012345678901234567890",
+          "9007199254740993",
+          "-0",
+          "0.1e1",
+          "1E2",
+          "01",
+          "NaN",
+          "Infinity",
+          "0x10",
+        ])
+      }}`;
+    case 2: { // 1023, 1024 and 1025 values, in one list or across columns
+      const n = pick(rand, [1023, 1024, 1025, 1100]);
+      if (rand() < 0.5) return JSON.stringify({ seq: Array.from({ length: n }, (_, i) => i) });
+      const a = Math.floor(n / 2);
+      return JSON.stringify({
+        seq: Array.from({ length: a }, (_, i) => i),
+        ts: Array.from({ length: n - a }, (_, i) => i),
+      });
+    }
+    case 3: // unicode: values, prefixes and column names
+      return JSON.stringify({
+        [pick(rand, ["pad", "pad", "日本", "p\u0301ad", "\u200bpad"])]: pick(rand, [
+          "日本🙂",
+          { prefix: "🙂" },
+          ["é", "e\u0301", "\ufeff"],
+          "\ud83d",
+        ]),
+      });
+    case 4: // wrong types for the column
+      return JSON.stringify({
+        [column()]: pick(rand, ["1", true, 1.5, null, {}, [], [[1]], [{}], { gt: "1" }, {
+          prefix: 1,
+        }]),
+      });
+    case 5: // operator soup
+      return JSON.stringify({ [column()]: randomSoup(rand) });
+    case 6: { // very long strings (within the URL limit)
+      const n = 100 + Math.floor(rand() * 6500);
+      return pick(rand, [
+        JSON.stringify({ pad: "x".repeat(n) }),
+        JSON.stringify({ pad: { prefix: "a".repeat(n) } }),
+        JSON.stringify({ ["c".repeat(n)]: 1 }),
+        JSON.stringify({ pad: Array.from({ length: Math.min(1024, n >> 3) }, (_, i) => `v${i}`) }),
+      ]);
+    }
+    case 7: // not JSON, or not an object
+      return pick(rand, [
+        "{",
+        "",
+        " ",
+        "null",
+        "[]",
+        '"x"',
+        "1",
+        '{"seq":1,}',
+        "{'seq':1}",
+        "{}}",
+        "\u0000",
+      ]);
+    case 8: // empty, duplicate keys, many columns
+      return pick(rand, ["{}", '{"seq":1,"seq":2}', '{"seq":1,"ts":2,"pad":"x"}', "{ }"]);
+    case 9: // filters that fit
+      return JSON.stringify(pick(rand, [
+        { seq: { gte: 100 } },
+        { pad: { prefix: "abc" } },
+        { seq: [1, 2, 3], ts: 0 },
+        { ts: { gt: -1, lte: 1e300 } },
+        { seq: { gte: 10, lt: 5 } },
+      ]));
+    case 10: // random soup, several columns
+      return JSON.stringify(
+        Object.fromEntries(
+          Array.from({ length: 1 + Math.floor(rand() * 4) }, () => [column(), randomSoup(rand)]),
+        ),
+      );
+    default: // random bytes of JSON's alphabet
+      return randomName(rand, '{}[]":,0123456789.e-+ ntrulfase\\', 1, 60);
+  }
+}
+
+type WhereOutcome =
+  | { kind: "greeting"; where: unknown }
+  | { kind: "close"; code: number; reason: string }
+  | { kind: "odd"; what: string };
+
+async function whereCase(port: number, text: string): Promise<WhereOutcome> {
+  const target = `/${NAME}?offset=${pick(Math.random, ["1", "earliest"])}&where=${
+    whereQuery(text)
+  }`;
+  const { c, answer } = await RawConn.upgrade(port, target);
+  try {
+    if (answer.status !== 101) return { kind: "odd", what: `HTTP ${answer.status}` };
+    const f = await c.readFrame(10_000);
+    if (!f) return { kind: "odd", what: "no frame" };
+    if (f.opcode === 8) {
+      const code = f.data.length >= 2 ? (f.data[0] << 8) | f.data[1] : -1;
+      return { kind: "close", code, reason: new TextDecoder().decode(f.data.subarray(2)) };
+    }
+    if (f.opcode !== 1) return { kind: "odd", what: `first frame opcode ${f.opcode}` };
+    const g = JSON.parse(new TextDecoder().decode(f.data));
+    await c.write(frame(8, closePayload(1000)));
+    await c.ending(5_000);
+    return { kind: "greeting", where: g.where };
+  } finally {
+    c.close();
+  }
+}
+
+Deno.test("fuzz: hostile where filters are refused 4400 naming where or accepted as compileFilter decides; the server carries on", async () => {
+  const { compileFilter, FilterError } = await import("../../client/filter.ts");
+  const { SCHEMA } = await import("./_harness.ts");
+  const w = await workspace();
+  const s = await serveChild(w, ["--segment-bytes", "65536"]);
+  const port = portOf(s.url);
+  const failures: string[] = [];
+  const failed: { seed: number; index: number }[] = [];
+  const outcomes = new Map<string, number>();
+  let fed = 0;
+  let feeding = true;
+  const write = async (n: number) => {
+    let text = "";
+    for (let k = 0; k < n; k++) text += rowText(++fed) + "\n";
+    await s.write(text);
+  };
+  const subs: TestSub[] = [];
+  try {
+    await write(300);
+    const feeder = (async () => {
+      while (feeding) {
+        await write(5);
+        await sleep(10);
+      }
+    })();
+    // Two well-behaved subscribers, one of them filtered.
+    const calm = new TestSub(`${s.ws}/${NAME}?offset=1&frames=batch`);
+    const even = new TestSub(
+      `${s.ws}/${NAME}?offset=1&where=${whereQuery('{"seq":{"gte":0},"ts":0}')}`,
+    );
+    subs.push(calm, even);
+    let cases = 0;
+    for (const batch of fuzzCases(30, "server where")) {
+      const rand = caseRng(batch, 0x3e7e);
+      const texts = Array.from({ length: 8 }, () => randomWhere(rand));
+      await Promise.all(texts.map(async (text, i) => {
+        let want: "greeting" | "refused";
+        let detail = "";
+        try {
+          compileFilter(text, SCHEMA);
+          want = "greeting";
+        } catch (err) {
+          if (!(err instanceof FilterError)) throw err;
+          want = "refused";
+          detail = err.detail;
+        }
+        const got = await whereCase(port, text);
+        cases++;
+        const key = got.kind === "close" ? `close ${got.code}` : got.kind;
+        outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
+        let problem: string | null = null;
+        if (want === "greeting") {
+          if (got.kind !== "greeting") problem = `expected a greeting, got ${JSON.stringify(got)}`;
+          else if (got.where === null || typeof got.where !== "object") {
+            problem = `the greeting's where is ${JSON.stringify(got.where)}`;
+          }
+        } else if (got.kind !== "close" || got.code !== 4400) {
+          problem = `expected 4400 (${detail}), got ${JSON.stringify(got).slice(0, 200)}`;
+        } else {
+          const reason = JSON.parse(got.reason);
+          if (reason.error !== "protocol" || !String(reason.detail).startsWith("where:")) {
+            problem = `4400 without a where: detail: ${got.reason}`;
+          } else if (!detail.startsWith(reason.detail.replace(/…$/, ""))) {
+            // The reason is cut to 123 bytes: the server's detail is a prefix of ours.
+            problem = `detail ${reason.detail} is not compileFilter's ${detail}`;
+          }
+        }
+        if (problem) {
+          failed.push(batch);
+          failures.push(
+            `${caseName(batch, "where batch")} item ${i} ${JSON.stringify(text.slice(0, 100))}` +
+              `${text.length > 100 ? `… (${text.length} chars)` : ""}: ${problem}`,
+          );
+        }
+      }));
+    }
+    feeding = false;
+    await feeder;
+    const health = await fetch(`${s.url}/_/health`);
+    assertEquals(health.status, 200, "health after the where fuzz");
+    await health.body?.cancel();
+    let end = 0;
+    for (const stop = Date.now() + 10_000; end !== fed + 1 && Date.now() < stop; await sleep(50)) {
+      end = (await (await fetch(`${s.url}/${NAME}/head`)).json()).end_offset as number;
+    }
+    assertEquals(end, fed + 1, "every row fed was stored");
+    await calm.waitLines(end - 1, 20_000);
+    await even.waitLines(end - 1, 20_000);
+    for (const sub of [calm, even]) {
+      assertEquals(sub.closed, null, "a well-behaved subscriber was closed");
+      const offs = sub.offsets();
+      for (let i = 0; i < offs.length; i++) assertEquals(offs[i], 1 + i, "contiguous rows");
+    }
+    console.log(
+      `server where fuzz: ${cases} filters; outcomes ` +
+        JSON.stringify(Object.fromEntries([...outcomes].sort())),
+    );
+    assert(!/request failed|Uncaught|panicked/.test(s.stderr()), `server errors:\n${s.stderr()}`);
+    if (failures.length > 0) {
+      throw new Error(
+        `${failures.length} where cases failed (${replayHint(failed)}):\n  ` +
+          failures.slice(0, 20).join("\n  "),
+      );
+    }
+    assertEquals((await s.signal("SIGTERM")).code, 0, "clean stop");
+  } finally {
+    feeding = false;
+    for (const sub of subs) await sub.close();
+    await s.stop();
+    await w.rm();
+  }
+});
