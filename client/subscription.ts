@@ -41,6 +41,7 @@ import {
   type SubscriptionOptions,
 } from "./connect_options.ts";
 import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
+import { sinceMicros } from "./since.ts";
 import { backoffDelay, sleep } from "../common/backoff.ts";
 
 /**
@@ -170,12 +171,16 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   async #start(): Promise<void> {
     let offset: OffsetRequest = this.#opts.offset ?? null;
     let streamId: string | null = null;
+    // since= asks the server for the offset of a time, on the first connect
+    // only: a reconnect resumes at the offset after the last row.
+    let since = this.#opts.since === undefined ? null : sinceMicros(this.#opts.since);
     const saved = this.#cursor ? await this.#cursor.load() : null;
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
+      since = null;
     }
-    await this.#openOrCatchUp(offset, streamId, null);
+    await this.#openOrCatchUp(offset, streamId, null, since);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
     }
@@ -194,9 +199,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     offset: OffsetRequest,
     streamId: string | null,
     resume: number | null,
+    since: number | null = null,
   ): Promise<void> {
     try {
-      await this.#open(offset, streamId, resume);
+      await this.#open(offset, streamId, resume, since);
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -239,11 +245,12 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     offset: OffsetRequest,
     streamId: string | null,
     resume: number | null,
+    since: number | null = null,
   ): Promise<void> {
     const ctx = { url: this.#url, offset, streamId };
     const conn = new Connection(
       this.#WS,
-      subscribeUrl(this.#url, { offset, streamId, frames: "batch" }),
+      subscribeUrl(this.#url, { offset, streamId, frames: "batch", since }),
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
