@@ -55,6 +55,8 @@ export function startViewer(connect) {
     form: $("replay"),
     from: $("replay-from"),
     recent: $("replay-recent"),
+    sinceForm: $("since-form"),
+    since: $("replay-since"),
     notice: $("notice"),
     info: $("replay-info"),
     canvas: $("chart"),
@@ -137,8 +139,11 @@ export function startViewer(connect) {
 
   // ---- the subscription -------------------------------------------------
 
-  /** Subscribes at `offset` (undefined: live); the current subscription runs until this one is up. */
-  async function subscribe(offset) {
+  /**
+   * Subscribes at `offset` (undefined: live), or at the time `since` (text
+   * the server parses); the current subscription runs until this one is up.
+   */
+  async function subscribe(offset, since) {
     const mine = ++attempt;
     ui.notice.textContent = "";
     if (!sub) setConn("connecting", "connecting…");
@@ -148,6 +153,7 @@ export function startViewer(connect) {
     try {
       next = await connect(url, {
         offset,
+        since,
         token,
         reconnect: true,
         onReconnect: (e) => {
@@ -483,6 +489,17 @@ export function startViewer(connect) {
       return;
     }
     await subscribe(n);
+  });
+  // since=: the first row at or after a time (connect checks the text).
+  ui.sinceForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = ui.since.value.trim();
+    if (text === "") {
+      ui.notice.textContent = "Enter a time: RFC 3339 (2026-12-01T09:30:00Z) or µs.";
+      ui.since.focus();
+      return;
+    }
+    await subscribe(undefined, text);
   });
   ui.recent.addEventListener("click", async () => {
     const head = heads.find((h) => h.stream === name);
