@@ -16,6 +16,7 @@ const BENCHES = [
   "fanout",
   "memory",
   "replay",
+  "since",
   "client_parse",
   "arrow",
   "archive",
