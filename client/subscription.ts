@@ -138,6 +138,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #reconnects = 0;
   #catchUp: CatchUp | null = null;
   #catchUpRows = 0;
+  // since= (µs): asked for on the first connect only; from then on, offsets.
+  #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
 
   private constructor(url: URL, options: SubscriptionOptions) {
@@ -171,16 +173,12 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   async #start(): Promise<void> {
     let offset: OffsetRequest = this.#opts.offset ?? null;
     let streamId: string | null = null;
-    // since= asks the server for the offset of a time, on the first connect
-    // only: a reconnect resumes at the offset after the last row.
-    let since = this.#opts.since === undefined ? null : sinceMicros(this.#opts.since);
     const saved = this.#cursor ? await this.#cursor.load() : null;
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
-      since = null;
-    }
-    await this.#openOrCatchUp(offset, streamId, null, since);
+    } else if (this.#opts.since !== undefined) this.#since = sinceMicros(this.#opts.since);
+    await this.#openOrCatchUp(offset, streamId, null);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
     }
@@ -199,10 +197,9 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     offset: OffsetRequest,
     streamId: string | null,
     resume: number | null,
-    since: number | null = null,
   ): Promise<void> {
     try {
-      await this.#open(offset, streamId, resume, since);
+      await this.#open(offset, streamId, resume);
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -228,6 +225,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
       );
       this.#catchUp = c;
+      this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
@@ -245,12 +243,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     offset: OffsetRequest,
     streamId: string | null,
     resume: number | null,
-    since: number | null = null,
   ): Promise<void> {
     const ctx = { url: this.#url, offset, streamId };
     const conn = new Connection(
       this.#WS,
-      subscribeUrl(this.#url, { offset, streamId, frames: "batch", since }),
+      subscribeUrl(this.#url, { offset, streamId, frames: "batch", since: this.#since }),
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -320,6 +317,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       });
     }
     this.#greeting = g;
+    this.#since = null;
     this.#durable = g.durable;
     this.#streamId = g.stream_id;
     if (g.durable) {

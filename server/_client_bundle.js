@@ -851,6 +851,8 @@ var Subscription = class _Subscription {
   #reconnects = 0;
   #catchUp = null;
   #catchUpRows = 0;
+  // since= (µs): asked for on the first connect only; from then on, offsets.
+  #since = null;
   #onAbort = () => this.#abort();
   constructor(url, options) {
     this.#url = url.toString();
@@ -883,14 +885,12 @@ var Subscription = class _Subscription {
   async #start() {
     let offset = this.#opts.offset ?? null;
     let streamId = null;
-    let since = this.#opts.since === void 0 ? null : sinceMicros(this.#opts.since);
     const saved = this.#cursor ? await this.#cursor.load() : null;
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
-      since = null;
-    }
-    await this.#openOrCatchUp(offset, streamId, null, since);
+    } else if (this.#opts.since !== void 0) this.#since = sinceMicros(this.#opts.since);
+    await this.#openOrCatchUp(offset, streamId, null);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, {
         why: "not_durable",
@@ -906,9 +906,9 @@ var Subscription = class _Subscription {
    * `catchUp` is on, starts reading the gap from the chunks instead (the
    * socket is opened again once they are read).
    */
-  async #openOrCatchUp(offset, streamId, resume, since = null) {
+  async #openOrCatchUp(offset, streamId, resume) {
     try {
-      await this.#open(offset, streamId, resume, since);
+      await this.#open(offset, streamId, resume);
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -928,6 +928,7 @@ var Subscription = class _Subscription {
         }
       });
       this.#catchUp = c;
+      this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
@@ -940,7 +941,7 @@ var Subscription = class _Subscription {
    * subscription updated, or throws the typed error for the refusal, the
    * close, the timeout or the abort.
    */
-  async #open(offset, streamId, resume, since = null) {
+  async #open(offset, streamId, resume) {
     const ctx = {
       url: this.#url,
       offset,
@@ -950,7 +951,7 @@ var Subscription = class _Subscription {
       offset,
       streamId,
       frames: "batch",
-      since
+      since: this.#since
     }));
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -1007,6 +1008,7 @@ var Subscription = class _Subscription {
       });
     }
     this.#greeting = g;
+    this.#since = null;
     this.#durable = g.durable;
     this.#streamId = g.stream_id;
     if (g.durable) {

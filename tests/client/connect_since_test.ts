@@ -20,9 +20,9 @@ async function read<T>(sub: Subscription<T>, n: number): Promise<number[]> {
 }
 
 // Rows 10g+1 .. 10g+10 committed at (g+1) s, g = 0..4.
-async function timed() {
+async function timed(opts: { maxReplay?: number } = {}) {
   let now = 0;
-  const f = await fixture({ logOptions: { clock: () => now, timers: false } });
+  const f = await fixture({ logOptions: { clock: () => now, timers: false }, ...opts });
   for (let g = 0; g < 5; g++) {
     now = (g + 1) * 1000;
     await f.send(10 * g + 1, 10 * g + 10);
@@ -83,6 +83,23 @@ Deno.test("connect since: a reconnect resumes at the offset after the last row; 
     const again = await connect(f.url, { since: 4 * S, cursor });
     assertEquals(await read(again, 1), [7]);
     await again.close();
+  } finally {
+    await f.stop();
+  }
+});
+
+Deno.test("connect since with catchUp: a too_old refusal is read from the chunks from the time's offset", async () => {
+  const { f } = await timed({ maxReplay: 5 });
+  try {
+    await f.stream.log!.roll();
+    await f.stream.log!.chunksSettled();
+    // One chunk holds every row: the time resolves to its first row (an earlier
+    // start, SPEC §8.2), more rows than max_replay: refused too_old, read from the chunk.
+    const at = await (await fetch(`http://127.0.0.1:${f.port}/trades/at?since=${2 * S}`)).json();
+    const sub = await connect(f.url, { since: 2 * S, catchUp: true });
+    const got = await read(sub, 50 - at.offset + 1);
+    assertEquals(got, Array.from({ length: 50 - at.offset + 1 }, (_, k) => at.offset + k));
+    await sub.close();
   } finally {
     await f.stop();
   }
