@@ -135,13 +135,15 @@ export interface ExportOptions {
    * it starts at the offset the log's time lookup gives (`Log.offsetAt`,
    * as `since=` does). A time before the earliest row held while older rows
    * were dropped is refused with {@linkcode LogEvictedError}. With `from`,
-   * the later of the two starts.
+   * the later of the two starts. Inside a chunk's time span (chunk lines
+   * carry no time) it starts at the chunk's first row: earlier, never later.
    * @default undefined
    */
   since?: number;
   /**
    * Export only rows appended before this time (µs since the epoch,
-   * exclusive). With `to`, the earlier of the two ends.
+   * exclusive). With `to`, the earlier of the two ends. Inside a chunk's time
+   * span it ends before that chunk: never past the time.
    * @default undefined
    */
   until?: number;
