@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Log, RecordBatch } from "../log/mod.ts";
+import type { Log, RecordBatch, TimeLookup } from "../log/mod.ts";
 import { clipBatch } from "../log/segment_reader.ts";
 
 /**
@@ -40,6 +40,8 @@ export interface Source {
   last: number | null;
   /** Record batches with offsets in `[from, to]`, in order. */
   read(from: number, to: number): AsyncIterable<RecordBatch>;
+  /** Where a time (µs) starts: the log's time lookup (for `since`/`until`). */
+  offsetAt(sinceUs: number): Promise<TimeLookup>;
 }
 
 /**
@@ -61,6 +63,7 @@ export function openLog(log: Log): Source {
   return {
     earliest: log.earliest,
     last: log.earliest === null ? null : last,
+    offsetAt: (us) => log.offsetAt(us),
     async *read(from, to) {
       const reader = log.reader(from);
       try {

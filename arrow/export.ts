@@ -132,6 +132,23 @@ export interface ExportOptions {
   from?: number;
   /** Last offset to export, inclusive. @default the last offset the log holds when the export starts */
   to?: number;
+  /**
+   * Export only rows appended at or after this time (µs since the epoch):
+   * it starts at the offset the log's time lookup gives (`Log.offsetAt`,
+   * as `since=` does). A time before the earliest row held while older rows
+   * were dropped is refused with {@linkcode LogEvictedError}. With `from`,
+   * the later of the two starts. Inside a chunk's time span (chunk lines
+   * carry no time) it starts at the chunk's first row: earlier, never later.
+   * @default undefined
+   */
+  since?: number;
+  /**
+   * Export only rows appended before this time (µs since the epoch,
+   * exclusive). With `to`, the earlier of the two ends. Inside a chunk's time
+   * span it ends before that chunk: never past the time.
+   * @default undefined
+   */
+  until?: number;
   /** Rows per Arrow record batch and per Parquet row group. @default 65536 */
   batchRows?: number;
   /** Called after each block written. */
@@ -242,6 +259,18 @@ export async function exportLog(
     const json = typeof rs.encode === "function" ? rs.json! : schema as Record<string, unknown>;
     filter = compileFilter(options.where, json);
   }
+  // since/until: times in µs, until exclusive.
+  for (const key of ["since", "until"] as const) {
+    const v = options[key];
+    if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
+      throw new RangeError(`${key} must be µs since the epoch (an integer >= 0), got ${v}`);
+    }
+  }
+  if (
+    options.since !== undefined && options.until !== undefined && options.since >= options.until
+  ) {
+    throw new RangeError(`since ${options.since} is not before until ${options.until}`);
+  }
   let builder: ArrowRowBuilder | null = null;
   if (format !== "ndjson") {
     if (schema === null) throw new TypeError(`a schema is needed to export ${format}`);
@@ -250,11 +279,12 @@ export async function exportLog(
 
   // A folder is read without its lock, beside a live writer if there is one.
   const source: Source = typeof log === "string" ? await FolderReader.open(log) : openLog(log);
-  const from = options.from || source.earliest;
+  let from = options.from || source.earliest;
   if (options.from && source.earliest !== null && options.from < source.earliest) {
     throw new LogEvictedError(options.from, source.earliest);
   }
-  const to = options.to ?? source.last;
+  let to = options.to ?? source.last;
+  ({ from, to } = await timeRange(source, options, from, to));
 
   const tmp = `${out}.tmp-${crypto.randomUUID().slice(0, 8)}`;
   let file: Deno.FsFile;
@@ -348,6 +378,26 @@ async function writeNdjson(
     await write(buf.subarray(0, o));
     counted(b.count, b.offsets[b.count - 1]);
   }
+}
+
+// Narrows [from, to] to the rows appended in [since, until) through the
+// source's time lookup (O(log n), the one since= uses).
+async function timeRange(
+  source: Source,
+  options: ExportOptions,
+  from: number | null,
+  to: number | null,
+): Promise<{ from: number | null; to: number | null }> {
+  if (options.since !== undefined) {
+    const at = await source.offsetAt(options.since);
+    if (at.evicted) throw new LogEvictedError(at.offset, source.earliest);
+    from = Math.max(from ?? 0, at.offset);
+  }
+  if (options.until !== undefined) {
+    const end = (await source.offsetAt(options.until)).offset - 1;
+    to = to === null ? null : Math.min(to, end);
+  }
+  return { from, to };
 }
 
 /** Gathers log reads into Arrow record batches of `batchRows` rows. */

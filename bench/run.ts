@@ -17,6 +17,7 @@ const BENCHES = [
   "fanout",
   "memory",
   "replay",
+  "since",
   "client_parse",
   "arrow",
   "archive",

@@ -23,15 +23,21 @@ import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { FilterError } from "../client/filter.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
+import { parseSince } from "../client/since.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts export ROOT/NAME --format arrow|parquet|ndjson --out FILE
-                 [--from N] [--to N] [--schema SCHEMA.json] [--batch-rows N]
-                 [--where JSON]
+                 [--from N] [--to N] [--since T] [--until T] [--schema SCHEMA.json]
+                 [--batch-rows N] [--where JSON]
 
 Writes the rows of the stream's log at ROOT/NAME from offset --from through
---to (both inclusive; default: everything the log holds) to FILE:
+--to (both inclusive; default: everything the log holds) to FILE. --since T
+and --until T (RFC 3339, e.g. 2026-12-01T09:30:00Z, or µs since the epoch)
+keep the rows appended at or after --since and before --until (exclusive),
+found through the log's time index as a subscribe's since= is; with --from or
+--to as well, the narrower range wins. A --since before the earliest row still
+held, when older rows were dropped, is refused (exit 1).
 
   arrow    an Arrow IPC file, zstd-compressed buffers
   parquet  a Parquet file, zstd-compressed
@@ -59,6 +65,17 @@ function offsetFlag(values: Record<string, unknown>, name: string): number | und
     throw new UsageError(`--${name} must be an offset (an integer >= 0), got ${raw}`);
   }
   return Number(raw);
+}
+
+// --since/--until T: RFC 3339 or µs (client/since.ts), as a usage error when bad.
+function timeFlag(values: Record<string, unknown>, name: string): number | undefined {
+  const raw = values[name] as string | undefined;
+  if (raw === undefined) return undefined;
+  try {
+    return parseSince(raw);
+  } catch (err) {
+    throw new UsageError(`--${name}: ${(err as Error).message}`);
+  }
 }
 
 function fmtBytes(n: number): string {
@@ -135,6 +152,8 @@ async function run(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     from: { type: "string" },
     to: { type: "string" },
+    since: { type: "string" },
+    until: { type: "string" },
     format: { type: "string" },
     out: { type: "string" },
     schema: { type: "string" },
@@ -158,6 +177,11 @@ async function run(args: string[]): Promise<number> {
   const to = offsetFlag(values, "to");
   if (from !== undefined && to !== undefined && from > to) {
     throw new UsageError(`--from ${from} is after --to ${to}`);
+  }
+  const since = timeFlag(values, "since");
+  const until = timeFlag(values, "until");
+  if (since !== undefined && until !== undefined && since >= until) {
+    throw new UsageError(`--since ${values.since} is not before --until ${values.until}`);
   }
   const rawBatch = values["batch-rows"] as string | undefined;
   let batchRows: number | undefined;
@@ -198,6 +222,8 @@ async function run(args: string[]): Promise<number> {
       out,
       from,
       to,
+      ...(since !== undefined ? { since } : {}),
+      ...(until !== undefined ? { until } : {}),
       batchRows,
       onProgress,
       ...(where !== undefined ? { where } : {}),

@@ -2,7 +2,7 @@
  * `cli.ts tail` and `cli.ts head`.
  *
  * ```text
- * deno run -A cli.ts tail URL [--offset N|earliest] [--cursor FILE] [--no-reconnect]
+ * deno run -A cli.ts tail URL [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
  * deno run -A cli.ts head URL
  * ```
  *
@@ -20,9 +20,10 @@ import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
 import type { CursorStore } from "../client/cursor.ts";
 import { fetchHead, headUrl } from "../client/head.ts";
+import { parseSince } from "../client/since.ts";
 
 const TAIL_USAGE =
-  `usage: deno run -A cli.ts tail URL [--offset N|earliest] [--cursor FILE] [--no-reconnect]
+  `usage: deno run -A cli.ts tail URL [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
 
 Prints the stream at URL (ws://HOST:PORT/NAME, ws://HOST:PORT/ for the unnamed
 stream; http:// works too) as NDJSON: one [offset,msg] line per row, exactly as
@@ -31,6 +32,9 @@ the server sent it. Status messages go to stderr.
   --offset N|earliest  start at offset N (inclusive; 0 = the stream's first) or at
                        the earliest offset still served. Default: live, from the
                        next row.
+  --since T            start at the first row appended at or after time T: RFC 3339
+                       (2026-12-01T09:30:00Z) or µs since the epoch. Not with
+                       --offset; a --cursor FILE that exists wins over it.
   --cursor FILE        resume from FILE and keep it up to date (the next offset to
                        print, and the stream id). When FILE exists it wins over
                        --offset. A row counts as printed once written to stdout; the
@@ -142,6 +146,18 @@ function parseWhere(v: unknown): string | undefined {
   return String(v);
 }
 
+// --since T: checked here, so a bad time is a usage error (exit 2).
+function parseSinceFlag(v: unknown, offset: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (offset !== undefined) throw new UsageError("give --offset or --since, not both");
+  try {
+    parseSince(String(v));
+  } catch (err) {
+    throw new UsageError(`--${(err as Error).message}`);
+  }
+  return String(v);
+}
+
 function describeStart(sub: Subscription): string {
   const g = sub.greeting;
   const name = g.stream === "" ? "the unnamed stream" : `stream "${g.stream}"`;
@@ -185,6 +201,7 @@ function describeReconnect(e: ReconnectEvent): string {
 export async function cmdTail(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     offset: { type: "string" },
+    since: { type: "string" },
     cursor: { type: "string" },
     reconnect: { type: "boolean" },
     "no-reconnect": { type: "boolean" },
@@ -211,6 +228,7 @@ export async function cmdTail(args: string[]): Promise<number> {
   }
   const offset = parseOffset(values.offset);
   const where = parseWhere(values.where);
+  const since = parseSinceFlag(values.since, values.offset);
   const cursorPath = values.cursor as string | undefined;
   const s3opts = {
     endpoint: values["s3-endpoint"] as string | undefined,
@@ -247,12 +265,14 @@ export async function cmdTail(args: string[]): Promise<number> {
       if (saved) {
         console.error(
           `streamcast tail: resuming from ${cursorPath} at offset ${saved.offset}` +
-            (offset !== undefined ? " (the cursor wins over --offset)" : ""),
+            (offset !== undefined ? " (the cursor wins over --offset)" : "") +
+            (since !== undefined ? " (the cursor wins over --since)" : ""),
         );
       }
     }
     sub = await connect(url, {
       offset,
+      ...(since !== undefined ? { since } : {}),
       cursor,
       reconnect: !values["no-reconnect"],
       signal: ac.signal,

@@ -36,14 +36,17 @@ import type { ConnectOptions, SubscriptionOptions } from "./connect_options.ts";
 import type { CursorStore } from "./cursor.ts";
 import { Subscription } from "./subscription.ts";
 import { TOKEN_PATTERN } from "./wire.ts";
+import { sinceMicros } from "./since.ts";
 
-export { type Line, type Row, Subscription } from "./subscription.ts";
+export { Subscription } from "./subscription.ts";
+export type { Line, Row } from "./row.ts";
 export * from "./connect_options.ts";
 export { backoffDelay } from "../common/backoff.ts";
 
 // Every key of ConnectOptions (the Record type makes a new option fail to compile until listed).
 const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
   offset: true,
+  since: true,
   cursor: true,
   saveEveryRows: true,
   saveEveryMs: true,
@@ -135,6 +138,7 @@ function checkOptions(options: unknown): ConnectOptions {
       throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
     }
   }
+  checkSinceOption(o);
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
   checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
@@ -194,6 +198,25 @@ function checkOptions(options: unknown): ConnectOptions {
     );
   }
   return o;
+}
+
+// since: a Date, µs or RFC 3339 text (client/since.ts), and not with offset.
+function checkSinceOption(o: ConnectOptions): void {
+  const since: unknown = o.since;
+  if (since === undefined) return;
+  if (!(since instanceof Date) && typeof since !== "number" && typeof since !== "string") {
+    throw new TypeError(
+      `connect: since must be a Date, µs since the epoch or RFC 3339 text, got ${describe(since)}`,
+    );
+  }
+  if (o.offset !== undefined) {
+    throw new TypeError(`connect: give offset or since, not both (offset ${o.offset})`);
+  }
+  try {
+    sinceMicros(since);
+  } catch (err) {
+    throw new RangeError(`connect: ${(err as Error).message}`);
+  }
 }
 
 function hasDeno(): boolean {

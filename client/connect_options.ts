@@ -142,6 +142,16 @@ export interface ConnectOptions {
    */
   offset?: number | "earliest";
   /**
+   * Start at a point in time instead of an offset: the first row whose
+   * append time (the server's clock at commit) is at or after it — a `Date`,
+   * an integer of µs since the epoch, or RFC 3339 text
+   * (`"2026-12-01T09:30:00Z"`). After the last row: live. Not with `offset`.
+   * A saved cursor wins over this; a reconnect resumes at the offset after
+   * the last row received, not at this time again.
+   * @default undefined
+   */
+  since?: Date | number | string;
+  /**
    * Where the resume position is loaded from at connect and saved to as the
    * loop runs. When it holds a cursor, that cursor (offset and stream id)
    * wins over `offset`; when it holds none, the start position is saved at

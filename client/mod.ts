@@ -39,7 +39,8 @@
 // Named exports, not `export *`: wire.ts, errors.ts, cursor.ts and catch_up.ts also hold
 // what only the server, client/s3.ts and the tests use (they import those modules directly).
 export { connect } from "./connect.ts";
-export { type Line, type Row, Subscription } from "./subscription.ts";
+export { Subscription } from "./subscription.ts";
+export type { Line, Row } from "./row.ts";
 export type {
   BackoffOptions,
   ConnectOptions,

@@ -42,31 +42,9 @@ import {
   type SubscriptionOptions,
 } from "./connect_options.ts";
 import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
+import { sinceMicros } from "./since.ts";
+import type { Line, Row } from "./row.ts";
 import { backoffDelay, sleep } from "../common/backoff.ts";
-
-/**
- * A data row: its offset (`null` on an ephemeral stream) and the message.
- *
- * @example
- * ```ts
- * import type { Row } from "./subscription.ts";
- * const [offset, msg]: Row<{ price: number }> = [1861, { price: 85565 }];
- * console.log(offset, msg.price); // 1861 85565
- * ```
- */
-export type Row<T = unknown> = [offset: number | null, msg: T];
-
-/**
- * A data line as received: its offset and the original `[offset,msg]` text.
- *
- * @example
- * ```ts
- * import type { Line } from "./subscription.ts";
- * const [offset, text]: Line = [1861, '[1861,{"price":85565}]'];
- * console.log(offset, text.length); // 1861 22
- * ```
- */
-export type Line = [offset: number | null, line: string];
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
@@ -139,6 +117,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #catchUp: CatchUp | null = null;
   #catchUpRows = 0;
   #catchUpFilter: CatchUpFilter | null = null; // where= on chunk rows
+  // since= (µs): asked for on the first connect only; from then on, offsets.
+  #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
 
   private constructor(url: URL, options: SubscriptionOptions) {
@@ -176,7 +156,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
-    }
+    } else if (this.#opts.since !== undefined) this.#since = sinceMicros(this.#opts.since);
     await this.#openOrCatchUp(offset, streamId, null);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
@@ -225,6 +205,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       );
       const f = this.#catchUpFilter = catchUpFilter(this.#opts.where, head.schema, this.#url);
       this.#catchUp = c;
+      this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
@@ -246,7 +227,13 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     const ctx = { url: this.#url, offset, streamId };
     const conn = new Connection(
       this.#WS,
-      subscribeUrl(this.#url, { offset, streamId, frames: "batch", where: this.#opts.where }),
+      subscribeUrl(this.#url, {
+        offset,
+        streamId,
+        frames: "batch",
+        where: this.#opts.where,
+        since: this.#since,
+      }),
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -316,6 +303,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       });
     }
     this.#greeting = g;
+    this.#since = null;
     this.#durable = g.durable;
     this.#streamId = g.stream_id;
     if (g.durable) {

@@ -109,6 +109,8 @@ export interface NotReplayableReason {
   why: NotReplayableWhy;
   /** The offset asked for. */
   offset?: number;
+  /** The time asked for (µs), when the subscribe gave `since` instead of an offset. */
+  since?: number;
   /** The earliest offset this stream still serves, when it has one. */
   earliest?: number | null;
   /** The stream's end offset (exclusive). */

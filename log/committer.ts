@@ -96,6 +96,9 @@ export class Committer {
   #closed = false;
   #idle: Promise<void> = Promise.resolve();
   #idleResolve: (() => void) | null = null;
+  // The append time of the newest group: a clock that steps back is clamped
+  // to it, so append times never decrease in offset order (since= relies on it).
+  #lastTimeUs: number;
 
   /** A committer appending to `active`, the last of `segments` (shared with the log). */
   constructor(
@@ -114,6 +117,21 @@ export class Committer {
     this.#host = host;
     this.#next = active.seg.info.firstOffset + active.seg.info.count;
     this.#end = this.#next;
+    this.#lastTimeUs = active.seg.info.lastTimeUs;
+    for (const seg of segments) this.#lastTimeUs = Math.max(this.#lastTimeUs, seg.info.lastTimeUs);
+  }
+
+  /**
+   * The append time of the newest commit (µs; 0 before any), the floor of the
+   * next one's. The log raises it on open to what its chunks last held.
+   */
+  get lastTimeUs(): number {
+    return this.#lastTimeUs;
+  }
+
+  /** Raises the floor of the next append time to `us` (on open, from the manifest). */
+  seedTime(us: number): void {
+    if (us > this.#lastTimeUs) this.#lastTimeUs = us;
   }
 
   /** The durable end (exclusive). */
@@ -159,7 +177,8 @@ export class Committer {
 
   // Encodes checked payloads into the pending group at the next offsets. The
   // append time is read once per group (the clock showed in profiles when
-  // read per row): rows of one commit share it.
+  // read per row): rows of one commit share it, clamped to the previous
+  // group's so that it never decreases.
   #encode(payloads: readonly (Uint8Array | string)[]): Group {
     const g = this.#group ?? this.#newGroup(this.#next);
     const info = this.#active.seg.info;
@@ -192,7 +211,9 @@ export class Committer {
     // A caller that never awaits must not cause an unhandled rejection here:
     // the rejection reaches every caller through its own `.then`.
     promise.catch(() => {});
-    this.#group = { first, count: 0, timeUs: nowUs(this.#opts.clock), promise, resolve, reject };
+    const timeUs = Math.max(nowUs(this.#opts.clock), this.#lastTimeUs);
+    this.#lastTimeUs = timeUs;
+    this.#group = { first, count: 0, timeUs, promise, resolve, reject };
     return this.#group;
   }
 

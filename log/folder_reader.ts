@@ -19,17 +19,26 @@
 import { join } from "node:path";
 import { ChunkCursor, type ChunkEntry, chunkPath } from "./chunk.ts";
 import { LogCorruptError, LogEvictedError } from "./errors.ts";
-import { parseSegmentFileName, segmentFileName } from "./format.ts";
+import {
+  getU64,
+  HEADER_BYTES,
+  parseSegmentFileName,
+  RECORD_HEAD_BYTES,
+  segmentFileName,
+} from "./format.ts";
+import { readMeta } from "./log_meta.ts";
 import { exists, readManifest } from "./fs.ts";
 import {
   clipBatch,
+  readAt,
   readHeader,
   type RecordBatch,
   seekStart,
   segmentStart,
 } from "./segment_reader.ts";
 import { readSegmentRecords } from "./segment_scan.ts";
-import { locateOffset, type TierSegment } from "./tier_lookup.ts";
+import { earliestOffset, locateOffset, planSince, type TierSegment } from "./tier_lookup.ts";
+import { type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
 import { inspectLog, type LogReport } from "./verify.ts";
 
 /** Retries of a lock-free read when files move under it (a live writer chunking or merging). */
@@ -135,6 +144,115 @@ export class FolderReader {
   /** The last offset the log held when opened, or null. */
   get last(): number | null {
     return this.#last;
+  }
+
+  /**
+   * Where `sinceUs` starts in the folder as it is now: the first offset whose
+   * append time is at or after it, or the offset after the last row when
+   * every row is older — the log's own lookup (see `Log.offsetAt`), with the
+   * segments' times read from their files: a binary search over the
+   * segments' first records, then one segment's beacons.
+   *
+   * @example
+   * ```ts
+   * import { FolderReader, Log } from "./mod.ts";
+   * let now = 1000;
+   * const dir = await Deno.makeTempDir();
+   * const log = await Log.open(dir, { clock: () => now });
+   * await log.append("{}");
+   * now = 2000;
+   * await log.append("{}");
+   * await log.close();
+   * const reader = await FolderReader.open(dir);
+   * console.log((await reader.offsetAt(1_500_000)).offset); // 2
+   * ```
+   */
+  async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
+    const dir = this.dir;
+    const firstOffset = (await readMeta(dir))?.meta.first_offset ?? 1;
+    for (let attempt = 0;; attempt++) {
+      try {
+        return await this.#offsetAt(dir, firstOffset, sinceUs, stats);
+      } catch (err) {
+        // A file went away under us: a live writer moved its rows; plan again.
+        if (!(err instanceof Deno.errors.NotFound) || attempt >= MAX_REPLANS) throw err;
+      }
+    }
+  }
+
+  async #offsetAt(
+    dir: string,
+    firstOffset: number,
+    sinceUs: number,
+    stats: LookupStats | undefined,
+  ): Promise<TimeLookup> {
+    const firsts = await segmentFirsts(dir);
+    const chunks = (await readManifest(dir))?.chunks ?? [];
+    const segments: TierSegment[] = firsts.map((f) => ({
+      firstOffset: f,
+      count: Infinity,
+      sealed: false,
+    }));
+    const tiers = { segments, chunks, archived: [], end: Infinity };
+    const earliest = earliestOffset(tiers);
+    const end = this.#last === null ? (earliest ?? firstOffset) : this.#last + 1;
+    const dropped = (earliest ?? end) > firstOffset;
+    const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup => ({
+      offset,
+      ts,
+      exact,
+      evicted: dropped && offset === earliest,
+    });
+    const plan = planSince(tiers, sinceUs);
+    if (plan.kind === "end") return answer(end, null, true);
+    if (plan.kind === "row") return answer(plan.offset, plan.ts, plan.exact);
+    // The segments' times are in their files: the last segment whose first
+    // record is older than the time holds the answer, or the next one starts it.
+    const firstTime = async (i: number): Promise<number> => {
+      if (stats) stats.reads++;
+      const path = join(dir, segmentFileName(firsts[i]));
+      const file = await Deno.open(path, { read: true });
+      try {
+        const head = await readAt(file, HEADER_BYTES, RECORD_HEAD_BYTES);
+        if (head.length < RECORD_HEAD_BYTES) return Infinity; // no row yet
+        const view = new DataView(head.buffer, head.byteOffset, head.length);
+        return getU64(view, 0) === firsts[i] ? getU64(view, 8) : Infinity;
+      } finally {
+        file.close();
+      }
+    };
+    let lo = plan.index;
+    let hi = firsts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((await firstTime(mid)) >= sinceUs) hi = mid;
+      else lo = mid + 1;
+    }
+    // Segment lo is the first starting at or after the time; lo - 1 may hold it.
+    for (let i = Math.max(plan.index, lo - 1); i < firsts.length; i++) {
+      const path = join(dir, segmentFileName(firsts[i]));
+      const file = await Deno.open(path, { read: true });
+      try {
+        const header = await readHeader(file, path);
+        const size = (await file.stat()).size;
+        let hit = null;
+        try {
+          hit = await seekTime(file, path, header, sinceUs, {
+            size,
+            maxPayloadBytes: MAX_PAYLOAD,
+            stats,
+          });
+        } catch (err) {
+          // A torn tail of the last segment is not a row yet.
+          if (!(err instanceof LogCorruptError) || i < firsts.length - 1) throw err;
+        }
+        if (hit) return answer(hit.offset, hit.ts, true);
+      } finally {
+        file.close();
+      }
+      if (i >= lo) break;
+    }
+    return answer(end, null, true);
   }
 
   /**

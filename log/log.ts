@@ -37,10 +37,12 @@ import { Committer } from "./committer.ts";
 import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
-import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
+import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
+import { type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
+export type { LookupStats, TimeLookup };
 export {
   DEFAULT_CHUNK_POLICY,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -161,6 +163,10 @@ export class Log {
       await lock.truncate(0);
       await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
       const log = new Log(dir, await recoverLog(dir, options, opts), opts, lock);
+      // Rows already chunked (their segments deleted) still set the floor of
+      // the next append time.
+      const kept = await readManifest(dir).catch(() => null);
+      log.#committer.seedTime(kept?.chunks.at(-1)?.last_ts ?? 0);
       if (!opts.chunks && options.chunks !== false) {
         // A log that already keeps chunks is read through them, whatever
         // the caller asked (its history would otherwise look evicted).
@@ -222,6 +228,7 @@ export class Log {
       ? this.#link.archiveState?.manifest?.chunks ?? []
       : [];
     return {
+      // SegmentInfo carries firstOffset, count, sealed and lastTimeUs.
       segments: this.#segments.map((s) => s.info),
       chunks: this.#link?.manifest?.chunks ?? [],
       archived,
@@ -269,6 +276,69 @@ export class Log {
   /** Rows the log holds in `[from, to)`. Offsets skipped by a fence are not rows. */
   rowsBetween(from: number, to: number): number {
     return rowsBetween(this.#tiers(), from, to);
+  }
+
+  /**
+   * Where `sinceUs` (µs since the epoch) starts: the first offset whose
+   * append time is at or after it, or the durable end when every row is
+   * older — in O(log n): a binary search over the chunks' and segments'
+   * times, then over one segment's beacons, then at most about two beacon
+   * intervals of records (see `time_seek.ts`). `stats` counts the reads.
+   *
+   * @example
+   * ```ts
+   * import { Log } from "./log.ts";
+   * let now = 1000;
+   * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now });
+   * await log.append("{}");
+   * now = 2000;
+   * await log.append("{}");
+   * console.log((await log.offsetAt(1_500_000)).offset, (await log.offsetAt(3_000_000)).ts); // 2 null
+   * await log.close();
+   * ```
+   */
+  async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
+    for (let attempt = 0;; attempt++) {
+      const t = this.#tiers();
+      const earliest = earliestOffset(t);
+      // Rows below the earliest held were dropped (retention): a time before
+      // the earliest row may have been theirs.
+      const dropped = (earliest ?? t.end) > this.firstOffset;
+      const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup => ({
+        offset,
+        ts,
+        exact,
+        evicted: dropped && (earliest === null || offset === earliest),
+      });
+      if (sinceUs > this.#committer.lastTimeUs) {
+        return { offset: t.end, ts: null, exact: true, evicted: false };
+      }
+      const plan = planSince(t, sinceUs);
+      if (plan.kind === "end") return answer(t.end, null, true);
+      if (plan.kind === "row") return answer(plan.offset, plan.ts, plan.exact);
+      const seg = this.#segments[plan.index];
+      try {
+        const file = await Deno.open(seg.info.path, { read: true });
+        try {
+          const hit = await seekTime(file, seg.info.path, seg.header, sinceUs, {
+            size: seg.info.size,
+            maxPayloadBytes: this.#opts.maxPayloadBytes,
+            stats,
+          });
+          if (hit) return answer(hit.offset, hit.ts, true);
+        } finally {
+          file.close();
+        }
+      } catch (err) {
+        // Chunked and deleted under us: plan again from the tiers as they are now.
+        if (!(err instanceof Deno.errors.NotFound) || attempt >= 3) throw err;
+        continue;
+      }
+      // Rows appended meanwhile: the next segment (or the end) starts it.
+      const next = this.#segments[plan.index + 1];
+      if (!next || next.info.count === 0) return answer(t.end, null, true);
+      if (attempt >= 3) return answer(next.info.firstOffset, next.info.firstTimeUs, true);
+    }
   }
 
   /** Total durable bytes of the segments. */

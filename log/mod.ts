@@ -23,8 +23,10 @@ export {
   Log,
   type LogIo,
   type LogOptions,
+  type LookupStats,
   META_FILE,
   type SegmentInfo,
+  type TimeLookup,
 } from "./log.ts";
 export { DEFAULT_READ_BYTES, LogReader } from "./log_reader.ts";
 export * from "./errors.ts";

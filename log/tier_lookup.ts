@@ -15,6 +15,16 @@
  *   archived chunk; else the first local chunk that reaches the offset;
  *   else the first segment.
  *
+ * Time (`planSince`): append times never decrease in offset order, so the
+ * tiers, taken in offset order (archived chunks below the local tier, local
+ * chunks below the first segment, then the segments), are searched by their
+ * last append time — a binary search — for the first one that reaches the
+ * time. A chunk answers with its first row: chunk lines carry no time, so
+ * the answer is exact only when the time is at or before the chunk's
+ * `first_ts` (otherwise it is the chunk's first row, an earlier start, never
+ * a later one). A segment is searched further in its file, through its
+ * beacons (`time_seek.ts`).
+ *
  * @module
  */
 
@@ -32,6 +42,11 @@ export interface TierSegment {
   count: number;
   /** Whether it is sealed (complete). */
   sealed: boolean;
+  /**
+   * Append time of its last record, µs (0 or absent: not known; only
+   * {@linkcode planSince} reads it).
+   */
+  lastTimeUs?: number;
 }
 
 /** The tiers of a log, oldest first in each. */
@@ -183,4 +198,66 @@ export function rowsBetween(t: Tiers, from: number, to: number): number {
     if (hi > lo) rows += hi - lo;
   }
   return rows;
+}
+
+/** Where the first row at or after a time is, as far as plain data tells. */
+export type SincePlan =
+  /** A chunk's first row (`exact`: the time is at or before the chunk's first). */
+  | { kind: "row"; offset: number; ts: number; exact: boolean; tier: "chunk" | "archive" }
+  /** Somewhere in segment `index`: search its file. */
+  | { kind: "segment"; index: number }
+  /** Every row held is older: the durable end. */
+  | { kind: "end" };
+
+/**
+ * Plans the search for the first row whose append time is at or after
+ * `sinceUs` (see the module doc): a binary search over the tiers by their
+ * last append time.
+ *
+ * @example
+ * ```ts
+ * import { planSince } from "./tier_lookup.ts";
+ * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "ab", first_ts: 100, last_ts: 190 };
+ * const segments = [{ firstOffset: 10, count: 5, sealed: false, lastTimeUs: 250 }];
+ * const t = { segments, chunks: [c], archived: [], end: 15 };
+ * console.log(planSince(t, 50).kind, planSince(t, 200).kind, planSince(t, 300).kind); // row segment end
+ * ```
+ */
+export function planSince(t: Tiers, sinceUs: number): SincePlan {
+  const segStart = t.segments[0]?.firstOffset ?? Infinity;
+  const local = localEarliest(t) ?? t.end;
+  const archived = t.archived.filter((c) => c.first < local);
+  const chunks = t.chunks.filter((c) => c.first < segStart);
+  const segs: number[] = [];
+  for (let i = 0; i < t.segments.length; i++) if (t.segments[i].count > 0) segs.push(i);
+  const n = archived.length + chunks.length + segs.length;
+  // Piece i's last append time, the pieces in offset order.
+  const lastTs = (i: number): number => {
+    if (i < archived.length) return archived[i].last_ts;
+    i -= archived.length;
+    if (i < chunks.length) return chunks[i].last_ts;
+    const s = t.segments[segs[i - chunks.length]];
+    // Unknown (a segment not read yet): it may hold any time.
+    return s.lastTimeUs ? s.lastTimeUs : Infinity;
+  };
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (lastTs(mid) >= sinceUs) hi = mid;
+    else lo = mid + 1;
+  }
+  if (lo >= n) return { kind: "end" };
+  if (lo < archived.length + chunks.length) {
+    const inArchive = lo < archived.length;
+    const c = inArchive ? archived[lo] : chunks[lo - archived.length];
+    return {
+      kind: "row",
+      offset: c.first,
+      ts: c.first_ts,
+      exact: sinceUs <= c.first_ts,
+      tier: inArchive ? "archive" : "chunk",
+    };
+  }
+  return { kind: "segment", index: segs[lo - archived.length - chunks.length] };
 }

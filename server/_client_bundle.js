@@ -16,7 +16,55 @@ function describe(v) {
 }
 
 // client/since.ts
+var RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+var MICROS = /^\d{1,16}$/;
 var MAX_SINCE_US = Number.MAX_SAFE_INTEGER;
+function daysIn(year, month) {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+function parseSince(text) {
+  if (MICROS.test(text)) {
+    const us2 = Number(text);
+    if (us2 <= MAX_SINCE_US) return us2;
+  }
+  const m = RFC3339.exec(text);
+  if (!m) {
+    throw new RangeError(`since must be RFC 3339 (2026-12-01T09:30:00Z) or \xB5s since the epoch, got ${text.length > 40 ? `${text.slice(0, 37)}...` : text}`);
+  }
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 60) {
+    throw new RangeError(`since names no real time: ${text}`);
+  }
+  const fraction = Number((m[7] ?? "").padEnd(6, "0").slice(0, 6));
+  let offsetMin = 0;
+  if (m[9]) {
+    const oh = Number(m[10]);
+    const om = Number(m[11]);
+    if (oh > 23 || om > 59) throw new RangeError(`since has a bad UTC offset: ${text}`);
+    offsetMin = (m[9] === "-" ? -1 : 1) * (oh * 60 + om);
+  }
+  const ms = Date.UTC(year, month - 1, day, hour, minute, Math.min(second, 59)) - offsetMin * 6e4;
+  const us = ms * 1e3 + fraction;
+  if (!Number.isSafeInteger(us) || us < 0) {
+    throw new RangeError(`since must be between 1970 and 2255, got ${text}`);
+  }
+  return us;
+}
+function sinceMicros(value) {
+  if (value instanceof Date) {
+    const ms = value.getTime();
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`since: invalid Date`);
+    return ms * 1e3;
+  }
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`since must be an integer of \xB5s >= 0, got ${value}`);
+    }
+    return value;
+  }
+  if (typeof value === "string") return parseSince(value);
+  throw new TypeError(`since must be a Date, \xB5s or RFC 3339 text, got ${typeof value}`);
+}
 
 // client/wire.ts
 var PROTOCOL_VERSION = 2;
@@ -1034,6 +1082,8 @@ var Subscription = class _Subscription {
   #catchUp = null;
   #catchUpRows = 0;
   #catchUpFilter = null;
+  // since= (µs): asked for on the first connect only; from then on, offsets.
+  #since = null;
   #onAbort = () => this.#abort();
   constructor(url, options) {
     this.#url = url.toString();
@@ -1070,7 +1120,7 @@ var Subscription = class _Subscription {
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
-    }
+    } else if (this.#opts.since !== void 0) this.#since = sinceMicros(this.#opts.since);
     await this.#openOrCatchUp(offset, streamId, null);
     if (this.#cursor && !this.#durable) {
       throw new NotReplayable(this.#url, {
@@ -1110,6 +1160,7 @@ var Subscription = class _Subscription {
       });
       const f = this.#catchUpFilter = catchUpFilter(this.#opts.where, head.schema, this.#url);
       this.#catchUp = c;
+      this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
       this.#streamId = head.stream_id;
@@ -1135,7 +1186,8 @@ var Subscription = class _Subscription {
       offset,
       streamId,
       frames: "batch",
-      where: this.#opts.where
+      where: this.#opts.where,
+      since: this.#since
     }));
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -1192,6 +1244,7 @@ var Subscription = class _Subscription {
       });
     }
     this.#greeting = g;
+    this.#since = null;
     this.#durable = g.durable;
     this.#streamId = g.stream_id;
     if (g.durable) {
@@ -1559,6 +1612,7 @@ function clip(s) {
 // client/connect.ts
 var OPTION_KEYS = {
   offset: true,
+  since: true,
   cursor: true,
   saveEveryRows: true,
   saveEveryMs: true,
@@ -1643,6 +1697,7 @@ function checkOptions(options) {
       throw new RangeError(`connect: offset must be an integer >= 0 or "earliest", got ${off}`);
     }
   }
+  checkSinceOption(o);
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
   checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
@@ -1690,6 +1745,21 @@ function checkOptions(options) {
     throw new TypeError(`connect: where must be a filter object or its JSON text, got ${describe(where)}`);
   }
   return o;
+}
+function checkSinceOption(o) {
+  const since = o.since;
+  if (since === void 0) return;
+  if (!(since instanceof Date) && typeof since !== "number" && typeof since !== "string") {
+    throw new TypeError(`connect: since must be a Date, \xB5s since the epoch or RFC 3339 text, got ${describe(since)}`);
+  }
+  if (o.offset !== void 0) {
+    throw new TypeError(`connect: give offset or since, not both (offset ${o.offset})`);
+  }
+  try {
+    sinceMicros(since);
+  } catch (err) {
+    throw new RangeError(`connect: ${err.message}`);
+  }
 }
 function hasDeno() {
   const d = globalThis.Deno;

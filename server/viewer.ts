@@ -127,6 +127,17 @@ ${viewerStyle}</style>
           <button type="button" id="replay-recent">Last 1,000 rows</button>
         </fieldset>
       </form>
+      <form id="since-form">
+        <fieldset style="display:contents">
+          <label for="replay-since">Replay since a time
+            <input id="replay-since" name="since" type="text" required spellcheck="false"
+              placeholder="2026-12-01T09:30:00Z" aria-describedby="since-help">
+          </label>
+          <button type="submit">Replay since</button>
+        </fieldset>
+      </form>
+      <p class="note" id="since-help">RFC 3339 (UTC <code>Z</code> or an offset such as
+      <code>+01:00</code>) or µs since the epoch: from the first row appended at or after it.</p>
       <p class="note" id="replay-info"></p>
       <p id="notice" role="alert"></p>
       <p class="note">Replayed rows are marked <span class="badge">replay</span>; the stream

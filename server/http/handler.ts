@@ -8,6 +8,7 @@
  * |---|---|
  * | WebSocket `/{name}` (`/` for the unnamed stream) | `subscribe.ts` |
  * | `GET /{name}/head` (`/_/head` for the unnamed stream), `GET /_/streams` | `head.ts` |
+ * | `GET /{name}/at?since=T` (`/_/at` for the unnamed stream) | `at.ts` |
  * | `GET /{name}/manifest`, `GET /{name}/chunks/{sha256}` | `chunks.ts` |
  * | `GET /_/health` | `health.ts` |
  * | `GET /_/metrics` | `metrics.ts` |
@@ -31,6 +32,7 @@ import type { Gate } from "../limits.ts";
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
+import { atResponse } from "./at.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
 import { headResponse, readableHeads, streamsResponse } from "./head.ts";
@@ -261,6 +263,10 @@ export class HttpHandler {
     if (r.rest === "head") {
       metrics.request("head");
       return headResponse(stream);
+    }
+    if (r.rest === "at") {
+      metrics.request("at");
+      return atResponse(stream, url);
     }
     if (r.rest === "manifest") {
       metrics.request("manifest");

@@ -24,6 +24,7 @@ export type RouteName =
   | "metrics"
   | "streams"
   | "head"
+  | "at"
   | "manifest"
   | "chunk";
 

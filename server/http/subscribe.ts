@@ -20,6 +20,7 @@ import {
 } from "../../client/wire.ts";
 import { compileFilter, type Filter, FilterError } from "../../client/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
+import type { TimeLookup } from "../../log/mod.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream.ts";
 import type { Subscriber } from "../subscriber.ts";
@@ -125,6 +126,61 @@ export function decideStart(
   return { ok: true, from };
 }
 
+// --- since= (DESIGN §12) ---
+
+/** What {@linkcode decideSinceStart} needs of a log: {@linkcode decideStart}'s, and the time lookup. */
+export type SinceLog = NonNullable<Parameters<typeof decideStart>[0]> & {
+  offsetAt(sinceUs: number): Promise<TimeLookup>;
+};
+
+// Refusals that come before `evicted` in the order of DESIGN §5.
+const BEFORE_EVICTED = new Set(["not_durable", "other_stream", "ahead", "empty"]);
+
+/**
+ * Decides where a subscribe with `since` starts (DESIGN §12): the time
+ * resolves through the log to the first offset whose append time is at or
+ * after it, then acts exactly like `offset=` that offset (every refusal of
+ * {@linkcode decideStart} applies, in its order). After the last row it is
+ * `offset=end_offset` (live, `replay` null). Before the earliest row held
+ * while older rows were dropped: `evicted` with `earliest` (`empty` when
+ * nothing is held); when nothing was ever dropped, from the first row. On an
+ * ephemeral stream, `not_durable`. A query without `since` is
+ * {@linkcode decideStart}'s.
+ *
+ * @example
+ * ```ts
+ * import { decideSinceStart } from "./subscribe.ts";
+ * const log = { streamId: "0".repeat(32), endOffset: 10, earliest: 1, firstOffset: 1,
+ *   rowsBetween: (a: number, b: number) => b - a,
+ *   offsetAt: () => Promise.resolve({ offset: 4, ts: 7, exact: true, evicted: false }) };
+ * const q = { offset: null, streamId: null, frames: "single" as const, token: null,
+ *   where: null, since: 5 };
+ * const d = await decideSinceStart(log, null, q);
+ * console.log(d.ok ? d.from : d.reason.why); // 4
+ * ```
+ */
+export async function decideSinceStart(
+  log: SinceLog | null,
+  maxReplay: number | null,
+  q: SubscribeQuery,
+): Promise<StartDecision> {
+  if (q.since === null) return decideStart(log, maxReplay, q);
+  if (!log) return { ok: false, reason: { error: "not_replayable", why: "not_durable" } };
+  const at = await log.offsetAt(q.since);
+  const d = decideStart(log, maxReplay, { ...q, offset: at.offset });
+  if (!d.ok && BEFORE_EVICTED.has(d.reason.why)) return d;
+  if (at.evicted) {
+    const earliest = log.earliest;
+    const reason: NotReplayableReason = earliest === null
+      ? { error: "not_replayable", why: "empty", since: q.since, end_offset: log.endOffset }
+      : { error: "not_replayable", why: "evicted", since: q.since, earliest };
+    return { ok: false, reason };
+  }
+  return d;
+}
+
+// --- end of since= ---
+
 /** Close codes of a server-side drop of an accepted subscriber (logged as `dropped`). */
 const DROP_CODES: ReadonlySet<number> = new Set([
   CloseCode.PolicyViolation,
@@ -216,7 +272,19 @@ function accept(
       if (socket.readyState !== WebSocket.OPEN) return;
     }
     // Decide now, not at request time: the log may have moved since.
-    const d = decideStart(stream.log, stream.maxReplay, q);
+    let d: StartDecision;
+    try {
+      d = q.since === null
+        ? decideStart(stream.log, stream.maxReplay, q)
+        : await decideSinceStart(stream.log, stream.maxReplay, q);
+    } catch (err) {
+      // The time lookup read a damaged file: this subscribe cannot start.
+      const detail = err instanceof Error ? err.message : String(err);
+      logger.error("since_failed", { ...who, since: q.since, error: detail });
+      socket.close(CloseCode.InternalError, encodeCloseReason({ error: "internal", detail }));
+      return;
+    }
+    if (socket.readyState !== WebSocket.OPEN) return;
     if (!d.ok) {
       stream._refused(d.reason.why);
       logger.info("refused", { ...who, code: CloseCode.NotReplayable, ...d.reason });
@@ -233,13 +301,16 @@ function accept(
     }
     const from = d.from ?? stream.endOffset;
     const frames = q.frames;
-    socket.send(JSON.stringify(stream.greeting(d.from, frames, filter?.where ?? null)));
+    const greeting = stream.greeting(d.from, frames, filter?.where ?? null);
+    greeting.since = q.since; // since= (§12): echoed, µs or null
+    socket.send(JSON.stringify(greeting));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
     sub = stream._subscribe(socket, from ?? 0, frames, filter);
     logger.info("subscribe", {
       ...who,
       offset: q.offset,
+      ...(q.since !== null ? { since: q.since } : {}),
       from: d.from,
       end_offset: stream.endOffset,
       frames,

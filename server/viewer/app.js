@@ -55,6 +55,8 @@ export function startViewer(connect) {
     form: $("replay"),
     from: $("replay-from"),
     recent: $("replay-recent"),
+    sinceForm: $("since-form"),
+    since: $("replay-since"),
     notice: $("notice"),
     info: $("replay-info"),
     canvas: $("chart"),
@@ -145,11 +147,12 @@ export function startViewer(connect) {
   // ---- the subscription -------------------------------------------------
 
   /**
-   * Subscribes at `offset` (undefined: live) with the filter `filter` (JSON
-   * text; null: every row; absent: the filter now shown); the current
-   * subscription runs until this one is up.
+   * Subscribes at `offset` (undefined: live), or at the time `since` (text the
+   * server parses), with the filter `filter` (JSON text; null: every row;
+   * absent: the filter now shown); the current subscription runs until this
+   * one is up.
    */
-  async function subscribe(offset, filter = where) {
+  async function subscribe(offset, filter = where, since = undefined) {
     const mine = ++attempt;
     ui.notice.textContent = "";
     if (!sub) setConn("connecting", "connecting…");
@@ -159,6 +162,7 @@ export function startViewer(connect) {
     try {
       next = await connect(url, {
         offset,
+        since,
         token,
         ...(filter != null ? { where: filter } : {}),
         reconnect: true,
@@ -505,6 +509,17 @@ export function startViewer(connect) {
       return;
     }
     await subscribe(n);
+  });
+  // since=: the first row at or after a time (connect checks the text).
+  ui.sinceForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = ui.since.value.trim();
+    if (text === "") {
+      ui.notice.textContent = "Enter a time: RFC 3339 (2026-12-01T09:30:00Z) or µs.";
+      ui.since.focus();
+      return;
+    }
+    await subscribe(undefined, undefined, text);
   });
   ui.recent.addEventListener("click", async () => {
     const head = heads.find((h) => h.stream === name);

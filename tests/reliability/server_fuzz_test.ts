@@ -29,6 +29,7 @@ import { closePayload, concat, type Ending, frame, RawConn, upgradeRequest } fro
 import { fdCount, NAME, portOf, rowText, serveChild, sleep, workspace } from "./_harness.ts";
 
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "./_seeds.ts";
+import { parseSince } from "../../client/since.ts";
 
 console.log(seedBanner("server fuzz"));
 const enc = new TextEncoder();
@@ -215,6 +216,114 @@ function randomQuery(rand: () => number, streamId: string): string {
   if (rand() < 0.05) pairs.push(`x=${"9".repeat(3000)}`);
   return "?" + pairs.join("&");
 }
+
+// --- since= case family (DESIGN §12): hostile times never crash the server;
+// each is a 4400 or an accepted subscribe (4416 other_stream for a foreign
+// stream id), and /at answers 200 or 400 with JSON, never 500. ---
+
+const SINCE_VALUES = [
+  "0",
+  "1",
+  "1796117400000001",
+  "9007199254740991",
+  "9007199254740992",
+  "99999999999999999999",
+  "9".repeat(400),
+  "-1",
+  "1.5",
+  "1e6",
+  "0x10",
+  "%201",
+  "+1",
+  "",
+  "now",
+  "NaN",
+  "١٢٣",
+  "１２３",
+  "2026-12-01T09:30:00Z",
+  "2026-12-01t09:30:00.123456789z",
+  "2026-12-01T09:30:00.1234567890123Z",
+  "2026-12-01T10:30:00%2B01:00",
+  "2026-12-01T10:30:00+01:00", // the + is a space in a query
+  "2026-12-01T09%3A30%3A00Z",
+  "2016-12-31T23:59:60Z", // a leap second
+  "2016-12-31T23:59:61Z",
+  "2026-02-29T00:00:00Z",
+  "2024-02-29T00:00:00Z",
+  "2026-13-01T00:00:00Z",
+  "2026-12-01T24:00:00Z",
+  "2026-12-01T09:30:00+24:00",
+  "2026-12-01T09:30:00",
+  "2026-12-01",
+  "0000-01-01T00:00:00Z",
+  "1969-12-31T23:59:59Z",
+  "1970-01-01T00:00:00Z",
+  "2255-06-05T23:47:34.740991Z",
+  "2255-06-05T23:47:34.740992Z",
+  "9999-12-31T23:59:59.999999Z",
+  "２０２６-12-01T09:30:00Z",
+  "%",
+  "%FF",
+  "%00",
+];
+
+/** A subscribe target with a hostile `since`, and what it must get. */
+function randomSinceCase(rand: () => number, streamId: string): { target: string; want: Expect } {
+  const value = rand() < 0.15
+    ? String(Math.floor(rand() * 2 ** 53))
+    : rand() < 0.1
+    ? randomName(rand, "0123456789-:TZ.+é", 1, 30)
+    : pick(rand, SINCE_VALUES);
+  const extra = pick(rand, ["", "", "", "&offset=1", "&frames=batch", `&stream_id=${streamId}`]) +
+    (rand() < 0.1 ? `&stream_id=${"0".repeat(32)}` : "");
+  const target = `/${NAME}?since=${value}${extra}`;
+  let want: Expect;
+  try {
+    const params = new URL(`http://x${target}`).searchParams;
+    parseSince(params.get("since")!);
+    const ids = params.getAll("stream_id");
+    want = params.has("offset") || ids.length > 1
+      ? { kind: "close", codes: [4400] }
+      : ids.length === 1 && ids[0] !== streamId
+      ? { kind: "close", codes: [4416] }
+      : { kind: "greeting" };
+  } catch {
+    want = { kind: "close", codes: [4400] };
+  }
+  return { target, want };
+}
+
+/** `/at` with the same hostile value: 200 with {offset, ts}, or 400 with a JSON error. */
+async function atCase(base: string, target: string): Promise<string | null> {
+  const value = target.slice(target.indexOf("since=") + 6).split("&")[0];
+  // No pooled keep-alive connection: the fd count after the fuzz must not see one.
+  const client = Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
+  let res: Response;
+  try {
+    res = await fetch(`${base}/${NAME}/at?since=${value}`, { client });
+  } finally {
+    client.close();
+  }
+  const text = await res.text();
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return `/at?since=${value.slice(0, 40)}: ${res.status}, not JSON: ${text.slice(0, 80)}`;
+  }
+  let ok = false;
+  try {
+    parseSince(new URLSearchParams(`since=${value}`).get("since")!);
+    ok = true;
+  } catch {
+    // a bad time: 400
+  }
+  if (ok && res.status === 200 && Number.isSafeInteger(body.offset)) return null;
+  if (!ok && res.status === 400 && body.error === "bad_request") return null;
+  return `/at?since=${value.slice(0, 40)}: ${res.status} ${text.slice(0, 80)}`;
+}
+
+// --- end of the since= case family ---
 
 /** Runs one upgrade and reports how it ended. */
 async function upgradeCase(
@@ -539,6 +648,26 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
         }
       }));
     }
+    // since= case family: hostile times, 8 at a time, and /at with each.
+    let sinceCases = 0;
+    for (const batch of fuzzCases(15, "server since")) {
+      const rand = caseRng(batch, 0x51c);
+      const cases = Array.from({ length: 8 }, () => randomSinceCase(rand, streamId));
+      await Promise.all(cases.map(async ({ target, want }, i) => {
+        const got = await upgradeCase(port, target);
+        const at = await atCase(s.url, target);
+        sinceCases++;
+        if (!matches(got, want) || at) {
+          failed.push(batch);
+          failures.push(
+            `${caseName(batch, "since batch")} item ${i} ${
+              JSON.stringify(target.slice(0, 120))
+            }: ` +
+              (at ?? `expected ${JSON.stringify(want)}, got ${JSON.stringify(got)}`),
+          );
+        }
+      }));
+    }
     const elapsed = Date.now() - t0;
     clearInterval(watch);
     feeding = false;
@@ -567,7 +696,8 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     await sleep(500);
     const fdsAfter = fdCount(s.proc.pid);
     console.log(
-      `server fuzz: ${upgrades} upgrades, ${frameCases} frame cases in ${elapsed} ms; ` +
+      `server fuzz: ${upgrades} upgrades, ${frameCases} frame cases, ${sinceCases} since cases ` +
+        `in ${elapsed} ms; ` +
         `outcomes ${JSON.stringify(Object.fromEntries([...seen].sort()))}; ` +
         `worst gap between rows for the calm subscriber ${worstGapMs} ms; ` +
         `server fds ${fdsBefore} before, ${fdsAfter} after`,

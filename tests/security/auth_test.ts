@@ -99,7 +99,9 @@ Deno.test("auth answers 403 for a stream the token does not grant, existing or n
     assertEquals(ws.status, 403);
     assertEquals(JSON.parse(ws.body), { error: "forbidden", stream: "book" });
     assert(ws.headers["www-authenticate"].includes("insufficient_scope"));
-    for (const path of ["/book/head", "/book/manifest", `/book/chunks/${"a".repeat(64)}`]) {
+    const paths = ["/book/head", "/book/manifest", `/book/chunks/${"a".repeat(64)}`];
+    paths.push("/book/at?since=0"); // since= (§12): /at is checked as /head is
+    for (const path of paths) {
       assertEquals((await get(`${t.http}${path}`, bearer(ALICE))).status, 403, path);
     }
     // A name that does not exist is 403 too: a 404 would tell which names exist.
@@ -168,6 +170,7 @@ Deno.test("auth covers head, manifest and chunks, and /_/streams lists only what
     assertEquals(head.status, 200);
     assertEquals(JSON.parse(head.text).end_offset, 11);
     assertEquals((await get(`${t.http}/trades/head`)).status, 401);
+    assertEquals((await get(`${t.http}/trades/at?since=0`)).status, 401);
     assertEquals(
       (await get(`${t.http}/trades/head`)).headers.get("www-authenticate"),
       'Bearer realm="streamcast"',

@@ -1,0 +1,183 @@
+/**
+ * Finding the first record at or after a time in one segment file, through
+ * its beacons, in O(log n) small reads plus at most about two beacon
+ * intervals of records — never a scan of the file.
+ *
+ * Each beacon (at byte k·I) carries the offset and append time of the last
+ * record completed before it. Append times never decrease in offset order
+ * (the committer clamps a clock that steps back), so the beacons' times are
+ * sorted: a binary search finds the last beacon whose record is older than
+ * the time; the answer is after that record and no later than the next
+ * beacon's. A second beacon search (the one offset seeks use) finds the
+ * record boundary at or before the record after it, and the cursor reads
+ * forward from there, checking every record, until one is at or after the
+ * time: at most the interval holding it and the one before.
+ *
+ * @module
+ */
+
+import { type Beacon, BEACON_BYTES, decodeBeacon, Layout, type SegmentHeader } from "./format.ts";
+import {
+  type CursorStart,
+  readAt,
+  SegmentCursor,
+  segmentStart,
+  startAfterBeacon,
+} from "./segment_reader.ts";
+
+/**
+ * What a time lookup read, for tests and benchmarks that check its cost
+ * does not grow with the log: counters the lookup adds to.
+ */
+export interface LookupStats {
+  /** Small reads (a beacon, a record head). */
+  reads: number;
+  /** Bytes of records read by the cursor. */
+  bytes: number;
+  /** Records decoded. */
+  records: number;
+}
+
+/**
+ * A fresh set of counters.
+ *
+ * @example
+ * ```ts
+ * import { lookupStats } from "./time_seek.ts";
+ * console.log(lookupStats().reads); // 0
+ * ```
+ */
+export function lookupStats(): LookupStats {
+  return { reads: 0, bytes: 0, records: 0 };
+}
+
+/** The first record at or after a time. */
+export interface TimeHit {
+  /** Its offset. */
+  offset: number;
+  /** Its append time, µs. */
+  ts: number;
+}
+
+/** How {@linkcode seekTime} reads. */
+export interface SeekTimeOptions {
+  /** Bytes of the file holding records (the durable size, or the file size). */
+  size: number;
+  /** Largest payload a record may claim. */
+  maxPayloadBytes: number;
+  /** Counters to add to. */
+  stats?: LookupStats;
+}
+
+/**
+ * The first record of segment `file` whose append time is at or after
+ * `sinceUs`, or `null` when every record is older. Records read are
+ * checked; damage throws `LogCorruptError`.
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./log.ts";
+ * import { readHeader } from "./segment_reader.ts";
+ * import { seekTime } from "./time_seek.ts";
+ * let now = 1000;
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { clock: () => now, timers: false });
+ * await log.append("{}");
+ * now = 2000;
+ * await log.append("{}");
+ * const info = log.segments()[0];
+ * await log.close();
+ * const file = await Deno.open(info.path);
+ * const header = await readHeader(file, info.path);
+ * const hit = await seekTime(file, info.path, header, 1_500_000, { size: info.size, maxPayloadBytes: 1 << 20 });
+ * console.log(hit); // { offset: 2, ts: 2000000 }
+ * file.close();
+ * ```
+ */
+export async function seekTime(
+  file: Deno.FsFile,
+  path: string,
+  header: SegmentHeader,
+  sinceUs: number,
+  options: SeekTimeOptions,
+): Promise<TimeHit | null> {
+  const { size, stats } = options;
+  const layout = new Layout(header.beaconInterval);
+  const beacons = Math.max(0, Math.floor((size - BEACON_BYTES) / layout.interval));
+  const cache = new Map<number, Beacon | null>();
+  const beaconAt = async (k: number): Promise<Beacon | null> => {
+    if (cache.has(k)) return cache.get(k)!;
+    if (stats) stats.reads++;
+    const b = decodeBeacon(await readAt(file, k * layout.interval, BEACON_BYTES), 0);
+    cache.set(k, b);
+    return b;
+  };
+  // The last record known to be older than the time.
+  let older = header.firstOffset - 1;
+  let lo = 1;
+  let hi = beacons;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const b = await beaconAt(mid);
+    if (!b) break; // a damaged beacon: start from what is known; the cursor will say why
+    if (b.lastTimeUs < sinceUs) {
+      if (b.lastOffset > 0) older = b.lastOffset;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  // A record boundary at or before the record after `older`.
+  const want = older + 1;
+  let start: CursorStart = segmentStart(header);
+  lo = 1;
+  hi = beacons;
+  while (lo <= hi && want > header.firstOffset) {
+    const mid = (lo + hi) >>> 1;
+    const b = await beaconAt(mid);
+    if (!b) break;
+    const s = startAfterBeacon(layout, header, mid, b);
+    if (s && s.offset <= want) {
+      start = s;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const cursor = new SegmentCursor(file, path, layout, start, {
+    maxPayloadBytes: options.maxPayloadBytes,
+    blockBytes: layout.interval + 4096,
+  });
+  while (!cursor.endMark) {
+    const before = cursor.physicalEnd;
+    // An interval at a time: the answer is within about two of the start.
+    const batch = await cursor.read(size, layout.interval);
+    if (stats) stats.bytes += cursor.physicalEnd - before;
+    if (batch.count === 0) return null;
+    for (let i = 0; i < batch.count; i++) {
+      if (stats) stats.records++;
+      if (batch.times[i] >= sinceUs) return { offset: batch.offsets[i], ts: batch.times[i] };
+    }
+  }
+  return null;
+}
+
+/** Where a time starts in a log: what `Log.offsetAt` and `FolderReader.offsetAt` answer. */
+export interface TimeLookup {
+  /** The first offset whose append time is at or after the time, or the end when every row is older. */
+  offset: number;
+  /** That row's append time, µs, or `null` at the end. */
+  ts: number | null;
+  /**
+   * Whether `ts` is known to be the first at or after the time: `false` when
+   * the row is the first of a chunk whose rows straddle the time (chunk lines
+   * carry no time: the start is earlier, never later).
+   */
+  exact: boolean;
+  /**
+   * Whether rows older than `offset` that the log no longer holds (dropped by
+   * retention) may have been at or after the time: the answer is the earliest
+   * row held, and rows below it were dropped.
+   */
+  evicted: boolean;
+}
