@@ -137,15 +137,18 @@ export interface ExportOptions {
    * it starts at the offset the log's time lookup gives (`Log.offsetAt`,
    * as `since=` does). A time before the earliest row held while older rows
    * were dropped is refused with {@linkcode LogEvictedError}. With `from`,
-   * the later of the two starts. Inside a chunk's time span (chunk lines
-   * carry no time) it starts at the chunk's first row: earlier, never later.
+   * the later of the two starts. Exact in segments and in chunks with a
+   * time index; inside the span of a chunk without one (an older log, a
+   * chunk from the archive) it starts at the chunk's first row: earlier,
+   * never later.
    * @default undefined
    */
   since?: number;
   /**
    * Export only rows appended before this time (µs since the epoch,
-   * exclusive). With `to`, the earlier of the two ends. Inside a chunk's time
-   * span it ends before that chunk: never past the time.
+   * exclusive). With `to`, the earlier of the two ends. Exact like `since`;
+   * inside the span of a chunk without a time index it ends before that
+   * chunk: never past the time.
    * @default undefined
    */
   until?: number;

@@ -7,11 +7,15 @@
  *
  * Every step is idempotent and resumes from what is on disk:
  * 1. a chunk file is written (temp file, fsync, rename, fsync dir);
- * 2. the manifest listing it is written the same way;
- * 3. the writer is told, and deletes the sealed segment.
- * A crash after 1 leaves an orphan chunk, deleted on the next open (or written
- * again, byte for byte, when the segment is chunked again); after 2, the
- * segment is found already listed and deleted.
+ * 2. its time index (`chunk_times.ts`, the segment's append times) is
+ *    written the same way;
+ * 3. the manifest listing it is written the same way;
+ * 4. the writer is told, and deletes the sealed segment.
+ * A crash after 1 or 2 leaves an orphan chunk (and index), deleted on the
+ * next open (or written again, byte for byte, when the segment is chunked
+ * again); after 3, the segment is found already listed and deleted. A merge
+ * keeps the same order (merged chunk, its index, manifest). An index goes
+ * with its chunk: deleted beside it, and an orphan when its chunk is.
  *
  * @module
  */
@@ -39,6 +43,14 @@ import type {
   ToWorker,
 } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
+import {
+  type ChunkTimes,
+  encodeTimes,
+  mergeTimes,
+  readChunkTimes,
+  TimesBuilder,
+  timesPath,
+} from "./chunk_times.ts";
 import { Layout } from "./format.ts";
 import { backoffDelay } from "../common/backoff.ts";
 import { exists, readManifest, syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
@@ -227,14 +239,14 @@ async function load(st: LogState, stream: string, streamId: string): Promise<voi
   const dir = st.dir;
   const manifest = await loadManifest(dir, stream, streamId);
   await Deno.mkdir(join(dir, CHUNKS_DIR), { recursive: true });
-  // Chunks neither listed nor retired are left by a crash before their
-  // manifest was written: nothing refers to them.
+  // Chunks (and time indexes) neither listed nor retired are left by a crash
+  // before their manifest was written: nothing refers to them.
   const known = new Set([
     ...manifest.chunks.map((c) => c.sha256),
     ...manifest.retired.map((r) => r.sha256),
   ]);
   for await (const e of Deno.readDir(join(dir, CHUNKS_DIR))) {
-    const sha = /^([0-9a-f]{64})\.ndjson\.zst$/.exec(e.name)?.[1];
+    const sha = /^([0-9a-f]{64})(?:\.ndjson\.zst|\.times)$/.exec(e.name)?.[1];
     if (!e.isFile || (sha && known.has(sha))) continue;
     await Deno.remove(join(dir, CHUNKS_DIR, e.name)).catch(() => {});
   }
@@ -267,6 +279,7 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
   }
   const file = await Deno.open(seg.path, { read: true });
   const lines = new LineWriter();
+  const times = new TimesBuilder();
   let firstTs = 0;
   let lastTs = 0;
   try {
@@ -288,6 +301,7 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
       if (firstTs === 0) firstTs = b.times[0];
       lastTs = b.times[b.count - 1];
       lines.addBatch(b);
+      times.addBatch(b);
     }
     if (!cursor.endMark) throw new Error(`segment ${seg.path} is not sealed`);
     if (cursor.nextOffset - 1 !== last) {
@@ -301,6 +315,8 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
   const path = chunkPath(st.dir, sha);
   if (!(await exists(path))) await writeFileAtomic(path, zipped);
   step("chunk-written");
+  await writeTimes(st.dir, sha, times.runs());
+  step("times-written");
   const entry: ChunkEntry = {
     first: seg.firstOffset,
     last,
@@ -314,6 +330,26 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
   await saveManifest(st);
   step("manifest-written");
   post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: sha });
+}
+
+// Writes chunk `sha`'s time index (atomically and durably), unless it is
+// there already: a chunk made again is the same bytes, and so is its index.
+async function writeTimes(dir: string, sha: string, runs: ChunkTimes | null): Promise<void> {
+  if (runs === null || runs.offsets.length === 0) return;
+  const path = timesPath(dir, sha);
+  if (!(await exists(path))) await writeFileAtomic(path, encodeTimes(runs));
+}
+
+// The merged chunk's index from its sources': none when a source has none
+// (an older chunk, one restored from the archive) or a damaged one.
+async function mergedTimes(dir: string, run: ChunkEntry[]): Promise<ChunkTimes | null> {
+  const parts: ChunkTimes[] = [];
+  for (const e of run) {
+    const t = await readChunkTimes(dir, e).catch(() => null);
+    if (t === null) return null;
+    parts.push(t);
+  }
+  return mergeTimes(parts);
 }
 
 function sizeClass(bytes: number): number {
@@ -353,6 +389,8 @@ async function compact(st: LogState, nowUs: number): Promise<void> {
       await syncDir(join(st.dir, CHUNKS_DIR));
     }
     step("merge-written");
+    await writeTimes(st.dir, sha, await mergedTimes(st.dir, run));
+    step("merge-times-written");
     const entry: ChunkEntry = {
       first: run[0].first,
       last: run[run.length - 1].last,
@@ -396,9 +434,11 @@ async function retain(st: LogState, nowUs: number): Promise<void> {
   const listed = new Set(c.map((e) => e.sha256));
   for (const e of [...drop, ...expired]) {
     if (listed.has(e.sha256)) continue; // a merge reproduced the same bytes
-    await Deno.remove(chunkPath(st.dir, e.sha256)).catch((err) => {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
-    });
+    for (const path of [chunkPath(st.dir, e.sha256), timesPath(st.dir, e.sha256)]) {
+      await Deno.remove(path).catch((err) => {
+        if (!(err instanceof Deno.errors.NotFound)) throw err;
+      });
+    }
   }
 }
 

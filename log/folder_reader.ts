@@ -38,7 +38,7 @@ import {
 } from "./segment_reader.ts";
 import { readSegmentRecords } from "./segment_scan.ts";
 import { earliestOffset, locateOffset, planSince, type TierSegment } from "./tier_lookup.ts";
-import { type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
+import { chunkTimeHit, type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
 import { inspectLog, type LogReport } from "./verify.ts";
 
 /** Retries of a lock-free read when files move under it (a live writer chunking or merging). */
@@ -205,7 +205,13 @@ export class FolderReader {
     });
     const plan = planSince(tiers, sinceUs);
     if (plan.kind === "end") return answer(end, null, true);
-    if (plan.kind === "row") return answer(plan.offset, plan.ts, plan.exact);
+    if (plan.kind === "row") {
+      const entry = plan.exact || plan.tier !== "chunk"
+        ? undefined
+        : chunks.find((c) => c.first === plan.offset);
+      const hit = entry ? await chunkTimeHit(this.dir, entry, sinceUs, stats) : null;
+      return hit ? answer(hit.offset, hit.ts, true) : answer(plan.offset, plan.ts, plan.exact);
+    }
     // The segments' times are in their files: the last segment whose first
     // record is older than the time holds the answer, or the next one starts it.
     const firstTime = async (i: number): Promise<number> => {

@@ -38,7 +38,7 @@ import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
 import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
+import { chunkTimeHit, type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -315,7 +315,13 @@ export class Log {
       }
       const plan = planSince(t, sinceUs);
       if (plan.kind === "end") return answer(t.end, null, true);
-      if (plan.kind === "row") return answer(plan.offset, plan.ts, plan.exact);
+      if (plan.kind === "row") {
+        const entry = plan.exact || plan.tier !== "chunk"
+          ? undefined
+          : t.chunks.find((c) => c.first === plan.offset);
+        const hit = entry ? await chunkTimeHit(this.dir, entry, sinceUs, stats) : null;
+        return hit ? answer(hit.offset, hit.ts, true) : answer(plan.offset, plan.ts, plan.exact);
+      }
       const seg = this.#segments[plan.index];
       try {
         const file = await Deno.open(seg.info.path, { read: true });

@@ -20,10 +20,11 @@
  * chunks below the first segment, then the segments), are searched by their
  * last append time — a binary search — for the first one that reaches the
  * time. A chunk answers with its first row: chunk lines carry no time, so
- * the answer is exact only when the time is at or before the chunk's
+ * the plan is exact only when the time is at or before the chunk's
  * `first_ts` (otherwise it is the chunk's first row, an earlier start, never
- * a later one). A segment is searched further in its file, through its
- * beacons (`time_seek.ts`).
+ * a later one, which the caller refines through the chunk's time index,
+ * `chunk_times.ts`, when it has one). A segment is searched further in its
+ * file, through its beacons (`time_seek.ts`).
  *
  * @module
  */

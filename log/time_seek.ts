@@ -13,9 +13,17 @@
  * forward from there, checking every record, until one is at or after the
  * time: at most the interval holding it and the one before.
  *
+ * In a chunk (`chunkTimeHit`), after the manifest's binary search has found
+ * it: one more small read, the chunk's time index (`chunk_times.ts`), whose
+ * runs are binary-searched. Without a sound index (an older log, a chunk
+ * restored from the archive, a damaged index) the answer stays the chunk's
+ * first row, an earlier start flagged `exact: false`, never a wrong one.
+ *
  * @module
  */
 
+import type { ChunkEntry } from "./chunk.ts";
+import { readChunkTimes, seekRuns } from "./chunk_times.ts";
 import { type Beacon, BEACON_BYTES, decodeBeacon, Layout, type SegmentHeader } from "./format.ts";
 import {
   type CursorStart,
@@ -162,6 +170,35 @@ export async function seekTime(
   return null;
 }
 
+/**
+ * The first row of chunk `entry` (in log folder `dir`) whose append time is
+ * at or after `sinceUs`, from the chunk's time index, or `null` when the
+ * index is missing, damaged or not this chunk's (the caller then answers
+ * with the chunk's first row, as without an index).
+ *
+ * @example
+ * ```ts
+ * import { chunkTimeHit } from "./time_seek.ts";
+ * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "00", first_ts: 10, last_ts: 20 };
+ * console.log(await chunkTimeHit(await Deno.makeTempDir(), c, 15)); // null
+ * ```
+ */
+export async function chunkTimeHit(
+  dir: string,
+  entry: ChunkEntry,
+  sinceUs: number,
+  stats?: LookupStats,
+): Promise<TimeHit | null> {
+  if (stats) stats.reads++;
+  try {
+    const times = await readChunkTimes(dir, entry);
+    return times ? seekRuns(times, sinceUs) : null;
+  } catch {
+    // Damaged, or unreadable: chunk-grained, as without an index (verify reports it).
+    return null;
+  }
+}
+
 /** Where a time starts in a log: what `Log.offsetAt` and `FolderReader.offsetAt` answer. */
 export interface TimeLookup {
   /** The first offset whose append time is at or after the time, or the end when every row is older. */
@@ -170,8 +207,9 @@ export interface TimeLookup {
   ts: number | null;
   /**
    * Whether `ts` is known to be the first at or after the time: `false` when
-   * the row is the first of a chunk whose rows straddle the time (chunk lines
-   * carry no time: the start is earlier, never later).
+   * the row is the first of a chunk whose rows straddle the time and whose
+   * time index is missing or damaged (an older log, a chunk from the
+   * archive): the start is earlier, never later.
    */
   exact: boolean;
   /**

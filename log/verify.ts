@@ -42,6 +42,7 @@ import {
   type Manifest,
   sha256Hex,
 } from "./chunk.ts";
+import { readChunkTimes } from "./chunk_times.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -110,8 +111,9 @@ function coversSegment(m: Manifest | null, first: number): boolean {
   return c.length === 0 || first < c[0].first || c.some((e) => e.first <= first && first <= e.last);
 }
 
-// Checks one chunk: its SHA-256, its size, that it decompresses, and that its
-// lines are the offsets the manifest says. False when its file is gone.
+// Checks one chunk: its SHA-256, its size, that it decompresses, that its
+// lines are the offsets the manifest says, and its time index if it has one.
+// False when its file is gone.
 async function verifyChunk(dir: string, c: ChunkEntry): Promise<boolean> {
   const path = chunkPath(dir, c.sha256);
   let bytes: Uint8Array;
@@ -142,6 +144,14 @@ async function verifyChunk(dir: string, c: ChunkEntry): Promise<boolean> {
     throw err;
   } finally {
     cursor.close();
+  }
+  // Its time index, when it has one (older chunks and chunks restored from
+  // the archive have none): damage is a finding, naming the index's file.
+  try {
+    await readChunkTimes(dir, c);
+  } catch (err) {
+    if (err instanceof ChunkCorruptError) throw new LogCorruptError(err.chunk, 0, err.message);
+    throw err;
   }
   return true;
 }

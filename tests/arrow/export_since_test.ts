@@ -84,6 +84,14 @@ Deno.test("exportLog since through chunks; evicted when retention dropped older 
     const c = chunks[1];
     await exportLog(log, null, { format: "ndjson", out, since: c.first_ts });
     assertEquals((await offsets(out))[0], c.first);
+    // Inside the chunk (between two commits, and at one): the exact rows, from
+    // its time index; `until` inside a chunk cuts it exactly too.
+    assert(c.last_ts > c.first_ts, "the chunk holds several commits");
+    const g = Math.round(c.first_ts / S); // commit g (0-based) is rows 10g+1.., at (g+1) s
+    await exportLog(log, null, { format: "ndjson", out, since: c.first_ts + 1, until: c.last_ts });
+    assertEquals(await offsets(out), range(10 * g + 1, 10 * Math.round(c.last_ts / S) - 10));
+    await exportLog(`${dir}/t`, null, { format: "ndjson", out, since: (g + 1) * S });
+    assertEquals((await offsets(out))[0], 10 * g + 1);
     log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
     await log.chunksSettled(true);
     await assertRejects(

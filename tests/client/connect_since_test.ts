@@ -93,9 +93,11 @@ Deno.test("connect since with catchUp: a too_old refusal is read from the chunks
   try {
     await f.stream.log!.roll();
     await f.stream.log!.chunksSettled();
-    // One chunk holds every row: the time resolves to its first row (an earlier
-    // start, SPEC §8.2), more rows than max_replay: refused too_old, read from the chunk.
+    // One chunk holds every row: its time index resolves the time to its exact
+    // row (11, committed at 2 s), more rows than max_replay: refused too_old,
+    // read from the chunk.
     const at = await (await fetch(`http://127.0.0.1:${f.port}/trades/at?since=${2 * S}`)).json();
+    assertEquals(at, { offset: 11, ts: 2 * S });
     const sub = await connect(f.url, { since: 2 * S, catchUp: true });
     const got = await read(sub, 50 - at.offset + 1);
     assertEquals(got, Array.from({ length: 50 - at.offset + 1 }, (_, k) => at.offset + k));

@@ -2,6 +2,8 @@ import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { join } from "node:path";
 import zlib from "node:zlib";
 import { chunkPath, Log, LogEvictedError, type Manifest, verifyLog } from "../../log/mod.ts";
+import { readChunkTimes } from "../../log/chunk_times.ts";
+import { readManifest } from "../../log/fs.ts";
 import { rmrf, tempDir, text, utf8 } from "../_util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
@@ -169,8 +171,10 @@ const child = new URL("./_chunk_child.ts", import.meta.url).pathname;
 for (
   const step of [
     "chunk-written",
+    "times-written",
     "manifest-written",
     "merge-written",
+    "merge-times-written",
     "merge-manifest-written",
     "retain-manifest-written",
   ]
@@ -188,6 +192,16 @@ for (
       if (step !== "retain-manifest-written") {
         assertEquals(out.signal, "SIGKILL", `killed at ${step}: ${said} ${text(out.stderr)}`);
       }
+      if (step === "times-written" || step === "merge-times-written") {
+        // Killed between the index and the manifest: an index nothing lists.
+        const on = await readManifest(dir);
+        const known = new Set([...(on?.chunks ?? []), ...(on?.retired ?? [])].map((c) => c.sha256));
+        const left: string[] = [];
+        for await (const e of Deno.readDir(join(dir, "chunks"))) {
+          if (e.name.endsWith(".times") && !known.has(e.name.slice(0, 64))) left.push(e.name);
+        }
+        assertEquals(left.length, 1, `one unlisted index at ${step}`);
+      }
       const log = await Log.open(dir, { chunks: { fanIn: 2, graceMs: 0 }, timers: false });
       await log.chunksSettled(true);
       const rows = await readAll(log);
@@ -201,11 +215,15 @@ for (
         assert(c.first > prev);
         prev = c.last;
         assert((await Deno.stat(chunkPath(dir, c.sha256))).isFile);
+        // Every listed chunk of a new log has its time index, complete.
+        assert(await readChunkTimes(dir, c) !== null, `no time index for ${c.sha256}`);
       }
-      // No orphan chunk files.
+      // No orphan chunk files, nor orphan time indexes.
       const files: string[] = [];
       for await (const e of Deno.readDir(join(dir, "chunks"))) files.push(e.name);
-      const listed = new Set([...m.chunks, ...m.retired].map((c) => `${c.sha256}.ndjson.zst`));
+      const listed = new Set(
+        [...m.chunks, ...m.retired].flatMap((c) => [`${c.sha256}.ndjson.zst`, `${c.sha256}.times`]),
+      );
       for (const f of files) assert(listed.has(f), `orphan ${f}`);
       // Appends continue.
       assertEquals(await log.append(crashPayload(end + 1)), end + 1);

@@ -134,7 +134,7 @@ Deno.test("log offsetAt: before the first row, exact hits, between commits, afte
   }
 });
 
-Deno.test("log offsetAt through chunks: exact at chunk boundaries, the chunk's first row inside one; evicted after retention", async () => {
+Deno.test("log offsetAt through chunks: exact at chunk boundaries and inside one (its time index); evicted after retention", async () => {
   const dir = await tempDir();
   try {
     const groups = 60;
@@ -149,13 +149,19 @@ Deno.test("log offsetAt through chunks: exact at chunk boundaries, the chunk's f
     assertEquals([at.offset, at.ts, at.exact], [c.first, c.first_ts, true]);
     const before = await log.offsetAt(chunks[0].last_ts + 1);
     assertEquals([before.offset, before.exact], [c.first, true]);
-    // Inside a chunk: its first row, an earlier start, flagged.
-    if (c.last_ts > c.first_ts) {
-      const inside = await log.offsetAt(c.last_ts);
-      assertEquals([inside.offset, inside.ts, inside.exact], [c.first, c.first_ts, false]);
-    }
-    // The same answers from the folder, without the lock.
+    // Inside a chunk: its time index gives the exact row — at a commit and
+    // between two commits.
+    assert(c.last_ts > c.first_ts, "the chunk holds several commits");
     const folder = await FolderReader.open(dir);
+    for (const us of [c.last_ts, c.last_ts - 1, c.first_ts + 1, c.first_ts + 1000 * MS]) {
+      const want = expected(groups, per, us);
+      const inside = await log.offsetAt(us);
+      assertEquals([inside.offset, inside.ts, inside.exact], [want.offset, want.ts, true], `${us}`);
+      assert(inside.offset > c.first, `since ${us} is past the chunk's first row`);
+      // The same answers from the folder, without the lock.
+      const f = await folder.offsetAt(us);
+      assertEquals([f.offset, f.ts, f.exact], [want.offset, want.ts, true], `folder, ${us}`);
+    }
     assertEquals((await folder.offsetAt(c.first_ts)).offset, c.first);
     // Past the chunks: the segments answer exactly.
     const seg = log.segments().find((s) => s.count > 0)!;

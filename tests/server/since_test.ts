@@ -137,6 +137,19 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
     const atChunk = await firstOffset(`${t.ws}/trades?since=${c.first_ts}`);
     assertEquals(atChunk.first, c.first);
     await atChunk.sub.close();
+    // Inside a chunk, its time index makes the time exact too: at a commit and
+    // between two (commit g holds g·PER+1.., appended at (g+1) s).
+    assert(c.last_ts > c.first_ts, "the chunk holds several commits");
+    const g = Math.round(c.first_ts / S); // the chunk's second commit, 0-based
+    for (const since of [(g + 1) * S, (g + 1) * S - 1, c.last_ts]) {
+      const want = (Math.ceil(since / S) - 1) * PER + 1;
+      const inside = await firstOffset(`${t.ws}/trades?since=${since}`);
+      assertEquals(inside.first, want, `since ${since}`);
+      assert(inside.first > c.first);
+      await inside.sub.close();
+      const at = await (await fetch(`${t.http}/trades/at?since=${since}`)).json();
+      assertEquals(at, { offset: want, ts: Math.ceil(since / S) * S });
+    }
     // Retention drops the oldest chunks.
     log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
     await log.chunksSettled(true);
@@ -151,6 +164,12 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
     const later = await firstOffset(`${t.ws}/trades?since=${last.first_ts}`);
     assertEquals(later.first, last.first);
     await later.sub.close();
+    // Inside that chunk: exact as well, through its index.
+    if (last.last_ts > last.first_ts) {
+      const within = await firstOffset(`${t.ws}/trades?since=${last.first_ts + 1}`);
+      assertEquals(within.first, Math.round(last.first_ts / S) * PER + 1);
+      await within.sub.close();
+    }
   } finally {
     await t.stop();
   }
