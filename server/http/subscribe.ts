@@ -397,17 +397,18 @@ export function handleSubscribe(
       { remote },
     );
   }
-  const q = parseSubscribeQuery(url.searchParams);
-  if (!q.ok) {
+  const refuseQuery = (detail: string): Response => {
     metrics.protocolRefusal(CloseCode.Protocol);
     return refuse(
       ctx,
       req,
       CloseCode.Protocol,
-      encodeCloseReason({ error: "protocol", detail: q.detail }),
+      encodeCloseReason({ error: "protocol", detail }),
       { stream: stream.name, remote },
     );
-  }
+  };
+  const q = parseSubscribeQuery(url.searchParams);
+  if (!q.ok) return refuseQuery(q.detail);
   // where=: compiled once per subscribe against the stream's columns.
   let filter: Filter | null = null;
   if (q.value.where !== null) {
@@ -415,14 +416,7 @@ export function handleSubscribe(
       filter = compileFilter(q.value.where, stream.schema.json);
     } catch (err) {
       if (!(err instanceof FilterError)) throw err;
-      metrics.protocolRefusal(CloseCode.Protocol);
-      return refuse(
-        ctx,
-        req,
-        CloseCode.Protocol,
-        encodeCloseReason({ error: "protocol", detail: err.detail }),
-        { stream: stream.name, remote },
-      );
+      return refuseQuery(err.detail);
     }
   }
   return accept(ctx, req, stream, q.value, filter, grant, remote);
