@@ -29,6 +29,10 @@ export interface ChunkInfo {
   bytes: number;
   /** SHA-256 of the compressed bytes (its name). */
   sha256: string;
+  /** Append time of its first row, µs (manifests written since append times were recorded). */
+  first_ts?: number;
+  /** Append time of its last row, µs. */
+  last_ts?: number;
 }
 
 /** A stream's chunk manifest, as served at `/{name}/manifest`. */
@@ -170,6 +174,35 @@ export interface CatchUp {
 function lineOffset(line: string): number {
   const comma = line.indexOf(",");
   return Number(line.slice(1, comma));
+}
+
+/**
+ * Where a `since` (µs) starts in a chunk source's history: the first offset of
+ * the first chunk whose last row was appended at or after it. Chunk-grained —
+ * archived chunks carry no time index — so rows of that chunk from before the
+ * time come too. `null` when no chunk of the source reaches the time.
+ *
+ * @example
+ * ```ts
+ * import { archiveOffsetAt, type ChunkSource } from "./catch_up.ts";
+ * const source: ChunkSource = {
+ *   name: "example",
+ *   manifest: () => Promise.resolve({ stream_id: "0".repeat(32), through: 20, chunks: [
+ *     { first: 1, last: 10, rows: 10, bytes: 1, sha256: "a", first_ts: 1, last_ts: 5 },
+ *     { first: 11, last: 20, rows: 10, bytes: 1, sha256: "b", first_ts: 6, last_ts: 9 },
+ *   ] }),
+ *   chunk: () => Promise.resolve(new Uint8Array()),
+ * };
+ * console.log(await archiveOffsetAt(source, 7)); // 11
+ * ```
+ */
+export async function archiveOffsetAt(
+  source: ChunkSource,
+  sinceUs: number,
+): Promise<number | null> {
+  const manifest = await source.manifest();
+  const chunk = manifest?.chunks.find((c) => (c.last_ts ?? Infinity) >= sinceUs);
+  return chunk ? chunk.first : null;
 }
 
 /**

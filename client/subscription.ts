@@ -29,7 +29,13 @@ import {
   SubscriptionError,
 } from "./errors.ts";
 import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
-import { type CatchUp, catchUp, catchUpGreeting, type CatchUpOptions } from "./catch_up.ts";
+import {
+  archiveOffsetAt,
+  type CatchUp,
+  catchUp,
+  catchUpGreeting,
+  type CatchUpOptions,
+} from "./catch_up.ts";
 import { type CatchUpFilter, catchUpFilter } from "./catch_up_filter.ts";
 import { fetchHead } from "./head.ts";
 import { accessDenied, fetchWithToken, httpOrigin, withToken } from "./_token.ts";
@@ -186,7 +192,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       const canRead = err.why === "too_old" ||
         ((err.why === "evicted" || err.why === "empty") && options.archive);
       if (!canRead) throw err;
-      const from = typeof offset === "number" ? Math.max(1, offset) : (err.offset ?? 1);
+      let from = typeof offset === "number" ? Math.max(1, offset) : (err.offset ?? 1);
+      // since= below what the server holds: start where the archive reaches the time.
+      if (this.#since !== null && err.offset === undefined && options.archive) {
+        from = (await archiveOffsetAt(options.archive, this.#since)) ?? from;
+      }
       // No progress since the last catch-up ended here: the refusal stands.
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
       const token = this.#opts.token;

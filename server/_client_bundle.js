@@ -454,6 +454,11 @@ function lineOffset(line) {
   const comma = line.indexOf(",");
   return Number(line.slice(1, comma));
 }
+async function archiveOffsetAt(source, sinceUs) {
+  const manifest = await source.manifest();
+  const chunk = manifest?.chunks.find((c) => (c.last_ts ?? Infinity) >= sinceUs);
+  return chunk ? chunk.first : null;
+}
 async function catchUp(streamUrl, from, streamId, options = {}) {
   const f = options.fetch ?? fetch;
   const decompress = options.decompress ?? defaultDecompress;
@@ -1146,7 +1151,10 @@ var Subscription = class _Subscription {
       const options = opt === true ? {} : opt;
       const canRead = err.why === "too_old" || (err.why === "evicted" || err.why === "empty") && options.archive;
       if (!canRead) throw err;
-      const from = typeof offset === "number" ? Math.max(1, offset) : err.offset ?? 1;
+      let from = typeof offset === "number" ? Math.max(1, offset) : err.offset ?? 1;
+      if (this.#since !== null && err.offset === void 0 && options.archive) {
+        from = await archiveOffsetAt(options.archive, this.#since) ?? from;
+      }
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
       const token = this.#opts.token;
       const c = await catchUp(this.#url, from, streamId ?? this.#streamId, token === void 0 ? options : {

@@ -181,3 +181,46 @@ Deno.test("tail --catch-up prints the chunks' rows then the live ones", async ()
     await f.stop();
   }
 });
+
+Deno.test("catchUp with an archive starts a since= below the server's rows where the archive reaches the time", async () => {
+  const s3 = await startS3();
+  const archive = { uri: "s3://archive/since", endpoint: s3.endpoint, forcePathStyle: true };
+  let now = 0;
+  const f = await fixture({
+    archive,
+    logOptions: { clock: () => now, timers: false, chunks: { fanIn: 1000, retainBytes: 1 } },
+  });
+  const source = new S3ChunkSource(archive, "trades");
+  try {
+    // Four chunks of 500 rows, committed at 1, 2, 3 and 4 s; retention then
+    // drops every local chunk, so only the archive holds them.
+    for (let k = 0; k < 4; k++) {
+      now = (k + 1) * 1000;
+      await f.send(500 * k + 1, 500 * k + 500);
+      await f.stream.log!.roll();
+    }
+    await f.stream.log!.chunksSettled();
+    assert(await f.stream.log!.archiveSettled(30_000), "archived");
+    await f.stream.log!.chunksSettled(true);
+    now = 5000;
+    await f.send(2001, 2010);
+    assertEquals(f.stream.log!.earliest, 2001);
+    const since = 2_500_000; // between the 2 s and the 3 s commits
+    const refused = await assertRejects(() => connect(f.url, { since }), NotReplayable);
+    assertEquals(refused.why, "evicted");
+    // With the archive: from the first archived chunk that reaches 2.5 s (rows
+    // 1001..1500, committed at 3 s), then live, no gap.
+    const sub = await connect(f.url, { since, catchUp: { archive: source } });
+    const got: number[] = [];
+    for await (const [offset] of sub) {
+      got.push(offset!);
+      if (offset === 2010) break;
+    }
+    await sub.close();
+    assertEquals(got, Array.from({ length: 1010 }, (_, k) => 1001 + k));
+  } finally {
+    source.close();
+    await f.stop();
+    await stopS3(s3);
+  }
+});
