@@ -560,6 +560,23 @@ async function frameCase(port: number, fc: FrameCase, rand: () => number): Promi
   }
 }
 
+/**
+ * After a fuzz run: the server still answers its health check, and every row
+ * fed through stdin was stored (the last ones may still be on their way).
+ * Returns the stream's end offset.
+ */
+async function aliveAndStored(url: string, fed: number, what: string): Promise<number> {
+  const health = await fetch(`${url}/_/health`);
+  assertEquals(health.status, 200, `health after ${what}`);
+  await health.body?.cancel();
+  let end = 0;
+  for (const stop = Date.now() + 10_000; end !== fed + 1 && Date.now() < stop; await sleep(50)) {
+    end = (await (await fetch(`${url}/${NAME}/head`)).json()).end_offset as number;
+  }
+  assertEquals(end, fed + 1, "every row fed was stored");
+  return end;
+}
+
 Deno.test("fuzz: random paths, queries and client frames get the right close code; the server and its subscribers carry on", async () => {
   const w = await workspace();
   const s = await serveChild(w, ["--segment-bytes", "65536"]);
@@ -672,16 +689,7 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
     clearInterval(watch);
     feeding = false;
     await feeder;
-    // The server is alive and well.
-    const health = await fetch(`${s.url}/_/health`);
-    assertEquals(health.status, 200, "health after the fuzz");
-    await health.body?.cancel();
-    // The last rows written may still be on their way through stdin.
-    let end = 0;
-    for (const stop = Date.now() + 10_000; end !== fed + 1 && Date.now() < stop; await sleep(50)) {
-      end = (await (await fetch(`${s.url}/${NAME}/head`)).json()).end_offset as number;
-    }
-    assertEquals(end, fed + 1, "every row fed was stored");
+    const end = await aliveAndStored(s.url, fed, "the fuzz");
     await calm.waitLines(end - 1, 20_000);
     await liveSub.waitLines(1, 5_000);
     for (
@@ -1002,14 +1010,7 @@ Deno.test("fuzz: hostile where filters are refused 4400 naming where or accepted
     }
     feeding = false;
     await feeder;
-    const health = await fetch(`${s.url}/_/health`);
-    assertEquals(health.status, 200, "health after the where fuzz");
-    await health.body?.cancel();
-    let end = 0;
-    for (const stop = Date.now() + 10_000; end !== fed + 1 && Date.now() < stop; await sleep(50)) {
-      end = (await (await fetch(`${s.url}/${NAME}/head`)).json()).end_offset as number;
-    }
-    assertEquals(end, fed + 1, "every row fed was stored");
+    const end = await aliveAndStored(s.url, fed, "the where fuzz");
     await calm.waitLines(end - 1, 20_000);
     await even.waitLines(end - 1, 20_000);
     for (const sub of [calm, even]) {
