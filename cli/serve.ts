@@ -115,6 +115,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.maxConnections !== undefined ? { maxConnections: s.maxConnections } : {}),
       ...(s.maxUrlBytes !== undefined ? { maxUrlBytes: s.maxUrlBytes } : {}),
       ...(s.maxReplayReaders !== undefined ? { maxReplayReaders: s.maxReplayReaders } : {}),
+      ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),
       ...(tls ? { tls } : {}),
       tokens,
       logger,
