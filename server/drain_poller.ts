@@ -51,6 +51,11 @@ export class DrainPoller<S extends Pollable> {
   #quickImmediate: ReturnType<typeof setImmediate> | undefined;
   #quickTimer: ReturnType<typeof setTimeout> | undefined;
 
+  /** Subscribers being re-checked now. */
+  get size(): number {
+    return this.#subs.size + this.#quick.size;
+  }
+
   /** Re-checks `sub` until its `_poll` returns false; `quick`: first on the next turns. */
   add(sub: S, quick = false): void {
     if (quick) {

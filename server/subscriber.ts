@@ -100,6 +100,23 @@ export interface SubscriberHost {
 export type SubscriberState = "catching_up" | "live" | "closed";
 
 const poller = new DrainPoller<Subscriber>();
+// Subscribers constructed and not yet closed, in this process.
+let open = 0;
+
+/**
+ * @internal What subscribers hold in this process's shared structures: those
+ * not yet closed, and those the drain poller re-checks. Both return to 0 once
+ * every subscriber is gone (tests/server/subscriber_leak_test.ts).
+ *
+ * @example
+ * ```ts
+ * import { _subscriberCounts } from "./subscriber.ts";
+ * console.log(_subscriberCounts()); // { open: 0, polled: 0 }
+ * ```
+ */
+export function _subscriberCounts(): { open: number; polled: number } {
+  return { open, polled: poller.size };
+}
 
 /** Options of a subscriber. */
 export interface SubscriberOptions {
@@ -163,6 +180,7 @@ export class Subscriber {
     this.#state = "catching_up";
     this.#budget = opts.sendBudget ?? processBudget;
     this.#budget.open(socket);
+    open++;
   }
 
   /** The current state. */
@@ -623,6 +641,7 @@ export class Subscriber {
       this.#wake = null;
       this.#host.gone(this);
       this.#budget.close(this.socket);
+      open--;
     }
     try {
       if (
