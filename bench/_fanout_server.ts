@@ -14,6 +14,7 @@ import { setImmediate } from "node:timers";
 import { serve, Stream } from "../mod.ts";
 import { liveTradeRows, SCHEMA, tradeRows } from "./_trades.ts";
 import { livePolicy } from "../server/live_pieces.ts";
+import { pinMmapThreshold } from "../server/allocator.ts";
 
 /** What a contender's server does. */
 export interface ServerConfig {
@@ -51,6 +52,8 @@ export interface ServerConfig {
     fallBehind?: "queue" | "cursor";
     sendBufferBytes?: number;
     maxBacklog?: number;
+    /** Pin glibc's mmap threshold as `cli.ts serve` does (server/allocator.ts). @default true */
+    pinMalloc?: boolean;
   };
 }
 
@@ -149,6 +152,7 @@ async function bare(): Promise<void> {
 }
 
 async function streamcast(): Promise<void> {
+  if (cfg.live?.pinMalloc !== false) pinMmapThreshold();
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-" });
   const stream = await Stream.open("trades", {
     schema: SCHEMA,
