@@ -13,7 +13,7 @@
  * and stays up (a soak: the main heap 22 → 75–120 MiB while the JavaScript
  * heap stayed flat). `mallopt(M_MMAP_THRESHOLD, n)` fixes the threshold (and
  * turns the climbing off). The same as running with the environment variable
- * `MALLOC_MMAP_THRESHOLD_=131072`.
+ * `MALLOC_MMAP_THRESHOLD_=65536`.
  *
  * @module
  */
@@ -21,8 +21,8 @@
 /** glibc's `M_MMAP_THRESHOLD` parameter of `mallopt`. */
 const M_MMAP_THRESHOLD = -3;
 
-/** The threshold pinned by default: glibc's own starting value (128 KiB). */
-export const DEFAULT_MMAP_THRESHOLD_BYTES = 128 * 1024;
+/** The threshold pinned by default (64 KiB): the read buffers of 64 KiB are returned too. */
+export const DEFAULT_MMAP_THRESHOLD_BYTES = 64 * 1024;
 
 /**
  * Pins glibc's mmap threshold at `bytes` for this process, through FFI
