@@ -35,6 +35,8 @@ interface Variant {
   live: Live;
   /** Also measured with 1000 reading subscribers. */
   reading: boolean;
+  /** Extra deno flags of the server process. */
+  denoFlags?: string[];
 }
 
 const WHOLE: Variant = {
@@ -55,6 +57,12 @@ const VARIANTS: Variant[] = [
     name: "16 KiB pieces, queue, 16 MiB send buffer",
     live: { sendBufferBytes: 16 << 20 },
     reading: false,
+  },
+  {
+    name: "16 KiB pieces, queue, V8 --max-semi-space-size=4",
+    live: {},
+    reading: true,
+    denoFlags: ["--v8-flags=--max-semi-space-size=4"],
   },
 ];
 
@@ -85,8 +93,15 @@ export async function run(quick = false): Promise<BenchSection> {
   for (const v of VARIANTS) {
     variants.push({
       v,
-      stalled: await measure(contender(v.live), { subs: 500, stalled: 500, ...flat }),
-      reading: v.reading ? await measure(contender(v.live), { subs: 1000, ...flat }) : null,
+      stalled: await measure(contender(v.live), {
+        subs: 500,
+        stalled: 500,
+        denoFlags: v.denoFlags,
+        ...flat,
+      }),
+      reading: v.reading
+        ? await measure(contender(v.live), { subs: 1000, denoFlags: v.denoFlags, ...flat })
+        : null,
     });
   }
   // A steady feed rather than flat out: 1000 rows/s (a million rows/s delivered

@@ -124,7 +124,7 @@ Deno.test("stalled subscribers hold at most their share of the send buffer plus 
       `pieces: ${STALLED} stalled sockets held at most ${(r.maxBuffered / 1024).toFixed(0)} KiB ` +
         `(bound ${(BOUND / 1024).toFixed(0)} KiB) of ${
           (COMMITS * ROWS_PER_COMMIT * 260 / 2 ** 20).toFixed(0)
-        } MiB published; server RSS ${r.rss.toFixed(0)} MiB`,
+        } MiB published; RSS of this test process (server and sockets) ${r.rss.toFixed(0)} MiB`,
     );
     assert(r.maxBuffered > 0, "the stalled sockets' buffers filled");
     assert(
