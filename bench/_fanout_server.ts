@@ -7,11 +7,14 @@
 // trade rows (flat out, or at `rate` rows/s) until "stop" arrives on stdin.
 // Each "mark" line on stdin is answered with one JSON line {t, cpuUs, rows}:
 // the wall clock, this process's CPU time (process.cpuUsage) and the rows
-// published so far.
+// published so far; each "memory" line with {heapUsed, external, rss} (bytes,
+// Deno.memoryUsage()).
 import process from "node:process";
 import { setImmediate } from "node:timers";
 import { serve, Stream } from "../mod.ts";
 import { liveTradeRows, SCHEMA, tradeRows } from "./_trades.ts";
+import { livePolicy } from "../server/live_pieces.ts";
+import { pinMmapThreshold } from "../server/allocator.ts";
 
 /** What a contender's server does. */
 export interface ServerConfig {
@@ -39,6 +42,19 @@ export interface ServerConfig {
   rowsPerFrame?: number;
   /** raw: frames per write. */
   framesPerWrite?: number;
+  /**
+   * streamcast: how live batched frames are sent (server/live_pieces.ts's
+   * `livePolicy`; `pieceBytes` null: a commit is one frame) and the
+   * server's `sendBufferBytes`. @default the server's defaults
+   */
+  live?: {
+    pieceBytes?: number | null;
+    fallBehind?: "queue" | "cursor";
+    sendBufferBytes?: number;
+    maxBacklog?: number;
+    /** Pin glibc's mmap threshold as `cli.ts serve` does (server/allocator.ts). @default true */
+    pinMalloc?: boolean;
+  };
 }
 
 const cfg: ServerConfig = JSON.parse(Deno.args[0]);
@@ -64,6 +80,9 @@ async function commands(): Promise<void> {
       if (cmd === "mark") {
         const c = process.cpuUsage(cpu0);
         console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published }));
+      } else if (cmd === "memory") {
+        const m = Deno.memoryUsage();
+        console.log(JSON.stringify({ heapUsed: m.heapUsed, external: m.external, rss: m.rss }));
       } else if (cmd === "stop") {
         stopping = true;
         await onStop();
@@ -133,13 +152,22 @@ async function bare(): Promise<void> {
 }
 
 async function streamcast(): Promise<void> {
+  if (cfg.live?.pinMalloc !== false) pinMmapThreshold();
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-" });
-  const stream = await Stream.open("trades", { schema: SCHEMA, root, maxReplay: null });
+  const stream = await Stream.open("trades", {
+    schema: SCHEMA,
+    root,
+    maxReplay: null,
+    ...(cfg.live?.maxBacklog ? { maxBacklog: cfg.live.maxBacklog } : {}),
+  });
   const server = serve([stream], {
     port: cfg.port,
     onListen: () => console.log("READY"),
     pingIntervalS: 0,
+    ...(cfg.live?.sendBufferBytes ? { sendBufferBytes: cfg.live.sendBufferBytes } : {}),
   });
+  if (cfg.live?.pieceBytes !== undefined) livePolicy.pieceBytes = cfg.live.pieceBytes ?? Infinity;
+  if (cfg.live?.fallBehind) livePolicy.fallBehind = cfg.live.fallBehind;
   onStop = async () => {
     await server.shutdown();
     await Deno.remove(root, { recursive: true });

@@ -173,6 +173,8 @@ export interface CaseResult {
   lat?: { n: number; p50: number; p99: number; max: number };
   /** Server RSS samples over the window, MiB. */
   rss?: { peak: number; first: number; mid: number; last: number; hwm: number };
+  /** The server's JavaScript heap used and external memory at the end of the window, MiB (Deno servers, with `rssEveryMs`). */
+  heap?: { used: number; external: number };
   /** Rows each subscriber got in the window: least, median, most. */
   perSub?: { min: number; median: number; max: number };
   /** ms from the server's spawn to its READY. */
@@ -282,6 +284,11 @@ async function measureOnce(c: Contender, o: MeasureOptions): Promise<CaseResult>
       readyMs,
     };
     if (o.latency) out.lat = g1.lat as CaseResult["lat"];
+    if (o.rssEveryMs && c.runtime === "deno") {
+      await server.send("memory");
+      const m = JSON.parse(await server.line((l) => l.startsWith('{"heapUsed"')));
+      out.heap = { used: m.heapUsed / 2 ** 20, external: m.external / 2 ** 20 };
+    }
     if (o.rssEveryMs) {
       const w = rssSamples.slice(rssStart);
       const all = rssSamples.length ? rssSamples : [0];

@@ -24,6 +24,8 @@ import {
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
+  DEFAULT_SEND_BUFFER_BYTES,
+  MIN_SEND_BUFFER_BYTES,
 } from "../server/limits.ts";
 import {
   bool,
@@ -397,6 +399,20 @@ export const SETTINGS: readonly Setting[] = [
     docs: "log reads for catching-up subscribers at once; see [Limits](#limits).",
   },
   {
+    flag: "send-buffer-bytes",
+    key: "sendBufferBytes",
+    type: "string",
+    read: integer(MIN_SEND_BUFFER_BYTES),
+    group: LIMITS,
+    usage: [
+      ["--send-buffer-bytes N", "bytes all subscribers' sockets may hold unsent"],
+      ["", "together (an equal share each, 16 KiB to 1 MiB); one"],
+      ["", `over its share falls behind [${DEFAULT_SEND_BUFFER_BYTES}]`],
+    ],
+    docs: "bytes all subscribers' sockets may hold together, handed to `send` and not yet " +
+      "written; see [Limits](#limits).",
+  },
+  {
     flag: "stall-timeout",
     key: "stallTimeout",
     type: "string",
@@ -636,6 +652,7 @@ export interface Settings {
   maxUrlBytes?: number;
   maxRowBytes?: number;
   maxReplayReaders?: number;
+  sendBufferBytes?: number;
   /** Seconds. */
   stallTimeout?: number;
   /** The tokens file, or null for no access control. */

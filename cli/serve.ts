@@ -39,6 +39,7 @@ import { Logger } from "../common/logger.ts";
 import { TokenTable } from "../server/auth.ts";
 import type { FrameHandler } from "../server/ingest/mod.ts";
 import { serve, type Server } from "../server/serve.ts";
+import { DEFAULT_MMAP_THRESHOLD_BYTES, pinMmapThreshold } from "../server/allocator.ts";
 import type { Stream } from "../server/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 import { settingsFrom } from "./_serve_config.ts";
@@ -96,6 +97,11 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   const handlers: Map<string, FrameHandler> = await loadHandlers(s);
   const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
   const tls = await loadTls(s);
+  // A long-running process: keep glibc from growing its heap on big
+  // short-lived buffers (see server/allocator.ts).
+  if (pinMmapThreshold()) {
+    logger.debug("malloc_mmap_threshold", { bytes: DEFAULT_MMAP_THRESHOLD_BYTES });
+  }
   // Probe the port first, so that a busy one is reported before any log is
   // created; serve() below still handles losing a race for it.
   if (s.port !== 0) {
@@ -115,6 +121,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.maxConnections !== undefined ? { maxConnections: s.maxConnections } : {}),
       ...(s.maxUrlBytes !== undefined ? { maxUrlBytes: s.maxUrlBytes } : {}),
       ...(s.maxReplayReaders !== undefined ? { maxReplayReaders: s.maxReplayReaders } : {}),
+      ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),
       ...(tls ? { tls } : {}),
       tokens,
       logger,

@@ -115,6 +115,8 @@ export function checkManifest(m: unknown): string | null {
   return null;
 }
 
+/** Compressed bytes a chunk cursor feeds its decompressor at a time. */
+const PUMP_BYTES = 64 * 1024;
 const ZSTD_LEVEL = 3;
 // zstd's own content checksum: a reader that streams a chunk (without hashing
 // it whole) still detects a damaged one instead of handing out wrong rows.
@@ -338,7 +340,9 @@ export class ChunkCursor {
     if (this.#pumping) return;
     this.#pumping = true;
     try {
-      const buf = new Uint8Array(256 * 1024);
+      // Compressed input in small pieces: zstd expands NDJSON ~5-10x, and
+      // everything one write decompresses stays queued until read.
+      const buf = new Uint8Array(PUMP_BYTES);
       while (!this.#ended && this.#outBytes < want) {
         let piece: Uint8Array | null;
         if (this.#stream) {
@@ -366,10 +370,17 @@ export class ChunkCursor {
     while (true) {
       if (this.#error) throw this.#error;
       if (this.#outBytes > 0 || this.#carry.length > 0) {
-        const parts = [this.#carry, ...this.#out];
-        const total = this.#carry.length + this.#outBytes;
-        this.#out = [];
-        this.#outBytes = 0;
+        // About `maxBytes` of what is decompressed, not all of it: the
+        // batch's buffer is what a catching-up subscriber holds while it
+        // sends it, and the rest waits here, in the decompressor's pieces.
+        let take = 0;
+        let total = this.#carry.length;
+        while (take < this.#out.length && (take === 0 || total < maxBytes)) {
+          total += this.#out[take++].length;
+        }
+        const parts = [this.#carry, ...this.#out.slice(0, take)];
+        this.#out = this.#out.slice(take);
+        this.#outBytes -= total - this.#carry.length;
         const buf = new Uint8Array(total);
         let o = 0;
         for (const p of parts) {

@@ -159,10 +159,12 @@ export class LogReader {
       let batch: RecordBatch;
       if (src.kind === "segment") {
         // Right after a seek the cursor may stand up to one beacon interval
-        // before the offset wanted: skip that in one read.
-        const skipping = src.cursor.nextOffset < this.#offset;
-        const want = skipping ? Math.max(maxBytes, DEFAULT_READ_BYTES + 4096) : maxBytes;
-        batch = await src.cursor.read(src.size(), want);
+        // (1 MiB) before the offset wanted: that is skipped `maxBytes` at a
+        // time (the loop goes on while a read holds only skipped records),
+        // not in one read of the whole interval, whose buffer the batch
+        // handed out would keep alive: a thousand subscribers falling back
+        // to the log at once held a gigabyte that way.
+        batch = await src.cursor.read(src.size(), maxBytes);
       } else {
         batch = await src.cursor.read(maxBytes);
       }

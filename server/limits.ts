@@ -8,6 +8,7 @@
  * | subscribers per stream | 5,000 | `StreamOptions.maxSubscribers` | close 1013, no greeting |
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn |
+ * | bytes handed to sockets, not yet written (per server) | 64 MiB | `ServeOptions.sendBufferBytes` | a subscriber over its share falls behind (queue of shared frames, then the log) |
  * | row (payload) size | 16 MiB | `LogOptions.maxPayloadBytes` | `send` rejects; ingest rejects the line |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
@@ -28,6 +29,20 @@ export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
 export const DEFAULT_MAX_URL_BYTES = 8192;
 /** Default `maxReplayReaders`: log reads for catching-up subscribers in flight at once. */
 export const DEFAULT_MAX_REPLAY_READERS = 16;
+/**
+ * Default `sendBufferBytes`: bytes that all the subscribers' sockets of one
+ * server may hold together, handed to `send` and not yet written to the
+ * kernel. Deno's `send` copies each frame into its socket's own buffer, so
+ * this (not the frames' sharing) bounds the native memory fan-out uses.
+ */
+export const DEFAULT_SEND_BUFFER_BYTES: number = 64 << 20;
+/** Smallest `sendBufferBytes` accepted. */
+export const MIN_SEND_BUFFER_BYTES: number = 1 << 20;
+/** The most one socket may hold of the send buffer (few subscribers each get this). */
+export const MAX_SEND_SHARE_BYTES: number = 1 << 20;
+/** The least one socket may hold (many subscribers each get at least this). */
+export const MIN_SEND_SHARE_BYTES: number = 16 * 1024;
+
 /** Default row size limit: the log's own default `maxPayloadBytes` (16 MiB). */
 export const DEFAULT_MAX_ROW_BYTES: number = DEFAULT_MAX_PAYLOAD_BYTES;
 /** Longest stream name (the wire contract's name pattern; not configurable). */
@@ -45,6 +60,65 @@ export const TRY_AGAIN_LATER: 1013 = CloseCode.TryAgainLater;
 export const DEFAULT_HOST = "127.0.0.1";
 /** Port a server listens on by default (the CLI's `--port`). */
 export const DEFAULT_PORT = 8765;
+
+/**
+ * A server's send buffer (`sendBufferBytes`), shared out equally between its
+ * open subscriber sockets: each may hold {@linkcode SendBudget.share} bytes
+ * handed to `send` and not yet written, between
+ * {@linkcode MIN_SEND_SHARE_BYTES} and {@linkcode MAX_SEND_SHARE_BYTES}.
+ * A subscriber over its share stops calling `send` and falls behind (see
+ * server/subscriber.ts), so the copies Deno makes per socket stay within
+ * about `sendBufferBytes` (plus one frame per socket).
+ *
+ * @example
+ * ```ts
+ * import { SendBudget } from "./limits.ts";
+ * const budget = new SendBudget(64 << 20);
+ * const sockets = Array.from({ length: 1000 }, () => ({ bufferedAmount: 10 }));
+ * for (const s of sockets) budget.open(s);
+ * console.log(budget.sockets, budget.share(), budget.buffered()); // 1000 67108 10000
+ * budget.close(sockets[0]);
+ * console.log(budget.sockets); // 999
+ * ```
+ */
+export class SendBudget {
+  /** Bytes all sockets may hold together. */
+  readonly bytes: number;
+  readonly #sockets = new Set<{ readonly bufferedAmount: number }>();
+
+  /** A budget of `bytes` (an integer ≥ {@linkcode MIN_SEND_BUFFER_BYTES}). */
+  constructor(bytes: number = DEFAULT_SEND_BUFFER_BYTES) {
+    this.bytes = checkLimit("sendBufferBytes", bytes, MIN_SEND_BUFFER_BYTES);
+  }
+
+  /** Sockets sharing the budget now. */
+  get sockets(): number {
+    return this.#sockets.size;
+  }
+
+  /** Counts `socket` in (once, however often it is opened). */
+  open(socket: { readonly bufferedAmount: number }): void {
+    this.#sockets.add(socket);
+  }
+
+  /** Counts `socket` out. */
+  close(socket: { readonly bufferedAmount: number }): void {
+    this.#sockets.delete(socket);
+  }
+
+  /** Bytes one socket may hold now. */
+  share(): number {
+    const share = Math.floor(this.bytes / Math.max(1, this.#sockets.size));
+    return Math.max(MIN_SEND_SHARE_BYTES, Math.min(MAX_SEND_SHARE_BYTES, share));
+  }
+
+  /** Bytes the sockets hold now, handed to `send` and not yet written (their `bufferedAmount`s). */
+  buffered(): number {
+    let n = 0;
+    for (const s of this.#sockets) n += s.bufferedAmount;
+    return n;
+  }
+}
 
 /**
  * Checks that `value` is an integer ≥ `min`; throws `RangeError` naming `what`.

@@ -24,7 +24,7 @@
 
 import { CloseCode } from "../client/wire.ts";
 import type { TokenTable } from "./auth.ts";
-import { Gate } from "./limits.ts";
+import { Gate, SendBudget } from "./limits.ts";
 import { Registry } from "./metrics.ts";
 import { Stream } from "./stream.ts";
 import { checkServeOptions, type ServeOptions } from "./serve_options.ts";
@@ -123,19 +123,21 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
   const { logger } = o;
   const replayGate = new Gate(o.maxReplayReaders);
   const registry = new Registry();
+  const sendBudget = new SendBudget(o.sendBufferBytes);
   const handler = new HttpHandler({
     streams: byName,
     upgrader: DENO_UPGRADER,
     logger,
     registry,
     replayGate,
+    sendBudget,
     maxUrlBytes: o.maxUrlBytes,
     maxConnections: o.maxConnections,
     pingIntervalS: o.pingIntervalS,
     tokens: o.tokens,
   });
   const scheme = o.tls ? "https" : "http";
-  for (const s of byName.values()) s._attach({ gate: replayGate, logger });
+  for (const s of byName.values()) s._attach({ gate: replayGate, logger, sendBudget });
   const ac = new AbortController();
   let shuttingDown: Promise<void> | null = null;
 

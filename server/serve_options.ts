@@ -14,6 +14,8 @@ import {
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
+  DEFAULT_SEND_BUFFER_BYTES,
+  MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 
@@ -56,6 +58,16 @@ export interface ServeOptions {
    */
   maxReplayReaders?: number;
   /**
+   * Bytes that all subscribers' sockets may hold together, handed to `send`
+   * and not yet written (Deno copies each frame per socket). Each socket gets
+   * an equal share, between 16 KiB and 1 MiB; a subscriber over its share
+   * falls behind (it queues references to the shared frames, up to
+   * `maxBacklog` rows, then catches up from the log) instead of being handed
+   * more copies. Smallest: 1 MiB.
+   * @default 67108864 (64 MiB)
+   */
+  sendBufferBytes?: number;
+  /**
    * Bearer tokens granting read access per stream (see `auth.ts`); checked
    * before the upgrade and on every route but `/_/health` and the viewer's
    * scripts. `null`: no access control.
@@ -86,6 +98,7 @@ export interface ServeSettings {
   maxUrlBytes: number;
   maxConnections: number;
   maxReplayReaders: number;
+  sendBufferBytes: number;
   tokens: TokenTable | null;
   logger: Logger;
   onListen: ((addr: Deno.NetAddr) => void) | undefined;
@@ -102,6 +115,7 @@ const KEYS = [
   "maxUrlBytes",
   "maxConnections",
   "maxReplayReaders",
+  "sendBufferBytes",
   "tokens",
   "logger",
   "onListen",
@@ -149,6 +163,12 @@ export function checkServeOptions(options: unknown): ServeSettings {
     maxUrlBytes: o.int("maxUrlBytes", 64, max, DEFAULT_MAX_URL_BYTES),
     maxConnections: o.int("maxConnections", 1, max, DEFAULT_MAX_CONNECTIONS),
     maxReplayReaders: o.int("maxReplayReaders", 1, max, DEFAULT_MAX_REPLAY_READERS),
+    sendBufferBytes: o.int(
+      "sendBufferBytes",
+      MIN_SEND_BUFFER_BYTES,
+      Number.MAX_SAFE_INTEGER,
+      DEFAULT_SEND_BUFFER_BYTES,
+    ),
     tokens: o.instance("tokens", TokenTable, true) ?? null,
     logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),
     onListen: o.fn<(addr: Deno.NetAddr) => void>("onListen"),

@@ -45,7 +45,7 @@ import {
   type SubscriberState,
 } from "./subscriber.ts";
 import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
-import { type Gate, GatedReader } from "./limits.ts";
+import { type Gate, GatedReader, type SendBudget } from "./limits.ts";
 import type { Registry } from "./metrics.ts";
 import {
   checkStreamName,
@@ -64,6 +64,8 @@ export interface StreamServing {
   gate: Gate | null;
   /** Where subscriber failures are reported. */
   logger: Logger;
+  /** The server's send buffer, shared by its subscribers' sockets. @default one per process */
+  sendBudget?: SendBudget;
 }
 
 /** The schema file kept in a stream's log folder. */
@@ -597,6 +599,7 @@ export class Stream {
       maxBacklog: this.maxBacklog,
       stallTimeoutMs: this.stallTimeoutMs,
       filter: shared,
+      ...(this.#serving.sendBudget ? { sendBudget: this.#serving.sendBudget } : {}),
     });
     this.#all.add(sub);
     this.#metrics.subscribes.inc();

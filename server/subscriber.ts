@@ -24,7 +24,7 @@
  * @module
  */
 
-import { clearImmediate, setImmediate } from "node:timers";
+import { setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
 import { LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
@@ -32,6 +32,9 @@ import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import type { Filter } from "../client/filter.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
 import { filterBatch, frameOffset } from "./filtered_frames.ts";
+import { DrainPoller } from "./drain_poller.ts";
+import { SendBudget } from "./limits.ts";
+import { type LivePiece, livePieces, livePolicy } from "./live_pieces.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
@@ -41,25 +44,11 @@ export interface SharedFrames {
   arrow(): Uint8Array;
 }
 
-/** Socket buffer (bytes) above which nothing more is handed to it. */
-export const HIGH_WATER_BYTES = 1 << 20;
-/** Smallest per-socket budget when many subscribers share the process budget. */
-export const MIN_HIGH_WATER_BYTES = 64 * 1024;
 /**
- * Bytes all sockets of a process may hold unsent together (each socket gets
- * an equal share, between 64 KiB and 1 MiB): Deno copies every frame into its
- * socket's buffer, so a per-socket bound alone lets 1000 stalled readers hold
- * a gigabyte.
+ * The send buffer of subscribers whose stream is not served by a server with
+ * its own (`ServeOptions.sendBufferBytes`): the default size.
  */
-export const PROCESS_SEND_BUDGET_BYTES = 64 << 20;
-
-let sockets = 0;
-
-/** The per-socket high-water mark for the number of sockets now open. */
-export function highWaterBytes(): number {
-  const share = Math.floor(PROCESS_SEND_BUDGET_BYTES / Math.max(1, sockets));
-  return Math.max(MIN_HIGH_WATER_BYTES, Math.min(HIGH_WATER_BYTES, share));
-}
+const processBudget = new SendBudget();
 /** Most bytes read from the log per catch-up step. */
 export const CATCH_UP_READ_BYTES = 512 * 1024;
 /** Fewest bytes read per catch-up step (when the socket has less room than that). */
@@ -110,88 +99,24 @@ export interface SubscriberHost {
 /** The state of a subscriber. */
 export type SubscriberState = "catching_up" | "live" | "closed";
 
-/** Interval (ms) of the slow poll of blocked sockets. */
-const SLOW_POLL_MS = 5;
-/** Quick re-checks of a catching-up socket before it joins the slow poll. */
-const QUICK_CHECKS = 4;
-/** Delay (ms) between quick re-checks after the first (which is immediate). */
-const QUICK_POLL_MS = 1;
+const poller = new DrainPoller<Subscriber>();
+// Subscribers constructed and not yet closed, in this process.
+let open = 0;
 
 /**
- * Re-polls blocked sockets (Deno's WebSocket has no drain event).
+ * @internal What subscribers hold in this process's shared structures: those
+ * not yet closed, and those the drain poller re-checks. Both return to 0 once
+ * every subscriber is gone (tests/server/subscriber_leak_test.ts).
  *
- * Deno lowers `bufferedAmount` once the kernel has taken a whole frame, which
- * on a reading socket is usually the next turn of the event loop. So a
- * catching-up subscriber (whose next log read waits on it) is re-checked on
- * the next turn and then every millisecond a few times, before it joins the
- * slow poll every {@linkcode SLOW_POLL_MS} ms; a stalled socket costs a few
- * checks once, never a spin. Live subscribers go straight to the slow poll.
+ * @example
+ * ```ts
+ * import { _subscriberCounts } from "./subscriber.ts";
+ * console.log(_subscriberCounts()); // { open: 0, polled: 0 }
+ * ```
  */
-class DrainPoller {
-  #subs = new Set<Subscriber>();
-  #timer: ReturnType<typeof setInterval> | undefined;
-  // Subscribers on quick re-checks, with the checks they have had.
-  #quick = new Map<Subscriber, number>();
-  #quickImmediate: ReturnType<typeof setImmediate> | undefined;
-  #quickTimer: ReturnType<typeof setTimeout> | undefined;
-
-  add(sub: Subscriber, quick = false): void {
-    if (quick) {
-      this.#quick.set(sub, 0);
-      if (this.#quickImmediate === undefined && this.#quickTimer === undefined) {
-        this.#quickImmediate = setImmediate(() => this.#quickTick());
-      }
-      return;
-    }
-    this.#subs.add(sub);
-    if (this.#timer === undefined) {
-      this.#timer = setInterval(() => this.#tick(), SLOW_POLL_MS);
-    }
-  }
-
-  delete(sub: Subscriber): void {
-    this.#quick.delete(sub);
-    this.#subs.delete(sub);
-    this.#stopIfIdle();
-  }
-
-  #quickTick(): void {
-    this.#quickImmediate = undefined;
-    this.#quickTimer = undefined;
-    const now = Date.now();
-    for (const [s, checks] of this.#quick) {
-      if (!s._poll(now)) this.#quick.delete(s);
-      else if (checks + 1 < QUICK_CHECKS) this.#quick.set(s, checks + 1);
-      else {
-        this.#quick.delete(s);
-        this.add(s);
-      }
-    }
-    if (this.#quick.size > 0) this.#quickTimer = setTimeout(() => this.#quickTick(), QUICK_POLL_MS);
-  }
-
-  #tick(): void {
-    const now = Date.now();
-    for (const s of this.#subs) {
-      if (!s._poll(now)) this.#subs.delete(s);
-    }
-    this.#stopIfIdle();
-  }
-
-  #stopIfIdle(): void {
-    if (this.#subs.size === 0 && this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
-    if (this.#quick.size === 0) {
-      if (this.#quickImmediate !== undefined) clearImmediate(this.#quickImmediate);
-      if (this.#quickTimer !== undefined) clearTimeout(this.#quickTimer);
-      this.#quickImmediate = this.#quickTimer = undefined;
-    }
-  }
+export function _subscriberCounts(): { open: number; polled: number } {
+  return { open, polled: poller.size };
 }
-
-const poller = new DrainPoller();
 
 /** Options of a subscriber. */
 export interface SubscriberOptions {
@@ -208,6 +133,11 @@ export interface SubscriberOptions {
    * @default null
    */
   filter?: Filter | null;
+  /**
+   * The server's send buffer, shared out between its sockets (see
+   * server/limits.ts). @default one per process of the default size
+   */
+  sendBudget?: SendBudget;
 }
 
 /** One subscription on one socket. */
@@ -231,6 +161,13 @@ export class Subscriber {
   #wake: (() => void) | null = null;
   #lastBuffered = 0;
   #lastProgress = Date.now();
+  readonly #budget: SendBudget;
+  // Batched live pieces (shared strings) not yet handed to the socket, and their rows.
+  #pieces: LivePiece[] = [];
+  #piecesHead = 0;
+  // The next frame of the head piece (an index into its frames).
+  #pieceAt = 0;
+  #pieceRows = 0;
 
   /** A subscriber on `socket` whose first row is `next`. */
   constructor(socket: WebSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
@@ -241,7 +178,9 @@ export class Subscriber {
     this.filter = opts.filter ?? null;
     this.#opts = opts;
     this.#state = "catching_up";
-    sockets++;
+    this.#budget = opts.sendBudget ?? processBudget;
+    this.#budget.open(socket);
+    open++;
   }
 
   /** The current state. */
@@ -251,7 +190,7 @@ export class Subscriber {
 
   /** Frames queued and not yet handed to the socket. */
   get backlog(): number {
-    return this.#queue.length - this.#queueHead;
+    return this.#queue.length - this.#queueHead + this.#pieceRows;
   }
 
   /** Starts serving: catch up from the log when behind, else go live at once. */
@@ -274,8 +213,12 @@ export class Subscriber {
    */
   push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
     if (this.#state !== "live") return;
+    if (this.frames === "batch" && livePolicy.pieceBytes !== Infinity) {
+      this.#pushPieces(frames, end, shared);
+      return;
+    }
     const n = frames.length;
-    if (this.backlog === 0 && this.socket.bufferedAmount < highWaterBytes()) {
+    if (this.backlog === 0 && this.socket.bufferedAmount < this.#budget.share()) {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
@@ -295,6 +238,119 @@ export class Subscriber {
       return;
     }
     this.#block();
+  }
+
+  // Batched live frames in pieces (see live_pieces.ts): each piece goes out
+  // while it fits the socket's share of the send buffer; the rest waits as
+  // references to the shared pieces (or, with the `cursor` policy, the
+  // subscriber goes back to the log from `next`), never as copies.
+  #pushPieces(frames: readonly string[], end: number | null, shared: SharedFrames): void {
+    const n = frames.length;
+    const queued = this.#piecesHead < this.#pieces.length;
+    if (n === 0) {
+      // Nothing matched: only the position moves (after what is queued).
+      if (end !== null) queued ? (this.#queueEnd = end) : (this.next = end);
+      return;
+    }
+    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null);
+    let k = 0;
+    if (!queued) {
+      while (k < pieces.length && this.#fits(pieces[k].chars)) {
+        this.#sendText(pieces[k].text);
+        if (pieces[k].end !== null) this.next = pieces[k].end!;
+        k++;
+      }
+      if (k === pieces.length) return;
+      if (livePolicy.fallBehind === "cursor" && this.#host.durable) {
+        this.#overflow();
+        return;
+      }
+    }
+    let rows = 0;
+    for (let i = k; i < pieces.length; i++) rows += pieces[i].to - pieces[i].from;
+    if (this.#pieceRows + rows > this.#opts.maxBacklog) {
+      this.#overflow();
+      return;
+    }
+    if (!queued) this.#pieceAt = pieces[k].from;
+    for (let i = k; i < pieces.length; i++) this.#pieces.push(pieces[i]);
+    this.#pieceRows += rows;
+    if (end !== null) this.#queueEnd = end;
+    this.#block(true);
+  }
+
+  // Whether `bytes` more fit the socket's share (an idle socket takes any one frame).
+  #fits(bytes: number): boolean {
+    const buffered = this.socket.bufferedAmount;
+    return buffered === 0 || buffered + bytes <= this.#budget.share();
+  }
+
+  // Sends queued frames while the socket has room: a piece that alone is
+  // what fits as its shared text (no copy); else up to MAX_BATCH_ROWS frames
+  // within the room, joined (a copy no bigger than the room). `next` follows
+  // the last frame sent.
+  #drainPieces(): void {
+    const q = this.#pieces;
+    while (this.#piecesHead < q.length) {
+      const buffered = this.socket.bufferedAmount;
+      const room = this.#budget.share() - buffered;
+      if (buffered > 0 && room <= 0) break;
+      const head = q[this.#piecesHead];
+      const after = q[this.#piecesHead + 1];
+      const rows = head.to - head.from;
+      const more = after !== undefined && rows < MAX_BATCH_ROWS &&
+        head.chars + 1 + after.frames[after.from].length <= room;
+      if (
+        this.#pieceAt === head.from && !more && rows <= MAX_BATCH_ROWS &&
+        (buffered === 0 || head.chars <= room)
+      ) {
+        this.#sendText(head.text);
+        this.#pieceRows -= rows;
+        this.#nextPiece();
+        this.#moveNext(rows, head.frames[head.to - 1]);
+        continue;
+      }
+      const out: string[] = [];
+      let chars = -1;
+      let last = "";
+      while (this.#piecesHead < q.length && out.length < MAX_BATCH_ROWS) {
+        const p = q[this.#piecesHead];
+        const f = p.frames[this.#pieceAt];
+        if (chars + f.length + 1 > room && !(out.length === 0 && buffered === 0)) break;
+        out.push(last = f);
+        chars += f.length + 1;
+        if (++this.#pieceAt === p.to) this.#nextPiece();
+      }
+      if (out.length === 0) break;
+      this.#sendText(out.length === 1 ? out[0] : out.join("\n"));
+      this.#pieceRows -= out.length;
+      this.#moveNext(out.length, last);
+    }
+    if (this.#piecesHead === q.length) this.#clearPieces();
+  }
+
+  // On to the next queued piece, at its first frame.
+  #nextPiece(): void {
+    this.#piecesHead++;
+    const p = this.#pieces[this.#piecesHead];
+    if (p !== undefined) this.#pieceAt = p.from;
+  }
+
+  // `next` after `rows` more frames sent, the last of them `last`.
+  #moveNext(rows: number, last: string): void {
+    if (!this.#host.durable) return;
+    this.next = this.#piecesHead === this.#pieces.length
+      ? this.#queueEnd
+      : this.filter
+      ? frameOffset(last) + 1
+      : this.next + rows;
+  }
+
+  #clearPieces(): void {
+    this.#pieces = [];
+    this.#piecesHead = 0;
+    this.#pieceAt = 0;
+    this.#pieceRows = 0;
   }
 
   #sendText(text: string): void {
@@ -318,6 +374,7 @@ export class Subscriber {
     this.#host.leaveLive(this);
     this.#queue = [];
     this.#queueHead = 0;
+    this.#clearPieces();
     this.#host.dropped("to_catch_up");
     this.#state = "catching_up";
     this.#catchUp().catch((err) => this.#fail(err));
@@ -338,7 +395,10 @@ export class Subscriber {
     const buffered = this.socket.bufferedAmount;
     if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
     this.#lastBuffered = buffered;
-    if (buffered >= highWaterBytes()) {
+    const full = buffered >= this.#budget.share() ||
+      (this.#piecesHead < this.#pieces.length &&
+        !this.#fits(this.#pieces[this.#piecesHead].text.length));
+    if (full) {
       if (now - this.#lastProgress >= this.#opts.stallTimeoutMs) {
         this.#host.dropped("stalled");
         this.close(
@@ -349,7 +409,10 @@ export class Subscriber {
       }
       return true;
     }
-    if (this.#state === "live") this.#drainQueue();
+    if (this.#state === "live") {
+      this.#drainQueue();
+      this.#drainPieces();
+    }
     if (this.#wake) {
       const w = this.#wake;
       this.#wake = null;
@@ -362,7 +425,7 @@ export class Subscriber {
 
   #drainQueue(): void {
     const q = this.#queue;
-    while (this.#queueHead < q.length && this.socket.bufferedAmount < highWaterBytes()) {
+    while (this.#queueHead < q.length && this.socket.bufferedAmount < this.#budget.share()) {
       const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
       if (this.frames === "arrow") {
         const frames = q.slice(this.#queueHead, this.#queueHead + take);
@@ -407,7 +470,7 @@ export class Subscriber {
     let empty = 0;
     try {
       while (this.#state === "catching_up") {
-        if (this.socket.bufferedAmount >= highWaterBytes()) {
+        if (this.socket.bufferedAmount >= this.#budget.share()) {
           await this.#drained();
           continue;
         }
@@ -420,7 +483,7 @@ export class Subscriber {
         }
         // Read about what the socket has room for: what a blocked socket
         // holds stays near its high-water mark, however long it stalls.
-        const room = highWaterBytes() - this.socket.bufferedAmount;
+        const room = this.#budget.share() - this.socket.bufferedAmount;
         const batch = await reader.read(
           Math.max(MIN_CATCH_UP_READ_BYTES, Math.min(CATCH_UP_READ_BYTES, room)),
         );
@@ -572,11 +635,13 @@ export class Subscriber {
       if (wasLive) this.#host.leaveLive(this);
       this.#queue = [];
       this.#queueHead = 0;
+      this.#clearPieces();
       poller.delete(this);
       this.#wake?.();
       this.#wake = null;
       this.#host.gone(this);
-      sockets--;
+      this.#budget.close(this.socket);
+      open--;
     }
     try {
       if (

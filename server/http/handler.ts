@@ -28,7 +28,7 @@
 import { CloseCode } from "../../client/wire.ts";
 import type { Logger } from "../../common/logger.ts";
 import { forbidden, type Grant, TokenTable } from "../auth.ts";
-import type { Gate } from "../limits.ts";
+import type { Gate, SendBudget } from "../limits.ts";
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
@@ -54,6 +54,8 @@ export interface HttpHandlerOptions {
   registry: Registry;
   /** The gate of catching-up reads (for `streamcast_replay_reads`). */
   replayGate: Gate;
+  /** The server's send buffer (its `buffered()` is a gauge). @default none: no gauge */
+  sendBudget?: SendBudget;
   /** Longest request URL, in bytes (414 past it). */
   maxUrlBytes: number;
   /** WebSocket connections open at once (503 past it). */
@@ -101,7 +103,7 @@ export class HttpHandler {
 
   /** A handler over `options.streams`; registers the server's series and includes the streams'. */
   constructor(options: HttpHandlerOptions) {
-    this.metrics = new ServerMetrics(options.registry, options.replayGate);
+    this.metrics = new ServerMetrics(options.registry, options.replayGate, options.sendBudget);
     this.#excludes = [...options.streams.values()].map((s) => options.registry.include(s._metrics));
     this.#maxUrlBytes = options.maxUrlBytes;
     const sockets = new Set<WebSocket>();

@@ -14,7 +14,7 @@ import {
   type Registry,
 } from "../metrics.ts";
 import { declareStreamMetrics } from "../stream_metrics.ts";
-import type { Gate } from "../limits.ts";
+import type { Gate, SendBudget } from "../limits.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
 export type RouteName =
@@ -55,7 +55,7 @@ export class ServerMetrics {
   readonly #connections: Gauge;
 
   /** Registers the server's series in `registry`, then the stream families (empty until included). */
-  constructor(registry: Registry, replayGate: Gate) {
+  constructor(registry: Registry, replayGate: Gate, sendBudget?: SendBudget) {
     this.registry = registry;
     const r = registry;
     this.#requests = bindOnUse(
@@ -97,6 +97,13 @@ export class ServerMetrics {
       "Memory of the server process: resident (RSS), and the JavaScript heap of the main thread " +
         "(heap_total, heap_used) and outside it (external).",
     );
+    const buffered = sendBudget
+      ? r.gauge(
+        "streamcast_send_buffered_bytes",
+        "Bytes handed to subscribers' sockets and not yet written (their bufferedAmount), " +
+          "all streams together; bounded by about send_buffer_bytes.",
+      )
+      : null;
     // Streams' families next, so that they render in this order whatever streams are served.
     declareStreamMetrics(r);
     r.collect(() => {
@@ -107,6 +114,7 @@ export class ServerMetrics {
       memory.set(m.heapTotal, { kind: "heap_total" });
       memory.set(m.heapUsed, { kind: "heap_used" });
       memory.set(m.external, { kind: "external" });
+      buffered?.set(sendBudget!.buffered());
     });
   }
 

@@ -20,6 +20,7 @@ import {
   sleep,
   workspace,
 } from "./_harness.ts";
+import { type MemorySample, MemorySampler, type MemoryTrend } from "./_memory_samples.ts";
 
 /** Options of {@linkcode runSoak}. */
 export interface SoakOptions {
@@ -33,6 +34,8 @@ export interface SoakOptions {
   seed?: number;
   /** Progress lines (every ~10 s). @default nothing */
   log?: (line: string) => void;
+  /** Keep every memory sample in the report. @default false */
+  samples?: boolean;
 }
 
 /** What a soak found. */
@@ -51,6 +54,13 @@ export interface SoakReport {
   tooSlow: number;
   rowsDelivered: number;
   serverExit: number;
+  /**
+   * Memory of every server process (by name): RSS, heap and external, with
+   * their slopes over the last two thirds of the run (MiB/min).
+   */
+  memory: Record<string, MemoryTrend>;
+  /** Every memory sample, when asked for with `samples`. */
+  memorySamples?: Record<string, MemorySample[]>;
 }
 
 interface VirtualSub {
@@ -86,7 +96,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     tooSlow: 0,
     rowsDelivered: 0,
     serverExit: -1,
+    memory: {},
   };
+  const memory = new MemorySampler();
+  memory.add("server", pid, s.url);
+  memory.start();
   let fed = 0;
   let feeding = true;
   const sampler = setInterval(() => {
@@ -222,7 +236,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         v.failed = err instanceof Error ? err.message : String(err);
       }
     }));
+    // (With no subscribers, ingest alone for the whole time.)
+    while (Date.now() < deadline) await sleep(100);
     clearInterval(progress);
+    // Memory is judged over the churn, not the final catch-up and stop.
+    memory.stop();
     feeding = false;
     await feeder;
     report.rows = fed;
@@ -282,6 +300,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   } finally {
     feeding = false;
     clearInterval(sampler);
+    memory.stop();
+    report.memory = memory.report();
+    if (o.samples) report.memorySamples = memory.samples();
     await s.stop();
     await w.rm();
   }

@@ -20,6 +20,16 @@ Deno.test(`soak: ${SECONDS} s of ingest with subscribers joining, pausing, leavi
         r.rssEndMiB.toFixed(1)
       } MiB; server fds ${r.fdsStart} at the start, ${r.fdsEnd} at the end`,
   );
+  for (const [name, m] of Object.entries(r.memory)) {
+    console.log(
+      `soak: ${name}: RSS slope over the last two thirds ${
+        m.rssSlopeMiBPerMin.toFixed(2)
+      } MiB/min ` +
+        `(heap used ${m.heapUsedSlopeMiBPerMin.toFixed(2)}, external ${
+          m.externalSlopeMiBPerMin.toFixed(2)
+        } MiB/min; heap used at the end ${m.heapUsedLastMiB.toFixed(1)} MiB)`,
+    );
+  }
   assertEquals(r.failures, [], `soak failures:\n${r.failures.join("\n")}`);
   assertEquals(r.serverExit, 0, "the server stops cleanly on SIGTERM");
   assert(r.rssMaxMiB < RSS_LIMIT_MIB, `server RSS reached ${r.rssMaxMiB.toFixed(1)} MiB`);

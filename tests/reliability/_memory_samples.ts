@@ -1,0 +1,154 @@
+// Memory of server processes over a long run: RSS from /proc every second,
+// and the JavaScript heap (used, total) and external memory from the
+// server's own /_/metrics (streamcast_process_memory_bytes) every few
+// seconds, so heap growth (a leak in JavaScript) can be told from RSS growth
+// outside the heap (native buffers, allocator fragmentation). The report
+// gives each process's slope over the last two thirds of the run (MiB/min,
+// least squares), which is what a soak's "flat" means.
+import { rssMiB } from "./_harness.ts";
+
+/** One sample of one process. */
+export interface MemorySample {
+  /** Seconds since the sampler started. */
+  t: number;
+  /** VmRSS, MiB. */
+  rss: number;
+  /** Heap used / heap total / external, MiB (from /metrics; NaN when not read). */
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+}
+
+/** What the samples of one process say. */
+export interface MemoryTrend {
+  samples: number;
+  rssFirstMiB: number;
+  rssMaxMiB: number;
+  rssLastMiB: number;
+  /** Least-squares slope of RSS over the last two thirds of the run, MiB/min. */
+  rssSlopeMiBPerMin: number;
+  /** The same for the JavaScript heap used, and for external memory (from /metrics). */
+  heapUsedSlopeMiBPerMin: number;
+  externalSlopeMiBPerMin: number;
+  heapUsedLastMiB: number;
+  externalLastMiB: number;
+}
+
+interface Tracked {
+  pid: number;
+  metricsUrl: string | null;
+  samples: MemorySample[];
+}
+
+const MIB = 1024 * 1024;
+
+/** Least-squares slope of `ys` against `xs` (NaN for fewer than 2 points). */
+export function slope(xs: number[], ys: number[]): number {
+  const pts = xs.map((x, i) => [x, ys[i]]).filter(([x, y]) => Number.isFinite(x + y));
+  if (pts.length < 2) return NaN;
+  const mx = pts.reduce((s, p) => s + p[0], 0) / pts.length;
+  const my = pts.reduce((s, p) => s + p[1], 0) / pts.length;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of pts) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den === 0 ? NaN : num / den;
+}
+
+/** Parses streamcast_process_memory_bytes{kind=…} out of a /metrics text, MiB. */
+export function memoryFromMetrics(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^streamcast_process_memory_bytes\{kind="(\w+)"\} (\S+)$/gm)) {
+    out[m[1]] = Number(m[2]) / MIB;
+  }
+  return out;
+}
+
+/** Samples the memory of named server processes until stopped. */
+export class MemorySampler {
+  #procs = new Map<string, Tracked>();
+  #t0 = performance.now();
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #ticks = 0;
+  #busy = false;
+
+  /** Starts sampling (RSS every `everyMs`, /metrics every `metricsEvery` ticks). */
+  start(everyMs = 1000, metricsEvery = 5): void {
+    this.#timer = setInterval(() => void this.#tick(metricsEvery), everyMs);
+  }
+
+  /** Tracks process `pid` under `name`; `baseUrl` (http://host:port) for its /_/metrics. */
+  add(name: string, pid: number, baseUrl: string | null = null): void {
+    this.#procs.set(name, {
+      pid,
+      metricsUrl: baseUrl === null ? null : `${baseUrl}/_/metrics`,
+      samples: [],
+    });
+  }
+
+  async #tick(metricsEvery: number): Promise<void> {
+    if (this.#busy) return;
+    this.#busy = true;
+    const withMetrics = this.#ticks++ % metricsEvery === 0;
+    try {
+      const t = (performance.now() - this.#t0) / 1000;
+      await Promise.all([...this.#procs.values()].map(async (p) => {
+        const rss = rssMiB(p.pid);
+        if (!Number.isFinite(rss)) return;
+        const s: MemorySample = { t, rss, heapUsed: NaN, heapTotal: NaN, external: NaN };
+        if (withMetrics && p.metricsUrl) {
+          try {
+            const m = memoryFromMetrics(
+              await (await fetch(p.metricsUrl, { signal: AbortSignal.timeout(2000) })).text(),
+            );
+            s.heapUsed = m.heap_used ?? NaN;
+            s.heapTotal = m.heap_total ?? NaN;
+            s.external = m.external ?? NaN;
+          } catch {
+            // the server is busy or stopping: RSS alone this time
+          }
+        }
+        p.samples.push(s);
+      }));
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /** Stops sampling. */
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** Every sample of every process. */
+  samples(): Record<string, MemorySample[]> {
+    return Object.fromEntries([...this.#procs].map(([n, p]) => [n, p.samples]));
+  }
+
+  /** The trend of each process over the last two thirds of its samples. */
+  report(): Record<string, MemoryTrend> {
+    const out: Record<string, MemoryTrend> = {};
+    for (const [name, p] of this.#procs) {
+      const all = p.samples;
+      const tail = all.slice(Math.floor(all.length / 3));
+      const xs = tail.map((s) => s.t / 60);
+      const lastOf = (k: "heapUsed" | "external") =>
+        [...all].reverse().find((s) => Number.isFinite(s[k]))?.[k] ?? NaN;
+      out[name] = {
+        samples: all.length,
+        rssFirstMiB: all[0]?.rss ?? NaN,
+        rssMaxMiB: all.reduce((m, s) => Math.max(m, s.rss), 0),
+        rssLastMiB: all.at(-1)?.rss ?? NaN,
+        rssSlopeMiBPerMin: slope(xs, tail.map((s) => s.rss)),
+        heapUsedSlopeMiBPerMin: slope(xs, tail.map((s) => s.heapUsed)),
+        externalSlopeMiBPerMin: slope(xs, tail.map((s) => s.external)),
+        heapUsedLastMiB: lastOf("heapUsed"),
+        externalLastMiB: lastOf("external"),
+      };
+    }
+    return out;
+  }
+}
