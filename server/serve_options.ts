@@ -75,6 +75,16 @@ export interface ServeOptions {
   closeStreams?: boolean;
   /** On shutdown, how long to wait for subscribers' sockets to close after 1001. @default 2000 */
   closeWaitMs?: number;
+  /**
+   * The streams opened for network publishing (`POST /{name}`, the
+   * `/{name}/publish` socket; DESIGN §13), by name; each must be durable.
+   * @default [] (none)
+   */
+  publish?: readonly string[];
+  /** Largest `POST` body or publish frame, bytes (413 / close 1009 past it). @default 16 MiB */
+  maxPublishBytes?: number;
+  /** Frames a publish socket may have awaiting their ack. @default 64 */
+  maxInFlight?: number;
 }
 
 /** {@linkcode ServeOptions} checked, with the defaults applied. */
@@ -92,6 +102,9 @@ export interface ServeSettings {
   tls: { cert: string; key: string } | undefined;
   closeStreams: boolean;
   closeWaitMs: number;
+  publish: string[];
+  maxPublishBytes: number;
+  maxInFlight: number;
 }
 
 const KEYS = [
@@ -108,6 +121,9 @@ const KEYS = [
   "tls",
   "closeStreams",
   "closeWaitMs",
+  "publish",
+  "maxPublishBytes",
+  "maxInFlight",
 ] as const;
 
 /**
@@ -141,7 +157,16 @@ export function checkServeOptions(options: unknown): ServeSettings {
       }
     }
   }
+  const publish = (options as Record<string, unknown>).publish ?? [];
+  if (!Array.isArray(publish) || publish.some((n) => typeof n !== "string")) {
+    throw new TypeError(
+      `serve: options.publish must be an array of stream names, got ${shown(publish)}`,
+    );
+  }
   return {
+    publish: [...publish],
+    maxPublishBytes: o.int("maxPublishBytes", 1, max, 16 << 20),
+    maxInFlight: o.int("maxInFlight", 1, 1 << 20, 64),
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,
