@@ -297,15 +297,23 @@ export class Publisher {
   /**
    * Publishes `rows` as one frame (one commit); resolves once they are
    * durable with their offsets. Rejects with {@linkcode PublishError} when
-   * the server refuses the frame (nothing of it is stored).
+   * the server refuses the frame (nothing of it is stored). `seq` chooses
+   * the frame's seq (at least {@linkcode Publisher.nextSeq}; later frames
+   * continue above it), e.g. to number frames by their place in an input
+   * so that a rerun can skip what the producer's `last_seq` says is stored.
    */
-  publish(rows: readonly unknown[]): Promise<Published> {
+  publish(rows: readonly unknown[], seq: number = this.#nextSeq): Promise<Published> {
     if (this.#failed) return Promise.reject(this.#failed);
     if (this.#closing) return Promise.reject(new PublishError("closed", "the publisher is closed"));
     if (!Array.isArray(rows) || rows.length === 0) {
       return Promise.reject(new TypeError("publish wants a non-empty array of rows"));
     }
-    const seq = this.#nextSeq++;
+    if (!Number.isSafeInteger(seq) || seq < this.#nextSeq) {
+      return Promise.reject(
+        new RangeError(`seq must be an integer ≥ ${this.#nextSeq}, got ${seq}`),
+      );
+    }
+    this.#nextSeq = seq + 1;
     const text = JSON.stringify({ seq, rows });
     return new Promise((resolve, reject) => {
       this.#queue.push({ seq, text, sent: false, resolve, reject });

@@ -261,7 +261,11 @@ export class ProducerJournal {
     records: readonly ProducerRecord[],
     remembered: () => readonly ProducerRecord[],
   ): Promise<void> {
-    if (this.#size > this.#compactBytes) return await this.#rewrite([...remembered(), ...records]);
+    if (this.#size > this.#compactBytes) {
+      const named = new Set(records.map((r) => r.producer));
+      const kept = remembered().filter((r) => !named.has(r.producer));
+      return await this.#rewrite([...kept, ...records]);
+    }
     if (records.length === 0) return;
     const bytes = encodeRecords(records);
     if (this.#file === null) return await this.#rewrite(records);

@@ -11,10 +11,12 @@ import { TokenTable } from "./auth.ts";
 import {
   DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
 } from "./limits.ts";
+import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 
 /** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
@@ -165,8 +167,8 @@ export function checkServeOptions(options: unknown): ServeSettings {
   }
   return {
     publish: [...publish],
-    maxPublishBytes: o.int("maxPublishBytes", 1, max, 16 << 20),
-    maxInFlight: o.int("maxInFlight", 1, 1 << 20, 64),
+    maxPublishBytes: o.int("maxPublishBytes", 1, max, DEFAULT_MAX_PUBLISH_BYTES),
+    maxInFlight: o.int("maxInFlight", 1, 1 << 20, DEFAULT_MAX_IN_FLIGHT),
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,

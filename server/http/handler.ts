@@ -31,7 +31,7 @@
 import { CloseCode } from "../../client/wire.ts";
 import type { Logger } from "../../common/logger.ts";
 import { forbidden, type Grant, TokenTable } from "../auth.ts";
-import type { Gate } from "../limits.ts";
+import { DEFAULT_MAX_PUBLISH_BYTES, type Gate } from "../limits.ts";
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
@@ -76,9 +76,6 @@ export interface HttpHandlerOptions {
    */
   publish?: { streams: Iterable<string>; maxPublishBytes?: number; maxInFlight?: number };
 }
-
-/** Default largest `POST` body or publish frame: 16 MiB. */
-export const DEFAULT_MAX_PUBLISH_BYTES = 16 << 20;
 
 /**
  * Routes requests to the streams' routes.

@@ -45,7 +45,11 @@ Deno.test("publish socket greets, acks pipelined frames in order once durable, r
   try {
     const p = await RawPub.open(`${f.ws}/t/publish?producer=w1`);
     assertEquals(p.greeting!.publish, true);
-    assertEquals([p.greeting!.producer, p.greeting!.last_seq, p.greeting!.max_in_flight], ["w1", 0, 64]);
+    assertEquals([p.greeting!.producer, p.greeting!.last_seq, p.greeting!.max_in_flight], [
+      "w1",
+      0,
+      64,
+    ]);
     assertEquals(p.greeting!.stream_id, f.stream.streamId);
     p.send(1, [r(1), r(2)]);
     p.send(2, [r(3), { sym: "A" }]);
@@ -74,7 +78,16 @@ Deno.test("publish socket greets, acks pipelined frames in order once durable, r
 Deno.test("publish socket closes with 1008 on a malformed frame and refuses bad upgrades", async () => {
   const f = await startFixture({ maxPublishBytes: 4096 });
   try {
-    for (const bad of ["nope", "[1]", '{"seq":1}', '{"seq":0,"rows":[{}]}', '{"seq":1,"rows":[]}', '{"seq":1,"rows":[{}],"x":1}']) {
+    for (
+      const bad of [
+        "nope",
+        "[1]",
+        '{"seq":1}',
+        '{"seq":0,"rows":[{}]}',
+        '{"seq":1,"rows":[]}',
+        '{"seq":1,"rows":[{}],"x":1}',
+      ]
+    ) {
       const p = await RawPub.open(`${f.ws}/t/publish?producer=w2`);
       p.ws.send(bad);
       await until(() => p.closed !== null, 5000, "close");
@@ -95,14 +108,22 @@ Deno.test("publish socket closes with 1008 on a malformed frame and refuses bad 
     assertEquals(sp.closed?.code, 4400);
     for (const [path, status] of [["/ro/publish", 405], ["/nope/publish", 404]] as const) {
       const res = await fetch(`${f.http}${path}`, {
-        headers: { upgrade: "websocket", connection: "upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" },
+        headers: {
+          upgrade: "websocket",
+          connection: "upgrade",
+          "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+          "sec-websocket-version": "13",
+        },
       });
       await res.body?.cancel();
       assertEquals(res.status, status, path);
     }
     assertEquals(f.stream.endOffset, 1);
     // The server is still serving.
-    assertEquals((await fetch(`${f.http}/_/health`).then(async (x) => (await x.body?.cancel(), x.status))), 200);
+    assertEquals(
+      await fetch(`${f.http}/_/health`).then(async (x) => (await x.body?.cancel(), x.status)),
+      200,
+    );
   } finally {
     await f.close();
   }
@@ -132,7 +153,10 @@ Deno.test("publisher() resolves sends with offsets; subscribers see the rows; a 
     assertEquals(offsets, [1, [2, 3], 4]);
     let err: unknown = null;
     await pub.send({ sym: 1 }).catch((e) => (err = e));
-    assert(err instanceof PublishError && err.error === "invalid_row" && err.index === 0, String(err));
+    assert(
+      err instanceof PublishError && err.error === "invalid_row" && err.index === 0,
+      String(err),
+    );
     assertEquals(await pub.send(r(5)), 5);
     await pub.close();
     await sub.waitLines(5);
