@@ -73,7 +73,7 @@ export function parsePublishFrame(text: string): ParsedFrame {
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o)) {
     if (k !== "seq" && k !== "rows") {
-      return { ok: false, detail: `unknown member ${k.slice(0, 40)}` };
+      return { ok: false, detail: `unknown member ${JSON.stringify(k.slice(0, 40))}` };
     }
   }
   if (typeof o.seq !== "number" || !Number.isSafeInteger(o.seq) || o.seq < 1) {
@@ -198,6 +198,7 @@ class PublishSession {
   #held: { text: string; t0: number }[] = [];
   #heldBytes = 0;
   #inFlight: InFlight[] = [];
+  #closing: { code: number; error: string; detail: string } | null = null;
 
   constructor(
     ctx: HttpContext,
@@ -244,7 +245,17 @@ class PublishSession {
     this.#pump();
   }
 
+  // Refuses the rest of the input; the frames already taken are still
+  // answered, then the socket is closed with `code`.
   #close(code: number, error: string, detail: string): void {
+    if (this.#ended || this.#closing !== null) return;
+    this.#closing = { code, error, detail };
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#flush();
+  }
+
+  #closeNow(code: number, error: string, detail: string): void {
     if (this.#ended) return;
     this.#ctx.publishing.metrics.refused(
       this.#stream.name,
@@ -264,7 +275,7 @@ class PublishSession {
   }
 
   #message(e: MessageEvent): void {
-    if (this.#ended) return;
+    if (this.#ended || this.#closing !== null) return;
     const t0 = performance.now();
     if (typeof e.data !== "string") {
       this.#close(
@@ -297,7 +308,7 @@ class PublishSession {
   // Takes held frames into the window while it has room.
   #pump(): void {
     while (
-      this.#ready && !this.#ended && this.#held.length > 0 &&
+      this.#ready && !this.#ended && this.#closing === null && this.#held.length > 0 &&
       this.#inFlight.length < this.#maxInFlight
     ) {
       const { text, t0 } = this.#held.shift()!;
@@ -353,7 +364,9 @@ class PublishSession {
         m.acked("websocket", e.t0);
       }
     }
-    this.#pump();
+    const c = this.#closing;
+    if (c !== null && this.#inFlight.length === 0) this.#closeNow(c.code, c.error, c.detail);
+    else this.#pump();
   }
 
   #end(): void {
