@@ -72,33 +72,53 @@ export type ParsedBody =
  * ```
  */
 export function parseNdjson(bytes: Uint8Array): ParsedBody {
+  let text: string;
+  try {
+    // One decode of the whole body (the common case); a body that is not
+    // UTF-8 is read again line by line to name the line.
+    text = strict.decode(bytes);
+  } catch {
+    return { ok: false, line: badUtf8Line(bytes), detail: "not UTF-8" };
+  }
   const rows: unknown[] = [];
   const lines: number[] = [];
   let line = 0;
   let start = 0;
-  while (start < bytes.length) {
-    let end = bytes.indexOf(0x0a, start);
-    if (end === -1) end = bytes.length;
+  while (start < text.length) {
+    let end = text.indexOf("\n", start);
+    if (end === -1) end = text.length;
     line++;
-    let stop = end;
-    if (stop > start && bytes[stop - 1] === 0x0d) stop--;
-    const raw = bytes.subarray(start, stop);
+    const raw = text.slice(start, end);
     start = end + 1;
-    let text: string;
+    let row: unknown;
     try {
-      text = strict.decode(raw);
+      row = JSON.parse(raw);
     } catch {
-      return { ok: false, line, detail: "not UTF-8" };
-    }
-    if (text.trim() === "") continue;
-    try {
-      rows.push(JSON.parse(text));
-    } catch {
+      if (raw.trim() === "") continue;
       return { ok: false, line, detail: "not JSON" };
     }
+    rows.push(row);
     lines.push(line);
   }
   return { ok: true, rows, lines };
+}
+
+// The 1-based line of the first bytes that are not UTF-8.
+function badUtf8Line(bytes: Uint8Array): number {
+  let line = 0;
+  let start = 0;
+  while (start <= bytes.length) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end === -1) end = bytes.length;
+    line++;
+    try {
+      strict.decode(bytes.subarray(start, end));
+    } catch {
+      return line;
+    }
+    start = end + 1;
+  }
+  return line;
 }
 
 /**

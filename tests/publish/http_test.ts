@@ -34,6 +34,9 @@ Deno.test("publish POST refuses a body with a bad row and stores none of it", as
     assertEquals([notArr.status, notArr.body.error], [400, "invalid_body"]);
     const empty = await post(`${f.http}/t`, "\n\n");
     assertEquals([empty.status, empty.body.error], [400, "invalid_body"]);
+    const bytes = new Uint8Array([...new TextEncoder().encode(row(1) + "\n\n"), 0xff, 0x7b, 0x7d]);
+    const bin = await fetch(`${f.http}/t`, { method: "POST", body: bytes });
+    assertEquals([bin.status, (await bin.json()).line], [400, 3]);
     const media = await post(`${f.http}/t`, row(1), { "content-type": "text/csv" });
     assertEquals(media.status, 415);
     assertEquals(f.stream.endOffset, 1);
