@@ -145,6 +145,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
       row = JSON.parse(t);
     } catch {
       refused ??= `line ${line}: not JSON`;
+      flush();
       return false;
     }
     rows.push(row);
@@ -161,7 +162,8 @@ export async function cmdPublish(args: string[]): Promise<number> {
     while (outstanding.length > MAX_OUTSTANDING) await outstanding.shift();
   }
   if (!refused && !failed && carry !== "") take(carry);
-  if (!refused && !failed) flush();
+  // The rows read before a line that is not JSON are sent; none after it.
+  if (!failed) flush();
   await Promise.all(outstanding);
   await pub.close().catch(() => {});
   if (refused) {

@@ -191,6 +191,8 @@ export class Publisher {
       };
       ws.onclose = (e) => {
         if (this.#ws === ws) this.#ws = null;
+        // Nothing is sent again before the next connection's greeting.
+        this.#greeting = null;
         for (const p of this.#queue) p.sent = false;
         if (!greeted) {
           const why = e.reason || error || `closed with ${e.code}`;
