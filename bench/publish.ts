@@ -5,8 +5,8 @@
  * - one WebSocket publisher pipelining 100-row frames (`publisher()`, 64
  *   frames in flight): durable rows/s, fsync on — against JetStream with one
  *   row a message and the same rows in flight (6,400 PubAcks awaited);
- * - one HTTP client posting 1000-row NDJSON bodies (4 in flight) — against
- *   JetStream publishing the same 1000 rows and awaiting their acks (4 batches
+ * - one HTTP client posting 1000-row NDJSON bodies (8 in flight) — against
+ *   JetStream publishing the same 1000 rows and awaiting their acks (8 batches
  *   in flight);
  * - a one-row round trip, p50 and p99, fsync on — against one JetStream
  *   publish awaited;
@@ -26,6 +26,8 @@ import { startNats } from "./_nats.ts";
 import { freePort } from "./_harness.ts";
 
 const root = new URL("..", import.meta.url).pathname;
+// Bodies (and JetStream batches) in flight from the one HTTP client.
+const HTTP_IN_FLIGHT = 8;
 
 const SCHEMA = {
   type: "object",
@@ -145,9 +147,9 @@ async function httpRows(
   }
   const t0 = performance.now();
   let next = 0;
-  // Seqs go up in the order requests start; 4 in flight may commit out of that
-  // order, so each worker has a producer of its own.
-  await Promise.all([0, 1, 2, 3].map(async (w) => {
+  // Bodies in flight may commit out of the order they started, so each
+  // worker has a producer of its own (its seqs go up one at a time).
+  await Promise.all(Array.from({ length: HTTP_IN_FLIGHT }, async (_, w) => {
     let mine = 0;
     while (next < bodies.length) {
       const b = bodies[next++];
@@ -203,7 +205,7 @@ async function natsBatches(
 ): Promise<number> {
   const t0 = performance.now();
   let next = 0;
-  await Promise.all([0, 1, 2, 3].map(async () => {
+  await Promise.all(Array.from({ length: HTTP_IN_FLIGHT }, async () => {
     while (next < rows.length) {
       const from = next;
       next += batch;
@@ -304,7 +306,7 @@ export async function run(quick: boolean): Promise<BenchSection> {
       ours.ws >= 200_000,
     ),
     row(
-      "HTTP POST, 1000-row NDJSON bodies, 4 in flight, fsync on",
+      "HTTP POST, 1000-row NDJSON bodies, 8 in flight, fsync on",
       ours.http,
       theirs.http,
       "rows/s",
