@@ -137,3 +137,30 @@ Deno.test("publish POST and the publish socket need a publish grant", async () =
     await f.close();
   }
 });
+
+Deno.test("publish is refused on an ephemeral or unknown stream at start", async () => {
+  const { serve, Stream } = await import("../../mod.ts");
+  const { settingsFrom } = await import("../../cli/_serve_config.ts");
+  const { UsageError } = await import("../../cli/_args.ts");
+  const { SCHEMA } = await import("./_fixture.ts");
+  const e = Stream.ephemeral("e", { schema: SCHEMA });
+  let err: unknown = null;
+  try {
+    serve([e], { port: 0, onListen: () => {}, publish: ["e"] });
+  } catch (x) {
+    err = x;
+  }
+  assertEquals(err instanceof TypeError && /ephemeral/.test(err.message), true, String(err));
+  err = null;
+  try {
+    serve([e], { port: 0, onListen: () => {}, publish: ["zz"] });
+  } catch (x) {
+    err = x;
+  }
+  assertEquals(err instanceof TypeError && /not served/.test(err.message), true, String(err));
+  for (const flags of [{ publish: ["e"], ephemeral: ["e"] }, { publish: ["zz"] }]) {
+    err = null;
+    await settingsFrom({ stream: ["e=e.json"], ...flags }).catch((x) => (err = x));
+    assertEquals(err instanceof UsageError, true, String(err));
+  }
+});

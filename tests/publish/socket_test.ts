@@ -171,3 +171,23 @@ Deno.test("publisher() resolves sends with offsets; subscribers see the rows; a 
     await f.close();
   }
 });
+
+Deno.test("publish socket closes with 1008 too_many_in_flight when a publisher ignores the window", async () => {
+  const f = await startFixture({ maxInFlight: 1, maxPublishBytes: 2000 });
+  try {
+    const p = await RawPub.open(`${f.ws}/t/publish?producer=w4`);
+    for (let s = 1; s <= 400; s++) p.send(s, [r(s)]);
+    await until(() => p.closed !== null, 10_000, "close");
+    assertEquals(p.closed!.code, 1008);
+    assertEquals(JSON.parse(p.closed!.reason).error, "too_many_in_flight");
+    // Every frame taken was answered before the close, and only those are stored.
+    assert(p.answers.length >= 1, "answers before the close");
+    assertEquals(
+      p.answers.map((a) => a.seq),
+      Array.from({ length: p.answers.length }, (_, i) => i + 1),
+    );
+    assertEquals(f.stream.endOffset, p.answers.length + 1);
+  } finally {
+    await f.close();
+  }
+});
