@@ -47,7 +47,15 @@ still be stored) or the connection fails; 2 on a bad command line.`;
 
 const MAX_OUTSTANDING = 1024;
 
-/** Runs `publish`; resolves with the exit code. */
+/**
+ * Runs `publish`; resolves with the exit code.
+ *
+ * @example
+ * ```ts
+ * import { cmdPublish } from "./publish.ts";
+ * console.log(await cmdPublish(["--help"])); // prints the usage, then 0
+ * ```
+ */
 export async function cmdPublish(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     producer: { type: "string" },

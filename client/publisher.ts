@@ -20,7 +20,16 @@ import type { WebSocketConstructor } from "./_connection.ts";
 import { withToken } from "./_token.ts";
 import { type PublishAnswer, type PublishGreeting, publishUrl } from "./wire.ts";
 
-/** Options of {@linkcode publisher}. */
+/**
+ * Options of {@linkcode publisher}.
+ *
+ * @example
+ * ```ts
+ * import type { PublisherOptions } from "./publisher.ts";
+ * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
+ * console.log(o.producer); // collector-1
+ * ```
+ */
 export interface PublisherOptions {
   /**
    * The producer's name (1–128 printable ASCII characters, no space): the
@@ -79,7 +88,16 @@ export class PublishError extends Error {
   }
 }
 
-/** The offsets a publish got: `[first, last]`, or null when known durable but not where (see the module doc). */
+/**
+ * The offsets a publish got: `[first, last]`, or null when known durable but not where (see the module doc).
+ *
+ * @example
+ * ```ts
+ * import type { Published } from "./publisher.ts";
+ * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
+ * console.log(p.last! - p.first! + 1); // 100
+ * ```
+ */
 export interface Published {
   /** The frame's seq. */
   seq: number;

@@ -496,7 +496,15 @@ export function splitBatch(frame: string): string[] {
 
 // --- publishing (DESIGN §13): the publish greeting, frames and answers ---
 
-/** Producer names: 1–128 printable ASCII characters, no space (they travel in a header). */
+/**
+ * Producer names: 1–128 printable ASCII characters, no space (they travel in a header).
+ *
+ * @example
+ * ```ts
+ * import { PRODUCER_PATTERN } from "./wire.ts";
+ * console.log(PRODUCER_PATTERN.test("feed-1"), PRODUCER_PATTERN.test("a b")); // true false
+ * ```
+ */
 export const PRODUCER_PATTERN: RegExp = /^[\x21-\x7e]{1,128}$/;
 
 /** {@linkcode PRODUCER_PATTERN} in words, for error messages. */

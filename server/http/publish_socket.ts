@@ -44,7 +44,16 @@ import type { HttpContext } from "./context.ts";
 import { deny } from "./access.ts";
 import { json, notFound, streamField } from "./_respond.ts";
 
-/** What a frame holds once its shape is checked, or why it is not a frame. */
+/**
+ * What a frame holds once its shape is checked, or why it is not a frame.
+ *
+ * @example
+ * ```ts
+ * import type { ParsedFrame } from "./publish_socket.ts";
+ * const f: ParsedFrame = { ok: true, seq: 1, rows: [{}] };
+ * console.log(f.ok && f.seq); // 1
+ * ```
+ */
 export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
   ok: false;
   detail: string;

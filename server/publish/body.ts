@@ -9,7 +9,16 @@
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
-/** A body read: its bytes, or `too_large` once more than the limit arrived. */
+/**
+ * A body read: its bytes, or `too_large` once more than the limit arrived.
+ *
+ * @example
+ * ```ts
+ * import type { BodyRead } from "./body.ts";
+ * const r: BodyRead = { ok: false, error: "too_large" };
+ * console.log(r.ok); // false
+ * ```
+ */
 export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "too_large" };
 
 /**
@@ -55,7 +64,16 @@ export async function readBody(
   return { ok: true, bytes };
 }
 
-/** A body parsed: its rows with their 1-based line (or array position), or the first bad line. */
+/**
+ * A body parsed: its rows with their 1-based line (or array position), or the first bad line.
+ *
+ * @example
+ * ```ts
+ * import type { ParsedBody } from "./body.ts";
+ * const p: ParsedBody = { ok: false, line: 3, detail: "not JSON" };
+ * console.log(p.ok || p.line); // 3
+ * ```
+ */
 export type ParsedBody =
   | { ok: true; rows: unknown[]; lines: number[] }
   | { ok: false; line: number; detail: string };

@@ -9,7 +9,16 @@
 import type { ProducerTag } from "../../log/mod.ts";
 import type { Stream } from "../stream.ts";
 
-/** How a publish ended. */
+/**
+ * How a publish ended.
+ *
+ * @example
+ * ```ts
+ * import type { PublishOutcome } from "./commit.ts";
+ * const o: PublishOutcome = { kind: "stale", lastSeq: 7 };
+ * console.log(o.kind); // stale
+ * ```
+ */
 export type PublishOutcome =
   | { kind: "ack"; first: number; last: number; duplicate: boolean }
   | { kind: "stale"; lastSeq: number }

@@ -10,10 +10,28 @@
 import type { Counter, CounterChild, Histogram, HistogramChild, Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 
-/** The routes a publish comes by. */
+/**
+ * The routes a publish comes by.
+ *
+ * @example
+ * ```ts
+ * import type { PublishRoute } from "./publish_metrics.ts";
+ * const r: PublishRoute = "http";
+ * console.log(r); // http
+ * ```
+ */
 export type PublishRoute = "http" | "websocket";
 
-/** Why a publish (or a frame of one) was refused. */
+/**
+ * Why a publish (or a frame of one) was refused.
+ *
+ * @example
+ * ```ts
+ * import type { PublishRefusal } from "./publish_metrics.ts";
+ * const r: PublishRefusal = "stale_seq";
+ * console.log(r); // stale_seq
+ * ```
+ */
 export type PublishRefusal =
   | "invalid_row"
   | "invalid_body"

@@ -9,7 +9,16 @@
 
 import type { Stream } from "../stream.ts";
 
-/** Rows checked: their encoded JSON, or the first refused one (0-based `index`) and why. */
+/**
+ * Rows checked: their encoded JSON, or the first refused one (0-based `index`) and why.
+ *
+ * @example
+ * ```ts
+ * import type { EncodedRows } from "./rows.ts";
+ * const e: EncodedRows = { ok: false, index: 2, detail: "px must be number" };
+ * console.log(e.ok || e.index); // 2
+ * ```
+ */
 export type EncodedRows =
   | { ok: true; jsons: string[] }
   | { ok: false; index: number; detail: string };
