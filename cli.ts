@@ -24,6 +24,7 @@ import { cmdHead, cmdTail } from "./cli/tail.ts";
 import { cmdRestore } from "./cli/restore.ts";
 import { cmdExport } from "./cli/export.ts";
 import { cmdDemo } from "./cli/demo.ts";
+import { cmdPublish } from "./cli/publish.ts";
 import { Progress } from "./cli/_progress.ts";
 
 const USAGE = `streamcast — a replayable WebSocket multicaster
@@ -35,6 +36,7 @@ commands:
   demo     a synthetic trade feed on stream "trades", with the web viewer
   tail     print a stream as NDJSON [offset,msg] lines
   head     print a stream's head (end offset, subscribers, schema)
+  publish  send NDJSON rows from stdin to a stream, acknowledged once durable
   inspect  list a log's segments, offsets and sizes
   verify   check every record of a log; exit 1 naming the first bad one
   export   write a range of a log to Arrow IPC, Parquet or NDJSON
@@ -128,6 +130,7 @@ const COMMANDS: Record<string, (args: string[]) => Promise<number>> = {
   demo: cmdDemo,
   tail: cmdTail,
   head: cmdHead,
+  publish: cmdPublish,
   inspect: cmdInspect,
   restore: cmdRestore,
   export: cmdExport,

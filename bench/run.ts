@@ -24,6 +24,7 @@ const BENCHES = [
   "client_parse",
   "arrow",
   "archive",
+  "publish",
   "profile",
 ];
 

@@ -78,7 +78,9 @@ function configSettings(json: unknown, base: string): FileSettings {
         throw new TypeError(`"${key}" must be an object like {"schema": "x.json"}`);
       }
       for (const k of Object.keys(decl)) {
-        if (k !== "schema" && k !== "ephemeral") throw new TypeError(`unknown key "${key}.${k}"`);
+        if (k !== "schema" && k !== "ephemeral" && k !== "publish") {
+          throw new TypeError(`unknown key "${key}.${k}"`);
+        }
       }
       let schema: SchemaSource;
       if (typeof decl.schema === "string" && decl.schema !== "") {
@@ -91,7 +93,14 @@ function configSettings(json: unknown, base: string): FileSettings {
       if (decl.ephemeral !== undefined && typeof decl.ephemeral !== "boolean") {
         throw new TypeError(`"${key}.ephemeral" must be true or false`);
       }
-      out.streams.set(name, { schema, ephemeral: decl.ephemeral === true });
+      if (decl.publish !== undefined && typeof decl.publish !== "boolean") {
+        throw new TypeError(`"${key}.publish" must be true or false`);
+      }
+      out.streams.set(name, {
+        schema,
+        ephemeral: decl.ephemeral === true,
+        publish: decl.publish === true,
+      });
     }
   }
   if (json.upstreams !== undefined) {
@@ -179,7 +188,7 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     if (declared.has(name)) throw new RangeError(`--stream declares ${show(name)} twice`);
     declared.add(name);
     // A flag replaces the config's declaration, ephemeral included.
-    s.streams.set(name, { schema: { path: kv[1] }, ephemeral: false });
+    s.streams.set(name, { schema: { path: kv[1] }, ephemeral: false, publish: false });
   }
   if (s.streams.size === 0) {
     throw new RangeError(
@@ -200,6 +209,19 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     s.streams.get(name)!.ephemeral = true;
   }
   if (s.stdin !== null) undeclared(s.stdin, values.stdin !== undefined ? "--stdin" : '"stdin"');
+  for (const name of list("publish")) {
+    streamName(name, "--publish");
+    undeclared(name, "--publish");
+    s.streams.get(name)!.publish = true;
+  }
+  for (const [name, decl] of s.streams) {
+    if (decl.publish && decl.ephemeral) {
+      throw new RangeError(
+        `${show(name)} is opened for publishing and ephemeral: publishing acknowledges offsets, ` +
+          "so it needs a durable stream",
+      );
+    }
+  }
   for (const spec of list("upstream")) {
     const kv = split(spec);
     if (!kv || !isStreamName(kv[0]) || kv[1] === "") {

@@ -42,6 +42,7 @@ import {
   streamName,
   text,
 } from "./_serve_values.ts";
+import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -133,6 +134,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "that declared stream keeps no log: offsets are `null`, nothing replays. Repeatable " +
       '(`--ephemeral ""` for the unnamed stream).',
   },
+  ...PUBLISH_STREAM_SETTINGS,
   {
     flag: "stdin",
     key: "stdin",
@@ -424,6 +426,7 @@ export const SETTINGS: readonly Setting[] = [
     ],
     docs: "drop with 4429 a subscriber whose socket accepts nothing for this long (> 0).",
   },
+  ...PUBLISH_LIMIT_SETTINGS,
   {
     flag: "tokens",
     key: "tokens",
@@ -600,6 +603,8 @@ export type SchemaSource = { path: string } | { inline: Record<string, unknown>;
 export interface StreamDecl {
   schema: SchemaSource;
   ephemeral: boolean;
+  /** Opened for network publishing (`--publish`, config `"publish": true`). */
+  publish?: boolean;
 }
 
 /**
@@ -655,6 +660,9 @@ export interface Settings {
   sendBufferBytes?: number;
   /** Seconds. */
   stallTimeout?: number;
+  maxPublishBytes?: number;
+  maxInFlight?: number;
+  maxProducers?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;
   tlsCert: string | null;

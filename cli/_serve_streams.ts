@@ -89,6 +89,7 @@ export async function openStreams(
   if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
   if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
   if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
+  if (s.maxProducers !== undefined) logOptions.maxProducers = s.maxProducers;
   const opened: Stream[] = [];
   try {
     for (const [name, decl] of s.streams) {

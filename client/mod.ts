@@ -65,6 +65,14 @@ export {
   TooSlow,
 } from "./errors.ts";
 export { fetchHead, headUrl } from "./head.ts";
+// Publishing (DESIGN §13): rows in, acknowledged once durable, never stored twice.
+export {
+  type Published,
+  Publisher,
+  publisher,
+  type PublisherOptions,
+  PublishError,
+} from "./publisher.ts";
 // where=: the filter a subscribe (and catch-up) applies, for callers that build or check one.
 export {
   compileFilter,
@@ -97,6 +105,9 @@ export {
   type NotReplayableWhy,
   PROTOCOL_VERSION,
   type ProtocolReason,
+  type PublishAnswer,
+  type PublishFrame,
+  type PublishGreeting,
   type StreamHead,
   SUBPROTOCOL,
   type TooSlowReason,

@@ -493,3 +493,153 @@ export function isStreamName(name: string): boolean {
 export function splitBatch(frame: string): string[] {
   return frame.split("\n");
 }
+
+// --- publishing (DESIGN §13): the publish greeting, frames and answers ---
+
+/**
+ * Producer names: 1–128 printable ASCII characters, no space (they travel in a header).
+ *
+ * @example
+ * ```ts
+ * import { PRODUCER_PATTERN } from "./wire.ts";
+ * console.log(PRODUCER_PATTERN.test("feed-1"), PRODUCER_PATTERN.test("a b")); // true false
+ * ```
+ */
+export const PRODUCER_PATTERN: RegExp = /^[\x21-\x7e]{1,128}$/;
+
+/** {@linkcode PRODUCER_PATTERN} in words, for error messages. */
+export const PRODUCER_RULE = "1-128 printable ASCII characters, no space";
+
+/** The HTTP header naming the producer of a `POST /{name}`. */
+export const PRODUCER_HEADER = "streamcast-producer";
+
+/** The HTTP header giving the sequence number of a `POST /{name}`. */
+export const SEQ_HEADER = "streamcast-seq";
+
+/** The query parameters a publish upgrade accepts. */
+export const PUBLISH_PARAMS: readonly string[] = ["producer", "access_token"];
+
+/** Default most frames a WebSocket publisher may have awaiting their ack. */
+export const DEFAULT_MAX_IN_FLIGHT = 64;
+
+/**
+ * The server's first frame on a publish socket.
+ *
+ * @example
+ * ```ts
+ * import type { PublishGreeting } from "./wire.ts";
+ * const g: PublishGreeting = { streamcast: 2, stream: "t", stream_id: "0".repeat(32), publish: true,
+ *   producer: "p1", last_seq: 0, max_in_flight: 64 };
+ * console.log(g.last_seq + 1); // 1
+ * ```
+ */
+export interface PublishGreeting {
+  /** The protocol version. */
+  streamcast: typeof PROTOCOL_VERSION;
+  /** The stream's name. */
+  stream: string;
+  /** The stream's id. */
+  stream_id: string;
+  /** Always true: this is a publish socket. */
+  publish: true;
+  /** The producer named in the URL, or null (at-least-once publishing). */
+  producer: string | null;
+  /** The producer's last committed seq (0: none). */
+  last_seq: number;
+  /** Frames that may await their ack at once. */
+  max_in_flight: number;
+}
+
+/**
+ * A publisher's frame: rows to store in one commit, as sequence `seq`.
+ *
+ * @example
+ * ```ts
+ * import type { PublishFrame } from "./wire.ts";
+ * const f: PublishFrame = { seq: 1, rows: [{ price: 1 }] };
+ * console.log(JSON.stringify(f)); // {"seq":1,"rows":[{"price":1}]}
+ * ```
+ */
+export interface PublishFrame {
+  /** The sequence number (≥ 1; increasing per producer). */
+  seq: number;
+  /** The rows. */
+  rows: unknown[];
+}
+
+/**
+ * The answer to a frame (or, without `seq`, to a `POST`): stored rows'
+ * offsets, or why nothing was stored.
+ *
+ * @example
+ * ```ts
+ * import type { PublishAnswer } from "./wire.ts";
+ * const a: PublishAnswer = { seq: 3, first: 10, last: 12 };
+ * console.log("error" in a); // false
+ * ```
+ */
+export type PublishAnswer =
+  | { seq: number; first: number; last: number; duplicate?: true }
+  | { seq: number; error: "invalid_row"; index: number; detail: string }
+  | { seq: number; error: "stale_seq"; last_seq: number }
+  | { seq: number; error: "write_failed"; detail: string };
+
+/**
+ * Parses a sequence number: an integer 1..2^53-1 in decimal, else null.
+ *
+ * @example
+ * ```ts
+ * import { parseSeq } from "./wire.ts";
+ * console.log(parseSeq("12"), parseSeq("0"), parseSeq("1e3")); // 12 null null
+ * ```
+ */
+export function parseSeq(text: string): number | null {
+  if (!/^[1-9][0-9]{0,15}$/.test(text)) return null;
+  const n = Number(text);
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+/**
+ * The publish socket URL of a stream's subscribe URL (`ws://H/trades` →
+ * `ws://H/trades/publish`, `ws://H/` → `ws://H/_/publish`), with `producer`.
+ *
+ * @example
+ * ```ts
+ * import { publishUrl } from "./wire.ts";
+ * console.log(publishUrl("ws://h:1/trades?offset=3", "p1")); // ws://h:1/trades/publish?producer=p1
+ * console.log(publishUrl("http://h:1/", null)); // ws://h:1/_/publish
+ * ```
+ */
+export function publishUrl(streamUrl: string, producer: string | null): string {
+  const u = new URL(streamUrl);
+  if (u.protocol === "http:") u.protocol = "ws:";
+  else if (u.protocol === "https:") u.protocol = "wss:";
+  const token = u.searchParams.get("access_token");
+  u.search = "";
+  const path = u.pathname.replace(/\/+$/, "");
+  u.pathname = path === "" ? "/_/publish" : `${path}/publish`;
+  if (producer !== null) u.searchParams.set("producer", producer);
+  if (token !== null) u.searchParams.set("access_token", token);
+  return u.toString();
+}
+
+/**
+ * The `POST` URL of a stream's subscribe URL (`ws://H/trades` → `http://H/trades`).
+ *
+ * @example
+ * ```ts
+ * import { postUrl } from "./wire.ts";
+ * console.log(postUrl("wss://h/trades?offset=1")); // https://h/trades
+ * ```
+ */
+export function postUrl(streamUrl: string): string {
+  const u = new URL(streamUrl);
+  if (u.protocol === "ws:") u.protocol = "http:";
+  else if (u.protocol === "wss:") u.protocol = "https:";
+  const token = u.searchParams.get("access_token");
+  u.search = "";
+  if (token !== null) u.searchParams.set("access_token", token);
+  return u.toString();
+}
+
+// --- end of publishing ---

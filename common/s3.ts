@@ -419,6 +419,29 @@ export class ArchiveFolder {
     );
   }
 
+  /**
+   * Key of another file of the stream's folder (e.g. `producers.log`, the
+   * producer journal archived beside the manifest).
+   */
+  fileKey(name: string): string {
+    return `${this.base}/${name}`;
+  }
+
+  /** Uploads another file of the folder (see {@linkcode ArchiveFolder.fileKey}). */
+  async putFile(name: string, bytes: Uint8Array): Promise<void> {
+    await this.#objects.put(this.fileKey(name), bytes, { contentType: "application/octet-stream" });
+  }
+
+  /** Another file of the folder, or null when there is none. */
+  async getFile(name: string): Promise<Uint8Array | null> {
+    try {
+      return await this.#objects.getBytes(this.fileKey(name));
+    } catch (err) {
+      if (isS3NotFound(err)) return null;
+      throw err;
+    }
+  }
+
   /** Uploads a chunk's bytes. */
   async putChunk(sha256: string, bytes: Uint8Array): Promise<void> {
     await this.#objects.put(this.chunkKey(sha256), bytes, {

@@ -52,6 +52,7 @@ import {
   timesPath,
 } from "./chunk_times.ts";
 import { Layout } from "./format.ts";
+import { PRODUCERS_FILE } from "./producer_journal.ts";
 import { backoffDelay } from "../common/backoff.ts";
 import { exists, readManifest, syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
@@ -178,6 +179,14 @@ class Archiver {
     const same = this.archived && this.archived.through === merged.through &&
       JSON.stringify(this.archived.chunks) === JSON.stringify(merged.chunks);
     if (!same) {
+      // The producer journal first (log/producers.ts): it then holds a record
+      // for every producer commit the manifest's chunks hold, so a restore
+      // keeps the producer table (restore.ts keeps the records it covers).
+      const journal = await Deno.readFile(join(st.dir, PRODUCERS_FILE)).catch((err) => {
+        if (err instanceof Deno.errors.NotFound) return null;
+        throw err;
+      });
+      if (journal !== null) await store.putFile(PRODUCERS_FILE, journal);
       await store.putManifest(merged);
       this.archived = merged;
     }

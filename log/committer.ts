@@ -10,6 +10,7 @@
  */
 
 import { SegmentWriter } from "./segment_writer.ts";
+import type { ProducerRecord } from "./producer_journal.ts";
 import { LogWriteError } from "./errors.ts";
 import type { ResolvedOptions } from "./options.ts";
 import {
@@ -23,14 +24,31 @@ import {
 
 /** What the committer tells the log. */
 export interface CommitHost {
-  /** Offsets `[first, end)` are durable (called before their callers resolve). */
-  committed(first: number, end: number): void;
+  /**
+   * Offsets `[first, end)` are durable (called before their callers resolve);
+   * `tags` are the producer records of the commit (null: none).
+   */
+  committed(first: number, end: number, tags: readonly ProducerRecord[] | null): void;
   /** A commit round ended: readers may look again. */
   wake(): void;
   /** The active segment was sealed and the next one made. */
   sealed(): void;
   /** Appends assigned offsets from `from` on were dropped by a failed write. */
   discarded(from: number): void;
+  /**
+   * Called before a commit's bytes are written, with its producer records
+   * (null: none); the write waits for what it returns (null: nothing to wait
+   * for). The producer journal is written and synced here (see producers.ts).
+   */
+  beforeWrite?(tags: readonly ProducerRecord[] | null): Promise<void> | null;
+}
+
+/** The producer sequence a publish is tagged with (see producers.ts). */
+export interface ProducerTag {
+  /** The producer's name. */
+  producer: string;
+  /** Its sequence number (≥ 1). */
+  seq: number;
 }
 
 /** The identity of the log a committer writes. */
@@ -45,6 +63,8 @@ interface Group {
   count: number;
   /** Append time of the group's rows, µs. */
   timeUs: number;
+  /** Producer records of tagged appends in the group (null: none). */
+  tags: ProducerRecord[] | null;
   promise: Promise<void>;
   resolve: () => void;
   reject: (err: Error) => void;
@@ -167,12 +187,23 @@ export class Committer {
     return g.promise.then(() => offset);
   }
 
-  /** Appends payloads in one commit; resolves with the first offset once all are durable. */
-  appendMany(payloads: readonly (Uint8Array | string)[]): Promise<number> {
+  /**
+   * Appends payloads in one commit; resolves with the first offset once all
+   * are durable. With `tag`, the commit's producer record goes to the
+   * journal before the rows are written (see producers.ts).
+   */
+  appendMany(payloads: readonly (Uint8Array | string)[], tag?: ProducerTag): Promise<number> {
     for (const p of payloads) this.#checkAppend(p);
     const first = this.#next;
-    if (payloads.length === 0) return Promise.resolve(first);
-    return this.#encode(payloads).promise.then(() => first);
+    if (payloads.length === 0) {
+      if (tag) throw new RangeError("a tagged append needs at least one payload");
+      return Promise.resolve(first);
+    }
+    const g = this.#encode(payloads);
+    if (tag) {
+      (g.tags ??= []).push({ ...tag, first, last: first + payloads.length - 1 });
+    }
+    return g.promise.then(() => first);
   }
 
   // Encodes checked payloads into the pending group at the next offsets. The
@@ -213,7 +244,7 @@ export class Committer {
     promise.catch(() => {});
     const timeUs = Math.max(nowUs(this.#opts.clock), this.#lastTimeUs);
     this.#lastTimeUs = timeUs;
-    this.#group = { first, count: 0, timeUs, promise, resolve, reject };
+    this.#group = { first, count: 0, timeUs, promise, resolve, reject, tags: null };
     return this.#group;
   }
 
@@ -259,6 +290,11 @@ export class Committer {
         }
         const t0 = performance.now();
         try {
+          // --- producer journal (producers.ts): synced before any row byte is written ---
+          const before = this.#host.beforeWrite?.(group?.tags ?? null) ?? null;
+          if (before !== null) await before;
+          if (this.#failed) throw this.#failed;
+          // --- end of producer journal ---
           if (bytes.length > 0) {
             await this.#opts.io.write(a.file!, bytes);
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
@@ -275,7 +311,7 @@ export class Committer {
         if (group) {
           this.#end = group.first + group.count;
           try {
-            this.#host.committed(group.first, this.#end);
+            this.#host.committed(group.first, this.#end, group.tags);
           } finally {
             group.resolve();
           }

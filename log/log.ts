@@ -19,7 +19,7 @@
 
 import { join } from "node:path";
 import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
-import { LogLockedError } from "./errors.ts";
+import { LogLockedError, LogWriteError } from "./errors.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { writeAll } from "../common/write_all.ts";
@@ -33,7 +33,15 @@ import {
   resolveOptions,
 } from "./options.ts";
 import { recoverLog } from "./recovery.ts";
-import { Committer } from "./committer.ts";
+import { Committer, type ProducerTag } from "./committer.ts";
+import { ProducerJournal } from "./producer_journal.ts";
+import {
+  type ProducerState,
+  type ProducerTable,
+  type PublishResult,
+  recoverProducers,
+} from "./producers.ts";
+import { cutActiveAt } from "./tail_cut.ts";
 import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
@@ -43,6 +51,7 @@ import { chunkTimeHit, type LookupStats, seekTime, type TimeLookup } from "./tim
 export { META_FILE };
 export type { SegmentInfo };
 export type { LookupStats, TimeLookup };
+export type { ProducerState, ProducerTag, PublishResult };
 export {
   DEFAULT_CHUNK_POLICY,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -92,12 +101,15 @@ export class Log {
   #timer: ReturnType<typeof setInterval> | undefined;
   #readers = new Set<LogReader>();
   readonly #source: ReaderSource;
+  readonly #producers: ProducerTable;
+  readonly #journal: ProducerJournal;
 
   private constructor(
     dir: string,
     recovered: Awaited<ReturnType<typeof recoverLog>>,
     opts: ResolvedOptions,
     lock: Deno.FsFile,
+    producers: { table: ProducerTable; journal: ProducerJournal },
   ) {
     const { meta, segments, active } = recovered;
     this.dir = dir;
@@ -107,13 +119,29 @@ export class Log {
     this.#opts = opts;
     this.#lock = lock;
     this.#segments = segments;
+    this.#producers = producers.table;
+    this.#journal = producers.journal;
     this.#committer = new Committer(this, opts, segments, active, {
-      committed: (first, end) => this.onCommit?.(first, end),
+      committed: (first, end, tags) => {
+        if (tags !== null) this.#producers.committed(tags);
+        this.onCommit?.(first, end);
+      },
       wake: () => {
         for (const r of this.#readers) r._wake();
       },
       sealed: () => this.#link?.handOver(),
-      discarded: (from) => this.onDiscard?.(from),
+      discarded: (from) => {
+        this.#rollBackProducers(from);
+        this.onDiscard?.(from);
+      },
+      // A commit with producer records writes and syncs them first; one
+      // without waits only while the journal is being put back after a failure.
+      beforeWrite: (tags) =>
+        tags !== null
+          ? this.#journal.append(tags, () => this.#producers.snapshot())
+          : this.#journal.busy
+          ? this.#journal.settled()
+          : null,
     });
     const committer = this.#committer;
     this.#source = {
@@ -162,7 +190,8 @@ export class Log {
     try {
       await lock.truncate(0);
       await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
-      const log = new Log(dir, await recoverLog(dir, options, opts), opts, lock);
+      const [recovered, producers] = await recoverWithProducers(dir, options, opts);
+      const log = new Log(dir, recovered, opts, lock, producers);
       // Rows already chunked (their segments deleted) still set the floor of
       // the next append time.
       const kept = await readManifest(dir).catch(() => null);
@@ -377,6 +406,71 @@ export class Log {
     await this.#committer.roll();
   }
 
+  // --- producers (producers.ts): idempotent publishing ---
+
+  /**
+   * Appends `payloads` in one commit as `tag`'s sequence (see
+   * `producers.ts`): synchronously decides whether it is stored (offsets
+   * assigned now), a duplicate of the producer's last seq, or stale. Without
+   * a tag it is `appendMany`. Throws like `appendMany` (nothing stored).
+   *
+   * @example
+   * ```ts
+   * import { Log } from "./log.ts";
+   * const log = await Log.open(await Deno.makeTempDir());
+   * const a = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
+   * const b = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
+   * await (a.status === "stored" ? a.done : null);
+   * console.log(a.status, b.status, log.endOffset); // stored duplicate 3
+   * await log.close();
+   * ```
+   */
+  publish(payloads: readonly (Uint8Array | string)[], tag: ProducerTag | null): PublishResult {
+    const c = this.#committer;
+    if (tag === null) {
+      const first = c.next;
+      const done = c.appendMany(payloads).then(() => {});
+      return { status: "stored", first, last: first + payloads.length - 1, done };
+    }
+    const answer = this.#producers.check(tag.producer, tag.seq);
+    if (answer !== null) return answer;
+    const first = c.next;
+    const done = c.appendMany(payloads, tag).then(() => {});
+    const last = first + payloads.length - 1;
+    this.#producers.assign(tag.producer, { seq: tag.seq, first, last }, done);
+    return { status: "stored", first, last, done };
+  }
+
+  /** What `producer` last committed, or null (never seen, or forgotten). */
+  producerState(producer: string): ProducerState | null {
+    return this.#producers.committedState(producer);
+  }
+
+  /** Resolves once `producer`'s pending publish, if any, is durable or failed. */
+  producerSettled(producer: string): Promise<void> {
+    return this.#producers.settled(producer);
+  }
+
+  /** Producers remembered. */
+  get producers(): number {
+    return this.#producers.size;
+  }
+
+  // A failed write dropped appends from `from` on: the journal records of
+  // their producers are put back to the committed state, before any later
+  // commit is written (beforeWrite waits while the journal is busy).
+  #rollBackProducers(from: number): void {
+    const back = this.#producers.discarded(from);
+    if (back.length === 0) return;
+    this.#journal.append(back, () => this.#producers.snapshot()).catch((err) => {
+      this.#committer.fail(
+        new LogWriteError(`log ${this.dir}: cannot write the producer journal: ${err}`, err),
+      );
+    });
+  }
+
+  // --- end of producers ---
+
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
   tick(): void {
     if (this.#closed) return;
@@ -493,6 +587,8 @@ export class Log {
     }
     this.#closed = true;
     this.#committer.close();
+    await this.#journal.settled();
+    this.#journal.close();
     clearInterval(this.#timer);
     for (const r of this.#readers) r._wake();
     await this.#link?.close();
@@ -509,5 +605,35 @@ export class Log {
   /** Whether the log is closed. */
   get closed(): boolean {
     return this.#closed;
+  }
+}
+
+// Recovers the segments, then the producer table from the journal; when the
+// journal says rows of an unacknowledged commit survived (producers.ts), cuts
+// them off the active segment and recovers again.
+async function recoverWithProducers(
+  dir: string,
+  options: LogOptions,
+  opts: ResolvedOptions,
+): Promise<
+  [Awaited<ReturnType<typeof recoverLog>>, { table: ProducerTable; journal: ProducerJournal }]
+> {
+  let recovered = await recoverLog(dir, options, opts);
+  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
+  try {
+    const info = recovered.active.seg.info;
+    const end = info.firstOffset + info.count;
+    const { table, cut } = recoverProducers(records, end, opts.maxProducers);
+    if (cut !== null && cut < end) {
+      opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
+      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
+      recovered.active.file?.close();
+      recovered = await recoverLog(dir, options, opts);
+    }
+    return [recovered, { table, journal }];
+  } catch (err) {
+    journal.close();
+    recovered.active.file?.close();
+    throw err;
   }
 }

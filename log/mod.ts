@@ -25,6 +25,9 @@ export {
   type LogOptions,
   type LookupStats,
   META_FILE,
+  type ProducerState,
+  type ProducerTag,
+  type PublishResult,
   type SegmentInfo,
   type TimeLookup,
 } from "./log.ts";
@@ -53,4 +56,6 @@ export {
 } from "./chunk.ts";
 export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 export type { ArchiveOptions } from "./archive.ts";
+export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
+export { PRODUCERS_FILE } from "./producer_journal.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

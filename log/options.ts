@@ -8,6 +8,7 @@ import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./fo
 import type { ChunkPolicy } from "./chunk_protocol.ts";
 import type { ArchiveOptions } from "./archive.ts";
 import { Logger } from "../common/logger.ts";
+import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 
 /** Largest payload accepted by default: 16 MiB. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 16 << 20;
@@ -39,6 +40,11 @@ export interface LogOptions {
   beaconInterval?: number;
   /** Largest payload accepted. @default 16 MiB */
   maxPayloadBytes?: number;
+  /**
+   * Producers remembered for idempotent publishing (see `producers.ts`); past
+   * it, the one whose last publish is oldest is forgotten. @default 10000
+   */
+  maxProducers?: number;
   /** The clock, in ms since the epoch (inject one in tests). @default Date.now */
   clock?: () => number;
   /** Check the age rule on a timer; turn off to drive it with `tick()`. @default true */
@@ -158,6 +164,7 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
     sealEveryMs: options.sealEveryMs ?? DEFAULT_SEAL_EVERY_MS,
     beaconInterval: options.beaconInterval ?? DEFAULT_BEACON_INTERVAL,
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+    maxProducers: options.maxProducers ?? DEFAULT_MAX_PRODUCERS,
     clock: options.clock ?? Date.now,
     timers: options.timers ?? true,
     verify: options.verify ?? "all",
@@ -181,6 +188,9 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
   }
   if (opts.maxPayloadBytes < 1 || opts.maxPayloadBytes > 0xffff_ffff - 64) {
     throw new RangeError(`maxPayloadBytes out of range: ${opts.maxPayloadBytes}`);
+  }
+  if (!Number.isSafeInteger(opts.maxProducers) || opts.maxProducers < 1) {
+    throw new RangeError(`maxProducers must be an integer ≥ 1, got ${opts.maxProducers}`);
   }
   if (opts.segmentBytes < HEADER_BYTES * 2) {
     throw new RangeError(`segmentBytes must be at least ${HEADER_BYTES * 2}`);

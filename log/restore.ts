@@ -1,7 +1,8 @@
 /**
  * Rebuilding a log from its archive on another machine (producer failover).
  *
- * The restored log keeps the stream id and **fences** its offsets: the next
+ * The restored log keeps the stream id and the producer table (the archived
+ * producer journal's records of archived rows), and **fences** its offsets: the next
  * offset is the archived end plus 2^20, so that no offset is ever issued twice
  * with other data — even one the lost producer wrote (and a subscriber saw)
  * but never archived. Consumers resume from their cursors and see a gap.
@@ -14,6 +15,7 @@ import type { ArchiveOptions } from "./archive.ts";
 import { chunkPath, CHUNKS_DIR, type Manifest, sha256Hex } from "./chunk.ts";
 import { Log, type LogOptions, META_FILE } from "./log.ts";
 import { syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
+import { encodeRecords, parseJournal, PRODUCERS_FILE } from "./producer_journal.ts";
 
 /** How far offsets jump on a restore. */
 export const FENCE = 2 ** 20;
@@ -106,6 +108,21 @@ export async function restoreLog(
       }
       const localManifest: Manifest = { ...manifest, chunks: local, retired: [] };
       await writeManifest(dir, localManifest);
+    }
+    // The producer table: the archived journal's records of rows the archive
+    // holds (a record of rows past its end was never archived: those rows are
+    // lost with the old machine, and their producers may send them again).
+    const journal = await store.getFile(PRODUCERS_FILE);
+    if (journal !== null) {
+      const through = manifest.through;
+      const { records } = parseJournal(journal, `${store.uri} ${PRODUCERS_FILE}`);
+      const kept = records.filter((r) => r.seq === 0 || r.last <= through);
+      const body = encodeRecords(kept);
+      const bytes = new Uint8Array(8 + body.length);
+      bytes.set(journal.subarray(0, 8), 0);
+      bytes.set(body, 8);
+      await writeFileAtomic(join(dir, PRODUCERS_FILE), bytes);
+      say(`producer journal: ${kept.length} of ${records.length} records kept`);
     }
     await syncDir(dir);
   } finally {

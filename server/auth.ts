@@ -18,6 +18,10 @@
  *   bytes, so the file need not hold the token itself.
  * - `streams`: the stream names it may read (`""` is the unnamed stream); `"*"`
  *   is every stream, and also `/_/metrics`.
+ * - `publish`: the stream names it may publish to (`POST /{name}`, the
+ *   `/{name}/publish` socket); `"*"` is every stream opened for publishing.
+ *   Reading does not grant publishing, nor publishing reading. A token needs
+ *   `streams`, `publish` or both.
  * - `name`: what logs and metrics call the holder (never the token);
  *   1–64 of `A-Z a-z 0-9 . _ @ -`; `token#N` (1-based) when absent.
  *
@@ -68,6 +72,8 @@ export interface Grant {
   readonly streams: ReadonlySet<string>;
   /** Whether it may read stream `name`. */
   mayRead(name: string): boolean;
+  /** Whether it may publish to stream `name` (a `"publish"` grant). */
+  mayPublish(name: string): boolean;
 }
 
 interface Entry {
@@ -134,7 +140,7 @@ export class TokenTable {
       const where = `tokens[${i}]`;
       if (!isObject(item)) throw new TypeError(`${where} must be an object`);
       for (const key of Object.keys(item)) {
-        if (!["token", "sha256", "name", "streams"].includes(key)) {
+        if (!["token", "sha256", "name", "streams", "publish"].includes(key)) {
           throw new TypeError(`unknown key "${where}.${key}"`);
         }
       }
@@ -169,20 +175,32 @@ export class TokenTable {
       }
       if (names.has(name)) throw new TypeError(`${where}: the name "${name}" is used twice`);
       names.add(name);
-      if (!Array.isArray(item.streams) || item.streams.length === 0) {
-        throw new TypeError(`${where}.streams must be a non-empty array of stream names or "*"`);
-      }
-      const streams = new Set<string>();
-      let all = false;
-      for (const s of item.streams) {
-        if (s === "*") all = true;
-        else if (typeof s === "string" && isStreamName(s)) streams.add(s);
-        else {
-          throw new TypeError(
-            `${where}.streams: ${JSON.stringify(s)} is not a stream name (or "*")`,
-          );
+      const listOf = (key: "streams" | "publish"): { all: boolean; set: Set<string> } => {
+        const list = item[key];
+        const set = new Set<string>();
+        let all = false;
+        // A token may only publish (no "streams"), or only read (no "publish").
+        if (list === undefined && (key === "publish" || item.publish !== undefined)) {
+          return { all, set };
         }
-      }
+        if (!Array.isArray(list) || list.length === 0) {
+          throw new TypeError(`${where}.${key} must be a non-empty array of stream names or "*"`);
+        }
+        for (const s of list) {
+          if (s === "*") all = true;
+          else if (typeof s === "string" && isStreamName(s)) set.add(s);
+          else {
+            throw new TypeError(
+              `${where}.${key}: ${JSON.stringify(s)} is not a stream name (or "*")`,
+            );
+          }
+        }
+        return { all, set };
+      };
+      const read = listOf("streams");
+      const pub = listOf("publish");
+      const streams = read.set;
+      const all = read.all;
       if (entries.some((e) => timingSafeEqual(e.digest, d))) {
         throw new TypeError(`${where}: the same token is listed twice`);
       }
@@ -191,6 +209,7 @@ export class TokenTable {
         all,
         streams: all ? new Set() : streams,
         mayRead: (stream: string) => all || streams.has(stream),
+        mayPublish: (stream: string) => pub.all || pub.set.has(stream),
       };
       entries.push({ digest: d, grant });
     });

@@ -268,3 +268,6 @@ export class GatedReader<B> implements GatedSource<B> {
     this.#reader.close();
   }
 }
+
+/** Default largest `POST /{name}` body or publish frame (DESIGN §13): 16 MiB. */
+export const DEFAULT_MAX_PUBLISH_BYTES = 16 << 20;

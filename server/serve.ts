@@ -15,6 +15,7 @@
  * | `GET /_/streams` | every stream's head |
  * | `GET /` and `GET /{name}` without an upgrade | the web viewer |
  * | `GET /_/client.js`, `GET /_/viewer.js` | the viewer's scripts (see viewer.ts) |
+ * | `POST /{name}`, WebSocket `/{name}/publish` | publishing, with `publish` (DESIGN §13) |
  *
  * The limits are in `limits.ts`, the tokens in `auth.ts`, the options in
  * `serve_options.ts`.
@@ -120,6 +121,20 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     byName.set(s.name, s);
   }
   const o = checkServeOptions(options);
+  for (const name of o.publish) {
+    const s = byName.get(name);
+    if (!s) {
+      throw new TypeError(
+        `serve: options.publish names ${JSON.stringify(name)}, which is not served`,
+      );
+    }
+    if (s.log === null) {
+      throw new TypeError(
+        `serve: options.publish names ${JSON.stringify(name)}, an ephemeral stream: ` +
+          "publishing is acknowledged with offsets, so it needs a durable stream",
+      );
+    }
+  }
   const { logger } = o;
   const replayGate = new Gate(o.maxReplayReaders);
   const registry = new Registry();
@@ -135,6 +150,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     maxConnections: o.maxConnections,
     pingIntervalS: o.pingIntervalS,
     tokens: o.tokens,
+    publish: {
+      streams: o.publish,
+      maxPublishBytes: o.maxPublishBytes,
+      maxInFlight: o.maxInFlight,
+    },
   });
   const scheme = o.tls ? "https" : "http";
   for (const s of byName.values()) s._attach({ gate: replayGate, logger, sendBudget });

@@ -11,12 +11,14 @@ import { TokenTable } from "./auth.ts";
 import {
   DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
+import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 
 /** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
@@ -87,6 +89,16 @@ export interface ServeOptions {
   closeStreams?: boolean;
   /** On shutdown, how long to wait for subscribers' sockets to close after 1001. @default 2000 */
   closeWaitMs?: number;
+  /**
+   * The streams opened for network publishing (`POST /{name}`, the
+   * `/{name}/publish` socket; DESIGN §13), by name; each must be durable.
+   * @default [] (none)
+   */
+  publish?: readonly string[];
+  /** Largest `POST` body or publish frame, bytes (413 / close 1009 past it). @default 16 MiB */
+  maxPublishBytes?: number;
+  /** Frames a publish socket may have awaiting their ack. @default 64 */
+  maxInFlight?: number;
 }
 
 /** {@linkcode ServeOptions} checked, with the defaults applied. */
@@ -105,6 +117,9 @@ export interface ServeSettings {
   tls: { cert: string; key: string } | undefined;
   closeStreams: boolean;
   closeWaitMs: number;
+  publish: string[];
+  maxPublishBytes: number;
+  maxInFlight: number;
 }
 
 const KEYS = [
@@ -122,6 +137,9 @@ const KEYS = [
   "tls",
   "closeStreams",
   "closeWaitMs",
+  "publish",
+  "maxPublishBytes",
+  "maxInFlight",
 ] as const;
 
 /**
@@ -155,7 +173,16 @@ export function checkServeOptions(options: unknown): ServeSettings {
       }
     }
   }
+  const publish = (options as Record<string, unknown>).publish ?? [];
+  if (!Array.isArray(publish) || publish.some((n) => typeof n !== "string")) {
+    throw new TypeError(
+      `serve: options.publish must be an array of stream names, got ${shown(publish)}`,
+    );
+  }
   return {
+    publish: [...publish],
+    maxPublishBytes: o.int("maxPublishBytes", 1, max, DEFAULT_MAX_PUBLISH_BYTES),
+    maxInFlight: o.int("maxInFlight", 1, 1 << 20, DEFAULT_MAX_IN_FLIGHT),
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,

@@ -25,6 +25,8 @@ import {
   Log,
   LogCorruptError,
   type LogOptions,
+  type ProducerTag,
+  type PublishResult,
   restoreLog,
   type RestoreReport,
 } from "../log/mod.ts";
@@ -488,6 +490,22 @@ export class Stream {
     for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
     await done;
     return jsons.map((_, i) => first + i);
+  }
+
+  /**
+   * @internal Stores rows a network publisher sent, already validated and
+   * encoded (`server/publish/`), in one commit, as `tag`'s sequence (see
+   * `Log.publish`); they fan out like any commit. Durable streams only.
+   */
+  _publish(jsons: string[], tag: ProducerTag | null): PublishResult {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    const r = this.log!.publish(jsons, tag);
+    if (r.status === "stored") {
+      for (let i = 0; i < jsons.length; i++) {
+        this.#pending.push(jsons[i]);
+      }
+    }
+    return r;
   }
 
   // An append the log refused at the call: a row too big (a RangeError,

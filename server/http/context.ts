@@ -11,6 +11,28 @@ import type { Logger } from "../../common/logger.ts";
 import type { TokenTable } from "../auth.ts";
 import type { Stream } from "../stream.ts";
 import type { ServerMetrics } from "./metrics.ts";
+import type { PublishMetrics } from "../publish/publish_metrics.ts";
+
+/**
+ * What the publish routes share (DESIGN §13).
+ *
+ * @example
+ * ```ts
+ * import type { Publishing } from "./context.ts";
+ * const open = (p: Publishing, name: string): boolean => p.streams.has(name);
+ * console.log(typeof open); // function
+ * ```
+ */
+export interface Publishing {
+  /** The streams opened for publishing. */
+  readonly streams: ReadonlySet<string>;
+  /** Largest `POST` body and WebSocket frame, bytes (413 / close 1009 past it). */
+  readonly maxPublishBytes: number;
+  /** Frames a publish socket may have awaiting their ack. */
+  readonly maxInFlight: number;
+  /** The series of publishing. */
+  readonly metrics: PublishMetrics;
+}
 
 /** What an upgrade gives: the server's end of the socket, and the 101 response. */
 export interface WebSocketUpgrade {
@@ -62,4 +84,6 @@ export interface HttpContext {
   track(socket: WebSocket): void;
   /** Removes a socket from `sockets`. */
   untrack(socket: WebSocket): void;
+  /** Publishing: which streams, the limits, the series. */
+  readonly publishing: Publishing;
 }

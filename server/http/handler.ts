@@ -13,6 +13,8 @@
  * | `GET /_/health` | `health.ts` |
  * | `GET /_/metrics` | `metrics.ts` |
  * | `GET /` and `GET /{name}` without an upgrade, `GET /_/client.js`, `GET /_/viewer.js` | `viewer.ts` |
+ * | `POST /{name}` (`POST /` for the unnamed stream) | `publish.ts` |
+ * | WebSocket `/{name}/publish` (`/_/publish` for the unnamed stream) | `publish_socket.ts` |
  *
  * Every request is checked in this order, each check answering before the
  * next runs: URL length (414); method (405); with tokens, the bearer token
@@ -20,7 +22,8 @@
  * upgrade the connection limit (503), the stream's permission (403), the
  * path (4400), the stream (4404), the query (4400), the offset (4416) and
  * the stream's subscriber limit (1013); for other routes the permission
- * (403) and the route.
+ * (403) and the route. A publish (`POST`, the publish socket) checks the
+ * publish grant (403) where a read checks the read grant (see `publish.ts`).
  *
  * @module
  */
@@ -28,7 +31,7 @@
 import { CloseCode } from "../../client/wire.ts";
 import type { Logger } from "../../common/logger.ts";
 import { forbidden, type Grant, TokenTable } from "../auth.ts";
-import type { Gate, SendBudget } from "../limits.ts";
+import { DEFAULT_MAX_PUBLISH_BYTES, type Gate, type SendBudget } from "../limits.ts";
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
@@ -39,6 +42,10 @@ import { headResponse, readableHeads, streamsResponse } from "./head.ts";
 import { healthResponse } from "./health.ts";
 import { metricsResponse, ServerMetrics } from "./metrics.ts";
 import { handleSubscribe } from "./subscribe.ts";
+import { handlePublishPost } from "./publish.ts";
+import { handlePublishSocket } from "./publish_socket.ts";
+import { PublishMetrics } from "../publish/publish_metrics.ts";
+import { DEFAULT_MAX_IN_FLIGHT } from "../../client/wire.ts";
 import { viewerAssetResponse, viewerPageResponse } from "./viewer.ts";
 import { json, notFound, splitPath } from "./_respond.ts";
 
@@ -64,6 +71,12 @@ export interface HttpHandlerOptions {
   pingIntervalS: number;
   /** The tokens to check; null: no access control. */
   tokens: TokenTable | null;
+  /**
+   * Publishing (DESIGN §13): the streams opened for it, the largest body or
+   * frame (bytes, default 16 MiB) and the frames a socket may have awaiting
+   * their ack (default 64). Absent: no stream is opened for publishing.
+   */
+  publish?: { streams: Iterable<string>; maxPublishBytes?: number; maxInFlight?: number };
 }
 
 /**
@@ -125,6 +138,12 @@ export class HttpHandler {
       untrack(socket) {
         sockets.delete(socket);
         metrics.connections(sockets.size);
+      },
+      publishing: {
+        streams: new Set(options.publish?.streams ?? []),
+        maxPublishBytes: options.publish?.maxPublishBytes ?? DEFAULT_MAX_PUBLISH_BYTES,
+        maxInFlight: options.publish?.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+        metrics: new PublishMetrics(options.registry, options.streams.values()),
       },
     };
   }
@@ -205,7 +224,8 @@ export class HttpHandler {
     }
     const url = new URL(req.url);
     const upgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
-    if (!upgrade && req.method !== "GET" && req.method !== "HEAD") {
+    const post = !upgrade && req.method === "POST" && isStreamPath(url.pathname);
+    if (!upgrade && !post && req.method !== "GET" && req.method !== "HEAD") {
       return json({ error: "method_not_allowed", allow: "GET, HEAD" }, 405, { allow: "GET, HEAD" });
     }
     const path = url.pathname;
@@ -226,8 +246,16 @@ export class HttpHandler {
       if (a instanceof Response) return a;
       grant = a;
     }
+    if (post) {
+      metrics.request("publish");
+      return handlePublishPost(ctx, req, splitPath(url.pathname)!.name, grant, remote);
+    }
     if (upgrade) {
       metrics.request("upgrade");
+      const r = splitPath(url.pathname);
+      if (r && r.rest === "publish") {
+        return handlePublishSocket(ctx, req, url, r.name, grant, remote);
+      }
       return handleSubscribe(ctx, req, url, grant, remote);
     }
     const mayRead = (name: string) => !grant || grant.mayRead(name);
@@ -281,4 +309,10 @@ export class HttpHandler {
     }
     return notFound(`no such path ${path}`);
   }
+}
+
+// Whether `path` is a stream's own path (`/{name}`, `/` for the unnamed one): where a POST publishes.
+function isStreamPath(path: string): boolean {
+  const r = splitPath(path);
+  return r !== null && r.rest === "" && !path.startsWith("/_/");
 }

@@ -26,7 +26,8 @@ export type RouteName =
   | "head"
   | "at"
   | "manifest"
-  | "chunk";
+  | "chunk"
+  | "publish";
 
 /** Why access control denied a request. */
 export type DenyWhy = "missing_token" | "invalid_token" | "bad_request" | "forbidden";

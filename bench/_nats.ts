@@ -1,0 +1,96 @@
+// Starting and stopping a local nats-server with JetStream on a file store, for
+// benchmarks that compare against it (Debian's `nats-server`: apt-get install
+// nats-server). `startNats()` resolves null, with the reason, when the binary
+// is not there — a benchmark then says so instead of inventing a figure.
+
+/** A running nats-server. */
+export interface NatsServer {
+  /** `nats://127.0.0.1:PORT`. */
+  url: string;
+  /** The server's version line (`nats-server: v2.9.10`). */
+  version: string;
+  /** The JetStream store folder. */
+  storeDir: string;
+  /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes the store. */
+  stop(): Promise<void>;
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const p = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return p;
+}
+
+/**
+ * Starts `nats-server` with JetStream (file store in a fresh temp folder) on a
+ * free port of 127.0.0.1 and waits for "Server is ready"; `{ missing }` when
+ * the binary cannot be run.
+ */
+export async function startNats(): Promise<NatsServer | { missing: string }> {
+  let version: string;
+  try {
+    const v = await new Deno.Command("nats-server", {
+      args: ["--version"],
+      stdout: "piped",
+      stderr: "piped",
+    })
+      .output();
+    version = new TextDecoder().decode(v.stdout).trim();
+  } catch (err) {
+    return {
+      missing: `nats-server cannot be run (${
+        err instanceof Error ? err.message : err
+      }); apt-get install nats-server`,
+    };
+  }
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-nats-" });
+  const port = freePort();
+  const conf = `${dir}/nats.conf`;
+  await Deno.writeTextFile(
+    conf,
+    `listen: 127.0.0.1:${port}\njetstream {\n  store_dir: "${dir}/store"\n}\n`,
+  );
+  const child = new Deno.Command("nats-server", {
+    args: ["-c", conf],
+    stdout: "null",
+    stderr: "piped",
+  })
+    .spawn();
+  let log = "";
+  const reader = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) log += chunk;
+  })();
+  const deadline = Date.now() + 10_000;
+  while (!log.includes("Server is ready")) {
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      await child.status;
+      throw new Error(`nats-server did not start:\n${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    version,
+    storeDir: `${dir}/store`,
+    async stop() {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // already gone
+      }
+      const t = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // gone
+        }
+      }, 5000);
+      await child.status;
+      clearTimeout(t);
+      await reader.catch(() => {});
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,90 @@
+/**
+ * The rows of `serve`'s settings table for network publishing (DESIGN §13),
+ * kept in a file of their own and spliced into `SETTINGS`
+ * (`_serve_settings.ts`), which types them.
+ *
+ * @module
+ */
+
+import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
+import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
+import { DEFAULT_MAX_PUBLISH_BYTES } from "../server/limits.ts";
+import { integer } from "./_serve_values.ts";
+
+const LIMITS = "limits (docs/CLI.md has the table)";
+
+/**
+ * The publishing rows, in the order of `--help`: `--publish` with the
+ * streams, the limits with the limits.
+ *
+ * @example
+ * ```ts
+ * import { PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
+ * console.log(PUBLISH_STREAM_SETTINGS[0].flag); // publish
+ * ```
+ */
+export const PUBLISH_STREAM_SETTINGS = [
+  {
+    flag: "publish",
+    type: "string" as const,
+    multiple: true,
+    group: "streams",
+    usage: [
+      ["--publish NAME", "open that stream for network publishing: POST /NAME and"],
+      ["", "the /NAME/publish socket (repeatable; durable streams)"],
+    ] as [string, string][],
+    docs: "opens that declared (durable) stream for network publishing: `POST /NAME` and the " +
+      "`ws://…/NAME/publish` socket, acknowledged once durable. Repeatable " +
+      '(`--publish ""` for the unnamed stream); config: `"publish": true` on the stream. See ' +
+      "[Publishing](#publishing).",
+  },
+];
+
+/**
+ * The publishing limits.
+ *
+ * @example
+ * ```ts
+ * import { PUBLISH_LIMIT_SETTINGS } from "./_serve_publish_settings.ts";
+ * console.log(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag)); // [ "max-publish-bytes", "max-in-flight", "max-producers" ]
+ * ```
+ */
+export const PUBLISH_LIMIT_SETTINGS = [
+  {
+    flag: "max-publish-bytes",
+    key: "maxPublishBytes",
+    type: "string" as const,
+    read: integer(1),
+    group: LIMITS,
+    usage: [
+      ["--max-publish-bytes N", "largest POST body or publish frame; a larger body gets"],
+      ["", `413, a frame closes with 1009 [${DEFAULT_MAX_PUBLISH_BYTES}]`],
+    ] as [string, string][],
+    docs: "largest `POST` body or publish frame, bytes; see [Limits](#limits).",
+  },
+  {
+    flag: "max-in-flight",
+    key: "maxInFlight",
+    type: "string" as const,
+    read: integer(1, 1 << 20),
+    group: LIMITS,
+    usage: [
+      ["--max-in-flight N", "frames a publish socket may have awaiting their ack; more"],
+      ["", `wait, unread [${DEFAULT_MAX_IN_FLIGHT}]`],
+    ] as [string, string][],
+    docs: "frames a publish socket may have awaiting their ack; see [Limits](#limits).",
+  },
+  {
+    flag: "max-producers",
+    key: "maxProducers",
+    type: "string" as const,
+    read: integer(1),
+    group: LIMITS,
+    usage: [
+      ["--max-producers N", "producers remembered per stream for idempotent publishing;"],
+      ["", `the least recently used is forgotten first [${DEFAULT_MAX_PRODUCERS}]`],
+    ] as [string, string][],
+    docs:
+      "producers remembered per stream (oldest publish forgotten first); see [Limits](#limits).",
+  },
+];

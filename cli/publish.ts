@@ -1,0 +1,186 @@
+/**
+ * `cli.ts publish URL`: NDJSON rows from stdin into a stream, over its
+ * publish socket, pipelined, acknowledged once durable (DESIGN §13).
+ *
+ * ```text
+ * deno run -A cli.ts publish ws://127.0.0.1:8765/trades --producer feed-1 < trades.ndjson
+ * ```
+ *
+ * Frames are numbered by stdin line: a frame's seq is the line number of its
+ * last row. With `--producer ID`, a rerun over the same input skips the
+ * lines the server says are stored (its `last_seq`) and sends the rest; a
+ * reconnect resends what was not acknowledged, from `last_seq + 1`. Either
+ * way no row is stored twice.
+ *
+ * @module
+ */
+
+import { parse, UsageError } from "./_args.ts";
+import { type Published, publisher, PublishError } from "../client/publisher.ts";
+
+const USAGE =
+  `usage: deno run -A cli.ts publish URL [--producer ID] [--batch N] [--acks] [--token TOKEN]
+
+Reads NDJSON rows from stdin (one JSON object per line; blank lines are
+skipped) and publishes them to the stream at URL (ws://HOST:PORT/NAME, or
+http://…; ws://HOST:PORT/ for the unnamed stream) over its publish socket,
+pipelined. The server must be started with --publish NAME.
+
+  --producer ID   the producer's name (1-128 printable ASCII, no space). Frames
+                  are numbered by stdin line (a frame's seq is the line number
+                  of its last row), so a rerun with the same ID over the same
+                  input skips the first last_seq lines (already stored) and
+                  sends the rest: no row is stored twice. Default: a random
+                  name for this run (retries within the run are still safe).
+  --batch N       rows per frame, at most [100]; a frame also goes as soon as
+                  stdin has nothing more buffered.
+  --acks          print one line per acknowledged frame on stdout:
+                  {"seq":S,"first":F,"last":L} (first/last null for a frame
+                  whose answer was lost across a reconnect; it is stored).
+  --token TOKEN   a bearer token with a "publish" grant (or STREAMCAST_TOKEN).
+  --no-reconnect  exit 1 when the connection drops, instead of reconnecting
+                  with backoff and resending what was not acknowledged.
+
+Exit status: 0 once every row is acknowledged; 1 when a row is refused (the
+message names its stdin line; frames sent before the refusal answer may
+still be stored) or the connection fails; 2 on a bad command line.`;
+
+const MAX_OUTSTANDING = 1024;
+
+/**
+ * Runs `publish`; resolves with the exit code.
+ *
+ * @example
+ * ```ts
+ * import { cmdPublish } from "./publish.ts";
+ * console.log(await cmdPublish(["--help"])); // prints the usage, then 0
+ * ```
+ */
+export async function cmdPublish(args: string[]): Promise<number> {
+  const { values, positionals } = parse(args, {
+    producer: { type: "string" },
+    batch: { type: "string" },
+    acks: { type: "boolean" },
+    token: { type: "string" },
+    "no-reconnect": { type: "boolean" },
+  }, 1);
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (positionals.length !== 1) throw new UsageError("publish takes one URL");
+  const batchText = (values.batch as string | undefined) ?? "100";
+  const batch = /^\d+$/.test(batchText) ? Number(batchText) : NaN;
+  if (!Number.isInteger(batch) || batch < 1 || batch > 1_000_000) {
+    throw new UsageError(`--batch must be an integer 1-1000000, got ${JSON.stringify(batchText)}`);
+  }
+  let url: string;
+  try {
+    url = new URL(positionals[0]).toString();
+  } catch {
+    throw new UsageError(`not a URL: ${positionals[0]}`);
+  }
+  let token = values.token as string | undefined;
+  if (token === undefined) {
+    try {
+      token = Deno.env.get("STREAMCAST_TOKEN") || undefined;
+    } catch {
+      // no env permission
+    }
+  }
+  const producer = values.producer as string | undefined;
+  if (producer !== undefined && !/^[\x21-\x7e]{1,128}$/.test(producer)) {
+    throw new UsageError("--producer must be 1-128 printable ASCII characters, no space");
+  }
+  let pub;
+  try {
+    pub = await publisher(url, {
+      ...(producer !== undefined ? { producer } : {}),
+      ...(token ? { token } : {}),
+      reconnect: !values["no-reconnect"],
+      onReconnect: (last) =>
+        console.error(`publish: reconnected; the server holds through seq ${last}`),
+    });
+  } catch (err) {
+    console.error(`streamcast publish: ${err instanceof Error ? err.message : err}`);
+    return 1;
+  }
+  const skip = producer !== undefined ? pub.nextSeq - 1 : 0;
+  if (skip > 0) {
+    console.error(
+      `publish: producer ${producer} holds through line ${skip}; sending the lines after it`,
+    );
+  }
+  const acks = values.acks === true;
+  const enc = new TextEncoder();
+  let refused: string | null = null;
+  let failed: string | null = null;
+  const outstanding: Promise<void>[] = [];
+  const send = (rows: unknown[], lines: number[]) => {
+    const p = pub.publish(rows, lines[lines.length - 1]).then(
+      (a: Published) => {
+        if (acks) {
+          Deno.stdout.writeSync(
+            enc.encode(JSON.stringify({ seq: a.seq, first: a.first, last: a.last }) + "\n"),
+          );
+        }
+      },
+      (err: unknown) => {
+        if (err instanceof PublishError && err.error === "invalid_row" && err.index !== null) {
+          refused ??= `line ${lines[err.index]}: ${err.message}`;
+        } else failed ??= err instanceof Error ? err.message : String(err);
+      },
+    );
+    outstanding.push(p);
+  };
+  let rows: unknown[] = [];
+  let lines: number[] = [];
+  const flush = () => {
+    if (rows.length > 0) send(rows, lines);
+    rows = [];
+    lines = [];
+  };
+  const dec = new TextDecoder();
+  let carry = "";
+  let line = 0;
+  const take = (text: string): boolean => {
+    line++;
+    if (line <= skip) return true;
+    const t = text.endsWith("\r") ? text.slice(0, -1) : text;
+    if (t.trim() === "") return true;
+    let row: unknown;
+    try {
+      row = JSON.parse(t);
+    } catch {
+      refused ??= `line ${line}: not JSON`;
+      flush();
+      return false;
+    }
+    rows.push(row);
+    lines.push(line);
+    if (rows.length >= batch) flush();
+    return true;
+  };
+  reading: for await (const chunk of Deno.stdin.readable) {
+    const text = carry + dec.decode(chunk, { stream: true });
+    const parts = text.split("\n");
+    carry = parts.pop()!;
+    for (const part of parts) if (!take(part) || refused || failed) break reading;
+    flush();
+    while (outstanding.length > MAX_OUTSTANDING) await outstanding.shift();
+  }
+  if (!refused && !failed && carry !== "") take(carry);
+  // The rows read before a line that is not JSON are sent; none after it.
+  if (!failed) flush();
+  await Promise.all(outstanding);
+  await pub.close().catch(() => {});
+  if (refused) {
+    console.error(`streamcast publish: refused at ${refused}`);
+    return 1;
+  }
+  if (failed) {
+    console.error(`streamcast publish: ${failed}`);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,397 @@
+/**
+ * `publisher(url, {producer})`: put rows into a stream over its publish
+ * socket (DESIGN §13) and learn, from each answer, that they are durable and
+ * at which offsets. Frames are pipelined up to the server's `max_in_flight`;
+ * after a dropped connection the publisher reconnects with backoff and sends
+ * again every frame not yet answered, from the producer's `last_seq + 1` —
+ * the server answers a resent last seq as a duplicate, so no row is stored
+ * twice. Runs in Deno and in browsers (no Deno API).
+ *
+ * A frame whose answer was lost with the connection and that is older than
+ * the producer's last seq when the publisher is back is durable, but the
+ * server no longer holds its offsets: its `send` resolves with `null`
+ * offsets then (see docs/API.md).
+ *
+ * @module
+ */
+
+import { backoffDelay } from "../common/backoff.ts";
+import type { WebSocketConstructor } from "./_connection.ts";
+import { withToken } from "./_token.ts";
+import { type PublishAnswer, type PublishGreeting, publishUrl } from "./wire.ts";
+
+/**
+ * Options of {@linkcode publisher}.
+ *
+ * @example
+ * ```ts
+ * import type { PublisherOptions } from "./publisher.ts";
+ * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
+ * console.log(o.producer); // collector-1
+ * ```
+ */
+export interface PublisherOptions {
+  /**
+   * The producer's name (1–128 printable ASCII characters, no space): the
+   * server remembers its last seq, so a resend is never stored twice, also
+   * across restarts of this process when the name is kept.
+   * `null`: at-least-once publishing. @default a random name for this publisher
+   */
+  producer?: string | null;
+  /** A bearer token with a `"publish"` grant for the stream. */
+  token?: string;
+  /** Most frames awaiting their answer at once (the server's `max_in_flight` caps it). @default 64 */
+  maxInFlight?: number;
+  /** Reconnect after a dropped connection and resend what was not answered. @default true */
+  reconnect?: boolean;
+  /** Reconnect delays. @default { minMs: 100, maxMs: 5000 } */
+  backoff?: { minMs?: number; maxMs?: number };
+  /** Called after each reconnect with the producer's `last_seq` the server reported. */
+  onReconnect?: (lastSeq: number) => void;
+  /** The WebSocket constructor. @default globalThis.WebSocket */
+  WebSocket?: WebSocketConstructor;
+}
+
+/**
+ * A publish the server refused (nothing of it was stored), or a publisher
+ * that cannot go on.
+ *
+ * @example
+ * ```ts
+ * import { PublishError } from "./publisher.ts";
+ * const e = new PublishError("invalid_row", "row 0: price must be number", { seq: 3, index: 0 });
+ * console.log(e.error, e.seq, e.index); // invalid_row 3 0
+ * ```
+ */
+export class PublishError extends Error {
+  /** `invalid_row`, `stale_seq`, `write_failed`, `closed` or `protocol`. */
+  readonly error: string;
+  /** The frame's seq, when one was refused. */
+  readonly seq: number | null;
+  /** For `invalid_row`: the 0-based index of the refused row in the frame. */
+  readonly index: number | null;
+  /** For `stale_seq`: the producer's last seq. */
+  readonly lastSeq: number | null;
+
+  /** An error `error` saying `detail`. */
+  constructor(
+    error: string,
+    detail: string,
+    at: { seq?: number; index?: number; lastSeq?: number } = {},
+  ) {
+    super(`publish ${error}${at.seq !== undefined ? ` (seq ${at.seq})` : ""}: ${detail}`);
+    this.name = "PublishError";
+    this.error = error;
+    this.seq = at.seq ?? null;
+    this.index = at.index ?? null;
+    this.lastSeq = at.lastSeq ?? null;
+  }
+}
+
+/**
+ * The offsets a publish got: `[first, last]`, or null when known durable but not where (see the module doc).
+ *
+ * @example
+ * ```ts
+ * import type { Published } from "./publisher.ts";
+ * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
+ * console.log(p.last! - p.first! + 1); // 100
+ * ```
+ */
+export interface Published {
+  /** The frame's seq. */
+  seq: number;
+  /** First offset, or null. */
+  first: number | null;
+  /** Last offset, or null. */
+  last: number | null;
+  /** Whether the server answered it as a duplicate of a frame it had stored. */
+  duplicate: boolean;
+}
+
+interface Pending {
+  seq: number;
+  text: string;
+  sent: boolean;
+  resolve: (p: Published) => void;
+  reject: (e: Error) => void;
+}
+
+function randomProducer(): string {
+  const b = crypto.getRandomValues(new Uint8Array(8));
+  return "pub-" + Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * A publisher on one stream. Made by {@linkcode publisher}.
+ *
+ * @example
+ * ```ts ignore
+ * const pub = await publisher("ws://127.0.0.1:8765/trades", { producer: "collector-1" });
+ * console.log(await pub.send({ price: 101.5 })); // the row's offset
+ * await pub.close();
+ * ```
+ */
+export class Publisher {
+  /** The producer's name, or null. */
+  readonly producer: string | null;
+  readonly #url: string;
+  readonly #opts: PublisherOptions;
+  readonly #WS: WebSocketConstructor;
+  #ws: WebSocket | null = null;
+  #greeting: PublishGreeting | null = null;
+  #nextSeq = 1;
+  #queue: Pending[] = [];
+  #window = 64;
+  #closing = false;
+  #failed: Error | null = null;
+  #attempt = 0;
+  #idle: (() => void)[] = [];
+
+  /** Use {@linkcode publisher}. */
+  constructor(url: string, options: PublisherOptions) {
+    this.producer = options.producer === undefined ? randomProducer() : options.producer;
+    this.#url = publishUrl(url, this.producer);
+    this.#opts = options;
+    const WS = options.WebSocket ?? (globalThis.WebSocket as unknown as WebSocketConstructor);
+    this.#WS = options.token ? withToken(WS, options.token) : WS;
+  }
+
+  /** The greeting of the current connection. */
+  get greeting(): PublishGreeting | null {
+    return this.#greeting;
+  }
+
+  /** The seq the next frame gets. */
+  get nextSeq(): number {
+    return this.#nextSeq;
+  }
+
+  /** Frames sent or queued and not answered yet. */
+  get pending(): number {
+    return this.#queue.length;
+  }
+
+  /** @internal Opens the first connection; rejects when it cannot. */
+  async _start(): Promise<void> {
+    const g = await this.#connect();
+    this.#nextSeq = g.last_seq + 1;
+  }
+
+  // One connection, resolved with its greeting (rejected if it closes first).
+  #connect(): Promise<PublishGreeting> {
+    return new Promise((resolve, reject) => {
+      let ws: WebSocket;
+      try {
+        ws = new this.#WS(this.#url);
+      } catch (err) {
+        reject(new PublishError("closed", `cannot open ${this.#url}: ${err}`));
+        return;
+      }
+      this.#ws = ws;
+      let greeted = false;
+      let error = "";
+      ws.onerror = (e) => {
+        error = (e as ErrorEvent).message ?? "error";
+      };
+      ws.onmessage = (e) => {
+        if (typeof e.data !== "string") return;
+        if (!greeted) {
+          greeted = true;
+          const g = JSON.parse(e.data) as PublishGreeting;
+          this.#greeting = g;
+          this.#window = Math.max(1, Math.min(this.#opts.maxInFlight ?? 64, g.max_in_flight));
+          this.#attempt = 0;
+          resolve(g);
+          return;
+        }
+        this.#answer(JSON.parse(e.data) as PublishAnswer);
+      };
+      ws.onclose = (e) => {
+        if (this.#ws === ws) this.#ws = null;
+        // Nothing is sent again before the next connection's greeting.
+        this.#greeting = null;
+        for (const p of this.#queue) p.sent = false;
+        if (!greeted) {
+          const why = e.reason || error || `closed with ${e.code}`;
+          reject(new PublishError(e.code === 4400 ? "protocol" : "closed", `${this.#url}: ${why}`));
+          return;
+        }
+        this.#dropped(e.code, e.reason);
+      };
+    });
+  }
+
+  #answer(a: PublishAnswer): void {
+    const i = this.#queue.findIndex((p) => p.seq === a.seq && p.sent);
+    if (i === -1) return; // an answer to a frame already settled across a reconnect
+    const p = this.#queue[i];
+    this.#queue.splice(i, 1);
+    if ("error" in a) {
+      const detail = a.error === "invalid_row"
+        ? `row ${a.index}: ${a.detail}`
+        : a.error === "stale_seq"
+        ? `the producer's last seq is ${a.last_seq}`
+        : a.detail;
+      p.reject(
+        new PublishError(a.error, detail, {
+          seq: a.seq,
+          ...(a.error === "invalid_row" ? { index: a.index } : {}),
+          ...(a.error === "stale_seq" ? { lastSeq: a.last_seq } : {}),
+        }),
+      );
+    } else {
+      p.resolve({ seq: a.seq, first: a.first, last: a.last, duplicate: a.duplicate === true });
+    }
+    this.#pump();
+    this.#checkIdle();
+  }
+
+  // A connection that ended after its greeting: reconnect and resend, or fail.
+  #dropped(code: number, reason: string): void {
+    if (this.#closing && this.#queue.length === 0) return;
+    const fatal = code === 1008 || code === 1009 || code === 4400;
+    if (fatal || this.#opts.reconnect === false) {
+      this.#fail(new PublishError(fatal ? "protocol" : "closed", reason || `closed with ${code}`));
+      return;
+    }
+    void this.#reconnect();
+  }
+
+  async #reconnect(): Promise<void> {
+    const min = this.#opts.backoff?.minMs ?? 100;
+    const max = this.#opts.backoff?.maxMs ?? 5000;
+    while (!this.#failed) {
+      await new Promise((r) => setTimeout(r, backoffDelay(this.#attempt++, min, max)));
+      if (this.#failed) return;
+      let g: PublishGreeting;
+      try {
+        g = await this.#connect();
+      } catch (err) {
+        if (err instanceof PublishError && err.error === "protocol") return this.#fail(err);
+        continue;
+      }
+      // Frames older than the last seq were stored; their answers were lost.
+      for (const p of [...this.#queue]) {
+        if (this.producer !== null && p.seq < g.last_seq) {
+          this.#queue.splice(this.#queue.indexOf(p), 1);
+          p.resolve({ seq: p.seq, first: null, last: null, duplicate: true });
+        }
+      }
+      this.#opts.onReconnect?.(g.last_seq);
+      this.#pump();
+      this.#checkIdle();
+      return;
+    }
+  }
+
+  #fail(err: Error): void {
+    if (this.#failed) return;
+    this.#failed = err;
+    for (const p of this.#queue.splice(0)) p.reject(err);
+    this.#checkIdle();
+    try {
+      this.#ws?.close();
+    } catch {
+      // already closing
+    }
+  }
+
+  // Sends queued frames while the window has room.
+  #pump(): void {
+    const ws = this.#ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN || this.#greeting === null) return;
+    let inFlight = 0;
+    for (const p of this.#queue) {
+      if (p.sent) {
+        inFlight++;
+        continue;
+      }
+      if (inFlight >= this.#window) break;
+      ws.send(p.text);
+      p.sent = true;
+      inFlight++;
+    }
+  }
+
+  /**
+   * Publishes `rows` as one frame (one commit); resolves once they are
+   * durable with their offsets. Rejects with {@linkcode PublishError} when
+   * the server refuses the frame (nothing of it is stored). `seq` chooses
+   * the frame's seq (at least {@linkcode Publisher.nextSeq}; later frames
+   * continue above it), e.g. to number frames by their place in an input
+   * so that a rerun can skip what the producer's `last_seq` says is stored.
+   */
+  publish(rows: readonly unknown[], seq: number = this.#nextSeq): Promise<Published> {
+    if (this.#failed) return Promise.reject(this.#failed);
+    if (this.#closing) return Promise.reject(new PublishError("closed", "the publisher is closed"));
+    if (!Array.isArray(rows) || rows.length === 0) {
+      return Promise.reject(new TypeError("publish wants a non-empty array of rows"));
+    }
+    if (!Number.isSafeInteger(seq) || seq < this.#nextSeq) {
+      return Promise.reject(
+        new RangeError(`seq must be an integer ≥ ${this.#nextSeq}, got ${seq}`),
+      );
+    }
+    this.#nextSeq = seq + 1;
+    const text = JSON.stringify({ seq, rows });
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ seq, text, sent: false, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  /** Publishes one row; resolves with its offset once durable (null: see the module doc). */
+  async send(row: unknown): Promise<number | null> {
+    return (await this.publish([row])).first;
+  }
+
+  /** Publishes rows in one commit; resolves with their offsets once durable. */
+  async sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
+    const p = await this.publish(rows);
+    return rows.map((_, i) => (p.first === null ? null : p.first + i));
+  }
+
+  #checkIdle(): void {
+    if (this.#queue.length > 0) return;
+    for (const f of this.#idle.splice(0)) f();
+  }
+
+  /** Resolves once every frame published so far is answered (or failed). */
+  async flush(): Promise<void> {
+    if (this.#queue.length === 0) return;
+    await new Promise<void>((r) => this.#idle.push(r));
+  }
+
+  /** Waits for every answer, then closes the socket. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    await this.flush();
+    this.#failed ??= new PublishError("closed", "the publisher is closed");
+    const ws = this.#ws;
+    if (ws && ws.readyState !== WebSocket.CLOSED) {
+      await new Promise<void>((r) => {
+        ws.addEventListener("close", () => r());
+        ws.close(1000);
+      });
+    }
+  }
+}
+
+/**
+ * Opens a publisher on the stream at `url` (its `ws://` or `http://` URL,
+ * as for subscribing); resolves once the server's greeting arrived.
+ *
+ * @example
+ * ```ts ignore
+ * import { publisher } from "./publisher.ts";
+ * const pub = await publisher("ws://127.0.0.1:8765/trades", { producer: "collector-1" });
+ * const offsets = await pub.sendMany([{ price: 1 }, { price: 2 }]);
+ * await pub.close();
+ * ```
+ */
+export async function publisher(url: string, options: PublisherOptions = {}): Promise<Publisher> {
+  const p = new Publisher(url, options);
+  await p._start();
+  return p;
+}

@@ -1,0 +1,214 @@
+/**
+ * The producer table of a log: for each producer name, the last sequence
+ * number committed and the offsets its rows got, so that a publish retried
+ * after a timeout, a reconnect or a crash is answered instead of stored
+ * twice. Its durable form is the journal (`producer_journal.ts`).
+ *
+ * Invariants (the crash argument is in docs/SPEC.md, "Producer state"):
+ * - the committer writes and syncs a commit's journal records BEFORE it
+ *   writes any byte of that commit's rows (the OS may flush a file's page
+ *   cache at any moment, so the rows must not even be written before);
+ * - so on disk: rows durable ⇒ their journal record durable. Acknowledged ⇒
+ *   both durable;
+ * - on open, a record whose rows `[first, last]` lie wholly below the
+ *   recovered end is committed; one that reaches past it was never
+ *   acknowledged: it is dropped, and the rows from its `first` on are cut
+ *   from the log (rows of an unacknowledged body that survived a torn write
+ *   would otherwise be stored again by the resend);
+ * - a seq is assigned synchronously, in call order, with its offsets; until
+ *   its commit is durable it is *pending*: a retry of it waits for the
+ *   commit, then is answered as a duplicate (or fails with it);
+ * - at most `max` producers are remembered; the one whose last publish is
+ *   oldest is forgotten first (its next publish starts it anew).
+ *
+ * @module
+ */
+
+import type { ProducerRecord } from "./producer_journal.ts";
+
+/** Default of `maxProducers`: producers remembered per log. */
+export const DEFAULT_MAX_PRODUCERS = 10_000;
+
+/**
+ * What a producer last committed.
+ *
+ * @example
+ * ```ts
+ * import type { ProducerState } from "./producers.ts";
+ * const s: ProducerState = { seq: 3, first: 10, last: 19 };
+ * console.log(s.seq); // 3
+ * ```
+ */
+export interface ProducerState {
+  /** The last sequence number committed. */
+  seq: number;
+  /** First offset of that commit. */
+  first: number;
+  /** Last offset of that commit. */
+  last: number;
+}
+
+/**
+ * What a publish did: stored (offsets assigned, `done` resolves once
+ * durable), a duplicate of the producer's last seq (its original offsets,
+ * `done` resolves once that commit is durable), or a stale seq (below the
+ * last one; nothing stored).
+ *
+ * @example
+ * ```ts
+ * import type { PublishResult } from "./producers.ts";
+ * const r: PublishResult = { status: "stale", lastSeq: 9 };
+ * console.log(r.status); // stale
+ * ```
+ */
+export type PublishResult =
+  | { status: "stored"; first: number; last: number; done: Promise<void> }
+  | { status: "duplicate"; seq: number; first: number; last: number; done: Promise<void> }
+  | { status: "stale"; lastSeq: number };
+
+/**
+ * The producer table: committed state (oldest use first) and pending seqs.
+ *
+ * @example
+ * ```ts
+ * import { ProducerTable } from "./producers.ts";
+ * const t = new ProducerTable(10);
+ * t.assign("a", { seq: 1, first: 1, last: 5 }, Promise.resolve());
+ * console.log(t.check("a", 1)?.status, t.check("a", 0)?.status, t.check("a", 2)); // duplicate stale null
+ * ```
+ */
+export class ProducerTable {
+  readonly max: number;
+  readonly #committed = new Map<string, ProducerState>();
+  readonly #pending = new Map<string, { state: ProducerState; done: Promise<void> }>();
+
+  /** A table remembering at most `max` producers. */
+  constructor(max: number) {
+    if (!Number.isSafeInteger(max) || max < 1) {
+      throw new RangeError(`maxProducers must be an integer ≥ 1, got ${max}`);
+    }
+    this.max = max;
+  }
+
+  /** Producers remembered (committed state). */
+  get size(): number {
+    return this.#committed.size;
+  }
+
+  /** The producer's committed state, or null. */
+  committedState(producer: string): ProducerState | null {
+    return this.#committed.get(producer) ?? null;
+  }
+
+  /** Resolves once the producer's pending commit (if any) has settled. */
+  async settled(producer: string): Promise<void> {
+    const p = this.#pending.get(producer);
+    if (p) await p.done.catch(() => {});
+  }
+
+  /**
+   * The answer to a publish of `seq` by `producer` that must not be stored
+   * (a duplicate or a stale seq), or null when it may be stored.
+   */
+  check(producer: string, seq: number): PublishResult | null {
+    const p = this.#pending.get(producer);
+    const state = p?.state ?? this.#committed.get(producer);
+    if (!state || seq > state.seq) return null;
+    if (seq === state.seq) {
+      return {
+        status: "duplicate",
+        seq,
+        first: state.first,
+        last: state.last,
+        done: p ? p.done : Promise.resolve(),
+      };
+    }
+    return { status: "stale", lastSeq: state.seq };
+  }
+
+  /** Records a seq assigned offsets; pending until {@linkcode ProducerTable.committed}. */
+  assign(producer: string, state: ProducerState, done: Promise<void>): void {
+    done.catch(() => {}); // the publisher sees the failure through its own promise
+    this.#pending.set(producer, { state, done });
+  }
+
+  /** Journal records of a commit made durable: they become the committed state. */
+  committed(records: readonly ProducerRecord[]): void {
+    for (const r of records) {
+      const p = this.#pending.get(r.producer);
+      if (p && p.state.seq === r.seq) this.#pending.delete(r.producer);
+      this.#remember(r);
+    }
+  }
+
+  #remember(r: ProducerRecord): void {
+    this.#committed.delete(r.producer);
+    if (r.seq === 0) return;
+    this.#committed.set(r.producer, { seq: r.seq, first: r.first, last: r.last });
+    while (this.#committed.size > this.max) {
+      // Oldest use first: a Map iterates in insertion order.
+      this.#committed.delete(this.#committed.keys().next().value!);
+    }
+  }
+
+  /**
+   * Appends from offset `from` on were dropped by a failed write: forgets
+   * their pending seqs, and returns the records that put the journal back to
+   * the committed state of those producers (their state, or seq 0).
+   */
+  discarded(from: number): ProducerRecord[] {
+    const back: ProducerRecord[] = [];
+    for (const [producer, p] of [...this.#pending]) {
+      if (p.state.first < from) continue;
+      this.#pending.delete(producer);
+      const c = this.#committed.get(producer);
+      back.push(c ? { producer, ...c } : { producer, seq: 0, first: 0, last: 0 });
+    }
+    return back;
+  }
+
+  /** The committed state as journal records, oldest use first (what a rewrite keeps). */
+  snapshot(): ProducerRecord[] {
+    return [...this.#committed].map(([producer, s]) => ({ producer, ...s }));
+  }
+}
+
+/**
+ * Rebuilds the table from the journal's records and the log's recovered end
+ * (exclusive): records wholly below it are committed; records that reach past
+ * it were never acknowledged and are dropped. `cut` is where the log must be
+ * cut back to (the first offset of a dropped record that starts below the
+ * end), or null.
+ *
+ * @example
+ * ```ts
+ * import { recoverProducers } from "./producers.ts";
+ * const records = [
+ *   { producer: "a", seq: 1, first: 1, last: 10 },
+ *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15
+ * ];
+ * const { table, cut } = recoverProducers(records, 16, 100);
+ * console.log(table.committedState("a")?.seq, cut); // 1 11
+ * ```
+ */
+export function recoverProducers(
+  records: readonly ProducerRecord[],
+  end: number,
+  max: number,
+): { table: ProducerTable; cut: number | null } {
+  let limit = end;
+  let cut: number | null = null;
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const r of records) {
+      if (r.seq > 0 && r.last >= limit && r.first < limit) {
+        limit = r.first;
+        cut = r.first;
+        changed = true;
+      }
+    }
+  }
+  const table = new ProducerTable(max);
+  table.committed(records.filter((r) => r.seq === 0 || r.last < limit));
+  return { table, cut };
+}

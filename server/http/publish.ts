@@ -1,0 +1,171 @@
+/**
+ * `POST /{name}` (`POST /` for the unnamed stream): rows in one commit,
+ * answered once durable (DESIGN §13). Checked in this order, each answering
+ * before the next runs: the publish grant (403), the stream (404), whether it
+ * is opened for publishing (405), the media type (415), the producer headers
+ * (400), the declared length (413), the body read up to the limit (413), its
+ * rows parsed (400 `invalid_row`), each row validated and encoded (400
+ * `invalid_row`); then stored: 200 `{"first","last","count"}` (with
+ * `"duplicate":true` for a producer's last seq sent again), 409 `stale_seq`,
+ * or 503 `write_failed`. Nothing of a refused body is stored.
+ *
+ * @module
+ */
+
+import {
+  parseSeq,
+  PRODUCER_HEADER,
+  PRODUCER_PATTERN,
+  PRODUCER_RULE,
+  SEQ_HEADER,
+} from "../../client/wire.ts";
+import { forbidden, type Grant } from "../auth.ts";
+import { commitPublish } from "../publish/commit.ts";
+import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
+import type { PublishRefusal } from "../publish/publish_metrics.ts";
+import { encodeRows } from "../publish/rows.ts";
+import type { HttpContext } from "./context.ts";
+import { deny } from "./access.ts";
+import { json, notFound, streamField } from "./_respond.ts";
+
+const NDJSON_TYPES = new Set([
+  "application/x-ndjson",
+  "application/ndjson",
+  "application/jsonl",
+  "text/plain",
+]);
+
+/**
+ * Answers a `POST` to stream `name`.
+ *
+ * @example
+ * ```ts ignore
+ * if (req.method === "POST" && r.rest === "") return handlePublishPost(ctx, req, r.name, grant, remote);
+ * ```
+ */
+export async function handlePublishPost(
+  ctx: HttpContext,
+  req: Request,
+  name: string,
+  grant: Grant | null,
+  remote: string,
+): Promise<Response> {
+  const t0 = performance.now();
+  const p = ctx.publishing;
+  const m = p.metrics;
+  const refuse = (reason: PublishRefusal, status: number, body: Record<string, unknown>) => {
+    m.refused(name, reason);
+    ctx.logger.info("publish_refused", {
+      stream: streamField(name),
+      status,
+      ...body,
+      remote,
+      ...(grant ? { token_name: grant.name } : {}),
+    });
+    return json(body, status);
+  };
+  // Denied before looking the stream up: a 404 would say which names exist.
+  if (grant && !grant.mayPublish(name)) {
+    return deny(ctx, forbidden({ stream: name }), "forbidden", {
+      stream: streamField(name),
+      token_name: grant.name,
+      route: "publish",
+      remote,
+    });
+  }
+  const stream = ctx.streams.get(name);
+  if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
+  if (!p.streams.has(name) || stream.log === null) {
+    m.refused(name, "not_publishable");
+    return json(
+      {
+        error: "not_publishable",
+        stream: name,
+        detail: "this stream is not opened for publishing (serve --publish NAME)",
+      },
+      405,
+      { allow: "GET, HEAD" },
+    );
+  }
+  const type = (req.headers.get("content-type") ?? "application/x-ndjson").split(";")[0].trim()
+    .toLowerCase();
+  const array = type === "application/json";
+  if (!array && !NDJSON_TYPES.has(type)) {
+    return refuse("unsupported_media_type", 415, {
+      error: "unsupported_media_type",
+      detail:
+        `content-type ${type}: send application/x-ndjson (rows one per line) or application/json (an array)`,
+    });
+  }
+  const producer = req.headers.get(PRODUCER_HEADER);
+  const seqText = req.headers.get(SEQ_HEADER);
+  if ((producer === null) !== (seqText === null)) {
+    return refuse("bad_request", 400, {
+      error: "bad_request",
+      detail: `${PRODUCER_HEADER} and ${SEQ_HEADER} go together: give both or neither`,
+    });
+  }
+  if (producer !== null && !PRODUCER_PATTERN.test(producer)) {
+    return refuse("bad_request", 400, {
+      error: "bad_request",
+      detail: `${PRODUCER_HEADER} must be ${PRODUCER_RULE}`,
+    });
+  }
+  const seq = seqText === null ? null : parseSeq(seqText.trim());
+  if (seqText !== null && seq === null) {
+    return refuse("bad_request", 400, {
+      error: "bad_request",
+      detail: `${SEQ_HEADER} must be an integer from 1 to 2^53-1, got ${
+        JSON.stringify(seqText.slice(0, 40))
+      }`,
+    });
+  }
+  const declared = Number(req.headers.get("content-length") ?? "0");
+  const tooLarge = () =>
+    refuse("too_large", 413, { error: "too_large", max_bytes: p.maxPublishBytes });
+  if (declared > p.maxPublishBytes) return tooLarge();
+  const body = await readBody(req.body, p.maxPublishBytes);
+  if (!body.ok) return tooLarge();
+  const parsed = array ? parseJsonArray(body.bytes) : parseNdjson(body.bytes);
+  if (!parsed.ok) {
+    if (parsed.line === 0) {
+      return refuse("invalid_body", 400, { error: "invalid_body", detail: parsed.detail });
+    }
+    return refuse("invalid_row", 400, {
+      error: "invalid_row",
+      line: parsed.line,
+      detail: parsed.detail,
+    });
+  }
+  if (parsed.rows.length === 0) {
+    return refuse("invalid_body", 400, { error: "invalid_body", detail: "the body holds no row" });
+  }
+  const rows = encodeRows(stream, parsed.rows);
+  if (!rows.ok) {
+    return refuse("invalid_row", 400, {
+      error: "invalid_row",
+      line: parsed.lines[rows.index],
+      detail: rows.detail,
+    });
+  }
+  const tag = producer !== null && seq !== null ? { producer, seq } : null;
+  const out = await commitPublish(stream, rows.jsons, tag);
+  m.acked("http", t0);
+  if (out.kind === "stale") {
+    return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });
+  }
+  if (out.kind === "failed") {
+    ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });
+    m.refused(name, "write_failed");
+    return json({ error: "write_failed", detail: out.detail }, 503);
+  }
+  const count = out.last - out.first + 1;
+  if (out.duplicate) m.duplicate(name);
+  else m.published(name, "http", count);
+  return json({
+    first: out.first,
+    last: out.last,
+    count,
+    ...(out.duplicate ? { duplicate: true } : {}),
+  });
+}

@@ -1,0 +1,389 @@
+/**
+ * The publish socket, `/{name}/publish?producer=ID` (`/_/publish` for the
+ * unnamed stream; DESIGN §13). Before the upgrade: the connection limit
+ * (503), the publish grant (403), the stream (404), whether it is opened for
+ * publishing (405). After it: the query (4400), then the greeting
+ * `{"streamcast":2,…,"publish":true,"producer","last_seq","max_in_flight"}`
+ * once the producer's pending commit, if any, has settled.
+ *
+ * Then each text frame `{"seq":S,"rows":[…]}` is checked, stored in one
+ * commit and answered — in the order the frames came — once durable:
+ * `{"seq","first","last"}` (`"duplicate":true` for the producer's last seq),
+ * or `{"seq","error":…}` (`invalid_row` with its 0-based `index`,
+ * `stale_seq`, `write_failed`); nothing of a refused frame is stored and the
+ * socket stays open. A frame of another shape closes it with 1008, a binary
+ * frame too, one over `max_publish_bytes` with 1009.
+ *
+ * Backpressure: at most `max_in_flight` frames are stored and awaiting their
+ * ack; frames beyond it are held, unread, until acks free the window. Deno's
+ * WebSocket cannot stop reading its socket, so what is held is bounded: more
+ * than `max_publish_bytes` held closes the socket with 1008
+ * `too_many_in_flight` (a publisher that keeps to the window never is).
+ *
+ * @module
+ */
+
+import {
+  CloseCode,
+  DEFAULT_MAX_IN_FLIGHT,
+  encodeCloseReason,
+  PRODUCER_PATTERN,
+  PRODUCER_RULE,
+  PROTOCOL_VERSION,
+  PUBLISH_PARAMS,
+  type PublishAnswer,
+  type PublishGreeting,
+  SUBPROTOCOL,
+} from "../../client/wire.ts";
+import type { LogFields } from "../../common/logger.ts";
+import { forbidden, type Grant, offeredProtocols } from "../auth.ts";
+import type { Stream } from "../stream.ts";
+import { commitPublish } from "../publish/commit.ts";
+import { encodeRows } from "../publish/rows.ts";
+import type { HttpContext } from "./context.ts";
+import { deny } from "./access.ts";
+import { json, notFound, streamField } from "./_respond.ts";
+
+/**
+ * What a frame holds once its shape is checked, or why it is not a frame.
+ *
+ * @example
+ * ```ts
+ * import type { ParsedFrame } from "./publish_socket.ts";
+ * const f: ParsedFrame = { ok: true, seq: 1, rows: [{}] };
+ * console.log(f.ok && f.seq); // 1
+ * ```
+ */
+export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
+  ok: false;
+  detail: string;
+};
+
+/**
+ * Checks a publish frame's shape: a JSON object with exactly `seq` (an
+ * integer 1..2^53-1) and `rows` (a non-empty array).
+ *
+ * @example
+ * ```ts
+ * import { parsePublishFrame } from "./publish_socket.ts";
+ * console.log(parsePublishFrame('{"seq":1,"rows":[{}]}').ok, parsePublishFrame('{"seq":0,"rows":[]}').ok); // true false
+ * ```
+ */
+export function parsePublishFrame(text: string): ParsedFrame {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return { ok: false, detail: 'a frame must be JSON {"seq":S,"rows":[...]}' };
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    return { ok: false, detail: 'a frame must be an object {"seq":S,"rows":[...]}' };
+  }
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) {
+    if (k !== "seq" && k !== "rows") {
+      return { ok: false, detail: `unknown member ${JSON.stringify(k.slice(0, 40))}` };
+    }
+  }
+  if (typeof o.seq !== "number" || !Number.isSafeInteger(o.seq) || o.seq < 1) {
+    return { ok: false, detail: "seq must be an integer from 1 to 2^53-1" };
+  }
+  if (!Array.isArray(o.rows) || o.rows.length === 0) {
+    return { ok: false, detail: "rows must be a non-empty array" };
+  }
+  return { ok: true, seq: o.seq, rows: o.rows };
+}
+
+interface InFlight {
+  seq: number;
+  t0: number;
+  answer: PublishAnswer | null;
+}
+
+/**
+ * Answers a publish upgrade for stream `name`.
+ *
+ * @example
+ * ```ts ignore
+ * if (upgrade && r.rest === "publish") return handlePublishSocket(ctx, req, url, r.name, grant, remote);
+ * ```
+ */
+export function handlePublishSocket(
+  ctx: HttpContext,
+  req: Request,
+  url: URL,
+  name: string,
+  grant: Grant | null,
+  remote: string,
+): Response {
+  const p = ctx.publishing;
+  const m = p.metrics;
+  if (ctx.sockets.size >= ctx.maxConnections) {
+    const max = ctx.maxConnections;
+    ctx.metrics.limitRefusal("max_connections");
+    ctx.logger.warn("refused", {
+      status: 503,
+      error: "overloaded",
+      limit: "max_connections",
+      max,
+      remote,
+    });
+    return json({ error: "overloaded", limit: "max_connections", max }, 503, {
+      "retry-after": "1",
+    });
+  }
+  if (grant && !grant.mayPublish(name)) {
+    return deny(ctx, forbidden({ stream: name }), "forbidden", {
+      stream: streamField(name),
+      token_name: grant.name,
+      route: "publish",
+      remote,
+    });
+  }
+  const stream = ctx.streams.get(name);
+  if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
+  if (!p.streams.has(name) || stream.log === null) {
+    m.refused(name, "not_publishable");
+    return json(
+      {
+        error: "not_publishable",
+        stream: name,
+        detail: "this stream is not opened for publishing (serve --publish NAME)",
+      },
+      405,
+      { allow: "GET, HEAD" },
+    );
+  }
+  let problem: string | null = null;
+  for (const k of new Set(url.searchParams.keys())) {
+    if (!PUBLISH_PARAMS.includes(k)) problem = `unknown parameter ${k.slice(0, 40)}`;
+    else if (url.searchParams.getAll(k).length > 1) problem = `repeated parameter ${k}`;
+  }
+  const producer = url.searchParams.get("producer");
+  if (problem === null && producer !== null && !PRODUCER_PATTERN.test(producer)) {
+    problem = `producer must be ${PRODUCER_RULE}`;
+  }
+  const protocol = offeredProtocols(req).includes(SUBPROTOCOL) ? SUBPROTOCOL : undefined;
+  const { socket, response } = ctx.upgrader.upgrade(req, {
+    idleTimeoutS: ctx.pingIntervalS,
+    ...(protocol ? { protocol } : {}),
+  });
+  ctx.track(socket);
+  const who: LogFields = {
+    stream: streamField(name),
+    remote,
+    ...(producer !== null ? { producer } : {}),
+    ...(grant ? { token_name: grant.name } : {}),
+  };
+  if (problem !== null) {
+    m.refused(name, "protocol");
+    ctx.logger.info("refused", {
+      ...who,
+      code: CloseCode.Protocol,
+      error: "protocol",
+      detail: problem,
+    });
+    socket.onopen = () =>
+      socket.close(CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail: problem! }));
+    socket.onclose = () => ctx.untrack(socket);
+    socket.onerror = () => ctx.untrack(socket);
+    return response;
+  }
+  new PublishSession(ctx, socket, stream, producer, who);
+  return response;
+}
+
+// One publish socket: frames in, answers out in the same order.
+class PublishSession {
+  readonly #ctx: HttpContext;
+  readonly #socket: WebSocket;
+  readonly #stream: Stream;
+  readonly #producer: string | null;
+  readonly #who: LogFields;
+  readonly #maxInFlight: number;
+  readonly #maxBytes: number;
+  #ready = false;
+  #ended = false;
+  #held: { text: string; t0: number }[] = [];
+  #heldBytes = 0;
+  #inFlight: InFlight[] = [];
+  #closing: { code: number; error: string; detail: string } | null = null;
+
+  constructor(
+    ctx: HttpContext,
+    socket: WebSocket,
+    stream: Stream,
+    producer: string | null,
+    who: LogFields,
+  ) {
+    this.#ctx = ctx;
+    this.#socket = socket;
+    this.#stream = stream;
+    this.#producer = producer;
+    this.#who = who;
+    this.#maxInFlight = ctx.publishing.maxInFlight || DEFAULT_MAX_IN_FLIGHT;
+    this.#maxBytes = ctx.publishing.maxPublishBytes;
+    socket.onopen = () => void this.#open();
+    socket.onmessage = (e) => this.#message(e);
+    socket.onclose = () => this.#end();
+    socket.onerror = () => this.#end();
+  }
+
+  async #open(): Promise<void> {
+    const ctx = this.#ctx;
+    if (ctx.shuttingDown) {
+      this.#socket.close(CloseCode.GoingAway, "");
+      return;
+    }
+    const log = this.#stream.log!;
+    // A seq still being committed decides what last_seq is: wait for it.
+    if (this.#producer !== null) await log.producerSettled(this.#producer);
+    if (this.#socket.readyState !== WebSocket.OPEN) return;
+    const greeting: PublishGreeting = {
+      streamcast: PROTOCOL_VERSION,
+      stream: this.#stream.name,
+      stream_id: log.streamId,
+      publish: true,
+      producer: this.#producer,
+      last_seq: this.#producer === null ? 0 : log.producerState(this.#producer)?.seq ?? 0,
+      max_in_flight: this.#maxInFlight,
+    };
+    this.#socket.send(JSON.stringify(greeting));
+    ctx.logger.info("publish_open", { ...this.#who, last_seq: greeting.last_seq });
+    this.#ready = true;
+    this.#pump();
+  }
+
+  // Refuses the rest of the input; the frames already taken are still
+  // answered, then the socket is closed with `code`.
+  #close(code: number, error: string, detail: string): void {
+    if (this.#ended || this.#closing !== null) return;
+    this.#closing = { code, error, detail };
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#flush();
+  }
+
+  #closeNow(code: number, error: string, detail: string): void {
+    if (this.#ended) return;
+    this.#ctx.publishing.metrics.refused(
+      this.#stream.name,
+      error === "protocol"
+        ? "protocol"
+        : error === "too_large"
+        ? "too_large"
+        : "too_many_in_flight",
+    );
+    this.#ctx.logger.info("dropped", { ...this.#who, code, error, detail });
+    try {
+      this.#socket.close(code, encodeCloseReason({ error, detail } as never));
+    } catch {
+      // already closing
+    }
+    this.#end();
+  }
+
+  #message(e: MessageEvent): void {
+    if (this.#ended || this.#closing !== null) return;
+    const t0 = performance.now();
+    if (typeof e.data !== "string") {
+      this.#close(
+        CloseCode.PolicyViolation,
+        "protocol",
+        "binary frames are not accepted: send JSON text",
+      );
+      return;
+    }
+    const text = e.data;
+    if (
+      text.length > this.#maxBytes ||
+      (text.length * 3 > this.#maxBytes && new TextEncoder().encode(text).length > this.#maxBytes)
+    ) {
+      this.#close(CloseCode.MessageTooBig, "too_large", `a frame may hold ${this.#maxBytes} bytes`);
+      return;
+    }
+    this.#held.push({ text, t0 });
+    this.#heldBytes += text.length;
+    this.#pump();
+    if (this.#heldBytes > this.#maxBytes && !this.#ended) {
+      this.#close(
+        CloseCode.PolicyViolation,
+        "too_many_in_flight",
+        `more than max_in_flight (${this.#maxInFlight}) frames sent without waiting for acks`,
+      );
+    }
+  }
+
+  // Takes held frames into the window while it has room.
+  #pump(): void {
+    while (
+      this.#ready && !this.#ended && this.#closing === null && this.#held.length > 0 &&
+      this.#inFlight.length < this.#maxInFlight
+    ) {
+      const { text, t0 } = this.#held.shift()!;
+      this.#heldBytes -= text.length;
+      this.#handle(text, t0);
+    }
+  }
+
+  #handle(text: string, t0: number): void {
+    const f = parsePublishFrame(text);
+    if (!f.ok) {
+      this.#close(CloseCode.PolicyViolation, "protocol", f.detail);
+      return;
+    }
+    const entry: InFlight = { seq: f.seq, t0, answer: null };
+    this.#inFlight.push(entry);
+    const stream = this.#stream;
+    const m = this.#ctx.publishing.metrics;
+    const rows = encodeRows(stream, f.rows);
+    if (!rows.ok) {
+      m.refused(stream.name, "invalid_row");
+      entry.answer = { seq: f.seq, error: "invalid_row", index: rows.index, detail: rows.detail };
+      this.#flush();
+      return;
+    }
+    const tag = this.#producer !== null ? { producer: this.#producer, seq: f.seq } : null;
+    void commitPublish(stream, rows.jsons, tag).then((out) => {
+      if (out.kind === "ack") {
+        if (out.duplicate) m.duplicate(stream.name);
+        else m.published(stream.name, "websocket", out.last - out.first + 1);
+        entry.answer = out.duplicate
+          ? { seq: f.seq, first: out.first, last: out.last, duplicate: true }
+          : { seq: f.seq, first: out.first, last: out.last };
+      } else if (out.kind === "stale") {
+        m.refused(stream.name, "stale_seq");
+        entry.answer = { seq: f.seq, error: "stale_seq", last_seq: out.lastSeq };
+      } else {
+        m.refused(stream.name, "write_failed");
+        this.#ctx.logger.error("publish_failed", { ...this.#who, error: out.detail });
+        entry.answer = { seq: f.seq, error: "write_failed", detail: out.detail };
+      }
+      this.#flush();
+    });
+  }
+
+  // Sends the answers that are ready, in frame order.
+  #flush(): void {
+    const m = this.#ctx.publishing.metrics;
+    while (this.#inFlight.length > 0 && this.#inFlight[0].answer !== null) {
+      const e = this.#inFlight.shift()!;
+      if (!this.#ended && this.#socket.readyState === WebSocket.OPEN) {
+        this.#socket.send(JSON.stringify(e.answer));
+        m.acked("websocket", e.t0);
+      }
+    }
+    const c = this.#closing;
+    if (c !== null && this.#inFlight.length === 0) this.#closeNow(c.code, c.error, c.detail);
+    else this.#pump();
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#ctx.untrack(this.#socket);
+    this.#ctx.logger.debug("publish_close", { ...this.#who });
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * The body of a `POST /{name}`: read as a stream up to the limit (reading
+ * stops there: a larger body is never held whole), then parsed as NDJSON
+ * (one row per line; blank lines are skipped but counted) or as a JSON
+ * array. Nothing is stored here.
+ *
+ * @module
+ */
+
+const strict = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A body read: its bytes, or `too_large` once more than the limit arrived.
+ *
+ * @example
+ * ```ts
+ * import type { BodyRead } from "./body.ts";
+ * const r: BodyRead = { ok: false, error: "too_large" };
+ * console.log(r.ok); // false
+ * ```
+ */
+export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "too_large" };
+
+/**
+ * Reads `body` whole, unless it holds more than `maxBytes`: then reading
+ * stops (the rest is cancelled) and the answer is `too_large`.
+ *
+ * @example
+ * ```ts
+ * import { readBody } from "./body.ts";
+ * const r = await readBody(new Request("http://h/", { method: "POST", body: "abc" }).body, 2);
+ * console.log(r.ok); // false
+ * ```
+ */
+export async function readBody(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+): Promise<BodyRead> {
+  if (body === null) return { ok: true, bytes: new Uint8Array(0) };
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  try {
+    while (true) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      n += value.length;
+      if (n > maxBytes) {
+        await reader.cancel().catch(() => {});
+        return { ok: false, error: "too_large" };
+      }
+      parts.push(value);
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  if (parts.length === 1) return { ok: true, bytes: parts[0] };
+  const bytes = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return { ok: true, bytes };
+}
+
+/**
+ * A body parsed: its rows with their 1-based line (or array position), or the first bad line.
+ *
+ * @example
+ * ```ts
+ * import type { ParsedBody } from "./body.ts";
+ * const p: ParsedBody = { ok: false, line: 3, detail: "not JSON" };
+ * console.log(p.ok || p.line); // 3
+ * ```
+ */
+export type ParsedBody =
+  | { ok: true; rows: unknown[]; lines: number[] }
+  | { ok: false; line: number; detail: string };
+
+/**
+ * Parses an NDJSON body: each non-blank line one JSON value (`\r\n` too).
+ *
+ * @example
+ * ```ts
+ * import { parseNdjson } from "./body.ts";
+ * const r = parseNdjson(new TextEncoder().encode('{"a":1}\n\n{"a":2}\n'));
+ * console.log(r.ok && r.lines); // [ 1, 3 ]
+ * console.log(parseNdjson(new TextEncoder().encode('{"a":1}\n{oops'))); // { ok: false, line: 2, detail: "not JSON" }
+ * ```
+ */
+export function parseNdjson(bytes: Uint8Array): ParsedBody {
+  let text: string;
+  try {
+    // One decode of the whole body (the common case); a body that is not
+    // UTF-8 is read again line by line to name the line.
+    text = strict.decode(bytes);
+  } catch {
+    return { ok: false, line: badUtf8Line(bytes), detail: "not UTF-8" };
+  }
+  const rows: unknown[] = [];
+  const lines: number[] = [];
+  let line = 0;
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf("\n", start);
+    if (end === -1) end = text.length;
+    line++;
+    const raw = text.slice(start, end);
+    start = end + 1;
+    let row: unknown;
+    try {
+      row = JSON.parse(raw);
+    } catch {
+      if (raw.trim() === "") continue;
+      return { ok: false, line, detail: "not JSON" };
+    }
+    rows.push(row);
+    lines.push(line);
+  }
+  return { ok: true, rows, lines };
+}
+
+// The 1-based line of the first bytes that are not UTF-8.
+function badUtf8Line(bytes: Uint8Array): number {
+  let line = 0;
+  let start = 0;
+  while (start <= bytes.length) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end === -1) end = bytes.length;
+    line++;
+    try {
+      strict.decode(bytes.subarray(start, end));
+    } catch {
+      return line;
+    }
+    start = end + 1;
+  }
+  return line;
+}
+
+/**
+ * Parses a JSON array body; line N is the array's N-th element (1-based).
+ *
+ * @example
+ * ```ts
+ * import { parseJsonArray } from "./body.ts";
+ * const r = parseJsonArray(new TextEncoder().encode('[{"a":1},{"a":2}]'));
+ * console.log(r.ok && r.rows.length); // 2
+ * console.log(parseJsonArray(new TextEncoder().encode('{"a":1}')).ok); // false
+ * ```
+ */
+export function parseJsonArray(bytes: Uint8Array): ParsedBody {
+  let value: unknown;
+  try {
+    value = JSON.parse(strict.decode(bytes));
+  } catch (err) {
+    const detail = err instanceof TypeError ? "not UTF-8" : "not JSON";
+    return { ok: false, line: 0, detail: `the body is ${detail}` };
+  }
+  if (!Array.isArray(value)) {
+    return {
+      ok: false,
+      line: 0,
+      detail: "the body is not a JSON array (use application/x-ndjson for rows one per line)",
+    };
+  }
+  return { ok: true, rows: value, lines: value.map((_, i) => i + 1) };
+}

@@ -1,0 +1,231 @@
+// The producer journal and table of the log (log/producers.ts): records synced
+// before rows are written, torn commits cut on open, bounded memory, rollback.
+import { assert, assertEquals } from "../_assert.ts";
+import { rmrf, tempDir } from "../_util.ts";
+import { Log, type LogIo, PRODUCERS_FILE } from "../../log/mod.ts";
+import { parseJournal } from "../../log/producer_journal.ts";
+
+const REAL: LogIo = {
+  write: (file, bytes) => {
+    let done = 0;
+    while (done < bytes.length) done += file.writeSync(bytes.subarray(done));
+    return Promise.resolve();
+  },
+  syncData: (file) => file.syncData(),
+};
+
+async function journal(dir: string) {
+  return parseJournal(await Deno.readFile(`${dir}/${PRODUCERS_FILE}`), PRODUCERS_FILE).records;
+}
+
+async function copyDir(from: string, to: string): Promise<void> {
+  await Deno.mkdir(to, { recursive: true });
+  for await (const e of Deno.readDir(from)) {
+    if (e.isFile) await Deno.copyFile(`${from}/${e.name}`, `${to}/${e.name}`);
+    else if (e.isDirectory) await copyDir(`${from}/${e.name}`, `${to}/${e.name}`);
+  }
+}
+
+const rows = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `{"r":"${tag}${i}"}`);
+
+Deno.test("producers: a commit's journal record is on disk before its rows are written", async () => {
+  const dir = await tempDir();
+  try {
+    const seen: number[] = [];
+    let log: Log | null = null;
+    const io: LogIo = {
+      write: async (file, bytes) => {
+        // What the journal holds when the rows are handed to the OS.
+        const recs = await journal(dir).catch(() => []);
+        seen.push(recs.length);
+        await REAL.write(file, bytes);
+      },
+      syncData: REAL.syncData,
+    };
+    log = await Log.open(dir, { io });
+    for (let s = 1; s <= 3; s++) {
+      const r = log.publish(rows(5, `s${s}-`), { producer: "p", seq: s });
+      assert(r.status === "stored");
+      await r.done;
+    }
+    assertEquals(seen, [1, 2, 3]);
+    // A commit without a producer writes no record.
+    await log.appendMany(rows(2, "x"));
+    assertEquals((await journal(dir)).length, 3);
+    await log.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("producers: a torn commit's surviving rows are cut on open and its seq is not committed", async () => {
+  const dir = await tempDir();
+  const crash = await tempDir();
+  try {
+    let tear = false;
+    const io: LogIo = {
+      write: async (file, bytes) => {
+        if (!tear) return await REAL.write(file, bytes);
+        // The machine stops with only part of this commit's bytes on disk.
+        await REAL.write(file, bytes.subarray(0, Math.floor(bytes.length * 0.6)));
+        await file.syncData();
+        await copyDir(dir, `${crash}/log`);
+        throw new Error("simulated crash");
+      },
+      syncData: REAL.syncData,
+    };
+    const log = await Log.open(dir, { io });
+    const a = log.publish(rows(3, "a"), { producer: "p", seq: 1 });
+    assert(a.status === "stored");
+    await a.done;
+    tear = true;
+    const b = log.publish(rows(10, "b"), { producer: "p", seq: 2 });
+    assert(b.status === "stored");
+    await b.done.catch(() => {});
+    await log.close().catch(() => {});
+    // The snapshot: journal says seq 2 = [4, 13]; the segment holds a few of those rows.
+    const recs = await journal(`${crash}/log`);
+    assertEquals(recs.map((r) => [r.seq, r.first, r.last]), [[1, 1, 3], [2, 4, 13]]);
+    const again = await Log.open(`${crash}/log`);
+    assertEquals(again.endOffset, 4);
+    assertEquals(again.producerState("p"), { seq: 1, first: 1, last: 3 });
+    const retry = again.publish(rows(10, "b"), { producer: "p", seq: 2 });
+    assert(retry.status === "stored");
+    await retry.done;
+    assertEquals([retry.first, retry.last, again.endOffset], [4, 13, 14]);
+    const batch = await again.reader(1).read();
+    const text = new TextDecoder();
+    const got: string[] = [];
+    for (let i = 0; i < batch.count; i++) {
+      got.push(
+        text.decode(batch.buf.subarray(batch.starts[i], batch.starts[i] + batch.lengths[i])),
+      );
+    }
+    assertEquals(got, [...rows(3, "a"), ...rows(10, "b")]);
+    await again.close();
+  } finally {
+    await rmrf(dir);
+    await rmrf(crash);
+  }
+});
+
+Deno.test("producers: state survives a reopen; duplicates, stale seqs and pending retries", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir);
+    const a = log.publish(rows(2, "a"), { producer: "p", seq: 5 });
+    // A retry while the first is still being committed waits for it.
+    const dup = log.publish(rows(2, "a"), { producer: "p", seq: 5 });
+    assertEquals(dup.status, "duplicate");
+    assert(a.status === "stored" && dup.status === "duplicate");
+    await dup.done;
+    assertEquals([dup.first, dup.last, log.endOffset], [1, 2, 3]);
+    assertEquals(log.publish(rows(1, "z"), { producer: "p", seq: 4 }), {
+      status: "stale",
+      lastSeq: 5,
+    });
+    await log.close();
+    const again = await Log.open(dir);
+    assertEquals(again.producerState("p"), { seq: 5, first: 1, last: 2 });
+    const d2 = again.publish(rows(2, "a"), { producer: "p", seq: 5 });
+    assertEquals([d2.status, again.endOffset], ["duplicate", 3]);
+    await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("producers: at most maxProducers are remembered, the oldest forgotten first, also after a reopen", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir, { maxProducers: 2 });
+    for (const p of ["a", "b", "c"]) {
+      const r = log.publish(rows(1, p), { producer: p, seq: 1 });
+      if (r.status === "stored") await r.done;
+    }
+    assertEquals([log.producers, log.producerState("a"), log.producerState("c")?.seq], [
+      2,
+      null,
+      1,
+    ]);
+    await log.close();
+    const again = await Log.open(dir, { maxProducers: 2 });
+    assertEquals([again.producers, again.producerState("a"), again.producerState("b")?.seq], [
+      2,
+      null,
+      1,
+    ]);
+    // A forgotten producer starts anew.
+    assertEquals(again.publish(rows(1, "a"), { producer: "a", seq: 1 }).status, "stored");
+    await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("producers: the journal is rewritten when it grows past its bound, and keeps every producer", async () => {
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir, { maxProducers: 100_000 });
+    // ~30k records of ~50 bytes: past the 1 MiB bound.
+    let last = null;
+    for (let i = 0; i < 30_000; i++) {
+      last = log.publish([`{"i":${i}}`], { producer: `p${i}`, seq: 1 });
+    }
+    if (last?.status === "stored") await last.done;
+    const before = (await Deno.stat(`${dir}/${PRODUCERS_FILE}`)).size;
+    assert(before > 1 << 20, `journal is ${before} bytes`);
+    const r = log.publish(["{}"], { producer: "p0", seq: 2 });
+    if (r.status === "stored") await r.done;
+    await log.close();
+    const recs = await journal(dir);
+    assertEquals(recs.length, 30_000);
+    const again = await Log.open(dir, { maxProducers: 100_000 });
+    assertEquals([
+      again.producers,
+      again.producerState("p0")?.seq,
+      again.producerState("p29999")?.seq,
+    ], [30_000, 2, 1]);
+    await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("producers: a failed write puts the producer back, so its seq may be sent again", async () => {
+  const dir = await tempDir();
+  try {
+    let fail = false;
+    const io: LogIo = {
+      write: (file, bytes) =>
+        fail ? Promise.reject(new Error("disk full")) : REAL.write(file, bytes),
+      syncData: REAL.syncData,
+    };
+    const log = await Log.open(dir, { io });
+    const a = log.publish(rows(2, "a"), { producer: "p", seq: 1 });
+    if (a.status === "stored") await a.done;
+    fail = true;
+    const b = log.publish(rows(2, "b"), { producer: "p", seq: 2 });
+    const n = log.publish(rows(2, "n"), { producer: "new", seq: 1 });
+    assert(b.status === "stored" && n.status === "stored");
+    let failed = 0;
+    await b.done.catch(() => failed++);
+    await n.done.catch(() => failed++);
+    assertEquals(failed, 2);
+    fail = false;
+    const b2 = log.publish(rows(2, "b"), { producer: "p", seq: 2 });
+    assert(b2.status === "stored");
+    await b2.done;
+    assertEquals([b2.first, b2.last], [3, 4]);
+    await log.close();
+    const again = await Log.open(dir);
+    assertEquals([again.producerState("p")?.seq, again.producerState("new"), again.endOffset], [
+      2,
+      null,
+      5,
+    ]);
+    await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
