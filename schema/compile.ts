@@ -1,5 +1,6 @@
 /**
- * A stream's row schema: a JSON Schema restricted to flat, typed columns,
+ * A stream's row schema: a JSON Schema whose properties are typed columns
+ * (scalars, or objects and arrays with or without sub-schemas),
  * compiled once into a column model, a validator (ajv) and a generated encoder.
  * This module checks the top level and puts the parts together; one column is
  * compiled by `column.ts`, the validator built by `validator.ts`, the encoder
@@ -42,7 +43,7 @@ import { generateEncoder } from "./encoder.ts";
 import type { Column, RowSchema } from "./row_schema.ts";
 import { MAX_COLUMNS, MUST_REQUIRE, TOP_KEYWORDS } from "./rules.ts";
 import { refuse } from "./schema_error.ts";
-import { buildValidator, getAjv } from "./validator.ts";
+import { buildValidator, checkSubSchema, getAjv } from "./validator.ts";
 
 /**
  * Compiles a stream's JSON Schema: checks it is one this server can store,
@@ -146,7 +147,8 @@ export function compileSchema(json: unknown): RowSchema {
     const at = `/properties/${pointerEscape(name)}`;
     checkName(name, at);
     const compiled = compileColumn(name, properties[name], at, stringFormats);
-    columns.push(Object.freeze(compiled.column));
+    if (compiled.column.schema !== undefined) checkSubSchema(ajv, compiled.derived, at);
+    columns.push(deepFreeze(compiled.column));
     derived.push([name, compiled.derived]);
   }
   checkRequired(top.required, names);
