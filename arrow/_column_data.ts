@@ -6,7 +6,18 @@
  * @module
  */
 
-import { Bool, type Data, Float32, Float64, Int32, Int64, makeData, Utf8 } from "apache-arrow";
+import {
+  Bool,
+  type Data,
+  type DataType,
+  Float32,
+  Float64,
+  Int32,
+  Int64,
+  makeBuilder,
+  makeData,
+  Utf8,
+} from "apache-arrow";
 import type { ColumnType } from "../schema/row_schema.ts";
 
 const TWO_32 = 4294967296;
@@ -28,6 +39,10 @@ export enum Kind {
   Float,
   Double,
   String,
+  /** A nested column as JSON text: the stored bytes of the value, copied. */
+  Json,
+  /** A nested column as a Struct or List: parsed values, built at the end. */
+  Nested,
 }
 
 /**
@@ -46,6 +61,8 @@ export const KINDS: Record<ColumnType, Kind> = {
   float: Kind.Float,
   double: Kind.Double,
   string: Kind.String,
+  object: Kind.Json,
+  array: Kind.Json,
 };
 
 /**
@@ -77,6 +94,10 @@ export interface Acc {
   readonly offs: Int32Array | null;
   str: Uint8Array;
   strAt: number;
+  /** Kind.Json: the byte a value opens with (`{` or `[`). */
+  readonly open?: number;
+  /** Kind.Nested: the Arrow type, and each row's value as its builder takes it. */
+  readonly nested?: { type: DataType; vals: unknown[] };
 }
 
 /**
@@ -141,12 +162,19 @@ export function columnData(a: Acc, n: number): Data {
     case Kind.Double:
       return makeData({ type: new Float64(), ...common, data: a.f64! });
     case Kind.String:
+    case Kind.Json:
       return makeData({
         type: new Utf8(),
         ...common,
         data: a.str.subarray(0, a.strAt),
         valueOffsets: a.offs!,
       });
+    case Kind.Nested: {
+      const { type, vals } = a.nested!;
+      const builder = makeBuilder({ type, nullValues: [null, undefined] });
+      for (let i = 0; i < n; i++) builder.append(vals[i] ?? null);
+      return builder.finish().flush();
+    }
   }
 }
 

@@ -403,7 +403,20 @@ async function timeRange(
   return { from, to };
 }
 
-/** Gathers log reads into Arrow record batches of `batchRows` rows. */
+/**
+ * Row bytes gathered into one record batch at most (besides `batchRows`):
+ * large rows (nested values) make smaller batches, so an export's memory
+ * stays bounded whatever the rows' size.
+ *
+ * @example
+ * ```ts
+ * import { MAX_BATCH_BYTES } from "./export.ts";
+ * console.log(MAX_BATCH_BYTES); // 67108864
+ * ```
+ */
+export const MAX_BATCH_BYTES = 64 << 20;
+
+/** Gathers log reads into Arrow record batches of `batchRows` rows (and at most {@linkcode MAX_BATCH_BYTES}). */
 async function* arrowBatches(
   batches: AsyncIterable<RecordBatch>,
   builder: ArrowRowBuilder,
@@ -411,17 +424,27 @@ async function* arrowBatches(
 ): AsyncGenerator<ArrowRecordBatch> {
   let slices: RecordSlice[] = [];
   let pending = 0;
+  let bytes = 0;
   for await (const batch of batches) {
     let from = 0;
     while (from < batch.count) {
-      const count = Math.min(batch.count - from, batchRows - pending);
+      let count = Math.min(batch.count - from, batchRows - pending);
+      // Stop the slice where the batch's bytes would pass the cap (one row at least).
+      for (let i = 0; i < count; i++) {
+        bytes += batch.lengths[from + i];
+        if (bytes >= MAX_BATCH_BYTES) {
+          count = i + 1;
+          break;
+        }
+      }
       slices.push({ batch, from, count });
       pending += count;
       from += count;
-      if (pending === batchRows) {
+      if (pending === batchRows || bytes >= MAX_BATCH_BYTES) {
         yield builder.fromRecordSlices(slices);
         slices = [];
         pending = 0;
+        bytes = 0;
       }
     }
   }

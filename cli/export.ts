@@ -23,6 +23,7 @@ import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { FilterError } from "../client/filter.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
+import { parseSchemaHistory } from "../log/schema_history.ts";
 import { parseSince } from "../client/since.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
@@ -102,6 +103,16 @@ async function loadSchema(
     json = JSON.parse(text);
   } catch (err) {
     throw new RuntimeError(`schema ${path} is not JSON: ${(err as Error).message}`);
+  }
+  // A log whose schema grew keeps its history (log/schema_history.ts): its
+  // rows are exported under the latest version (older rows' new columns null).
+  if (typeof json === "object" && json !== null && Object.hasOwn(json, "versions")) {
+    try {
+      const versions = parseSchemaHistory(text, path);
+      json = versions[versions.length - 1].schema;
+    } catch (err) {
+      throw new RuntimeError(`schema ${path}: ${(err as Error).message}`);
+    }
   }
   try {
     return { schema: compileSchema(json), path };

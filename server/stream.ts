@@ -29,7 +29,14 @@ import {
   type RestoreReport,
 } from "../log/mod.ts";
 import { Logger } from "../common/logger.ts";
-import { readCheckedText, writeCheckedText } from "../log/meta_file.ts";
+import {
+  encodeSchemaHistory,
+  readSchemaHistory,
+  SCHEMA_FILE as HISTORY_FILE,
+  type SchemaVersion,
+  writeSchemaHistory,
+} from "../log/schema_history.ts";
+import { schemaChange } from "../schema/evolution.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
@@ -66,47 +73,60 @@ export interface StreamServing {
   logger: Logger;
 }
 
+// --- schema history (issue 19: a schema that can grow) -------------------
+
 /** The schema file kept in a stream's log folder. */
-export const SCHEMA_FILE = "schema.json";
+export const SCHEMA_FILE: string = HISTORY_FILE;
 
 /**
- * Keeps the stream's schema beside its log (`ROOT/NAME/schema.json`), so that
- * the log can be read (exported, inspected) without the server's flags. A log
- * that holds rows refuses a schema whose columns differ from the one its rows
- * were written with. The file's checksum is kept in `schema.json.crc32`
- * (see `log/meta_file.ts`): a damaged schema file of a log that holds rows
- * is refused with `LogCorruptError` naming it.
+ * Keeps the stream's schema history beside its log (`ROOT/NAME/schema.json`,
+ * see `log/schema_history.ts`), so that the log can be read (exported,
+ * inspected) without the server's flags. A log that holds rows takes a new
+ * schema only when it adds nullable columns at the end (`schema/evolution.ts`):
+ * the new version applies from the log's end offset, and the rows already
+ * stored keep their bytes. Any other change is refused with one line naming
+ * the column and the change. A version no row was written under yet is
+ * replaced rather than kept. The file's checksum is kept in
+ * `schema.json.crc32`: a damaged schema file of a log that holds rows is
+ * refused with `LogCorruptError` naming it. Returns the history.
  */
-async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
+async function keepSchema(log: Log, schema: RowSchema): Promise<SchemaVersion[]> {
   const path = join(log.dir, SCHEMA_FILE);
-  const text = JSON.stringify(schema.json, null, 2) + "\n";
-  let old: string | null = null;
-  let checked = false;
+  const hasRows = log.endOffset > log.firstOffset;
+  let kept: Awaited<ReturnType<typeof readSchemaHistory>> = null;
   try {
-    const kept = await readCheckedText(path);
-    old = kept?.text ?? null;
-    checked = kept?.checked ?? false;
+    kept = await readSchemaHistory(log.dir);
   } catch (err) {
     // A damaged file matters only once rows were written under it.
-    if (!(err instanceof LogCorruptError) || log.endOffset > log.firstOffset) throw err;
+    if (!(err instanceof LogCorruptError) || hasRows) throw err;
   }
-  if (old === text && checked) return;
-  if (old !== null && log.endOffset > log.firstOffset) {
-    let before: string;
+  let versions: SchemaVersion[] = [{ from: 1, schema: schema.json }];
+  if (kept !== null && hasRows) {
+    // Versions from the end on hold no row yet: the new schema replaces them.
+    const held = kept.versions.filter((v, i) => i === 0 || v.from < log.endOffset);
+    const last = held[held.length - 1];
+    let before: RowSchema | null = null;
     try {
-      before = JSON.stringify(compileSchema(JSON.parse(old)).columns);
+      before = compileSchema(last.schema);
     } catch {
-      before = "";
+      // A kept schema this server cannot compile says nothing of the rows: replaced.
     }
-    const now = JSON.stringify(schema.columns);
-    if (before && before !== now) {
+    const change = before === null ? { kind: "same" as const } : schemaChange(before, schema);
+    if (change.kind === "refused") {
       throw new TypeError(
         `stream "${log.name}": the schema's columns differ from those its log was written with ` +
-          `(${path}); use a new stream name, or move the old log away`,
+          `(${path}): ${change.detail}; a log takes only nullable columns added at the end — ` +
+          "use a new stream name, or move the old log away",
       );
     }
+    versions = change.kind === "same"
+      ? [...held.slice(0, -1), { from: last.from, schema: schema.json }]
+      : [...held, { from: log.endOffset, schema: schema.json }];
   }
-  await writeCheckedText(path, text);
+  if (kept === null || !kept.checked || kept.text !== encodeSchemaHistory(versions)) {
+    await writeSchemaHistory(log.dir, versions);
+  }
+  return versions;
 }
 
 function archiveLogOptions(settings: StreamSettings): LogOptions {
@@ -124,6 +144,8 @@ interface Made {
   compiled: RowSchema;
   log: Log | null;
   ownsLog: boolean;
+  /** The log's schema history (none: ephemeral). */
+  versions?: SchemaVersion[];
 }
 
 const DEFAULT_LOGGER = new Logger({ level: "warn" });
@@ -152,6 +174,12 @@ export class Stream {
   readonly name: string;
   /** The compiled schema. */
   readonly schema: RowSchema;
+  /**
+   * Every version of the schema the log holds rows of, oldest first, each
+   * with the first offset it applies from (`from` is null on an ephemeral
+   * stream, which has one version). The last is {@linkcode Stream.schema}.
+   */
+  readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** The log, or null for an ephemeral stream. */
   readonly log: Log | null;
   /** Frames queued per live subscriber before it catches up from the log. */
@@ -186,6 +214,9 @@ export class Stream {
     const { settings } = m;
     this.name = name;
     this.schema = m.compiled;
+    this.schemaVersions = Object.freeze(
+      (m.versions ?? [{ from: null, schema: m.compiled.json }]).map((v) => Object.freeze(v)),
+    );
     this.log = m.log;
     this.#ownsLog = m.ownsLog;
     this.maxBacklog = settings.maxBacklog;
@@ -257,8 +288,8 @@ export class Stream {
       ...settings.logOptions,
     });
     try {
-      await keepSchema(log, compiled);
-      return new Stream(name, { settings, compiled, log, ownsLog: true });
+      const versions = await keepSchema(log, compiled);
+      return new Stream(name, { settings, compiled, log, ownsLog: true, versions });
     } catch (err) {
       await log.close();
       throw err;
@@ -314,8 +345,11 @@ export class Stream {
       progress: options.progress,
     });
     try {
-      await keepSchema(log, compiled);
-      return { stream: new Stream(name, { settings, compiled, log, ownsLog: true }), report };
+      const versions = await keepSchema(log, compiled);
+      return {
+        stream: new Stream(name, { settings, compiled, log, ownsLog: true, versions }),
+        report,
+      };
     } catch (err) {
       await log.close();
       throw err;
