@@ -27,6 +27,8 @@
  */
 
 import type { RecordBatch as ArrowRecordBatch } from "apache-arrow";
+import { markParquetJson } from "./_parquet_json.ts";
+import { isJsonField } from "./nested_type.ts";
 import { FolderReader, type Log, LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import { openLog, READ_BYTES, type Source } from "./_log_source.ts";
@@ -292,7 +294,7 @@ export async function exportLog(
   const tmp = `${out}.tmp-${crypto.randomUUID().slice(0, 8)}`;
   let file: Deno.FsFile;
   try {
-    file = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    file = await Deno.open(tmp, { read: true, write: true, create: true, truncate: true });
   } catch (err) {
     // Name the file asked for, not the temporary one (the error's class is kept).
     if (err instanceof Error) err.message = `cannot write ${out}: ${err.message.split(":")[0]}`;
@@ -329,6 +331,9 @@ export async function exportLog(
         write,
         onBatch: (batch) => counted(batch.numRows, lastOffset(batch)),
       });
+      // JSON text columns get Parquet's JSON logical type (issue 19).
+      const json = builder!.schema.fields.filter(isJsonField).map((f) => f.name);
+      await markParquetJson(file, new Set(json));
     }
     file.close();
     await Deno.rename(tmp, out);
