@@ -14,11 +14,11 @@ import {
   Float64,
   Int32,
   Int64,
-  makeBuilder,
   makeData,
   Utf8,
 } from "apache-arrow";
 import type { ColumnType } from "../schema/row_schema.ts";
+import type { NestedAcc } from "./_nested_acc.ts";
 
 const TWO_32 = 4294967296;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -96,8 +96,18 @@ export interface Acc {
   strAt: number;
   /** Kind.Json: the byte a value opens with (`{` or `[`). */
   readonly open?: number;
-  /** Kind.Nested: the Arrow type, and each row's value as its builder takes it. */
-  readonly nested?: { type: DataType; vals: unknown[] };
+  /**
+   * Kind.Nested: the Arrow type and its accumulator; the current row's value
+   * (`start` its first byte, -1 null, -2 the parsed `value`); where row `i`
+   * is, for the message when a value does not fit the type.
+   */
+  readonly nested?: {
+    type: DataType;
+    acc: NestedAcc;
+    start: number;
+    value: unknown;
+    at: (i: number) => string;
+  };
 }
 
 /**
@@ -169,12 +179,8 @@ export function columnData(a: Acc, n: number): Data {
         data: a.str.subarray(0, a.strAt),
         valueOffsets: a.offs!,
       });
-    case Kind.Nested: {
-      const { type, vals } = a.nested!;
-      const builder = makeBuilder({ type, nullValues: [null, undefined] });
-      for (let i = 0; i < n; i++) builder.append(vals[i] ?? null);
-      return builder.finish().flush();
-    }
+    case Kind.Nested:
+      return a.nested!.acc.data();
   }
 }
 

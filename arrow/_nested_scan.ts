@@ -6,9 +6,6 @@
  * @module
  */
 
-import type { DataType } from "apache-arrow";
-import { toArrowValue } from "./nested_type.ts";
-
 const textDecoder = new TextDecoder();
 
 /**
@@ -43,30 +40,21 @@ export function skipNested(buf: Uint8Array, p: number, end: number): number {
 }
 
 /**
- * The value of a Struct or List column parsed from `buf[p, q)` and turned
- * into what its builder takes; `where` names the row and column in errors.
+ * The value of a Struct or List column parsed from `buf[p, q)`; `where`
+ * names the row and column when it is not JSON.
  *
  * @example
  * ```ts
- * import { Field, Float64, List } from "apache-arrow";
  * import { parseNested } from "./_nested_scan.ts";
  * const buf = new TextEncoder().encode("[1.5,2]");
- * console.log(parseNested(buf, 0, buf.length, new List(new Field("item", new Float64())), "x")); // [ 1.5, 2 ]
+ * console.log(parseNested(buf, 0, buf.length, "x")); // [ 1.5, 2 ]
  * ```
  */
-export function parseNested(
-  buf: Uint8Array,
-  p: number,
-  q: number,
-  type: DataType,
-  where: string,
-): unknown {
-  let value: unknown;
+export function parseNested(buf: Uint8Array, p: number, q: number, where: string): unknown {
   try {
-    value = JSON.parse(textDecoder.decode(buf.subarray(p, q)));
+    return JSON.parse(textDecoder.decode(buf.subarray(p, q)));
   } catch (err) {
     if (!(err instanceof SyntaxError)) throw err;
     throw new TypeError(`${where} is not valid JSON: ${err.message}`);
   }
-  return toArrowValue(type, value, where);
 }

@@ -26,7 +26,8 @@ import { type Data, Field, Int64, makeData, RecordBatch, Schema, Struct } from "
 import type { RecordBatch as LogRecordBatch } from "../log/mod.ts";
 import type { Column, RowSchema } from "../schema/row_schema.ts";
 import { type Acc, columnData, grow, Kind, KINDS, putInt64 } from "./_column_data.ts";
-import { parseNested, skipNested } from "./_nested_scan.ts";
+import { skipNested } from "./_nested_scan.ts";
+import { makeNestedAcc } from "./_nested_acc.ts";
 import { toArrowValue, typedArrow } from "./nested_type.ts";
 import { encodeTexts, type RowBytes } from "./_row_bytes.ts";
 import { scanEnd, scanNumber } from "./number_scanner.ts";
@@ -326,7 +327,7 @@ export class ArrowRowBuilder {
     });
   }
 
-  #accs(n: number, bytes: number): Acc[] {
+  #accs(n: number, bytes: number, offsetAt: (i: number) => number | null): Acc[] {
     return this.columns.map((c, i): Acc => {
       const typed = c.schema === undefined ? null : typedArrow(c.schema);
       const kind = typed !== null ? Kind.Nested : KINDS[c.type];
@@ -347,7 +348,17 @@ export class ArrowRowBuilder {
         str: new Uint8Array(text ? Math.min(bytes, 1 << 16) + 64 : 0),
         strAt: 0,
         ...(kind === Kind.Json ? { open: c.type === "object" ? 123 : 91 } : {}),
-        ...(typed !== null ? { nested: { type: typed.type, vals: new Array(n).fill(null) } } : {}),
+        ...(typed !== null
+          ? {
+            nested: {
+              type: typed.type,
+              acc: makeNestedAcc(typed.type, c.nullable),
+              start: -1,
+              value: null,
+              at: (r: number) => where(offsetAt(r), c.name),
+            },
+          }
+          : {}),
       };
     });
   }
@@ -356,7 +367,8 @@ export class ArrowRowBuilder {
     const { n, buf, starts, ends } = rows;
     let total = 0;
     for (let i = 0; i < n; i++) total += ends[i] - starts[i];
-    const accs = this.#accs(n, total);
+    const accs = this.#accs(n, total, rows.offsetAt);
+    const nested = accs.filter((a) => a.nested !== undefined);
     const cols = accs.length;
     for (let r = 0; r < n; r++) {
       let p = starts[r];
@@ -376,7 +388,11 @@ export class ArrowRowBuilder {
           // Written before the schema grew: the row ends where columns were added.
           if (buf[p] === 125 && p === end - 1 && this.#tailNullable[c]) {
             ok = true;
-            for (let d = c; d < cols; d++) if (accs[d].offs) accs[d].offs![r + 1] = accs[d].strAt;
+            for (let d = c; d < cols; d++) {
+              const t = accs[d];
+              if (t.offs) t.offs[r + 1] = t.strAt;
+              if (t.nested) t.nested.start = -1;
+            }
           }
           break;
         }
@@ -389,6 +405,7 @@ export class ArrowRowBuilder {
           }
           p += 4;
           if (a.offs) a.offs[r + 1] = a.strAt;
+          if (a.nested) a.nested.start = -1;
           continue;
         }
         switch (a.kind) {
@@ -418,27 +435,27 @@ export class ArrowRowBuilder {
             p = q + 1;
             break;
           }
-          case Kind.Json:
-          case Kind.Nested: {
-            const q = b === (a.open ?? b) && (b === 123 || b === 91) ? skipNested(buf, p, end) : -1;
+          case Kind.Json: {
+            const q = b === a.open ? skipNested(buf, p, end) : -1;
             if (q < 0) {
               ok = false;
               break;
             }
-            if (a.nested) {
-              a.nested.vals[r] = parseNested(
-                buf,
-                p,
-                q,
-                a.nested.type,
-                where(rows.offsetAt(r), a.name),
-              );
-            } else {
-              if (a.strAt + (q - p) > a.str.length) grow(a, q - p);
-              a.str.set(buf.subarray(p, q), a.strAt);
-              a.strAt += q - p;
-              a.offs![r + 1] = a.strAt;
+            if (a.strAt + (q - p) > a.str.length) grow(a, q - p);
+            a.str.set(buf.subarray(p, q), a.strAt);
+            a.strAt += q - p;
+            a.offs![r + 1] = a.strAt;
+            p = q;
+            break;
+          }
+          case Kind.Nested: {
+            // Checked now, written once the whole row has scanned.
+            const q = a.nested!.acc.scan(buf, p, end, false);
+            if (q < 0) {
+              ok = false;
+              break;
             }
+            a.nested!.start = p;
             p = q;
             break;
           }
@@ -475,6 +492,7 @@ export class ArrowRowBuilder {
         if (a.valid) a.valid[r >> 3] |= 1 << (r & 7);
       }
       if (!ok || p !== end - 1 || buf[p] !== 125) this.#exactRow(accs, rows, r);
+      if (nested.length > 0) addNested(nested, buf, end, r);
     }
     const children: Data[] = [this.#offsetData(rows)];
     for (const a of accs) children.push(columnData(a, n));
@@ -524,7 +542,7 @@ export class ArrowRowBuilder {
         if (!a.nullable) throw new TypeError(`${where(offset, a.name)} is null but not nullable`);
         a.valid![r >> 3] &= ~bit;
         if (a.offs) a.offs[r + 1] = a.strAt;
-        if (a.nested) a.nested.vals[r] = null;
+        if (a.nested) a.nested.start = -1;
         continue;
       }
       const bad = (what: string): never => {
@@ -557,7 +575,8 @@ export class ArrowRowBuilder {
           else a.f64![r] = v as number;
           break;
         case Kind.Nested:
-          a.nested!.vals[r] = toArrowValue(a.nested!.type, v, where(offset, a.name));
+          a.nested!.start = -2; // the parsed value, checked as it is added
+          a.nested!.value = v;
           break;
         case Kind.Json:
         case Kind.String: {
@@ -629,5 +648,20 @@ export class ArrowRowBuilder {
       putInt64(values, words, i, v);
     }
     return makeData({ type, length: n, nullCount: 0, data: values });
+  }
+}
+
+/**
+ * Adds row `r`'s values of the Struct and List columns: scanned from the
+ * stored bytes when the row scanned, else the parsed values (a value that
+ * does not fit the type throws, naming the offset, column and place).
+ */
+function addNested(nested: readonly Acc[], buf: Uint8Array, end: number, r: number): void {
+  for (const a of nested) {
+    const n = a.nested!;
+    if (n.start >= 0) n.acc.scan(buf, n.start, end, true);
+    else if (n.start === -1) n.acc.push(null);
+    else if (!n.acc.push(n.value)) toArrowValue(n.type, n.value, n.at(r));
+    n.value = null;
   }
 }

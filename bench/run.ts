@@ -20,6 +20,7 @@ const BENCHES = [
   "since",
   "client_parse",
   "arrow",
+  "nested",
   "archive",
   "profile",
 ];

@@ -132,3 +132,118 @@ Deno.test("export batches stay bounded in bytes for large nested rows", async ()
     await rmrf(root);
   }
 });
+
+const DEEP = {
+  type: "object",
+  properties: {
+    id: { type: "integer" },
+    pts: {
+      type: ["array", "null"],
+      items: {
+        type: ["object", "null"],
+        properties: {
+          n: { type: "integer", format: "int32" },
+          big: { type: ["integer", "null"] },
+          f: { type: "number", format: "float" },
+          ok: { type: "boolean" },
+          s: { type: ["string", "null"] },
+          tags: { type: "array", items: { type: ["string", "null"] } },
+        },
+        required: ["n", "big", "f", "ok", "s", "tags"],
+        additionalProperties: false,
+      },
+    },
+    added: { type: ["object", "null"] },
+  },
+  required: ["id", "pts", "added"],
+  additionalProperties: false,
+};
+
+Deno.test("the row builder reads Struct/List columns the same from bytes and from parsed values, at any depth", async () => {
+  const { ArrowRowBuilder } = await import("../../arrow/row_builder.ts");
+  const { compileSchema } = await import("../../schema/compile.ts");
+  const seed = Date.now() % 100_000;
+  console.log(`nested builder seed ${seed}`);
+  const random = rng(seed);
+  const schema = compileSchema(DEEP);
+  const pick = <T>(xs: T[]): T => xs[Math.floor(random() * xs.length)];
+  const texts: string[] = [];
+  const values: unknown[] = [];
+  for (let i = 0; i < 400; i++) {
+    const pts = random() < 0.2
+      ? null
+      : Array.from({ length: Math.floor(random() * 4) }, () =>
+        random() < 0.15 ? null : {
+          // Members in the producer's order, not the schema's.
+          ...(random() < 0.5 ? { s: pick(["a", "é ü", 'q"\\', null, ""]) } : {}),
+          tags: Array.from({ length: Math.floor(random() * 3) }, () => pick(["x", null, "😀"])),
+          ok: random() < 0.5,
+          f: Math.fround(random() * 100),
+          big: pick([null, 2 ** 53 - 1, -(2 ** 40), 0]),
+          n: Math.floor(random() * 2 ** 31) * pick([1, -1]),
+          ...(random() >= 0.5 ? { s: pick(["b", null]) } : {}),
+        });
+    const row = { id: i, pts, added: random() < 0.5 ? null : { k: i } };
+    const v = JSON.parse(JSON.stringify(row));
+    if (v.pts) {
+      for (const p of v.pts) if (p && !("s" in p)) p.s = null;
+    }
+    assertEquals(schema.validate(v), null);
+    let text = schema.encode(v);
+    // Some rows were written before "added" existed.
+    if (random() < 0.3) {
+      text = text.replace(/,"added":[^}]*\}?$/, "}").replace(/,"added":null\}$/, "}");
+    }
+    texts.push(text);
+    values.push(v);
+  }
+  const builder = new ArrowRowBuilder(DEEP);
+  const batch = builder.fromJson(texts.map((_, i) => i + 1), texts);
+  const { batchRows } = await import("../../client/arrow.ts");
+  const rows = batchRows(batch);
+  rows.forEach(([offset, row], i) => {
+    const want = JSON.parse(texts[i]);
+    want.added ??= null;
+    if (want.pts) {
+      want.pts = want.pts.map((p: Record<string, unknown> | null) =>
+        p && { n: p.n, big: p.big, f: p.f, ok: p.ok, s: p.s ?? null, tags: p.tags }
+      );
+    }
+    assertEquals(offset, i + 1);
+    assertEquals(row, want, `seed ${seed} row ${i}: ${texts[i]}`);
+  });
+  // The same rows through a log into Parquet, read by DuckDB.
+  const root = await tempDir();
+  try {
+    const { Log } = await import("../../log/mod.ts");
+    const log = await Log.open(`${root}/deep`, { timers: false });
+    await log.appendMany(texts.map((t) => new TextEncoder().encode(t)));
+    await log.close();
+    const out = `${root}/deep.parquet`;
+    await exportLog(`${root}/deep`, DEEP, { format: "parquet", out, batchRows: 64 });
+    const got = await duck(
+      `SELECT "offset", to_json(pts)::VARCHAR, added IS NULL FROM read_parquet('${out}') ORDER BY 1`,
+    );
+    got.forEach(([offset, pts, noAdded], i) => {
+      assertEquals(offset, BigInt(i + 1));
+      assertEquals(JSON.parse(pts as string), rows[i][1].pts, `seed ${seed} row ${i}`);
+      assertEquals(noAdded, rows[i][1].added === null);
+    });
+  } finally {
+    await rmrf(root);
+  }
+  // A value that does not fit is refused by offset, column and place.
+  const bad =
+    '{"id":1,"pts":[{"n":1.5,"big":null,"f":1,"ok":true,"s":null,"tags":[]}],"added":null}';
+  let err: Error | null = null;
+  try {
+    builder.fromJson([7], [bad]);
+  } catch (e) {
+    err = e as Error;
+  }
+  assert(
+    err instanceof TypeError &&
+      err.message.includes('offset 7: column "pts"/0/n holds 1.5, not an int32'),
+    String(err),
+  );
+});
