@@ -28,9 +28,9 @@ import {
   Float64,
   Int32,
   Int64,
-  List,
+  type List,
   makeData,
-  Struct,
+  type Struct,
   Type,
   Utf8,
 } from "apache-arrow";

@@ -247,3 +247,48 @@ Deno.test("the row builder reads Struct/List columns the same from bytes and fro
     String(err),
   );
 });
+
+Deno.test("frames=arrow carries nested columns: Struct/List typed, JSON text parsed back, across replay and live", async () => {
+  const { serve } = await import("../../mod.ts");
+  const { connectArrow } = await import("../../client/arrow.ts");
+  const root = await tempDir();
+  const random = rng(3);
+  const lines = Array.from({ length: 40 }, (_, i) => bookLine(i + 1, random));
+  const stream = await Stream.open("book", { schema: BOOK, root, maxReplay: null });
+  const server = serve([stream], { port: 0, onListen: () => {} });
+  try {
+    await stream.sendMany(lines.slice(0, 30).map((l) => JSON.parse(l)));
+    const arrow = await connectArrow(`ws://127.0.0.1:${server.addr.port}/book`, { offset: 1 });
+    const types = Object.fromEntries(arrow.schema.fields.map((f) => [f.name, String(f.type)]));
+    assertEquals(types.asks, "List<Struct<{px:Float64, qty:Float64}>>");
+    assertEquals(
+      arrow.schema.fields.find((f) => f.name === "meta")!.metadata.get("ARROW:extension:name"),
+      "arrow.json",
+    );
+    await stream.sendMany(lines.slice(30).map((l) => JSON.parse(l)));
+    const got: [number | null, Record<string, unknown>][] = [];
+    for await (const batch of arrow) {
+      got.push(...batchRows(batch));
+      if (got.length >= 40) break;
+    }
+    arrow.close();
+    got.forEach(([offset, row], i) => {
+      const want = JSON.parse(stored(lines[i]));
+      assertEquals(offset, i + 1);
+      assertEquals(
+        JSON.stringify(row.meta),
+        JSON.stringify(want.meta),
+        "JSON text: the value exactly",
+      );
+      assertEquals(row.bids, want.bids);
+      assertEquals(
+        row.asks,
+        want.asks.map((a: { px: number; qty: number }) => ({ px: a.px, qty: a.qty })),
+      );
+      assertEquals(row.tags, want.tags);
+    });
+  } finally {
+    await server.shutdown();
+    await rmrf(root);
+  }
+});
