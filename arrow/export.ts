@@ -156,6 +156,12 @@ export interface ExportOptions {
   until?: number;
   /** Rows per Arrow record batch and per Parquet row group. @default 65536 */
   batchRows?: number;
+  /**
+   * At most this many bytes of rows (as stored) per batch besides
+   * `batchRows`: large rows (nested values) make smaller batches, so memory
+   * stays bounded. From 1 MiB to 1 GiB. @default 67108864 (64 MiB)
+   */
+  batchBytes?: number;
   /** Called after each block written. */
   onProgress?: (progress: ExportProgress) => void;
   /**
@@ -248,6 +254,10 @@ export async function exportLog(
       `batchRows must be an integer from 1 to ${MAX_BATCH_ROWS}, got ${batchRows}`,
     );
   }
+  const batchBytes = options.batchBytes ?? MAX_BATCH_BYTES;
+  if (!Number.isSafeInteger(batchBytes) || batchBytes < 1 << 20 || batchBytes > 1 << 30) {
+    throw new RangeError(`batchBytes must be an integer from 1 MiB to 1 GiB, got ${batchBytes}`);
+  }
   for (const key of ["from", "to"] as const) {
     const v = options[key];
     if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
@@ -324,9 +334,10 @@ export async function exportLog(
   let ok = false;
   try {
     if (format === "ndjson") await writeNdjson(rows(), write, counted);
-    else if (format === "arrow") await writeArrow(rows(), builder!, batchRows, write, counted);
-    else {
-      await writeParquet(arrowBatches(rows(), builder!, batchRows), builder!, {
+    else if (format === "arrow") {
+      await writeArrow(rows(), builder!, batchRows, batchBytes, write, counted);
+    } else {
+      await writeParquet(arrowBatches(rows(), builder!, batchRows, batchBytes), builder!, {
         rowGroupRows: batchRows,
         write,
         onBatch: (batch) => counted(batch.numRows, lastOffset(batch)),
@@ -409,9 +420,10 @@ async function timeRange(
 }
 
 /**
- * Row bytes gathered into one record batch at most (besides `batchRows`):
- * large rows (nested values) make smaller batches, so an export's memory
- * stays bounded whatever the rows' size.
+ * The default of {@linkcode ExportOptions.batchBytes}: row bytes gathered
+ * into one record batch at most (besides `batchRows`), so that large rows
+ * (nested values) make smaller batches and an export's memory stays bounded
+ * whatever the rows' size.
  *
  * @example
  * ```ts
@@ -421,11 +433,12 @@ async function timeRange(
  */
 export const MAX_BATCH_BYTES = 64 << 20;
 
-/** Gathers log reads into Arrow record batches of `batchRows` rows (and at most {@linkcode MAX_BATCH_BYTES}). */
+/** Gathers log reads into Arrow record batches of `batchRows` rows and at most `batchBytes`. */
 async function* arrowBatches(
   batches: AsyncIterable<RecordBatch>,
   builder: ArrowRowBuilder,
   batchRows: number,
+  batchBytes: number,
 ): AsyncGenerator<ArrowRecordBatch> {
   let slices: RecordSlice[] = [];
   let pending = 0;
@@ -437,7 +450,7 @@ async function* arrowBatches(
       // Stop the slice where the batch's bytes would pass the cap (one row at least).
       for (let i = 0; i < count; i++) {
         bytes += batch.lengths[from + i];
-        if (bytes >= MAX_BATCH_BYTES) {
+        if (bytes >= batchBytes) {
           count = i + 1;
           break;
         }
@@ -445,7 +458,7 @@ async function* arrowBatches(
       slices.push({ batch, from, count });
       pending += count;
       from += count;
-      if (pending === batchRows || bytes >= MAX_BATCH_BYTES) {
+      if (pending === batchRows || bytes >= batchBytes) {
         yield builder.fromRecordSlices(slices);
         slices = [];
         pending = 0;
@@ -465,12 +478,13 @@ async function writeArrow(
   batches: AsyncIterable<RecordBatch>,
   builder: ArrowRowBuilder,
   batchRows: number,
+  batchBytes: number,
   write: Write,
   counted: Counted,
 ): Promise<void> {
   const writer = new ArrowFileWriter(builder.schema, { compression: "zstd" });
   await write(writer.start());
-  for await (const batch of arrowBatches(batches, builder, batchRows)) {
+  for await (const batch of arrowBatches(batches, builder, batchRows, batchBytes)) {
     await write(writer.write(batch));
     counted(batch.numRows, lastOffset(batch));
   }

@@ -30,7 +30,7 @@ import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts export ROOT/NAME --format arrow|parquet|ndjson --out FILE
                  [--from N] [--to N] [--since T] [--until T] [--schema SCHEMA.json]
-                 [--batch-rows N] [--where JSON]
+                 [--batch-rows N] [--batch-bytes N] [--where JSON]
 
 Writes the rows of the stream's log at ROOT/NAME from offset --from through
 --to (both inclusive; default: everything the log holds) to FILE. --since T
@@ -47,7 +47,9 @@ held, when older rows were dropped, is refused (exit 1).
 Arrow and Parquet files have the column "offset" (int64) first, then the
 schema's columns in order; pyarrow, DuckDB and Polars read them. The schema is
 --schema, else ROOT/NAME/schema.json (kept there by the server); ndjson needs
-none. Rows are written in batches (row groups) of --batch-rows (default 65536).
+none. Rows are written in batches (row groups) of --batch-rows (default 65536)
+and at most --batch-bytes of rows as stored (default 67108864, 64 MiB; from
+1 MiB to 1 GiB), so large rows (nested values) keep memory bounded.
 
 --where JSON keeps only the rows the filter matches, as a subscribe's where=
 does ('{"symbol":["BTC-USD","ETH-USD"],"size":{"gte":1}}'), in every format;
@@ -169,6 +171,7 @@ async function run(args: string[]): Promise<number> {
     out: { type: "string" },
     schema: { type: "string" },
     "batch-rows": { type: "string" },
+    "batch-bytes": { type: "string" },
     where: { type: "string" },
   }, 1);
   if (values.help) {
@@ -200,6 +203,17 @@ async function run(args: string[]): Promise<number> {
     batchRows = Number(rawBatch);
     if (!/^\d{1,8}$/.test(rawBatch) || batchRows < 1 || batchRows > 1 << 22) {
       throw new UsageError(`--batch-rows must be an integer from 1 to ${1 << 22}, got ${rawBatch}`);
+    }
+  }
+
+  const rawBytes = values["batch-bytes"] as string | undefined;
+  let batchBytes: number | undefined;
+  if (rawBytes !== undefined) {
+    batchBytes = Number(rawBytes);
+    if (!/^\d{1,10}$/.test(rawBytes) || batchBytes < 1 << 20 || batchBytes > 1 << 30) {
+      throw new UsageError(
+        `--batch-bytes must be an integer from ${1 << 20} to ${1 << 30}, got ${rawBytes}`,
+      );
     }
   }
 
@@ -236,6 +250,7 @@ async function run(args: string[]): Promise<number> {
       ...(since !== undefined ? { since } : {}),
       ...(until !== undefined ? { until } : {}),
       batchRows,
+      ...(batchBytes !== undefined ? { batchBytes } : {}),
       onProgress,
       ...(where !== undefined ? { where } : {}),
     });

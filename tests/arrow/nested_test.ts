@@ -121,12 +121,12 @@ Deno.test("export batches stay bounded in bytes for large nested rows", async ()
     }
     await stream.close();
     const out = `${root}/big.arrow`;
-    const report = await exportLog(`${root}/big`, schema, { format: "arrow", out });
+    const report = await exportLog(`${root}/big`, schema, { format: "arrow", out, batchBytes: 16 << 20 });
     assertEquals(report.rows, 80);
     const table = tableFromIPC(Deno.readFileSync(out));
-    // 80 MiB of rows in batches of at most 64 MiB: more than one batch.
-    assert(table.batches.length >= 2, `${table.batches.length} batches`);
-    assert(table.batches.every((b) => b.numRows <= 64), table.batches.map((b) => b.numRows).join());
+    // 80 MiB of rows in batches of about 16 MiB.
+    assert(table.batches.length >= 5, `${table.batches.length} batches`);
+    assert(table.batches.every((b) => b.numRows <= 17), table.batches.map((b) => b.numRows).join());
     assertEquals(table.getChild("blob")!.get(79)!.get(255), blob[255]);
   } finally {
     await rmrf(root);
