@@ -21,22 +21,10 @@ import {
   PROTOCOL_VERSION,
   type StreamHead,
 } from "../client/wire.ts";
-import {
-  Log,
-  LogCorruptError,
-  type LogOptions,
-  restoreLog,
-  type RestoreReport,
-} from "../log/mod.ts";
+import { Log, type LogOptions, restoreLog, type RestoreReport } from "../log/mod.ts";
 import { Logger } from "../common/logger.ts";
-import {
-  encodeSchemaHistory,
-  readSchemaHistory,
-  SCHEMA_FILE as HISTORY_FILE,
-  type SchemaVersion,
-  writeSchemaHistory,
-} from "../log/schema_history.ts";
-import { schemaChange } from "../schema/evolution.ts";
+import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../log/schema_history.ts";
+import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
@@ -73,61 +61,8 @@ export interface StreamServing {
   logger: Logger;
 }
 
-// --- schema history (issue 19: a schema that can grow) -------------------
-
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
-
-/**
- * Keeps the stream's schema history beside its log (`ROOT/NAME/schema.json`,
- * see `log/schema_history.ts`), so that the log can be read (exported,
- * inspected) without the server's flags. A log that holds rows takes a new
- * schema only when it adds nullable columns at the end (`schema/evolution.ts`):
- * the new version applies from the log's end offset, and the rows already
- * stored keep their bytes. Any other change is refused with one line naming
- * the column and the change. A version no row was written under yet is
- * replaced rather than kept. The file's checksum is kept in
- * `schema.json.crc32`: a damaged schema file of a log that holds rows is
- * refused with `LogCorruptError` naming it. Returns the history.
- */
-async function keepSchema(log: Log, schema: RowSchema): Promise<SchemaVersion[]> {
-  const path = join(log.dir, SCHEMA_FILE);
-  const hasRows = log.endOffset > log.firstOffset;
-  let kept: Awaited<ReturnType<typeof readSchemaHistory>> = null;
-  try {
-    kept = await readSchemaHistory(log.dir);
-  } catch (err) {
-    // A damaged file matters only once rows were written under it.
-    if (!(err instanceof LogCorruptError) || hasRows) throw err;
-  }
-  let versions: SchemaVersion[] = [{ from: 1, schema: schema.json }];
-  if (kept !== null && hasRows) {
-    // Versions from the end on hold no row yet: the new schema replaces them.
-    const held = kept.versions.filter((v, i) => i === 0 || v.from < log.endOffset);
-    const last = held[held.length - 1];
-    let before: RowSchema | null = null;
-    try {
-      before = compileSchema(last.schema);
-    } catch {
-      // A kept schema this server cannot compile says nothing of the rows: replaced.
-    }
-    const change = before === null ? { kind: "same" as const } : schemaChange(before, schema);
-    if (change.kind === "refused") {
-      throw new TypeError(
-        `stream "${log.name}": the schema's columns differ from those its log was written with ` +
-          `(${path}): ${change.detail}; a log takes only nullable columns added at the end — ` +
-          "use a new stream name, or move the old log away",
-      );
-    }
-    versions = change.kind === "same"
-      ? [...held.slice(0, -1), { from: last.from, schema: schema.json }]
-      : [...held, { from: log.endOffset, schema: schema.json }];
-  }
-  if (kept === null || !kept.checked || kept.text !== encodeSchemaHistory(versions)) {
-    await writeSchemaHistory(log.dir, versions);
-  }
-  return versions;
-}
 
 function archiveLogOptions(settings: StreamSettings): LogOptions {
   const a = settings.archive;
