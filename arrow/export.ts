@@ -431,7 +431,7 @@ async function timeRange(
  * console.log(MAX_BATCH_BYTES); // 67108864
  * ```
  */
-export const MAX_BATCH_BYTES = 64 << 20;
+export const MAX_BATCH_BYTES: number = 64 << 20;
 
 /** Gathers log reads into Arrow record batches of `batchRows` rows and at most `batchBytes`. */
 async function* arrowBatches(

@@ -121,7 +121,11 @@ Deno.test("export batches stay bounded in bytes for large nested rows", async ()
     }
     await stream.close();
     const out = `${root}/big.arrow`;
-    const report = await exportLog(`${root}/big`, schema, { format: "arrow", out, batchBytes: 16 << 20 });
+    const report = await exportLog(`${root}/big`, schema, {
+      format: "arrow",
+      out,
+      batchBytes: 16 << 20,
+    });
     assertEquals(report.rows, 80);
     const table = tableFromIPC(Deno.readFileSync(out));
     // 80 MiB of rows in batches of about 16 MiB.

@@ -19,7 +19,9 @@ Deno.test("serve --stdin stores nested rows exactly and records invalid ones in 
     good[0].replace(/"bids":\[\[[^,]*,/, '"bids":[["x",'), // a level price that is not a number
     good[1].replace('"asks":[', '"asks":[{"px":1},'), // a level without qty
     JSON.stringify({ ...JSON.parse(good[2]), tags: { a: 1 } }), // an object where an array goes
-    `{"symbol":"deep","bids":[],"asks":[],"meta":${'{"a":'.repeat(70)}1${"}".repeat(70)},"tags":null}`,
+    `{"symbol":"deep","bids":[],"asks":[],"meta":${'{"a":'.repeat(70)}1${
+      "}".repeat(70)
+    },"tags":null}`,
   ];
   const lines = [good[0], bad[0], good[1], bad[1], good[2], bad[2], good[3], bad[3], good[4]];
   try {
