@@ -296,3 +296,64 @@ Deno.test("frames=arrow carries nested columns: Struct/List typed, JSON text par
     await rmrf(root);
   }
 });
+
+Deno.test("toArrow and fromArrow map nested columns both ways", async () => {
+  const { toArrow, fromArrow } = await import("../../arrow/schema.ts");
+  const { Field, Float64, Int32, List, Schema, Struct, Utf8, Uint8 } = await import("apache-arrow");
+  // Ours: exact round trip, annotations and all (the schema rides in the field metadata).
+  const back = fromArrow(toArrow(BOOK));
+  assertEquals((back.properties as Record<string, unknown>).bids, BOOK.properties.bids);
+  assertEquals((back.properties as Record<string, unknown>).meta, BOOK.properties.meta);
+  assertEquals(String(toArrow(back)), String(toArrow(BOOK)));
+  // A foreign Struct/List schema becomes a closed sub-schema.
+  const foreign = new Schema([
+    new Field(
+      "lv",
+      new List(
+        new Field(
+          "item",
+          new Struct([new Field("p", new Float64()), new Field("n", new Int32(), true)]),
+        ),
+      ),
+      true,
+    ),
+  ]);
+  assertEquals(fromArrow(foreign).properties, {
+    lv: {
+      type: ["array", "null"],
+      items: {
+        type: "object",
+        properties: {
+          p: { type: "number", format: "double" },
+          n: { type: ["integer", "null"], format: "int32" },
+        },
+        required: ["p", "n"],
+        additionalProperties: false,
+      },
+    },
+  });
+  assertEquals(String(toArrow(fromArrow(foreign))), String(foreign));
+  // JSON text without our metadata cannot say object or array; a List of an unsupported type is refused.
+  const json = new Field("j", new Utf8(), false, new Map([["ARROW:extension:name", "arrow.json"]]));
+  const thrown = (f: () => unknown): Error | null => {
+    try {
+      f();
+    } catch (e) {
+      return e as Error;
+    }
+    return null;
+  };
+  let err = thrown(() => fromArrow(new Schema([json])));
+  assert(
+    err instanceof TypeError &&
+      err.message.includes("does not say whether it holds objects or arrays"),
+    String(err),
+  );
+  err = thrown(() =>
+    fromArrow(new Schema([new Field("u", new List(new Field("item", new Uint8())))]))
+  );
+  assert(
+    err instanceof TypeError && err.message.includes("List<Uint8> is not supported"),
+    String(err),
+  );
+});
