@@ -97,17 +97,10 @@ export interface Acc {
   /** Kind.Json: the byte a value opens with (`{` or `[`). */
   readonly open?: number;
   /**
-   * Kind.Nested: the Arrow type and its accumulator; the current row's value
-   * (`start` its first byte, -1 null, -2 the parsed `value`); where row `i`
-   * is, for the message when a value does not fit the type.
+   * Kind.Nested: the Arrow type, its accumulator (one slot per row), and
+   * where row `i` is, for the message when a value does not fit the type.
    */
-  readonly nested?: {
-    type: DataType;
-    acc: NestedAcc;
-    start: number;
-    value: unknown;
-    at: (i: number) => string;
-  };
+  readonly nested?: { type: DataType; acc: NestedAcc; at: (i: number) => string };
 }
 
 /**

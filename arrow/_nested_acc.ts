@@ -7,9 +7,9 @@
  *   builder's scan reads a row: no whitespace, numbers of up to 15 digits,
  *   plain ASCII strings; a struct's members in any order. It returns the
  *   index after the value, or -1 for anything else (the caller then parses
- *   the value exactly). With `write` false it only checks, so a row is
- *   scanned once to check and once to write, and a failed check leaves
- *   nothing behind.
+ *   the value exactly). With `write` it appends as it reads; `truncate(n)`
+ *   drops what a row that did not scan after all left behind (also part of
+ *   a value that failed half-way). With `write` false it only checks.
  * - `push(v)` appends a parsed value, checking it against the type; `false`
  *   on a mismatch, and the caller names the place (`nested_type.ts`
  *   `toArrowValue` throws the message).
@@ -46,6 +46,10 @@ export interface NestedAcc {
   pad(): void;
   /** Reads (and with `write`, appends) the value at `buf[p]`; the index after it, or -1. */
   scan(buf: Uint8Array, p: number, end: number, write: boolean): number;
+  /** How many slots it holds. */
+  readonly length: number;
+  /** Drops the slots from `n` on (a row that did not scan after all). */
+  truncate(n: number): void;
   /** The Arrow data of what was appended. */
   data(): Data;
 }
@@ -63,6 +67,15 @@ class Validity {
     if (valid) this.bits[this.n >> 3] |= 1 << (this.n & 7);
     else this.nulls++;
     this.n++;
+  }
+  /** Drops the slots from `n` on. */
+  truncate(n: number): void {
+    for (let i = n; i < this.n; i++) {
+      const bit = 1 << (i & 7);
+      if ((this.bits[i >> 3] & bit) === 0) this.nulls--;
+      else this.bits[i >> 3] &= ~bit;
+    }
+    this.n = Math.min(n, this.n);
   }
   common(): { length: number; nullCount: number; nullBitmap?: Uint8Array } {
     return this.nulls === 0
@@ -112,6 +125,20 @@ class ScalarAcc implements NestedAcc {
       if (this.#offs) this.#offs[i + 1] = this.#at;
     }
     return true;
+  }
+  get length(): number {
+    return this.#valid.n;
+  }
+  truncate(n: number): void {
+    if (n >= this.#valid.n) return;
+    if (this.#bits) {
+      // A value bit that is clear stands for false, not a null: recount nothing.
+      for (let i = n; i < this.#bits.n; i++) this.#bits.bits[i >> 3] &= ~(1 << (i & 7));
+      this.#bits.n = n;
+      this.#bits.nulls = 0;
+    }
+    if (this.#offs) this.#at = this.#offs[n];
+    this.#valid.truncate(n);
   }
   scan(buf: Uint8Array, p: number, end: number, write: boolean): number {
     const b = buf[p];
@@ -309,6 +336,16 @@ class ListAcc implements NestedAcc {
   pad(): void {
     this.push(this.nullable ? null : []);
   }
+  get length(): number {
+    return this.#valid.n;
+  }
+  truncate(n: number): void {
+    // Children may hold more than the committed slots (a value that failed part-way).
+    if (n > this.#valid.n) return;
+    this.#items = this.#offs[n];
+    this.#child.truncate(this.#items);
+    this.#valid.truncate(n);
+  }
   scan(buf: Uint8Array, p: number, end: number, write: boolean): number {
     if (buf[p] === 110) {
       if (!this.nullable || buf[p + 1] !== 117 || buf[p + 2] !== 108 || buf[p + 3] !== 108) {
@@ -371,6 +408,15 @@ class StructAcc implements NestedAcc {
     this.#seen = new Uint8Array(fields.length);
     this.#nullable = fields.map((f) => f.nullable);
     this.#children = fields.map((f) => makeNestedAcc(f.type, f.nullable));
+  }
+  get length(): number {
+    return this.#valid.n;
+  }
+  truncate(n: number): void {
+    // Children may hold more than the committed slots (a value that failed part-way).
+    if (n > this.#valid.n) return;
+    for (const c of this.#children) c.truncate(n);
+    this.#valid.truncate(n);
   }
   scan(buf: Uint8Array, p: number, end: number, write: boolean): number {
     if (buf[p] === 110) {

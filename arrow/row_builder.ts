@@ -353,8 +353,6 @@ export class ArrowRowBuilder {
             nested: {
               type: typed.type,
               acc: makeNestedAcc(typed.type, c.nullable),
-              start: -1,
-              value: null,
               at: (r: number) => where(offsetAt(r), c.name),
             },
           }
@@ -368,7 +366,6 @@ export class ArrowRowBuilder {
     let total = 0;
     for (let i = 0; i < n; i++) total += ends[i] - starts[i];
     const accs = this.#accs(n, total, rows.offsetAt);
-    const nested = accs.filter((a) => a.nested !== undefined);
     const cols = accs.length;
     for (let r = 0; r < n; r++) {
       let p = starts[r];
@@ -391,7 +388,7 @@ export class ArrowRowBuilder {
             for (let d = c; d < cols; d++) {
               const t = accs[d];
               if (t.offs) t.offs[r + 1] = t.strAt;
-              if (t.nested) t.nested.start = -1;
+              if (t.nested) t.nested.acc.push(null);
             }
           }
           break;
@@ -405,7 +402,7 @@ export class ArrowRowBuilder {
           }
           p += 4;
           if (a.offs) a.offs[r + 1] = a.strAt;
-          if (a.nested) a.nested.start = -1;
+          if (a.nested) a.nested.acc.push(null);
           continue;
         }
         switch (a.kind) {
@@ -449,13 +446,13 @@ export class ArrowRowBuilder {
             break;
           }
           case Kind.Nested: {
-            // Checked now, written once the whole row has scanned.
-            const q = a.nested!.acc.scan(buf, p, end, false);
+            // Written as it is read; what a row that does not scan after all
+            // leaves is dropped by #exactRow.
+            const q = a.nested!.acc.scan(buf, p, end, true);
             if (q < 0) {
               ok = false;
               break;
             }
-            a.nested!.start = p;
             p = q;
             break;
           }
@@ -492,7 +489,6 @@ export class ArrowRowBuilder {
         if (a.valid) a.valid[r >> 3] |= 1 << (r & 7);
       }
       if (!ok || p !== end - 1 || buf[p] !== 125) this.#exactRow(accs, rows, r);
-      if (nested.length > 0) addNested(nested, buf, end, r);
     }
     const children: Data[] = [this.#offsetData(rows)];
     for (const a of accs) children.push(columnData(a, n));
@@ -534,6 +530,7 @@ export class ArrowRowBuilder {
     for (let c = 0; c < accs.length; c++) {
       const a = accs[c];
       if (a.offs) a.strAt = a.offs[r]; // drop what the scan wrote for this row
+      a.nested?.acc.truncate(r);
       let v = Object.hasOwn(fields, a.name) ? fields[a.name] : undefined;
       // A nullable column added after the row was written: null.
       if (v === undefined && c > lastPresent && this.#tailNullable[c]) v = null;
@@ -542,7 +539,7 @@ export class ArrowRowBuilder {
         if (!a.nullable) throw new TypeError(`${where(offset, a.name)} is null but not nullable`);
         a.valid![r >> 3] &= ~bit;
         if (a.offs) a.offs[r + 1] = a.strAt;
-        if (a.nested) a.nested.start = -1;
+        if (a.nested) a.nested.acc.push(null);
         continue;
       }
       const bad = (what: string): never => {
@@ -575,8 +572,7 @@ export class ArrowRowBuilder {
           else a.f64![r] = v as number;
           break;
         case Kind.Nested:
-          a.nested!.start = -2; // the parsed value, checked as it is added
-          a.nested!.value = v;
+          if (!a.nested!.acc.push(v)) toArrowValue(a.nested!.type, v, a.nested!.at(r)); // throws
           break;
         case Kind.Json:
         case Kind.String: {
@@ -648,20 +644,5 @@ export class ArrowRowBuilder {
       putInt64(values, words, i, v);
     }
     return makeData({ type, length: n, nullCount: 0, data: values });
-  }
-}
-
-/**
- * Adds row `r`'s values of the Struct and List columns: scanned from the
- * stored bytes when the row scanned, else the parsed values (a value that
- * does not fit the type throws, naming the offset, column and place).
- */
-function addNested(nested: readonly Acc[], buf: Uint8Array, end: number, r: number): void {
-  for (const a of nested) {
-    const n = a.nested!;
-    if (n.start >= 0) n.acc.scan(buf, n.start, end, true);
-    else if (n.start === -1) n.acc.push(null);
-    else if (!n.acc.push(n.value)) toArrowValue(n.type, n.value, n.at(r));
-    n.value = null;
   }
 }
