@@ -99,45 +99,63 @@ function derive(schema: unknown): unknown {
  * ```
  */
 export function checkNestedValue(value: unknown, at: string): string | null {
-  return walk(value, at, 0);
+  const problem = walk(value, 0);
+  if (problem === null) return null;
+  // The place is spelt out only for a refusal: a valid value costs no strings.
+  return `${at}${problem.path.reverse().map((k) => `/${k}`).join("")}: ${problem.why}`;
 }
 
-function walk(value: unknown, at: string, depth: number): string | null {
+interface Problem {
+  /** Pointer tokens, innermost first. */
+  path: string[];
+  why: string;
+}
+
+function walk(value: unknown, depth: number): Problem | null {
   switch (typeof value) {
     case "string":
     case "boolean":
       return null;
     case "number":
-      return Number.isFinite(value) ? null : `${at}: must be a JSON value, got ${value}`;
+      return Number.isFinite(value)
+        ? null
+        : { path: [], why: `must be a JSON value, got ${value}` };
     case "object": {
       if (value === null) return null;
-      if (depth >= MAX_ROW_DEPTH) return `${at}: nests deeper than ${MAX_ROW_DEPTH} levels`;
+      if (depth >= MAX_ROW_DEPTH) {
+        return { path: [], why: `nests deeper than ${MAX_ROW_DEPTH} levels` };
+      }
       if (Array.isArray(value)) {
         for (let i = 0; i < value.length; i++) {
-          if (!(i in value)) return `${at}/${i}: must be a JSON value, got a hole`;
-          const problem = walk(value[i], `${at}/${i}`, depth + 1);
-          if (problem !== null) return problem;
+          if (!(i in value)) return { path: [String(i)], why: "must be a JSON value, got a hole" };
+          const problem = walk(value[i], depth + 1);
+          if (problem !== null) {
+            problem.path.push(String(i));
+            return problem;
+          }
         }
         return null;
       }
       const proto = Object.getPrototypeOf(value);
       if (proto !== Object.prototype && proto !== null) {
-        return `${at}: must be a plain JSON object, got ${
-          (value as object).constructor?.name ?? "an object"
-        }`;
+        return {
+          path: [],
+          why: `must be a plain JSON object, got ${
+            (value as object).constructor?.name ?? "an object"
+          }`,
+        };
       }
       for (const key in value) {
         if (!Object.hasOwn(value, key)) continue;
-        const problem = walk(
-          (value as Record<string, unknown>)[key],
-          `${at}/${pointerEscape(key)}`,
-          depth + 1,
-        );
-        if (problem !== null) return problem;
+        const problem = walk((value as Record<string, unknown>)[key], depth + 1);
+        if (problem !== null) {
+          problem.path.push(pointerEscape(key));
+          return problem;
+        }
       }
       return null;
     }
     default:
-      return `${at}: must be a JSON value, got ${typeof value}`;
+      return { path: [], why: `must be a JSON value, got ${typeof value}` };
   }
 }
