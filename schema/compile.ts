@@ -29,7 +29,9 @@
  *   every object the schema passes through.
  * - Every column is required and no other key is allowed, so a valid row has
  *   exactly the columns, each holding a JSON value of its type (or `null` when
- *   the column is nullable): finite numbers, int32 in range, int64 safe.
+ *   the column is nullable): finite numbers, int32 in range, int64 safe;
+ *   for an object or array column, plain JSON that its sub-schema accepts,
+ *   at most 64 levels deep (`nested.ts`).
  * - For every row `validate` accepts, `encode(row)` is byte-identical to
  *   `JSON.stringify` of a copy of the row with its keys in column order. That
  *   string is what is stored and sent; live and replayed frames share it.
