@@ -168,10 +168,21 @@ class ScalarAcc implements NestedAcc {
         const v = scanNumber(buf, p);
         if (v !== v) return -1;
         const q = scanEnd[0];
-        if (this.type.typeId === Type.Int) {
-          if (this.#words ? !Number.isInteger(v) : (v | 0) !== v) return -1;
+        const words = this.#words;
+        if (words !== null) {
+          if (!Number.isInteger(v)) return -1;
+        } else if (this.type.typeId === Type.Int && (v | 0) !== v) return -1;
+        if (write) {
+          // The common case written in place (push would check it again).
+          const i = this.#valid.n;
+          if (words !== null ? 2 * i + 1 >= words.length : i >= this.#nums!.length) this.#room(i);
+          if (words !== null) {
+            const hi = Math.floor(v / TWO_32);
+            this.#words![2 * i] = v - hi * TWO_32;
+            this.#words![2 * i + 1] = hi;
+          } else this.#nums![i] = v;
+          this.#valid.push(true);
         }
-        if (write) this.push(v);
         return q;
       }
       case Type.Utf8: {
@@ -433,19 +444,23 @@ class StructAcc implements NestedAcc {
     let q = p + 1;
     if (buf[q] === 125) q++;
     else {
+      // Members come in the producer's order, usually the same from one
+      // value to the next: the field after the last one matched is tried first.
+      let guess = 0;
       for (;;) {
-        // The member's key: one of the fields' (members come in the producer's order).
         let k = -1;
-        for (let f = 0; f < keys.length; f++) {
+        for (let t = 0; t < keys.length; t++) {
+          const f = guess + t < keys.length ? guess + t : guess + t - keys.length;
           const key = keys[f];
-          let match = seen[f] === 0;
+          let match = seen[f] === 0 && buf[q + key.length] === 58;
           for (let j = 0; match && j < key.length; j++) match = buf[q + j] === key[j];
-          if (match && buf[q + key.length] === 58) {
+          if (match) {
             k = f;
             break;
           }
         }
         if (k < 0) return -1;
+        guess = k + 1 === keys.length ? 0 : k + 1;
         seen[k] = 1;
         q = this.#children[k].scan(buf, q + keys[k].length + 1, end, write);
         if (q < 0) return -1;
