@@ -228,3 +228,65 @@ Deno.test("evolution through restore: the archived rows keep their bytes under t
     await rmrf(rootB);
   }
 });
+
+Deno.test("evolution: a log written by the code before this change (fixture) opens unchanged, then grows", async () => {
+  const root = await tempDir();
+  try {
+    // tests/fixtures/log_v1: written by the main branch before schema versions existed.
+    const fixture = new URL("../fixtures/log_v1/old/", import.meta.url).pathname;
+    const dir = join(root, "old");
+    await Deno.mkdir(dir);
+    for await (const e of Deno.readDir(fixture)) {
+      await Deno.copyFile(join(fixture, e.name), join(dir, e.name));
+    }
+    const schemaText = await Deno.readTextFile(join(dir, "schema.json"));
+    const side = await Deno.readTextFile(join(dir, "schema.json.crc32"));
+    const schema = JSON.parse(schemaText);
+    const s = await Stream.open("old", { schema, root });
+    assertEquals(s.endOffset, 4);
+    assertEquals(s.schemaVersions, [{ from: 1, schema }]);
+    const server = serve([s], { port: 0, onListen: () => {} });
+    try {
+      const sub = await TestSub.open(
+        `ws://127.0.0.1:${server.addr.port}/old?offset=1&frames=batch`,
+      );
+      await sub.waitLines(3);
+      assertEquals(sub.lines, [
+        '[1,{"px":1.5,"sym":"a"}]',
+        '[2,{"px":2,"sym":null}]',
+        '[3,{"px":-3.25,"sym":"é"}]',
+      ]);
+      await sub.close();
+    } finally {
+      await server.shutdown();
+    }
+    assertEquals(await Deno.readTextFile(join(dir, "schema.json")), schemaText, "unchanged");
+    assertEquals(await Deno.readTextFile(join(dir, "schema.json.crc32")), side, "unchanged");
+    // Grown: the old rows export with the new column null.
+    const grown = {
+      ...schema,
+      properties: {
+        ...schema.properties,
+        depth: { type: ["array", "null"], items: { type: "number" } },
+      },
+      required: [...schema.required, "depth"],
+    };
+    const g = await Stream.open("old", { schema: grown, root });
+    assertEquals(g.schemaVersions.map((v) => v.from), [1, 4]);
+    assertEquals(await g.send({ px: 4, sym: "b", depth: [1, 2] }), 4);
+    await g.close();
+    const out = `${root}/old.parquet`;
+    await exportLog(dir, grown, { format: "parquet", out });
+    assertEquals(
+      await duck(`SELECT px, sym, depth[2] FROM read_parquet('${out}') ORDER BY "offset"`),
+      [
+        [1.5, "a", null],
+        [2, null, null],
+        [-3.25, "é", null],
+        [4, "b", 2],
+      ],
+    );
+  } finally {
+    await rmrf(root);
+  }
+});
