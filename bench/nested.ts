@@ -42,21 +42,35 @@ function bookRows(seed: number): (i: number) => Record<string, unknown> {
   };
 }
 
-/** Rows per second of `fn` over `rows`, median of `rounds` rounds (after a warm-up). */
-function rate(
+/**
+ * Rows per second of `ours` and of `base` over `rows`: the two alternate
+ * round by round (so a shared machine's load hits both alike), median of
+ * `rounds` rounds each, after a warm-up round.
+ */
+function pair(
   rows: readonly Record<string, unknown>[],
-  fn: (r: Record<string, unknown>) => unknown,
+  ours: (r: Record<string, unknown>) => unknown,
+  base: (r: Record<string, unknown>) => unknown,
   rounds: number,
-): number {
-  const out: number[] = [];
+): [number, number] {
+  const a: number[] = [];
+  const b: number[] = [];
   let sink = 0;
-  for (let round = 0; round <= rounds; round++) {
+  const time = (fn: (r: Record<string, unknown>) => unknown): number => {
     const t0 = performance.now();
     for (const row of rows) sink += (fn(row) as string | null)?.length ?? 0;
-    if (round > 0) out.push(rows.length / ((performance.now() - t0) / 1000));
+    return rows.length / ((performance.now() - t0) / 1000);
+  };
+  for (let round = 0; round <= rounds; round++) {
+    const x = time(ours);
+    const y = time(base);
+    if (round > 0) {
+      a.push(x);
+      b.push(y);
+    }
   }
   if (sink < 0) console.log(sink);
-  return median(out);
+  return [median(a), median(b)];
 }
 
 async function fill(
@@ -106,10 +120,18 @@ export async function run(quick: boolean): Promise<BenchSection> {
   const flat = Array.from({ length: n }, (_, i) => JSON.parse(JSON.stringify(makeTrade(i))));
   for (const r of books) if (book.validate(r) !== null) throw new Error(book.validate(r)!);
 
-  const bookOurs = rate(books, (r) => book.validate(r) ?? book.encode(r), rounds);
-  const bookFloor = rate(books, (r) => JSON.stringify(r), rounds);
-  const flatOurs = rate(flat, (r) => trades.validate(r) ?? trades.encode(r), rounds);
-  const flatFloor = rate(flat, (r) => JSON.stringify(r), rounds);
+  const [bookOurs, bookFloor] = pair(
+    books,
+    (r) => book.validate(r) ?? book.encode(r),
+    (r) => JSON.stringify(r),
+    rounds,
+  );
+  const [flatOurs, flatFloor] = pair(
+    flat,
+    (r) => trades.validate(r) ?? trades.encode(r),
+    (r) => JSON.stringify(r),
+    rounds,
+  );
 
   const root = await Deno.makeTempDir({ prefix: "streamcast-nested-bench-" });
   const exportRows = quick ? 50_000 : 200_000;
@@ -168,7 +190,8 @@ export async function run(quick: boolean): Promise<BenchSection> {
       "JSON.stringify of the same row (encode); the flat trade row's Parquet export (export)",
     rows,
     notes: [
-      `${n} rows per encode round, median of ${rounds}; ${exportRows} rows per export.`,
+      `${n} rows per encode round, ours and the baseline alternating, median of ${rounds}; ` +
+      `${exportRows} rows per export, the two logs alternating, median of ${quick ? 1 : 3}.`,
     ],
   };
 }
