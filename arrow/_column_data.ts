@@ -6,8 +6,19 @@
  * @module
  */
 
-import { Bool, type Data, Float32, Float64, Int32, Int64, makeData, Utf8 } from "apache-arrow";
+import {
+  Bool,
+  type Data,
+  type DataType,
+  Float32,
+  Float64,
+  Int32,
+  Int64,
+  makeData,
+  Utf8,
+} from "apache-arrow";
 import type { ColumnType } from "../schema/row_schema.ts";
+import type { NestedAcc } from "./_nested_acc.ts";
 
 const TWO_32 = 4294967296;
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -28,6 +39,10 @@ export enum Kind {
   Float,
   Double,
   String,
+  /** A nested column as JSON text: the stored bytes of the value, copied. */
+  Json,
+  /** A nested column as a Struct or List: parsed values, built at the end. */
+  Nested,
 }
 
 /**
@@ -46,6 +61,8 @@ export const KINDS: Record<ColumnType, Kind> = {
   float: Kind.Float,
   double: Kind.Double,
   string: Kind.String,
+  object: Kind.Json,
+  array: Kind.Json,
 };
 
 /**
@@ -77,6 +94,13 @@ export interface Acc {
   readonly offs: Int32Array | null;
   str: Uint8Array;
   strAt: number;
+  /** Kind.Json: the byte a value opens with (`{` or `[`). */
+  readonly open?: number;
+  /**
+   * Kind.Nested: the Arrow type, its accumulator (one slot per row), and
+   * where row `i` is, for the message when a value does not fit the type.
+   */
+  readonly nested?: { type: DataType; acc: NestedAcc; at: (i: number) => string };
 }
 
 /**
@@ -141,12 +165,15 @@ export function columnData(a: Acc, n: number): Data {
     case Kind.Double:
       return makeData({ type: new Float64(), ...common, data: a.f64! });
     case Kind.String:
+    case Kind.Json:
       return makeData({
         type: new Utf8(),
         ...common,
         data: a.str.subarray(0, a.strAt),
         valueOffsets: a.offs!,
       });
+    case Kind.Nested:
+      return a.nested!.acc.data();
   }
 }
 

@@ -27,6 +27,8 @@
  */
 
 import type { RecordBatch as ArrowRecordBatch } from "apache-arrow";
+import { markParquetJson } from "./_parquet_json.ts";
+import { isJsonField } from "./nested_type.ts";
 import { FolderReader, type Log, LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import { openLog, READ_BYTES, type Source } from "./_log_source.ts";
@@ -154,6 +156,12 @@ export interface ExportOptions {
   until?: number;
   /** Rows per Arrow record batch and per Parquet row group. @default 65536 */
   batchRows?: number;
+  /**
+   * At most this many bytes of rows (as stored) per batch besides
+   * `batchRows`: large rows (nested values) make smaller batches, so memory
+   * stays bounded. From 1 MiB to 1 GiB. @default 67108864 (64 MiB)
+   */
+  batchBytes?: number;
   /** Called after each block written. */
   onProgress?: (progress: ExportProgress) => void;
   /**
@@ -246,6 +254,10 @@ export async function exportLog(
       `batchRows must be an integer from 1 to ${MAX_BATCH_ROWS}, got ${batchRows}`,
     );
   }
+  const batchBytes = options.batchBytes ?? MAX_BATCH_BYTES;
+  if (!Number.isSafeInteger(batchBytes) || batchBytes < 1 << 20 || batchBytes > 1 << 30) {
+    throw new RangeError(`batchBytes must be an integer from 1 MiB to 1 GiB, got ${batchBytes}`);
+  }
   for (const key of ["from", "to"] as const) {
     const v = options[key];
     if (v !== undefined && (!Number.isSafeInteger(v) || v < 0)) {
@@ -292,7 +304,7 @@ export async function exportLog(
   const tmp = `${out}.tmp-${crypto.randomUUID().slice(0, 8)}`;
   let file: Deno.FsFile;
   try {
-    file = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    file = await Deno.open(tmp, { read: true, write: true, create: true, truncate: true });
   } catch (err) {
     // Name the file asked for, not the temporary one (the error's class is kept).
     if (err instanceof Error) err.message = `cannot write ${out}: ${err.message.split(":")[0]}`;
@@ -322,13 +334,17 @@ export async function exportLog(
   let ok = false;
   try {
     if (format === "ndjson") await writeNdjson(rows(), write, counted);
-    else if (format === "arrow") await writeArrow(rows(), builder!, batchRows, write, counted);
-    else {
-      await writeParquet(arrowBatches(rows(), builder!, batchRows), builder!, {
+    else if (format === "arrow") {
+      await writeArrow(rows(), builder!, batchRows, batchBytes, write, counted);
+    } else {
+      await writeParquet(arrowBatches(rows(), builder!, batchRows, batchBytes), builder!, {
         rowGroupRows: batchRows,
         write,
         onBatch: (batch) => counted(batch.numRows, lastOffset(batch)),
       });
+      // JSON text columns get Parquet's JSON logical type (issue 19).
+      const json = builder!.schema.fields.filter(isJsonField).map((f) => f.name);
+      await markParquetJson(file, new Set(json));
     }
     file.close();
     await Deno.rename(tmp, out);
@@ -403,25 +419,50 @@ async function timeRange(
   return { from, to };
 }
 
-/** Gathers log reads into Arrow record batches of `batchRows` rows. */
+/**
+ * The default of {@linkcode ExportOptions.batchBytes}: row bytes gathered
+ * into one record batch at most (besides `batchRows`), so that large rows
+ * (nested values) make smaller batches and an export's memory stays bounded
+ * whatever the rows' size.
+ *
+ * @example
+ * ```ts
+ * import { MAX_BATCH_BYTES } from "./export.ts";
+ * console.log(MAX_BATCH_BYTES); // 67108864
+ * ```
+ */
+export const MAX_BATCH_BYTES: number = 64 << 20;
+
+/** Gathers log reads into Arrow record batches of `batchRows` rows and at most `batchBytes`. */
 async function* arrowBatches(
   batches: AsyncIterable<RecordBatch>,
   builder: ArrowRowBuilder,
   batchRows: number,
+  batchBytes: number,
 ): AsyncGenerator<ArrowRecordBatch> {
   let slices: RecordSlice[] = [];
   let pending = 0;
+  let bytes = 0;
   for await (const batch of batches) {
     let from = 0;
     while (from < batch.count) {
-      const count = Math.min(batch.count - from, batchRows - pending);
+      let count = Math.min(batch.count - from, batchRows - pending);
+      // Stop the slice where the batch's bytes would pass the cap (one row at least).
+      for (let i = 0; i < count; i++) {
+        bytes += batch.lengths[from + i];
+        if (bytes >= batchBytes) {
+          count = i + 1;
+          break;
+        }
+      }
       slices.push({ batch, from, count });
       pending += count;
       from += count;
-      if (pending === batchRows) {
+      if (pending === batchRows || bytes >= batchBytes) {
         yield builder.fromRecordSlices(slices);
         slices = [];
         pending = 0;
+        bytes = 0;
       }
     }
   }
@@ -437,12 +478,13 @@ async function writeArrow(
   batches: AsyncIterable<RecordBatch>,
   builder: ArrowRowBuilder,
   batchRows: number,
+  batchBytes: number,
   write: Write,
   counted: Counted,
 ): Promise<void> {
   const writer = new ArrowFileWriter(builder.schema, { compression: "zstd" });
   await write(writer.start());
-  for await (const batch of arrowBatches(batches, builder, batchRows)) {
+  for await (const batch of arrowBatches(batches, builder, batchRows, batchBytes)) {
     await write(writer.write(batch));
     counted(batch.numRows, lastOffset(batch));
   }

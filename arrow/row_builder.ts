@@ -14,6 +14,11 @@
  * wrong type, or `null` in a column that is not nullable, is a `TypeError`
  * naming the offset and the column: nothing is written silently wrong.
  *
+ * Nested columns (`object`, `array`) are a Struct or List when their schema
+ * is closed and typed (their values parsed), else JSON text: the bytes
+ * stored for the value, copied. A row that lacks a run of nullable columns
+ * at the end (it was written before the schema grew them) has them null.
+ *
  * @module
  */
 
@@ -21,6 +26,9 @@ import { type Data, Field, Int64, makeData, RecordBatch, Schema, Struct } from "
 import type { RecordBatch as LogRecordBatch } from "../log/mod.ts";
 import type { Column, RowSchema } from "../schema/row_schema.ts";
 import { type Acc, columnData, grow, Kind, KINDS, putInt64 } from "./_column_data.ts";
+import { skipNested } from "./_nested_scan.ts";
+import { makeNestedAcc } from "./_nested_acc.ts";
+import { toArrowValue, typedArrow } from "./nested_type.ts";
 import { encodeTexts, type RowBytes } from "./_row_bytes.ts";
 import { scanEnd, scanNumber } from "./number_scanner.ts";
 import { rowSchemaOf, toArrow } from "./schema.ts";
@@ -151,6 +159,8 @@ export class ArrowRowBuilder {
   readonly durable: boolean;
   readonly #keys: Uint8Array[];
   readonly #int64Names: Set<string>;
+  /** `[c]`: whether every column from `c` on is nullable (a row may lack them). */
+  readonly #tailNullable: boolean[];
   #scratch = new Uint8Array(1 << 16);
 
   /**
@@ -176,6 +186,7 @@ export class ArrowRowBuilder {
       utf8.encode(`${i > 0 ? "," : ""}${JSON.stringify(c.name)}:`)
     );
     this.#int64Names = new Set(rs.columns.filter((c) => c.type === "int64").map((c) => c.name));
+    this.#tailNullable = rs.columns.map((_, i) => rs.columns.slice(i).every((c) => c.nullable));
   }
 
   /**
@@ -316,9 +327,11 @@ export class ArrowRowBuilder {
     });
   }
 
-  #accs(n: number, bytes: number): Acc[] {
+  #accs(n: number, bytes: number, offsetAt: (i: number) => number | null): Acc[] {
     return this.columns.map((c, i): Acc => {
-      const kind = KINDS[c.type];
+      const typed = c.schema === undefined ? null : typedArrow(c.schema);
+      const kind = typed !== null ? Kind.Nested : KINDS[c.type];
+      const text = kind === Kind.String || kind === Kind.Json;
       const i64 = kind === Kind.Int64 ? new BigInt64Array(n) : null;
       return {
         name: c.name,
@@ -331,9 +344,19 @@ export class ArrowRowBuilder {
         i64,
         f32: kind === Kind.Float ? new Float32Array(n) : null,
         f64: kind === Kind.Double ? new Float64Array(n) : null,
-        offs: kind === Kind.String ? new Int32Array(n + 1) : null,
-        str: new Uint8Array(kind === Kind.String ? Math.min(bytes, 1 << 16) + 64 : 0),
+        offs: text ? new Int32Array(n + 1) : null,
+        str: new Uint8Array(text ? Math.min(bytes, 1 << 16) + 64 : 0),
         strAt: 0,
+        ...(kind === Kind.Json ? { open: c.type === "object" ? 123 : 91 } : {}),
+        ...(typed !== null
+          ? {
+            nested: {
+              type: typed.type,
+              acc: makeNestedAcc(typed.type, c.nullable),
+              at: (r: number) => where(offsetAt(r), c.name),
+            },
+          }
+          : {}),
       };
     });
   }
@@ -342,7 +365,7 @@ export class ArrowRowBuilder {
     const { n, buf, starts, ends } = rows;
     let total = 0;
     for (let i = 0; i < n; i++) total += ends[i] - starts[i];
-    const accs = this.#accs(n, total);
+    const accs = this.#accs(n, total, rows.offsetAt);
     const cols = accs.length;
     for (let r = 0; r < n; r++) {
       let p = starts[r];
@@ -358,7 +381,18 @@ export class ArrowRowBuilder {
             break;
           }
         }
-        if (!ok) break;
+        if (!ok) {
+          // Written before the schema grew: the row ends where columns were added.
+          if (buf[p] === 125 && p === end - 1 && this.#tailNullable[c]) {
+            ok = true;
+            for (let d = c; d < cols; d++) {
+              const t = accs[d];
+              if (t.offs) t.offs[r + 1] = t.strAt;
+              if (t.nested) t.nested.acc.push(null);
+            }
+          }
+          break;
+        }
         p += key.length;
         const b = buf[p];
         if (b === 110) { // null
@@ -367,7 +401,8 @@ export class ArrowRowBuilder {
             break;
           }
           p += 4;
-          if (a.kind === Kind.String) a.offs![r + 1] = a.strAt;
+          if (a.offs) a.offs[r + 1] = a.strAt;
+          if (a.nested) a.nested.acc.push(null);
           continue;
         }
         switch (a.kind) {
@@ -395,6 +430,30 @@ export class ArrowRowBuilder {
             a.strAt = at;
             a.offs![r + 1] = at;
             p = q + 1;
+            break;
+          }
+          case Kind.Json: {
+            const q = b === a.open ? skipNested(buf, p, end) : -1;
+            if (q < 0) {
+              ok = false;
+              break;
+            }
+            if (a.strAt + (q - p) > a.str.length) grow(a, q - p);
+            a.str.set(buf.subarray(p, q), a.strAt);
+            a.strAt += q - p;
+            a.offs![r + 1] = a.strAt;
+            p = q;
+            break;
+          }
+          case Kind.Nested: {
+            // Written as it is read; what a row that does not scan after all
+            // leaves is dropped by #exactRow.
+            const q = a.nested!.acc.scan(buf, p, end, true);
+            if (q < 0) {
+              ok = false;
+              break;
+            }
+            p = q;
             break;
           }
           case Kind.Bool: {
@@ -466,14 +525,21 @@ export class ArrowRowBuilder {
       );
     }
     const fields = row as Record<string, unknown>;
-    for (const a of accs) {
-      if (a.kind === Kind.String) a.strAt = a.offs![r]; // drop what the scan wrote for this row
-      const v = Object.hasOwn(fields, a.name) ? fields[a.name] : undefined;
+    let lastPresent = -1;
+    for (let c = 0; c < accs.length; c++) if (Object.hasOwn(fields, accs[c].name)) lastPresent = c;
+    for (let c = 0; c < accs.length; c++) {
+      const a = accs[c];
+      if (a.offs) a.strAt = a.offs[r]; // drop what the scan wrote for this row
+      a.nested?.acc.truncate(r);
+      let v = Object.hasOwn(fields, a.name) ? fields[a.name] : undefined;
+      // A nullable column added after the row was written: null.
+      if (v === undefined && c > lastPresent && this.#tailNullable[c]) v = null;
       const bit = 1 << (r & 7);
       if (v === null) {
         if (!a.nullable) throw new TypeError(`${where(offset, a.name)} is null but not nullable`);
         a.valid![r >> 3] &= ~bit;
-        if (a.kind === Kind.String) a.offs![r + 1] = a.strAt;
+        if (a.offs) a.offs[r + 1] = a.strAt;
+        if (a.nested) a.nested.acc.push(null);
         continue;
       }
       const bad = (what: string): never => {
@@ -505,9 +571,22 @@ export class ArrowRowBuilder {
           if (a.kind === Kind.Float) a.f32![r] = v as number;
           else a.f64![r] = v as number;
           break;
+        case Kind.Nested:
+          if (!a.nested!.acc.push(v)) toArrowValue(a.nested!.type, v, a.nested!.at(r)); // throws
+          break;
+        case Kind.Json:
         case Kind.String: {
-          if (typeof v !== "string") bad("a string");
-          const s = v as string;
+          let s: string;
+          if (a.kind === Kind.Json) {
+            const isArray = Array.isArray(v);
+            if (typeof v !== "object" || isArray !== (a.open === 91)) {
+              bad(a.open === 91 ? "an array" : "an object");
+            }
+            s = JSON.stringify(v); // the value as stored, when the row is as stored
+          } else {
+            if (typeof v !== "string") bad("a string");
+            s = v as string;
+          }
           if (a.strAt + s.length * 3 > a.str.length) grow(a, s.length * 3);
           a.strAt += utf8.encodeInto(s, a.str.subarray(a.strAt)).written;
           if (a.strAt > 0x7fff_ffff) {
@@ -523,15 +602,30 @@ export class ArrowRowBuilder {
     }
   }
 
-  // Parses JSON text with every int64 column's integer as a BigInt of its digits.
+  // Parses JSON text with every int64 column's integer as a BigInt of its
+  // digits. Only the row's own members: a nested value's member of the same
+  // name stays a number (the reviver sees every depth, so the digits are
+  // noted per holder and applied to the row's members after).
   #parseExact(text: string): unknown {
     const names = this.#int64Names;
-    return JSON.parse(text, (key, value, context?: { source?: string }) => {
-      if (typeof value !== "number" || !names.has(key)) return value;
-      const source = context?.source ?? "";
-      if (JSON_INTEGER.test(source)) return BigInt(source);
-      return Number.isInteger(value) ? BigInt(value) : value;
+    if (names.size === 0) return JSON.parse(text);
+    const sources = new Map<object, Map<string, string>>();
+    const row = JSON.parse(text, function (key, value, context?: { source?: string }) {
+      if (typeof value === "number" && names.has(key)) {
+        let m = sources.get(this);
+        if (m === undefined) sources.set(this, m = new Map());
+        m.set(key, context?.source ?? "");
+      }
+      return value;
     });
+    const own = typeof row === "object" && row !== null ? sources.get(row) : undefined;
+    if (own === undefined) return row;
+    for (const [key, source] of own) {
+      const value = row[key] as number;
+      if (JSON_INTEGER.test(source)) row[key] = BigInt(source);
+      else if (Number.isInteger(value)) row[key] = BigInt(value);
+    }
+    return row;
   }
 
   #offsetData(rows: RowBytes): Data {

@@ -10,9 +10,12 @@
  * | `number`, `format: "double"` (default)  | `Float64`  |
  * | `string`                                | `Utf8`     |
  *
+ * | `object`, `array`, closed and typed     | `Struct`, `List` (any depth) |
+ * | any other `object` or `array`           | `Utf8` of JSON text, extension `arrow.json` |
+ *
  * A column declared `[T, "null"]` is a nullable field; every other field is
- * not nullable. Other Arrow types have no column type and are refused by
- * `fromArrow`, by name.
+ * not nullable. Nested columns are mapped by `nested_type.ts`. Other Arrow
+ * types have no column type and are refused by `fromArrow`, by name.
  *
  * @module
  */
@@ -30,7 +33,8 @@ import {
   Utf8,
 } from "apache-arrow";
 import { compileSchema } from "../schema/compile.ts";
-import type { ColumnType, RowSchema } from "../schema/row_schema.ts";
+import type { Column, ColumnType, RowSchema } from "../schema/row_schema.ts";
+import { isJsonField, nestedField, SCHEMA_KEY, schemaOfArrow } from "./nested_type.ts";
 
 function isRowSchema(schema: unknown): schema is RowSchema {
   const s = schema as RowSchema;
@@ -53,7 +57,7 @@ export function rowSchemaOf(schema: RowSchema | Record<string, unknown>): RowSch
   return isRowSchema(schema) ? schema : compileSchema(schema);
 }
 
-function arrowType(type: ColumnType): DataType {
+function arrowType(type: Exclude<ColumnType, "object" | "array">): DataType {
   switch (type) {
     case "boolean":
       return new Bool();
@@ -96,13 +100,50 @@ function arrowType(type: ColumnType): DataType {
  */
 export function toArrow(schema: RowSchema | Record<string, unknown>): Schema {
   const { columns } = rowSchemaOf(schema);
-  return new Schema(columns.map((c) => new Field(c.name, arrowType(c.type), c.nullable)));
+  return new Schema(columns.map(columnField));
 }
 
-const SUPPORTED_ARROW = "Bool, Int32, Int64, Float32, Float64, Utf8";
+/**
+ * The Arrow field of one column (nested columns by {@linkcode nestedField}).
+ *
+ * @example
+ * ```ts
+ * import { columnField } from "./schema.ts";
+ * console.log(String(columnField({ name: "px", type: "double", nullable: false }).type)); // Float64
+ * ```
+ */
+export function columnField(c: Column): Field {
+  if (c.type === "object" || c.type === "array") return nestedField(c);
+  return new Field(c.name, arrowType(c.type), c.nullable);
+}
 
-function columnOf(field: Field): { type: string; format?: string } {
+const SUPPORTED_ARROW = "Bool, Int32, Int64, Float32, Float64, Utf8, and Struct and List of them";
+
+function columnOf(field: Field): Record<string, unknown> {
   const t = field.type;
+  // Nested columns: the schema as declared when the field carries it, else
+  // the one its Struct or List type says.
+  const declared = field.metadata.get(SCHEMA_KEY);
+  if (
+    declared !== undefined &&
+    (isJsonField(field) || t.typeId === Type.Struct || t.typeId === Type.List)
+  ) {
+    try {
+      return JSON.parse(declared);
+    } catch {
+      throw new TypeError(`column ${JSON.stringify(field.name)}: ${SCHEMA_KEY} is not JSON`);
+    }
+  }
+  if (isJsonField(field)) {
+    throw new TypeError(
+      `column ${JSON.stringify(field.name)}: JSON text (arrow.json) without ${SCHEMA_KEY} ` +
+        "metadata does not say whether it holds objects or arrays",
+    );
+  }
+  if (t.typeId === Type.Struct || t.typeId === Type.List) {
+    const nested = schemaOfArrow(t, field.nullable);
+    if (nested !== null) return nested;
+  }
   switch (t.typeId) {
     case Type.Bool:
       return { type: "boolean" };
@@ -171,13 +212,12 @@ export function fromArrow(schema: Schema): Record<string, unknown> {
     if (Object.hasOwn(properties, field.name)) {
       throw new TypeError(`column ${JSON.stringify(field.name)} appears twice in the Arrow schema`);
     }
-    const { type, format } = columnOf(field);
+    const column = columnOf(field);
+    const { type } = column;
+    const nested = Array.isArray(type) || type === "object" || type === "array";
     // defineProperty: a field named __proto__ must become an own property.
     Object.defineProperty(properties, field.name, {
-      value: {
-        type: field.nullable ? [type, "null"] : type,
-        ...(format === undefined ? {} : { format }),
-      },
+      value: nested ? column : { ...column, type: field.nullable ? [type, "null"] : type },
       enumerable: true,
       writable: true,
       configurable: true,

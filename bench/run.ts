@@ -23,6 +23,7 @@ const BENCHES = [
   "since",
   "client_parse",
   "arrow",
+  "nested",
   "archive",
   "publish",
   "profile",

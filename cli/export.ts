@@ -23,13 +23,14 @@ import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { FilterError } from "../client/filter.ts";
 import { SCHEMA_FILE } from "../server/stream.ts";
+import { parseSchemaHistory } from "../log/schema_history.ts";
 import { parseSince } from "../client/since.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 
 const HELP = `usage: deno run -A cli.ts export ROOT/NAME --format arrow|parquet|ndjson --out FILE
                  [--from N] [--to N] [--since T] [--until T] [--schema SCHEMA.json]
-                 [--batch-rows N] [--where JSON]
+                 [--batch-rows N] [--batch-bytes N] [--where JSON]
 
 Writes the rows of the stream's log at ROOT/NAME from offset --from through
 --to (both inclusive; default: everything the log holds) to FILE. --since T
@@ -46,7 +47,9 @@ held, when older rows were dropped, is refused (exit 1).
 Arrow and Parquet files have the column "offset" (int64) first, then the
 schema's columns in order; pyarrow, DuckDB and Polars read them. The schema is
 --schema, else ROOT/NAME/schema.json (kept there by the server); ndjson needs
-none. Rows are written in batches (row groups) of --batch-rows (default 65536).
+none. Rows are written in batches (row groups) of --batch-rows (default 65536)
+and at most --batch-bytes of rows as stored (default 67108864, 64 MiB; from
+1 MiB to 1 GiB), so large rows (nested values) keep memory bounded.
 
 --where JSON keeps only the rows the filter matches, as a subscribe's where=
 does ('{"symbol":["BTC-USD","ETH-USD"],"size":{"gte":1}}'), in every format;
@@ -103,6 +106,16 @@ async function loadSchema(
   } catch (err) {
     throw new RuntimeError(`schema ${path} is not JSON: ${(err as Error).message}`);
   }
+  // A log whose schema grew keeps its history (log/schema_history.ts): its
+  // rows are exported under the latest version (older rows' new columns null).
+  if (typeof json === "object" && json !== null && Object.hasOwn(json, "versions")) {
+    try {
+      const versions = parseSchemaHistory(text, path);
+      json = versions[versions.length - 1].schema;
+    } catch (err) {
+      throw new RuntimeError(`schema ${path}: ${(err as Error).message}`);
+    }
+  }
   try {
     return { schema: compileSchema(json), path };
   } catch (err) {
@@ -158,6 +171,7 @@ async function run(args: string[]): Promise<number> {
     out: { type: "string" },
     schema: { type: "string" },
     "batch-rows": { type: "string" },
+    "batch-bytes": { type: "string" },
     where: { type: "string" },
   }, 1);
   if (values.help) {
@@ -189,6 +203,17 @@ async function run(args: string[]): Promise<number> {
     batchRows = Number(rawBatch);
     if (!/^\d{1,8}$/.test(rawBatch) || batchRows < 1 || batchRows > 1 << 22) {
       throw new UsageError(`--batch-rows must be an integer from 1 to ${1 << 22}, got ${rawBatch}`);
+    }
+  }
+
+  const rawBytes = values["batch-bytes"] as string | undefined;
+  let batchBytes: number | undefined;
+  if (rawBytes !== undefined) {
+    batchBytes = Number(rawBytes);
+    if (!/^\d{1,10}$/.test(rawBytes) || batchBytes < 1 << 20 || batchBytes > 1 << 30) {
+      throw new UsageError(
+        `--batch-bytes must be an integer from ${1 << 20} to ${1 << 30}, got ${rawBytes}`,
+      );
     }
   }
 
@@ -225,6 +250,7 @@ async function run(args: string[]): Promise<number> {
       ...(since !== undefined ? { since } : {}),
       ...(until !== undefined ? { until } : {}),
       batchRows,
+      ...(batchBytes !== undefined ? { batchBytes } : {}),
       onProgress,
       ...(where !== undefined ? { where } : {}),
     });

@@ -17,6 +17,7 @@
  */
 
 import {
+  type DataType,
   Message,
   MessageHeader,
   type RecordBatch,
@@ -125,7 +126,9 @@ export class ArrowFrameDecoder {
  * modes give them: `offset` a number (`null` on an ephemeral stream), `row`
  * an object with the columns in order. int64 values are numbers when they are
  * safe integers, else `BigInt`s (exact); float columns hold their
- * single-precision values.
+ * single-precision values. Nested columns are plain JSON values: a JSON text
+ * column (`arrow.json`) parsed, so it is the value as published; a Struct an
+ * object with its fields in schema order, a List an array.
  *
  * @example
  * ```ts
@@ -145,6 +148,7 @@ export function batchRows(batch: RecordBatch): [number | null, Record<string, un
   const fields = batch.schema.fields;
   const columns = fields.map((f) => batch.getChild(f.name)!);
   const int64 = fields.map((f) => f.type.typeId === Type.Int && f.type.bitWidth === 64);
+  const nested = fields.map((f) => nestedKind(f));
   const out: [number | null, Record<string, unknown>][] = new Array(batch.numRows);
   for (let i = 0; i < batch.numRows; i++) {
     let offset: number | null = null;
@@ -152,6 +156,9 @@ export function batchRows(batch: RecordBatch): [number | null, Record<string, un
     for (let c = 0; c < fields.length; c++) {
       let v = columns[c].get(i);
       if (int64[c] && typeof v === "bigint") v = toNumberIfSafe(v);
+      else if (nested[c] !== 0 && v !== null) {
+        v = nested[c] === 1 ? JSON.parse(v as string) : plainValue(v, fields[c].type);
+      }
       if (c === 0) offset = v as number | null;
       else {
         Object.defineProperty(row, fields[c].name, {
@@ -165,6 +172,40 @@ export function batchRows(batch: RecordBatch): [number | null, Record<string, un
     out[i] = [offset, row];
   }
   return out;
+}
+
+// --- nested columns (issue 19) -------------------------------------------
+
+/** 0: not nested; 1: JSON text (the `arrow.json` extension); 2: Struct or List. */
+function nestedKind(f: { type: DataType; metadata: Map<string, string> }): 0 | 1 | 2 {
+  if (f.metadata.get("ARROW:extension:name") === "arrow.json") return 1;
+  return f.type.typeId === Type.Struct || f.type.typeId === Type.List ? 2 : 0;
+}
+
+/** A Struct or List value (or a leaf in one) as a plain JSON value. */
+function plainValue(v: unknown, type: DataType): unknown {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "bigint") return toNumberIfSafe(v);
+  if (type.typeId === Type.List) {
+    const child = type.children[0].type;
+    const out: unknown[] = [];
+    for (const item of v as Iterable<unknown>) out.push(plainValue(item, child));
+    return out;
+  }
+  if (type.typeId === Type.Struct) {
+    const row = v as Record<string, unknown>;
+    const out: Record<string, unknown> = {};
+    for (const f of type.children as { name: string; type: DataType }[]) {
+      Object.defineProperty(out, f.name, {
+        value: plainValue(row[f.name], f.type),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
+  }
+  return v;
 }
 
 function toNumberIfSafe(v: bigint): number | bigint {

@@ -263,6 +263,11 @@ export interface StreamHead {
   archive: string | null;
   /** With an archive: rows not yet archived, the age of the oldest of them, the last error. */
   archive_lag?: { rows: number; seconds: number; error: string | null } | null;
+  /**
+   * Every version of the schema, oldest first, with the first offset each
+   * applies from (`from` null on an ephemeral stream); the last is `schema`.
+   */
+  schema_versions?: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Any field a newer server adds. */
   [key: string]: unknown;
 }

@@ -8,7 +8,9 @@
 
 import { isObject, kindOf, pointerEscape } from "./_json.ts";
 import type { Column, ColumnType } from "./row_schema.ts";
+import { deriveNested } from "./nested.ts";
 import {
+  ARRAY_KEYWORDS,
   BASE_TYPES,
   BASE_TYPES_TEXT,
   type BaseType,
@@ -18,6 +20,7 @@ import {
   MAX_VALUE_DEPTH,
   NUMBER_FORMATS,
   NUMBER_KEYWORDS,
+  OBJECT_KEYWORDS,
   STRING_KEYWORDS,
 } from "./rules.ts";
 import { refuse } from "./schema_error.ts";
@@ -93,6 +96,13 @@ export function compileColumn(
       }
       type = "string";
       break;
+    case "object":
+    case "array":
+      if (format !== undefined) {
+        throw refuse(at, `keyword "format" does not apply to "${base}"`);
+      }
+      type = base;
+      break;
   }
 
   for (const key of Object.keys(prop)) {
@@ -123,6 +133,15 @@ export function compileColumn(
       } else if (!Number.isSafeInteger(value) || (value as number) < 0) {
         throw refuse(where, `must be a non-negative integer, got ${JSON.stringify(value)}`);
       }
+    } else if (OBJECT_KEYWORDS.has(key) || ARRAY_KEYWORDS.has(key)) {
+      // Their values are sub-schemas and counts, which ajv checks (compile.ts).
+      const applies = OBJECT_KEYWORDS.has(key) ? "object" : "array";
+      if (base !== applies) {
+        throw refuse(
+          at,
+          `keyword ${JSON.stringify(key)} applies to "${applies}" columns, not "${base}"`,
+        );
+      }
     } else if (key === "title" || key === "description") {
       if (typeof value !== "string") throw refuse(where, `must be string, got ${kindOf(value)}`);
     } else if (key === "enum") {
@@ -145,6 +164,10 @@ export function compileColumn(
     }
   }
 
+  if (type === "object" || type === "array") {
+    const schema = JSON.parse(JSON.stringify(prop)) as Record<string, unknown>;
+    return { column: { name, type, nullable, schema }, derived: deriveNested(prop) };
+  }
   // An integer column is int64 unless it says int32, so the format (and its
   // safe-integer rule) is always there for ajv.
   const derived = base === "integer" ? { ...prop, format: type } : { ...prop };
@@ -226,6 +249,10 @@ function isOfType(value: unknown, type: ColumnType): boolean {
       return typeof value === "boolean";
     case "string":
       return typeof value === "string";
+    case "object":
+      return isObject(value);
+    case "array":
+      return Array.isArray(value);
     default:
       return typeof value === "number" && Number.isFinite(value) && NUMBER_FORMATS[type](value);
   }

@@ -1,5 +1,6 @@
 /**
- * A stream's row schema: a JSON Schema restricted to flat, typed columns,
+ * A stream's row schema: a JSON Schema whose properties are typed columns
+ * (scalars, or objects and arrays with or without sub-schemas),
  * compiled once into a column model, a validator (ajv) and a generated encoder.
  * This module checks the top level and puts the parts together; one column is
  * compiled by `column.ts`, the validator built by `validator.ts`, the encoder
@@ -28,7 +29,9 @@
  *   every object the schema passes through.
  * - Every column is required and no other key is allowed, so a valid row has
  *   exactly the columns, each holding a JSON value of its type (or `null` when
- *   the column is nullable): finite numbers, int32 in range, int64 safe.
+ *   the column is nullable): finite numbers, int32 in range, int64 safe;
+ *   for an object or array column, plain JSON that its sub-schema accepts,
+ *   at most 64 levels deep (`nested.ts`).
  * - For every row `validate` accepts, `encode(row)` is byte-identical to
  *   `JSON.stringify` of a copy of the row with its keys in column order. That
  *   string is what is stored and sent; live and replayed frames share it.
@@ -42,7 +45,7 @@ import { generateEncoder } from "./encoder.ts";
 import type { Column, RowSchema } from "./row_schema.ts";
 import { MAX_COLUMNS, MUST_REQUIRE, TOP_KEYWORDS } from "./rules.ts";
 import { refuse } from "./schema_error.ts";
-import { buildValidator, getAjv } from "./validator.ts";
+import { buildValidator, checkSubSchema, getAjv } from "./validator.ts";
 
 /**
  * Compiles a stream's JSON Schema: checks it is one this server can store,
@@ -146,7 +149,8 @@ export function compileSchema(json: unknown): RowSchema {
     const at = `/properties/${pointerEscape(name)}`;
     checkName(name, at);
     const compiled = compileColumn(name, properties[name], at, stringFormats);
-    columns.push(Object.freeze(compiled.column));
+    if (compiled.column.schema !== undefined) checkSubSchema(ajv, compiled.derived, at);
+    columns.push(deepFreeze(compiled.column));
     derived.push([name, compiled.derived]);
   }
   checkRequired(top.required, names);

@@ -3,6 +3,9 @@
  * compiled, that writes a valid row as JSON text with its keys in column order
  * — exactly `JSON.stringify` of the row with its keys in that order. That text
  * is what is stored and sent, so live and replayed frames are byte-identical.
+ * Nested values (object and array columns) go through as they are:
+ * `JSON.stringify` of the value given, its own key order inside (see
+ * `nested.ts`); the generated code does not change for them.
  *
  * @module
  */

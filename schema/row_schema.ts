@@ -15,7 +15,15 @@
  * console.log(type);
  * ```
  */
-export type ColumnType = "boolean" | "int32" | "int64" | "float" | "double" | "string";
+export type ColumnType =
+  | "boolean"
+  | "int32"
+  | "int64"
+  | "float"
+  | "double"
+  | "string"
+  | "object"
+  | "array";
 
 /**
  * One column of a stream: a property of the row schema.
@@ -41,6 +49,12 @@ export interface Column {
   type: ColumnType;
   /** Whether the column accepts `null` (declared as `"type": [T, "null"]`). */
   nullable: boolean;
+  /**
+   * For an `object` or `array` column only: the column's schema as declared
+   * (deep-frozen), sub-schemas and all, from which Arrow maps it (a Struct
+   * or List when it is closed and typed all the way down, else JSON text).
+   */
+  schema?: Readonly<Record<string, unknown>>;
 }
 
 /**

@@ -78,7 +78,7 @@ export const FLOAT_MAX = 3.4028234663852886e38;
  * console.log(BASE_TYPES.includes("string")); // true
  * ```
  */
-export const BASE_TYPES = ["boolean", "integer", "number", "string"] as const;
+export const BASE_TYPES = ["boolean", "integer", "number", "string", "object", "array"] as const;
 /**
  * One of {@linkcode BASE_TYPES}.
  *
@@ -96,10 +96,10 @@ export type BaseType = typeof BASE_TYPES[number];
  * @example
  * ```ts
  * import { BASE_TYPES_TEXT } from "./rules.ts";
- * console.log(BASE_TYPES_TEXT); // boolean, integer, number or string
+ * console.log(BASE_TYPES_TEXT); // boolean, integer, number, string, object or array
  * ```
  */
-export const BASE_TYPES_TEXT = "boolean, integer, number or string";
+export const BASE_TYPES_TEXT = "boolean, integer, number, string, object or array";
 
 /**
  * The keywords allowed at the top level of a schema.
@@ -144,6 +144,21 @@ export const COLUMN_KEYWORDS: readonly string[] = [
   "pattern",
   "enum",
   "examples",
+  // object and array columns (OBJECT_KEYWORDS, ARRAY_KEYWORDS)
+  "properties",
+  "required",
+  "additionalProperties",
+  "patternProperties",
+  "propertyNames",
+  "minProperties",
+  "maxProperties",
+  "dependencies",
+  "items",
+  "additionalItems",
+  "minItems",
+  "maxItems",
+  "uniqueItems",
+  "contains",
 ];
 /**
  * The column keywords that apply to `integer` and `number` only.
@@ -185,9 +200,7 @@ export const KEYWORD_HINTS: Record<string, string> = {
   nullable: 'a nullable column says "type": [T, "null"]',
   default: "every column is required, so a default never applies",
   const: 'use "enum" with one value',
-  $ref: "columns are declared inline",
-  items: 'type "array" is not supported',
-  properties: 'type "object" is not supported; columns are flat',
+  $ref: "columns and their sub-schemas are declared inline",
   oneOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
   anyOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
   allOf: `a column has one type: ${BASE_TYPES_TEXT}, optionally with "null"`,
@@ -236,3 +249,56 @@ export const FORMAT_RULES: Record<string, string> = {
  */
 export const MUST_REQUIRE =
   'a row has every column; a column that may be empty says "type": [T, "null"]';
+
+// --- nested columns (object, array) -------------------------------------
+
+/**
+ * The column keywords that apply to `object` columns only (their values are
+ * sub-schemas or counts that ajv checks, as JSON Schema draft-07 has them).
+ *
+ * @example
+ * ```ts
+ * import { OBJECT_KEYWORDS } from "./rules.ts";
+ * console.log(OBJECT_KEYWORDS.has("properties")); // true
+ * ```
+ */
+export const OBJECT_KEYWORDS: ReadonlySet<string> = new Set([
+  "properties",
+  "required",
+  "additionalProperties",
+  "patternProperties",
+  "propertyNames",
+  "minProperties",
+  "maxProperties",
+  "dependencies",
+]);
+/**
+ * The column keywords that apply to `array` columns only.
+ *
+ * @example
+ * ```ts
+ * import { ARRAY_KEYWORDS } from "./rules.ts";
+ * console.log(ARRAY_KEYWORDS.has("items")); // true
+ * ```
+ */
+export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
+  "items",
+  "additionalItems",
+  "minItems",
+  "maxItems",
+  "uniqueItems",
+  "contains",
+]);
+
+/**
+ * How deep a nested column's value may nest (an object or array inside the
+ * column's value counts one level): a row nesting deeper is refused, so
+ * encoding, validating and Arrow building never recurse without bound.
+ *
+ * @example
+ * ```ts
+ * import { MAX_ROW_DEPTH } from "./rules.ts";
+ * console.log(MAX_ROW_DEPTH); // 64
+ * ```
+ */
+export const MAX_ROW_DEPTH = 64;

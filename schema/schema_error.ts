@@ -10,8 +10,8 @@ import { display } from "./_json.ts";
 /**
  * A stream's schema was refused when the stream was declared. The message
  * names the location in the schema as a JSON Pointer and says why, e.g.
- * `schema /properties/tags: type "array" is not supported (columns are
- * boolean, integer, number or string)`.
+ * `schema /properties/tags: type "list" is not supported (columns are
+ * boolean, integer, number, string, object or array)`.
  *
  * @example
  * ```ts
@@ -22,7 +22,7 @@ import { display } from "./_json.ts";
  *   () =>
  *     compileSchema({
  *       type: "object",
- *       properties: { tags: { type: "array" } },
+ *       properties: { tags: { type: "list" } },
  *       required: ["tags"],
  *     }),
  *   SchemaError,

@@ -14,8 +14,9 @@ import { Ajv, type ErrorObject, type ValidateFunction } from "ajv";
 import ajvFormats from "ajv-formats";
 const addFormats = ajvFormats.default;
 import { display, kindOf, pointerUnescape } from "./_json.ts";
+import { checkNestedValue } from "./nested.ts";
 import { FORMAT_RULES, NUMBER_FORMATS } from "./rules.ts";
-import { SchemaError } from "./schema_error.ts";
+import { refuse, SchemaError } from "./schema_error.ts";
 
 /**
  * How many schemas one ajv instance compiles before it is replaced. A new
@@ -116,6 +117,7 @@ export function buildValidator(
   });
   const checkProto = proto === undefined ? undefined : compileValidator(ajv, proto);
   const names = new Set(derived.map(([name]) => name));
+  const nested = nestedNames(derived);
 
   return function validate(row: unknown): string | null {
     if (typeof row !== "object" || row === null || Array.isArray(row)) {
@@ -123,6 +125,10 @@ export function buildValidator(
     }
     const fields = row as Record<string, unknown>;
     if (!check(fields)) return describe(firstError(check), fields, "", types);
+    if (nested !== null) {
+      const problem = checkNested(fields, nested);
+      if (problem !== null) return problem;
+    }
     if (checkProto === undefined) return null;
     if (!Object.hasOwn(fields, "__proto__")) return "must have required property __proto__";
     if (!checkProto(fields["__proto__"])) {
@@ -133,6 +139,72 @@ export function buildValidator(
     }
     return null;
   };
+}
+
+// --- nested columns ------------------------------------------------------
+
+/** The names of the object and array columns, with their pointers; null: none. */
+function nestedNames(
+  derived: readonly [string, Record<string, unknown>][],
+): [string, string][] | null {
+  const out: [string, string][] = [];
+  for (const [name, prop] of derived) {
+    const types = Array.isArray(prop.type) ? prop.type : [prop.type];
+    if (types.includes("object") || types.includes("array")) {
+      out.push([name, `/${name.replaceAll("~", "~0").replaceAll("/", "~1")}`]);
+    }
+  }
+  return out.length === 0 ? null : out;
+}
+
+/** The first nested value that is not plain JSON (see `nested.ts`), or null. */
+function checkNested(fields: Record<string, unknown>, nested: [string, string][]): string | null {
+  for (let i = 0; i < nested.length; i++) {
+    const v = fields[nested[i][0]];
+    if (v === null || typeof v !== "object") continue;
+    const problem = checkNestedValue(v, nested[i][1]);
+    if (problem !== null) return problem;
+  }
+  return null;
+}
+
+/**
+ * Compiles a nested column's schema on its own, so that a sub-schema ajv
+ * refuses is refused at its column (`at`), in ajv's words.
+ *
+ * @example
+ * ```ts
+ * import { throws } from "node:assert/strict";
+ * import { checkSubSchema, getAjv } from "./validator.ts";
+ * const { ajv } = getAjv();
+ * checkSubSchema(ajv, { type: "array", items: { type: "number" } }, "/properties/a");
+ * throws(
+ *   () => checkSubSchema(ajv, { type: "array", items: { type: "numbr" } }, "/properties/a"),
+ *   /schema \/properties\/a: /,
+ * );
+ * ```
+ */
+export function checkSubSchema(ajv: Ajv, schema: Record<string, unknown>, at: string): void {
+  try {
+    ajv.compile(schema);
+  } catch (err) {
+    if (!(err instanceof Error)) throw err;
+    throw refuse(at, err.message.replace(/^schema is invalid: /, "").split(", data")[0]);
+  } finally {
+    ajv.removeSchema(schema);
+  }
+}
+
+/** The value at JSON Pointer `path` in `row`, or undefined. */
+function valueAt(row: unknown, path: string): unknown {
+  let v = row;
+  for (const token of path.split("/").slice(1)) {
+    if (typeof v !== "object" || v === null) return undefined;
+    const key = pointerUnescape(token);
+    if (!Object.hasOwn(v, key)) return undefined;
+    v = (v as Record<string, unknown>)[key];
+  }
+  return v;
 }
 
 function firstError(check: ValidateFunction): ErrorObject {
@@ -165,6 +237,21 @@ function describe(
   const name = pointerUnescape(path.slice(1));
   const where = path === "" ? "" : `${display(path)}: `;
   const params = error.params as Record<string, unknown>;
+  // Inside a nested column: the place is deeper than one column name.
+  if (path.indexOf("/", 1) > 0) {
+    const value = valueAt(row, path);
+    if (error.keyword === "type") {
+      return `${where}must be ${typeText(params.type)}${
+        typeof value === "number" && !Number.isFinite(value)
+          ? `, got ${value} (JSON has no NaN or Infinity)`
+          : ""
+      }`;
+    }
+    const rule = error.keyword === "format" ? FORMAT_RULES[String(params.format)] : undefined;
+    if (rule !== undefined) {
+      return `${where}must match format "${params.format}" (${rule}), got ${value}`;
+    }
+  }
   switch (error.keyword) {
     case "required":
       return `${where}must have required property ${display(String(params.missingProperty))}`;
@@ -197,6 +284,7 @@ function describe(
 
 /** `"integer"`, or `"integer or null"` with null last whatever order the schema lists them in. */
 function typeText(type: unknown): string {
+  if (typeof type === "string" && type.includes(",")) type = type.split(",");
   if (!Array.isArray(type)) return String(type);
   return [...type.filter((t) => t !== "null"), "null"].join(" or ");
 }

@@ -23,7 +23,6 @@ import {
 } from "../client/wire.ts";
 import {
   Log,
-  LogCorruptError,
   type LogOptions,
   type ProducerTag,
   type PublishResult,
@@ -31,7 +30,8 @@ import {
   type RestoreReport,
 } from "../log/mod.ts";
 import { Logger } from "../common/logger.ts";
-import { readCheckedText, writeCheckedText } from "../log/meta_file.ts";
+import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../log/schema_history.ts";
+import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
@@ -71,47 +71,7 @@ export interface StreamServing {
 }
 
 /** The schema file kept in a stream's log folder. */
-export const SCHEMA_FILE = "schema.json";
-
-/**
- * Keeps the stream's schema beside its log (`ROOT/NAME/schema.json`), so that
- * the log can be read (exported, inspected) without the server's flags. A log
- * that holds rows refuses a schema whose columns differ from the one its rows
- * were written with. The file's checksum is kept in `schema.json.crc32`
- * (see `log/meta_file.ts`): a damaged schema file of a log that holds rows
- * is refused with `LogCorruptError` naming it.
- */
-async function keepSchema(log: Log, schema: RowSchema): Promise<void> {
-  const path = join(log.dir, SCHEMA_FILE);
-  const text = JSON.stringify(schema.json, null, 2) + "\n";
-  let old: string | null = null;
-  let checked = false;
-  try {
-    const kept = await readCheckedText(path);
-    old = kept?.text ?? null;
-    checked = kept?.checked ?? false;
-  } catch (err) {
-    // A damaged file matters only once rows were written under it.
-    if (!(err instanceof LogCorruptError) || log.endOffset > log.firstOffset) throw err;
-  }
-  if (old === text && checked) return;
-  if (old !== null && log.endOffset > log.firstOffset) {
-    let before: string;
-    try {
-      before = JSON.stringify(compileSchema(JSON.parse(old)).columns);
-    } catch {
-      before = "";
-    }
-    const now = JSON.stringify(schema.columns);
-    if (before && before !== now) {
-      throw new TypeError(
-        `stream "${log.name}": the schema's columns differ from those its log was written with ` +
-          `(${path}); use a new stream name, or move the old log away`,
-      );
-    }
-  }
-  await writeCheckedText(path, text);
-}
+export const SCHEMA_FILE: string = HISTORY_FILE;
 
 function archiveLogOptions(settings: StreamSettings): LogOptions {
   const a = settings.archive;
@@ -128,6 +88,8 @@ interface Made {
   compiled: RowSchema;
   log: Log | null;
   ownsLog: boolean;
+  /** The log's schema history (none: ephemeral). */
+  versions?: SchemaVersion[];
 }
 
 const DEFAULT_LOGGER = new Logger({ level: "warn" });
@@ -156,6 +118,12 @@ export class Stream {
   readonly name: string;
   /** The compiled schema. */
   readonly schema: RowSchema;
+  /**
+   * Every version of the schema the log holds rows of, oldest first, each
+   * with the first offset it applies from (`from` is null on an ephemeral
+   * stream, which has one version). The last is {@linkcode Stream.schema}.
+   */
+  readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** The log, or null for an ephemeral stream. */
   readonly log: Log | null;
   /** Frames queued per live subscriber before it catches up from the log. */
@@ -190,6 +158,9 @@ export class Stream {
     const { settings } = m;
     this.name = name;
     this.schema = m.compiled;
+    this.schemaVersions = Object.freeze(
+      (m.versions ?? [{ from: null, schema: m.compiled.json }]).map((v) => Object.freeze(v)),
+    );
     this.log = m.log;
     this.#ownsLog = m.ownsLog;
     this.maxBacklog = settings.maxBacklog;
@@ -261,8 +232,8 @@ export class Stream {
       ...settings.logOptions,
     });
     try {
-      await keepSchema(log, compiled);
-      return new Stream(name, { settings, compiled, log, ownsLog: true });
+      const versions = await keepSchema(log, compiled);
+      return new Stream(name, { settings, compiled, log, ownsLog: true, versions });
     } catch (err) {
       await log.close();
       throw err;
@@ -318,8 +289,11 @@ export class Stream {
       progress: options.progress,
     });
     try {
-      await keepSchema(log, compiled);
-      return { stream: new Stream(name, { settings, compiled, log, ownsLog: true }), report };
+      const versions = await keepSchema(log, compiled);
+      return {
+        stream: new Stream(name, { settings, compiled, log, ownsLog: true, versions }),
+        report,
+      };
     } catch (err) {
       await log.close();
       throw err;

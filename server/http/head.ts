@@ -23,7 +23,28 @@ import { json } from "./_respond.ts";
  * ```
  */
 export function headResponse(stream: Stream): Response {
-  return json(stream.head());
+  return json(headOf(stream));
+}
+
+// --- schema_versions (issue 19) ------------------------------------------
+
+/**
+ * `stream.head()` with the schema history: `schema_versions`, every version
+ * with the first offset it applies from (`[{"from":1,"schema":{…}},
+ * {"from":5001,"schema":{…}}]`; `from` null on an ephemeral stream).
+ *
+ * @example
+ * ```ts
+ * import { Stream } from "../stream.ts";
+ * import { headOf } from "./head.ts";
+ * const s = Stream.ephemeral("t", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * console.log(headOf(s).schema_versions); // [ { from: null, schema: { … } } ]
+ * ```
+ */
+export function headOf(stream: Stream): StreamHead {
+  return { ...stream.head(), schema_versions: stream.schemaVersions };
 }
 
 /**
@@ -43,7 +64,7 @@ export function readableHeads(
   mayRead: (name: string) => boolean,
 ): StreamHead[] {
   const out: StreamHead[] = [];
-  for (const s of streams) if (mayRead(s.name)) out.push(s.head());
+  for (const s of streams) if (mayRead(s.name)) out.push(headOf(s));
   return out;
 }
 

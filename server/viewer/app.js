@@ -633,7 +633,13 @@ function fmtRate(perS) {
 }
 
 function fmtValue(v) {
-  return v === null || v === undefined ? "null" : String(v);
+  if (v === null || v === undefined) return "null";
+  // Nested columns (objects, arrays): their JSON, shortened to fit a cell.
+  if (typeof v === "object") {
+    const text = JSON.stringify(v);
+    return text.length > 80 ? text.slice(0, 79) + "…" : text;
+  }
+  return String(v);
 }
 
 function fmtAxis(y, span) {

@@ -78,7 +78,8 @@ Deno.test("fromArrow refuses unsupported Arrow types by name", () => {
     [new Field("half", new Float16()), "Float16"],
     [new Field("big", new LargeUtf8()), "LargeUtf8"],
     [new Field("raw", new Binary()), "Binary"],
-    [new Field("tags", new List(new Field("item", new Utf8()))), "List<Utf8>"],
+    // A List of a supported type is a nested column now (issue 19); of another, refused.
+    [new Field("tags", new List(new Field("item", new Uint32()))), "List<Uint32>"],
     [new Field("sym", new Dictionary(new Utf8(), new Int32())), "Dictionary<Int32, Utf8>"],
   ];
   for (const [field, name] of cases) {

@@ -209,30 +209,27 @@ Deno.test("schema refuses a column that is not an object", () => {
   refusesColumn("string", "schema /properties/x: must be object, got string");
 });
 
-Deno.test("schema refuses an array column", () => {
-  refuses(
-    table({ tags: { type: "array" } }),
-    'schema /properties/tags: type "array" is not supported ' +
-      "(columns are boolean, integer, number or string)",
+Deno.test("schema takes object and array columns (nested columns, issue 19)", () => {
+  const schema = compileSchema(
+    table({ tags: { type: "array" }, meta: { type: ["object", "null"] } }),
   );
-  refuses(
-    table({ tags: { type: ["array", "null"] } }),
-    'schema /properties/tags: type "array" is not supported ' +
-      "(columns are boolean, integer, number or string)",
-  );
+  assert.deepEqual(schema.columns.map((c) => [c.name, c.type, c.nullable]), [
+    ["tags", "array", false],
+    ["meta", "object", true],
+  ]);
 });
 
-Deno.test("schema refuses object, null and unknown column types", () => {
-  for (const type of ["object", "null", "int"]) {
+Deno.test("schema refuses null and unknown column types", () => {
+  for (const type of ["null", "int"]) {
     refusesColumn(
       { type },
       `schema /properties/x: type "${type}" is not supported ` +
-        "(columns are boolean, integer, number or string)",
+        "(columns are boolean, integer, number, string, object or array)",
     );
   }
   refusesColumn(
     {},
-    'schema /properties/x: "type" is missing (one of boolean, integer, number or string, ' +
+    'schema /properties/x: "type" is missing (one of boolean, integer, number, string, object or array, ' +
       'optionally with "null")',
   );
   refusesColumn(
@@ -251,35 +248,36 @@ Deno.test("schema refuses type lists other than [T, null]", () => {
     refusesColumn(
       { type },
       'schema /properties/x/type: a list of types must be [T, "null"] with T one of ' +
-        `boolean, integer, number or string, got ${JSON.stringify(type)}`,
+        `boolean, integer, number, string, object or array, got ${JSON.stringify(type)}`,
     );
   }
 });
 
 Deno.test("schema refuses unsupported column keywords by name", () => {
   const allowed = "a column allows type, format, description, title, minimum, maximum, " +
-    "exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, enum, examples";
+    "exclusiveMinimum, exclusiveMaximum, multipleOf, minLength, maxLength, pattern, enum, examples, " +
+    "properties, required, additionalProperties, patternProperties, propertyNames, " +
+    "minProperties, maxProperties, dependencies, items, additionalItems, minItems, maxItems, " +
+    "uniqueItems, contains";
   const cases: [string, unknown, string][] = [
     ["nullable", true, 'a nullable column says "type": [T, "null"]'],
     ["default", 0, "every column is required, so a default never applies"],
     ["const", 1, 'use "enum" with one value'],
-    ["$ref", "#/x", "columns are declared inline"],
-    ["items", {}, 'type "array" is not supported'],
-    ["properties", {}, 'type "object" is not supported; columns are flat'],
+    ["$ref", "#/x", "columns and their sub-schemas are declared inline"],
     [
       "oneOf",
       [],
-      'a column has one type: boolean, integer, number or string, optionally with "null"',
+      'a column has one type: boolean, integer, number, string, object or array, optionally with "null"',
     ],
     [
       "anyOf",
       [],
-      'a column has one type: boolean, integer, number or string, optionally with "null"',
+      'a column has one type: boolean, integer, number, string, object or array, optionally with "null"',
     ],
     [
       "allOf",
       [],
-      'a column has one type: boolean, integer, number or string, optionally with "null"',
+      'a column has one type: boolean, integer, number, string, object or array, optionally with "null"',
     ],
     ["$comment", "hi", allowed],
     ["readOnly", true, allowed],
@@ -503,13 +501,13 @@ Deno.test("schema refuses property names JavaScript orders as array indices", ()
 
 Deno.test("schema error names the location with JSON Pointer escapes and quotes", () => {
   refuses(
-    table({ "a/b~c": { type: "array" } }),
-    'schema /properties/a~1b~0c: type "array" is not supported (columns are boolean, integer, number or string)',
+    table({ "a/b~c": { type: "int" } }),
+    'schema /properties/a~1b~0c: type "int" is not supported (columns are boolean, integer, number, string, object or array)',
   );
   refuses(
-    table({ "two words\n": { type: "array" } }),
-    'schema "/properties/two words\\n": type "array" is not supported ' +
-      "(columns are boolean, integer, number or string)",
+    table({ "two words\n": { type: "int" } }),
+    'schema "/properties/two words\\n": type "int" is not supported ' +
+      "(columns are boolean, integer, number, string, object or array)",
   );
 });
 
@@ -838,6 +836,31 @@ function randomValue(column: Column, random: () => number): unknown {
         if (Number.isFinite(bits[0])) return bits[0];
       }
     }
+    case "object":
+    case "array": {
+      // Through JSON text, as a row arrives: keys in the producer's order,
+      // integer-like keys and __proto__ included.
+      const tree = (depth: number): string => {
+        const r = random();
+        if (depth > 3 || r < 0.3) return pick(["1", "-0.5", "1e300", '"x\u2028"', "true", "null"]);
+        const n = Math.floor(random() * 4);
+        const items = Array.from({ length: n }, () => tree(depth + 1));
+        return r < 0.65
+          ? `[${items.join(",")}]`
+          : `{${
+            items.map((v) => `${JSON.stringify(pick(["b", "a", "1", "__proto__", "é"]))}:${v}`)
+              .join(",")
+          }}`;
+      };
+      for (;;) {
+        const v = JSON.parse(tree(0));
+        if (
+          column.type === "array"
+            ? Array.isArray(v)
+            : v !== null && typeof v === "object" && !Array.isArray(v)
+        ) return v;
+      }
+    }
   }
 }
 
@@ -919,6 +942,8 @@ Deno.test("encode matches JSON.stringify on random rows of every column type", (
     f_n: { type: ["number", "null"], format: "float" },
     d_n: { type: ["number", "null"], format: "double" },
     s_n: { type: ["string", "null"] },
+    o: { type: "object" },
+    a_n: { type: ["array", "null"] },
   }));
   assertEncodesLikeStringify(schema, 5000, 2);
 });
