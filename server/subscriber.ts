@@ -32,6 +32,7 @@ import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import type { Filter } from "../client/filter.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
 import { filterBatch, frameOffset } from "./filtered_frames.ts";
+import type { Compression } from "../client/wire.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
@@ -39,6 +40,8 @@ export interface SharedFrames {
   joined(): string;
   /** One Arrow record batch message (arrow mode). */
   arrow(): Uint8Array;
+  /** compress=zstd (§16): the joined frames as one zstd frame, compressed once per commit. */
+  zstd(): Uint8Array;
 }
 
 /** Socket buffer (bytes) above which nothing more is handed to it. */
@@ -105,6 +108,8 @@ export interface SubscriberHost {
   failed(err: unknown): void;
   /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
   arrowEncoder(): ArrowFrameEncoder;
+  /** compress=zstd (§16): one zstd frame of a catching-up or queued slice's text (counted). */
+  compress(text: string): Uint8Array;
 }
 
 /** The state of a subscriber. */
@@ -208,6 +213,8 @@ export interface SubscriberOptions {
    * @default null
    */
   filter?: Filter | null;
+  /** compress= (§16): `"zstd"` sends every data frame as one binary zstd frame. @default null */
+  compress?: Compression | null;
 }
 
 /** One subscription on one socket. */
@@ -218,6 +225,8 @@ export class Subscriber {
   readonly frames: FrameMode;
   /** The `where=` filter, or null. */
   readonly filter: Filter | null;
+  /** compress= (§16): true when data frames go out as zstd (batch mode only). */
+  readonly zstd: boolean;
   /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
   readonly #host: SubscriberHost;
@@ -239,6 +248,7 @@ export class Subscriber {
     this.next = next;
     this.frames = opts.frames;
     this.filter = opts.filter ?? null;
+    this.zstd = opts.compress === "zstd";
     this.#opts = opts;
     this.#state = "catching_up";
     sockets++;
@@ -279,6 +289,7 @@ export class Subscriber {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
+      else if (this.zstd) this.#sendBinary(shared.zstd()); // compress= (§16): shared bytes
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
@@ -369,7 +380,8 @@ export class Subscriber {
         this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
       } else if (this.frames === "batch") {
         const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
-        this.#sendText(text);
+        if (this.zstd) this.#sendBinary(this.#host.compress(text)); // compress= (§16)
+        else this.#sendText(text);
       } else {
         for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
       }
@@ -515,6 +527,7 @@ export class Subscriber {
     }
     if (this.frames === "batch") {
       const text = end - i === 1 ? lines[i] : lines.slice(i, end).join("\n");
+      if (this.zstd) return this.#sendZstd(text, end - i); // compress= (§16)
       this.socket.send(text);
       host.count(1, text.length, end - i);
       return { rows: end - i, cost: text.length + FRAME_COST };
@@ -535,6 +548,7 @@ export class Subscriber {
     }
     if (this.frames === "batch") {
       const { text, rows } = renderBatch(batch, i, MAX_BATCH_ROWS, SLICE_BYTES);
+      if (this.zstd) return this.#sendZstd(text, rows); // compress= (§16)
       this.socket.send(text);
       host.count(1, text.length, rows);
       return { rows, cost: text.length + FRAME_COST };
@@ -544,6 +558,14 @@ export class Subscriber {
     for (const frame of text.split("\n")) this.socket.send(frame);
     host.count(rows, text.length - rows + 1, rows);
     return { rows, cost: text.length + rows * FRAME_COST };
+  }
+
+  // compress= (§16): a replayed slice as one zstd frame, compressed once for
+  // this read. Its cost for the pacer is the text compressed plus the frame.
+  #sendZstd(text: string, rows: number): { rows: number; cost: number } {
+    const bytes = this.#host.compress(text);
+    this.#sendBinary(bytes, rows);
+    return { rows, cost: text.length + FRAME_COST };
   }
 
   #fail(err: unknown): void {
