@@ -125,10 +125,14 @@ Deno.test("compress=zstd replay from segments and chunks decodes with the zstd c
     await until(() => (stream.log!.chunksThrough ?? 0) > 0, 20_000, "a chunk");
     const z = await ZSub.open(`${url}?offset=1&frames=batch&compress=zstd`);
     assertEquals(z.greeting!.replay, [1, n + 1]);
-    await until(async () => {
-      const got = await metric(port, "streamcast_replay_rows_total", 'stream="t"');
-      return got >= n;
-    }, 20_000, "replay of every row");
+    await until(
+      async () => {
+        const got = await metric(port, "streamcast_replay_rows_total", 'stream="t"');
+        return got >= n;
+      },
+      20_000,
+      "replay of every row",
+    );
     const lines = await z.lines();
     assertEquals(lines.length, n);
     for (let i = 0; i < n; i++) if (lines[i] !== line(i + 1)) assertEquals(lines[i], line(i + 1));
