@@ -109,7 +109,7 @@ export class Connection {
     ws.onmessage = (e: MessageEvent) => {
       if (this.problem !== null) return;
       let data = e.data;
-      received++;
+      if (this.greeting !== null) received++; // data frames
       // compress= (§16): a binary data frame is one zstd frame of the batch's text.
       if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
         try {

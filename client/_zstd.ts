@@ -15,6 +15,10 @@ let loaded: Promise<ZstdDecompress | null> | null = null;
 /** node:zlib's zstd decoder where the runtime has one (Deno, Node ≥ 22.15), else null. */
 export function loadZstd(): Promise<ZstdDecompress | null> {
   return loaded ??= (async () => {
+    // Browsers have neither global; importing node:zlib without them fails
+    // outside the reach of a catch (Deno's node:process needs `Deno`).
+    const g = globalThis as { Deno?: unknown; process?: unknown };
+    if (g.Deno === undefined && g.process === undefined) return null;
     // A specifier the bundler cannot see: the browser bundle must not pull node:zlib in.
     const spec = "node:zlib";
     try {

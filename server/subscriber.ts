@@ -40,8 +40,11 @@ export interface SharedFrames {
   joined(): string;
   /** One Arrow record batch message (arrow mode). */
   arrow(): Uint8Array;
-  /** compress=zstd (§16): the joined frames as one zstd frame, compressed once per commit. */
-  zstd(): Uint8Array;
+  /**
+   * compress=zstd (§16): the joined frames as one zstd frame, compressed once
+   * per commit (optional so that hosts without compressed subscribers need not give it).
+   */
+  zstd?(): Uint8Array;
 }
 
 /** Socket buffer (bytes) above which nothing more is handed to it. */
@@ -108,8 +111,11 @@ export interface SubscriberHost {
   failed(err: unknown): void;
   /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
   arrowEncoder(): ArrowFrameEncoder;
-  /** compress=zstd (§16): one zstd frame of a catching-up or queued slice's text (counted). */
-  compress(text: string): Uint8Array;
+  /**
+   * compress=zstd (§16): one zstd frame of a catching-up or queued slice's
+   * text, counted (optional, like {@linkcode SharedFrames.zstd}).
+   */
+  compress?(text: string): Uint8Array;
 }
 
 /** The state of a subscriber. */
@@ -289,7 +295,7 @@ export class Subscriber {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
-      else if (this.zstd) this.#sendBinary(shared.zstd()); // compress= (§16): shared bytes
+      else if (this.zstd) this.#sendBinary(shared.zstd!()); // compress= (§16): shared bytes
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
@@ -380,7 +386,7 @@ export class Subscriber {
         this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
       } else if (this.frames === "batch") {
         const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
-        if (this.zstd) this.#sendBinary(this.#host.compress(text)); // compress= (§16)
+        if (this.zstd) this.#sendBinary(this.#host.compress!(text)); // compress= (§16)
         else this.#sendText(text);
       } else {
         for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
@@ -563,7 +569,7 @@ export class Subscriber {
   // compress= (§16): a replayed slice as one zstd frame, compressed once for
   // this read. Its cost for the pacer is the text compressed plus the frame.
   #sendZstd(text: string, rows: number): { rows: number; cost: number } {
-    const bytes = this.#host.compress(text);
+    const bytes = this.#host.compress!(text);
     this.#sendBinary(bytes, rows);
     return { rows, cost: text.length + FRAME_COST };
   }
