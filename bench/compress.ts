@@ -22,6 +22,7 @@ import { type BenchRow, type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import type { CompressServerConfig } from "./_compress_server.ts";
 import { zstdFrame } from "../server/compressed_frames.ts";
+import { browserDecode } from "./_browser_zstd.ts";
 
 const NESTED_SCHEMA = {
   type: "object",
@@ -367,7 +368,23 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       "headers and the greeting count. permessage-deflate: Node `ws` with perMessageDeflate " +
       "{threshold: 0} (context kept per connection), the `ws` client negotiating it.",
   );
+  const lines = rowsOf("trade", 20_000).map((r, i) => `[${i + 1},${r}]`);
+  const browserRows: BenchRow[] = (await browserDecode(lines, [1, 10, 4096])).map((d) =>
+    row(
+      `${d.rows} row${d.rows > 1 ? "s" : ""} per frame: fzstd decode vs JSON.parse of the rows`,
+      d.decodeNs,
+      d.parseNs,
+      "ns/row",
+    )
+  );
   return [
+    {
+      title: "compress=zstd in the browser: decoding with fzstd (pure JS) in Chromium",
+      baseline:
+        "what the client does with each plain frame anyway: split the lines and JSON.parse " +
+        "each (trade rows), in the same page",
+      rows: browserRows,
+    },
     {
       title: "compress=zstd: bytes per row on the wire",
       baseline: "plain batched text frames (frames=batch), same server, same rows, same run",
