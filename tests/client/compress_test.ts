@@ -7,6 +7,7 @@ import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { zstdFrame } from "../../server/compressed_frames.ts";
+import { fixture, line } from "./_fixture.ts";
 
 const SCHEMA = {
   type: "object",
@@ -144,5 +145,55 @@ Deno.test("client asks a server that refuses compress= again without it", async 
     await assertRejects(() => connect(fake.url, { compress: "zstd" }), ProtocolError, "compress");
   } finally {
     await fake.stop();
+  }
+});
+
+Deno.test("tail prints the same lines with zstd frames (default, --compress) and text (--no-compress)", async () => {
+  const f = await fixture();
+  const cli = new URL("../../cli.ts", import.meta.url).pathname;
+  const tail = async (flags: string[]) => {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", cli, "tail", f.url, "--offset", "1", "--no-reconnect", ...flags],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const stderrText = new Response(child.stderr).text();
+    let text = "";
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    while (text.split("\n").length <= 300) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    child.kill("SIGTERM");
+    await reader.cancel().catch(() => {});
+    await child.status;
+    const stderr = await stderrText;
+    return { lines: text.split("\n").slice(0, 300), stderr };
+  };
+  try {
+    await f.send(1, 300);
+    const want = Array.from({ length: 300 }, (_, k) => line(k + 1));
+    for (
+      const [flags, zstd] of [[[], true], [["--compress"], true], [
+        ["--no-compress"],
+        false,
+      ]] as const
+    ) {
+      const r = await tail([...flags]);
+      assertEquals(r.lines, want, flags.join(" "));
+      assertEquals(r.stderr.includes("(zstd frames)"), zstd, `${flags}: ${r.stderr}`);
+    }
+    const both = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", cli, "tail", f.url, "--compress", "--no-compress"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    assertEquals(both.code, 2);
+    assert(new TextDecoder().decode(both.stderr).includes("contradict"));
+  } finally {
+    await f.stop();
   }
 });

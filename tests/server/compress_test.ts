@@ -174,3 +174,27 @@ Deno.test("compress= is refused with 4400 without frames=batch and for an unknow
     await stream.close();
   }
 });
+
+Deno.test("compress=zstd with where=: one compression per commit for each distinct picked set", async () => {
+  const root = await tempDir();
+  const stream = await Stream.open("t", { schema: SCHEMA, root, maxReplay: null });
+  const server = serve([stream], { port: 0, onListen: () => {} });
+  const port = server.addr.port;
+  const base = `ws://127.0.0.1:${port}/t?frames=batch&compress=zstd`;
+  const where = encodeURIComponent(JSON.stringify({ i: { gte: 3 } }));
+  try {
+    const all = await ZSub.open(base);
+    const picked = await Promise.all([1, 2, 3].map(() => ZSub.open(`${base}&where=${where}`)));
+    await stream.sendMany([1, 2, 3, 4].map(row)); // the group picks 3, 4
+    await stream.sendMany([5, 6].map(row)); // every row matches: the group shares the commit's frame
+    await until(() => all.frames.length >= 2, 10_000, "2 frames");
+    for (const p of picked) await until(() => p.frames.length >= 2, 10_000, "2 frames");
+    assertEquals(await all.lines(), [1, 2, 3, 4, 5, 6].map(line));
+    for (const p of picked) assertEquals(await p.lines(), [3, 4, 5, 6].map(line));
+    assertEquals(await metric(port, "streamcast_zstd_frames_total", 'path="live"'), 3);
+    await Promise.all([all, ...picked].map((s) => s.close()));
+  } finally {
+    await server.shutdown();
+    await rmrf(root);
+  }
+});
