@@ -9,7 +9,8 @@
  * - a commit's frames are compressed at most once per distinct set of frames
  *   (once for unfiltered subscribers, once per `where=` group that picks a
  *   different set), and the same `Uint8Array` is sent to every subscriber
- *   handed them: the compression CPU does not grow with subscribers;
+ *   handed them, whether sent at once or queued for a socket that fell
+ *   behind: the compression CPU does not grow with subscribers;
  * - a catching-up subscriber compresses each slice it reads once (its reads
  *   are its own, as plain replay's text is);
  * - the header holds the content size (single segment), so a decoder's

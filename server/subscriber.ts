@@ -240,6 +240,11 @@ export class Subscriber {
   #state: SubscriberState;
   #queue: string[] = [];
   #queueHead = 0;
+  // compress= (§16): a zstd subscriber's queued commits as the bytes compressed
+  // once for everyone, each with how many queued frames it holds (together:
+  // the backlog), so a drain sends them rather than compressing again.
+  #zq: { bytes: Uint8Array; frames: number }[] = [];
+  #zqHead = 0;
   // The offset after the last commit queued (durable streams).
   #queueEnd = 0;
   #blocked = false;
@@ -306,6 +311,7 @@ export class Subscriber {
       return;
     }
     for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
+    if (this.zstd && n > 0) this.#zq.push({ bytes: shared.zstd!(), frames: n }); // compress= (§16)
     if (end !== null) this.#queueEnd = end;
     if (this.backlog === 0) {
       if (end !== null) this.next = end;
@@ -335,6 +341,8 @@ export class Subscriber {
     this.#host.leaveLive(this);
     this.#queue = [];
     this.#queueHead = 0;
+    this.#zq = []; // compress= (§16)
+    this.#zqHead = 0;
     this.#host.dropped("to_catch_up");
     this.#state = "catching_up";
     this.#catchUp().catch((err) => this.#fail(err));
@@ -380,14 +388,15 @@ export class Subscriber {
   #drainQueue(): void {
     const q = this.#queue;
     while (this.#queueHead < q.length && this.socket.bufferedAmount < highWaterBytes()) {
-      const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
-      if (this.frames === "arrow") {
+      const z = this.zstd ? this.#zq[this.#zqHead++] : null; // compress= (§16): a queued commit
+      const take = z ? z.frames : Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
+      if (z) this.#sendBinary(z.bytes);
+      else if (this.frames === "arrow") {
         const frames = q.slice(this.#queueHead, this.#queueHead + take);
         this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
       } else if (this.frames === "batch") {
         const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
-        if (this.zstd) this.#sendBinary(this.#host.compress!(text)); // compress= (§16)
-        else this.#sendText(text);
+        this.#sendText(text);
       } else {
         for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
       }
@@ -405,9 +414,13 @@ export class Subscriber {
       if (this.#host.durable && q.length > 0) this.next = this.#queueEnd;
       this.#queue = [];
       this.#queueHead = 0;
+      this.#zq = []; // compress= (§16)
+      this.#zqHead = 0;
     } else if (this.#queueHead > 65536) {
       this.#queue = q.slice(this.#queueHead);
       this.#queueHead = 0;
+      this.#zq = this.#zq.slice(this.#zqHead); // compress= (§16)
+      this.#zqHead = 0;
     }
   }
 
@@ -600,6 +613,8 @@ export class Subscriber {
       if (wasLive) this.#host.leaveLive(this);
       this.#queue = [];
       this.#queueHead = 0;
+      this.#zq = []; // compress= (§16)
+      this.#zqHead = 0;
       poller.delete(this);
       this.#wake?.();
       this.#wake = null;

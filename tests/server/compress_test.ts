@@ -6,6 +6,8 @@ import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
 import { zstdCli } from "./_zstd_cli.ts";
+import { RawWs } from "../_raw_ws.ts";
+import { zstdDecompressSync } from "node:zlib";
 
 const SCHEMA = {
   type: "object",
@@ -193,6 +195,48 @@ Deno.test("compress=zstd with where=: one compression per commit for each distin
     for (const p of picked) assertEquals(await p.lines(), [3, 4, 5, 6].map(line));
     assertEquals(await metric(port, "streamcast_zstd_frames_total", 'path="live"'), 3);
     await Promise.all([all, ...picked].map((s) => s.close()));
+  } finally {
+    await server.shutdown();
+    await rmrf(root);
+  }
+});
+
+Deno.test("compress=zstd: a live subscriber whose socket fell behind is sent the commits' shared bytes, not compressed again", async () => {
+  const root = await tempDir();
+  const stream = await Stream.open("t", { schema: SCHEMA, root, maxReplay: null, maxBacklog: 1e6 });
+  const server = serve([stream], { port: 0, onListen: () => {} });
+  const port = server.addr.port;
+  // Rows that zstd cannot shrink much, so the stalled socket fills quickly.
+  let seed = 7;
+  const noise = () => {
+    let t = "";
+    for (let k = 0; k < 6000; k++) {
+      seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+      t += String.fromCharCode(48 + (seed >>> 26));
+    }
+    return t;
+  };
+  const rows = Array.from({ length: 3000 }, (_, k) => ({ i: k + 1, s: noise() }));
+  try {
+    const raw = await RawWs.connect(port, "/t?frames=batch&compress=zstd");
+    const greeting = await raw.readMessage();
+    assertEquals(JSON.parse(new TextDecoder().decode(greeting!.data)).compress, "zstd");
+    // Not reading: the server's socket fills and its queue grows.
+    for (let k = 0; k < rows.length; k += 25) await stream.sendMany(rows.slice(k, k + 25));
+    const live = await metric(port, "streamcast_zstd_frames_total", 'path="live"');
+    assertEquals(live, rows.length / 25, "one compression per commit");
+    const lines: string[] = [];
+    while (lines.length < rows.length) {
+      const m = await raw.readMessage();
+      assert(m !== null && m.opcode === 2, "a binary frame");
+      lines.push(...new TextDecoder().decode(zstdDecompressSync(m.data)).split("\n"));
+    }
+    assertEquals(lines, rows.map((r) => `[${r.i},${JSON.stringify(r)}]`));
+    assertEquals(await metric(port, "streamcast_zstd_frames_total", 'path="live"'), live);
+    assertEquals(await metric(port, "streamcast_zstd_frames_total", 'path="replay"'), 0);
+    const drops = await metric(port, "streamcast_drops_total", 'reason="to_catch_up"');
+    assertEquals(drops, 0, "it stayed live");
+    raw.close();
   } finally {
     await server.shutdown();
     await rmrf(root);
