@@ -112,8 +112,8 @@ export interface SubscriberHost {
   /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
   arrowEncoder(): ArrowFrameEncoder;
   /**
-   * compress=zstd (§16): one zstd frame of a catching-up subscriber's slice
-   * text, counted (optional, like {@linkcode SharedFrames.zstd}).
+   * compress=zstd (§16): one zstd frame of the text of a catching-up
+   * subscriber's slice, counted (optional, like {@linkcode SharedFrames.zstd}).
    */
   compress?(text: string): Uint8Array;
 }
