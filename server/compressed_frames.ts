@@ -61,6 +61,9 @@ export function zstdFrame(text: string): Uint8Array {
   // decoder allocating that took 1 ms per small frame in Chromium).
   const options = { params: PARAMS, pledgedSrcSize: bytes.length }; // Node's option, not in @types/node here
   const out = zstdCompressSync(bytes, options as ZstdOptions);
-  // A Buffer is a Uint8Array view; hand out a plain one over the same memory.
-  return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
+  // The result is a view into the compressor's output buffer (16 KiB at least):
+  // a small frame is copied out so that a queued one does not hold all of it.
+  return out.byteLength * 2 < out.buffer.byteLength
+    ? new Uint8Array(out)
+    : new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
 }
