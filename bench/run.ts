@@ -26,6 +26,7 @@ const BENCHES = [
   "nested",
   "archive",
   "publish",
+  "compress",
   "profile",
 ];
 

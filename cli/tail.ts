@@ -61,6 +61,12 @@ the server sent it. Status messages go to stderr.
                        (equality, a list of values, gt/gte/lt/lte, prefix, null;
                        AND across columns). Offsets skip the rows left out; the
                        server refuses a filter that does not fit its columns.
+  --compress           ask for zstd-compressed frames (compress=zstd: compressed
+                       once by the server for every subscriber; fewer bytes on
+                       the wire) and exit 1 if the server does not offer them.
+                       By default tail asks for them and falls back to text
+                       frames on a server that does not know compress=.
+  --no-compress        ask for text frames.
 
 Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
 | head -n 5); 1 when the server refuses the subscribe (the message says why and
@@ -163,7 +169,8 @@ function describeStart(sub: Subscription): string {
   const name = g.stream === "" ? "the unnamed stream" : `stream "${g.stream}"`;
   if (!g.durable) return `${name} (ephemeral: no offsets, nothing replayable): live`;
   const id = `(stream_id ${g.stream_id})`;
-  const only = g.where ? ` (only rows where ${JSON.stringify(g.where)})` : "";
+  const only = (g.where ? ` (only rows where ${JSON.stringify(g.where)})` : "") +
+    (g.compress ? ` (${g.compress} frames)` : "");
   if (g.replay) {
     return `${name} ${id}: replaying ${g.replay[0]}..${g.replay[1] - 1}${only}, then live`;
   }
@@ -212,6 +219,8 @@ export async function cmdTail(args: string[]): Promise<number> {
     "s3-path-style": { type: "boolean" },
     token: { type: "string" },
     where: { type: "string" },
+    compress: { type: "boolean" },
+    "no-compress": { type: "boolean" },
   }, 1);
   if (values.help || positionals.length !== 1) {
     console.log(TAIL_USAGE);
@@ -219,6 +228,9 @@ export async function cmdTail(args: string[]): Promise<number> {
   }
   if (values.reconnect && values["no-reconnect"]) {
     throw new UsageError("--reconnect and --no-reconnect contradict each other");
+  }
+  if (values.compress && values["no-compress"]) {
+    throw new UsageError("--compress and --no-compress contradict each other");
   }
   const url = positionals[0];
   try {
@@ -281,6 +293,8 @@ export async function cmdTail(args: string[]): Promise<number> {
       ...(values["catch-up"] ? { catchUp: { archive } } : {}),
       ...(tokenOf(values) ? { token: tokenOf(values) } : {}),
       ...(where !== undefined ? { where } : {}),
+      ...(values.compress ? { compress: "zstd" as const } : {}),
+      ...(values["no-compress"] ? { compress: false as const } : {}),
     });
     console.error(`streamcast tail: ${describeStart(sub)}`);
     // With --catch-up, the rows up to the head at the start, counted on one

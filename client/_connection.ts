@@ -3,6 +3,7 @@
 // Web APIs only (runs in browsers).
 
 import { type Greeting, PROTOCOL_VERSION } from "./wire.ts";
+import { decodeZstdFrame, type ZstdDecompress } from "./_zstd.ts";
 
 /** How a socket closed. */
 export interface CloseInfo {
@@ -83,10 +84,16 @@ export class Connection {
   #wake: (() => void) | null = null;
   readonly #done: Promise<void>;
 
-  /** Opens `url` with `WS`. */
-  constructor(WS: WebSocketConstructor, url: string) {
+  /**
+   * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
+   * frames are decoded with it, and one that is not a whole zstd frame whose
+   * checksum holds is a problem (the socket is then closed).
+   */
+  constructor(WS: WebSocketConstructor, url: string, zstd: ZstdDecompress | null = null) {
     const ws = new WS(url);
     this.ws = ws;
+    if (zstd) ws.binaryType = "arraybuffer";
+    let received = 0;
     this.#done = new Promise((resolve) => {
       ws.onclose = (e: CloseEvent) => {
         // Deno reports a connection that failed or dropped as code 0; the
@@ -101,7 +108,20 @@ export class Connection {
     ws.onerror = () => {};
     ws.onmessage = (e: MessageEvent) => {
       if (this.problem !== null) return;
-      const data = e.data;
+      let data = e.data;
+      if (this.greeting !== null) received++; // data frames
+      // compress= (§16): a binary data frame is one zstd frame of the batch's text.
+      if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
+        try {
+          data = decodeZstdFrame(new Uint8Array(data), zstd);
+        } catch (err) {
+          this.#fail(
+            `compressed frame ${received} (${data.byteLength} bytes) is corrupt or ` +
+              `truncated: ${(err as Error).message}`,
+          );
+          return;
+        }
+      }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
         return;

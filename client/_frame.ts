@@ -41,3 +41,8 @@ export function parseLine(line: string): [number | null, unknown] | null {
   if (o !== null && !(Number.isSafeInteger(o) && o >= 0)) return null;
   return v as [number | null, unknown];
 }
+
+/** `s` quoted for an error message, cut after 80 characters. */
+export function clip(s: string): string {
+  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "…" : s);
+}

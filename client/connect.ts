@@ -37,6 +37,7 @@ import type { CursorStore } from "./cursor.ts";
 import { Subscription } from "./subscription.ts";
 import { TOKEN_PATTERN } from "./wire.ts";
 import { sinceMicros } from "./since.ts";
+import { loadZstd } from "./_zstd.ts";
 
 export { Subscription } from "./subscription.ts";
 export type { Line, Row } from "./row.ts";
@@ -60,6 +61,7 @@ const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
   token: true,
   catchUp: true,
   where: true,
+  compress: true,
 };
 const BACKOFF_KEYS: ReadonlySet<string> = new Set(["minMs", "maxMs"]);
 
@@ -139,6 +141,9 @@ function checkOptions(options: unknown): ConnectOptions {
     }
   }
   checkSinceOption(o);
+  if (o.compress !== undefined && o.compress !== "zstd" && o.compress !== false) {
+    throw new TypeError(`connect: compress must be "zstd" or false, got ${describe(o.compress)}`);
+  }
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
   checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
@@ -274,7 +279,9 @@ async function cursorStore(
  * Subscribes to the stream at `url` (`ws://HOST:PORT/NAME`; `http://` works
  * too) and resolves once the server's greeting arrived, so a refusal rejects
  * here with its typed error (`StreamNotFound`, `NotReplayable`, …). Always
- * negotiates batched frames; the subscription splits them.
+ * negotiates batched frames; the subscription splits them. Where the runtime
+ * decodes zstd (Deno), it also negotiates `compress=zstd` (see the
+ * `compress` option).
  *
  * `options` are checked here, before any socket opens: a wrong type is a
  * `TypeError`, a value out of range a `RangeError`, an unknown key a
@@ -317,6 +324,25 @@ export function connect<T = unknown>(
 async function open<T>(url: string | URL, options: ConnectOptions): Promise<Subscription<T>> {
   const u = checkUrl(url);
   const o = checkOptions(options);
-  const resolved: SubscriptionOptions = { ...o, cursor: await cursorStore(o.cursor) };
+  const resolved: SubscriptionOptions = {
+    ...o,
+    cursor: await cursorStore(o.cursor),
+    ...await zstdOptions(o.compress),
+  };
   return await Subscription._open<T>(u, resolved);
+}
+
+// compress= (§16): the decoder, loaded before any socket opens.
+async function zstdOptions(
+  compress: "zstd" | false | undefined,
+): Promise<Pick<SubscriptionOptions, "_zstd" | "_zstdDefault">> {
+  if (compress === false) return { _zstd: null };
+  const zstd = await loadZstd();
+  if (zstd === null && compress === "zstd") {
+    throw new TypeError(
+      `connect: compress "zstd" needs a zstd decoder and this runtime has none (no node:zlib ` +
+        `zstd); leave compress out or pass false`,
+    );
+  }
+  return { _zstd: zstd, _zstdDefault: compress === undefined };
 }

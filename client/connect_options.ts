@@ -220,6 +220,17 @@ export interface ConnectOptions {
    * @default undefined
    */
   where?: Where | string;
+  /**
+   * compress= (§16): `"zstd"` asks for data frames as binary zstd frames
+   * (compressed once by the server for every subscriber), decoded here with
+   * `node:zlib`; `false` keeps text frames. Default: `"zstd"` where the
+   * runtime has a zstd decoder (Deno, Node), else `false` (a browser). A
+   * server that does not know `compress=` is asked again without it. A frame
+   * that is not one whole zstd frame whose checksum holds ends the
+   * subscription with a `ProtocolError` saying so.
+   * @default "zstd" where node:zlib has zstd, else false
+   */
+  compress?: "zstd" | false;
 }
 
 /**
@@ -237,4 +248,8 @@ export interface ConnectOptions {
 export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
   /** The cursor store (a path was made a `FileCursor` by `connect`). @default undefined */
   cursor?: CursorStore;
+  /** @internal compress= (§16): the zstd decoder `connect` loaded, or null (text frames). */
+  _zstd?: ((bytes: Uint8Array) => Uint8Array) | null;
+  /** @internal compress= (§16): true when compress was not given (then a 4400 naming it falls back). */
+  _zstdDefault?: boolean;
 }

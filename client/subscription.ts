@@ -20,6 +20,7 @@
  */
 
 import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import { isCompressRefusal, type ZstdDecompress } from "./_zstd.ts";
 import type { CursorStore } from "./cursor.ts";
 import {
   closeError,
@@ -28,7 +29,7 @@ import {
   ProtocolError,
   SubscriptionError,
 } from "./errors.ts";
-import { BAD_LINE, lineOffset, parseLine } from "./_frame.ts";
+import { BAD_LINE, clip, lineOffset, parseLine } from "./_frame.ts";
 import {
   archiveOffsetAt,
   type CatchUp,
@@ -126,6 +127,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
+  #zstd: ZstdDecompress | null; // compress= (§16): the decoder while frames come compressed
 
   private constructor(url: URL, options: SubscriptionOptions) {
     this.#url = url.toString();
@@ -136,6 +138,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+    this.#zstd = options._zstd ?? null;
   }
 
   /**
@@ -184,7 +187,12 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     resume: number | null,
   ): Promise<void> {
     try {
-      await this.#open(offset, streamId, resume);
+      await this.#open(offset, streamId, resume).catch((err) => {
+        // compress= (§16) by default only: a server that does not know it refuses it (4400).
+        if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
+        this.#zstd = null; // Text frames from then on.
+        return this.#open(offset, streamId, resume);
+      });
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -243,7 +251,9 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         frames: "batch",
         where: this.#opts.where,
         since: this.#since,
+        compress: this.#zstd ? "zstd" : null, // compress= (§16)
       }),
+      this.#zstd,
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -687,8 +697,4 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     })();
     return this.#closing;
   }
-}
-
-function clip(s: string): string {
-  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "…" : s);
 }

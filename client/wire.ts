@@ -241,6 +241,10 @@ export interface Greeting {
   where?: Where | null;
   /** The `since` asked for, in µs, or `null`. */
   since?: number | null;
+  /** compress= (§16): the compression of data frames, `null` (or absent) for text frames. */
+  compress?: Compression | null;
+  /** compress= (§16): the zstd dictionary the frames need, by id; `null` (or absent): none. */
+  dictionary?: string | null;
 }
 
 /** The object served at `GET /{name}/head` (and in `GET /_/streams`). */
@@ -296,6 +300,8 @@ export interface SubscribeQuery {
   where: string | null;
   /** `since` resolved to µs since the epoch (see {@linkcode parseSince}), or `null`. */
   since: number | null;
+  /** compress= (§16): `"zstd"` for binary zstd data frames, `null` (or absent) for text. */
+  compress?: Compression | null;
 }
 
 /**
@@ -346,6 +352,7 @@ export const SUBSCRIBE_PARAMS: readonly string[] = [
   "access_token",
   "where",
   "since",
+  "compress",
 ];
 
 /** Largest offset a subscribe may name (2^53 - 1). */
@@ -402,6 +409,8 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
       return { ok: false, detail: (err as RangeError).message };
     }
   }
+  const compress = parseCompress(params.get("compress"), rawFrames);
+  if (!compress.ok) return compress;
   const where = params.get("where");
   return {
     ok: true,
@@ -412,9 +421,40 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
       token: params.get("access_token"),
       where,
       since,
+      compress: compress.value,
     },
   };
 }
+
+// --- compress= (DESIGN §16) ---
+
+/** How data frames are compressed: `"zstd"`, one zstd frame per batched frame. */
+export type Compression = "zstd";
+
+/**
+ * Checks `compress=`: absent is `null` (text frames); `zstd` needs
+ * `frames=batch`; any other value is refused.
+ *
+ * @example
+ * ```ts
+ * import { parseCompress } from "./wire.ts";
+ * const r = parseCompress("zstd", "single");
+ * console.log(r.ok ? r.value : r.detail); // compress=zstd needs frames=batch, got frames=single
+ * ```
+ */
+export function parseCompress(
+  raw: string | null,
+  frames: FrameMode,
+): ParseResult<Compression | null> {
+  if (raw === null) return { ok: true, value: null };
+  if (raw !== "zstd") return { ok: false, detail: `compress must be zstd, got ${raw}` };
+  if (frames !== "batch") {
+    return { ok: false, detail: `compress=zstd needs frames=batch, got frames=${frames}` };
+  }
+  return { ok: true, value: "zstd" };
+}
+
+// --- end of compress= ---
 
 /**
  * Builds a subscribe URL from a stream URL and the query to send.
@@ -434,12 +474,13 @@ export function subscribeUrl(
     frames?: FrameMode;
     where?: Where | string | null;
     since?: number | null;
+    compress?: Compression | null;
   },
 ): string {
   const u = new URL(url);
   if (u.protocol === "http:") u.protocol = "ws:";
   if (u.protocol === "https:") u.protocol = "wss:";
-  for (const key of ["offset", "stream_id", "frames", "where", "since"]) {
+  for (const key of ["offset", "stream_id", "frames", "where", "since", "compress"]) {
     u.searchParams.delete(key);
   }
   if (query.since !== undefined && query.since !== null) {
@@ -455,6 +496,7 @@ export function subscribeUrl(
   }
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
+  if (query.compress) u.searchParams.set("compress", query.compress); // compress= (§16)
   return u.toString();
 }
 

@@ -120,7 +120,8 @@ function subscribeUrl(url, query) {
     "stream_id",
     "frames",
     "where",
-    "since"
+    "since",
+    "compress"
   ]) {
     u.searchParams.delete(key);
   }
@@ -134,6 +135,7 @@ function subscribeUrl(url, query) {
   }
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
+  if (query.compress) u.searchParams.set("compress", query.compress);
   return u.toString();
 }
 function splitBatch(frame) {
@@ -560,6 +562,84 @@ function catchUpGreeting(head, from) {
   };
 }
 
+// client/_zstd.ts
+var loaded = null;
+function loadZstd() {
+  return loaded ??= (async () => {
+    const g = globalThis;
+    if (g.Deno === void 0 && g.process === void 0) return null;
+    const spec = "node:zlib";
+    try {
+      const zlib = await import(spec);
+      const f = zlib.zstdDecompressSync;
+      return typeof f === "function" ? (b) => f(b) : null;
+    } catch {
+      return null;
+    }
+  })();
+}
+function isCompressRefusal(err) {
+  return err instanceof ProtocolError && err.code === CloseCode.Protocol && /compress/.test(err.detail);
+}
+var MAGIC = 4247762216;
+function checkFrame(b) {
+  const n = b.length;
+  if (n < 6) throw new Error(`${n} bytes is too short for a zstd frame`);
+  const magic = (b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24) >>> 0;
+  if (magic !== MAGIC) throw new Error(`not a zstd frame (magic 0x${magic.toString(16)})`);
+  const fhd = b[4];
+  const fcsFlag = fhd >> 6;
+  const single = fhd >> 5 & 1;
+  const checksum = fhd >> 2 & 1;
+  const dictFlag = fhd & 3;
+  if (!checksum) throw new Error("the zstd frame has no content checksum");
+  if (dictFlag !== 0) throw new Error("the zstd frame needs a dictionary");
+  let p = 5 + (single ? 0 : 1);
+  const fcsBytes = [
+    single ? 1 : 0,
+    2,
+    4,
+    8
+  ][fcsFlag];
+  let size = -1;
+  if (fcsBytes > 0) {
+    if (p + fcsBytes > n) throw new Error("the zstd frame is truncated in its header");
+    size = 0;
+    for (let k = fcsBytes - 1; k >= 0; k--) size = size * 256 + b[p + k];
+    if (fcsBytes === 2) size += 256;
+  }
+  p += fcsBytes;
+  for (; ; ) {
+    if (p + 3 > n) throw new Error(`the zstd frame is truncated at byte ${p} of ${n}`);
+    const h = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
+    const last = h & 1;
+    const type = h >> 1 & 3;
+    if (type === 3) throw new Error(`the zstd frame has a reserved block type at byte ${p}`);
+    p += 3 + (type === 1 ? 1 : h >> 3);
+    if (last) break;
+  }
+  if (p + 4 !== n) {
+    throw new Error(p + 4 > n ? `the zstd frame is truncated: ${n} bytes of ${p + 4}` : `${n - p - 4} bytes follow the zstd frame`);
+  }
+  return size;
+}
+var utf8 = new TextDecoder("utf-8", {
+  fatal: true
+});
+function decodeZstdFrame(bytes, decompress) {
+  const size = checkFrame(bytes);
+  let out;
+  try {
+    out = decompress(bytes);
+  } catch (err) {
+    throw new Error(`zstd: ${err instanceof Error ? err.message : err}`);
+  }
+  if (size >= 0 && out.length !== size) {
+    throw new Error(`the zstd frame decompressed to ${out.length} bytes, its header says ${size}`);
+  }
+  return utf8.decode(out);
+}
+
 // client/_connection.ts
 var CLOSE_WAIT_MS = 5e3;
 function parseGreeting(text) {
@@ -603,10 +683,16 @@ var Connection = class {
   #head = 0;
   #wake = null;
   #done;
-  /** Opens `url` with `WS`. */
-  constructor(WS, url) {
+  /**
+   * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
+   * frames are decoded with it, and one that is not a whole zstd frame whose
+   * checksum holds is a problem (the socket is then closed).
+   */
+  constructor(WS, url, zstd = null) {
     const ws = new WS(url);
     this.ws = ws;
+    if (zstd) ws.binaryType = "arraybuffer";
+    let received = 0;
     this.#done = new Promise((resolve) => {
       ws.onclose = (e) => {
         const code = e.code >= 1e3 ? e.code : 1006;
@@ -623,7 +709,16 @@ var Connection = class {
     };
     ws.onmessage = (e) => {
       if (this.problem !== null) return;
-      const data = e.data;
+      let data = e.data;
+      if (this.greeting !== null) received++;
+      if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
+        try {
+          data = decodeZstdFrame(new Uint8Array(data), zstd);
+        } catch (err) {
+          this.#fail(`compressed frame ${received} (${data.byteLength} bytes) is corrupt or truncated: ${err.message}`);
+          return;
+        }
+      }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
         return;
@@ -726,6 +821,9 @@ function parseLine(line) {
   const o = v[0];
   if (o !== null && !(Number.isSafeInteger(o) && o >= 0)) return null;
   return v;
+}
+function clip(s) {
+  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "\u2026" : s);
 }
 
 // client/filter.ts
@@ -1090,6 +1188,7 @@ var Subscription = class _Subscription {
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since = null;
   #onAbort = () => this.#abort();
+  #zstd;
   constructor(url, options) {
     this.#url = url.toString();
     this.#opts = options;
@@ -1099,6 +1198,7 @@ var Subscription = class _Subscription {
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+    this.#zstd = options._zstd ?? null;
   }
   /**
    * @internal Use `connect`, which checks `url` and `options` (this trusts them).
@@ -1144,7 +1244,11 @@ var Subscription = class _Subscription {
    */
   async #openOrCatchUp(offset, streamId, resume) {
     try {
-      await this.#open(offset, streamId, resume);
+      await this.#open(offset, streamId, resume).catch((err) => {
+        if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
+        this.#zstd = null;
+        return this.#open(offset, streamId, resume);
+      });
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -1195,8 +1299,9 @@ var Subscription = class _Subscription {
       streamId,
       frames: "batch",
       where: this.#opts.where,
-      since: this.#since
-    }));
+      since: this.#since,
+      compress: this.#zstd ? "zstd" : null
+    }), this.#zstd);
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     let timedOut = false;
@@ -1613,9 +1718,6 @@ var Subscription = class _Subscription {
     return this.#closing;
   }
 };
-function clip(s) {
-  return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "\u2026" : s);
-}
 
 // client/connect.ts
 var OPTION_KEYS = {
@@ -1633,7 +1735,8 @@ var OPTION_KEYS = {
   WebSocket: true,
   token: true,
   catchUp: true,
-  where: true
+  where: true,
+  compress: true
 };
 var BACKOFF_KEYS = /* @__PURE__ */ new Set([
   "minMs",
@@ -1706,6 +1809,9 @@ function checkOptions(options) {
     }
   }
   checkSinceOption(o);
+  if (o.compress !== void 0 && o.compress !== "zstd" && o.compress !== false) {
+    throw new TypeError(`connect: compress must be "zstd" or false, got ${describe(o.compress)}`);
+  }
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
   checkNumber("connectTimeoutMs", o.connectTimeoutMs, 1);
@@ -1806,9 +1912,23 @@ async function open(url, options) {
   const o = checkOptions(options);
   const resolved = {
     ...o,
-    cursor: await cursorStore(o.cursor)
+    cursor: await cursorStore(o.cursor),
+    ...await zstdOptions(o.compress)
   };
   return await Subscription._open(u, resolved);
+}
+async function zstdOptions(compress) {
+  if (compress === false) return {
+    _zstd: null
+  };
+  const zstd = await loadZstd();
+  if (zstd === null && compress === "zstd") {
+    throw new TypeError(`connect: compress "zstd" needs a zstd decoder and this runtime has none (no node:zlib zstd); leave compress out or pass false`);
+  }
+  return {
+    _zstd: zstd,
+    _zstdDefault: compress === void 0
+  };
 }
 export {
   DEFAULT_BACKOFF_MAX_MS,

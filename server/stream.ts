@@ -16,6 +16,7 @@
 import { join } from "node:path";
 import {
   CloseCode,
+  type Compression,
   type FrameMode,
   type Greeting,
   PROTOCOL_VERSION,
@@ -34,6 +35,7 @@ import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../log/schema_h
 import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
+import { zstdFrame } from "./compressed_frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
 import { FilterGroups } from "./filter_groups.ts";
@@ -209,6 +211,7 @@ export class Stream {
         if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
         return this.#arrow;
       },
+      compress: (text) => this.#zstd(text, "replay"),
     };
   }
 
@@ -550,10 +553,23 @@ export class Stream {
   #shared(frames: readonly string[]): SharedFrames {
     let joined: string | null = null;
     let arrow: Uint8Array | null = null;
+    let zstd: Uint8Array | null = null;
+    const join = () => (joined ??= frames.join("\n"));
     return {
-      joined: () => (joined ??= frames.join("\n")),
+      joined: join,
       arrow: () => (arrow ??= this.#arrow!.encodeFrames(frames)),
+      zstd: () => (zstd ??= this.#zstd(join(), "live")),
     };
+  }
+
+  // compress= (§16): one zstd frame of `text`, counted by path.
+  #zstd(text: string, path: "live" | "replay"): Uint8Array {
+    const out = zstdFrame(text);
+    const m = this.#metrics.zstd[path];
+    m.frames.inc();
+    m.text.inc(text.length);
+    m.zstd.inc(out.byteLength);
+    return out;
   }
 
   /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
@@ -584,6 +600,7 @@ export class Stream {
     from: number,
     frames: FrameMode,
     filter: Filter | null = null,
+    compress: Compression | null = null,
   ): Subscriber {
     const shared = filter === null ? null : this.#groups.add(filter);
     const sub = new Subscriber(socket, this.#host, from, {
@@ -592,6 +609,7 @@ export class Stream {
       stallTimeoutMs: this.stallTimeoutMs,
       filter: shared,
       ...(this.#serving.sendBudget ? { sendBudget: this.#serving.sendBudget } : {}),
+      compress,
     });
     this.#all.add(sub);
     this.#metrics.subscribes.inc();

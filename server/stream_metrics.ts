@@ -92,6 +92,8 @@ export function declareStreamMetrics(registry: Registry): {
   refusals: Counter;
   endOffset: Gauge;
   commitSeconds: Histogram;
+  zstdFrames: Counter;
+  zstdBytes: Counter;
 } {
   const c = (name: string, help: string) => registry.counter(name, help);
   const families = {
@@ -119,6 +121,16 @@ export function declareStreamMetrics(registry: Registry): {
       "streamcast_commit_seconds",
       "Duration of a log commit (write + syncData).",
       COMMIT_BUCKETS_S,
+    ),
+    // compress= (§16)
+    zstdFrames: c(
+      "streamcast_zstd_frames_total",
+      "zstd frames compressed (compress=zstd), by path: live (once per commit, shared by " +
+        "every subscriber) or replay (once per catch-up read).",
+    ),
+    zstdBytes: c(
+      "streamcast_zstd_bytes_total",
+      "Bytes into (side=text) and out of (side=zstd) zstd compression, by path.",
     ),
   };
   return families;
@@ -159,6 +171,11 @@ export class StreamMetrics {
   readonly subscribes: CounterChild;
   /** Commit durations in seconds; null on an ephemeral stream. */
   readonly commitSeconds: HistogramChild | null;
+  /** compress= (§16): frames compressed, and bytes in and out, per path. */
+  readonly zstd: Record<
+    "live" | "replay",
+    { frames: CounterChild; text: CounterChild; zstd: CounterChild }
+  >;
   readonly #labels: { stream: string };
   readonly #drops: Counter;
   readonly #refusals: Counter;
@@ -176,6 +193,12 @@ export class StreamMetrics {
     this.bytesSent = f.bytesSent.labels(labels);
     this.replayRows = f.replayRows.labels(labels);
     this.subscribes = f.subscribes.labels(labels);
+    const zstd = (path: string) => ({
+      frames: f.zstdFrames.labels({ stream: name, path }),
+      text: f.zstdBytes.labels({ stream: name, path, side: "text" }),
+      zstd: f.zstdBytes.labels({ stream: name, path, side: "zstd" }),
+    });
+    this.zstd = { live: zstd("live"), replay: zstd("replay") };
     const catchingUp = f.subscribers.labels({ stream: name, state: "catching_up" });
     const live = f.subscribers.labels({ stream: name, state: "live" });
     this.#drops = f.drops;

@@ -35,6 +35,7 @@ import { filterBatch, frameOffset } from "./filtered_frames.ts";
 import { DrainPoller } from "./drain_poller.ts";
 import { SendBudget } from "./limits.ts";
 import { type LivePiece, livePieces, livePolicy } from "./live_pieces.ts";
+import type { Compression } from "../client/wire.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
@@ -42,6 +43,11 @@ export interface SharedFrames {
   joined(): string;
   /** One Arrow record batch message (arrow mode). */
   arrow(): Uint8Array;
+  /**
+   * compress=zstd (§16): the joined frames as one zstd frame, compressed once
+   * per commit (optional so that hosts without compressed subscribers need not give it).
+   */
+  zstd?(): Uint8Array;
 }
 
 /**
@@ -94,6 +100,11 @@ export interface SubscriberHost {
   failed(err: unknown): void;
   /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
   arrowEncoder(): ArrowFrameEncoder;
+  /**
+   * compress=zstd (§16): one zstd frame of the text of a catching-up
+   * subscriber's slice, counted (optional, like {@linkcode SharedFrames.zstd}).
+   */
+  compress?(text: string): Uint8Array;
 }
 
 /** The state of a subscriber. */
@@ -138,6 +149,8 @@ export interface SubscriberOptions {
    * server/limits.ts). @default one per process of the default size
    */
   sendBudget?: SendBudget;
+  /** compress= (§16): `"zstd"` sends every data frame as one binary zstd frame. @default null */
+  compress?: Compression | null;
 }
 
 /** One subscription on one socket. */
@@ -148,6 +161,8 @@ export class Subscriber {
   readonly frames: FrameMode;
   /** The `where=` filter, or null. */
   readonly filter: Filter | null;
+  /** compress= (§16): true when data frames go out as zstd (batch mode only). */
+  readonly zstd: boolean;
   /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
   readonly #host: SubscriberHost;
@@ -155,6 +170,11 @@ export class Subscriber {
   #state: SubscriberState;
   #queue: string[] = [];
   #queueHead = 0;
+  // compress= (§16): a zstd subscriber's queued commits as the bytes compressed
+  // once for everyone, each with how many queued frames it holds (together:
+  // the backlog), so a drain sends them rather than compressing again.
+  #zq: { bytes: Uint8Array; frames: number }[] = [];
+  #zqHead = 0;
   // The offset after the last commit queued (durable streams).
   #queueEnd = 0;
   #blocked = false;
@@ -176,6 +196,7 @@ export class Subscriber {
     this.next = next;
     this.frames = opts.frames;
     this.filter = opts.filter ?? null;
+    this.zstd = opts.compress === "zstd";
     this.#opts = opts;
     this.#state = "catching_up";
     this.#budget = opts.sendBudget ?? processBudget;
@@ -213,7 +234,9 @@ export class Subscriber {
    */
   push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
     if (this.#state !== "live") return;
-    if (this.frames === "batch" && livePolicy.pieceBytes !== Infinity) {
+    // compress= (§16): a zstd subscriber gets each commit's one shared
+    // compressed frame (below), never text pieces.
+    if (this.frames === "batch" && !this.zstd && livePolicy.pieceBytes !== Infinity) {
       this.#pushPieces(frames, end, shared);
       return;
     }
@@ -222,6 +245,7 @@ export class Subscriber {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
+      else if (this.zstd) this.#sendBinary(shared.zstd!()); // compress= (§16): shared bytes
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
@@ -232,6 +256,7 @@ export class Subscriber {
       return;
     }
     for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
+    if (this.zstd && n > 0) this.#zq.push({ bytes: shared.zstd!(), frames: n }); // compress= (§16)
     if (end !== null) this.#queueEnd = end;
     if (this.backlog === 0) {
       if (end !== null) this.next = end;
@@ -375,6 +400,8 @@ export class Subscriber {
     this.#queue = [];
     this.#queueHead = 0;
     this.#clearPieces();
+    this.#zq = []; // compress= (§16)
+    this.#zqHead = 0;
     this.#host.dropped("to_catch_up");
     this.#state = "catching_up";
     this.#catchUp().catch((err) => this.#fail(err));
@@ -426,8 +453,10 @@ export class Subscriber {
   #drainQueue(): void {
     const q = this.#queue;
     while (this.#queueHead < q.length && this.socket.bufferedAmount < this.#budget.share()) {
-      const take = Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
-      if (this.frames === "arrow") {
+      const z = this.zstd ? this.#zq[this.#zqHead++] : null; // compress= (§16): a queued commit
+      const take = z ? z.frames : Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
+      if (z) this.#sendBinary(z.bytes);
+      else if (this.frames === "arrow") {
         const frames = q.slice(this.#queueHead, this.#queueHead + take);
         this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
       } else if (this.frames === "batch") {
@@ -450,9 +479,13 @@ export class Subscriber {
       if (this.#host.durable && q.length > 0) this.next = this.#queueEnd;
       this.#queue = [];
       this.#queueHead = 0;
+      this.#zq = []; // compress= (§16)
+      this.#zqHead = 0;
     } else if (this.#queueHead > 65536) {
       this.#queue = q.slice(this.#queueHead);
       this.#queueHead = 0;
+      this.#zq = this.#zq.slice(this.#zqHead); // compress= (§16)
+      this.#zqHead = 0;
     }
   }
 
@@ -578,6 +611,7 @@ export class Subscriber {
     }
     if (this.frames === "batch") {
       const text = end - i === 1 ? lines[i] : lines.slice(i, end).join("\n");
+      if (this.zstd) return this.#sendZstd(text, end - i); // compress= (§16)
       this.socket.send(text);
       host.count(1, text.length, end - i);
       return { rows: end - i, cost: text.length + FRAME_COST };
@@ -598,6 +632,7 @@ export class Subscriber {
     }
     if (this.frames === "batch") {
       const { text, rows } = renderBatch(batch, i, MAX_BATCH_ROWS, SLICE_BYTES);
+      if (this.zstd) return this.#sendZstd(text, rows); // compress= (§16)
       this.socket.send(text);
       host.count(1, text.length, rows);
       return { rows, cost: text.length + FRAME_COST };
@@ -607,6 +642,13 @@ export class Subscriber {
     for (const frame of text.split("\n")) this.socket.send(frame);
     host.count(rows, text.length - rows + 1, rows);
     return { rows, cost: text.length + rows * FRAME_COST };
+  }
+
+  // compress= (§16): a replayed slice as one zstd frame, compressed once for this read.
+  #sendZstd(text: string, rows: number): { rows: number; cost: number } {
+    const bytes = this.#host.compress!(text);
+    this.#sendBinary(bytes, rows);
+    return { rows, cost: text.length + FRAME_COST };
   }
 
   #fail(err: unknown): void {
@@ -636,6 +678,8 @@ export class Subscriber {
       this.#queue = [];
       this.#queueHead = 0;
       this.#clearPieces();
+      this.#zq = []; // compress= (§16)
+      this.#zqHead = 0;
       poller.delete(this);
       this.#wake?.();
       this.#wake = null;

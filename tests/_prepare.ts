@@ -1,7 +1,9 @@
 /**
  * Run by `deno task test` before the suite: makes sure what the tests need
  * outside npm is on the machine. Today that is Chromium for the browser tests
- * (Debian's package `chromium`, driven by playwright-core; no browser download).
+ * (Debian's package `chromium`, driven by playwright-core; no browser download)
+ * and the `zstd` command, which the compress= tests decode frames with (Debian's
+ * package `zstd`).
  * When it is missing and this runs as root with apt-get, it installs it and
  * says so on stderr; otherwise it exits 1 with one line naming what is missing
  * and the command that installs it. npm packages need nothing here: Deno
@@ -38,7 +40,27 @@ function isRoot(): boolean {
   }
 }
 
+/** Where the compress= tests find the `zstd` command. */
+export const ZSTD = "/usr/bin/zstd";
+
+// The zstd command (compress= tests): installed like Chromium when missing.
+async function zstdCommand(): Promise<number> {
+  if (await exists(ZSTD)) return 0;
+  if (isRoot() && await exists("/usr/bin/apt-get")) {
+    console.error(`streamcast tests: ${ZSTD} is missing; installing Debian's zstd`);
+    const ok = await run("apt-get", ["update", "-qq"]) &&
+      await run("apt-get", ["install", "-y", "-qq", "zstd"]);
+    if (ok && await exists(ZSTD)) return 0;
+  }
+  console.error(
+    `streamcast tests: the compress= tests need the zstd command at ${ZSTD}: install it with ` +
+      "`sudo apt-get install zstd` (Debian/Ubuntu)",
+  );
+  return 1;
+}
+
 async function main(): Promise<number> {
+  if (await zstdCommand() !== 0) return 1;
   if (await exists(CHROMIUM)) return 0;
   const how = "apt-get install chromium";
   if (isRoot() && await exists("/usr/bin/apt-get")) {

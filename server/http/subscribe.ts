@@ -303,10 +303,12 @@ function accept(
     const frames = q.frames;
     const greeting = stream.greeting(d.from, frames, filter?.where ?? null);
     greeting.since = q.since; // since= (§12): echoed, µs or null
+    const compress = q.compress ?? null;
+    if (compress !== null) greeting.compress = compress; // compress= (§16)
     socket.send(JSON.stringify(greeting));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
-    sub = stream._subscribe(socket, from ?? 0, frames, filter);
+    sub = stream._subscribe(socket, from ?? 0, frames, filter, compress);
     logger.info("subscribe", {
       ...who,
       offset: q.offset,
@@ -315,6 +317,7 @@ function accept(
       end_offset: stream.endOffset,
       frames,
       ...(filter ? { where: filter.key } : {}),
+      ...(compress ? { compress } : {}),
     });
   };
   socket.onmessage = () => {

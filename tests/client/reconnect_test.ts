@@ -161,10 +161,12 @@ Deno.test("reconnect after 4429 on an ephemeral stream goes live again and repor
   const server = await slowServer(4);
   try {
     const events: ReconnectEvent[] = [];
+    // Text frames: zstd's would take far longer to fill the socket's buffers.
     const sub = await connect<TradeRow>(server.url, {
       reconnect: true,
       backoff: { minMs: 10, maxMs: 50 },
       onReconnect: (e) => events.push(e),
+      compress: false,
     });
     const seq: number[] = [];
     let blocks = 0;
@@ -195,7 +197,7 @@ Deno.test("reconnect after 4429 on an ephemeral stream goes live again and repor
 Deno.test("without reconnect a 4429 ends the loop with TooSlow", async () => {
   const server = await slowServer(4);
   try {
-    const sub = await connect(server.url);
+    const sub = await connect(server.url, { compress: false }); // text: fills buffers sooner
     let blocks = 0;
     const err = await assertRejects(async () => {
       for await (const _ of sub) {

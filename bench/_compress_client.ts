@@ -1,0 +1,88 @@
+// The load generator of bench/compress.ts: `subs` sockets of the `ws` client
+// (so that permessage-deflate is negotiated where the server offers it),
+// counting the rows received and the bytes read off each TCP socket (the
+// bytes on the wire: frames, headers and compression included).
+//
+// usage: _compress_client.ts CONFIG_JSON
+//   {url, subs, deflate, until?}
+// Prints "OPEN" once every socket is open; answers "mark" with
+// {t, rows, bytes, cpuUs}; with `until`, exits by itself once that many rows
+// arrived in all, printing {rows, bytes, ms, cpuUs}. A text frame is
+// `\n`-joined rows (a `{` first frame is streamcast's greeting, not counted);
+// a binary frame is one zstd frame of such text, decoded with node:zlib.
+import process from "node:process";
+import { zstdDecompressSync } from "node:zlib";
+import WebSocket from "ws";
+
+const cfg: { url: string; subs: number; deflate: boolean; until?: number } = JSON.parse(
+  Deno.args[0],
+);
+const cpu0 = process.cpuUsage();
+const cpuUs = () => {
+  const c = process.cpuUsage(cpu0);
+  return c.user + c.system;
+};
+const wall = () => performance.timeOrigin + performance.now();
+let rows = 0;
+let open = 0;
+let firstAt = 0;
+const sockets: WebSocket[] = [];
+const lines = (b: Uint8Array) => {
+  let n = 1;
+  for (let k = b.indexOf(10); k !== -1; k = b.indexOf(10, k + 1)) n++;
+  return n;
+};
+// Every subscriber is sent the same zstd frames: each distinct frame (by its
+// length and content checksum, its last 4 bytes) is decoded once, so the load
+// generator keeps up with 1000 subscribers and the server is what is measured.
+const seen = new Map<string, number>();
+const zstdRows = (b: Uint8Array) => {
+  const n = b.length;
+  const key = `${n}:${b[n - 4]},${b[n - 3]},${b[n - 2]},${b[n - 1]}`;
+  let r = seen.get(key);
+  if (r === undefined) {
+    r = lines(zstdDecompressSync(b));
+    if (seen.size > 100_000) seen.clear();
+    seen.set(key, r);
+  }
+  return r;
+};
+const bytes = () =>
+  sockets.reduce(
+    (n, s) => n + ((s as unknown as { _socket?: { bytesRead: number } })._socket?.bytesRead ?? 0),
+    0,
+  );
+const done = () => {
+  console.log(
+    JSON.stringify({ rows, bytes: bytes(), ms: performance.now() - firstAt, cpuUs: cpuUs() }),
+  );
+  Deno.exit(0);
+};
+
+for (let i = 0; i < cfg.subs; i++) {
+  const ws = new WebSocket(cfg.url, { perMessageDeflate: cfg.deflate });
+  sockets.push(ws);
+  ws.on("open", () => {
+    if (++open === cfg.subs) console.log("OPEN");
+  });
+  ws.on("error", (e: Error) => console.error(`client: ${e.message}`));
+  ws.on("message", (data: Uint8Array, isBinary: boolean) => {
+    if (firstAt === 0) firstAt = performance.now();
+    if (isBinary) rows += zstdRows(data);
+    else if (data[0] !== 123) rows += lines(data);
+    if (cfg.until !== undefined && rows >= cfg.until) done();
+  });
+}
+
+let buf = "";
+for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream())) {
+  buf += chunk;
+  let k: number;
+  while ((k = buf.indexOf("\n")) !== -1) {
+    const cmd = buf.slice(0, k).trim();
+    buf = buf.slice(k + 1);
+    if (cmd === "mark") {
+      console.log(JSON.stringify({ t: wall(), rows, bytes: bytes(), cpuUs: cpuUs() }));
+    } else if (cmd === "stop") Deno.exit(0);
+  }
+}
