@@ -395,6 +395,8 @@ export class ChunkCursor {
           this.#checkBounds(batch);
           return batch;
         }
+        // A line longer than what was taken: take more of what is decompressed.
+        if (this.#outBytes > 0) continue;
       }
       if (this.#ended) {
         if (this.#carry.length > 0) {

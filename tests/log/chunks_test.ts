@@ -234,3 +234,29 @@ for (
     }
   });
 }
+
+Deno.test("a chunk reader hands out rows longer than one read's worth whole", async () => {
+  // Regression: a cursor that takes about `maxBytes` of decompressed output at
+  // a time once refused a chunk whose rows were each longer than that.
+  const dir = await tempDir();
+  try {
+    const log = await Log.open(dir, {
+      segmentBytes: 4 << 20,
+      chunks: { fanIn: 100 },
+      timers: false,
+    });
+    const rows = Array.from(
+      { length: 12 },
+      (_, i) => utf8(`{"i":${i + 1},"pad":"${"y".repeat(300_000 + i)}"}`),
+    );
+    for (const r of rows) await log.append(r);
+    await log.roll();
+    await log.chunksSettled();
+    assert(log.manifest!.chunks.length >= 1, "a chunk was made");
+    const got = await readAll(log);
+    assertEquals(got.length, rows.length);
+    for (let i = 0; i < rows.length; i++) assertEquals(got[i][1], text(rows[i]));
+  } finally {
+    await rmrf(dir);
+  }
+});
