@@ -31,6 +31,7 @@ import {
 import { Logger } from "../common/logger.ts";
 import { readCheckedText, writeCheckedText } from "../log/meta_file.ts";
 import { RowError } from "./errors.ts";
+import { sendJsonTo } from "./_send_json.ts";
 import { liveFrame } from "./frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
@@ -486,6 +487,47 @@ export class Stream {
     for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
     await done;
     return jsons.map((_, i) => first + i);
+  }
+
+  /**
+   * Stores rows given as JSON texts, one row a text, in order, each on its
+   * own verdict (the ingest fast path, `IngestSink.sendJson`). A text that
+   * is already the row's encoded form (`RowSchema.isEncoded`) is stored as
+   * it is; any other is parsed, validated and encoded as `send` does. The
+   * valid rows are stored in one commit (a row that may be too big for the
+   * log is appended on its own, so that its refusal is its alone).
+   * `refused` is null when every row was stored, else per text its refusal
+   * — a `SyntaxError` for a text that is not JSON, or the
+   * {@linkcode RowError} or `RangeError` that `send` would reject with — or
+   * `undefined`; `durable` resolves once the stored rows are durable.
+   *
+   * @example
+   * ```ts
+   * import { Stream } from "./stream.ts";
+   * const s = Stream.ephemeral("t", {
+   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+   * });
+   * const { refused, durable } = s.sendJson(['{"v":1}', '{"v":"x"}', '{"v":']);
+   * await durable;
+   * console.log(Array.from(refused ?? [], (e) => e?.name)); // [ undefined, "RowError", "SyntaxError" ]
+   * await s.close();
+   * ```
+   */
+  sendJson(texts: readonly string[]): {
+    refused: (Error | undefined)[] | null;
+    durable: Promise<unknown>;
+  } {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    const log = this.log;
+    return sendJsonTo({
+      name: this.name,
+      schema: this.schema,
+      log,
+      stored: log === null
+        ? (json) => this.#sendEphemeral(json)
+        : (json) => this.#pending.push(json),
+      refused: () => this.#metrics.rowsRejected.inc(),
+    }, texts);
   }
 
   // An append the log refused at the call: a row too big (a RangeError,
