@@ -14,6 +14,7 @@ const BENCHES = [
   "encode",
   "filter",
   "log_append",
+  "ingest",
   "fanout",
   "memory",
   "replay",

@@ -32,6 +32,14 @@ const utf8 = new TextEncoder();
 // own drops a leading one).
 const NOT_PLAIN = /[\uFEFF\uFFFD]/;
 
+// The preview of an overlong line with more of its bytes, up to PREVIEW_BYTES:
+// the first bytes of the line however its chunks fell.
+function extend(preview: Uint8Array, bytes: Uint8Array): Uint8Array {
+  if (preview.length >= PREVIEW_BYTES || bytes.length === 0) return preview;
+  const add = bytes.subarray(0, PREVIEW_BYTES - preview.length);
+  return concat([preview, add], preview.length + add.length);
+}
+
 function concat(parts: Uint8Array[], total: number): Uint8Array {
   const out = new Uint8Array(total);
   let at = 0;
@@ -159,6 +167,7 @@ export class LineSplitter {
     if (this.#tooLong !== undefined) {
       this.#tooLong.bytes += bytes.length;
       if (bytes.length > 0) this.#tooLong.last = bytes[bytes.length - 1];
+      this.#tooLong.preview = extend(this.#tooLong.preview, bytes);
       return;
     }
     // One byte of slack for a "\r" that the newline will strip.
@@ -190,7 +199,7 @@ export class LineSplitter {
       const cr = (tail.length > 0 ? tail[tail.length - 1] : last) === 13 ? 1 : 0;
       const length = bytes + tail.length - cr;
       // A short overlong line may have its "\r" in the preview.
-      return { bytes: length, preview: preview.subarray(0, length) };
+      return { bytes: length, preview: extend(preview, tail).subarray(0, length) };
     }
     let line = tail;
     if (this.#partBytes > 0) {
