@@ -10,8 +10,9 @@
  * The check is conservative: `false` says nothing about the text (it may
  * still be a valid row, in another spelling) and sends it the full way; it is
  * `true` only for texts it proves. A number is proved only in a form whose
- * `JSON.stringify` spelling is sure: a safe integer (int32 within its
- * range), no leading zero and no `-0`; a decimal of at most 15 digits, no
+ * `JSON.stringify` spelling is sure: an integer of up to 16 digits not
+ * starting with 9 (up to 9 for int32), no leading zero and no `-0`, which is
+ * always a safe integer (an int32); a decimal of at most 15 digits, no
  * exponent, no trailing zero in the fraction, and at least 1e-6 in
  * magnitude. A decimal of at most 15 significant digits is the only such
  * decimal that its nearest double turns back into, so `JSON.stringify`
@@ -25,42 +26,17 @@
  * @module
  */
 
-import { INT32_MAX } from "./rules.ts";
 import type { Column } from "./row_schema.ts";
 
 // Keys of a column's derived schema that do not constrain its values.
 const PLAIN_KEYS = new Set(["type", "format", "description", "title", "examples"]);
 
-/**
- * A pattern for the decimal spellings of the integers 1 to `max` (no sign, no
- * leading zero): fewer digits than `max`; or, when the digits that follow
- * are as many, not above it, digit by digit. The lookaheads keep a failed
- * match from trying every shorter length again.
- */
-function upTo(max: bigint): string {
-  const d = max.toString();
-  const full: string[] = [];
-  for (let p = 0; p < d.length; p++) {
-    const digit = Number(d[p]);
-    const low = p === 0 ? 1 : 0;
-    if (digit - 1 < low) continue;
-    const range = digit - 1 === low ? `${low}` : `[${low}-${digit - 1}]`;
-    const rest = d.length - p - 1;
-    full.push(d.slice(0, p) + range + (rest > 0 ? `\\d{${rest}}` : ""));
-  }
-  full.push(d);
-  const shorter = d.length > 1 ? `[1-9]\\d{0,${d.length - 2}}(?!\\d)|` : "";
-  return `(?:${shorter}(?=\\d{${d.length}}(?!\\d))(?:${full.join("|")}))`;
-}
-
-// An integer in [-(max + 1), max] (int32) or [-max, max] (safe), as JSON.stringify spells it.
-function integer(max: bigint, minIsMaxPlusOne: boolean): string {
-  const low = minIsMaxPlusOne ? max + 1n : max;
-  return `(?:0(?!\\d)|${upTo(max)}|-${upTo(low)})`;
-}
-
-const INT32 = integer(BigInt(INT32_MAX), true);
-const SAFE = integer(BigInt(Number.MAX_SAFE_INTEGER), false);
+// An integer as JSON.stringify spells it: int32 up to 9 digits (all within
+// its range), a safe integer up to 16 digits not starting with 9 (all below
+// 2^53). Longer ones are left to the full way: the patterns stay small and
+// never backtrack far.
+const INT32 = "(?:0|-?[1-9]\\d{0,8})(?!\\d)";
+const SAFE = "(?!-?9\\d{15})(?:0|-?[1-9]\\d{0,15})(?!\\d)";
 // A decimal of at most 15 digits (counting a leading "0."), no exponent, no
 // trailing zero in the fraction, at least 1e-6: what comes next is "," or "}".
 const DECIMAL = "-?(?=[\\d.]{3,16}[,}])(?:0\\.(?!0{6})|[1-9]\\d*\\.)\\d*[1-9]";
@@ -88,9 +64,11 @@ function never(_text: string): boolean {
  * anchored regular expression, built once, of each column's key (as
  * JSON.stringify writes it, every character but letters and digits escaped)
  * and a pattern for its values, in column order. A regular expression is
- * matched by compiled code and allocates nothing per text; it was measured
- * about twice as fast as a hand-written scanner and about ten times faster
- * than `JSON.parse` of the same row.
+ * matched by compiled code and allocates nothing per text; on the benchmark's
+ * trade row it was measured at about twice the speed of a hand-written
+ * scanner and three times that of `JSON.parse` alone. Patterns with exact
+ * range bounds (every int32, every safe integer) were measured too: their
+ * alternations made the check twice as slow, for values rarely seen.
  *
  * @example
  * ```ts

