@@ -44,6 +44,11 @@ function cpuOf(pid: number): number {
   }
 }
 
+/** The least server CPU a row took over the runs, µs (CPU is steadier than wall time on a shared machine). */
+function cpuPerRow(runs: ServeRun[], n: number): string {
+  return (Math.min(...runs.map((x) => x.cpu / 100 * x.wallMs)) * 1000 / n).toFixed(2);
+}
+
 /** Feeds `bytes` to a fresh `cli` serve --stdin and times it until every row is durable. */
 async function serveStdin(cli: string, bytes: Uint8Array, n: number): Promise<ServeRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ingest-" });
@@ -259,8 +264,8 @@ export async function run(quick = false): Promise<BenchSection> {
     met: o.rate >= 500_000,
     serverCpu: [o.cpu],
     note: `median ${human(median(ours.map((x) => x.rate)))} rows/s; ${
-      (o.wallMs * 1e6 / n / 1000).toFixed(2)
-    } µs a row`,
+      (o.wallMs * 1000 / n).toFixed(2)
+    } µs a row of wall time, ${cpuPerRow(ours, n)} µs of server CPU (best run)`,
   }];
   if (before) {
     const b = best(old);
@@ -273,9 +278,12 @@ export async function run(quick = false): Promise<BenchSection> {
       target: "",
       met: null,
       serverCpu: [b.cpu],
-      note: `median ${human(median(old.map((x) => x.rate)))} rows/s; now ${
-        (o.rate / b.rate).toFixed(2)
-      }× that`,
+      note: `median ${human(median(old.map((x) => x.rate)))} rows/s, ${
+        cpuPerRow(old, n)
+      } µs of server CPU a row; now ${(o.rate / b.rate).toFixed(2)}× the rows/s (best runs), ${
+        (median(old.map((x) => x.cpu * x.wallMs)) / median(ours.map((x) => x.cpu * x.wallMs)))
+          .toFixed(2)
+      }× less CPU a row (medians)`,
     });
   }
   const st = stages(bytes, jsons);
