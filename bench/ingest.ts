@@ -287,13 +287,21 @@ export async function run(quick = false): Promise<BenchSection> {
     });
   }
   const st = stages(bytes, jsons);
-  st.push({ name: "append (Log.appendMany, fsync off)", ns: await appendStage(jsons) });
+  const append = await appendStage(jsons);
+  st.push({ name: "append (Log.appendMany, fsync off)", ns: append });
+  const cpuUs = Number(cpuPerRow(ours, n));
+  rows[0].limit = `${((5e5 - o.rate) / 5e5 * 100).toFixed(0)} % short at ${
+    o.cpu.toFixed(0)
+  } % server CPU (${cpuUs.toFixed(2)} µs of CPU a row, of which the log's append is about ${
+    (append / 1000).toFixed(2)
+  }); the bare appendMany ceiling of the same run is ${human(ceiling)} rows/s.`;
   return {
     title: "Ingest from stdin",
     baseline: "`Log.appendMany` of the same encoded rows in 4096-row batches, in-process, " +
       "fsync on (the ceiling: no reading, parsing or validating)",
     rows,
     notes: [
+      rows.map((r) => `${r.case}: ${r.note}.`).join(" "),
       "Stage costs on the same rows, in this process (ns a row, best of several passes): " +
       st.map((s) => `${s.name} ${s.ns.toFixed(0)}`).join("; ") + ". " +
       "The stdin path now splits a 64 KiB read into lines and decodes them in one call, checks " +
