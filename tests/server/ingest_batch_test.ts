@@ -228,3 +228,51 @@ Deno.test("ingest: a row too big for the log is a reject of its own on the batch
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("sendJson: each text its own verdict; stored bytes as send would store them", async () => {
+  const dir = await tempDir();
+  try {
+    const open = (name: string) =>
+      Stream.open(name, {
+        schema: SCHEMA,
+        root: dir,
+        logOptions: { timers: false, chunks: false },
+      });
+    const a = await open("a");
+    const b = await open("b");
+    const rows: unknown[] = [
+      { ts: 1, side: 0, sym: "x", px: 1.5, note: null }, // encoded form as written
+      { note: "n", px: 2, sym: "y", side: 1, ts: 2 }, // keys out of order: respelled
+      { ts: 3, side: 2 ** 31, sym: "z", px: 1, note: null }, // refused: int32
+      { ts: 4, side: 0, sym: "é\u2028", px: 1e21, note: 'a"b' }, // valid, spelled otherwise
+    ];
+    const texts = [
+      JSON.stringify(rows[0]),
+      JSON.stringify(rows[1]),
+      JSON.stringify(rows[2]),
+      JSON.stringify(rows[3]).replace("1e+21", "1E21"),
+      '{"ts":5,',
+      "[]",
+    ];
+    const { refused, durable } = a.sendJson(texts);
+    await durable;
+    deepEqual(
+      Array.from(refused ?? [], (e) => e?.name),
+      [undefined, undefined, "RowError", undefined, "SyntaxError", "RowError"],
+    );
+    for (const i of [0, 1, 3]) await b.send(rows[i]);
+    deepEqual(await stored(a), await stored(b));
+    equal(a.endOffset, 4);
+    await a.close();
+    await b.close();
+    let threw: unknown = null;
+    try {
+      a.sendJson(texts);
+    } catch (err) {
+      threw = err;
+    }
+    equal(threw instanceof Deno.errors.BadResource, true, "a closed stream refuses at the call");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
