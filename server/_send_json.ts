@@ -22,7 +22,7 @@ import { RowError } from "./errors.ts";
  *   name: "t",
  *   schema: compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] }),
  *   log: null,
- *   stored: (json) => console.log(json),
+ *   stored: (jsons) => console.log(jsons),
  *   refused: () => {},
  * };
  * console.log(target.name);
@@ -32,8 +32,8 @@ export interface JsonTarget {
   readonly name: string;
   readonly schema: RowSchema;
   readonly log: Log | null;
-  /** A row appended (or, ephemeral, to broadcast), in order. */
-  stored(json: string): void;
+  /** Rows appended (or, ephemeral, to broadcast), in order; the array is the callee's. */
+  stored(jsons: string[]): void;
   /** A row the schema or the log refused (not a text that is not JSON). */
   refused(): void;
 }
@@ -71,7 +71,7 @@ async function allSettled(parts: Promise<unknown>[]): Promise<void> {
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
  * const out: string[] = [];
  * const sent = sendJsonTo(
- *   { name: "t", schema, log: null, stored: (j) => out.push(j), refused: () => {} },
+ *   { name: "t", schema, log: null, stored: (j) => out.push(...j), refused: () => {} },
  *   ['{"v":1}', '{ "v": 2 }', "{"],
  * );
  * await sent.durable;
@@ -87,8 +87,8 @@ export function sendJsonTo(target: JsonTarget, texts: readonly string[]): JsonSe
   const parts: Promise<unknown>[] = [];
   const flush = (): void => {
     if (jsons.length === 0) return;
-    parts.push(log!.appendMany(jsons));
-    for (let j = 0; j < jsons.length; j++) target.stored(jsons[j]);
+    if (log !== null) parts.push(log.appendMany(jsons));
+    target.stored(jsons);
     jsons = [];
   };
   try {
@@ -112,13 +112,12 @@ export function sendJsonTo(target: JsonTarget, texts: readonly string[]): JsonSe
         }
         json = schema.encode(row as Record<string, unknown>);
       }
-      if (log === null) target.stored(json);
-      else if (json.length <= safe) jsons.push(json);
+      if (json.length <= safe) jsons.push(json);
       else {
         flush();
         try {
-          parts.push(log.append(json));
-          target.stored(json);
+          parts.push(log!.append(json));
+          target.stored([json]);
         } catch (err) {
           if (!(err instanceof RangeError)) throw err;
           target.refused();

@@ -523,9 +523,12 @@ export class Stream {
       name: this.name,
       schema: this.schema,
       log,
-      stored: log === null
-        ? (json) => this.#sendEphemeral(json)
-        : (json) => this.#pending.push(json),
+      stored: (jsons) => {
+        if (log === null) { for (const json of jsons) this.#sendEphemeral(json); }
+        // The array is ours: adopted whole when nothing is pending.
+        else if (this.#pending.length === 0) this.#pending = jsons;
+        else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
+      },
       refused: () => this.#metrics.rowsRejected.inc(),
     }, texts);
   }
