@@ -17,6 +17,7 @@ const BENCHES = [
   "encode",
   "filter",
   "log_append",
+  "ingest",
   "fanout",
   "memory",
   "replay",

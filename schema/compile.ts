@@ -41,6 +41,7 @@
 
 import { deepFreeze, isObject, kindOf, pointerEscape } from "./_json.ts";
 import { checkName, compileColumn, expectObject } from "./column.ts";
+import { generateEncodedCheck } from "./encoded_check.ts";
 import { generateEncoder } from "./encoder.ts";
 import type { Column, RowSchema } from "./row_schema.ts";
 import { MAX_COLUMNS, MUST_REQUIRE, TOP_KEYWORDS } from "./rules.ts";
@@ -162,6 +163,7 @@ export function compileSchema(json: unknown): RowSchema {
     columns: Object.freeze(columns),
     validate,
     encode,
+    isEncoded: generateEncodedCheck(columns, derived),
   });
 }
 

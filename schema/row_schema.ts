@@ -100,4 +100,12 @@ export interface RowSchema {
    * exactly `JSON.stringify` of the row with its keys in that order.
    */
   encode(row: Record<string, unknown>): string;
+  /**
+   * Whether `text` is already exactly what `encode` writes for a row that
+   * `validate` accepts (columns in order, no whitespace, values spelled as
+   * `JSON.stringify` spells them): such a text may be stored as it is. False
+   * says nothing: the text may still be a valid row spelled otherwise (see
+   * `schema/encoded_check.ts`).
+   */
+  isEncoded(text: string): boolean;
 }

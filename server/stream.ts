@@ -24,7 +24,6 @@ import {
 } from "../client/wire.ts";
 import {
   Log,
-  type LogOptions,
   type ProducerTag,
   type PublishResult,
   restoreLog,
@@ -34,6 +33,7 @@ import { Logger } from "../common/logger.ts";
 import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../log/schema_history.ts";
 import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
+import { sendJsonTo } from "./_send_json.ts";
 import { liveFrame } from "./frames.ts";
 import { zstdFrame } from "./compressed_frames.ts";
 import type { Filter, Where } from "../client/filter.ts";
@@ -52,6 +52,7 @@ import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import { type Gate, GatedReader, type SendBudget } from "./limits.ts";
 import type { Registry } from "./metrics.ts";
 import {
+  archiveLogOptions,
   checkStreamName,
   checkStreamOptions,
   type StreamOptions,
@@ -74,15 +75,6 @@ export interface StreamServing {
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
-
-function archiveLogOptions(settings: StreamSettings): LogOptions {
-  const a = settings.archive;
-  if (!a) return {};
-  return {
-    archive: typeof a === "string" ? { uri: a } : a,
-    replayArchive: settings.replayArchive,
-  };
-}
 
 /** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
@@ -483,6 +475,50 @@ export class Stream {
       }
     }
     return r;
+  }
+
+  /**
+   * Stores rows given as JSON texts, one row a text, in order, each on its
+   * own verdict (the ingest fast path, `IngestSink.sendJson`). A text that
+   * is already the row's encoded form (`RowSchema.isEncoded`) is stored as
+   * it is; any other is parsed, validated and encoded as `send` does. The
+   * valid rows are stored in one commit (a row that may be too big for the
+   * log is appended on its own, so that its refusal is its alone).
+   * `refused` is null when every row was stored, else per text its refusal
+   * — a `SyntaxError` for a text that is not JSON, or the
+   * {@linkcode RowError} or `RangeError` that `send` would reject with — or
+   * `undefined`; `durable` resolves once the stored rows are durable.
+   *
+   * @example
+   * ```ts
+   * import { Stream } from "./stream.ts";
+   * const s = Stream.ephemeral("t", {
+   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+   * });
+   * const { refused, durable } = s.sendJson(['{"v":1}', '{"v":"x"}', '{"v":']);
+   * await durable;
+   * console.log(Array.from(refused ?? [], (e) => e?.name)); // [ undefined, "RowError", "SyntaxError" ]
+   * await s.close();
+   * ```
+   */
+  sendJson(texts: readonly string[]): {
+    refused: (Error | undefined)[] | null;
+    durable: Promise<unknown>;
+  } {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    const log = this.log;
+    return sendJsonTo({
+      name: this.name,
+      schema: this.schema,
+      log,
+      stored: (jsons) => {
+        if (log === null) { for (const json of jsons) this.#sendEphemeral(json); }
+        // The array is ours: adopted whole when nothing is pending.
+        else if (this.#pending.length === 0) this.#pending = jsons;
+        else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
+      },
+      refused: () => this.#metrics.rowsRejected.inc(),
+    }, texts);
   }
 
   // An append the log refused at the call: a row too big (a RangeError,

@@ -199,3 +199,21 @@ export function checkStreamOptions(
     logOptions,
   };
 }
+
+/**
+ * The log options a stream's archive settings ask for (none without an archive).
+ *
+ * @example
+ * ```ts
+ * import { archiveLogOptions } from "./stream_options.ts";
+ * console.log(archiveLogOptions({ archive: "s3://b/p" } as never).archive); // { uri: "s3://b/p" }
+ * ```
+ */
+export function archiveLogOptions(settings: StreamSettings): LogOptions {
+  const a = settings.archive;
+  if (!a) return {};
+  return {
+    archive: typeof a === "string" ? { uri: a } : a,
+    replayArchive: settings.replayArchive,
+  };
+}

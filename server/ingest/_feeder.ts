@@ -8,6 +8,7 @@
 
 import { RowError } from "../errors.ts";
 import type {
+  IngestBatch,
   IngestEvent,
   IngestOptions,
   IngestOrigin,
@@ -51,9 +52,12 @@ export class InputReject {
   }
 }
 
+// One row, or (`count` > 1) a run of consecutive rows stored by one
+// `sendJson` call, which settle together.
 interface Pending {
   readonly line: number;
   readonly input: string;
+  readonly count: number;
   settled: boolean;
   ok: boolean;
   error: unknown;
@@ -87,6 +91,8 @@ export class Feeder {
   readonly #onFatal: () => void;
   #queue: Pending[] = [];
   #head = 0;
+  // Rows in the queue (a run counts its rows).
+  #inFlight = 0;
   #rejectsWriting = 0;
   #fatal: { error: unknown } | undefined;
   #waiters: (() => void)[] = [];
@@ -116,12 +122,18 @@ export class Feeder {
   }
 
   get full(): boolean {
-    return this.#queue.length - this.#head + this.#rejectsWriting >= this.#maxInFlight;
+    return this.space <= 0;
+  }
+
+  /** How many more rows may be sent before `maxInFlight` is reached. */
+  get space(): number {
+    return this.#maxInFlight - this.#inFlight - this.#rejectsWriting;
   }
 
   send(line: number, input: string, row: unknown): void {
-    const entry: Pending = { line, input, settled: false, ok: false, error: undefined };
+    const entry: Pending = { line, input, count: 1, settled: false, ok: false, error: undefined };
     this.#queue.push(entry);
+    this.#inFlight++;
     let sent: Promise<unknown>;
     try {
       sent = this.#sink.send(row);
@@ -141,8 +153,87 @@ export class Feeder {
     );
   }
 
+  /** Whether the sink takes rows as JSON texts, in batches (`sendJson`). */
+  get batches(): boolean {
+    return this.#sink.sendJson !== undefined;
+  }
+
+  /**
+   * Sends rows given as JSON texts (of lines `lines`) together, through the
+   * sink's `sendJson` (see `batches`): a run of stored rows is one entry,
+   * each refused text one of its own, all in line order.
+   */
+  sendJson(lines: readonly number[], texts: readonly string[]): void {
+    if (texts.length === 0) return;
+    let batch: IngestBatch;
+    try {
+      batch = this.#sink.sendJson!(texts);
+    } catch (error) {
+      batch = { refused: null, durable: Promise.reject(error) };
+    }
+    const refused = batch.refused;
+    const runs: Pending[] = [];
+    let start = 0;
+    const run = (end: number): void => {
+      if (end === start) return;
+      const entry: Pending = {
+        line: lines[start],
+        input: "",
+        count: end - start,
+        settled: false,
+        ok: false,
+        error: undefined,
+      };
+      runs.push(entry);
+      this.#queue.push(entry);
+      this.#inFlight += entry.count;
+    };
+    if (refused !== null) {
+      for (let i = 0; i < texts.length; i++) {
+        const error = refused[i];
+        if (error === undefined) continue;
+        run(i);
+        start = i + 1;
+        this.#queue.push({
+          line: lines[i],
+          input: texts[i],
+          count: 1,
+          settled: true,
+          ok: false,
+          // A text that is not JSON is a reject of the input, as when parsed here.
+          error: error instanceof SyntaxError ? new InputReject(error.message) : error,
+        });
+        this.#inFlight++;
+      }
+    }
+    run(texts.length);
+    batch.durable.then(
+      () => {
+        for (const entry of runs) entry.settled = entry.ok = true;
+        this.#pump();
+      },
+      (error) => {
+        for (const entry of runs) {
+          entry.settled = true;
+          // Not a reject, whatever the error: stored rows that did not become durable.
+          entry.error = new Unstored(error);
+        }
+        this.#pump();
+      },
+    );
+    if (refused !== null) this.#pump();
+  }
+
   reject(line: number, input: string, message: string): void {
-    this.#queue.push({ line, input, settled: true, ok: false, error: new InputReject(message) });
+    this.#queue.push({
+      line,
+      input,
+      count: 1,
+      settled: true,
+      ok: false,
+      error: new InputReject(message),
+    });
+    this.#inFlight++;
     this.#pump();
   }
 
@@ -180,7 +271,9 @@ export class Feeder {
     while (this.#head < queue.length && queue[this.#head].settled) {
       const entry = queue[this.#head];
       queue[this.#head++] = undefined as unknown as Pending;
-      if (entry.ok) this.stats.accepted++;
+      this.#inFlight -= entry.count;
+      if (entry.ok) this.stats.accepted += entry.count;
+      else if (entry.error instanceof Unstored) this.fail(entry.error.error);
       else if (entry.error instanceof InputReject) this.#report(entry, entry.error.message);
       else if (entry.error instanceof RowError) this.#report(entry, entry.error.detail);
       // The log checks a row's size before writing anything: that row alone is refused.
@@ -229,6 +322,15 @@ export class Feeder {
     } catch (error) {
       this.fail(error);
     }
+  }
+}
+
+// A failure of stored rows (from `sendJson`'s `durable`), whatever its class:
+// never a reject.
+class Unstored {
+  readonly error: unknown;
+  constructor(error: unknown) {
+    this.error = error;
   }
 }
 

@@ -137,28 +137,57 @@ export async function ingestLines(
   const reader = input.getReader();
   const splitter = new LineSplitter(maxLineBytes);
 
-  const handle = (line: Uint8Array | TooLong): void => {
+  // With a sink that takes JSON texts (a stream: `IngestSink.sendJson`), the
+  // lines of the chunk being read are sent together (it parses what it must):
+  // before any input reject (so rejects stay in line order), before waiting
+  // for room, and at the end of the chunk. Otherwise each row is parsed here
+  // and sent on its own.
+  const batches = feeder.batches;
+  let lines: number[] = [];
+  let texts: string[] = [];
+  const flush = (): void => {
+    if (texts.length === 0) return;
+    feeder.sendJson(lines, texts);
+    lines = [];
+    texts = [];
+  };
+  const reject = (n: number, input: string, message: string): void => {
+    flush();
+    feeder.reject(n, input, message);
+  };
+
+  const handle = (line: string | Uint8Array | TooLong): void => {
     const n = ++feeder.stats.lines;
-    if (!(line instanceof Uint8Array)) {
-      feeder.reject(
+    let text: string | undefined;
+    if (typeof line === "string") text = line;
+    else if (!(line instanceof Uint8Array)) {
+      reject(
         n,
         lossyUtf8.decode(line.preview),
         `line is ${line.bytes} bytes, longer than the limit of ${maxLineBytes} bytes ` +
           `(skipped to the next newline; input holds its first ${line.preview.length} bytes)`,
       );
       return;
+    } else {
+      text = decodeLine(line);
+      if (text === undefined) {
+        reject(n, lossyUtf8.decode(line), "line is not valid UTF-8");
+        return;
+      }
     }
-    if (line.length === 0) return;
-    const text = decodeLine(line);
-    if (text === undefined) {
-      feeder.reject(n, lossyUtf8.decode(line), "line is not valid UTF-8");
+    if (text.length === 0) return;
+    if (batches) {
+      // A line of only blanks is skipped; JSON allows them around a value.
+      if (text.charCodeAt(0) <= 32 && BLANK.test(text)) return;
+      lines.push(n);
+      texts.push(text);
       return;
     }
     let row: unknown;
     try {
       row = JSON.parse(text);
     } catch (error) {
-      if (!BLANK.test(text)) feeder.reject(n, text, errorMessage(error));
+      if (!BLANK.test(text)) reject(n, text, errorMessage(error));
       return;
     }
     feeder.send(n, text, row);
@@ -174,10 +203,18 @@ export async function ingestLines(
       splitter.feed(value);
       for (let line = splitter.next(); line !== null && !stopped; line = splitter.next()) {
         handle(line);
-        if (feeder.full) {
-          await feeder.room();
-          yielded = performance.now();
+        if (texts.length >= feeder.space) {
+          flush();
+          if (feeder.full) {
+            await feeder.room();
+            yielded = performance.now();
+          }
         }
+      }
+      flush();
+      if (feeder.full) {
+        await feeder.room();
+        yielded = performance.now();
       }
       if (performance.now() - yielded > YIELD_EVERY_MS) {
         await yieldToEventLoop();
@@ -187,6 +224,7 @@ export async function ingestLines(
     if (!stopped) {
       const last = splitter.end();
       if (last !== null) handle(last);
+      flush();
       reader.releaseLock();
     }
   } catch (error) {

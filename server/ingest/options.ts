@@ -31,6 +31,40 @@ export interface IngestSink {
    * awaiting.
    */
   send(row: unknown): Promise<number | null>;
+  /**
+   * Optional, the fast path for a batch of rows given as JSON texts
+   * (`ingestLines` sends each input chunk's lines through it when present):
+   * stores the rows in order, the valid ones in as few commits as it can,
+   * and tells at once which texts it refused: a `SyntaxError` for a text
+   * that is not JSON (a reject, as a line that does not parse is), or what
+   * `send` would reject the row with. Nothing of a refused text is stored.
+   */
+  sendJson?(texts: readonly string[]): IngestBatch;
+}
+
+/**
+ * What {@linkcode IngestSink.sendJson} returns: the refusals, known at the
+ * call, and when the stored rows are durable.
+ *
+ * @example
+ * ```ts
+ * import type { IngestBatch } from "./options.ts";
+ * const batch: IngestBatch = { refused: null, durable: Promise.resolve() };
+ * await batch.durable; // every row stored and durable
+ * ```
+ */
+export interface IngestBatch {
+  /**
+   * `null` when every row was stored; else, per text, its refusal
+   * (`SyntaxError`, or the `RowError` or `RangeError` that `send` would
+   * reject with) or `undefined` for a row stored.
+   */
+  readonly refused: readonly (Error | undefined)[] | null;
+  /**
+   * Resolves once every stored row is durable; rejects with any other
+   * failure (disk full…), which stops ingest.
+   */
+  readonly durable: Promise<unknown>;
 }
 
 /**
