@@ -66,6 +66,20 @@ export interface StreamServing {
   logger: Logger;
 }
 
+/**
+ * What a follower (`server/follow/`) lends the stream it replicates: the
+ * `/head` fields it adds, and the primary's end asked afresh (the lag rule of
+ * a subscribe past the follower's end).
+ */
+export interface StreamFollow {
+  /** `follows` (the primary's URL, no token), `lag_rows`, `state`. */
+  head(): Record<string, unknown>;
+  /** The primary's end offset now, or null when it cannot be asked. */
+  primaryEnd(): Promise<number | null>;
+  /** Resolves true once the replica's end passes `offset`, false if `signal` aborts first. */
+  reached(offset: number, signal: AbortSignal): Promise<boolean>;
+}
+
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE = "schema.json";
 
@@ -180,6 +194,8 @@ export class Stream {
   readonly #host: SubscriberHost;
   #arrow: ArrowFrameEncoder | null = null;
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
+  /** @internal The follower replicating this stream (null: it takes rows from `send`). */
+  _follow: StreamFollow | null = null;
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
@@ -409,7 +425,27 @@ export class Stream {
       schema: this.schema.json,
       archive: this.archive,
       ...(this.archive ? { archive_lag: this.archiveLag() } : {}),
+      ...(this.log ? { first_offset: this.log.firstOffset } : {}),
+      ...this._follow?.head(),
     };
+  }
+
+  /**
+   * @internal A follower's write: the primary's rows (their JSON) at the
+   * primary's offsets, made durable, then fanned out through the normal
+   * commit path (see `Log.appendAt`).
+   */
+  async _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
+    try {
+      return await this.log!.appendAt(offsets, jsons, (from, to) => {
+        for (let i = from; i < to; i++) this.#pending.push(jsons[i]);
+      });
+    } catch (err) {
+      // Nothing else appends to a replica: whatever was pending is gone.
+      this.#pending = [];
+      this.#pendingHead = 0;
+      throw err;
+    }
   }
 
   /**
@@ -427,6 +463,9 @@ export class Stream {
 
   #send(row: unknown): Promise<number | null> {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    if (this._follow) {
+      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    }
     const problem = this.schema.validate(row);
     if (problem !== null) {
       this.#metrics.rowsRejected.inc();
@@ -462,6 +501,9 @@ export class Stream {
 
   async #sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    if (this._follow) {
+      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    }
     const jsons: string[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const problem = this.schema.validate(rows[i]);
