@@ -27,7 +27,7 @@ import type { LogOptions } from "../../log/mod.ts";
 import type { ChunkDigestError } from "../../log/adoption.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { readCheckedText } from "../../log/meta_file.ts";
-import type { Counter, Gauge } from "../metrics.ts";
+import type { CounterChild, Gauge } from "../metrics.ts";
 import { SCHEMA_FILE, Stream, type StreamFollow } from "../stream.ts";
 import type { StreamOptions } from "../stream_options.ts";
 import { fetchPrimaryManifest, type HistorySource, syncHistory } from "./_fetch_history.ts";
@@ -157,12 +157,13 @@ export class Follower implements StreamFollow {
   #poll: ReturnType<typeof setInterval> | undefined;
   #history: Promise<unknown> = Promise.resolve();
   #waiters = new Set<Waiter>();
+  // Bound once to this stream's label: counting is a field update.
   readonly #m: {
-    rows: Counter;
-    frames: Counter;
-    adopted: Counter;
-    refused: Counter;
-    reconnects: Counter;
+    rows: CounterChild;
+    frames: CounterChild;
+    adopted: CounterChild;
+    refused: CounterChild;
+    reconnects: CounterChild;
     lag: Gauge;
     state: Gauge;
   };
@@ -179,25 +180,26 @@ export class Follower implements StreamFollow {
     this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_FOLLOW_RETRY_MAX_MS;
     this.#fetch = options.fetch ?? fetch;
     const r = stream._metrics;
+    const labels = { stream: stream.name };
+    const counter = (name: string, help: string) => r.counter(name, help).labels(labels);
     this.#m = {
-      rows: r.counter("streamcast_follow_rows_total", "Rows a follower received and made durable"),
-      frames: r.counter("streamcast_follow_frames_total", "Frames a follower received"),
-      adopted: r.counter(
+      rows: counter("streamcast_follow_rows_total", "Rows a follower received and made durable"),
+      frames: counter("streamcast_follow_frames_total", "Frames a follower received"),
+      adopted: counter(
         "streamcast_follow_chunks_adopted_total",
         "Primary chunks a follower fetched, checked and kept",
       ),
-      refused: r.counter(
+      refused: counter(
         "streamcast_follow_chunks_refused_total",
         "Chunk copies a follower refused (digest mismatch) and fetched again",
       ),
-      reconnects: r.counter("streamcast_follow_reconnects_total", "Follower reconnects"),
+      reconnects: counter("streamcast_follow_reconnects_total", "Follower reconnects"),
       lag: r.gauge(
         "streamcast_follow_lag_rows",
         "Offsets between a follower's end and its primary's",
       ),
       state: r.gauge("streamcast_follow_state", "A follower's state (1 for the current one)"),
     };
-    const labels = { stream: stream.name };
     r.collect(() => {
       this.#m.lag.set(this.lagRows, labels);
       for (const s of FOLLOW_STATES) {
@@ -309,7 +311,7 @@ export class Follower implements StreamFollow {
       const report = await syncHistory(log, this.#source(), m, {
         live,
         onRefused: (err: ChunkDigestError) => {
-          this.#m.refused.inc({ stream: this.stream.name });
+          this.#m.refused.inc();
           this.#logger.warn("follow_chunk_refused", {
             stream: this.stream.name,
             sha256: err.sha256,
@@ -319,7 +321,7 @@ export class Follower implements StreamFollow {
       });
       this.#generation = m.generation;
       if (report.fetched > 0) {
-        this.#m.adopted.inc({ stream: this.stream.name }, report.fetched);
+        this.#m.adopted.inc(report.fetched);
         this.#logger.info("follow_chunks", {
           stream: this.stream.name,
           fetched: report.fetched,
@@ -398,7 +400,7 @@ export class Follower implements StreamFollow {
         }
       } else if (end?.code === 4429) delay = 0;
       this.#setState("reconnecting");
-      this.#m.reconnects.inc({ stream: this.stream.name });
+      this.#m.reconnects.inc();
       this.#logger.warn("follow_disconnected", {
         stream: this.stream.name,
         primary: this.url.shown,
@@ -461,9 +463,9 @@ export class Follower implements StreamFollow {
         return true;
       },
       write: async (offsets, jsons) => {
-        this.#m.frames.inc({ stream: this.stream.name });
+        this.#m.frames.inc();
         const rows = await this.#exclusiveWrite(offsets, jsons);
-        this.#m.rows.inc({ stream: this.stream.name }, rows);
+        this.#m.rows.inc(rows);
         const next = offsets[offsets.length - 1] + 1;
         if (this.#primaryEnd === null || next > this.#primaryEnd) this.#primaryEnd = next;
         if (this.#state === "catching_up" && log.endOffset >= this.#liveAt) this.#setState("live");
