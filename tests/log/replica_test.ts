@@ -1,7 +1,7 @@
 // A replica log (a follower's): rows at the primary's offsets, fenced gaps,
 // the primary's chunks adopted (checked, same names), covered segments
 // deleted, no chunks of its own — through the real log, worker and files.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assertEquals, assertRejects } from "../_assert.ts";
 import { join } from "node:path";
 import { Log, verifyLog } from "../../log/mod.ts";
 import { encodeTimes } from "../../log/chunk_times.ts";
@@ -41,7 +41,7 @@ Deno.test("replica log: appendAt keeps the primary's offsets, skips what it hold
     assertEquals(log.endOffset, 22);
     assertEquals(log.rowsBetween(5, 22), 6);
     assertEquals(await lines(log, 5), ["5", "6", "7", "8", "20", "21"]);
-    assertRejects(() => log.appendAt([30, 29], ["{}", "{}"]), RangeError);
+    await assertRejects(() => log.appendAt([30, 29], ["{}", "{}"]), RangeError);
     // A replica makes no chunks of its own.
     await log.roll();
     await log.chunksSettled(true);
