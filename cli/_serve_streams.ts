@@ -102,6 +102,7 @@ export async function openFollowers(
           pollMs: s.followPoll * 1000,
           retryMaxMs: s.followRetryMax * 1000,
           startWaitMs: s.followStartWait * 1000,
+          archive: s.archive,
           streamOptions: {
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),

@@ -1,7 +1,7 @@
 /**
  * A follower's sealed history: the primary's manifest (`GET /{name}/manifest`)
  * and its chunks (`GET /{name}/chunks/{sha256}`, with the `.times` side file
- * beside it), each checked against its SHA-256 before it is kept; a chunk
+ * beside it) — or the same from the primary's S3 archive — each checked against its SHA-256 before it is kept; a chunk
  * that arrives damaged is refused and fetched again. The chunks are then
  * adopted by the replica's log (same names, bytes and manifest entries).
  *
@@ -9,18 +9,86 @@
  */
 
 import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
+import type { ArchiveStore } from "../../log/archive.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
 
-/** Where and how a follower reads the primary over HTTP. */
+/** Where a follower reads the primary's sealed history: its HTTP routes, or its S3 archive. */
 export interface HistorySource {
-  /** The stream's HTTP base, `http://HOST:PORT/NAME` (`/_` for the unnamed stream). */
-  base: string;
-  /** Headers for every request (the bearer token). */
-  headers: HeadersInit;
-  /** The fetch to use. */
-  fetch: typeof fetch;
-  /** Aborts requests when the follower stops. */
-  signal: AbortSignal;
+  /** What to call it in messages. */
+  readonly name: string;
+  /** The manifest; null when there is none (the primary keeps no chunks). */
+  manifest(): Promise<Manifest | null>;
+  /** A chunk's bytes; null when it is not there (any more). */
+  chunk(sha256: string): Promise<Uint8Array | null>;
+  /** A chunk's time index; null when there is none. */
+  times(sha256: string): Promise<Uint8Array | null>;
+}
+
+/**
+ * The primary's HTTP routes: `GET {base}/manifest`, `{base}/chunks/{sha256}`
+ * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token).
+ *
+ * @example
+ * ```ts
+ * import { httpSource } from "./_fetch_history.ts";
+ * const src = httpSource("http://127.0.0.1:8765/trades", {}, fetch, new AbortController().signal);
+ * console.log(src.name); // http://127.0.0.1:8765/trades
+ * ```
+ */
+export function httpSource(
+  base: string,
+  headers: HeadersInit,
+  f: typeof fetch,
+  signal: AbortSignal,
+): HistorySource {
+  const get = async (path: string): Promise<Response | null> => {
+    const res = await f(`${base}/${path}`, { headers, signal });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return null;
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new Error(`GET ${base}/${path} answered ${res.status}`);
+    }
+    return res;
+  };
+  const bytes = async (path: string) => {
+    const res = await get(path);
+    return res ? new Uint8Array(await res.arrayBuffer()) : null;
+  };
+  return {
+    name: base,
+    async manifest() {
+      const res = await get("manifest");
+      if (!res) return null;
+      const m = await res.json() as Manifest;
+      if (!m || typeof m !== "object" || !Array.isArray(m.chunks)) {
+        throw new Error(`GET ${base}/manifest is not a manifest`);
+      }
+      return m;
+    },
+    chunk: (sha) => bytes(`chunks/${sha}`),
+    times: (sha) => bytes(`chunks/${sha}.times`),
+  };
+}
+
+/**
+ * The primary's S3 archive (`--archive` on a follower): the archived
+ * manifest and chunks; archives keep no time index.
+ *
+ * @example
+ * ```ts ignore
+ * const src = archiveSource(new ArchiveStore({ uri: "s3://market-data/prod" }, "trades"));
+ * ```
+ */
+export function archiveSource(store: ArchiveStore): HistorySource {
+  return {
+    name: store.uri,
+    manifest: () => store.getManifest(),
+    chunk: async (sha) => await store.getChunkBytes(sha),
+    times: () => Promise.resolve(null),
+  };
 }
 
 /** What one sync of the history did. */
@@ -36,49 +104,6 @@ export interface HistoryReport {
 /** How many times a chunk whose copy is refused is fetched again before the sync fails. */
 export const CHUNK_ATTEMPTS = 5;
 
-async function get(src: HistorySource, path: string): Promise<Response> {
-  return await src.fetch(`${src.base}/${path}`, { headers: src.headers, signal: src.signal });
-}
-
-/**
- * The primary's manifest; null when it keeps no chunks (404).
- *
- * @example
- * ```ts ignore
- * const m = await fetchPrimaryManifest(src);
- * console.log(m?.through);
- * ```
- */
-export async function fetchPrimaryManifest(src: HistorySource): Promise<Manifest | null> {
-  const res = await get(src, "manifest");
-  if (res.status === 404) {
-    await res.body?.cancel();
-    return null;
-  }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new Error(`GET ${src.base}/manifest answered ${res.status}`);
-  }
-  const m = await res.json() as Manifest;
-  if (!m || typeof m !== "object" || !Array.isArray(m.chunks)) {
-    throw new Error(`GET ${src.base}/manifest is not a manifest`);
-  }
-  return m;
-}
-
-async function fetchBytes(src: HistorySource, path: string): Promise<Uint8Array | null> {
-  const res = await get(src, path);
-  if (res.status === 404) {
-    await res.body?.cancel();
-    return null;
-  }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new Error(`GET ${src.base}/${path} answered ${res.status}`);
-  }
-  return new Uint8Array(await res.arrayBuffer());
-}
-
 /**
  * Fetches chunk `e` (and its time index when the primary has one), checks
  * and keeps it in the replica's folder; a damaged copy is refused
@@ -91,9 +116,9 @@ async function fetchChunk(
   onRefused: (err: ChunkDigestError) => void,
 ): Promise<void> {
   for (let attempt = 1;; attempt++) {
-    const bytes = await fetchBytes(src, `chunks/${e.sha256}`);
-    if (bytes === null) throw new Error(`the primary no longer has chunk ${e.sha256}`);
-    const times = await fetchBytes(src, `chunks/${e.sha256}.times`);
+    const bytes = await src.chunk(e.sha256);
+    if (bytes === null) throw new Error(`${src.name} no longer has chunk ${e.sha256}`);
+    const times = await src.times(e.sha256);
     try {
       await storeAdoptedChunk(dir, e, bytes, times);
       return;

@@ -30,7 +30,13 @@ import { readCheckedText } from "../../log/meta_file.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
 import { SCHEMA_FILE, Stream, type StreamFollow } from "../stream.ts";
 import type { StreamOptions } from "../stream_options.ts";
-import { fetchPrimaryManifest, type HistorySource, syncHistory } from "./_fetch_history.ts";
+import {
+  archiveSource,
+  type HistorySource,
+  httpSource,
+  syncHistory,
+} from "./_fetch_history.ts";
+import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
 import { runTail, type TailEnd } from "./_tail.ts";
 
 /** A follower's state, as `/head` and the metrics give it. */
@@ -63,6 +69,11 @@ export interface FollowOptions {
   logger?: Logger;
   /** The fetch for HTTP requests (tests). @default fetch */
   fetch?: typeof fetch;
+  /**
+   * Read sealed history from the primary's S3 archive instead of its HTTP
+   * routes (the tail still comes from the primary). @default null
+   */
+  archive?: ArchiveOptions | null;
 }
 
 /** The parts of a follow URL. */
@@ -75,6 +86,8 @@ export interface FollowUrl {
   shown: string;
   /** The token: the option's, else the URL's `access_token`, else null. */
   token: string | null;
+  /** The primary's stream name (its archive folder). */
+  name: string;
 }
 
 /**
@@ -118,6 +131,7 @@ export function followUrl(url: string, token: string | null = null): FollowUrl {
     http: `${secure ? "https" : "http"}://${host}${path || "/_"}`,
     shown: ws,
     token: token ?? u.searchParams.get("access_token"),
+    name: name === "_" ? "" : decodeURIComponent(name),
   };
 }
 
@@ -147,6 +161,8 @@ export class Follower implements StreamFollow {
   readonly #pollMs: number;
   readonly #retryMaxMs: number;
   readonly #fetch: typeof fetch;
+  readonly #archive: ArchiveOptions | null;
+  #store: ArchiveStore | null = null;
   readonly #abort = new AbortController();
   #state: FollowState = "reconnecting";
   #primaryEnd: number | null = null;
@@ -179,6 +195,7 @@ export class Follower implements StreamFollow {
     this.#pollMs = options.pollMs ?? DEFAULT_FOLLOW_POLL_MS;
     this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_FOLLOW_RETRY_MAX_MS;
     this.#fetch = options.fetch ?? fetch;
+    this.#archive = options.archive ?? null;
     const r = stream._metrics;
     const labels = { stream: stream.name };
     const counter = (name: string, help: string) => r.counter(name, help).labels(labels);
@@ -266,6 +283,7 @@ export class Follower implements StreamFollow {
     await this.#history.catch(() => {});
     for (const w of this.#waiters) w.resolve(false);
     this.#waiters.clear();
+    this.#store?.close();
   }
 
   #setState(s: FollowState): void {
@@ -282,13 +300,17 @@ export class Follower implements StreamFollow {
     });
   }
 
-  #source(): HistorySource {
-    return {
-      base: this.url.http,
-      headers: this.url.token ? { authorization: `Bearer ${this.url.token}` } : {},
-      fetch: this.#fetch,
-      signal: this.#abort.signal,
-    };
+  async #source(): Promise<HistorySource> {
+    if (this.#archive) {
+      // Loaded only when needed: the S3 SDK is large.
+      const { ArchiveStore } = await import("../../log/archive.ts");
+      this.#store ??= new ArchiveStore(this.#archive, this.url.name);
+      return archiveSource(this.#store);
+    }
+    const headers: Record<string, string> = this.url.token
+      ? { authorization: `Bearer ${this.url.token}` }
+      : {};
+    return httpSource(this.url.http, headers, this.#fetch, this.#abort.signal);
   }
 
   // Syncs take turns: one at a time, in call order.
@@ -300,7 +322,8 @@ export class Follower implements StreamFollow {
 
   async #syncHistory(live: boolean): Promise<void> {
     await this.#exclusive(async () => {
-      const m = await fetchPrimaryManifest(this.#source());
+      const src = await this.#source();
+      const m = await src.manifest();
       if (m === null) return;
       if (m.stream_id !== this.stream.streamId) {
         this.#stop("stream_id_changed", { primary_stream_id: m.stream_id });
@@ -308,7 +331,7 @@ export class Follower implements StreamFollow {
       }
       if (live && m.generation === this.#generation) return;
       const log = this.stream.log!;
-      const report = await syncHistory(log, this.#source(), m, {
+      const report = await syncHistory(log, src, m, {
         live,
         onRefused: (err: ChunkDigestError) => {
           this.#m.refused.inc();

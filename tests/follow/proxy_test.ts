@@ -4,6 +4,7 @@
 // primary's is accepted and served as the rows arrive; past both, `ahead`.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
+import { startS3, stopS3 } from "../_s3.ts";
 import { getText, type ServeProc } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
 import {
@@ -21,6 +22,8 @@ import {
 interface Proxy {
   url: string;
   corrupted: Set<string>;
+  /** Every HTTP path asked for. */
+  paths: string[];
   hold(on: boolean): void;
   close(): Promise<void>;
 }
@@ -28,8 +31,9 @@ interface Proxy {
 // Forwards HTTP and WebSocket to `target` (`http://HOST:PORT`); the first copy
 // of each chunk it passes has one byte flipped; `hold(true)` holds back the
 // frames relayed to WebSocket clients until `hold(false)`.
-function startProxy(target: string): Proxy {
+function startProxy(target: string, corrupt = true): Proxy {
   const corrupted = new Set<string>();
+  const paths: string[] = [];
   let held = false;
   const waiting: (() => void)[] = [];
   const ac = new AbortController();
@@ -74,6 +78,7 @@ function startProxy(target: string): Proxy {
   return {
     url: `http://127.0.0.1:${server.addr.port}`,
     corrupted,
+    paths,
     hold(on) {
       held = on;
       if (!on) { for (const f of waiting.splice(0)) f(); }
@@ -140,6 +145,49 @@ Deno.test("followers: a damaged chunk is refused and fetched again; the lag rule
   } finally {
     for (const s of procs) await s.stop();
     await proxy?.close();
+    await rmrf(dir);
+  }
+});
+
+Deno.test("followers: with --archive, sealed history comes from the primary's S3 archive", async () => {
+  const s3 = await startS3();
+  const dir = await tempDir();
+  const procs: ServeProc[] = [];
+  let proxy: Proxy | null = null;
+  try {
+    const s3flags = [
+      "--archive",
+      "s3://archive/follow",
+      "--s3-endpoint",
+      s3.endpoint,
+      "--s3-path-style",
+    ];
+    const p = await startPrimary(`${dir}/p`, freePort(), s3flags);
+    procs.push(p);
+    await p.write(rows(1, 800));
+    await untilChunked(p, 800);
+    await until(
+      async () => {
+        const lag = (await head(p)).archive_lag as { rows: number } | null;
+        return lag !== null && lag.rows === 0;
+      },
+      30_000,
+      "archived",
+    );
+    proxy = startProxy(p.url, false);
+    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), s3flags);
+    procs.push(f);
+    await untilEnd(f, 801);
+    assertEquals(await chunkNames(f), await chunkNames(p));
+    assertEquals(await readAll(f, 1, 801), await readAll(p, 1, 801));
+    // Not one chunk asked of the primary: they came from the archive.
+    assertEquals(proxy.paths.filter((x) => x.includes("/chunks/")), []);
+    // A follower does not write to the archive it reads: its head names none.
+    assertEquals((await head(f)).archive, null);
+  } finally {
+    for (const s of procs) await s.stop();
+    await proxy?.close();
+    await stopS3(s3);
     await rmrf(dir);
   }
 });
