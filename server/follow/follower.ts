@@ -30,12 +30,7 @@ import { readCheckedText } from "../../log/meta_file.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
 import { SCHEMA_FILE, Stream, type StreamFollow } from "../stream.ts";
 import type { StreamOptions } from "../stream_options.ts";
-import {
-  archiveSource,
-  type HistorySource,
-  httpSource,
-  syncHistory,
-} from "./_fetch_history.ts";
+import { archiveSource, type HistorySource, httpSource, syncHistory } from "./_fetch_history.ts";
 import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
 import { runTail, type TailEnd } from "./_tail.ts";
 
