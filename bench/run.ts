@@ -21,6 +21,7 @@ const BENCHES = [
   "client_parse",
   "arrow",
   "archive",
+  "follow",
   "profile",
 ];
 
