@@ -5,12 +5,17 @@
  * (the bytes between `[offset,` and `]`), and handed to `write`, which makes
  * it durable locally before the next frame is taken: one local commit per
  * received frame, so the follower's own batched frames line up with the
- * primary's.
+ * primary's — unless frames queue behind a slow commit: those are written as
+ * one commit, so a follower under load does fewer syncs and fan-outs, not
+ * more.
  *
  * @module
  */
 
 import { decodeCloseReason, type Greeting, splitBatch } from "../../client/wire.ts";
+
+/** Most rows of queued frames written in one commit. */
+export const MAX_GROUP_ROWS = 65_536;
 
 /** How a tail ended. */
 export interface TailEnd {
@@ -99,7 +104,15 @@ export function runTail(o: TailOptions): Promise<TailEnd> {
       writing = true;
       try {
         while (queue.length > 0 && failure === undefined) {
-          const { offsets, jsons } = parseFrame(queue.shift()!);
+          // One commit per received frame while the disk keeps up; frames that
+          // queued behind a commit are written together (group commit), as
+          // the primary's own commits group the rows that wait on a sync.
+          let { offsets, jsons } = parseFrame(queue.shift()!);
+          while (queue.length > 0 && offsets.length < MAX_GROUP_ROWS) {
+            const next = parseFrame(queue.shift()!);
+            offsets = offsets.concat(next.offsets);
+            jsons = jsons.concat(next.jsons);
+          }
           await o.write(offsets, jsons);
         }
       } catch (err) {
