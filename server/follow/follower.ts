@@ -552,6 +552,14 @@ export async function openFollowed(
       head = await fetchHead(u.ws, { signal: AbortSignal.timeout(Math.max(500, left)), headers });
     } catch (err) {
       lastError = err instanceof Error ? err.message : String(err);
+      // A refusal of access does not pass by waiting.
+      if (/ answered 40[13] /.test(lastError)) {
+        if (local) break;
+        throw new Error(
+          `cannot follow ${u.shown}: access refused (${lastError.replace(/^GET \S+ /, "")}); ` +
+            `give --follow-token or the URL's access_token`,
+        );
+      }
       if (Date.now() >= deadline) break;
       await sleep(Math.min(backoffDelay(attempt, 250, 2000), Math.max(0, deadline - Date.now())));
     }

@@ -6,7 +6,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { connect, MemoryCursor } from "../../mod.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
-import { getJson, getText, runServe, type ServeProc } from "../cli/_serve.ts";
+import { getJson, getText, runServe, type ServeProc, startServe } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
 import {
   assertMatch,
@@ -165,6 +165,50 @@ Deno.test("followers: a followed stream takes no rows, and is declared once", as
     assertMatch(away.stderr, /"trades": cannot follow ws:\/\/127\.0\.0\.1:9\/trades: no answer/);
     assert(!away.stderr.includes("listening on"));
   } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("followers: a guarded primary is read with the URL's access_token, never shown", async () => {
+  const dir = await tempDir();
+  const procs: ServeProc[] = [];
+  try {
+    const token = "f0110we7t0ken0f20chars";
+    await Deno.writeTextFile(
+      `${dir}/tokens.json`,
+      JSON.stringify({ tokens: [{ name: "relay", token, streams: ["trades"] }] }),
+    );
+    const p = await startPrimary(`${dir}/p`, undefined, ["--tokens", `${dir}/tokens.json`]);
+    procs.push(p);
+    await p.write(rows(1, 300));
+    // Without the token the follower cannot start (no replica yet): refused at once.
+    const denied = await runServe(["--root", `${dir}/f`, "--follow", `trades=${p.ws}/trades`]);
+    assertEquals(denied.code, 1);
+    assertMatch(
+      denied.stderr,
+      /cannot follow ws:\S+: access refused \(answered 401[^\n]*give --follow-token/,
+    );
+    const g = await startServe([
+      "--root",
+      `${dir}/g`,
+      "--port",
+      "0",
+      "--follow",
+      `trades=${p.ws}/trades?access_token=${token}`,
+      "--log-level",
+      "debug",
+      "--follow-poll",
+      "0.2",
+    ]);
+    procs.push(g);
+    await untilEnd(g, 301);
+    const h = await head(g);
+    assertEquals(h.follows, `${p.ws}/trades`);
+    assertEquals((await readAll(g, 1, 301)).length, 300);
+    assert(!g.stderr().includes(token), "the token is never printed");
+    assert(!JSON.stringify(h).includes(token));
+  } finally {
+    for (const s of procs) await s.stop();
     await rmrf(dir);
   }
 });
