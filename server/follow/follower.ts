@@ -237,8 +237,12 @@ export class Follower implements StreamFollow {
     return { follows: this.url.shown, lag_rows: this.lagRows, state: this.#state };
   }
 
-  /** The primary's end asked afresh (bounded by 2 s); the last known one if it does not answer. */
+  /**
+   * The primary's end asked afresh (bounded by 2 s); the last known one if it
+   * does not answer; null once stopped (nothing more will come from it).
+   */
   async primaryEnd(): Promise<number | null> {
+    if (this.#state === "stopped") return null;
     try {
       const h = await this.#head(AbortSignal.timeout(2000));
       if (h.stream_id === this.stream.streamId && typeof h.end_offset === "number") {
@@ -475,6 +479,17 @@ export class Follower implements StreamFollow {
           return false;
         }
         this.#tailOpen = true;
+        if (JSON.stringify(g.schema) !== JSON.stringify(this.stream.schema.json)) {
+          // The rows pass through untouched; the schema served is the one opened with.
+          this.#logger.warn(
+            "follow_schema_changed",
+            {
+              stream: this.stream.name,
+              primary: this.url.shown,
+            },
+            `streamcast: the schema of ${this.url.shown} changed; a restart of this follower takes it`,
+          );
+        }
         this.#liveAt = g.end_offset ?? 0;
         this.#primaryEnd = Math.max(this.#primaryEnd ?? 0, this.#liveAt);
         this.#setState(log.endOffset >= this.#liveAt ? "live" : "catching_up");
@@ -482,7 +497,9 @@ export class Follower implements StreamFollow {
       },
       write: async (offsets, jsons) => {
         this.#m.frames.inc();
-        const rows = await this.#exclusiveWrite(offsets, jsons);
+        // Durable before the next frame; a live sync of the history may run
+        // beside it (it never fences: see syncHistory).
+        const rows = await this.stream._appendAt(offsets, jsons);
         this.#m.rows.inc(rows);
         const next = offsets[offsets.length - 1] + 1;
         if (this.#primaryEnd === null || next > this.#primaryEnd) this.#primaryEnd = next;
@@ -490,12 +507,6 @@ export class Follower implements StreamFollow {
         this.#wake();
       },
     });
-  }
-
-  // A frame's rows, durable before the next frame. A live sync of the
-  // history may run beside it (it never fences: see syncHistory).
-  #exclusiveWrite(offsets: number[], jsons: string[]): Promise<number> {
-    return this.stream._appendAt(offsets, jsons);
   }
 }
 
@@ -575,16 +586,31 @@ export async function openFollowed(
   const first = head
     ? Number(head.first_offset ?? head.earliest ?? head.end_offset ?? 1)
     : undefined;
-  const stream = await Stream.open(name, {
-    ...options.streamOptions,
-    schema,
-    root: options.root,
-    logOptions: {
-      ...options.logOptions,
-      replica: true,
-      ...(head ? { streamId: head.stream_id!, firstOffset: first } : {}),
-    },
-  });
+  const open = (schema: Record<string, unknown>) =>
+    Stream.open(name, {
+      ...options.streamOptions,
+      schema,
+      root: options.root,
+      logOptions: {
+        ...options.logOptions,
+        replica: true,
+        ...(head ? { streamId: head.stream_id!, firstOffset: first } : {}),
+      },
+    });
+  let stream: Stream;
+  try {
+    stream = await open(schema);
+  } catch (err) {
+    // The primary's schema changed in a way this replica's log refuses: serve
+    // the replica with the schema its rows were written with.
+    if (!(err instanceof TypeError) || !local || schema === local.schema) throw err;
+    options.logger?.warn("follow_schema_changed", {
+      stream: name,
+      primary: u.shown,
+      error: err.message,
+    });
+    stream = await open(local.schema);
+  }
   try {
     const follower = new Follower(stream, url, options);
     return { stream, follower };
