@@ -464,6 +464,7 @@ async function adopt(st: LogState, incoming: ChunkEntry[], nowUs: number): Promi
       st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
     }
     await saveManifest(st);
+    step("adopt-manifest-written");
   }
   await retain(st, nowUs);
 }

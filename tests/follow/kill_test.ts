@@ -1,11 +1,21 @@
 // Followers under SIGKILL, for real: a follower killed mid-catch-up and
 // mid-live and restarted resumes from its own log, byte-identical to the
 // primary; a primary killed and restarted is followed again; a primary wiped
-// and recreated (a new stream_id) is never mixed in.
+// and recreated (a new stream_id) is never mixed in; a follower killed between
+// adopting chunks and deleting the segments they cover recovers.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
-import type { ServeProc } from "../cli/_serve.ts";
-import { head, readAll, rows, startFollower, startPrimary, untilEnd } from "./_cluster.ts";
+import { getJson, type ServeProc } from "../cli/_serve.ts";
+import { verifyLog } from "../../log/mod.ts";
+import {
+  chunkNames,
+  head,
+  readAll,
+  rows,
+  startFollower,
+  startPrimary,
+  untilEnd,
+} from "./_cluster.ts";
 
 Deno.test("followers: SIGKILL mid-catch-up and mid-live, restart, nothing lost or doubled", async () => {
   const dir = await tempDir();
@@ -119,6 +129,59 @@ Deno.test("followers: the primary SIGKILLed and restarted is followed again; wip
     assertEquals(kept[600], (await readAll(f, 601, 602))[0]);
     await new Promise((r) => setTimeout(r, 500));
     assertEquals((await head(f)).end_offset, 801);
+  } finally {
+    for (const s of procs) await s.stop();
+    await rmrf(dir);
+  }
+});
+
+Deno.test("followers: killed right after adopting chunks, before deleting the segments they cover", async () => {
+  const dir = await tempDir();
+  const procs = new Set<ServeProc>();
+  try {
+    // Rows reach the follower over its tail first (the primary seals after 5 s).
+    const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "5"]);
+    procs.add(p);
+    await p.write(rows(1, 500));
+    const port = freePort();
+    Deno.env.set("STREAMCAST_CRASH_AT", "adopt-manifest-written");
+    let f: ServeProc;
+    try {
+      f = await startFollower(`${dir}/f`, p.ws, port);
+    } finally {
+      Deno.env.delete("STREAMCAST_CRASH_AT");
+    }
+    procs.add(f);
+    const status = await f.exit(30_000);
+    procs.delete(f);
+    assertEquals(status.signal, "SIGKILL");
+    const segs = async () => {
+      const out: number[] = [];
+      for await (const e of Deno.readDir(`${dir}/f/trades`)) {
+        if (e.name.endsWith(".seg")) out.push(Number(e.name.slice(0, -4)));
+      }
+      return out.sort((a, b) => a - b);
+    };
+    assert((await segs()).length > 1, "covered segments were left by the crash");
+    f = await startFollower(`${dir}/f`, p.ws, port);
+    procs.add(f);
+    await untilEnd(f, 501);
+    await until(
+      async () => (await chunkNames(f)).join() === (await chunkNames(p)).join(),
+      20_000,
+      "chunks",
+    );
+    assertEquals(await readAll(f, 1, 501), await readAll(p, 1, 501));
+    // The segments the adopted chunks cover are gone; what is left starts past them.
+    const through = (await getJson(`${f.url}/trades/manifest`)).through as number;
+    await until(
+      async () => (await segs()).every((s) => s > through),
+      10_000,
+      "covered segments deleted",
+    );
+    await f.signal("SIGTERM");
+    procs.delete(f);
+    assertEquals((await verifyLog(`${dir}/f/trades`)).error, null);
   } finally {
     for (const s of procs) await s.stop();
     await rmrf(dir);
