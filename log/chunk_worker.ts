@@ -463,8 +463,13 @@ async function adopt(st: LogState, incoming: ChunkEntry[], nowUs: number): Promi
     for (const e of removed) {
       st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
     }
-    await saveManifest(st);
+    // saveManifest, with the crash hook between the write and the report that
+    // lets the log delete the covered segments.
+    st.manifest.generation++;
+    st.manifest.through = chunks.length ? chunks[chunks.length - 1].last : st.manifest.through;
+    await writeManifest(st.dir, st.manifest);
     step("adopt-manifest-written");
+    post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
   }
   await retain(st, nowUs);
 }

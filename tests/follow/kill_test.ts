@@ -139,10 +139,10 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
   const dir = await tempDir();
   const procs = new Set<ServeProc>();
   try {
-    // Rows reach the follower over its tail first (the primary seals after 5 s).
-    const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "5"]);
+    // Rows reach the follower over its tail first: they are written once it is
+    // live, and the primary seals them 2 s later, long after the follower has.
+    const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "2"]);
     procs.add(p);
-    await p.write(rows(1, 500));
     const port = freePort();
     Deno.env.set("STREAMCAST_CRASH_AT", "adopt-manifest-written");
     let f: ServeProc;
@@ -152,6 +152,8 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
       Deno.env.delete("STREAMCAST_CRASH_AT");
     }
     procs.add(f);
+    await until(async () => (await head(f)).state === "live", 20_000, "live");
+    await p.write(rows(1, 500));
     const status = await f.exit(30_000);
     procs.delete(f);
     assertEquals(status.signal, "SIGKILL");
@@ -162,7 +164,7 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
       }
       return out.sort((a, b) => a - b);
     };
-    assert((await segs()).length > 1, "covered segments were left by the crash");
+    assert((await segs()).length > 1, `covered segments were left by the crash: ${await segs()}\n${f.stderr()}`);
     f = await startFollower(`${dir}/f`, p.ws, port);
     procs.add(f);
     await untilEnd(f, 501);

@@ -182,7 +182,14 @@ Deno.test("followers: a guarded primary is read with the URL's access_token, nev
     procs.push(p);
     await p.write(rows(1, 300));
     // Without the token the follower cannot start (no replica yet): refused at once.
-    const denied = await runServe(["--root", `${dir}/f`, "--follow", `trades=${p.ws}/trades`]);
+    const denied = await runServe([
+      "--root",
+      `${dir}/f`,
+      "--port",
+      "0",
+      "--follow",
+      `trades=${p.ws}/trades`,
+    ], 60_000);
     assertEquals(denied.code, 1);
     assertMatch(
       denied.stderr,
