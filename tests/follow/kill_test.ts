@@ -164,7 +164,10 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
       }
       return out.sort((a, b) => a - b);
     };
-    assert((await segs()).length > 1, `covered segments were left by the crash: ${await segs()}\n${f.stderr()}`);
+    assert(
+      (await segs()).length > 1,
+      `covered segments were left by the crash: ${await segs()}\n${f.stderr()}`,
+    );
     f = await startFollower(`${dir}/f`, p.ws, port);
     procs.add(f);
     await untilEnd(f, 501);
