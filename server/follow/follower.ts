@@ -246,7 +246,9 @@ export class Follower implements StreamFollow {
     try {
       const h = await this.#head(AbortSignal.timeout(2000));
       if (h.stream_id === this.stream.streamId && typeof h.end_offset === "number") {
-        this.#primaryEnd = Math.max(this.#primaryEnd ?? 0, h.end_offset);
+        // Upstream a follower too: what it knows of the root's end (its lag).
+        const lag = typeof h.lag_rows === "number" && h.lag_rows > 0 ? h.lag_rows : 0;
+        this.#primaryEnd = Math.max(this.#primaryEnd ?? 0, h.end_offset + lag);
       }
     } catch {
       // Away: what was last seen stands.
