@@ -28,6 +28,7 @@ const BENCHES = [
   "archive",
   "publish",
   "compress",
+  "follow",
   "profile",
 ];
 

@@ -18,6 +18,7 @@ import {
   type UpstreamDecl,
 } from "./_serve_settings.ts";
 import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
+import { followUrl } from "../server/follow/follower.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -25,6 +26,7 @@ interface FileSettings {
   values: Record<string, unknown>;
   streams: Map<string, StreamDecl>;
   upstreams: Map<string, UpstreamDecl>;
+  follow: Map<string, string>;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -63,7 +65,12 @@ function configSettings(json: unknown, base: string): FileSettings {
   for (const key of Object.keys(json)) {
     if (!CONFIG_KEYS.has(key)) throw new TypeError(`unknown key "${key}"`);
   }
-  const out: FileSettings = { values: {}, streams: new Map(), upstreams: new Map() };
+  const out: FileSettings = {
+    values: {},
+    streams: new Map(),
+    upstreams: new Map(),
+    follow: new Map(),
+  };
   for (const s of READ_SETTINGS) {
     if (json[s.key] !== undefined) out.values[s.key] = s.read(json[s.key], `"${s.key}"`, base);
   }
@@ -128,7 +135,27 @@ function configSettings(json: unknown, base: string): FileSettings {
       });
     }
   }
+  if (json.follow !== undefined) {
+    // Followers (DESIGN §15): {"NAME": "ws://primary/NAME"}.
+    if (!isObject(json.follow)) {
+      throw new TypeError(`"follow" must be an object of primary URLs by stream name`);
+    }
+    for (const [name, url] of Object.entries(json.follow)) {
+      streamName(name, `"follow"`);
+      out.follow.set(name, followSpec(nonEmpty(url, `"follow.${name}"`), `"follow.${name}"`));
+    }
+  }
   return out;
+}
+
+// A follow URL, checked as the follower reads it.
+function followSpec(url: string, what: string): string {
+  try {
+    followUrl(url);
+  } catch (err) {
+    throw new RangeError(`${what}: ${(err as Error).message}`);
+  }
+  return url;
 }
 
 /**
@@ -147,7 +174,7 @@ export async function settingsFrom(values: Record<string, unknown>): Promise<Set
   const config = values.config as string | undefined;
   const file: FileSettings = config !== undefined
     ? await readConfig(config)
-    : { values: {}, streams: new Map(), upstreams: new Map() };
+    : { values: {}, streams: new Map(), upstreams: new Map(), follow: new Map() };
   try {
     return mergeFlags(file, values);
   } catch (err) {
@@ -190,9 +217,39 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     // A flag replaces the config's declaration, ephemeral included.
     s.streams.set(name, { schema: { path: kv[1] }, ephemeral: false, publish: false });
   }
-  if (s.streams.size === 0) {
+  // Followers: NAME=URL; a followed stream is not declared and takes no rows.
+  s.follow = new Map(file.follow);
+  for (const spec of list("follow")) {
+    const kv = split(spec);
+    if (!kv || !isStreamName(kv[0]) || kv[1] === "") {
+      throw new RangeError(`--follow wants NAME=URL, got ${JSON.stringify(spec)}`);
+    }
+    s.follow.set(kv[0], followSpec(kv[1], "--follow"));
+  }
+  for (const name of s.follow.keys()) {
+    if (s.streams.has(name)) {
+      throw new RangeError(
+        `${show(name)} is both declared (--stream) and followed (--follow): a follower takes ` +
+          `the schema from its primary; give one of them`,
+      );
+    }
+  }
+  const followed = (name: string, what: string) => {
+    if (s.follow.has(name)) {
+      throw new RangeError(
+        `${what} names ${show(name)}, which is followed from ${
+          followUrl(s.follow.get(name)!).shown
+        }: ` +
+          `a follower takes no rows for it`,
+      );
+    }
+  };
+  if (s.stdin !== null) followed(s.stdin, values.stdin !== undefined ? "--stdin" : '"stdin"');
+  for (const spec of list("upstream")) followed(split(spec)?.[0] ?? "", "--upstream");
+  for (const name of file.upstreams.keys()) followed(name, `"upstreams"`);
+  if (s.streams.size === 0 && s.follow.size === 0) {
     throw new RangeError(
-      `no stream declared: give --stream NAME=SCHEMA.json (or "streams" in --config)`,
+      `no stream declared: give --stream NAME=SCHEMA.json (or "streams" in --config) or --follow NAME=URL`,
     );
   }
   const undeclared = (name: string, what: string) => {
@@ -211,6 +268,7 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   if (s.stdin !== null) undeclared(s.stdin, values.stdin !== undefined ? "--stdin" : '"stdin"');
   for (const name of list("publish")) {
     streamName(name, "--publish");
+    followed(name, "--publish");
     undeclared(name, "--publish");
     s.streams.get(name)!.publish = true;
   }

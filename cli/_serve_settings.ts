@@ -9,6 +9,7 @@
  */
 
 import type { LogFormat, LogLevel } from "../common/logger.ts";
+import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
 import { type ArchiveOptions, DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
 import {
   DEFAULT_MAX_BACKLOG,
@@ -485,6 +486,8 @@ export const SETTINGS: readonly Setting[] = [
     docs: "`text` or `json` (one JSON object per line); see " +
       "[Logs](#what-it-prints-logs-and-exit-codes).",
   },
+  // Followers (--follow): their own file.
+  ...FOLLOW_SETTINGS,
 ];
 
 // ---- what the table makes ----
@@ -669,4 +672,13 @@ export interface Settings {
   tlsKey: string | null;
   logLevel: LogLevel;
   logFormat: LogFormat;
+  // Followers (_serve_follow_settings.ts): followed stream → primary URL.
+  follow: Map<string, string>;
+  followToken: string | null;
+  /** Seconds. */
+  followPoll: number;
+  /** Seconds. */
+  followRetryMax: number;
+  /** Seconds. */
+  followStartWait: number;
 }

@@ -11,6 +11,7 @@ import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts"
 import { compileSchema } from "../schema/compile.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { Stream } from "../server/stream.ts";
+import { type Follower, openFollowed } from "../server/follow/follower.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import type { SchemaSource, Settings } from "./_serve_settings.ts";
 
@@ -63,6 +64,70 @@ export async function loadSchemas(s: Settings): Promise<Map<string, Record<strin
   return schemas;
 }
 
+function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
+  const logOptions: LogOptions = logger ? { fsync: s.fsync, logger } : { fsync: s.fsync };
+  if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
+  if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
+  if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
+  if (s.maxProducers !== undefined) logOptions.maxProducers = s.maxProducers;
+  return logOptions;
+}
+
+// --- followers (DESIGN §15) ---
+
+/**
+ * Opens the replica of every followed stream (`--follow NAME=URL`) and its
+ * follower, not started; on a failure closes those opened and throws a
+ * {@linkcode Fatal} (exit 1: the primary did not answer, a log is locked…).
+ *
+ * @example
+ * ```ts ignore
+ * const { streams, followers } = await openFollowers(settings, logger);
+ * for (const f of followers) f.start();
+ * ```
+ */
+export async function openFollowers(
+  s: Settings,
+  logger: Logger,
+): Promise<{ streams: Stream[]; followers: Follower[] }> {
+  const streams: Stream[] = [];
+  const followers: Follower[] = [];
+  try {
+    for (const [name, url] of s.follow) {
+      try {
+        const { stream, follower } = await openFollowed(name, url, {
+          root: s.root,
+          logOptions: baseLogOptions(s, logger),
+          token: s.followToken,
+          logger,
+          pollMs: s.followPoll * 1000,
+          retryMaxMs: s.followRetryMax * 1000,
+          startWaitMs: s.followStartWait * 1000,
+          archive: s.archive,
+          streamOptions: {
+            ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
+            ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
+            ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
+            ...(s.stallTimeout !== undefined
+              ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) }
+              : {}),
+          },
+        });
+        streams.push(stream);
+        followers.push(follower);
+      } catch (err) {
+        throw new Fatal(`${show(name)}: ${oneLine(err)}`, 1);
+      }
+    }
+  } catch (err) {
+    await Promise.allSettled(streams.map((st) => st.close()));
+    throw err;
+  }
+  return { streams, followers };
+}
+
+// --- end of followers ---
+
 /**
  * Opens every declared stream (its log under `s.root` unless ephemeral); on
  * a failure closes those opened and throws a {@linkcode Fatal}.
@@ -85,11 +150,7 @@ export async function openStreams(
   logger?: Logger,
 ): Promise<Stream[]> {
   // The log's own events (chunk worker, deletions) go through the server's logger.
-  const logOptions: LogOptions = logger ? { fsync: s.fsync, logger } : { fsync: s.fsync };
-  if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
-  if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
-  if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
-  if (s.maxProducers !== undefined) logOptions.maxProducers = s.maxProducers;
+  const logOptions = baseLogOptions(s, logger);
   const opened: Stream[] = [];
   try {
     for (const [name, decl] of s.streams) {

@@ -47,11 +47,13 @@ import { Fatal, fileError, oneLine } from "./_serve_fatal.ts";
 import { type Ingest, loadHandlers, startIngest } from "./_serve_ingest.ts";
 import { SERVE_FLAGS, SERVE_USAGE, type Settings } from "./_serve_settings.ts";
 import { onSignals, tokensReloader } from "./_signals.ts";
-import { loadSchemas, openStreams } from "./_serve_streams.ts";
+import { loadSchemas, openFollowers, openStreams } from "./_serve_streams.ts";
+import type { Follower } from "../server/follow/follower.ts";
 
 interface Running extends Ingest {
   server: Server;
   streams: Stream[];
+  followers: Follower[];
 }
 
 function listenError(s: Settings, err: unknown): Fatal {
@@ -111,7 +113,16 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       throw listenError(s, err);
     }
   }
-  const streams = await openStreams(s, schemas, logger);
+  const own = await openStreams(s, schemas, logger);
+  // Followed streams (--follow): replicas, fed by their followers only.
+  let followed: Awaited<ReturnType<typeof openFollowers>>;
+  try {
+    followed = await openFollowers(s, logger);
+  } catch (err) {
+    await Promise.allSettled(own.map((st) => st.close()));
+    throw err;
+  }
+  const streams = [...own, ...followed.streams];
   let server: Server;
   try {
     server = serve(streams, {
@@ -133,7 +144,13 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
-  return { server, streams, ...startIngest(s, server, handlers, logger) };
+  for (const f of followed.followers) f.start();
+  return {
+    server,
+    streams,
+    followers: followed.followers,
+    ...startIngest(s, server, handlers, logger),
+  };
 }
 
 /** Runs `serve` with its arguments; resolves with the exit code. */
@@ -188,6 +205,7 @@ export async function cmdServe(args: string[]): Promise<number> {
     let code = failure !== null ? 1 : 0;
     try {
       await running.stopIngest();
+      await Promise.all(running.followers.map((f) => f.close()));
       const late = running.failure();
       if (failure === null && late !== null) {
         // An ingest that failed while stopping (e.g. its last rows could not be written).

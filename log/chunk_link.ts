@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { Manifest } from "./chunk.ts";
+import type { ChunkEntry, Manifest } from "./chunk.ts";
+import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { ChunkWorker } from "./chunk_client.ts";
@@ -46,6 +47,7 @@ export class ChunkLink {
   #worker: ChunkWorker | null = null;
   #manifest: Manifest | null = null;
   #workerError: string | null = null;
+  #workerErrors = 0;
   #lastMaintain = 0;
   #syncId = 0;
   // Sealed segments are handed to the chunk worker in offset order, each once:
@@ -139,6 +141,10 @@ export class ChunkLink {
    */
   handOver(): void {
     if (!this.#worker || !this.#handing) return;
+    if (this.#policy.replica) {
+      this.#dropCovered();
+      return;
+    }
     for (const s of this.#log.segments) {
       const info = s.info;
       if (!info.sealed || info.firstOffset < this.#handedFrom) continue;
@@ -216,6 +222,51 @@ export class ChunkLink {
     this.#archiveStore?.close();
   }
 
+  // --- replicas (followers): see adoption.ts ---
+
+  /**
+   * Lists `chunks` (their files checked and in place) in the manifest, in
+   * place of the chunks they overlap; resolves once the worker has written
+   * it and the covered sealed segments are deleted.
+   */
+  async adopt(chunks: ChunkEntry[]): Promise<void> {
+    if (!this.#worker) throw new Deno.errors.BadResource(`log ${this.#log.dir} is closed`);
+    const dir = this.#log.dir;
+    const before = this.#workerErrors;
+    this.#worker.post({ type: "adopt", dir, chunks, nowUs: nowUs(this.#opts.clock) });
+    const id = ++this.#syncId;
+    const done = this.#wait((m) => m.type === "synced" && m.id === id);
+    this.#worker.post({ type: "sync", dir, id });
+    await done;
+    if (this.#workerErrors !== before) {
+      throw new Error(`cannot adopt chunks in ${dir}: ${this.#workerError}`);
+    }
+  }
+
+  // A replica's sealed segments whose rows its (adopted) chunks hold are no
+  // longer the copy: deleted, as a chunked segment is.
+  #dropCovered(): void {
+    const chunks = this.#manifest?.chunks ?? [];
+    const segs = this.#log.segments;
+    for (let i = segs.length - 1; i >= 0; i--) {
+      const info = segs[i].info;
+      if (!info.sealed) continue;
+      if (
+        info.count > 0 && !coveredBy(chunks, info.firstOffset, info.firstOffset + info.count - 1)
+      ) {
+        continue;
+      }
+      this.#fromWorker({
+        type: "chunked",
+        dir: this.#log.dir,
+        segmentPath: info.path,
+        sha256: null,
+      });
+    }
+  }
+
+  // --- end of replicas ---
+
   #wait(test: (m: FromWorker) => boolean): Promise<FromWorker> {
     return new Promise((resolve) => this.#waiters.push({ test, resolve }));
   }
@@ -224,6 +275,7 @@ export class ChunkLink {
     switch (m.type) {
       case "manifest":
         this.#manifest = m.manifest;
+        if (this.#policy.replica && this.#handing) this.#dropCovered();
         break;
       case "chunked": {
         // The chunk is durable and listed: the segment is no longer the copy.
@@ -245,6 +297,7 @@ export class ChunkLink {
       }
       case "error":
         this.#workerError = m.message;
+        this.#workerErrors++;
         this.#opts.logger.error(
           "chunk_worker_error",
           { dir: this.#log.dir, message: m.message },

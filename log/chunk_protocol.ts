@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { Manifest } from "./chunk.ts";
+import type { ChunkEntry, Manifest } from "./chunk.ts";
 import type { ArchiveOptions } from "./archive.ts";
 
 /** How a log's chunks are kept. */
@@ -23,6 +23,12 @@ export interface ChunkPolicy {
   retainAgeMs: number | null;
   /** Archive chunks and the manifest to S3 (null: no archive). */
   archive: ArchiveOptions | null;
+  /**
+   * A replica's chunks (a follower's): the worker makes no chunks of its own
+   * and merges none — its chunks are the primary's, adopted — and applies
+   * retention only. @default false
+   */
+  replica?: boolean;
 }
 
 /** How far the archive has got. */
@@ -62,6 +68,8 @@ export type ToWorker =
   | { type: "maintain"; dir: string; nowUs: number }
   | { type: "policy"; dir: string; policy: ChunkPolicy }
   | { type: "sync"; dir: string; id: number }
+  // A replica adopts chunks whose files (checked) are in place: see adoption.ts.
+  | { type: "adopt"; dir: string; chunks: ChunkEntry[]; nowUs: number }
   | { type: "close"; dir: string; archiveWaitMs?: number };
 
 /** Messages from the worker. */

@@ -53,6 +53,7 @@ import {
 } from "./chunk_times.ts";
 import { Layout } from "./format.ts";
 import { PRODUCERS_FILE } from "./producer_journal.ts";
+import { adoptedList } from "./adoption.ts";
 import { backoffDelay } from "../common/backoff.ts";
 import { exists, readManifest, syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
@@ -274,6 +275,8 @@ async function chunkSegment(st: LogState, seg: SealedSegment): Promise<void> {
     post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: null });
     return;
   }
+  // A replica's chunks are the primary's (adopted): it makes none of its own.
+  if (st.policy.replica) return;
   // Where the chunk goes: after the last chunk, or (a segment left behind by
   // an older version that chunked out of order) into the gap it fills.
   let at = m.chunks.length;
@@ -370,6 +373,8 @@ function sizeClass(bytes: number): number {
 // to `maxChunkBytes`. With a steady feed, the chunk count grows logarithmically.
 async function compact(st: LogState, nowUs: number): Promise<void> {
   const { fanIn, maxChunkBytes, graceMs } = st.policy;
+  // A replica's merges are the primary's, adopted like its other chunks.
+  if (st.policy.replica) return;
   while (true) {
     const c = st.manifest.chunks;
     let at = -1;
@@ -451,6 +456,35 @@ async function retain(st: LogState, nowUs: number): Promise<void> {
   }
 }
 
+// --- replicas (followers): adopting the primary's chunks (see adoption.ts) ---
+
+async function adopt(st: LogState, incoming: ChunkEntry[], nowUs: number): Promise<void> {
+  for (const e of incoming) {
+    if (!(await exists(chunkPath(st.dir, e.sha256)))) {
+      throw new Error(`chunk ${e.sha256} to adopt is not in ${join(st.dir, CHUNKS_DIR)}`);
+    }
+  }
+  const { chunks, removed } = adoptedList(st.manifest.chunks, incoming);
+  const same = removed.length === 0 && chunks.length === st.manifest.chunks.length;
+  if (!same) {
+    st.manifest.chunks = chunks;
+    const until = nowUs + st.policy.graceMs * 1000;
+    for (const e of removed) {
+      st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+    }
+    // saveManifest, with the crash hook between the write and the report that
+    // lets the log delete the covered segments.
+    st.manifest.generation++;
+    st.manifest.through = chunks.length ? chunks[chunks.length - 1].last : st.manifest.through;
+    await writeManifest(st.dir, st.manifest);
+    step("adopt-manifest-written");
+    post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
+  }
+  await retain(st, nowUs);
+}
+
+// --- end of replicas ---
+
 function enqueue(dir: string, work: (st: LogState) => Promise<void>): void {
   const st = logs.get(dir);
   if (!st) {
@@ -500,6 +534,9 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
         st.archive?.kick();
         return Promise.resolve();
       });
+      break;
+    case "adopt":
+      enqueue(msg.dir, (st) => adopt(st, msg.chunks, msg.nowUs));
       break;
     case "sync":
       enqueue(msg.dir, (st) => {

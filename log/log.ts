@@ -24,7 +24,8 @@ import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { writeAll } from "../common/write_all.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
-import { chunkPath, type Manifest, MANIFEST_FILE } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type Manifest, MANIFEST_FILE } from "./chunk.ts";
+import { appendAt } from "./append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 import {
   DEFAULT_CHUNK_POLICY,
@@ -575,6 +576,54 @@ export class Log {
     this.#segments.splice(this.#segments.indexOf(old.seg), 1, active.seg);
     c.restartAt(active, offset);
   }
+
+  // --- replicas (followers): append_at.ts, adoption.ts ---
+
+  /** Whether this log is a replica of another server's (see `LogOptions.replica`). */
+  get replica(): boolean {
+    return this.#opts.replica;
+  }
+
+  /**
+   * Appends `payloads[i]` at `offsets[i]` (the primary's offsets, increasing):
+   * rows below the next offset are skipped, each run of consecutive offsets
+   * is one commit, a jump forward is a fenced gap. Resolves with the rows
+   * appended, once durable; `appended` as in `append_at.ts`.
+   *
+   * @example
+   * ```ts
+   * import { Log } from "./log.ts";
+   * const log = await Log.open(await Deno.makeTempDir(), { replica: true, timers: false });
+   * await log.appendAt([5, 6], ["{}", "{}"]);
+   * console.log(log.endOffset); // 7
+   * await log.close();
+   * ```
+   */
+  appendAt(
+    offsets: readonly number[],
+    payloads: readonly (Uint8Array | string)[],
+    appended?: (from: number, to: number) => void,
+  ): Promise<number> {
+    return appendAt(this, offsets, payloads, appended);
+  }
+
+  /**
+   * Lists the primary's chunks `chunks` (stored and checked by
+   * `storeAdoptedChunk`) in this replica's manifest, in place of those they
+   * overlap, and deletes the sealed segments they cover. When they reach
+   * past the end, the next offset moves past them (a fence).
+   */
+  async adoptChunks(chunks: ChunkEntry[]): Promise<void> {
+    if (!this.#opts.replica || !this.#link) {
+      throw new TypeError(`log ${this.dir} is not a replica: it makes its own chunks`);
+    }
+    if (chunks.length === 0) return;
+    await this.#link.adopt(chunks);
+    const last = chunks[chunks.length - 1].last;
+    if (last >= this.nextOffset) await this.fence(last + 1);
+  }
+
+  // --- end of replicas ---
 
   /** Flushes what is pending, closes the files and releases the lock. */
   async close(): Promise<void> {

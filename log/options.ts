@@ -68,6 +68,13 @@ export interface LogOptions {
   io?: LogIo;
   /** Archive chunks and the manifest to S3 (turns chunks on). */
   archive?: ArchiveOptions | null;
+  /**
+   * A replica of another server's log (a follower's): offsets come from the
+   * primary ({@linkcode Log.appendAt}), chunks are the primary's, adopted
+   * ({@linkcode Log.adoptChunks}); the chunk worker makes and merges none of
+   * its own. Turns chunks on. @default false
+   */
+  replica?: boolean;
   /** Serve offsets the local tier dropped from the archive. @default false */
   replayArchive?: boolean;
   /**
@@ -168,13 +175,15 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
     clock: options.clock ?? Date.now,
     timers: options.timers ?? true,
     verify: options.verify ?? "all",
-    chunks: options.chunks || options.archive
+    chunks: options.chunks || options.archive || options.replica
       ? {
         ...DEFAULT_CHUNK_POLICY,
         ...(typeof options.chunks === "object" ? options.chunks : {}),
         archive: options.archive ?? null,
+        replica: options.replica ?? false,
       }
       : null,
+    replica: options.replica ?? false,
     maintainEveryMs: options.maintainEveryMs ?? 60_000,
     replayArchive: options.replayArchive ?? false,
     archiveWaitMs: options.archiveWaitMs ?? 10_000,

@@ -49,7 +49,7 @@ import {
   type SubscriberState,
 } from "./subscriber.ts";
 import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
-import { type Gate, GatedReader, type SendBudget } from "./limits.ts";
+import { GatedReader } from "./limits.ts";
 import type { Registry } from "./metrics.ts";
 import {
   archiveLogOptions,
@@ -63,15 +63,11 @@ import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 
 export type { StreamStats } from "./stream_metrics.ts";
 
-/** What a server lends the streams it serves (see {@linkcode Stream._attach}). */
-export interface StreamServing {
-  /** Catching-up subscribers' log reads take turns through it; null: no gate. */
-  gate: Gate | null;
-  /** Where subscriber failures are reported. */
-  logger: Logger;
-  /** The server's send buffer, shared by its subscribers' sockets. @default one per process */
-  sendBudget?: SendBudget;
-}
+import type { StreamFollow, StreamServing } from "./stream_hosting.ts";
+import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
+import { sharedFrames } from "./shared_frames.ts";
+
+export type { StreamFollow, StreamServing } from "./stream_hosting.ts";
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
@@ -145,7 +141,13 @@ export class Stream {
   #closed = false;
   readonly #host: SubscriberHost;
   #arrow: ArrowFrameEncoder | null = null;
+  #encoders = {
+    arrow: (frames: readonly string[]) => this.#arrow!.encodeFrames(frames),
+    zstd: (text: string) => this.#zstd(text, "live"),
+  };
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
+  /** @internal The follower replicating this stream (null: it takes rows from `send`). */
+  _follow: StreamFollow | null = null;
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
@@ -347,27 +349,9 @@ export class Stream {
     return out;
   }
 
-  /**
-   * How far the archive lags the log: rows the log holds beyond the archive's
-   * end, and the age of the oldest of them (0 when none).
-   */
-  archiveLag(): { rows: number; seconds: number; error: string | null } | null {
-    const log = this.log;
-    const st = log?.archiveState;
-    if (!log || !this.archive) return null;
-    const through = st?.through ?? 0;
-    const rows = log.rowsBetween(through + 1, log.endOffset);
-    let seconds = 0;
-    if (rows > 0) {
-      // The oldest row not archived: in the first local chunk or segment after `through`.
-      const c = log.manifest?.chunks.find((x) => x.last > through);
-      const firstUs = c?.first_ts ??
-        log.segments().find((x) => x.count > 0 && x.firstOffset + x.count - 1 > through)
-          ?.firstTimeUs ??
-        0;
-      if (firstUs) seconds = Math.max(0, (Date.now() * 1000 - firstUs) / 1e6);
-    }
-    return { rows, seconds, error: st?.lastError ?? null };
+  /** How far the archive lags the log (see `archiveLagOf`); null without an archive. */
+  archiveLag(): ArchiveLag | null {
+    return this.log && this.archive ? archiveLagOf(this.log) : null;
   }
 
   /** What `GET /{name}/head` serves. */
@@ -382,7 +366,27 @@ export class Stream {
       schema: this.schema.json,
       archive: this.archive,
       ...(this.archive ? { archive_lag: this.archiveLag() } : {}),
+      ...(this.log ? { first_offset: this.log.firstOffset } : {}),
+      ...this._follow?.head(),
     };
+  }
+
+  /**
+   * @internal A follower's write: the primary's rows (their JSON) at the
+   * primary's offsets, made durable, then fanned out through the normal
+   * commit path (see `Log.appendAt`).
+   */
+  async _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
+    try {
+      return await this.log!.appendAt(offsets, jsons, (from, to) => {
+        for (let i = from; i < to; i++) this.#pending.push(jsons[i]);
+      });
+    } catch (err) {
+      // Nothing else appends to a replica: whatever was pending is gone.
+      this.#pending = [];
+      this.#pendingHead = 0;
+      throw err;
+    }
   }
 
   /**
@@ -400,6 +404,9 @@ export class Stream {
 
   #send(row: unknown): Promise<number | null> {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    if (this._follow) {
+      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    }
     const problem = this.schema.validate(row);
     if (problem !== null) {
       this.#metrics.rowsRejected.inc();
@@ -435,6 +442,9 @@ export class Stream {
 
   async #sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    if (this._follow) {
+      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    }
     const jsons: string[] = new Array(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const problem = this.schema.validate(rows[i]);
@@ -587,15 +597,7 @@ export class Stream {
 
   // Frames built once per mode on first use, shared by every subscriber handed `frames`.
   #shared(frames: readonly string[]): SharedFrames {
-    let joined: string | null = null;
-    let arrow: Uint8Array | null = null;
-    let zstd: Uint8Array | null = null;
-    const join = () => (joined ??= frames.join("\n"));
-    return {
-      joined: join,
-      arrow: () => (arrow ??= this.#arrow!.encodeFrames(frames)),
-      zstd: () => (zstd ??= this.#zstd(join(), "live")),
-    };
+    return sharedFrames(frames, this.#encoders);
   }
 
   // compress= (§16): one zstd frame of `text`, counted by path.

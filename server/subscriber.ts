@@ -37,18 +37,8 @@ import { SendBudget } from "./limits.ts";
 import { type LivePiece, livePieces, livePolicy } from "./live_pieces.ts";
 import type { Compression } from "../client/wire.ts";
 
-/** A commit's frames, encoded at most once per mode and shared by every subscriber. */
-export interface SharedFrames {
-  /** The frames joined with `\n` (batch mode). */
-  joined(): string;
-  /** One Arrow record batch message (arrow mode). */
-  arrow(): Uint8Array;
-  /**
-   * compress=zstd (§16): the joined frames as one zstd frame, compressed once
-   * per commit (optional so that hosts without compressed subscribers need not give it).
-   */
-  zstd?(): Uint8Array;
-}
+export type { SharedFrames } from "./shared_frames.ts";
+import type { SharedFrames } from "./shared_frames.ts";
 
 /**
  * The send buffer of subscribers whose stream is not served by a server with

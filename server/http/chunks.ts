@@ -7,11 +7,36 @@
  * @module
  */
 
-import { chunkPath } from "../../log/mod.ts";
+import { chunkPath, type Log } from "../../log/mod.ts";
+import { timesPath } from "../../log/chunk_times.ts";
 import type { Stream } from "../stream.ts";
 import { json, notFound } from "./_respond.ts";
 
 const CHUNK = /^chunks\/([0-9a-f]{64})$/;
+const TIMES = /^chunks\/([0-9a-f]{64})\.times$/;
+
+// `GET /{name}/chunks/{sha256}.times`: the time index kept beside a listed
+// chunk (immutable like it), or 404 when the chunk has none.
+async function timesResponse(req: Request, log: Log, sha: string): Promise<Response> {
+  const m = log.manifest;
+  if (!m?.chunks.some((c) => c.sha256 === sha)) return notFound(`no chunk ${sha}`);
+  let bytes: Uint8Array;
+  try {
+    bytes = await Deno.readFile(timesPath(log.dir, sha));
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound) return notFound(`chunk ${sha} has no time index`);
+    throw err;
+  }
+  const headers = {
+    "content-type": "application/octet-stream",
+    "etag": `"${sha}.times"`,
+    "cache-control": "public, max-age=31536000, immutable",
+  };
+  if (req.headers.get("if-none-match") === headers.etag) {
+    return new Response(null, { status: 304, headers });
+  }
+  return new Response(req.method === "HEAD" ? null : bytes as Uint8Array<ArrayBuffer>, { headers });
+}
 
 /**
  * The manifest of `stream`, or 404 when its log keeps no chunks.
@@ -53,8 +78,11 @@ export function chunkResponse(
   stream: Stream,
   rest: string,
 ): Promise<Response> | Response | null {
-  const chunk = CHUNK.exec(rest);
   const log = stream.log;
+  // A chunk's time index (followers copy it with the chunk): see timesResponse.
+  const times = TIMES.exec(rest);
+  if (times && log) return timesResponse(req, log, times[1]);
+  const chunk = CHUNK.exec(rest);
   if (!chunk || !log) return null;
   const sha = chunk[1];
   const m = log.manifest;

@@ -181,6 +181,30 @@ export async function decideSinceStart(
 
 // --- end of since= ---
 
+// --- followers (DESIGN §15): the lag rule ---
+
+/**
+ * On a follower, an offset past its end is `ahead` only when it is past the
+ * primary's end too, asked afresh (the last known end when the primary does
+ * not answer); otherwise the subscribe is accepted and waits for the rows.
+ * Resolves the decision to act on, and whether to wait.
+ */
+async function followLag(
+  stream: Stream,
+  q: SubscribeQuery,
+  d: StartDecision,
+): Promise<{ d: StartDecision; wait: boolean }> {
+  const follow = stream._follow;
+  if (d.ok || d.reason.why !== "ahead" || !follow || typeof q.offset !== "number") {
+    return { d, wait: false };
+  }
+  const primary = await follow.primaryEnd();
+  if (primary === null || q.offset > primary) return { d, wait: false };
+  return { d: { ok: true, from: q.offset }, wait: true };
+}
+
+// --- end of followers ---
+
 /** Close codes of a server-side drop of an accepted subscriber (logged as `dropped`). */
 const DROP_CODES: ReadonlySet<number> = new Set([
   CloseCode.PolicyViolation,
@@ -247,9 +271,11 @@ function accept(
     }
     close(code, reason);
   };
+  const waiting = new AbortController();
   const end = () => {
     if (ended) return;
     ended = true;
+    waiting.abort();
     ctx.untrack(socket);
     sub?.close();
   };
@@ -285,6 +311,9 @@ function accept(
       return;
     }
     if (socket.readyState !== WebSocket.OPEN) return;
+    const lag = await followLag(stream, q, d);
+    d = lag.d;
+    if (socket.readyState !== WebSocket.OPEN) return;
     if (!d.ok) {
       stream._refused(d.reason.why);
       logger.info("refused", { ...who, code: CloseCode.NotReplayable, ...d.reason });
@@ -308,6 +337,14 @@ function accept(
     socket.send(JSON.stringify(greeting));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
+    if (lag.wait) {
+      // A follower behind the offset asked for: the rows come as they arrive.
+      const reached = await stream._follow!.reached(from!, waiting.signal);
+      if (!reached || socket.readyState !== WebSocket.OPEN) {
+        if (socket.readyState === WebSocket.OPEN) socket.close(CloseCode.GoingAway, "");
+        return;
+      }
+    }
     sub = stream._subscribe(socket, from ?? 0, frames, filter, compress);
     logger.info("subscribe", {
       ...who,

@@ -1,0 +1,119 @@
+/**
+ * `serve`'s follower settings (DESIGN §15), spliced into the settings table
+ * of `_serve_settings.ts` (kept apart so that the table stays one screenful
+ * per concern): `--follow NAME=URL` and what tunes it.
+ *
+ * @module
+ */
+
+import { DEFAULT_FOLLOW_POLL_MS, DEFAULT_FOLLOW_RETRY_MAX_MS } from "../server/follow/follower.ts";
+import { type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
+
+/** One follower setting: the shape of `Setting` in `_serve_settings.ts`. */
+export interface FollowSetting {
+  /** The flag, without `--`. */
+  flag: string;
+  /** The config file's key. */
+  key: string;
+  /** The flag's type for `parseArgs`. */
+  type: "string";
+  /** The flag may be repeated. */
+  multiple?: boolean;
+  /** How a value is read (absent: `--follow`'s own rules). */
+  read?: Reader;
+  /** The value when neither the flag nor the config gives one. */
+  default?: unknown;
+  /** The usage text's group. */
+  group: string;
+  /** The usage lines. */
+  usage: [string, string][];
+  /** Its meaning in docs/CLI.md. */
+  docs: string;
+}
+
+/** Default wait for the primary when a follower has no replica yet, seconds. */
+export const DEFAULT_FOLLOW_START_WAIT_S = 30;
+
+const GROUP = "followers (docs/SCALING.md)";
+
+/**
+ * The follower settings, in the order of `--help`.
+ *
+ * @example
+ * ```ts
+ * import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
+ * console.log(FOLLOW_SETTINGS.map((s) => s.flag)[0]); // follow
+ * ```
+ */
+export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
+  {
+    flag: "follow",
+    key: "follow",
+    type: "string",
+    multiple: true,
+    group: GROUP,
+    usage: [
+      ["--follow NAME=URL", "serve a replica of the stream at URL (ws://HOST:PORT/NAME"],
+      ["", "of a primary or another follower) as stream NAME; no"],
+      ["", "schema: it comes from the primary (repeatable)"],
+    ],
+    docs: "serve a replica of the stream at URL (`ws://HOST:PORT/NAME` of a primary or of " +
+      "another follower) as stream NAME: same `stream_id`, offsets, bytes and chunks; the " +
+      "schema comes from the primary, so NAME takes no `--stream`. Repeatable. A followed " +
+      "stream takes no rows (`--stdin`, `--upstream` naming it are refused). Config: " +
+      '`"follow": {"NAME": "URL"}`. See docs/SCALING.md.',
+  },
+  {
+    flag: "follow-token",
+    key: "followToken",
+    type: "string",
+    read: text,
+    default: null,
+    group: GROUP,
+    usage: [[
+      "--follow-token TOKEN",
+      "bearer token for guarded primaries (else the URL's access_token)",
+    ]],
+    docs: "bearer token the follower presents to its primaries (else the URL's `access_token`); " +
+      "never shown in logs or `/head`.",
+  },
+  {
+    flag: "follow-poll",
+    key: "followPoll",
+    type: "string",
+    read: stallSeconds,
+    default: DEFAULT_FOLLOW_POLL_MS / 1000,
+    group: GROUP,
+    usage: [[
+      "--follow-poll SECONDS",
+      "how often the primary's manifest and head are read [{default}]",
+    ]],
+    docs: "how often a follower reads its primary's `/manifest` (new chunks to adopt) and " +
+      "`/head` (for `lag_rows`), seconds > 0.",
+  },
+  {
+    flag: "follow-retry-max",
+    key: "followRetryMax",
+    type: "string",
+    read: stallSeconds,
+    default: DEFAULT_FOLLOW_RETRY_MAX_MS / 1000,
+    group: GROUP,
+    usage: [["--follow-retry-max SECONDS", "cap of the reconnect backoff [{default}]"]],
+    docs: "cap of the capped exponential backoff (from 0.25 s, with jitter) between " +
+      "reconnects to a primary that went away, seconds > 0.",
+  },
+  {
+    flag: "follow-start-wait",
+    key: "followStartWait",
+    type: "string",
+    read: seconds,
+    default: DEFAULT_FOLLOW_START_WAIT_S,
+    group: GROUP,
+    usage: [[
+      "--follow-start-wait SECONDS",
+      "with no replica yet, wait this long for the primary [{default}]",
+    ]],
+    docs: "with no replica on disk yet, how long `serve` waits for the primary to answer before " +
+      "it exits 1 (a replica already on disk is served at once, the primary retried).",
+  },
+];
