@@ -36,6 +36,7 @@ import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { zstdFrame } from "./compressed_frames.ts";
+import { buildLogDictionary, type FrameDictionary } from "./frame_dictionary.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
 import { FilterGroups } from "./filter_groups.ts";
@@ -153,6 +154,8 @@ export class Stream {
   #closed = false;
   readonly #host: SubscriberHost;
   #arrow: ArrowFrameEncoder | null = null;
+  #dict: FrameDictionary | null = null; // compress=zstd-dict (§16): one per server run
+  #dictBuilding: Promise<FrameDictionary | null> | null = null;
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
@@ -211,7 +214,7 @@ export class Stream {
         if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
         return this.#arrow;
       },
-      compress: (text) => this.#zstd(text, "replay"),
+      compress: (text, kind) => this.#zstd(text, "replay", kind),
     };
   }
 
@@ -554,22 +557,46 @@ export class Stream {
     let joined: string | null = null;
     let arrow: Uint8Array | null = null;
     let zstd: Uint8Array | null = null;
+    let zdict: Uint8Array | null = null;
     const join = () => (joined ??= frames.join("\n"));
     return {
       joined: join,
       arrow: () => (arrow ??= this.#arrow!.encodeFrames(frames)),
-      zstd: () => (zstd ??= this.#zstd(join(), "live")),
+      zstd: (kind) =>
+        kind === "zstd-dict"
+          ? (zdict ??= this.#zstd(join(), "live", kind))
+          : (zstd ??= this.#zstd(join(), "live", kind)),
     };
   }
 
-  // compress= (§16): one zstd frame of `text`, counted by path.
-  #zstd(text: string, path: "live" | "replay"): Uint8Array {
-    const out = zstdFrame(text);
+  // compress= (§16): one zstd frame of `text` (with the dictionary for
+  // zstd-dict: a subscriber gets that kind only once the dictionary exists), counted by path.
+  #zstd(text: string, path: "live" | "replay", kind: Compression): Uint8Array {
+    const out = kind === "zstd-dict" ? this.#dict!.compress(text) : zstdFrame(text);
     const m = this.#metrics.zstd[path];
     m.frames.inc();
     m.text.inc(text.length);
     m.zstd.inc(out.byteLength);
     return out;
+  }
+
+  /**
+   * compress=zstd-dict (§16): the stream's dictionary, built from its log's
+   * last rows on first call (one per server run); null on an ephemeral
+   * stream, while the log holds too few rows, or without libzstd.
+   */
+  async dictionary(): Promise<FrameDictionary | null> {
+    if (this.#dict || !this.log) return this.#dict;
+    const log = this.log;
+    const d = await (this.#dictBuilding ??= buildLogDictionary(log).finally(() => {
+      this.#dictBuilding = null;
+    }));
+    return this.#dict ??= d;
+  }
+
+  /** compress=zstd-dict (§16): the dictionary with `id`, if it is this stream's. */
+  dictionaryById(id: string): FrameDictionary | null {
+    return this.#dict?.id === id ? this.#dict : null;
   }
 
   /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
