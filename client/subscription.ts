@@ -19,8 +19,9 @@
  * @module
  */
 
-import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import { Connection, type DictionaryDecoding, type WebSocketConstructor } from "./_connection.ts";
 import { isCompressRefusal, type ZstdDecompress } from "./_zstd.ts";
+import { type DictDecompress, fetchDictionary } from "./_zstd_dict.ts";
 import type { CursorStore } from "./cursor.ts";
 import {
   closeError,
@@ -128,6 +129,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
   #zstd: ZstdDecompress | null; // compress= (§16): the decoder while frames come compressed
+  #zstdDict: DictDecompress | null; // compress=zstd-dict (§16): while the server takes it
 
   private constructor(url: URL, options: SubscriptionOptions) {
     this.#url = url.toString();
@@ -139,6 +141,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
     this.#zstd = options._zstd ?? null;
+    this.#zstdDict = this.#zstd ? options._zstdDict ?? null : null;
   }
 
   /**
@@ -187,12 +190,20 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     resume: number | null,
   ): Promise<void> {
     try {
-      await this.#open(offset, streamId, resume).catch((err) => {
-        // compress= (§16) by default only: a server that does not know it refuses it (4400).
-        if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
-        this.#zstd = null; // Text frames from then on.
-        return this.#open(offset, streamId, resume);
-      });
+      for (;;) {
+        try {
+          await this.#open(offset, streamId, resume);
+          break;
+        } catch (err) {
+          // compress= (§16) by default only: a server that does not know it refuses it (4400):
+          // zstd-dict, then zstd, then text frames from then on.
+          if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
+          // A server that knows compress=zstd but not zstd-dict names the value.
+          const knowsZstd = (err as ProtocolError).detail.includes("got zstd-dict");
+          if (this.#zstdDict && knowsZstd) this.#zstdDict = null;
+          else this.#zstd = this.#zstdDict = null;
+        }
+      }
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -232,6 +243,13 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     }
   }
 
+  // compress=zstd-dict (§16): the decoder and the dictionary fetch (with the token).
+  #dictionaryDecoding(decompress: DictDecompress): DictionaryDecoding {
+    const token = this.#opts.token;
+    const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
+    return { decompress, load: (id) => fetchDictionary(this.#url, id, headers) };
+  }
+
   /**
    * Opens a socket at `offset` and waits for its greeting. Returns with the
    * subscription updated, or throws the typed error for the refusal, the
@@ -251,9 +269,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         frames: "batch",
         where: this.#opts.where,
         since: this.#since,
-        compress: this.#zstd ? "zstd" : null, // compress= (§16)
+        compress: this.#zstdDict ? "zstd-dict" : this.#zstd ? "zstd" : null, // compress= (§16)
       }),
       this.#zstd,
+      this.#zstdDict ? this.#dictionaryDecoding(this.#zstdDict) : null,
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
