@@ -19,9 +19,8 @@
  * @module
  */
 
-import { Connection, type DictionaryDecoding, type WebSocketConstructor } from "./_connection.ts";
-import { isCompressRefusal, type ZstdDecompress } from "./_zstd.ts";
-import { type DictDecompress, fetchDictionary } from "./_zstd_dict.ts";
+import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import { CompressChoice } from "./_compress_choice.ts";
 import type { CursorStore } from "./cursor.ts";
 import {
   closeError,
@@ -128,8 +127,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
-  #zstd: ZstdDecompress | null; // compress= (§16): the decoder while frames come compressed
-  #zstdDict: DictDecompress | null; // compress=zstd-dict (§16): while the server takes it
+  readonly #compress: CompressChoice; // compress= (§16): asked for, decoded, fallen back
 
   private constructor(url: URL, options: SubscriptionOptions) {
     this.#url = url.toString();
@@ -140,8 +138,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
-    this.#zstd = options._zstd ?? null;
-    this.#zstdDict = this.#zstd ? options._zstdDict ?? null : null;
+    this.#compress = new CompressChoice(options, this.#url);
   }
 
   /**
@@ -190,20 +187,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     resume: number | null,
   ): Promise<void> {
     try {
-      for (;;) {
-        try {
-          await this.#open(offset, streamId, resume);
-          break;
-        } catch (err) {
-          // compress= (§16) by default only: a server that does not know it refuses it (4400):
-          // zstd-dict, then zstd, then text frames from then on.
-          if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
-          // A server that knows compress=zstd but not zstd-dict names the value.
-          const knowsZstd = (err as ProtocolError).detail.includes("got zstd-dict");
-          if (this.#zstdDict && knowsZstd) this.#zstdDict = null;
-          else this.#zstd = this.#zstdDict = null;
-        }
-      }
+      // compress= (§16): a server that does not know a value refuses it (4400): ask with less.
+      const tryOpen = (): Promise<void> =>
+        this.#open(offset, streamId, resume)
+          .catch((e) => this.#compress.fallBack(e) ? tryOpen() : Promise.reject(e));
+      await tryOpen();
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -243,13 +231,6 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     }
   }
 
-  // compress=zstd-dict (§16): the decoder and the dictionary fetch (with the token).
-  #dictionaryDecoding(decompress: DictDecompress): DictionaryDecoding {
-    const token = this.#opts.token;
-    const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
-    return { decompress, load: (id) => fetchDictionary(this.#url, id, headers) };
-  }
-
   /**
    * Opens a socket at `offset` and waits for its greeting. Returns with the
    * subscription updated, or throws the typed error for the refusal, the
@@ -269,10 +250,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         frames: "batch",
         where: this.#opts.where,
         since: this.#since,
-        compress: this.#zstdDict ? "zstd-dict" : this.#zstd ? "zstd" : null, // compress= (§16)
+        compress: this.#compress.query, // compress= (§16)
       }),
-      this.#zstd,
-      this.#zstdDict ? this.#dictionaryDecoding(this.#zstdDict) : null,
+      this.#compress.zstd,
+      this.#compress.dict,
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;

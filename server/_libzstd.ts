@@ -29,15 +29,12 @@ const C_CHECKSUM = 201; // ZSTD_c_checksumFlag
 const C_DICT_ID = 202; // ZSTD_c_dictIDFlag
 
 let lib: Lib | null | undefined;
-/** Why libzstd could not be loaded (for the log), once tried. */
-export let libzstdProblem: string | null = null;
 
 function load(): Lib | null {
   if (lib !== undefined) return lib;
   lib = null;
   const g = globalThis as { Deno?: { dlopen?: unknown } };
   if (typeof g.Deno?.dlopen !== "function") {
-    libzstdProblem = "no Deno.dlopen in this runtime";
     return null;
   }
   for (const name of NAMES) {
@@ -45,7 +42,6 @@ function load(): Lib | null {
       lib = Deno.dlopen(name, SYMBOLS).symbols;
       return lib;
     } catch (err) {
-      libzstdProblem = err instanceof Error ? err.message : String(err);
       if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
         return null; // No --allow-ffi: every name would fail alike.
       }

@@ -23,7 +23,7 @@
  */
 
 import { createHash } from "node:crypto";
-import { type DictCompressor, dictCompressor, libzstdProblem } from "./_libzstd.ts";
+import { type DictCompressor, dictCompressor } from "./_libzstd.ts";
 import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
 import type { Log } from "../log/mod.ts";
 
@@ -122,20 +122,6 @@ export class FrameDictionary {
  */
 export function dictionaryId(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex").slice(0, 32);
-}
-
-/**
- * Why a server cannot make dictionaries here (libzstd did not load), or
- * null when it can or has not tried yet.
- *
- * @example
- * ```ts
- * import { dictionaryProblem } from "./frame_dictionary.ts";
- * console.log(typeof dictionaryProblem()); // object
- * ```
- */
-export function dictionaryProblem(): string | null {
-  return libzstdProblem;
 }
 
 /**
