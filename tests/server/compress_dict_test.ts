@@ -4,7 +4,8 @@
 // them to exactly the batched text, live and replayed; plain compress=zstd
 // subscribers keep standalone frames.
 import { assert, assertEquals } from "../_assert.ts";
-import { serve, Stream } from "../../mod.ts";
+import { Logger, serve, Stream, TokenTable } from "../../mod.ts";
+import { connect } from "../../client/mod.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { zstdCli } from "./_zstd_cli.ts";
 import { TestSub } from "./_sub.ts";
@@ -173,6 +174,53 @@ Deno.test("GET /{name}/dictionaries/{id}: 404 for an unknown or malformed id, on
     await server.shutdown();
     await stream.close();
     await eph.close();
+    await rmrf(root);
+  }
+});
+
+Deno.test("GET /{name}/dictionaries/{id} needs a token that reads the stream; the client fetches it with its token", async () => {
+  const A = "alice-0123456789abcdef0123456789"; // t only
+  const B = "bob-0123456789abcdef0123456789abcd"; // u only
+  const root = await tempDir();
+  const t = await Stream.open("t", { schema: SCHEMA, root, maxReplay: null });
+  const u = await Stream.open("u", { schema: SCHEMA, root, maxReplay: null });
+  const server = serve([t, u], {
+    port: 0,
+    onListen: () => {},
+    logger: Logger.silent(),
+    tokens: TokenTable.parse({
+      tokens: [{ token: A, streams: ["t"] }, { token: B, streams: ["u"] }],
+    }),
+  });
+  const port = server.addr.port;
+  try {
+    await t.sendMany(Array.from({ length: 300 }, (_, k) => row(k + 1)));
+    const sub = await connect<ReturnType<typeof row>>(`ws://127.0.0.1:${port}/t`, {
+      offset: 1,
+      token: A,
+    });
+    const id = sub.greeting.dictionary as string;
+    assert(/^[0-9a-f]{32}$/.test(id), `a dictionary: ${id}`);
+    let want = 1;
+    for await (const [offset, msg] of sub) {
+      assertEquals([offset, msg], [want, row(want)]);
+      if (++want > 300) break;
+    }
+    await sub.close();
+    const status = async (token?: string) => {
+      const r = await fetch(`http://127.0.0.1:${port}/t/dictionaries/${id}`, {
+        headers: token ? { authorization: `Bearer ${token}` } : {},
+      });
+      await r.body?.cancel();
+      return r.status;
+    };
+    assertEquals(await status(A), 200);
+    assertEquals(await status(), 401);
+    assertEquals(await status(B), 403);
+  } finally {
+    await server.shutdown();
+    await t.close();
+    await u.close();
     await rmrf(root);
   }
 });
