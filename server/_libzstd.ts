@@ -29,12 +29,19 @@ const C_CHECKSUM = 201; // ZSTD_c_checksumFlag
 const C_DICT_ID = 202; // ZSTD_c_dictIDFlag
 
 let lib: Lib | null | undefined;
+let problem: string | null = null;
+
+/** Why libzstd could not be loaded, once tried (null: loaded, or not tried yet). */
+export function libzstdProblem(): string | null {
+  return problem;
+}
 
 function load(): Lib | null {
   if (lib !== undefined) return lib;
   lib = null;
   const g = globalThis as { Deno?: { dlopen?: unknown } };
   if (typeof g.Deno?.dlopen !== "function") {
+    problem = "no Deno.dlopen in this runtime";
     return null;
   }
   for (const name of NAMES) {
@@ -42,6 +49,7 @@ function load(): Lib | null {
       lib = Deno.dlopen(name, SYMBOLS).symbols;
       return lib;
     } catch (err) {
+      problem = err instanceof Error ? err.message : String(err);
       if (err instanceof Deno.errors.NotCapable || err instanceof Deno.errors.PermissionDenied) {
         return null; // No --allow-ffi: every name would fail alike.
       }

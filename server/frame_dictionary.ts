@@ -23,7 +23,7 @@
  */
 
 import { createHash } from "node:crypto";
-import { type DictCompressor, dictCompressor } from "./_libzstd.ts";
+import { type DictCompressor, dictCompressor, libzstdProblem } from "./_libzstd.ts";
 import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
 import type { Log } from "../log/mod.ts";
 
@@ -122,6 +122,20 @@ export class FrameDictionary {
  */
 export function dictionaryId(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex").slice(0, 32);
+}
+
+/**
+ * Why this server cannot make dictionaries (libzstd did not load through
+ * FFI), or null when it can or has not tried yet.
+ *
+ * @example
+ * ```ts
+ * import { dictionaryProblem } from "./frame_dictionary.ts";
+ * console.log(dictionaryProblem()); // null
+ * ```
+ */
+export function dictionaryProblem(): string | null {
+  return libzstdProblem();
 }
 
 /**

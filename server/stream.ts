@@ -36,7 +36,7 @@ import { keepSchema } from "./kept_schema.ts";
 import { RowError } from "./errors.ts";
 import { liveFrame } from "./frames.ts";
 import { zstdFrame } from "./compressed_frames.ts";
-import { buildLogDictionary, type FrameDictionary } from "./frame_dictionary.ts";
+import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./frame_dictionary.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
 import { FilterGroups } from "./filter_groups.ts";
@@ -156,6 +156,7 @@ export class Stream {
   #arrow: ArrowFrameEncoder | null = null;
   #dict: FrameDictionary | null = null; // compress=zstd-dict (§16): one per server run
   #dictBuilding: Promise<FrameDictionary | null> | null = null;
+  #dictWarned = false;
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
@@ -591,6 +592,15 @@ export class Stream {
     const d = await (this.#dictBuilding ??= buildLogDictionary(log).finally(() => {
       this.#dictBuilding = null;
     }));
+    const problem = dictionaryProblem();
+    if (problem !== null && !this.#dictWarned) {
+      this.#dictWarned = true; // once per stream: zstd-dict subscribers get plain zstd frames
+      this.#serving.logger.warn(
+        "dictionary_unavailable",
+        { stream: this.name, error: problem },
+        `compress=zstd-dict on "${this.name}": no libzstd through FFI (${problem}); plain zstd`,
+      );
+    }
     return this.#dict ??= d;
   }
 

@@ -224,3 +224,35 @@ Deno.test("GET /{name}/dictionaries/{id} needs a token that reads the stream; th
     await rmrf(root);
   }
 });
+
+Deno.test("compress=zstd-dict on a server without FFI permission: plain zstd frames, no dictionary, one warning", async () => {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--config",
+      "deno.json",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-write",
+      "--allow-env",
+      "--allow-sys",
+      new URL("./_dict_no_ffi.ts", import.meta.url).pathname,
+    ],
+    cwd: new URL("../..", import.meta.url).pathname,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stdout = new TextDecoder().decode(out.stdout);
+  const stderr = new TextDecoder().decode(out.stderr);
+  assert(out.success, `the server process failed: ${stderr}`);
+  const greetings = stdout.split("\n").filter((l) => l.startsWith('{"streamcast"'));
+  assertEquals(greetings.length, 2);
+  for (const g of greetings.map((l) => JSON.parse(l))) {
+    assertEquals(g.compress, "zstd");
+    assertEquals(g.dictionary, undefined);
+  }
+  const all = stdout + stderr;
+  assert(all.includes("no libzstd through FFI"), all);
+  assertEquals(all.split("no libzstd through FFI").length - 1, 1, "warned once");
+});
