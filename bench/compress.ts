@@ -13,9 +13,9 @@
  *   median of three rounds;
  * - replay's server CPU per row (one subscriber): what compressing each
  *   catch-up read costs;
- * - what a zstd dictionary would make of the live single-row frames (the
- *   `zstd` command, raw-content and trained dictionaries): Deno 2.9's node:zlib
- *   ignores `dictionary`, so the server does not use one.
+ * - compress=zstd-dict (the stream's raw-content dictionary, libzstd through
+ *   FFI) beside the three, and what the `zstd` command makes of the same
+ *   single-row frames with raw-content and trained dictionaries.
  *
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only compress [--quick]
  */
@@ -33,7 +33,7 @@ const NESTED_SCHEMA = {
 };
 
 type Kind = "trade" | "nested";
-type Contender = "plain" | "zstd" | "deflate";
+type Contender = "plain" | "zstd" | "zstd-dict" | "deflate";
 
 function rowsOf(kind: Kind, n: number): string[] {
   const make = tradeRows(1);
@@ -91,7 +91,8 @@ function startServer(c: Contender, cfg: CompressServerConfig): Proc {
 
 function urlOf(c: Contender, port: number, query = ""): string {
   if (c === "deflate") return `ws://127.0.0.1:${port}/`;
-  return `ws://127.0.0.1:${port}/t?frames=batch${c === "zstd" ? "&compress=zstd" : ""}${query}`;
+  const z = c === "zstd" || c === "zstd-dict" ? `&compress=${c}` : "";
+  return `ws://127.0.0.1:${port}/t?frames=batch${z}${query}`;
 }
 
 function startClient(c: Contender, url: string, subs: number, until?: number): Proc {
@@ -121,7 +122,8 @@ async function live(
     port,
     rows: await rowsFile(kind),
     schema,
-    prefill: 0,
+    // zstd-dict: rows in the log before the subscribers come, for the dictionary.
+    prefill: c === "zstd-dict" ? 1000 : 0,
     subs,
     rate,
     tick,
@@ -265,7 +267,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
   const notes: string[] = [];
   for (const kind of (only ? [] : ["trade", "nested"]) as Kind[]) {
     const r: Record<string, Run> = {};
-    for (const c of ["plain", "zstd", "deflate"] as Contender[]) {
+    for (const c of ["plain", "zstd", "zstd-dict", "deflate"] as Contender[]) {
       r[c] = await live(c, kind, 1, 500, 1, seconds);
       r[`${c}-replay`] = await replay(c, kind, replayRows);
     }
@@ -278,6 +280,15 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         "B/row",
       ),
       row(
+        `${kind} row, live 500 rows/s (1 row/commit): zstd + dictionary vs plain`,
+        per(r["zstd-dict"]),
+        per(r.plain),
+        "B/row",
+        "",
+        null,
+        `zstd without: ${per(r.zstd).toFixed(1)} B/row`,
+      ),
+      row(
         `${kind} row, live 500 rows/s: permessage-deflate vs plain`,
         per(r.deflate),
         per(r.plain),
@@ -286,6 +297,12 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       row(
         `${kind} row, replay: zstd vs plain`,
         per(r["zstd-replay"]),
+        per(r["plain-replay"]),
+        "B/row",
+      ),
+      row(
+        `${kind} row, replay: zstd + dictionary vs plain`,
+        per(r["zstd-dict-replay"]),
         per(r["plain-replay"]),
         "B/row",
       ),
@@ -341,9 +358,9 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     const r: Record<string, Run> = {};
     // Rounds of the three in turn; each contender's median round (by CPU per
     // delivered row), so a burst of load elsewhere on the machine hits all three alike.
-    const rounds: Record<string, Run[]> = { plain: [], zstd: [], deflate: [] };
+    const rounds: Record<string, Run[]> = { plain: [], zstd: [], "zstd-dict": [], deflate: [] };
     for (let k = 0; k < (quick ? 1 : 3); k++) {
-      for (const c of ["plain", "zstd", "deflate"] as Contender[]) {
+      for (const c of ["plain", "zstd", "zstd-dict", "deflate"] as Contender[]) {
         const x = await live(c, "trade", subs, 500, 10, seconds);
         console.error(`bench: compress ${subs} subscribers ${c}: ${JSON.stringify(x)}`);
         rounds[c].push(x);
@@ -364,6 +381,15 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         subs === 1000 ? ratio <= 1.2 : null,
         `${r.zstd.zstdFrames} zstd compressions for ${r.zstd.published} rows published ` +
           `(${(r.zstd.rows / Math.max(1, r.zstd.published)).toFixed(0)} deliveries per row)`,
+      ),
+      row(
+        `${subs} subscribers: zstd + dictionary vs plain batch`,
+        per(r["zstd-dict"]),
+        per(r.plain),
+        "ns/delivered row",
+        "",
+        null,
+        `${r["zstd-dict"].zstdFrames} compressions for ${r["zstd-dict"].published} rows published`,
       ),
       row(
         `${subs} subscribers: permessage-deflate vs plain batch`,

@@ -5,6 +5,17 @@
 import { type Greeting, PROTOCOL_VERSION } from "./wire.ts";
 import { decodeZstdFrame, type ZstdDecompress } from "./_zstd.ts";
 
+/**
+ * compress=zstd-dict (§16): how a connection decodes frames made with the
+ * dictionary its greeting names.
+ */
+export interface DictionaryDecoding {
+  /** Decompresses one frame made with `dict`. */
+  decompress(bytes: Uint8Array, dict: Uint8Array): Uint8Array;
+  /** The dictionary with `id` (fetched once per id). */
+  load(id: string): Promise<Uint8Array>;
+}
+
 /** How a socket closed. */
 export interface CloseInfo {
   /** The close code (1006 when the connection dropped or never opened). */
@@ -83,13 +94,23 @@ export class Connection {
   #head = 0;
   #wake: (() => void) | null = null;
   readonly #done: Promise<void>;
+  // compress=zstd-dict (§16): the greeting's dictionary once loaded; while it
+  // loads, binary frames (and the close) wait here in order.
+  #dict: Uint8Array | null = null;
+  #waiting: { data: ArrayBuffer; n: number }[] | null = null;
+  #closeWaiting: CloseInfo | null = null;
 
   /**
    * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
    * frames are decoded with it, and one that is not a whole zstd frame whose
    * checksum holds is a problem (the socket is then closed).
    */
-  constructor(WS: WebSocketConstructor, url: string, zstd: ZstdDecompress | null = null) {
+  constructor(
+    WS: WebSocketConstructor,
+    url: string,
+    zstd: ZstdDecompress | null = null,
+    dict: DictionaryDecoding | null = null,
+  ) {
     const ws = new WS(url);
     this.ws = ws;
     if (zstd) ws.binaryType = "arraybuffer";
@@ -99,7 +120,9 @@ export class Connection {
         // Deno reports a connection that failed or dropped as code 0; the
         // WebSocket standard (and browsers) say 1006.
         const code = e.code >= 1000 ? e.code : 1006;
-        this.closed = { code, reason: e.reason, wasClean: e.wasClean };
+        const info = { code, reason: e.reason, wasClean: e.wasClean };
+        if (this.#waiting !== null) this.#closeWaiting = info; // after the waiting frames
+        else this.closed = info;
         this.wakeUp();
         resolve();
       };
@@ -112,15 +135,12 @@ export class Connection {
       if (this.greeting !== null) received++; // data frames
       // compress= (§16): a binary data frame is one zstd frame of the batch's text.
       if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
-        try {
-          data = decodeZstdFrame(new Uint8Array(data), zstd);
-        } catch (err) {
-          this.#fail(
-            `compressed frame ${received} (${data.byteLength} bytes) is corrupt or ` +
-              `truncated: ${(err as Error).message}`,
-          );
+        if (this.#waiting !== null) {
+          this.#waiting.push({ data, n: received }); // the dictionary is on its way
           return;
         }
+        data = this.#decode(data, received, zstd, dict);
+        if (data === null) return;
       }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
@@ -133,11 +153,61 @@ export class Connection {
           return;
         }
         this.greeting = g;
+        if (typeof g.dictionary === "string" && g.compress === "zstd" && zstd) {
+          if (!dict) {
+            this.#fail(`the greeting names dictionary ${g.dictionary}, which was not asked for`);
+            return;
+          }
+          this.#loadDictionary(g.dictionary, zstd, dict);
+        }
       } else {
         this.#frames.push(data);
       }
       this.wakeUp();
     };
+  }
+
+  // compress=zstd-dict (§16): loads the dictionary, then decodes what waited for it.
+  #loadDictionary(id: string, zstd: ZstdDecompress, dict: DictionaryDecoding): void {
+    this.#waiting = [];
+    dict.load(id).then((bytes) => {
+      this.#dict = bytes;
+      const waiting = this.#waiting ?? [];
+      this.#waiting = null;
+      for (const w of waiting) {
+        if (this.problem !== null) break;
+        const text = this.#decode(w.data, w.n, zstd, dict);
+        if (text !== null) this.#frames.push(text);
+      }
+    }, (err) => {
+      this.#waiting = null;
+      this.#fail(`dictionary ${id} could not be loaded: ${(err as Error).message}`);
+    }).finally(() => {
+      if (this.#closeWaiting) this.closed = this.#closeWaiting;
+      this.wakeUp();
+    });
+  }
+
+  // One binary data frame's text, or null after failing the connection.
+  #decode(
+    data: ArrayBuffer,
+    n: number,
+    zstd: ZstdDecompress,
+    dict: DictionaryDecoding | null,
+  ): string | null {
+    const d = this.#dict;
+    try {
+      return decodeZstdFrame(
+        new Uint8Array(data),
+        d && dict ? (b) => dict.decompress(b, d) : zstd,
+      );
+    } catch (err) {
+      this.#fail(
+        `compressed frame ${n} (${data.byteLength} bytes) is corrupt or ` +
+          `truncated: ${(err as Error).message}`,
+      );
+      return null;
+    }
   }
 
   /** Frames received and not yet taken. */

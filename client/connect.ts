@@ -38,6 +38,7 @@ import { Subscription } from "./subscription.ts";
 import { TOKEN_PATTERN } from "./wire.ts";
 import { sinceMicros } from "./since.ts";
 import { loadZstd } from "./_zstd.ts";
+import { loadDictZstd } from "./_zstd_dict.ts";
 
 export { Subscription } from "./subscription.ts";
 export type { Line, Row } from "./row.ts";
@@ -335,7 +336,7 @@ async function open<T>(url: string | URL, options: ConnectOptions): Promise<Subs
 // compress= (§16): the decoder, loaded before any socket opens.
 async function zstdOptions(
   compress: "zstd" | false | undefined,
-): Promise<Pick<SubscriptionOptions, "_zstd" | "_zstdDefault">> {
+): Promise<Pick<SubscriptionOptions, "_zstd" | "_zstdDefault" | "_zstdDict">> {
   if (compress === false) return { _zstd: null };
   const zstd = await loadZstd();
   if (zstd === null && compress === "zstd") {
@@ -344,5 +345,7 @@ async function zstdOptions(
         `zstd); leave compress out or pass false`,
     );
   }
-  return { _zstd: zstd, _zstdDefault: compress === undefined };
+  // By default, the dictionary too (compress=zstd-dict) where its decoder loads.
+  const dict = zstd !== null && compress === undefined ? await loadDictZstd() : null;
+  return { _zstd: zstd, _zstdDefault: compress === undefined, _zstdDict: dict };
 }

@@ -252,4 +252,9 @@ export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
   _zstd?: ((bytes: Uint8Array) => Uint8Array) | null;
   /** @internal compress= (§16): true when compress was not given (then a 4400 naming it falls back). */
   _zstdDefault?: boolean;
+  /**
+   * @internal compress=zstd-dict (§16): the decoder of frames made with a
+   * dictionary, or null (frames without one).
+   */
+  _zstdDict?: ((bytes: Uint8Array, dict: Uint8Array) => Uint8Array) | null;
 }

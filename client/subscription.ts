@@ -20,7 +20,7 @@
  */
 
 import { Connection, type WebSocketConstructor } from "./_connection.ts";
-import { isCompressRefusal, type ZstdDecompress } from "./_zstd.ts";
+import { CompressChoice } from "./_compress_choice.ts";
 import type { CursorStore } from "./cursor.ts";
 import {
   closeError,
@@ -127,7 +127,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since: number | null = null;
   readonly #onAbort = (): void => this.#abort();
-  #zstd: ZstdDecompress | null; // compress= (§16): the decoder while frames come compressed
+  readonly #compress: CompressChoice; // compress= (§16): asked for, decoded, fallen back
 
   private constructor(url: URL, options: SubscriptionOptions) {
     this.#url = url.toString();
@@ -138,7 +138,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
-    this.#zstd = options._zstd ?? null;
+    this.#compress = new CompressChoice(options, this.#url);
   }
 
   /**
@@ -187,12 +187,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     resume: number | null,
   ): Promise<void> {
     try {
-      await this.#open(offset, streamId, resume).catch((err) => {
-        // compress= (§16) by default only: a server that does not know it refuses it (4400).
-        if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
-        this.#zstd = null; // Text frames from then on.
-        return this.#open(offset, streamId, resume);
-      });
+      // compress= (§16): a server that does not know a value refuses it (4400): ask with less.
+      const tryOpen = (): Promise<void> =>
+        this.#open(offset, streamId, resume)
+          .catch((e) => this.#compress.fallBack(e) ? tryOpen() : Promise.reject(e));
+      await tryOpen();
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -251,9 +250,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         frames: "batch",
         where: this.#opts.where,
         since: this.#since,
-        compress: this.#zstd ? "zstd" : null, // compress= (§16)
+        compress: this.#compress.query, // compress= (§16)
       }),
-      this.#zstd,
+      this.#compress.zstd,
+      this.#compress.dict,
     );
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;

@@ -428,8 +428,13 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
 
 // --- compress= (DESIGN §16) ---
 
-/** How data frames are compressed: `"zstd"`, one zstd frame per batched frame. */
-export type Compression = "zstd";
+/**
+ * How data frames are compressed: `"zstd"`, one zstd frame per batched
+ * frame; `"zstd-dict"` (asked for only; the greeting then says `"zstd"`
+ * and names the `dictionary`, when the server has one), the same with the
+ * stream's dictionary.
+ */
+export type Compression = "zstd" | "zstd-dict";
 
 /**
  * Checks `compress=`: absent is `null` (text frames); `zstd` needs
@@ -447,11 +452,13 @@ export function parseCompress(
   frames: FrameMode,
 ): ParseResult<Compression | null> {
   if (raw === null) return { ok: true, value: null };
-  if (raw !== "zstd") return { ok: false, detail: `compress must be zstd, got ${raw}` };
-  if (frames !== "batch") {
-    return { ok: false, detail: `compress=zstd needs frames=batch, got frames=${frames}` };
+  if (raw !== "zstd" && raw !== "zstd-dict") {
+    return { ok: false, detail: `compress must be zstd, got ${raw}` };
   }
-  return { ok: true, value: "zstd" };
+  if (frames !== "batch") {
+    return { ok: false, detail: `compress=${raw} needs frames=batch, got frames=${frames}` };
+  }
+  return { ok: true, value: raw };
 }
 
 // --- end of compress= ---

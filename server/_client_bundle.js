@@ -683,12 +683,17 @@ var Connection = class {
   #head = 0;
   #wake = null;
   #done;
+  // compress=zstd-dict (§16): the greeting's dictionary once loaded; while it
+  // loads, binary frames (and the close) wait here in order.
+  #dict = null;
+  #waiting = null;
+  #closeWaiting = null;
   /**
    * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
    * frames are decoded with it, and one that is not a whole zstd frame whose
    * checksum holds is a problem (the socket is then closed).
    */
-  constructor(WS, url, zstd = null) {
+  constructor(WS, url, zstd = null, dict = null) {
     const ws = new WS(url);
     this.ws = ws;
     if (zstd) ws.binaryType = "arraybuffer";
@@ -696,11 +701,13 @@ var Connection = class {
     this.#done = new Promise((resolve) => {
       ws.onclose = (e) => {
         const code = e.code >= 1e3 ? e.code : 1006;
-        this.closed = {
+        const info = {
           code,
           reason: e.reason,
           wasClean: e.wasClean
         };
+        if (this.#waiting !== null) this.#closeWaiting = info;
+        else this.closed = info;
         this.wakeUp();
         resolve();
       };
@@ -712,12 +719,15 @@ var Connection = class {
       let data = e.data;
       if (this.greeting !== null) received++;
       if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
-        try {
-          data = decodeZstdFrame(new Uint8Array(data), zstd);
-        } catch (err) {
-          this.#fail(`compressed frame ${received} (${data.byteLength} bytes) is corrupt or truncated: ${err.message}`);
+        if (this.#waiting !== null) {
+          this.#waiting.push({
+            data,
+            n: received
+          });
           return;
         }
+        data = this.#decode(data, received, zstd, dict);
+        if (data === null) return;
       }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");
@@ -730,11 +740,48 @@ var Connection = class {
           return;
         }
         this.greeting = g;
+        if (typeof g.dictionary === "string" && g.compress === "zstd" && zstd) {
+          if (!dict) {
+            this.#fail(`the greeting names dictionary ${g.dictionary}, which was not asked for`);
+            return;
+          }
+          this.#loadDictionary(g.dictionary, zstd, dict);
+        }
       } else {
         this.#frames.push(data);
       }
       this.wakeUp();
     };
+  }
+  // compress=zstd-dict (§16): loads the dictionary, then decodes what waited for it.
+  #loadDictionary(id, zstd, dict) {
+    this.#waiting = [];
+    dict.load(id).then((bytes) => {
+      this.#dict = bytes;
+      const waiting = this.#waiting ?? [];
+      this.#waiting = null;
+      for (const w of waiting) {
+        if (this.problem !== null) break;
+        const text = this.#decode(w.data, w.n, zstd, dict);
+        if (text !== null) this.#frames.push(text);
+      }
+    }, (err) => {
+      this.#waiting = null;
+      this.#fail(`dictionary ${id} could not be loaded: ${err.message}`);
+    }).finally(() => {
+      if (this.#closeWaiting) this.closed = this.#closeWaiting;
+      this.wakeUp();
+    });
+  }
+  // One binary data frame's text, or null after failing the connection.
+  #decode(data, n, zstd, dict) {
+    const d = this.#dict;
+    try {
+      return decodeZstdFrame(new Uint8Array(data), d && dict ? (b) => dict.decompress(b, d) : zstd);
+    } catch (err) {
+      this.#fail(`compressed frame ${n} (${data.byteLength} bytes) is corrupt or truncated: ${err.message}`);
+      return null;
+    }
   }
   /** Frames received and not yet taken. */
   get pending() {
@@ -791,6 +838,97 @@ var Connection = class {
       new Promise((resolve) => timer = setTimeout(resolve, CLOSE_WAIT_MS))
     ]);
     clearTimeout(timer);
+  }
+};
+
+// client/_zstd_dict.ts
+var loaded2 = null;
+function loadDictZstd() {
+  return loaded2 ??= (async () => {
+    const g = globalThis;
+    if (g.Deno === void 0 && g.process === void 0) return null;
+    const spec = "@bokuweb/zstd-wasm";
+    try {
+      const m = await import(spec);
+      await m.init();
+      const dctx = m.createDCtx();
+      return (bytes, dict) => {
+        try {
+          return m.decompressUsingDict(dctx, bytes, dict);
+        } catch (err) {
+          const code = /code (-?\d+)/.exec(String(err))?.[1];
+          throw new Error(`the frame does not decode with the dictionary (zstd error ${code})`);
+        }
+      };
+    } catch {
+      return null;
+    }
+  })();
+}
+var cache = /* @__PURE__ */ new Map();
+function fetchDictionary(url, id, headers) {
+  if (!/^[0-9a-f]{32}$/.test(id)) {
+    return Promise.reject(new Error(`the greeting's dictionary is not 32 hex digits: ${id}`));
+  }
+  let p = cache.get(id);
+  if (!p) {
+    const at = headUrl(url).replace(/\/head$/, `/dictionaries/${id}`);
+    p = (async () => {
+      const res = await fetch(at, {
+        headers
+      });
+      if (!res.ok) {
+        await res.body?.cancel();
+        throw new Error(`GET ${at} answered ${res.status}`);
+      }
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const sha = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+      const hex = Array.from(sha, (b) => b.toString(16).padStart(2, "0")).join("");
+      if (!hex.startsWith(id)) throw new Error(`GET ${at}: the bytes' SHA-256 is ${hex}`);
+      return bytes;
+    })();
+    cache.set(id, p);
+    p.catch(() => cache.delete(id));
+  }
+  return p;
+}
+
+// client/_compress_choice.ts
+var CompressChoice = class {
+  #zstd;
+  #dict;
+  #fallBack;
+  constructor(opts, url) {
+    this.#zstd = opts._zstd ?? null;
+    this.#fallBack = opts._zstdDefault ?? false;
+    const decompress = this.#zstd ? opts._zstdDict ?? null : null;
+    const token = opts.token;
+    const headers = token === void 0 ? void 0 : {
+      authorization: `Bearer ${token}`
+    };
+    this.#dict = decompress && {
+      decompress,
+      load: (id) => fetchDictionary(url, id, headers)
+    };
+  }
+  /** The `compress=` value to send, or null. */
+  get query() {
+    return this.#dict ? "zstd-dict" : this.#zstd ? "zstd" : null;
+  }
+  /** The decoder of zstd frames, or null (text frames). */
+  get zstd() {
+    return this.#zstd;
+  }
+  /** The dictionary decoding, or null. */
+  get dict() {
+    return this.#dict;
+  }
+  /** After a refused open: whether to ask again, with less. */
+  fallBack(err) {
+    if (!(this.#zstd && this.#fallBack && isCompressRefusal(err))) return false;
+    if (this.#dict && err.detail.includes("got zstd-dict")) this.#dict = null;
+    else this.#zstd = this.#dict = null;
+    return true;
   }
 };
 
@@ -1188,7 +1326,7 @@ var Subscription = class _Subscription {
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since = null;
   #onAbort = () => this.#abort();
-  #zstd;
+  #compress;
   constructor(url, options) {
     this.#url = url.toString();
     this.#opts = options;
@@ -1198,7 +1336,7 @@ var Subscription = class _Subscription {
     this.#cursor = options.cursor ?? null;
     this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
     this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
-    this.#zstd = options._zstd ?? null;
+    this.#compress = new CompressChoice(options, this.#url);
   }
   /**
    * @internal Use `connect`, which checks `url` and `options` (this trusts them).
@@ -1244,11 +1382,8 @@ var Subscription = class _Subscription {
    */
   async #openOrCatchUp(offset, streamId, resume) {
     try {
-      await this.#open(offset, streamId, resume).catch((err) => {
-        if (!(this.#zstd && this.#opts._zstdDefault && isCompressRefusal(err))) throw err;
-        this.#zstd = null;
-        return this.#open(offset, streamId, resume);
-      });
+      const tryOpen = () => this.#open(offset, streamId, resume).catch((e) => this.#compress.fallBack(e) ? tryOpen() : Promise.reject(e));
+      await tryOpen();
     } catch (err) {
       const opt = this.#opts.catchUp;
       if (!opt || !(err instanceof NotReplayable)) throw err;
@@ -1300,8 +1435,8 @@ var Subscription = class _Subscription {
       frames: "batch",
       where: this.#opts.where,
       since: this.#since,
-      compress: this.#zstd ? "zstd" : null
-    }), this.#zstd);
+      compress: this.#compress.query
+    }), this.#compress.zstd, this.#compress.dict);
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     let timedOut = false;
@@ -1925,9 +2060,11 @@ async function zstdOptions(compress) {
   if (zstd === null && compress === "zstd") {
     throw new TypeError(`connect: compress "zstd" needs a zstd decoder and this runtime has none (no node:zlib zstd); leave compress out or pass false`);
   }
+  const dict = zstd !== null && compress === void 0 ? await loadDictZstd() : null;
   return {
     _zstd: zstd,
-    _zstdDefault: compress === void 0
+    _zstdDefault: compress === void 0,
+    _zstdDict: dict
   };
 }
 export {

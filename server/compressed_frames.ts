@@ -15,9 +15,10 @@
  *   are its own, as plain replay's text is);
  * - the header holds the content size (single segment), so a decoder's
  *   window is the frame's own size;
- * - no dictionary: Deno 2.9's `node:zlib` ignores the `dictionary` option of
- *   its zstd functions (the bytes come out identical), so every frame stands
- *   alone and any zstd decoder (the `zstd` command too) reads it as is.
+ * - no dictionary here: Deno 2.9's `node:zlib` ignores the `dictionary`
+ *   option of its zstd functions (the bytes come out identical), so these
+ *   frames stand alone and any zstd decoder (the `zstd` command too) reads
+ *   them as is; `compress=zstd-dict` frames are made by `frame_dictionary.ts`.
  *
  * @module
  */

@@ -5,6 +5,8 @@
  * @module
  */
 
+import type { Compression } from "../client/wire.ts";
+
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {
   /** The frames joined with `\n` (batch mode). */
@@ -12,18 +14,18 @@ export interface SharedFrames {
   /** One Arrow record batch message (arrow mode). */
   arrow(): Uint8Array;
   /**
-   * compress=zstd (§16): the joined frames as one zstd frame, compressed once
-   * per commit (optional so that hosts without compressed subscribers need not give it).
+   * compress=zstd (§16): the joined frames as one zstd frame (with the stream's dictionary
+   * for `zstd-dict`), compressed once per commit and kind (optional, like arrow's encoder).
    */
-  zstd?(): Uint8Array;
+  zstd?(kind: Compression): Uint8Array;
 }
 
 /** How a stream encodes shared frames: Arrow frames, and one zstd frame of a text. */
 export interface FrameEncoders {
   /** One Arrow record batch message of `frames`. */
   arrow(frames: readonly string[]): Uint8Array;
-  /** One zstd frame of `text` (counted by the stream as a live compression). */
-  zstd(text: string): Uint8Array;
+  /** One zstd frame of `text`, with the stream's dictionary for `zstd-dict` (counted as live). */
+  zstd(text: string, kind: Compression): Uint8Array;
 }
 
 /**
@@ -41,10 +43,12 @@ export function sharedFrames(frames: readonly string[], enc: FrameEncoders): Sha
   let joined: string | null = null;
   let arrow: Uint8Array | null = null;
   let zstd: Uint8Array | null = null;
+  let zdict: Uint8Array | null = null;
   const join = () => (joined ??= frames.join("\n"));
   return {
     joined: join,
     arrow: () => (arrow ??= enc.arrow(frames)),
-    zstd: () => (zstd ??= enc.zstd(join())),
+    zstd: (kind) =>
+      kind === "zstd-dict" ? (zdict ??= enc.zstd(join(), kind)) : (zstd ??= enc.zstd(join(), kind)),
   };
 }

@@ -19,7 +19,6 @@ import {
   type Compression,
   type FrameMode,
   type Greeting,
-  PROTOCOL_VERSION,
   type StreamHead,
 } from "../client/wire.ts";
 import {
@@ -36,6 +35,9 @@ import { RowError } from "./errors.ts";
 import { sendJsonTo } from "./_send_json.ts";
 import { liveFrame } from "./frames.ts";
 import { zstdFrame } from "./compressed_frames.ts";
+import type { FrameDictionary } from "./frame_dictionary.ts";
+import { StreamDictionary } from "./stream_dictionary.ts";
+import { greetingOf, streamHead } from "./stream_views.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
 import { FilterGroups } from "./filter_groups.ts";
@@ -143,8 +145,9 @@ export class Stream {
   #arrow: ArrowFrameEncoder | null = null;
   #encoders = {
     arrow: (frames: readonly string[]) => this.#arrow!.encodeFrames(frames),
-    zstd: (text: string) => this.#zstd(text, "live"),
+    zstd: (text: string, kind: Compression) => this.#zstd(text, "live", kind),
   };
+  #dictionary: StreamDictionary; // compress=zstd-dict (§16)
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
   /** @internal The follower replicating this stream (null: it takes rows from `send`). */
   _follow: StreamFollow | null = null;
@@ -159,6 +162,7 @@ export class Stream {
     );
     this.log = m.log;
     this.#ownsLog = m.ownsLog;
+    this.#dictionary = new StreamDictionary(name, m.log, () => this.#serving.logger);
     this.maxBacklog = settings.maxBacklog;
     this.maxReplay = settings.maxReplay;
     this.stallTimeoutMs = settings.stallTimeoutMs;
@@ -205,7 +209,7 @@ export class Stream {
         if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
         return this.#arrow;
       },
-      compress: (text) => this.#zstd(text, "replay"),
+      compress: (text, kind) => this.#zstd(text, "replay", kind),
     };
   }
 
@@ -228,6 +232,16 @@ export class Stream {
       ...archiveLogOptions(settings),
       ...settings.logOptions,
     });
+    return await Stream.#withSchema(name, settings, compiled, log);
+  }
+
+  // A durable stream on `log`, once its schema history takes `compiled` (else the log is closed).
+  static async #withSchema(
+    name: string,
+    settings: StreamSettings,
+    compiled: RowSchema,
+    log: Log,
+  ): Promise<Stream> {
     try {
       const versions = await keepSchema(log, compiled);
       return new Stream(name, { settings, compiled, log, ownsLog: true, versions });
@@ -285,16 +299,7 @@ export class Stream {
       logOptions,
       progress: options.progress,
     });
-    try {
-      const versions = await keepSchema(log, compiled);
-      return {
-        stream: new Stream(name, { settings, compiled, log, ownsLog: true, versions }),
-        report,
-      };
-    } catch (err) {
-      await log.close();
-      throw err;
-    }
+    return { stream: await Stream.#withSchema(name, settings, compiled, log), report };
   }
 
   /**
@@ -356,19 +361,7 @@ export class Stream {
 
   /** What `GET /{name}/head` serves. */
   head(): StreamHead {
-    return {
-      stream: this.name,
-      stream_id: this.streamId,
-      end_offset: this.endOffset,
-      earliest: this.log?.earliest ?? null,
-      durable: this.durable,
-      subscribers: this.subscribers,
-      schema: this.schema.json,
-      archive: this.archive,
-      ...(this.archive ? { archive_lag: this.archiveLag() } : {}),
-      ...(this.log ? { first_offset: this.log.firstOffset } : {}),
-      ...this._follow?.head(),
-    };
+    return streamHead(this, this.log, this._follow);
   }
 
   /**
@@ -600,14 +593,25 @@ export class Stream {
     return sharedFrames(frames, this.#encoders);
   }
 
-  // compress= (§16): one zstd frame of `text`, counted by path.
-  #zstd(text: string, path: "live" | "replay"): Uint8Array {
-    const out = zstdFrame(text);
+  // compress= (§16): one zstd frame of `text` (with the dictionary for
+  // zstd-dict: a subscriber gets that kind only once the dictionary exists), counted by path.
+  #zstd(text: string, path: "live" | "replay", kind: Compression): Uint8Array {
+    const out = kind === "zstd-dict" ? this.#dictionary.current!.compress(text) : zstdFrame(text);
     const m = this.#metrics.zstd[path];
     m.frames.inc();
     m.text.inc(text.length);
     m.zstd.inc(out.byteLength);
     return out;
+  }
+
+  /** compress=zstd-dict (§16): the stream's dictionary (see `StreamDictionary.get`). */
+  dictionary(): Promise<FrameDictionary | null> {
+    return this.#dictionary.get();
+  }
+
+  /** compress=zstd-dict (§16): the dictionary with `id`, if it is this stream's. */
+  dictionaryById(id: string): FrameDictionary | null {
+    return this.#dictionary.byId(id);
   }
 
   /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
@@ -659,24 +663,8 @@ export class Stream {
    * The greeting for a subscription starting at `from` (null: live), with
    * the `where=` filter as parsed (null: none).
    */
-  greeting(
-    from: number | null,
-    frames: "single" | "batch" | "arrow",
-    where: Where | null = null,
-  ): Greeting {
-    const end = this.endOffset;
-    return {
-      streamcast: PROTOCOL_VERSION,
-      stream: this.name,
-      stream_id: this.streamId,
-      end_offset: end,
-      replay: from !== null && end !== null && from < end ? [from, end] : null,
-      log: this.log ? { name: this.name, archive: this.archive } : null,
-      durable: this.durable,
-      schema: this.schema.json,
-      frames,
-      where,
-    };
+  greeting(from: number | null, frames: FrameMode, where: Where | null = null): Greeting {
+    return greetingOf(this, from, frames, where);
   }
 
   /** Closes every subscriber with `code` (1001: going away). */

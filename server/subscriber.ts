@@ -94,7 +94,7 @@ export interface SubscriberHost {
    * compress=zstd (§16): one zstd frame of the text of a catching-up
    * subscriber's slice, counted (optional, like {@linkcode SharedFrames.zstd}).
    */
-  compress?(text: string): Uint8Array;
+  compress?(text: string, kind: Compression): Uint8Array;
 }
 
 /** The state of a subscriber. */
@@ -139,7 +139,7 @@ export interface SubscriberOptions {
    * server/limits.ts). @default one per process of the default size
    */
   sendBudget?: SendBudget;
-  /** compress= (§16): `"zstd"` sends every data frame as one binary zstd frame. @default null */
+  /** compress= (§16): every data frame one binary zstd frame (`zstd-dict`: with the dictionary). */
   compress?: Compression | null;
 }
 
@@ -186,7 +186,7 @@ export class Subscriber {
     this.next = next;
     this.frames = opts.frames;
     this.filter = opts.filter ?? null;
-    this.zstd = opts.compress === "zstd";
+    this.zstd = opts.compress === "zstd" || opts.compress === "zstd-dict";
     this.#opts = opts;
     this.#state = "catching_up";
     this.#budget = opts.sendBudget ?? processBudget;
@@ -235,7 +235,7 @@ export class Subscriber {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
-      else if (this.zstd) this.#sendBinary(shared.zstd!()); // compress= (§16): shared bytes
+      else if (this.zstd) this.#sendBinary(shared.zstd!(this.#opts.compress!)); // §16: shared
       else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
       else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
@@ -246,7 +246,7 @@ export class Subscriber {
       return;
     }
     for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
-    if (this.zstd && n > 0) this.#zq.push({ bytes: shared.zstd!(), frames: n }); // compress= (§16)
+    if (this.zstd && n > 0) this.#zq.push({ bytes: shared.zstd!(this.#opts.compress!), frames: n });
     if (end !== null) this.#queueEnd = end;
     if (this.backlog === 0) {
       if (end !== null) this.next = end;
@@ -636,7 +636,7 @@ export class Subscriber {
 
   // compress= (§16): a replayed slice as one zstd frame, compressed once for this read.
   #sendZstd(text: string, rows: number): { rows: number; cost: number } {
-    const bytes = this.#host.compress!(text);
+    const bytes = this.#host.compress!(text, this.#opts.compress!);
     this.#sendBinary(bytes, rows);
     return { rows, cost: text.length + FRAME_COST };
   }

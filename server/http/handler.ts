@@ -10,6 +10,7 @@
  * | `GET /{name}/head` (`/_/head` for the unnamed stream), `GET /_/streams` | `head.ts` |
  * | `GET /{name}/at?since=T` (`/_/at` for the unnamed stream) | `at.ts` |
  * | `GET /{name}/manifest`, `GET /{name}/chunks/{sha256}` | `chunks.ts` |
+ * | `GET /{name}/dictionaries/{id}` (compress=zstd-dict) | `dictionaries.ts` |
  * | `GET /_/health` | `health.ts` |
  * | `GET /_/metrics` | `metrics.ts` |
  * | `GET /` and `GET /{name}` without an upgrade, `GET /_/client.js`, `GET /_/viewer.js` | `viewer.ts` |
@@ -37,6 +38,7 @@ import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
 import { atResponse } from "./at.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
+import { dictionaryResponse } from "./dictionaries.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
 import { headResponse, readableHeads, streamsResponse } from "./head.ts";
 import { healthResponse } from "./health.ts";
@@ -306,6 +308,11 @@ export class HttpHandler {
     if (chunk) {
       metrics.request("chunk");
       return chunk;
+    }
+    const dictionary = dictionaryResponse(req, stream, r.rest); // compress=zstd-dict (§16)
+    if (dictionary) {
+      metrics.request("dictionary");
+      return dictionary;
     }
     return notFound(`no such path ${path}`);
   }

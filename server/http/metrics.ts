@@ -27,6 +27,7 @@ export type RouteName =
   | "at"
   | "manifest"
   | "chunk"
+  | "dictionary"
   | "publish";
 
 /** Why access control denied a request. */

@@ -297,6 +297,17 @@ function accept(
       }
       if (socket.readyState !== WebSocket.OPEN) return;
     }
+    // compress=zstd-dict (§16): the stream's dictionary, built on first use;
+    // without one (too few rows, no libzstd, a failed write) plain zstd frames.
+    let dictionary = null;
+    if (q.compress === "zstd-dict") {
+      try {
+        dictionary = await stream.dictionary();
+      } catch (err) {
+        logger.warn("dictionary_failed", { ...who, error: String(err) });
+      }
+      if (socket.readyState !== WebSocket.OPEN) return;
+    }
     // Decide now, not at request time: the log may have moved since.
     let d: StartDecision;
     try {
@@ -332,8 +343,10 @@ function accept(
     const frames = q.frames;
     const greeting = stream.greeting(d.from, frames, filter?.where ?? null);
     greeting.since = q.since; // since= (§12): echoed, µs or null
-    const compress = q.compress ?? null;
-    if (compress !== null) greeting.compress = compress; // compress= (§16)
+    // compress= (§16): zstd-dict only with a dictionary, which the greeting names.
+    const compress = q.compress === "zstd-dict" && !dictionary ? "zstd" : q.compress ?? null;
+    if (compress !== null) greeting.compress = "zstd";
+    if (dictionary) greeting.dictionary = dictionary.id;
     socket.send(JSON.stringify(greeting));
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());

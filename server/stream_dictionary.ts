@@ -1,0 +1,68 @@
+/**
+ * A stream's zstd dictionary for `compress=zstd-dict` (DESIGN §16): built from
+ * its log's last rows on first use, one per server run, so that every
+ * subscriber greeted with it can fetch it for as long as it is connected.
+ *
+ * @module
+ */
+
+import type { Logger } from "../common/logger.ts";
+import type { Log } from "../log/mod.ts";
+import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./frame_dictionary.ts";
+
+/**
+ * The dictionary of one stream: null on an ephemeral stream, while the log
+ * holds too few rows, or without libzstd (then a warning, once).
+ *
+ * @example
+ * ```ts
+ * import { Logger } from "../common/logger.ts";
+ * import { StreamDictionary } from "./stream_dictionary.ts";
+ * const d = new StreamDictionary("t", null, () => new Logger({ level: "error" }));
+ * console.log(await d.get(), d.byId("00")); // null null
+ * ```
+ */
+export class StreamDictionary {
+  #name: string;
+  #log: Log | null;
+  #logger: () => Logger;
+  #dict: FrameDictionary | null = null;
+  #building: Promise<FrameDictionary | null> | null = null;
+  #warned = false;
+
+  /** `logger` gives where the one warning goes (the serving server's logger). */
+  constructor(name: string, log: Log | null, logger: () => Logger) {
+    this.#name = name;
+    this.#log = log;
+    this.#logger = logger;
+  }
+
+  /** The dictionary once built (null before). */
+  get current(): FrameDictionary | null {
+    return this.#dict;
+  }
+
+  /** The dictionary, built on the first call (concurrent calls share the build). */
+  async get(): Promise<FrameDictionary | null> {
+    if (this.#dict || !this.#log) return this.#dict;
+    const log = this.#log;
+    const d = await (this.#building ??= buildLogDictionary(log).finally(() => {
+      this.#building = null;
+    }));
+    const problem = dictionaryProblem();
+    if (problem !== null && !this.#warned) {
+      this.#warned = true; // once per stream: zstd-dict subscribers get plain zstd frames
+      this.#logger().warn(
+        "dictionary_unavailable",
+        { stream: this.#name, error: problem },
+        `compress=zstd-dict on "${this.#name}": no libzstd through FFI (${problem}); plain zstd`,
+      );
+    }
+    return this.#dict ??= d;
+  }
+
+  /** The dictionary with `id`, if it is this stream's. */
+  byId(id: string): FrameDictionary | null {
+    return this.#dict?.id === id ? this.#dict : null;
+  }
+}
