@@ -213,6 +213,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
   const sent = new Map<string, TradeRow[]>();
   const acks = new Map<string, Published>();
   let running = true;
+  let stopped = false; // the finally below: nothing is retried any more
   let pubError: Error | null = null;
   const loops: Promise<void>[] = [];
   let pub: Awaited<ReturnType<typeof publisher>> | null = null;
@@ -267,6 +268,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
         sent.set(`http-1/${seq}`, rows);
         const body = rows.map((r) => JSON.stringify(r)).join("\n") + "\n";
         for (let attempt = 0;; attempt++) {
+          if (stopped) return;
           if (attempt > 0) {
             stats.httpRetries++;
             await sleep(30);
@@ -477,6 +479,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
     );
   } finally {
     running = false;
+    stopped = true;
     for (const w of watchers) await w.sub.close().catch(() => {});
     if (pub) {
       pubError ??= new Error("stopped");
