@@ -92,6 +92,8 @@ export class Log {
   onCommit: ((first: number, end: number) => void) | null = null;
   /** Called when appends that were assigned offsets from `from` on were dropped by a failed write. */
   onDiscard: ((from: number) => void) | null = null;
+  /** Called after a fence moved the next offset to `offset` with no commit (rows adopted, a gap). */
+  onFence: ((offset: number) => void) | null = null;
 
   readonly #opts: ResolvedOptions;
   readonly #lock: Deno.FsFile;
@@ -575,6 +577,7 @@ export class Log {
     const active = await fenceSegment(this, old, offset, this.#opts);
     this.#segments.splice(this.#segments.indexOf(old.seg), 1, active.seg);
     c.restartAt(active, offset);
+    this.onFence?.(offset);
   }
 
   // --- replicas (followers): append_at.ts, adoption.ts ---

@@ -174,6 +174,8 @@ export class Stream {
     if (this.log) {
       this.log.onCommit = (first, end) => this.#committed(first, end);
       this.log.onDiscard = (from) => this.#discard(from);
+      // Rows adopted past the end (a follower) reach no commit: live subscribers read them.
+      this.log.onFence = () => this.#all.forEach((sub) => sub._fromLog());
     }
     this.#host = {
       name,

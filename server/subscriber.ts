@@ -385,14 +385,23 @@ export class Subscriber {
       this.close(CloseCode.TooSlow, encodeCloseReason({ error: "too_slow", resume: null }));
       return;
     }
-    // Back to the log from the first offset not handed to the socket.
+    this.#host.dropped("to_catch_up");
+    this._fromLog();
+  }
+
+  /**
+   * @internal A live subscriber goes back to the log from the first offset not
+   * handed to its socket (its backlog overflowed, or the log's next offset
+   * moved with no commit: a follower adopted chunks past its end).
+   */
+  _fromLog(): void {
+    if (this.#state !== "live" || !this.#host.durable) return;
     this.#host.leaveLive(this);
     this.#queue = [];
     this.#queueHead = 0;
     this.#clearPieces();
     this.#zq = []; // compress= (§16)
     this.#zqHead = 0;
-    this.#host.dropped("to_catch_up");
     this.#state = "catching_up";
     this.#catchUp().catch((err) => this.#fail(err));
   }
