@@ -444,6 +444,12 @@ export class Follower implements StreamFollow {
     await this.#syncHistory(false);
     const earliest = reason.earliest;
     const log = this.stream.log!;
+    if (earliest !== undefined && earliest !== null && !Number.isSafeInteger(earliest)) {
+      // A lying or broken primary: no gap is fenced on its word.
+      throw new RangeError(
+        `the primary's 4416 earliest ${JSON.stringify(earliest)} is not an offset`,
+      );
+    }
     if (typeof earliest === "number" && earliest > log.nextOffset) {
       await this.#exclusive(() => log.fence(earliest));
       this.#logger.warn("follow_gap", { stream: this.stream.name, to: earliest });
