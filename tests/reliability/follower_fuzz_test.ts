@@ -654,3 +654,55 @@ Deno.test("follower fuzz: a lying primary never crashes a follower, nothing it d
     `${failed.length} failed:\n${failed.join("\n\n")}\n${replayHint(cases)}`,
   );
 });
+
+Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose bytes are not its rows is refused and not kept", async () => {
+  const { storeAdoptedChunk, ChunkDigestError } = await import("../../log/adoption.ts");
+  const c: FuzzCase = { seed: FRESH_SEED, index: 0 };
+  const r = caseRng(c, 0xadad);
+  console.log(`${seedBanner(SUITE)} (chunks)`);
+  const dir = await tempDir();
+  try {
+    const text = (from: number, to: number, bad = -1) => {
+      let t = "";
+      for (let o = from; o <= to; o++) t += o === bad ? `[${o},{"i":${o},]\n` : line(o) + "\n";
+      return t;
+    };
+    const good = compress(enc.encode(text(1, 20)));
+    const kinds: [string, Uint8Array][] = [
+      ["truncated zstd", good.slice(0, 1 + int(r, good.length - 2))],
+      ["garbage", crypto.getRandomValues(new Uint8Array(1 + int(r, 300)))],
+      ["other offsets", compress(enc.encode(text(2 + int(r, 5), 21 + int(r, 5))))],
+      ["a row that is not JSON", compress(enc.encode(text(1, 20, 1 + int(r, 20))))],
+      ["a row fewer", compress(enc.encode(text(1, 19)))],
+      ["not lines", compress(enc.encode("hello\nworld\n"))],
+      ["no last newline", compress(enc.encode(text(1, 20).slice(0, -1)))],
+    ];
+    for (const [what, bytes] of kinds) {
+      const entry = {
+        first: 1,
+        last: 20,
+        rows: 20,
+        bytes: bytes.length,
+        sha256: sha256Hex(bytes),
+        first_ts: 1,
+        last_ts: 2,
+      };
+      const err = await storeAdoptedChunk(dir, entry, bytes, null).then(() => null, (e) => e);
+      assert(err instanceof ChunkDigestError, `${what}: ${err}`);
+      const kept = await Array.fromAsync(Deno.readDir(join(dir, "chunks"))).catch(() => []);
+      assertEquals(kept.length, 0, `${what}: nothing kept`);
+    }
+    const entry = {
+      first: 1,
+      last: 20,
+      rows: 20,
+      bytes: good.length,
+      sha256: sha256Hex(good),
+      first_ts: 1,
+      last_ts: 2,
+    };
+    await storeAdoptedChunk(dir, entry, good, null);
+  } finally {
+    await rmrf(dir);
+  }
+});
