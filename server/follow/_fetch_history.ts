@@ -9,6 +9,7 @@
  */
 
 import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
+import { checkManifest } from "../../log/chunk.ts";
 import type { ArchiveStore } from "../../log/archive.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
 
@@ -62,10 +63,14 @@ export function httpSource(
     async manifest() {
       const res = await get("manifest");
       if (!res) return null;
-      const m = await res.json() as Manifest;
-      if (!m || typeof m !== "object" || !Array.isArray(m.chunks)) {
-        throw new Error(`GET ${base}/manifest is not a manifest`);
+      let m: Manifest;
+      try {
+        m = await res.json() as Manifest;
+      } catch {
+        throw new Error(`GET ${base}/manifest is not JSON`);
       }
+      const bad = checkManifest(m);
+      if (bad !== null) throw new Error(`GET ${base}/manifest is not a manifest: ${bad}`);
       return m;
     },
     chunk: (sha) => bytes(`chunks/${sha}`),
