@@ -27,7 +27,10 @@ export interface HistorySource {
 
 /**
  * The primary's HTTP routes: `GET {base}/manifest`, `{base}/chunks/{sha256}`
- * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token).
+ * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token). Each
+ * request, its body included, is given `timeoutMs` (a primary that accepts
+ * and never answers would otherwise hold the follower's history, and with
+ * it every reconnect, for good).
  *
  * @example
  * ```ts
@@ -41,9 +44,13 @@ export function httpSource(
   headers: HeadersInit,
   f: typeof fetch,
   signal: AbortSignal,
+  timeoutMs: number = 30_000,
 ): HistorySource {
   const get = async (path: string): Promise<Response | null> => {
-    const res = await f(`${base}/${path}`, { headers, signal });
+    const res = await f(`${base}/${path}`, {
+      headers,
+      signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+    });
     if (res.status === 404) {
       await res.body?.cancel();
       return null;

@@ -444,8 +444,15 @@ function fakePrimary(c: FuzzCase, served: Served) {
         socket.onerror = () => {};
         return response;
       }
-      const http = !honest ? turn(p, rHttp, ["ok", "ok", "ok", "ok", "500", "slow", "lie"]) : "ok";
+      const http = !honest
+        ? turn(p, rHttp, ["ok", "ok", "ok", "ok", "500", "slow", "lie", "hang"])
+        : "ok";
       if (http === "slow") await later(200 + int(rHttp, 800));
+      if (http === "hang") {
+        // Past the follower's --follow-timeout (1 s): it gives up and retries.
+        served.used.add(`http_hang:${p.split("/")[2]}`);
+        await later(2_500);
+      }
       if (p === "/trades/head") {
         if (http === "500") return json({ error: "internal" }, 500);
         if (http === "lie") {
@@ -556,6 +563,8 @@ async function runCase(c: FuzzCase): Promise<void> {
       "0.1",
       "--follow-retry-max",
       "0.2",
+      "--follow-timeout",
+      "1",
       "--log-format",
       "json",
     ]);
@@ -704,5 +713,36 @@ Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose byte
     await storeAdoptedChunk(dir, entry, good, null);
   } finally {
     await rmrf(dir);
+  }
+});
+
+Deno.test("follower fuzz: a history request to a primary that never answers fails after the timeout", async () => {
+  const { httpSource } = await import("../../server/follow/_fetch_history.ts");
+  const ac = new AbortController();
+  const release = Promise.withResolvers<void>();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
+    async () => {
+      await release.promise;
+      return new Response("{}");
+    },
+  );
+  try {
+    const src = httpSource(
+      `http://127.0.0.1:${server.addr.port}/trades`,
+      {},
+      fetch,
+      ac.signal,
+      300,
+    );
+    const t0 = performance.now();
+    const err = await src.manifest().then(() => null, (e) => e);
+    const ms = performance.now() - t0;
+    assert(err instanceof Error, `the hang is an error: ${err}`);
+    assert(ms < 2_000, `bounded by the timeout: ${ms} ms`);
+  } finally {
+    release.resolve();
+    ac.abort();
+    await server.finished;
   }
 });
