@@ -6,7 +6,11 @@
  * @module
  */
 
-import { DEFAULT_FOLLOW_POLL_MS, DEFAULT_FOLLOW_RETRY_MAX_MS } from "../server/follow/follower.ts";
+import {
+  DEFAULT_FOLLOW_POLL_MS,
+  DEFAULT_FOLLOW_RETRY_MAX_MS,
+  DEFAULT_FOLLOW_TIMEOUT_MS,
+} from "../server/follow/follower.ts";
 import { type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
 
 /** One follower setting: the shape of `Setting` in `_serve_settings.ts`. */
@@ -101,6 +105,21 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     usage: [["--follow-retry-max SECONDS", "cap of the reconnect backoff [{default}]"]],
     docs: "cap of the capped exponential backoff (from 0.25 s, with jitter) between " +
       "reconnects to a primary that went away, seconds > 0.",
+  },
+  {
+    flag: "follow-timeout",
+    key: "followTimeout",
+    type: "string",
+    read: stallSeconds,
+    default: DEFAULT_FOLLOW_TIMEOUT_MS / 1000,
+    group: GROUP,
+    usage: [[
+      "--follow-timeout SECONDS",
+      "bound of one manifest or chunk request to the primary [{default}]",
+    ]],
+    docs: "bound of one request a follower makes for its primary's history (`/manifest`, a " +
+      "chunk and its time index, body included), seconds > 0; past it the request fails and " +
+      "is retried with the reconnect backoff.",
   },
   {
     flag: "follow-start-wait",

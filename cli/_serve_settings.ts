@@ -680,5 +680,7 @@ export interface Settings {
   /** Seconds. */
   followRetryMax: number;
   /** Seconds. */
+  followTimeout: number;
+  /** Seconds. */
   followStartWait: number;
 }

@@ -102,6 +102,7 @@ export async function openFollowers(
           logger,
           pollMs: s.followPoll * 1000,
           retryMaxMs: s.followRetryMax * 1000,
+          timeoutMs: s.followTimeout * 1000,
           startWaitMs: s.followStartWait * 1000,
           archive: s.archive,
           streamOptions: {

@@ -141,6 +141,11 @@ export class Connection {
         }
         data = this.#decode(data, received, zstd, dict);
         if (data === null) return;
+      } else if (zstd && this.greeting?.compress === "zstd") {
+        // A text data frame after a greeting that said compress zstd: the
+        // server broke the protocol (§16: data frames are binary).
+        this.#fail(`compressed frame ${received} is a text frame; compress=zstd frames are binary`);
+        return;
       }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");

@@ -7,8 +7,21 @@
 import { ProtocolError } from "./errors.ts";
 import { CloseCode } from "./wire.ts";
 
-/** Decompresses one zstd frame (throws on corrupt data). */
-export type ZstdDecompress = (bytes: Uint8Array) => Uint8Array;
+/**
+ * Decompresses one zstd frame (throws on corrupt data, and once the output
+ * would pass `maxBytes`).
+ */
+export type ZstdDecompress = (bytes: Uint8Array, maxBytes: number) => Uint8Array;
+
+/**
+ * The most a compressed frame may decompress to (64 MiB). A frame whose
+ * header declares more, or whose blocks could hold more, is refused before
+ * anything is decompressed (a decompression bomb is never allocated).
+ */
+export const MAX_ZSTD_FRAME_TEXT = 64 * 1024 * 1024;
+
+/** zstd's largest block content (128 KiB): what one compressed block can decode to. */
+const MAX_BLOCK = 128 * 1024;
 
 let loaded: Promise<ZstdDecompress | null> | null = null;
 
@@ -24,7 +37,11 @@ export function loadZstd(): Promise<ZstdDecompress | null> {
     try {
       const zlib = await import(spec);
       const f = zlib.zstdDecompressSync;
-      return typeof f === "function" ? (b: Uint8Array) => f(b) as Uint8Array : null;
+      // maxOutputLength: the decoder stops (throws) past the bound it is
+      // given, so a frame lying about its size allocates no more than that.
+      return typeof f === "function"
+        ? (b: Uint8Array, max: number) => f(b, { maxOutputLength: max }) as Uint8Array
+        : null;
     } catch {
       return null; // No node:zlib here (a browser).
     }
@@ -44,8 +61,10 @@ const MAGIC = 0xfd2fb528;
 // the checksum. (Deno 2.9's zstdDecompressSync returns what it could decode
 // of a truncated frame without an error, and ignores bytes after the first
 // frame: neither may pass for a frame.) Returns the declared content size,
-// or -1 when the header does not give one.
-function checkFrame(b: Uint8Array): number {
+// or -1 when the header does not give one, and the most the blocks can
+// decode to (raw and RLE blocks say their size; a compressed block is at
+// most 128 KiB).
+function checkFrame(b: Uint8Array): { size: number; bound: number } {
   const n = b.length;
   if (n < 6) throw new Error(`${n} bytes is too short for a zstd frame`);
   const magic = (b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24) >>> 0;
@@ -67,12 +86,24 @@ function checkFrame(b: Uint8Array): number {
     if (fcsBytes === 2) size += 256;
   }
   p += fcsBytes;
+  if (size > MAX_ZSTD_FRAME_TEXT) {
+    throw new Error(
+      `the zstd frame declares ${size} bytes of content, over the limit of ${MAX_ZSTD_FRAME_TEXT}`,
+    );
+  }
+  let bound = 0;
   for (;;) {
     if (p + 3 > n) throw new Error(`the zstd frame is truncated at byte ${p} of ${n}`);
     const h = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
     const last = h & 1;
     const type = (h >> 1) & 3;
     if (type === 3) throw new Error(`the zstd frame has a reserved block type at byte ${p}`);
+    bound += type === 2 ? MAX_BLOCK : h >> 3;
+    if (bound > MAX_ZSTD_FRAME_TEXT) {
+      throw new Error(
+        `the zstd frame's blocks may decode to more than the limit of ${MAX_ZSTD_FRAME_TEXT} bytes`,
+      );
+    }
     p += 3 + (type === 1 ? 1 : h >> 3);
     if (last) break;
   }
@@ -83,7 +114,7 @@ function checkFrame(b: Uint8Array): number {
         : `${n - p - 4} bytes follow the zstd frame`,
     );
   }
-  return size;
+  return { size, bound };
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -93,10 +124,11 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * with it (not one whole zstd frame, checksum mismatch, size, UTF-8).
  */
 export function decodeZstdFrame(bytes: Uint8Array, decompress: ZstdDecompress): string {
-  const size = checkFrame(bytes);
+  const { size, bound } = checkFrame(bytes);
   let out: Uint8Array;
   try {
-    out = decompress(bytes);
+    // One byte past the declared size lets a frame that decodes to more be told apart.
+    out = decompress(bytes, Math.max(1, size >= 0 ? Math.min(size + 1, bound) : bound));
   } catch (err) {
     throw new Error(`zstd: ${err instanceof Error ? err.message : err}`);
   }

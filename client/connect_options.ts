@@ -249,7 +249,7 @@ export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
   /** The cursor store (a path was made a `FileCursor` by `connect`). @default undefined */
   cursor?: CursorStore;
   /** @internal compress= (§16): the zstd decoder `connect` loaded, or null (text frames). */
-  _zstd?: ((bytes: Uint8Array) => Uint8Array) | null;
+  _zstd?: ((bytes: Uint8Array, maxBytes: number) => Uint8Array) | null;
   /** @internal compress= (§16): true when compress was not given (then a 4400 naming it falls back). */
   _zstdDefault?: boolean;
   /**

@@ -16,7 +16,14 @@
  * @module
  */
 
-import { type ChunkEntry, chunkPath, CHUNKS_DIR, sha256Hex } from "./chunk.ts";
+import {
+  ChunkCorruptError,
+  ChunkCursor,
+  type ChunkEntry,
+  chunkPath,
+  CHUNKS_DIR,
+  sha256Hex,
+} from "./chunk.ts";
 import { checkTimes, decodeTimes, timesPath } from "./chunk_times.ts";
 import { exists, writeFileAtomic } from "./fs.ts";
 
@@ -109,6 +116,9 @@ export async function storeAdoptedChunk(
   }
   const sha = sha256Hex(bytes);
   if (sha !== entry.sha256) throw new ChunkDigestError(entry.sha256, `its SHA-256 is ${sha}`);
+  // Its digest is only what the primary says of it: the rows are checked too
+  // (a primary that lies, or is broken, lists the digest of bad bytes).
+  await checkChunkRows(entry, bytes);
   if (times !== null) {
     let why: string | null;
     try {
@@ -124,6 +134,48 @@ export async function storeAdoptedChunk(
   if (times !== null) {
     const tp = timesPath(dir, entry.sha256);
     if (!(await exists(tp))) await writeFileAtomic(tp, times);
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+// The chunk decompresses whole (zstd checksum), its lines are `[offset,msg]`
+// with the entry's offsets and row count (what verify checks), and each msg
+// is JSON of an object; else ChunkDigestError.
+async function checkChunkRows(entry: ChunkEntry, bytes: Uint8Array): Promise<void> {
+  const cursor = new ChunkCursor(
+    `${entry.sha256} (fetched)`,
+    entry,
+    () => Promise.resolve(new Blob([bytes as Uint8Array<ArrayBuffer>]).stream()),
+  );
+  try {
+    await cursor.open();
+    for (;;) {
+      const b = await cursor.read();
+      if (b.count === 0) break;
+      for (let i = 0; i < b.count; i++) {
+        let row: unknown;
+        try {
+          row = JSON.parse(utf8.decode(b.buf.subarray(b.starts[i], b.starts[i] + b.lengths[i])));
+        } catch {
+          row = undefined;
+        }
+        if (row === null || typeof row !== "object" || Array.isArray(row)) {
+          throw new ChunkDigestError(
+            entry.sha256,
+            `the row at offset ${b.offsets[i]} is not a JSON object`,
+          );
+        }
+      }
+    }
+  } catch (err) {
+    if (err instanceof ChunkDigestError) throw err;
+    if (err instanceof ChunkCorruptError || err instanceof Error) {
+      throw new ChunkDigestError(entry.sha256, `its rows: ${err.message}`);
+    }
+    throw err;
+  } finally {
+    cursor.close();
   }
 }
 

@@ -566,6 +566,9 @@ export class Log {
   async fence(offset: number): Promise<void> {
     const c = this.#committer;
     await this.flush();
+    if (!Number.isSafeInteger(offset)) {
+      throw new RangeError(`a fence is a safe integer offset, got ${offset}`);
+    }
     if (offset <= c.next) {
       throw new RangeError(`a fence must be above ${c.next - 1}, got ${offset}`);
     }

@@ -563,6 +563,8 @@ function catchUpGreeting(head, from) {
 }
 
 // client/_zstd.ts
+var MAX_ZSTD_FRAME_TEXT = 64 * 1024 * 1024;
+var MAX_BLOCK = 128 * 1024;
 var loaded = null;
 function loadZstd() {
   return loaded ??= (async () => {
@@ -572,7 +574,9 @@ function loadZstd() {
     try {
       const zlib = await import(spec);
       const f = zlib.zstdDecompressSync;
-      return typeof f === "function" ? (b) => f(b) : null;
+      return typeof f === "function" ? (b, max) => f(b, {
+        maxOutputLength: max
+      }) : null;
     } catch {
       return null;
     }
@@ -609,28 +613,39 @@ function checkFrame(b) {
     if (fcsBytes === 2) size += 256;
   }
   p += fcsBytes;
+  if (size > MAX_ZSTD_FRAME_TEXT) {
+    throw new Error(`the zstd frame declares ${size} bytes of content, over the limit of ${MAX_ZSTD_FRAME_TEXT}`);
+  }
+  let bound = 0;
   for (; ; ) {
     if (p + 3 > n) throw new Error(`the zstd frame is truncated at byte ${p} of ${n}`);
     const h = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
     const last = h & 1;
     const type = h >> 1 & 3;
     if (type === 3) throw new Error(`the zstd frame has a reserved block type at byte ${p}`);
+    bound += type === 2 ? MAX_BLOCK : h >> 3;
+    if (bound > MAX_ZSTD_FRAME_TEXT) {
+      throw new Error(`the zstd frame's blocks may decode to more than the limit of ${MAX_ZSTD_FRAME_TEXT} bytes`);
+    }
     p += 3 + (type === 1 ? 1 : h >> 3);
     if (last) break;
   }
   if (p + 4 !== n) {
     throw new Error(p + 4 > n ? `the zstd frame is truncated: ${n} bytes of ${p + 4}` : `${n - p - 4} bytes follow the zstd frame`);
   }
-  return size;
+  return {
+    size,
+    bound
+  };
 }
 var utf8 = new TextDecoder("utf-8", {
   fatal: true
 });
 function decodeZstdFrame(bytes, decompress) {
-  const size = checkFrame(bytes);
+  const { size, bound } = checkFrame(bytes);
   let out;
   try {
-    out = decompress(bytes);
+    out = decompress(bytes, Math.max(1, size >= 0 ? Math.min(size + 1, bound) : bound));
   } catch (err) {
     throw new Error(`zstd: ${err instanceof Error ? err.message : err}`);
   }
@@ -728,6 +743,9 @@ var Connection = class {
         }
         data = this.#decode(data, received, zstd, dict);
         if (data === null) return;
+      } else if (zstd && this.greeting?.compress === "zstd") {
+        this.#fail(`compressed frame ${received} is a text frame; compress=zstd frames are binary`);
+        return;
       }
       if (typeof data !== "string") {
         this.#fail("the server sent a binary frame; this client negotiates text frames=batch");

@@ -9,6 +9,7 @@
  */
 
 import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
+import { checkManifest } from "../../log/chunk.ts";
 import type { ArchiveStore } from "../../log/archive.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
 
@@ -26,7 +27,10 @@ export interface HistorySource {
 
 /**
  * The primary's HTTP routes: `GET {base}/manifest`, `{base}/chunks/{sha256}`
- * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token).
+ * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token). Each
+ * request, its body included, is given `timeoutMs` (a primary that accepts
+ * and never answers would otherwise hold the follower's history, and with
+ * it every reconnect, for good).
  *
  * @example
  * ```ts
@@ -40,9 +44,13 @@ export function httpSource(
   headers: HeadersInit,
   f: typeof fetch,
   signal: AbortSignal,
+  timeoutMs: number = 30_000,
 ): HistorySource {
   const get = async (path: string): Promise<Response | null> => {
-    const res = await f(`${base}/${path}`, { headers, signal });
+    const res = await f(`${base}/${path}`, {
+      headers,
+      signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+    });
     if (res.status === 404) {
       await res.body?.cancel();
       return null;
@@ -62,10 +70,14 @@ export function httpSource(
     async manifest() {
       const res = await get("manifest");
       if (!res) return null;
-      const m = await res.json() as Manifest;
-      if (!m || typeof m !== "object" || !Array.isArray(m.chunks)) {
-        throw new Error(`GET ${base}/manifest is not a manifest`);
+      let m: Manifest;
+      try {
+        m = await res.json() as Manifest;
+      } catch {
+        throw new Error(`GET ${base}/manifest is not JSON`);
       }
+      const bad = checkManifest(m);
+      if (bad !== null) throw new Error(`GET ${base}/manifest is not a manifest: ${bad}`);
       return m;
     },
     chunk: (sha) => bytes(`chunks/${sha}`),

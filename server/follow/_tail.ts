@@ -49,7 +49,14 @@ export interface TailOptions {
   signal: AbortSignal;
 }
 
-/** Offsets and JSON of the `[offset,msg]` lines of one batched frame; throws on a bad line. */
+const OFFSET_TEXT = /^[1-9][0-9]{0,15}$/;
+
+/**
+ * Offsets and JSON of the `[offset,msg]` lines of one batched frame; throws
+ * a `TypeError` naming the line unless each offset is written as a decimal
+ * integer ≥ 1 (safe) and each `msg` is JSON of an object (a row): a primary
+ * that sends anything else is not stored from.
+ */
 export function parseFrame(text: string): { offsets: number[]; jsons: string[] } {
   const lines = splitBatch(text);
   const offsets: number[] = new Array(lines.length);
@@ -57,14 +64,41 @@ export function parseFrame(text: string): { offsets: number[]; jsons: string[] }
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
     const comma = line.indexOf(",");
-    const offset = Number(line.slice(1, comma));
-    if (line[0] !== "[" || line[line.length - 1] !== "]" || comma < 2 || !(offset >= 1)) {
+    const digits = line.slice(1, comma);
+    const offset = Number(digits);
+    if (
+      line[0] !== "[" || line[line.length - 1] !== "]" || comma < 2 ||
+      !OFFSET_TEXT.test(digits) || !Number.isSafeInteger(offset)
+    ) {
       throw new TypeError(`not an [offset,msg] line: ${JSON.stringify(line.slice(0, 80))}`);
     }
+    const json = line.slice(comma + 1, line.length - 1);
+    let row: unknown;
+    try {
+      row = JSON.parse(json);
+    } catch {
+      row = undefined;
+    }
+    if (row === null || typeof row !== "object" || Array.isArray(row)) {
+      throw new TypeError(
+        `the row at offset ${offset} is not a JSON object: ${JSON.stringify(json.slice(0, 80))}`,
+      );
+    }
     offsets[i] = offset;
-    jsons[i] = line.slice(comma + 1, line.length - 1);
+    jsons[i] = json;
   }
   return { offsets, jsons };
+}
+
+/** What is wrong with a greeting of a durable batched subscription, or null. */
+function badGreeting(g: unknown): string | null {
+  if (g === null || typeof g !== "object" || Array.isArray(g)) return "not a JSON object";
+  const x = g as Record<string, unknown>;
+  if (typeof x.stream_id !== "string") return `stream_id ${JSON.stringify(x.stream_id)}`;
+  if (!Number.isSafeInteger(x.end_offset) || (x.end_offset as number) < 0) {
+    return `end_offset ${JSON.stringify(x.end_offset)} is not an integer >= 0`;
+  }
+  return null;
 }
 
 /**
@@ -149,8 +183,10 @@ export function runTail(o: TailOptions): Promise<TailEnd> {
         try {
           g = JSON.parse(e.data);
         } catch {
-          return stop("the greeting is not JSON");
+          return stop(`the greeting is not JSON: ${JSON.stringify(e.data.slice(0, 80))}`);
         }
+        const bad = badGreeting(g);
+        if (bad !== null) return stop(`the greeting is refused: ${bad}`);
         if (!o.greeted(g)) stop("greeting refused");
         return;
       }

@@ -49,6 +49,8 @@ export const FOLLOW_STATES: readonly FollowState[] = [
 export const DEFAULT_FOLLOW_POLL_MS = 2000;
 /** Default cap of the reconnect backoff, ms. */
 export const DEFAULT_FOLLOW_RETRY_MAX_MS = 10_000;
+/** Default bound of one history request (manifest or chunk, body included), ms. */
+export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
 /** Frames received and not yet durable, beyond which the tail is reopened later. */
 export const MAX_QUEUED_FRAMES = 4096;
 
@@ -60,6 +62,8 @@ export interface FollowOptions {
   pollMs?: number;
   /** Cap of the reconnect backoff, ms. @default 10000 */
   retryMaxMs?: number;
+  /** Bound of one history request (manifest or chunk, body included), ms. @default 30000 */
+  timeoutMs?: number;
   /** Where events go. @default a text Logger on stderr */
   logger?: Logger;
   /** The fetch for HTTP requests (tests). @default fetch */
@@ -155,6 +159,7 @@ export class Follower implements StreamFollow {
   readonly #logger: Logger;
   readonly #pollMs: number;
   readonly #retryMaxMs: number;
+  readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
   readonly #archive: ArchiveOptions | null;
   #store: ArchiveStore | null = null;
@@ -189,6 +194,7 @@ export class Follower implements StreamFollow {
     this.#logger = options.logger ?? new Logger();
     this.#pollMs = options.pollMs ?? DEFAULT_FOLLOW_POLL_MS;
     this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_FOLLOW_RETRY_MAX_MS;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
     this.#fetch = options.fetch ?? fetch;
     this.#archive = options.archive ?? null;
     const r = stream._metrics;
@@ -311,7 +317,7 @@ export class Follower implements StreamFollow {
     const headers: Record<string, string> = this.url.token
       ? { authorization: `Bearer ${this.url.token}` }
       : {};
-    return httpSource(this.url.http, headers, this.#fetch, this.#abort.signal);
+    return httpSource(this.url.http, headers, this.#fetch, this.#abort.signal, this.#timeoutMs);
   }
 
   // Syncs take turns: one at a time, in call order.
@@ -444,6 +450,12 @@ export class Follower implements StreamFollow {
     await this.#syncHistory(false);
     const earliest = reason.earliest;
     const log = this.stream.log!;
+    if (earliest !== undefined && earliest !== null && !Number.isSafeInteger(earliest)) {
+      // A lying or broken primary: no gap is fenced on its word.
+      throw new RangeError(
+        `the primary's 4416 earliest ${JSON.stringify(earliest)} is not an offset`,
+      );
+    }
     if (typeof earliest === "number" && earliest > log.nextOffset) {
       await this.#exclusive(() => log.fence(earliest));
       this.#logger.warn("follow_gap", { stream: this.stream.name, to: earliest });
