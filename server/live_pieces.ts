@@ -86,9 +86,9 @@ class Piece implements LivePiece {
  * ```
  */
 export const livePolicy: { pieceBytes: number; fallBehind: "queue" | "cursor" } = {
-  // Whole commits by default: pieces cut peak memory with stalled sockets
-  // (0.74x) but halved batched fan-out at 1000 subscribers (bench/memory.ts,
-  // bench/fanout.ts); see SPEC §3.4.1.
+  // Whole commits by default: pieces saved memory with stalled sockets in one
+  // run and cost it in the next, and halved batched fan-out at 1000
+  // subscribers (bench/memory.ts, bench/fanout.ts); see SPEC §3.4.1.
   pieceBytes: Infinity,
   fallBehind: "queue",
 };
