@@ -19,14 +19,14 @@ import {
   PRODUCER_RULE,
   SEQ_HEADER,
 } from "../../client/wire.ts";
-import { forbidden, type Grant } from "../auth.ts";
+import type { Grant } from "../auth.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
 import { encodeRows } from "../publish/rows.ts";
 import type { HttpContext } from "./context.ts";
-import { deny } from "./access.ts";
-import { json, notFound, streamField } from "./_respond.ts";
+import { json, streamField } from "./_respond.ts";
+import { publishTarget } from "./_publish_target.ts";
 
 const NDJSON_TYPES = new Set([
   "application/x-ndjson",
@@ -65,28 +65,8 @@ export async function handlePublishPost(
     return json(body, status);
   };
   // Denied before looking the stream up: a 404 would say which names exist.
-  if (grant && !grant.mayPublish(name)) {
-    return deny(ctx, forbidden({ stream: name }), "forbidden", {
-      stream: streamField(name),
-      token_name: grant.name,
-      route: "publish",
-      remote,
-    });
-  }
-  const stream = ctx.streams.get(name);
-  if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
-  if (!p.streams.has(name) || stream.log === null) {
-    m.refused(name, "not_publishable");
-    return json(
-      {
-        error: "not_publishable",
-        stream: name,
-        detail: "this stream is not opened for publishing (serve --publish NAME)",
-      },
-      405,
-      { allow: "GET, HEAD" },
-    );
-  }
+  const stream = publishTarget(ctx, name, grant, remote);
+  if (stream instanceof Response) return stream;
   const type = (req.headers.get("content-type") ?? "application/x-ndjson").split(";")[0].trim()
     .toLowerCase();
   const array = type === "application/json";

@@ -36,13 +36,13 @@ import {
   SUBPROTOCOL,
 } from "../../client/wire.ts";
 import type { LogFields } from "../../common/logger.ts";
-import { forbidden, type Grant, offeredProtocols } from "../auth.ts";
+import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { encodeRows } from "../publish/rows.ts";
 import type { HttpContext } from "./context.ts";
-import { deny } from "./access.ts";
-import { json, notFound, streamField } from "./_respond.ts";
+import { json, streamField } from "./_respond.ts";
+import { publishTarget } from "./_publish_target.ts";
 
 /**
  * What a frame holds once its shape is checked, or why it is not a frame.
@@ -132,28 +132,8 @@ export function handlePublishSocket(
       "retry-after": "1",
     });
   }
-  if (grant && !grant.mayPublish(name)) {
-    return deny(ctx, forbidden({ stream: name }), "forbidden", {
-      stream: streamField(name),
-      token_name: grant.name,
-      route: "publish",
-      remote,
-    });
-  }
-  const stream = ctx.streams.get(name);
-  if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
-  if (!p.streams.has(name) || stream.log === null) {
-    m.refused(name, "not_publishable");
-    return json(
-      {
-        error: "not_publishable",
-        stream: name,
-        detail: "this stream is not opened for publishing (serve --publish NAME)",
-      },
-      405,
-      { allow: "GET, HEAD" },
-    );
-  }
+  const stream = publishTarget(ctx, name, grant, remote);
+  if (stream instanceof Response) return stream;
   let problem: string | null = null;
   for (const k of new Set(url.searchParams.keys())) {
     if (!PUBLISH_PARAMS.includes(k)) problem = `unknown parameter ${k.slice(0, 40)}`;
