@@ -8,6 +8,7 @@ import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { zstdFrame } from "../../server/compressed_frames.ts";
+import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 
 const SCHEMA = {
   type: "object",
@@ -43,46 +44,6 @@ Deno.test("client asks for compress=zstd-dict by default, fetches the dictionary
   }
 });
 
-const GREETING = {
-  streamcast: 2,
-  stream: "x",
-  stream_id: null,
-  end_offset: null,
-  replay: null,
-  log: null,
-  durable: false,
-  schema: {},
-  frames: "batch",
-  compress: "zstd",
-};
-
-// A fake server: `onSocket` for subscribes, `dictionary` for GET /x/dictionaries/ID.
-function fakeServer(
-  onSocket: (ws: WebSocket, url: URL) => void,
-  dictionary: (id: string) => Response,
-) {
-  const ac = new AbortController();
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
-    (req) => {
-      const u = new URL(req.url);
-      const m = /^\/x\/dictionaries\/(.*)$/.exec(u.pathname);
-      if (m) return dictionary(m[1]);
-      const { socket, response } = Deno.upgradeWebSocket(req);
-      socket.onopen = () => onSocket(socket, u);
-      socket.onerror = () => {};
-      return response;
-    },
-  );
-  return {
-    url: `ws://127.0.0.1:${server.addr.port}/x`,
-    async stop() {
-      ac.abort();
-      await server.finished;
-    },
-  };
-}
-
 Deno.test("client reports a dictionary it cannot fetch, or whose bytes are not its id, as a ProtocolError", async () => {
   const id = "0123456789abcdef0123456789abcdef";
   for (
@@ -92,7 +53,7 @@ Deno.test("client reports a dictionary it cannot fetch, or whose bytes are not i
     ] as const
   ) {
     const fake = fakeServer((ws) => {
-      ws.send(JSON.stringify({ ...GREETING, dictionary: id }));
+      ws.send(JSON.stringify({ ...ZSTD_GREETING, dictionary: id }));
       ws.send(zstdFrame('[null,{"i":1}]'));
     }, res);
     try {
@@ -116,7 +77,7 @@ Deno.test("client: a frame that does not decode with the dictionary is a Protoco
   const bad = zstdFrame('[null,{"i":2}]'.repeat(30));
   bad[bad.length - 6] ^= 0x40;
   const fake = fakeServer((ws) => {
-    ws.send(JSON.stringify({ ...GREETING, dictionary: id }));
+    ws.send(JSON.stringify({ ...ZSTD_GREETING, dictionary: id }));
     ws.send(good); // a frame without references to the dictionary decodes with it too
     ws.send(bad);
   }, () => new Response(dict.slice()));
@@ -139,7 +100,7 @@ Deno.test("client: a frame that does not decode with the dictionary is a Protoco
       ws.close(4400, JSON.stringify({ error: "protocol", detail }));
       return;
     }
-    ws.send(JSON.stringify(GREETING));
+    ws.send(JSON.stringify(ZSTD_GREETING));
     ws.send(zstdFrame('[null,{"i":7}]'));
   }, () => new Response(null, { status: 404 }));
   try {

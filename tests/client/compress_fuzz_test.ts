@@ -20,22 +20,10 @@ import {
   seedBanner,
 } from "../reliability/_seeds.ts";
 import { constants, zstdCompressSync } from "node:zlib";
+import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 
 const SUITE = "client_zstd";
 const CASES = 40;
-
-const GREETING = {
-  streamcast: 2,
-  stream: "x",
-  stream_id: null,
-  end_offset: null,
-  replay: null,
-  log: null,
-  durable: false,
-  schema: {},
-  frames: "batch",
-  compress: "zstd",
-};
 
 type Mutation =
   | "flip"
@@ -191,31 +179,11 @@ function plan(c: FuzzCase): Plan {
   return { frames, bad, mutation };
 }
 
-function fakeServer(send: (ws: WebSocket) => void) {
-  const ac = new AbortController();
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
-    (req) => {
-      const { socket, response } = Deno.upgradeWebSocket(req);
-      socket.onopen = () => send(socket);
-      socket.onerror = () => {};
-      return response;
-    },
-  );
-  return {
-    url: `ws://127.0.0.1:${server.addr.port}/x`,
-    async stop() {
-      ac.abort();
-      await server.finished;
-    },
-  };
-}
-
 async function runCase(c: FuzzCase): Promise<void> {
   const p = plan(c);
   const name = `${caseName(c)} (${p.mutation})`;
   const fake = fakeServer((ws) => {
-    ws.send(JSON.stringify(GREETING));
+    ws.send(JSON.stringify(ZSTD_GREETING));
     for (const f of p.frames) ws.send(f.data as string);
   });
   const want = p.frames.slice(0, p.bad).flatMap((f) => f.rows!);
@@ -290,7 +258,7 @@ Deno.test("a decompression bomb is refused before decompressing: declared and un
     ]] as const
   ) {
     const fake = fakeServer((ws) => {
-      ws.send(JSON.stringify(GREETING));
+      ws.send(JSON.stringify(ZSTD_GREETING));
       ws.send(zstdFrame('[null,{"i":1}]'));
       ws.send(frame);
     });

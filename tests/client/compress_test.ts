@@ -8,6 +8,7 @@ import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { zstdFrame } from "../../server/compressed_frames.ts";
 import { fixture, line } from "./_fixture.ts";
+import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 
 const SCHEMA = {
   type: "object",
@@ -57,40 +58,6 @@ Deno.test("client rejects compress values other than zstd and false", async () =
   );
 });
 
-// A fake server: a greeting with compress zstd, then `frame`.
-function fakeServer(send: (ws: WebSocket, url: URL) => void) {
-  const ac = new AbortController();
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, signal: ac.signal, onListen() {} },
-    (req) => {
-      const { socket, response } = Deno.upgradeWebSocket(req);
-      socket.onopen = () => send(socket, new URL(req.url));
-      socket.onerror = () => {};
-      return response;
-    },
-  );
-  return {
-    url: `ws://127.0.0.1:${server.addr.port}/x`,
-    async stop() {
-      ac.abort();
-      await server.finished;
-    },
-  };
-}
-
-const GREETING = {
-  streamcast: 2,
-  stream: "x",
-  stream_id: null,
-  end_offset: null,
-  replay: null,
-  log: null,
-  durable: false,
-  schema: {},
-  frames: "batch",
-  compress: "zstd",
-};
-
 Deno.test("client reports a corrupt, truncated or padded compressed frame as a ProtocolError after the good ones", async () => {
   const good = zstdFrame('[null,{"i":1}]\n[null,{"i":2}]');
   const flipped = zstdFrame('[null,{"i":3}]'.repeat(20));
@@ -104,7 +71,7 @@ Deno.test("client reports a corrupt, truncated or padded compressed frame as a P
   ];
   for (const [name, bad, message] of cases) {
     const fake = fakeServer((ws) => {
-      ws.send(JSON.stringify(GREETING));
+      ws.send(JSON.stringify(ZSTD_GREETING));
       ws.send(good);
       ws.send(bad);
     });
@@ -130,7 +97,7 @@ Deno.test("client asks a server that refuses compress= again without it", async 
       ws.close(4400, JSON.stringify({ error: "protocol", detail: "unknown parameter compress" }));
       return;
     }
-    ws.send(JSON.stringify({ ...GREETING, compress: undefined }));
+    ws.send(JSON.stringify({ ...ZSTD_GREETING, compress: undefined }));
     ws.send('[null,{"i":1}]');
   });
   try {
