@@ -122,6 +122,20 @@ export class Proc {
   }
 }
 
+/**
+ * CPU time a process has used so far (user + system, every thread), ms, from
+ * /proc (10 ms ticks); NaN once it is gone.
+ */
+export function procCpuMs(pid: number): number {
+  try {
+    const f = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return (Number(parts[11]) + Number(parts[12])) * 10;
+  } catch {
+    return NaN;
+  }
+}
+
 /** Resident and peak memory of a process, MiB, from /proc. */
 export function rssOf(pid: number): { rss: number; hwm: number } {
   const s = Deno.readTextFileSync(`/proc/${pid}/status`);

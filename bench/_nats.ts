@@ -9,6 +9,8 @@ export interface NatsServer {
   url: string;
   /** The server's version line (`nats-server: v2.9.10`). */
   version: string;
+  /** The nats-server process's id. */
+  pid: number;
   /** The JetStream store folder. */
   storeDir: string;
   /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes the store. */
@@ -73,6 +75,7 @@ export async function startNats(): Promise<NatsServer | { missing: string }> {
   return {
     url: `nats://127.0.0.1:${port}`,
     version,
+    pid: child.pid,
     storeDir: `${dir}/store`,
     async stop() {
       try {

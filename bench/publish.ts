@@ -29,7 +29,7 @@ const root = new URL("..", import.meta.url).pathname;
 // Bodies (and JetStream batches) in flight from the one HTTP client.
 const HTTP_IN_FLIGHT = 8;
 
-const SCHEMA = {
+export const SCHEMA = {
   type: "object",
   properties: {
     event_ts: { type: "integer" },
@@ -41,7 +41,7 @@ const SCHEMA = {
   required: ["event_ts", "symbol", "price", "size", "side"],
 };
 
-function makeRows(n: number): Record<string, unknown>[] {
+export function makeRows(n: number): Record<string, unknown>[] {
   const out = new Array(n);
   for (let i = 0; i < n; i++) {
     out[i] = {
@@ -55,12 +55,14 @@ function makeRows(n: number): Record<string, unknown>[] {
   return out;
 }
 
-interface Serve {
+export interface Serve {
   url: string;
+  /** The server process's id. */
+  pid: number;
   stop(): Promise<void>;
 }
 
-async function startServe(fsync: boolean): Promise<Serve> {
+export async function startServe(fsync: boolean): Promise<Serve> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-publish-bench-" });
   await Deno.writeTextFile(`${dir}/b.json`, JSON.stringify(SCHEMA));
   const port = freePort();
@@ -100,6 +102,7 @@ async function startServe(fsync: boolean): Promise<Serve> {
   }
   return {
     url: `ws://127.0.0.1:${port}/b`,
+    pid: child.pid,
     async stop() {
       child.kill("SIGTERM");
       await child.status;

@@ -51,7 +51,7 @@ async function readerRate(root: string, chunks: boolean): Promise<number> {
   return n / s;
 }
 
-async function socketRate(
+export async function socketRate(
   root: string,
   rows: number,
 ): Promise<{ rate: number; serverCpu: number; genCpu: number }> {

@@ -29,6 +29,7 @@ const BENCHES = [
   "publish",
   "compress",
   "follow",
+  "nats_peer",
   "profile",
 ];
 
