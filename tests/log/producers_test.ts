@@ -2,7 +2,7 @@
 // before rows are written, torn commits cut on open, bounded memory, rollback.
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
-import { Log, type LogIo, PRODUCERS_FILE } from "../../log/mod.ts";
+import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
 import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
@@ -220,6 +220,11 @@ Deno.test("producers: a failed write puts the producer back, so its seq may be s
     await b2.done;
     assertEquals([b2.first, b2.last], [3, 4]);
     await log.close();
+    // The put-back records are consistent for verify (seq 2 failed, then put back to seq 1).
+    const report = await verifyLog(dir);
+    assertEquals(report.error, null);
+    assertEquals(report.producers?.records, 6);
+    // Open drops the dead record of rows 5..6 ("new" seq 1), and rewrites the journal.
     const again = await Log.open(dir);
     assertEquals([again.producerState("p")?.seq, again.producerState("new"), again.endOffset], [
       2,

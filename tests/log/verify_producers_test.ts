@@ -7,6 +7,7 @@ import { publisher } from "../../client/mod.ts";
 import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../../log/producer_journal.ts";
 import type { ProducerRecord } from "../../log/producer_journal.ts";
 import { CLI } from "../cli/_serve.ts";
+import { verifyLog } from "../../log/mod.ts";
 import { startPublishServer } from "../publish/_proc.ts";
 
 async function verify(dir: string): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -101,6 +102,42 @@ Deno.test("verify checks producers.log: a good journal passes, damage and incons
     const pending = await verify(dir);
     assertEquals(pending.code, 0, pending.stderr);
     assert(pending.stdout.includes("1 of an unacknowledged commit"), pending.stdout);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("verify beside a live server with producers publishing finds nothing", async () => {
+  const s = await startPublishServer();
+  const dir = join(s.root, "data", "t");
+  try {
+    const pubs = await Promise.all(
+      ["live-1", "live-2", "live-3"].map((producer) => publisher(`${s.ws}/t`, { producer })),
+    );
+    let stop = false;
+    const pumping = pubs.map(async (pub, k) => {
+      let i = 0;
+      while (!stop) {
+        await pub.sendMany(
+          Array.from({ length: 1 + (i % 7) }, (_, j) => ({ sym: `k${k}`, px: i * 10 + j })),
+        );
+        i++;
+      }
+    });
+    let runs = 0;
+    let journalled = 0;
+    const until = Date.now() + 3_000;
+    while (Date.now() < until) {
+      const report = await verifyLog(dir);
+      assertEquals(report.error, null, `verify run ${runs + 1}: ${report.error?.message}`);
+      journalled = report.producers?.records ?? 0;
+      runs++;
+    }
+    stop = true;
+    await Promise.all(pumping);
+    for (const pub of pubs) await pub.close();
+    assert(runs >= 3, `${runs} verify runs`);
+    assert(journalled > 10, `the journal grew while verified (${journalled} records)`);
   } finally {
     await s.stop();
   }
