@@ -17,7 +17,7 @@
  * @module
  */
 
-import { inspectLog, type LogReport, verifyLog } from "./log/mod.ts";
+import { DEFAULT_MAX_PRODUCERS, inspectLog, type LogReport, verifyLog } from "./log/mod.ts";
 import { parse, UsageError } from "./cli/_args.ts";
 import { cmdServe } from "./cli/serve.ts";
 import { cmdHead, cmdTail } from "./cli/tail.ts";
@@ -72,6 +72,14 @@ function printReport(r: LogReport, out: (s: string) => void): void {
       );
     }
   }
+  if (r.producers) {
+    const p = r.producers;
+    out(
+      `producers.log: ${p.records} records  ${p.producers} producers` +
+        (p.pending ? `  ${p.pending} of an unacknowledged commit (open drops them)` : "") +
+        (p.tailBytes ? `  torn tail ${p.tailBytes} B (open cuts it)` : ""),
+    );
+  }
   for (const s of r.segments) {
     const range = s.lastOffset === null ? "empty" : `${s.firstOffset}..${s.lastOffset}`;
     out(
@@ -100,20 +108,29 @@ sizes, beacons), without checking every record (see verify).`);
 }
 
 async function cmdVerify(args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, {}, 1);
+  const { values, positionals } = parse(args, { "max-producers": { type: "string" } }, 1);
   if (values.help || positionals.length !== 1) {
-    console.log(`usage: deno run -A cli.ts verify ROOT/NAME
+    console.log(`usage: deno run -A cli.ts verify ROOT/NAME [--max-producers N]
 
 Reads every record of every segment and checks checksums, terminators,
 offsets, beacons and end marks; checks every chunk's SHA-256 and lines against
-the manifest. Exits 0 when all is well, 1 naming the file
+the manifest, and the producer journal (producers.log): its checksums, every
+record's rows inside the log's offsets, seqs increasing per producer
+(--max-producers: the server's, default ${DEFAULT_MAX_PRODUCERS}). Exits 0 when all is well, 1 naming the file
 and byte position of the first problem. Safe to run beside a live server.`);
     return values.help ? 0 : 2;
+  }
+  const max = values["max-producers"];
+  const maxProducers = max === undefined ? DEFAULT_MAX_PRODUCERS : Number(max);
+  if (!Number.isSafeInteger(maxProducers) || maxProducers < 1) {
+    console.error(`streamcast: --max-producers wants an integer ≥ 1, got ${JSON.stringify(max)}`);
+    return 2;
   }
   // A progress line on stderr, drawn only when it is a terminal.
   const progress = new Progress("verify");
   const report = await verifyLog(positionals[0], {
     onProgress: (p) => progress.update({ rows: p.rows }),
+    maxProducers,
   });
   if (progress.drawn) progress.done();
   printReport(report, console.log);

@@ -16,7 +16,7 @@ export interface BenchRow {
   target: string;
   /** Whether the target is met (null when there is no target). */
   met: boolean | null;
-  /** Free text. */
+  /** Free text: rendered as a footnote under the table, marked on the row's case. */
   note?: string;
   /** CPU of the server (or the measuring process), % of wall time, for ours then the baseline. */
   serverCpu?: [number, number?];
@@ -76,13 +76,24 @@ export function renderSection(s: BenchSection): string {
       (cpu ? " server CPU (baseline's) | generator CPU (baseline's) |" : ""),
     "|---|---|---|---|---|---|" + (cpu ? "---|---|" : ""),
   );
+  // Rows with a note get a marker [n]; the notes follow the table as footnotes.
+  const footnotes: string[] = [];
   for (const r of s.rows) {
+    let mark = "";
+    if (r.note) {
+      footnotes.push(`[${footnotes.length + 1}] ${r.note}`);
+      mark = ` [${footnotes.length}]`;
+    }
     lines.push(
-      `| ${r.case} | ${num(r.ours, r.unit)} | ${num(r.baseline, r.unit)} | ` +
+      `| ${r.case}${mark} | ${num(r.ours, r.unit)} | ${num(r.baseline, r.unit)} | ` +
         `${Number.isFinite(r.ratio) ? r.ratio.toFixed(2) + "×" : "-"} | ${r.target || "-"} | ${
           r.met === null ? "-" : r.met ? "yes" : "**no**"
         } |` + (cpu ? ` ${cpuCell(r.serverCpu)} | ${cpuCell(r.genCpu)} |` : ""),
     );
+  }
+  if (footnotes.length > 0) {
+    lines.push("");
+    for (const f of footnotes) lines.push(`- ${f}`);
   }
   const missed = s.rows.filter((r) => r.met === false);
   if (missed.length > 0) {

@@ -46,6 +46,19 @@ export interface PublisherOptions {
   reconnect?: boolean;
   /** Reconnect delays. @default { minMs: 100, maxMs: 5000 } */
   backoff?: { minMs?: number; maxMs?: number };
+  /**
+   * Longest wait for a connection's greeting, after which that attempt
+   * counts as failed (a host that takes the connection but never answers).
+   * @default 10000
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Longest wait of {@linkcode Publisher.close} for the answers still
+   * outstanding (e.g. while the server is down and reconnects fail); then
+   * their sends reject with a `closed` {@linkcode PublishError} saying why,
+   * and `close` resolves. @default 10000
+   */
+  closeTimeoutMs?: number;
   /** Called after each reconnect with the producer's `last_seq` the server reported. */
   onReconnect?: (lastSeq: number) => void;
   /** The WebSocket constructor. @default globalThis.WebSocket */
@@ -147,6 +160,10 @@ export class Publisher {
   #failed: Error | null = null;
   #attempt = 0;
   #idle: (() => void)[] = [];
+  // Why the last connection attempt failed or the last connection ended, for errors.
+  #lastProblem = "";
+  #failedAttempts = 0;
+  #sleep: { timer: ReturnType<typeof setTimeout>; wake: () => void } | null = null;
 
   /** Use {@linkcode publisher}. */
   constructor(url: string, options: PublisherOptions) {
@@ -191,6 +208,17 @@ export class Publisher {
       this.#ws = ws;
       let greeted = false;
       let error = "";
+      const waitMs = this.#opts.connectTimeoutMs ?? 10_000;
+      const timer = setTimeout(() => {
+        error = `no greeting within ${waitMs} ms`;
+        this.#lastProblem = error;
+        reject(new PublishError("closed", `cannot connect to ${this.#url}: ${error}`));
+        try {
+          ws.close();
+        } catch {
+          // already closing
+        }
+      }, waitMs);
       ws.onerror = (e) => {
         error = (e as ErrorEvent).message ?? "error";
       };
@@ -198,6 +226,7 @@ export class Publisher {
         if (typeof e.data !== "string") return;
         if (!greeted) {
           greeted = true;
+          clearTimeout(timer);
           const g = JSON.parse(e.data) as PublishGreeting;
           this.#greeting = g;
           this.#window = Math.max(1, Math.min(this.#opts.maxInFlight ?? 64, g.max_in_flight));
@@ -213,10 +242,19 @@ export class Publisher {
         this.#greeting = null;
         for (const p of this.#queue) p.sent = false;
         if (!greeted) {
+          clearTimeout(timer);
           const why = e.reason || error || `closed with ${e.code}`;
-          reject(new PublishError(e.code === 4400 ? "protocol" : "closed", `${this.#url}: ${why}`));
+          this.#lastProblem = why;
+          reject(
+            new PublishError(
+              e.code === 4400 ? "protocol" : "closed",
+              `cannot connect to ${this.#url}: ${why}`,
+            ),
+          );
           return;
         }
+        this.#lastProblem = `the connection dropped (${e.reason || `closed with ${e.code}`})`;
+        this.#failedAttempts = 0;
         this.#dropped(e.code, e.reason);
       };
     });
@@ -262,14 +300,26 @@ export class Publisher {
     const min = this.#opts.backoff?.minMs ?? 100;
     const max = this.#opts.backoff?.maxMs ?? 5000;
     while (!this.#failed) {
-      await new Promise((r) => setTimeout(r, backoffDelay(this.#attempt++, min, max)));
+      await new Promise<void>((wake) => {
+        const timer = setTimeout(() => {
+          this.#sleep = null;
+          wake();
+        }, backoffDelay(this.#attempt++, min, max));
+        this.#sleep = { timer, wake };
+      });
       if (this.#failed) return;
       let g: PublishGreeting;
       try {
         g = await this.#connect();
       } catch (err) {
+        this.#failedAttempts++;
         if (err instanceof PublishError && err.error === "protocol") return this.#fail(err);
         continue;
+      }
+      if (this.#failed) {
+        // closed or failed while this attempt was connecting
+        this.#ws?.close(1000);
+        return;
       }
       // Frames older than the last seq were stored; their answers were lost.
       for (const p of [...this.#queue]) {
@@ -288,6 +338,7 @@ export class Publisher {
   #fail(err: Error): void {
     if (this.#failed) return;
     this.#failed = err;
+    this.#wake();
     for (const p of this.#queue.splice(0)) p.reject(err);
     this.#checkIdle();
     try {
@@ -352,6 +403,28 @@ export class Publisher {
     return rows.map((_, i) => (p.first === null ? null : p.first + i));
   }
 
+  // Ends a reconnect loop's backoff sleep now (the loop sees #failed and stops).
+  #wake(): void {
+    const s = this.#sleep;
+    if (s === null) return;
+    this.#sleep = null;
+    clearTimeout(s.timer);
+    s.wake();
+  }
+
+  // What keeps the outstanding frames unanswered, for close()'s error.
+  #why(): string {
+    if (this.#ws?.readyState === WebSocket.OPEN && this.#greeting !== null) {
+      return `the server at ${this.#url} did not answer them`;
+    }
+    const tries = this.#failedAttempts > 0
+      ? `; ${this.#failedAttempts} reconnect attempt(s) failed, the last: ${this.#lastProblem}`
+      : this.#lastProblem
+      ? ` (${this.#lastProblem})`
+      : "";
+    return `the connection to ${this.#url} is down${tries}`;
+  }
+
   #checkIdle(): void {
     if (this.#queue.length > 0) return;
     for (const f of this.#idle.splice(0)) f();
@@ -363,17 +436,48 @@ export class Publisher {
     await new Promise<void>((r) => this.#idle.push(r));
   }
 
-  /** Waits for every answer, then closes the socket. */
+  /**
+   * Waits for every answer, then closes the socket. The wait is bounded by
+   * `closeTimeoutMs`: frames still unanswered then (the server down or not
+   * answering) reject with a `closed` {@linkcode PublishError} naming why and
+   * how many; they may or may not be stored — publish them again with the
+   * same producer and seqs to be sure, as the server skips duplicates.
+   * Always resolves.
+   */
   async close(): Promise<void> {
     this.#closing = true;
-    await this.flush();
+    const ms = this.#opts.closeTimeoutMs ?? 10_000;
+    if (this.#queue.length > 0) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const answered = await Promise.race([
+        this.flush().then(() => true),
+        new Promise<boolean>((r) => timer = setTimeout(() => r(false), ms)),
+      ]);
+      clearTimeout(timer);
+      if (!answered && this.#queue.length > 0) {
+        const seqs = this.#queue.map((p) => p.seq);
+        const n = seqs.length;
+        this.#fail(
+          new PublishError(
+            "closed",
+            `close() gave up after ${ms} ms with ${n} frame(s) unanswered (seq ${seqs[0]}` +
+              `${n > 1 ? `–${seqs[n - 1]}` : ""}; they may or may not be stored): ${this.#why()}`,
+          ),
+        );
+      }
+    }
     this.#failed ??= new PublishError("closed", "the publisher is closed");
+    this.#wake();
     const ws = this.#ws;
     if (ws && ws.readyState !== WebSocket.CLOSED) {
+      // A server that vanished never completes the close handshake: do not wait past the bound.
+      let timer: ReturnType<typeof setTimeout> | undefined;
       await new Promise<void>((r) => {
         ws.addEventListener("close", () => r());
+        timer = setTimeout(r, Math.min(ms, 2000));
         ws.close(1000);
       });
+      clearTimeout(timer);
     }
   }
 }

@@ -267,11 +267,10 @@ export interface StreamHead {
   archive: string | null;
   /** With an archive: rows not yet archived, the age of the oldest of them, the last error. */
   archive_lag?: { rows: number; seconds: number; error: string | null } | null;
-  /**
-   * Every version of the schema, oldest first, with the first offset each
-   * applies from (`from` null on an ephemeral stream); the last is `schema`.
-   */
+  /** Every schema version, oldest first, with its first offset (null: ephemeral); last is `schema`. */
   schema_versions?: readonly { from: number | null; schema: Record<string, unknown> }[];
+  /** Whether the stream takes rows from publishers (`serve --publish`); absent from older servers. */
+  publish?: boolean;
   /** Any field a newer server adds. */
   [key: string]: unknown;
 }

@@ -678,13 +678,15 @@ async function recoverWithProducers(
   try {
     const info = recovered.active.seg.info;
     const end = info.firstOffset + info.count;
-    const { table, cut } = recoverProducers(records, end, opts.maxProducers);
+    const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
     if (cut !== null && cut < end) {
       opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
       await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
       recovered.active.file?.close();
       recovered = await recoverLog(dir, options, opts);
     }
+    // Before the log grows past them, or the dropped records would pass for committed.
+    if (dropped > 0) await journal.rewrite(table.snapshot());
     return [recovered, { table, journal }];
   } catch (err) {
     journal.close();

@@ -58,4 +58,5 @@ export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 export type { ArchiveOptions } from "./archive.ts";
 export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 export { PRODUCERS_FILE } from "./producer_journal.ts";
+export type { ProducerJournalReport } from "./verify_producers.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

@@ -104,8 +104,31 @@ function isRecord(v: unknown): v is { p: string; s: number; f: number; l: number
 }
 
 /**
+ * Where and why {@linkcode parseJournal} stopped before the end of the bytes:
+ * the byte position of the record it could not take, what was wrong, and
+ * the position right after that record when its length was plausible (null:
+ * the length itself was impossible, or the record is cut short).
+ *
+ * @example
+ * ```ts
+ * import type { JournalStop } from "./producer_journal.ts";
+ * const s: JournalStop = { at: 8, why: "checksum mismatch", next: 60 };
+ * console.log(s.why); // checksum mismatch
+ * ```
+ */
+export interface JournalStop {
+  /** Byte position of the record. */
+  at: number;
+  /** What was wrong with it. */
+  why: string;
+  /** Byte position after it, when its whole length is in the bytes; else null. */
+  next: number | null;
+}
+
+/**
  * Parses journal bytes: the records up to the first one that is cut short
- * or damaged, and the byte length of that good prefix. Throws
+ * or damaged, the byte length of that good prefix, and why it stopped there
+ * (`stop`, null when every byte was taken). Throws
  * {@linkcode LogCorruptError} when the header is not a journal's.
  *
  * @example
@@ -120,8 +143,11 @@ function isRecord(v: unknown): v is { p: string; s: number; f: number; l: number
 export function parseJournal(
   bytes: Uint8Array,
   path: string,
-): { records: ProducerRecord[]; goodBytes: number } {
-  if (bytes.length < HEADER_BYTES) return { records: [], goodBytes: 0 };
+): { records: ProducerRecord[]; goodBytes: number; stop: JournalStop | null } {
+  if (bytes.length < HEADER_BYTES) {
+    const stop = bytes.length > 0 ? { at: 0, why: "header cut short", next: null } : null;
+    return { records: [], goodBytes: 0, stop };
+  }
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   if (v.getUint32(0) !== MAGIC) throw new LogCorruptError(path, 0, "not a producer journal");
   if (v.getUint32(4) !== VERSION) {
@@ -129,22 +155,42 @@ export function parseJournal(
   }
   const records: ProducerRecord[] = [];
   let at = HEADER_BYTES;
-  while (at + 8 <= bytes.length) {
+  let stop: JournalStop | null = null;
+  while (at < bytes.length) {
+    if (at + 8 > bytes.length) {
+      stop = { at, why: "record header cut short", next: null };
+      break;
+    }
     const n = v.getUint32(at);
-    if (n === 0 || n > MAX_BODY_BYTES || at + 8 + n > bytes.length) break;
-    const body = bytes.subarray(at + 8, at + 8 + n);
-    if ((crc32(body) >>> 0) !== v.getUint32(at + 4)) break;
+    if (n === 0 || n > MAX_BODY_BYTES) {
+      stop = { at, why: `record length ${n} is not 1..${MAX_BODY_BYTES}`, next: null };
+      break;
+    }
+    if (at + 8 + n > bytes.length) {
+      stop = { at, why: `record of ${n} bytes cut short`, next: null };
+      break;
+    }
+    const next = at + 8 + n;
+    const body = bytes.subarray(at + 8, next);
+    if ((crc32(body) >>> 0) !== v.getUint32(at + 4)) {
+      stop = { at, why: "checksum mismatch", next };
+      break;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(dec.decode(body));
     } catch {
+      stop = { at, why: "body is not UTF-8 JSON", next };
       break;
     }
-    if (!isRecord(parsed)) break;
+    if (!isRecord(parsed)) {
+      stop = { at, why: 'body is not {"p":string,"s":seq,"f":offset,"l":offset}', next };
+      break;
+    }
     records.push({ producer: parsed.p, seq: parsed.s, first: parsed.f, last: parsed.l });
-    at += 8 + n;
+    at = next;
   }
-  return { records, goodBytes: at };
+  return { records, goodBytes: at, stop };
 }
 
 /**
@@ -273,6 +319,14 @@ export class ProducerJournal {
     while (done < bytes.length) done += this.#file.writeSync(bytes.subarray(done));
     this.#size += bytes.length;
     if (this.#sync) await this.#file.syncData();
+  }
+
+  /** Rewrites the journal whole as `records` (after the writes asked for so far; see the module doc). */
+  rewrite(records: readonly ProducerRecord[]): Promise<void> {
+    this.#busy++;
+    const run = this.#tail.then(() => this.#rewrite(records));
+    this.#tail = run.catch(() => {}).finally(() => this.#busy--);
+    return run;
   }
 
   // The whole journal anew: temporary file, sync, rename, sync the folder.

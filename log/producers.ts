@@ -174,11 +174,44 @@ export class ProducerTable {
 }
 
 /**
+ * Which journal records are superseded: followed, later in the journal, by a
+ * record of the same producer with a seq at or below theirs. A producer's
+ * lasting records only ever go up in seq, so such a record never became its
+ * state: it was dropped at an open (an unacknowledged commit, sent again),
+ * put back after a failed write, or forgotten (seq 0). Journals written
+ * before opens rewrote their dropped records may hold such records.
+ *
+ * @example
+ * ```ts
+ * import { supersededRecords } from "./producers.ts";
+ * const records = [
+ *   { producer: "a", seq: 4, first: 31, last: 40 }, // dropped at an open, then sent again
+ *   { producer: "a", seq: 4, first: 31, last: 35 },
+ * ];
+ * console.log(supersededRecords(records)); // [ true, false ]
+ * ```
+ */
+export function supersededRecords(records: readonly ProducerRecord[]): boolean[] {
+  const out = new Array<boolean>(records.length).fill(false);
+  const lowest = new Map<string, number>(); // the lowest seq of each producer's later records
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = records[i];
+    const later = lowest.get(r.producer);
+    if (later !== undefined && later <= r.seq) out[i] = true;
+    if (later === undefined || r.seq < later) lowest.set(r.producer, r.seq);
+  }
+  return out;
+}
+
+/**
  * Rebuilds the table from the journal's records and the log's recovered end
  * (exclusive): records wholly below it are committed; records that reach past
- * it were never acknowledged and are dropped. `cut` is where the log must be
- * cut back to (the first offset of a dropped record that starts below the
- * end), or null.
+ * it were never acknowledged and are dropped (`dropped` counts them: the
+ * journal must then be rewritten from the table before the log grows, or a
+ * dropped record would later pass for committed). `cut` is where the log must
+ * be cut back to (the first offset of a dropped record that starts below the
+ * end), or null. Superseded records ({@linkcode supersededRecords}) never
+ * cut.
  *
  * @example
  * ```ts
@@ -187,28 +220,31 @@ export class ProducerTable {
  *   { producer: "a", seq: 1, first: 1, last: 10 },
  *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15
  * ];
- * const { table, cut } = recoverProducers(records, 16, 100);
- * console.log(table.committedState("a")?.seq, cut); // 1 11
+ * const { table, cut, dropped } = recoverProducers(records, 16, 100);
+ * console.log(table.committedState("a")?.seq, cut, dropped); // 1 11 1
  * ```
  */
 export function recoverProducers(
   records: readonly ProducerRecord[],
   end: number,
   max: number,
-): { table: ProducerTable; cut: number | null } {
+): { table: ProducerTable; cut: number | null; dropped: number } {
+  const superseded = supersededRecords(records);
   let limit = end;
   let cut: number | null = null;
   for (let changed = true; changed;) {
     changed = false;
-    for (const r of records) {
-      if (r.seq > 0 && r.last >= limit && r.first < limit) {
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i];
+      if (!superseded[i] && r.seq > 0 && r.last >= limit && r.first < limit) {
         limit = r.first;
         cut = r.first;
         changed = true;
       }
     }
   }
+  const kept = records.filter((r) => r.seq === 0 || r.last < limit);
   const table = new ProducerTable(max);
-  table.committed(records.filter((r) => r.seq === 0 || r.last < limit));
-  return { table, cut };
+  table.committed(kept);
+  return { table, cut, dropped: records.length - kept.length };
 }

@@ -43,6 +43,9 @@ import {
   sha256Hex,
 } from "./chunk.ts";
 import { readChunkTimes } from "./chunk_times.ts";
+import { PRODUCERS_FILE } from "./producer_journal.ts";
+import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
+import { checkProducerJournal, type ProducerJournalReport } from "./verify_producers.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -86,6 +89,8 @@ export interface LogReport {
   chunkRows: number;
   /** Rows in all segments. */
   rows: number;
+  /** The producer journal (`producers.log`), when the log has one (verify only; inspect: null). */
+  producers: ProducerJournalReport | null;
   /** The first problem found, or `null` when every check passed. */
   error: LogCorruptError | null;
 }
@@ -242,13 +247,21 @@ export interface VerifyProgress {
 export interface VerifyOptions {
   /** Called as the check goes on (after each block of records and each chunk). */
   onProgress?: (progress: VerifyProgress) => void;
+  /**
+   * The writer's `maxProducers`: producers it remembers, so the journal check
+   * knows when a producer was forgotten and may start its seqs anew.
+   * @default {DEFAULT_MAX_PRODUCERS} (10000)
+   */
+  maxProducers?: number;
 }
 
 /**
  * Reads every record of every segment of the log in `dir` and checks its
  * checksum, terminator, offset and the beacons and end marks around it, and
- * every chunk the manifest lists; checks `log.json`, `manifest.json` and
- * every sidecar-checked file (`schema.json`). Never throws for damage: the
+ * every chunk the manifest lists; checks `log.json`, `manifest.json`,
+ * every sidecar-checked file (`schema.json`), and the producer journal
+ * (`producers.log`: its checksums, and its records against the log's
+ * offsets, see `verify_producers.ts`). Never throws for damage: the
  * first problem found is the report's `error`.
  *
  * @example
@@ -272,6 +285,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
     manifest: null,
     chunkRows: 0,
     rows: 0,
+    producers: null,
     error: null,
   };
   let meta: LogMeta;
@@ -290,6 +304,13 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
     report.error = err;
     return report;
   }
+  // Read before the segments: each of its records was synced before the
+  // log's end is read below (see verify_producers.ts).
+  const journalPath = join(dir, PRODUCERS_FILE);
+  const journal = await Deno.readFile(journalPath).catch((err) => {
+    if (err instanceof Deno.errors.NotFound) return null; // nothing published with a producer
+    throw err;
+  });
   const names = await listSegments(dir);
   let total = 0;
   for (const n of names) total += await sizeOf(join(dir, n));
@@ -391,6 +412,11 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
       report.chunkRows = checked.rows;
       report.rows += checked.rows;
     }
+    if (journal !== null) {
+      const end = expectNext ?? (report.manifest?.through ?? 0) + 1;
+      const max = options.maxProducers ?? DEFAULT_MAX_PRODUCERS;
+      report.producers = checkProducerJournal(journal, journalPath, end, max);
+    }
   } catch (err) {
     if (!(err instanceof LogCorruptError)) throw err;
     report.error = err;
@@ -475,6 +501,7 @@ export async function inspectLog(dir: string): Promise<LogReport> {
     manifest: await readManifest(dir),
     chunkRows: 0,
     rows: 0,
+    producers: null,
     error: null,
   };
   for (let i = 0; i < names.length; i++) {

@@ -172,6 +172,9 @@ export class Follower implements StreamFollow {
   #running: Promise<void> | null = null;
   #poll: ReturnType<typeof setInterval> | undefined;
   #history: Promise<unknown> = Promise.resolve();
+  // The live history poll's failing state: its error text (logged when it
+  // changes) and how many polls failed in a row; null while polls succeed.
+  #pollFailure: { error: string; count: number; sinceMs: number } | null = null;
   #waiters = new Set<Waiter>();
   // Bound once to this stream's label: counting is a field update.
   readonly #m: {
@@ -369,9 +372,38 @@ export class Follower implements StreamFollow {
   #look(): void {
     if (!this.#tailOpen || this.#state === "stopped") return;
     this.primaryEnd().catch(() => {});
-    this.#syncHistory(true).catch((err) => {
+    this.#syncHistory(true).then(() => this.#pollRecovered(), (err) => {
       if (this.#abort.signal.aborted) return;
-      this.#logger.debug("follow_history_failed", { stream: this.stream.name, error: String(err) });
+      this.#pollFailed(err instanceof Error ? err.message : String(err));
+    });
+  }
+
+  // A failing poll is logged at warn once per distinct error, not every poll.
+  #pollFailed(error: string): void {
+    const f = this.#pollFailure;
+    if (f !== null && f.error === error) {
+      f.count++;
+      return;
+    }
+    this.#logger.warn("follow_history_failed", {
+      stream: this.stream.name,
+      primary: this.url.shown,
+      error,
+      ...(f !== null ? { previous_error: f.error, previous_failures: f.count } : {}),
+    });
+    this.#pollFailure = { error, count: 1, sinceMs: f?.sinceMs ?? Date.now() };
+  }
+
+  #pollRecovered(): void {
+    const f = this.#pollFailure;
+    if (f === null) return;
+    this.#pollFailure = null;
+    this.#logger.info("follow_history_recovered", {
+      stream: this.stream.name,
+      primary: this.url.shown,
+      failures: f.count,
+      failing_ms: Date.now() - f.sinceMs,
+      last_error: f.error,
     });
   }
 

@@ -13,6 +13,11 @@ import type { HttpContext } from "./context.ts";
 import { deny } from "./access.ts";
 import { json, notFound, streamField } from "./_respond.ts";
 
+/** Whether `stream` takes rows over the publish routes (what `/head` says as `publish`). */
+export function isPublishable(ctx: HttpContext, stream: Stream): boolean {
+  return ctx.publishing.streams.has(stream.name) && stream.log !== null;
+}
+
 /** The stream `name` to publish to, or the refusal to answer with. */
 export function publishTarget(
   ctx: HttpContext,
@@ -31,7 +36,7 @@ export function publishTarget(
   }
   const stream = ctx.streams.get(name);
   if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
-  if (!p.streams.has(name) || stream.log === null) {
+  if (!isPublishable(ctx, stream)) {
     p.metrics.refused(name, "not_publishable");
     return json(
       {

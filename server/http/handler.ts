@@ -36,6 +36,7 @@ import { DEFAULT_MAX_PUBLISH_BYTES, type Gate, type SendBudget } from "../limits
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
+import { isPublishable } from "./_publish_target.ts";
 import { atResponse } from "./at.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
 import { dictionaryResponse } from "./dictionaries.ts";
@@ -261,6 +262,7 @@ export class HttpHandler {
       return handleSubscribe(ctx, req, url, grant, remote);
     }
     const mayRead = (name: string) => !grant || grant.mayRead(name);
+    const publishable = (s: Stream) => isPublishable(ctx, s);
     if (path === "/_/metrics") {
       metrics.request("metrics");
       if (grant && !grant.all) {
@@ -274,7 +276,7 @@ export class HttpHandler {
     }
     if (path === "/_/streams") {
       metrics.request("streams");
-      return streamsResponse(streams.values(), mayRead);
+      return streamsResponse(streams.values(), mayRead, publishable);
     }
     const r = splitPath(path);
     if (!r) {
@@ -282,19 +284,19 @@ export class HttpHandler {
     }
     if (r.rest === "" && r.name === "") {
       metrics.request("viewer");
-      return viewerPageResponse(readableHeads(streams.values(), mayRead));
+      return viewerPageResponse(readableHeads(streams.values(), mayRead, publishable));
     }
     // Denied before looking the stream up: a 404 would say which names exist.
     if (grant && !grant.mayRead(r.name)) return denyStream(ctx, r.name, grant, remote);
     if (r.rest === "" && streams.has(r.name)) {
       metrics.request("viewer");
-      return viewerPageResponse(readableHeads(streams.values(), mayRead));
+      return viewerPageResponse(readableHeads(streams.values(), mayRead, publishable));
     }
     const stream = streams.get(r.name);
     if (!stream) return notFound(`no stream ${JSON.stringify(r.name)}`);
     if (r.rest === "head") {
       metrics.request("head");
-      return headResponse(stream);
+      return headResponse(stream, publishable(stream));
     }
     if (r.rest === "at") {
       metrics.request("at");

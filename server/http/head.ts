@@ -22,8 +22,8 @@ import { json } from "./_respond.ts";
  * console.log((await headResponse(s).json()).durable); // false
  * ```
  */
-export function headResponse(stream: Stream): Response {
-  return json(headOf(stream));
+export function headResponse(stream: Stream, publish = false): Response {
+  return json(headOf(stream, publish));
 }
 
 // --- schema_versions (issue 19) ------------------------------------------
@@ -31,7 +31,9 @@ export function headResponse(stream: Stream): Response {
 /**
  * `stream.head()` with the schema history: `schema_versions`, every version
  * with the first offset it applies from (`[{"from":1,"schema":{…}},
- * {"from":5001,"schema":{…}}]`; `from` null on an ephemeral stream).
+ * {"from":5001,"schema":{…}}]`; `from` null on an ephemeral stream), and
+ * `publish`: whether the stream takes rows over the publish routes (`publish`
+ * is the caller's knowledge of that: the server's `--publish` set).
  *
  * @example
  * ```ts
@@ -43,12 +45,13 @@ export function headResponse(stream: Stream): Response {
  * console.log(headOf(s).schema_versions); // [ { from: null, schema: { … } } ]
  * ```
  */
-export function headOf(stream: Stream): StreamHead {
-  return { ...stream.head(), schema_versions: stream.schemaVersions };
+export function headOf(stream: Stream, publish = false): StreamHead {
+  return { ...stream.head(), schema_versions: stream.schemaVersions, publish };
 }
 
 /**
- * The heads of the `streams` that `mayRead`.
+ * The heads of the `streams` that `mayRead`; `publishable` says which take
+ * rows over the publish routes (none by default).
  *
  * @example
  * ```ts
@@ -62,9 +65,10 @@ export function headOf(stream: Stream): StreamHead {
 export function readableHeads(
   streams: Iterable<Stream>,
   mayRead: (name: string) => boolean,
+  publishable: (stream: Stream) => boolean = () => false,
 ): StreamHead[] {
   const out: StreamHead[] = [];
-  for (const s of streams) if (mayRead(s.name)) out.push(headOf(s));
+  for (const s of streams) if (mayRead(s.name)) out.push(headOf(s, publishable(s)));
   return out;
 }
 
@@ -83,6 +87,7 @@ export function readableHeads(
 export function streamsResponse(
   streams: Iterable<Stream>,
   mayRead: (name: string) => boolean,
+  publishable: (stream: Stream) => boolean = () => false,
 ): Response {
-  return json(readableHeads(streams, mayRead));
+  return json(readableHeads(streams, mayRead, publishable));
 }

@@ -2,8 +2,10 @@
 // before rows are written, torn commits cut on open, bounded memory, rollback.
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
-import { Log, type LogIo, PRODUCERS_FILE } from "../../log/mod.ts";
-import { parseJournal } from "../../log/producer_journal.ts";
+import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
+import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
+
+const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
 
 const REAL: LogIo = {
   write: (file, bytes) => {
@@ -218,6 +220,11 @@ Deno.test("producers: a failed write puts the producer back, so its seq may be s
     await b2.done;
     assertEquals([b2.first, b2.last], [3, 4]);
     await log.close();
+    // The put-back records are consistent for verify (seq 2 failed, then put back to seq 1).
+    const report = await verifyLog(dir);
+    assertEquals(report.error, null);
+    assertEquals(report.producers?.records, 6);
+    // Open drops the dead record of rows 5..6 ("new" seq 1), and rewrites the journal.
     const again = await Log.open(dir);
     assertEquals([again.producerState("p")?.seq, again.producerState("new"), again.endOffset], [
       2,
@@ -225,6 +232,70 @@ Deno.test("producers: a failed write puts the producer back, so its seq may be s
       5,
     ]);
     await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+// A commit's journal record synced, its rows never written (a crash between
+// the two): open drops the record. It must not stay in the journal, where it
+// would later pass for committed or cut rows acknowledged after the restart.
+Deno.test("producers: a record dropped at open is rewritten out, so acknowledged rows after it survive reopens", async () => {
+  const dir = await tempDir();
+  try {
+    let log = await Log.open(dir);
+    for (let s = 1; s <= 3; s++) {
+      const r = log.publish(rows(10, `s${s}-`), { producer: "a", seq: s });
+      assert(r.status === "stored");
+      await r.done;
+    }
+    await log.close();
+    const leftover = encodeRecords([{ producer: "a", seq: 4, first: 31, last: 40 }]);
+    const f = await Deno.open(`${dir}/${PRODUCERS_FILE}`, { append: true });
+    await f.write(leftover);
+    f.close();
+
+    log = await Log.open(dir);
+    assertEquals(log.endOffset, 31);
+    // Rewritten as the table: one record per producer, the dropped one gone.
+    assertEquals((await journal(dir)).map((r) => r.seq), [3]);
+    const again = log.publish(rows(5, "s4-"), { producer: "a", seq: 4 });
+    assert(again.status === "stored");
+    await again.done;
+    assertEquals([again.first, again.last], [31, 35]);
+    await log.close();
+
+    // Reopened (clean): the acknowledged rows 31..35 are there, seq 4 is a duplicate.
+    log = await Log.open(dir);
+    assertEquals(log.endOffset, 36);
+    const dup = log.publish(rows(5, "s4-"), { producer: "a", seq: 4 });
+    assertEquals(dup.status, "duplicate");
+    await log.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+// Journals written before opens rewrote dropped records can hold one, followed
+// by the commit sent again: it never cuts (supersededRecords).
+Deno.test("producers: an old journal's dropped record, followed by its resend, cuts nothing", async () => {
+  const dir = await tempDir();
+  try {
+    let log = await Log.open(dir);
+    for (let s = 1; s <= 4; s++) {
+      const r = log.publish(rows(s === 4 ? 5 : 10, `s${s}-`), { producer: "a", seq: s });
+      assert(r.status === "stored");
+      await r.done;
+    }
+    await log.close();
+    const recs = await journal(dir);
+    const stale = { producer: "a", seq: 4, first: 31, last: 40 };
+    const body = encodeRecords([...recs.slice(0, 3), stale, recs[3]]);
+    await Deno.writeFile(`${dir}/${PRODUCERS_FILE}`, new Uint8Array([...HEADER, ...body]));
+    log = await Log.open(dir);
+    assertEquals(log.endOffset, 36);
+    assertEquals(log.publish(rows(5, "s4-"), { producer: "a", seq: 4 }).status, "duplicate");
+    await log.close();
   } finally {
     await rmrf(dir);
   }

@@ -19,8 +19,11 @@ export interface PublishServer {
 export async function startPublishServer(
   extra: string[] = [],
   stdin = false,
+  /** More arguments, made once the temporary root exists (e.g. other streams' schema files). */
+  more: (root: string) => Promise<string[]> = () => Promise.resolve([]),
 ): Promise<PublishServer> {
   const root = await tempDir();
+  extra = [...extra, ...await more(root)];
   const schema = `${root}/t.schema.json`;
   await Deno.writeTextFile(schema, JSON.stringify(SCHEMA));
   const port = freePort();
