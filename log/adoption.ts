@@ -22,10 +22,12 @@ import {
   type ChunkEntry,
   chunkPath,
   CHUNKS_DIR,
-  sha256Hex,
 } from "./chunk.ts";
 import { checkTimes, decodeTimes, timesPath } from "./chunk_times.ts";
 import { exists, writeFileAtomic } from "./fs.ts";
+import { syncDir } from "./atomic_write.ts";
+import { writeAll } from "../common/write_all.ts";
+import { createHash } from "node:crypto";
 
 /**
  * A chunk whose bytes (or time index) are not what its manifest entry says:
@@ -79,6 +81,8 @@ export function checkEntry(e: unknown): string | null {
 /**
  * Checks a copy of chunk `entry` (and of its time index, when the primary
  * has one) and keeps both in log folder `dir`, atomically and durably. The
+ * copy may be given as bytes or as a stream (an HTTP body, an S3 object),
+ * which is written to a temporary file as it arrives, never held whole. The
  * chunk is not listed yet: {@linkcode Log.adoptChunks} does that.
  *
  * @throws {ChunkDigestError} when the bytes' size or SHA-256, or the time
@@ -103,34 +107,67 @@ export function checkEntry(e: unknown): string | null {
 export async function storeAdoptedChunk(
   dir: string,
   entry: ChunkEntry,
-  bytes: Uint8Array,
+  body: Uint8Array | ReadableStream<Uint8Array>,
   times: Uint8Array | null,
 ): Promise<void> {
   const bad = checkEntry(entry);
-  if (bad !== null) throw new ChunkDigestError(String(entry?.sha256), `manifest entry: ${bad}`);
-  if (bytes.length !== entry.bytes) {
-    throw new ChunkDigestError(
-      entry.sha256,
-      `${bytes.length} bytes, the manifest says ${entry.bytes}`,
-    );
-  }
-  const sha = sha256Hex(bytes);
-  if (sha !== entry.sha256) throw new ChunkDigestError(entry.sha256, `its SHA-256 is ${sha}`);
-  // Its digest is only what the primary says of it: the rows are checked too
-  // (a primary that lies, or is broken, lists the digest of bad bytes).
-  await checkChunkRows(entry, bytes);
-  if (times !== null) {
-    let why: string | null;
-    try {
-      why = checkTimes(decodeTimes(times, `${entry.sha256}.times`), entry);
-    } catch (err) {
-      why = err instanceof Error ? err.message : String(err);
-    }
-    if (why !== null) throw new ChunkDigestError(entry.sha256, `time index: ${why}`);
+  if (bad !== null) {
+    if (!(body instanceof Uint8Array)) await body.cancel().catch(() => {});
+    throw new ChunkDigestError(String(entry?.sha256), `manifest entry: ${bad}`);
   }
   await Deno.mkdir(`${dir}/${CHUNKS_DIR}`, { recursive: true });
   const path = chunkPath(dir, entry.sha256);
-  if (!(await exists(path))) await writeFileAtomic(path, bytes);
+  // The copy goes to a file of its own first, hashed as it arrives: a merged
+  // chunk can be hundreds of MB, and holding it whole would cost that much
+  // memory (and fragment the heap) for each one adopted. A crash leaves the
+  // temporary file, which the next open deletes (it is no chunk name).
+  const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    const hash = createHash("sha256");
+    let size = 0;
+    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    try {
+      const pieces = body instanceof Uint8Array ? [body] : body;
+      for await (const piece of pieces) {
+        size += piece.length;
+        if (size > entry.bytes) {
+          if (!(body instanceof Uint8Array)) await body.cancel().catch(() => {});
+          throw new ChunkDigestError(
+            entry.sha256,
+            `more than the ${entry.bytes} bytes the manifest says`,
+          );
+        }
+        hash.update(piece);
+        await writeAll(f, piece);
+      }
+      await f.sync();
+    } finally {
+      f.close();
+    }
+    if (size !== entry.bytes) {
+      throw new ChunkDigestError(entry.sha256, `${size} bytes, the manifest says ${entry.bytes}`);
+    }
+    const sha = hash.digest("hex");
+    if (sha !== entry.sha256) throw new ChunkDigestError(entry.sha256, `its SHA-256 is ${sha}`);
+    // Its digest is only what the primary says of it: the rows are checked too
+    // (a primary that lies, or is broken, lists the digest of bad bytes).
+    await checkChunkRows(entry, tmp);
+    if (times !== null) {
+      let why: string | null;
+      try {
+        why = checkTimes(decodeTimes(times, `${entry.sha256}.times`), entry);
+      } catch (err) {
+        why = err instanceof Error ? err.message : String(err);
+      }
+      if (why !== null) throw new ChunkDigestError(entry.sha256, `time index: ${why}`);
+    }
+    if (!(await exists(path))) {
+      await Deno.rename(tmp, path);
+      await syncDir(`${dir}/${CHUNKS_DIR}`);
+    }
+  } finally {
+    await Deno.remove(tmp).catch(() => {});
+  }
   if (times !== null) {
     const tp = timesPath(dir, entry.sha256);
     if (!(await exists(tp))) await writeFileAtomic(tp, times);
@@ -142,12 +179,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 // The chunk decompresses whole (zstd checksum), its lines are `[offset,msg]`
 // with the entry's offsets and row count (what verify checks), and each msg
 // is JSON of an object; else ChunkDigestError.
-async function checkChunkRows(entry: ChunkEntry, bytes: Uint8Array): Promise<void> {
-  const cursor = new ChunkCursor(
-    `${entry.sha256} (fetched)`,
-    entry,
-    () => Promise.resolve(new Blob([bytes as Uint8Array<ArrayBuffer>]).stream()),
-  );
+async function checkChunkRows(entry: ChunkEntry, path: string): Promise<void> {
+  const cursor = new ChunkCursor(path, entry);
   try {
     await cursor.open();
     for (;;) {

@@ -19,8 +19,11 @@ export interface HistorySource {
   readonly name: string;
   /** The manifest; null when there is none (the primary keeps no chunks). */
   manifest(): Promise<Manifest | null>;
-  /** A chunk's bytes; null when it is not there (any more). */
-  chunk(sha256: string): Promise<Uint8Array | null>;
+  /**
+   * A chunk's bytes, as a stream (read once, to a file: a merged chunk can
+   * be hundreds of MB); null when it is not there (any more).
+   */
+  chunk(sha256: string): Promise<ReadableStream<Uint8Array> | null>;
   /** A chunk's time index; null when there is none. */
   times(sha256: string): Promise<Uint8Array | null>;
 }
@@ -80,7 +83,10 @@ export function httpSource(
       if (bad !== null) throw new Error(`GET ${base}/manifest is not a manifest: ${bad}`);
       return m;
     },
-    chunk: (sha) => bytes(`chunks/${sha}`),
+    chunk: async (sha) => {
+      const res = await get(`chunks/${sha}`);
+      return res?.body ?? (res ? new Blob([]).stream() : null);
+    },
     times: (sha) => bytes(`chunks/${sha}.times`),
   };
 }
@@ -98,7 +104,7 @@ export function archiveSource(store: ArchiveStore): HistorySource {
   return {
     name: store.uri,
     manifest: () => store.getManifest(),
-    chunk: async (sha) => await store.getChunkBytes(sha),
+    chunk: (sha) => store.getChunk(sha),
     times: () => Promise.resolve(null),
   };
 }
@@ -128,11 +134,12 @@ async function fetchChunk(
   onRefused: (err: ChunkDigestError) => void,
 ): Promise<void> {
   for (let attempt = 1;; attempt++) {
-    const bytes = await src.chunk(e.sha256);
-    if (bytes === null) throw new Error(`${src.name} no longer has chunk ${e.sha256}`);
+    // The time index first (small), then the chunk streamed to its file.
     const times = await src.times(e.sha256);
+    const body = await src.chunk(e.sha256);
+    if (body === null) throw new Error(`${src.name} no longer has chunk ${e.sha256}`);
     try {
-      await storeAdoptedChunk(dir, e, bytes, times);
+      await storeAdoptedChunk(dir, e, body, times);
       return;
     } catch (err) {
       if (!(err instanceof ChunkDigestError)) throw err;

@@ -173,7 +173,17 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
   const schemaPath = join(dir, "schema.json");
   await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
   const pport = freePort();
-  const common = ["--segment-bytes", "262144", "--seal-every", "3", "--log-level", "warn"];
+  // A replay window smaller than the log: late readers catch up from chunks.
+  const common = [
+    "--segment-bytes",
+    "262144",
+    "--seal-every",
+    "3",
+    "--max-replay",
+    "50000",
+    "--log-level",
+    "warn",
+  ];
   const primaryArgs = [
     "--root",
     join(dir, "p"),
@@ -666,7 +676,13 @@ async function scan(
   if (end <= 1) return true;
   let next = 1;
   try {
-    const sub = await connect(`ws://127.0.0.1:${port}/${NAME}`, { offset: 1, reconnect: false });
+    // From the first row: older than the replay window, so the client
+    // catches up from the chunks over HTTP, then the socket.
+    const sub = await connect(`ws://127.0.0.1:${port}/${NAME}`, {
+      offset: 1,
+      reconnect: false,
+      catchUp: true,
+    });
     try {
       for await (const [offset, line] of sub.lines()) {
         if (offset !== next) throw new Error(`row ${offset} where ${next} was due`);
