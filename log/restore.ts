@@ -12,7 +12,8 @@
 
 import { join } from "node:path";
 import type { ArchiveOptions } from "./archive.ts";
-import { chunkPath, CHUNKS_DIR, type Manifest, sha256Hex } from "./chunk.ts";
+import { CHUNKS_DIR, type Manifest } from "./chunk.ts";
+import { ChunkDigestError, storeAdoptedChunk } from "./adoption.ts";
 import { Log, type LogOptions, META_FILE } from "./log.ts";
 import { syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
 import { encodeRecords, parseJournal, PRODUCERS_FILE } from "./producer_journal.ts";
@@ -98,11 +99,16 @@ export async function restoreLog(
       const first = manifest.chunks.length - keep.length;
       const local = manifest.chunks.slice(first);
       for (const c of local) {
-        const bytes = await store.getChunkBytes(c.sha256);
-        if (sha256Hex(bytes) !== c.sha256) {
-          throw new Error(`archived chunk ${c.sha256} does not match its name`);
+        // Streamed to its file and checked (size, SHA-256, rows) on the way,
+        // never held whole: a merged chunk can be hundreds of MB.
+        try {
+          await storeAdoptedChunk(dir, c, await store.getChunk(c.sha256), null);
+        } catch (err) {
+          if (!(err instanceof ChunkDigestError)) throw err;
+          throw new Error(
+            `archived chunk ${c.sha256} is not what the manifest says: ${err.message}`,
+          );
         }
-        await writeFileAtomic(chunkPath(dir, c.sha256), bytes);
         hydrated++;
         say(`hydrated chunk ${hydrated}/${local.length} (offsets ${c.first}..${c.last})`);
       }
