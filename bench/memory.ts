@@ -14,7 +14,8 @@
  * - the default: paced fan-out (8 MiB of copies a turn), vectored writes,
  *   whole commits only within the socket's share;
  * - paced only (the runtime's write buffers kept); vectored writes only;
- * - the default with 16 KiB pieces (a frame-size cap);
+ * - the default with commits cut to the socket's share when bigger than it
+ *   (a frame-size cap only for large fan-outs), and with 16 KiB pieces always;
  * - the default with binary frames (the same text as one shared Uint8Array);
  * - a reference, not a server: raw TCP connections each written ONE shared
  *   buffer of pre-framed WebSocket frames with `Deno.Conn.write` (what a
@@ -62,6 +63,11 @@ const VARIANTS: Variant[] = [
     reading: true,
   },
   {
+    name: "the default with commits cut to the socket's share when bigger (pieceBytes 0)",
+    contender: contender({ pieceBytes: 0 }),
+    reading: true,
+  },
+  {
     name: "the default with 16 KiB pieces (frame-size cap)",
     contender: contender({ pieceBytes: 16 * 1024 }),
     reading: true,
@@ -96,7 +102,7 @@ const heapNote = (r: CaseResult) =>
 /** Runs the benchmark and returns its section. */
 export async function run(quick = false): Promise<BenchSection> {
   const c = contender();
-  const timing = quick ? { warmupMs: 500, windowMs: 2000 } : { warmupMs: 1000, windowMs: 5000 };
+  const timing = quick ? { warmupMs: 500, windowMs: 2000 } : { warmupMs: 1000, windowMs: 4000 };
   const flat = { rssEveryMs: 100, ...timing };
   const stalledOf = (o: Partial<MeasureOptions> = {}) => ({
     subs: 500,

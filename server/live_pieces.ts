@@ -73,7 +73,8 @@ class Piece implements LivePiece {
 
 /**
  * How live batched frames are sent: the size of a piece (`Infinity`: a
- * commit is one frame, as before pieces), and what a subscriber over its
+ * commit is one frame, as before pieces; 0: the socket's share of the send
+ * buffer, for commits bigger than it), and what a subscriber over its
  * send share does: `queue` keeps references to the shared pieces (bounded by
  * `maxBacklog` rows, then the log), `cursor` goes straight back to catching
  * up from the log, keeping nothing but its next offset. Benchmarks compare

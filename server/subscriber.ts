@@ -195,7 +195,7 @@ export class Subscriber {
     if (this.#state !== "live" || (end !== null && end <= this.next)) return;
     // compress= (§16): a zstd subscriber gets each commit's one shared
     // compressed frame (below), never text pieces.
-    if (this.frames === "batch" && !this.zstd && livePolicy.pieceBytes !== Infinity) {
+    if (this.frames === "batch" && !this.zstd && this.#pieced(shared)) {
       this.#pushPieces(frames, end, shared);
       return;
     }
@@ -240,7 +240,8 @@ export class Subscriber {
       if (end !== null) queued ? (this.#queueEnd = end) : (this.next = end);
       return;
     }
-    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null);
+    const size = livePolicy.pieceBytes || this.#budget.share();
+    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null, size);
     let k = 0;
     if (!queued) {
       while (k < pieces.length && this.#fits(pieces[k].chars)) {
@@ -265,6 +266,16 @@ export class Subscriber {
     this.#pieceRows += rows;
     if (end !== null) this.#queueEnd = end;
     this.#block(true);
+  }
+
+  // Whether a batched commit goes out in pieces: always with a piece size,
+  // never with Infinity; with 0, when it is bigger than the socket's share (a
+  // large fan-out). Whatever is queued decides, so frames keep their order.
+  #pieced(shared: SharedFrames): boolean {
+    if (this.#piecesHead < this.#pieces.length) return true;
+    const size = livePolicy.pieceBytes;
+    if (size === Infinity || this.#queueHead < this.#queue.length) return false;
+    return size > 0 || shared.joined().length > this.#budget.share();
   }
 
   // Whether `bytes` more fit the socket's share (an idle socket takes any one frame).

@@ -13,6 +13,7 @@ import { TestSub } from "./_sub.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { FanoutPacer, MAX_PACED_ROWS } from "../../server/fanout_pacer.ts";
 import { MIN_SEND_BUFFER_BYTES, SendBudget } from "../../server/limits.ts";
+import { livePolicy } from "../../server/live_pieces.ts";
 
 const SCHEMA = {
   type: "object",
@@ -23,7 +24,7 @@ const PAD = "p".repeat(200);
 const READERS = 8;
 const STALLED = 2;
 const COMMITS = 100;
-const ROWS_PER_COMMIT = 400;
+const ROWS_PER_COMMIT = 600;
 const side = (i: number) => (i % 3 === 0 ? "buy" : "sell");
 
 async function readAll(ws: RawWs, first: number, end: number): Promise<void> {
@@ -38,7 +39,9 @@ async function readAll(ws: RawWs, first: number, end: number): Promise<void> {
   }
 }
 
-Deno.test("paced fan-out: every subscriber gets every row once and in order; stalled ones fall back and catch up", async () => {
+async function pacedRun(pieceBytes: number): Promise<void> {
+  const saved = livePolicy.pieceBytes;
+  livePolicy.pieceBytes = pieceBytes;
   const root = await tempDir();
   const stream = await Stream.open("t", {
     schema: SCHEMA,
@@ -96,6 +99,11 @@ Deno.test("paced fan-out: every subscriber gets every row once and in order; sta
       assertEquals(offsets.length, total, "every row, no duplicate");
       for (let k = 0; k < total; k++) assertEquals(offsets[k], first + k, "in order, no gap");
     }
+    // Cut to the share: no frame over it; whole commits: some frame is a whole commit.
+    const share = Math.floor(MIN_SEND_BUFFER_BYTES / (READERS + 1 + STALLED));
+    const biggest = Math.max(...subs.flatMap((s) => s.frames.slice(1).map((f) => f.length)));
+    if (pieceBytes === 0) assert(biggest <= share, `a frame of ${biggest} > share ${share}`);
+    else assert(biggest > share, `no frame over the share (${biggest} <= ${share})`);
     const wanted: number[] = [];
     for (let o = first; o < end; o++) if (side(o - first + 1) === "buy") wanted.push(o);
     await buys.waitLines(wanted.length);
@@ -111,7 +119,17 @@ Deno.test("paced fan-out: every subscriber gets every row once and in order; sta
     for (const ws of stalled) ws.close();
     await server.shutdown();
     await rmrf(root);
+    livePolicy.pieceBytes = saved;
   }
+}
+
+Deno.test("paced fan-out: every subscriber gets every row once and in order; stalled ones fall back and catch up", async () => {
+  await pacedRun(Infinity);
+});
+
+Deno.test("paced fan-out with commits cut to the socket's share (pieceBytes 0): the same", async () => {
+  // 600-row commits (~140 KB) against shares of ~93 KiB (1 MiB over 11 sockets).
+  await pacedRun(0);
 });
 
 // A fake subscriber: what it got, and a socket whose buffer grows by what it is handed.
