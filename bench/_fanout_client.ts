@@ -34,6 +34,8 @@ export interface LoadConfig {
   until?: number;
   /** Wait for a "go" line on stdin before connecting (so it can start with the server). */
   waitGo?: boolean;
+  /** Binary frames hold batched text (rows split by newlines), not Arrow (bench/memory.ts). */
+  binaryText?: boolean;
 }
 
 const cfg: LoadConfig = JSON.parse(Deno.args[0]);
@@ -122,6 +124,11 @@ function open(i: number): Promise<void> {
         n = 1;
         for (let k = d.indexOf("\n"); k !== -1; k = d.indexOf("\n", k + 1)) n++;
         if (cfg.latency) addLatency(wall() * 1000, d);
+      } else if (cfg.binaryText) {
+        const b = new Uint8Array(d as ArrayBuffer);
+        if (b[0] === 123) return; // the greeting
+        n = 1;
+        for (let k = b.indexOf(10); k !== -1; k = b.indexOf(10, k + 1)) n++;
       } else {
         n = arrowRows(d as ArrayBuffer, i === 0);
         if (n === 0) return;

@@ -43,6 +43,11 @@ export interface ServerConfig {
   /** raw: frames per write. */
   framesPerWrite?: number;
   /**
+   * raw: each connection writes the shared buffer in a loop of its own (a
+   * stalled one then waits alone), instead of every connection once per round.
+   */
+  independent?: boolean;
+  /**
    * streamcast: how live batched frames are sent (server/live_pieces.ts's
    * `livePolicy`; `pieceBytes` null: a commit is one frame) and the
    * server's `sendBufferBytes`. @default the server's defaults
@@ -50,7 +55,19 @@ export interface ServerConfig {
   live?: {
     pieceBytes?: number | null;
     fallBehind?: "queue" | "cursor";
+    /** Vectored socket writes (server/vectored_writes.ts): false sets `DENO_USE_WRITEV` empty. @default true */
+    writev?: boolean;
+    /**
+     * Data frames sent as binary: each batched text encoded once (the last
+     * one cached, so every socket is handed the same Uint8Array), to see
+     * whether Deno copies bytes per socket as it copies strings.
+     */
+    binary?: boolean;
+    /** server/live_pieces.ts's `livePolicy.withinShare`. @default true */
+    withinShare?: boolean;
     sendBufferBytes?: number;
+    /** `ServeOptions.fanoutTurnBytes` (0: one synchronous pass). @default the server's */
+    turnBytes?: number;
     maxBacklog?: number;
     /** Pin glibc's mmap threshold as `cli.ts serve` does (server/allocator.ts). @default true */
     pinMalloc?: boolean;
@@ -82,7 +99,31 @@ async function commands(): Promise<void> {
         console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published }));
       } else if (cmd === "memory") {
         const m = Deno.memoryUsage();
-        console.log(JSON.stringify({ heapUsed: m.heapUsed, external: m.external, rss: m.rss }));
+        // With --v8-flags=--expose-gc: the heap still used after a full collection.
+        const gc = (globalThis as { gc?: () => void }).gc;
+        gc?.();
+        const live = gc ? Deno.memoryUsage().heapUsed : NaN;
+        // streamcast: what the sockets hold unsent, and the subscribers by state (/_/metrics).
+        const text = cfg.mode === "streamcast"
+          ? await fetch(`http://127.0.0.1:${cfg.port}/_/metrics`).then((r) => r.text()).catch(() =>
+            ""
+          )
+          : "";
+        const buffered = Number(/^streamcast_send_buffered_bytes\S* (\S+)/m.exec(text)?.[1] ?? NaN);
+        const states = [
+          ...text.matchAll(/^streamcast_subscribers\{[^}]*state="(\w+)"[^}]*\} (\S+)/gm),
+        ]
+          .map((x) => `${x[1]}=${x[2]}`).join(" ");
+        console.log(
+          JSON.stringify({
+            heapUsed: m.heapUsed,
+            external: m.external,
+            rss: m.rss,
+            buffered,
+            states,
+            live,
+          }),
+        );
       } else if (cmd === "stop") {
         stopping = true;
         await onStop();
@@ -153,6 +194,8 @@ async function bare(): Promise<void> {
 
 async function streamcast(): Promise<void> {
   if (cfg.live?.pinMalloc !== false) pinMmapThreshold();
+  if (cfg.live?.writev === false) Deno.env.set("DENO_USE_WRITEV", "");
+  if (cfg.live?.binary) binaryFrames();
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-" });
   const stream = await Stream.open("trades", {
     schema: SCHEMA,
@@ -165,9 +208,11 @@ async function streamcast(): Promise<void> {
     onListen: () => console.log("READY"),
     pingIntervalS: 0,
     ...(cfg.live?.sendBufferBytes ? { sendBufferBytes: cfg.live.sendBufferBytes } : {}),
+    ...(cfg.live?.turnBytes !== undefined ? { fanoutTurnBytes: cfg.live.turnBytes } : {}),
   });
   if (cfg.live?.pieceBytes !== undefined) livePolicy.pieceBytes = cfg.live.pieceBytes ?? Infinity;
   if (cfg.live?.fallBehind) livePolicy.fallBehind = cfg.live.fallBehind;
+  if (cfg.live?.withinShare !== undefined) livePolicy.withinShare = cfg.live.withinShare;
   onStop = async () => {
     await server.shutdown();
     await Deno.remove(root, { recursive: true });
@@ -190,6 +235,22 @@ async function streamcast(): Promise<void> {
     published += k;
     prev = all;
   }
+}
+
+// Data frames (they start with "[") as binary, one shared Uint8Array per text.
+function binaryFrames(): void {
+  const send = WebSocket.prototype.send;
+  const enc = new TextEncoder();
+  let last = "";
+  let bytes = new Uint8Array(0);
+  WebSocket.prototype.send = function (data) {
+    if (typeof data !== "string" || data.charCodeAt(0) !== 91) return send.call(this, data);
+    if (data !== last) {
+      last = data;
+      bytes = enc.encode(data);
+    }
+    return send.call(this, bytes);
+  };
 }
 
 async function sha1Base64(text: string): Promise<string> {
@@ -271,6 +332,17 @@ async function raw(): Promise<void> {
   const writeAll = async (c: Deno.Conn) => {
     for (let o = 0; o < all.length;) o += await c.write(all.subarray(o));
   };
+  if (cfg.independent) {
+    // One shared buffer handed to every connection's writes (Deno.Conn.write
+    // keeps a reference, no copy); published: the rows written, per connection.
+    await Promise.all(conns.map(async (c) => {
+      while (!stopping) {
+        await writeAll(c);
+        published += r * n / conns.length;
+      }
+    })).catch(() => {});
+    return;
+  }
   while (!stopping) {
     await Promise.all(conns.map(writeAll)).catch(() => {});
     published += r * n;

@@ -188,7 +188,7 @@ export interface CaseResult {
   /** Server RSS samples over the window, MiB. */
   rss?: { peak: number; first: number; mid: number; last: number; hwm: number };
   /** The server's JavaScript heap used and external memory at the end of the window, MiB (Deno servers, with `rssEveryMs`). */
-  heap?: { used: number; external: number };
+  heap?: { used: number; external: number; buffered?: number; states?: string; live?: number };
   /** Rows each subscriber got in the window: least, median, most. */
   perSub?: { min: number; median: number; max: number };
   /** ms from the server's spawn to its READY. */
@@ -209,6 +209,8 @@ export interface MeasureOptions {
   rssEveryMs?: number;
   /** Extra deno flags for the server process (e.g. --cpu-prof). */
   denoFlags?: string[];
+  /** The generator counts binary frames as batched text (see LoadConfig.binaryText). */
+  binaryText?: boolean;
 }
 
 /**
@@ -252,6 +254,7 @@ async function measureOnce(c: Contender, o: MeasureOptions): Promise<CaseResult>
     stalled: o.stalled,
     latency: o.latency,
     waitGo: true,
+    ...(o.binaryText ? { binaryText: true } : {}),
   };
   const gen = new Proc(`${c.name} generator`, Deno.execPath(), [
     "run",
@@ -301,7 +304,13 @@ async function measureOnce(c: Contender, o: MeasureOptions): Promise<CaseResult>
     if (o.rssEveryMs && c.runtime === "deno") {
       await server.send("memory");
       const m = JSON.parse(await server.line((l) => l.startsWith('{"heapUsed"')));
-      out.heap = { used: m.heapUsed / 2 ** 20, external: m.external / 2 ** 20 };
+      out.heap = {
+        used: m.heapUsed / 2 ** 20,
+        external: m.external / 2 ** 20,
+        buffered: m.buffered / 2 ** 20,
+        states: m.states,
+        live: m.live / 2 ** 20,
+      };
     }
     if (o.rssEveryMs) {
       const w = rssSamples.slice(rssStart);

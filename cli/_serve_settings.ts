@@ -25,8 +25,6 @@ import {
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
   DEFAULT_PORT,
-  DEFAULT_SEND_BUFFER_BYTES,
-  MIN_SEND_BUFFER_BYTES,
 } from "../server/limits.ts";
 import {
   bool,
@@ -44,6 +42,7 @@ import {
   text,
 } from "./_serve_values.ts";
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
+import { SEND_SETTINGS } from "./_serve_send_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -401,20 +400,7 @@ export const SETTINGS: readonly Setting[] = [
     ],
     docs: "log reads for catching-up subscribers at once; see [Limits](#limits).",
   },
-  {
-    flag: "send-buffer-bytes",
-    key: "sendBufferBytes",
-    type: "string",
-    read: integer(MIN_SEND_BUFFER_BYTES),
-    group: LIMITS,
-    usage: [
-      ["--send-buffer-bytes N", "bytes all subscribers' sockets may hold unsent"],
-      ["", "together (an equal share each, 16 KiB to 1 MiB); one"],
-      ["", `over its share falls behind [${DEFAULT_SEND_BUFFER_BYTES}]`],
-    ],
-    docs: "bytes all subscribers' sockets may hold together, handed to `send` and not yet " +
-      "written; see [Limits](#limits).",
-  },
+  ...SEND_SETTINGS,
   {
     flag: "stall-timeout",
     key: "stallTimeout",
@@ -661,6 +647,7 @@ export interface Settings {
   maxRowBytes?: number;
   maxReplayReaders?: number;
   sendBufferBytes?: number;
+  fanoutTurnBytes?: number;
   /** Seconds. */
   stallTimeout?: number;
   maxPublishBytes?: number;

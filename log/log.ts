@@ -94,6 +94,8 @@ export class Log {
   onDiscard: ((from: number) => void) | null = null;
   /** Called after a fence moved the next offset to `offset` with no commit (rows adopted, a gap). */
   onFence: ((offset: number) => void) | null = null;
+  /** Before each commit's write: the write waits for what it returns (null: nothing to wait for). */
+  beforeCommit: (() => Promise<void> | null) | null = null;
 
   readonly #opts: ResolvedOptions;
   readonly #lock: Deno.FsFile;
@@ -139,12 +141,15 @@ export class Log {
       },
       // A commit with producer records writes and syncs them first; one
       // without waits only while the journal is being put back after a failure.
-      beforeWrite: (tags) =>
-        tags !== null
+      beforeWrite: (tags) => {
+        const own = tags !== null
           ? this.#journal.append(tags, () => this.#producers.snapshot())
           : this.#journal.busy
           ? this.#journal.settled()
-          : null,
+          : null;
+        const gate = this.beforeCommit?.() ?? null; // a stream's paced fan-out
+        return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
+      },
     });
     const committer = this.#committer;
     this.#source = {

@@ -15,6 +15,7 @@
 import type { Filter } from "../client/filter.ts";
 import { pickFrames } from "./filtered_frames.ts";
 import type { SharedFrames, Subscriber } from "./subscriber.ts";
+import type { FanoutPacer } from "./fanout_pacer.ts";
 
 interface Group {
   readonly filter: Filter;
@@ -93,12 +94,13 @@ export class FilterGroups {
     end: number | null,
     all: SharedFrames,
     share: (frames: readonly string[]) => SharedFrames,
+    pacer: FanoutPacer<Subscriber>,
   ): void {
     for (const g of this.#groups.values()) {
       if (g.live.size === 0) continue;
       const picked = pickFrames(frames, rows, g.filter);
       const shared = picked === frames ? all : share(picked);
-      for (const sub of g.live) sub.push(picked, end, shared);
+      pacer.fanOut(g.live, picked, end, shared);
     }
   }
 }

@@ -9,6 +9,7 @@
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn |
  * | bytes handed to sockets, not yet written (per server) | 64 MiB | `ServeOptions.sendBufferBytes` | a subscriber over its share falls behind (queue of shared frames, then the log) |
+ * | bytes of live frames handed to sockets in one turn of the event loop (per server) | 8 MiB | `ServeOptions.fanoutTurnBytes` | the rest of the fan-out waits for the next turn (server/fanout_pacer.ts) |
  * | row (payload) size | 16 MiB | `LogOptions.maxPayloadBytes` | `send` rejects; ingest rejects the line |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
@@ -19,6 +20,7 @@
  */
 
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "../log/log.ts";
+import { setImmediate } from "node:timers";
 import { CloseCode } from "../client/wire.ts";
 
 /** Default `maxConnections`: WebSocket connections open at once on one server. */
@@ -36,6 +38,13 @@ export const DEFAULT_MAX_REPLAY_READERS = 16;
  * this (not the frames' sharing) bounds the native memory fan-out uses.
  */
 export const DEFAULT_SEND_BUFFER_BYTES: number = 64 << 20;
+/**
+ * Default `fanoutTurnBytes`: bytes of live frames one server hands to its
+ * sockets in one turn of the event loop; the rest of a fan-out waits for the
+ * next turn, by when the runtime has written (and freed) most of those copies
+ * (see server/fanout_pacer.ts). 0: no pacing (one synchronous pass).
+ */
+export const DEFAULT_FANOUT_TURN_BYTES: number = 8 << 20;
 /** Smallest `sendBufferBytes` accepted. */
 export const MIN_SEND_BUFFER_BYTES: number = 1 << 20;
 /** The most one socket may hold of the send buffer (few subscribers each get this). */
@@ -84,11 +93,40 @@ export const DEFAULT_PORT = 8765;
 export class SendBudget {
   /** Bytes all sockets may hold together. */
   readonly bytes: number;
+  /** Bytes of live frames handed to the sockets in one turn of the event loop (0: unbounded). */
+  readonly turnBytes: number;
   readonly #sockets = new Set<{ readonly bufferedAmount: number }>();
+  #spent = 0;
+  #armed = false;
 
-  /** A budget of `bytes` (an integer ≥ {@linkcode MIN_SEND_BUFFER_BYTES}). */
-  constructor(bytes: number = DEFAULT_SEND_BUFFER_BYTES) {
+  /**
+   * A budget of `bytes` (an integer ≥ {@linkcode MIN_SEND_BUFFER_BYTES}),
+   * handing out at most `turnBytes` (an integer ≥ 0; 0: unbounded) of live
+   * frames per turn of the event loop.
+   */
+  constructor(
+    bytes: number = DEFAULT_SEND_BUFFER_BYTES,
+    turnBytes: number = DEFAULT_FANOUT_TURN_BYTES,
+  ) {
     this.bytes = checkLimit("sendBufferBytes", bytes, MIN_SEND_BUFFER_BYTES);
+    this.turnBytes = checkLimit("fanoutTurnBytes", turnBytes, 0);
+  }
+
+  /** Whether this turn's live fan-out allowance is used up (never, with `turnBytes` 0). */
+  turnSpent(): boolean {
+    return this.turnBytes > 0 && this.#spent >= this.turnBytes;
+  }
+
+  /** Counts `bytes` handed to sockets in this turn (the count restarts at the next turn). */
+  charge(bytes: number): void {
+    if (bytes <= 0 || this.turnBytes === 0) return;
+    this.#spent += bytes;
+    if (this.#armed) return;
+    this.#armed = true;
+    setImmediate(() => {
+      this.#spent = 0;
+      this.#armed = false;
+    });
   }
 
   /** Sockets sharing the budget now. */

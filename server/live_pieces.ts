@@ -73,24 +73,35 @@ class Piece implements LivePiece {
 
 /**
  * How live batched frames are sent: the size of a piece (`Infinity`: a
- * commit is one frame, as before pieces), and what a subscriber over its
+ * commit is one frame, as before pieces; 0: the socket's share of the send
+ * buffer, for commits bigger than it), and what a subscriber over its
  * send share does: `queue` keeps references to the shared pieces (bounded by
  * `maxBacklog` rows, then the log), `cursor` goes straight back to catching
  * up from the log, keeping nothing but its next offset. Benchmarks compare
- * them (bench/memory.ts); the server uses the defaults.
+ * them (bench/memory.ts); the server uses the defaults. `withinShare`:
+ * whole-commit frames too are handed only within the socket's share.
  *
  * @example
  * ```ts
  * import { livePolicy } from "./live_pieces.ts";
- * console.log(livePolicy.pieceBytes, livePolicy.fallBehind); // Infinity queue
+ * console.log(livePolicy.pieceBytes, livePolicy.fallBehind, livePolicy.withinShare); // Infinity queue true
  * ```
  */
-export const livePolicy: { pieceBytes: number; fallBehind: "queue" | "cursor" } = {
+export const livePolicy: {
+  pieceBytes: number;
+  fallBehind: "queue" | "cursor";
+  withinShare: boolean;
+} = {
   // Whole commits by default: pieces saved memory with stalled sockets in one
   // run and cost it in the next, and halved batched fan-out at 1000
   // subscribers (bench/memory.ts, bench/fanout.ts); see SPEC §3.4.1.
   pieceBytes: Infinity,
   fallBehind: "queue",
+  // Whole-commit batched frames only within the socket's share (or to an idle
+  // socket), and a drained queue joined only up to the socket's room; false:
+  // any frame while under the share, up to 4096 rows per drained frame (the
+  // first wave's way, which let every socket hold its share plus a frame).
+  withinShare: true,
 };
 
 // Pieces per shared commit (and filter group), made on first use.

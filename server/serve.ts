@@ -32,6 +32,7 @@ import { checkServeOptions, type ServeOptions } from "./serve_options.ts";
 import type { WebSocketUpgrader } from "./http/context.ts";
 import { HttpHandler } from "./http/handler.ts";
 import { shown } from "./_options.ts";
+import { useVectoredWrites } from "./vectored_writes.ts";
 
 /** How often the archive's last error is looked at, for the log. */
 const ARCHIVE_WATCH_MS = 1000;
@@ -138,7 +139,9 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
   const { logger } = o;
   const replayGate = new Gate(o.maxReplayReaders);
   const registry = new Registry();
-  const sendBudget = new SendBudget(o.sendBufferBytes);
+  const sendBudget = new SendBudget(o.sendBufferBytes, o.fanoutTurnBytes);
+  // Before the first connection: sockets keep no frame-sized write buffer (vectored_writes.ts).
+  useVectoredWrites();
   const handler = new HttpHandler({
     streams: byName,
     upgrader: DENO_UPGRADER,

@@ -9,6 +9,7 @@
 import { Logger } from "../common/logger.ts";
 import { TokenTable } from "./auth.ts";
 import {
+  DEFAULT_FANOUT_TURN_BYTES,
   DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_PUBLISH_BYTES,
@@ -70,6 +71,14 @@ export interface ServeOptions {
    */
   sendBufferBytes?: number;
   /**
+   * Bytes of live frames handed to the subscribers' sockets in one turn of
+   * the event loop; the rest of a commit's fan-out waits for the next turn, by
+   * when the runtime has written most of those copies and freed them (see
+   * server/fanout_pacer.ts). 0: one synchronous pass, however big.
+   * @default 8388608 (8 MiB)
+   */
+  fanoutTurnBytes?: number;
+  /**
    * Bearer tokens granting read access per stream (see `auth.ts`); checked
    * before the upgrade and on every route but `/_/health` and the viewer's
    * scripts. `null`: no access control.
@@ -111,6 +120,7 @@ export interface ServeSettings {
   maxConnections: number;
   maxReplayReaders: number;
   sendBufferBytes: number;
+  fanoutTurnBytes: number;
   tokens: TokenTable | null;
   logger: Logger;
   onListen: ((addr: Deno.NetAddr) => void) | undefined;
@@ -131,6 +141,7 @@ const KEYS = [
   "maxConnections",
   "maxReplayReaders",
   "sendBufferBytes",
+  "fanoutTurnBytes",
   "tokens",
   "logger",
   "onListen",
@@ -195,6 +206,12 @@ export function checkServeOptions(options: unknown): ServeSettings {
       MIN_SEND_BUFFER_BYTES,
       Number.MAX_SAFE_INTEGER,
       DEFAULT_SEND_BUFFER_BYTES,
+    ),
+    fanoutTurnBytes: o.int(
+      "fanoutTurnBytes",
+      0,
+      Number.MAX_SAFE_INTEGER,
+      DEFAULT_FANOUT_TURN_BYTES,
     ),
     tokens: o.instance("tokens", TokenTable, true) ?? null,
     logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),

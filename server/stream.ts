@@ -41,6 +41,7 @@ import { greetingOf, streamHead } from "./stream_views.ts";
 import type { Filter, Where } from "../client/filter.ts";
 import { parseRows } from "./filtered_frames.ts";
 import { FilterGroups } from "./filter_groups.ts";
+import { FanoutPacer } from "./fanout_pacer.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import {
@@ -134,6 +135,7 @@ export class Stream {
   readonly #live = new Set<Subscriber>();
   // `where=` subscribers, grouped by filter key.
   readonly #groups = new FilterGroups();
+  readonly #pacer = new FanoutPacer<Subscriber>();
   readonly #all = new Set<Subscriber>();
   // The JSON of rows appended and not yet committed, in offset order. Frames
   // are built from it at fan-out, and only when a subscriber is live.
@@ -174,6 +176,7 @@ export class Stream {
     if (this.log) {
       this.log.onCommit = (first, end) => this.#committed(first, end);
       this.log.onDiscard = (from) => this.#discard(from);
+      this.log.beforeCommit = () => this.#pacer.idle(); // the next commit waits for the fan-out
       // Rows adopted past the end (a follower) reach no commit: live subscribers read them.
       this.log.onFence = () => this.#all.forEach((sub) => sub._fromLog());
     }
@@ -586,8 +589,10 @@ export class Stream {
     }
     const end = first === null ? null : first + frames.length;
     const shared = this.#shared(frames);
-    for (const sub of this.#live) sub.push(frames, end, shared);
-    if (rows !== null) this.#groups.fanOut(frames, rows, end, shared, (f) => this.#shared(f));
+    this.#pacer.fanOut(this.#live, frames, end, shared); // paced: see fanout_pacer.ts
+    if (rows !== null) {
+      this.#groups.fanOut(frames, rows, end, shared, (f) => this.#shared(f), this.#pacer);
+    }
   }
 
   // Frames built once per mode on first use, shared by every subscriber handed `frames`.

@@ -28,7 +28,6 @@ import { setImmediate } from "node:timers";
 import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
 import { LogEvictedError, type RecordBatch } from "../log/mod.ts";
 import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
-import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import type { Filter } from "../client/filter.ts";
 import { FRAME_COST, Pacer } from "./pacer.ts";
 import { filterBatch, frameOffset } from "./filtered_frames.ts";
@@ -56,46 +55,10 @@ const SLICE_FRAMES = 256;
 /** The event loop's share for catching-up subscribers (per process). */
 const catchUpPacer = new Pacer();
 
-/** The reads of a catching-up subscriber: a `LogReader`, or a wrapper around one. */
-export interface ReplayReader {
-  /** The next offset the reader will return (or the first after it). */
-  readonly offset: number;
-  /** Reads the next rows, about `maxBytes` of them. */
-  read(maxBytes: number): Promise<RecordBatch>;
-  /** Lets the reader go. */
-  close(): void;
-}
-
-/** What a subscriber needs from its stream. */
-export interface SubscriberHost {
-  /** The stream name (for metrics and messages). */
-  readonly name: string;
-  /** Whether the stream has a log. */
-  readonly durable: boolean;
-  /** Durable end of the log. */
-  endOffset(): number;
-  /** Opens a log reader at `offset`. */
-  reader(offset: number): ReplayReader;
-  /** Adds the subscriber to the live set. */
-  joinLive(sub: Subscriber): void;
-  /** Removes it from the live set. */
-  leaveLive(sub: Subscriber): void;
-  /** Called once when the subscriber is gone. */
-  gone(sub: Subscriber): void;
-  /** Counts frames and bytes sent, and replayed rows. */
-  count(frames: number, bytes: number, replayRows: number): void;
-  /** Counts a drop by reason. */
-  dropped(reason: string): void;
-  /** Reports a failure that ends the subscriber (closed with 1011). */
-  failed(err: unknown): void;
-  /** The stream's Arrow frame encoder (only asked for by arrow subscribers). */
-  arrowEncoder(): ArrowFrameEncoder;
-  /**
-   * compress=zstd (§16): one zstd frame of the text of a catching-up
-   * subscriber's slice, counted (optional, like {@linkcode SharedFrames.zstd}).
-   */
-  compress?(text: string, kind: Compression): Uint8Array;
-}
+export type { ReplayReader } from "./subscriber_host.ts";
+import type { ReplayReader, SubscriberHost as Host } from "./subscriber_host.ts";
+/** What a subscriber needs from its stream (see server/subscriber_host.ts). */
+export type SubscriberHost = Host<Subscriber>;
 
 /** The state of a subscriber. */
 export type SubscriberState = "catching_up" | "live" | "closed";
@@ -194,6 +157,11 @@ export class Subscriber {
     open++;
   }
 
+  /** The send buffer its socket shares (see server/limits.ts). */
+  get sendBudget(): SendBudget {
+    return this.#budget;
+  }
+
   /** The current state. */
   get state(): SubscriberState {
     return this.#state;
@@ -223,15 +191,20 @@ export class Subscriber {
    * commit (and filter) and shared by every subscriber handed the same frames.
    */
   push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
-    if (this.#state !== "live") return;
+    // A paced commit (fanout_pacer.ts) this subscriber already read from the log is skipped.
+    if (this.#state !== "live" || (end !== null && end <= this.next)) return;
     // compress= (§16): a zstd subscriber gets each commit's one shared
     // compressed frame (below), never text pieces.
-    if (this.frames === "batch" && !this.zstd && livePolicy.pieceBytes !== Infinity) {
+    if (this.frames === "batch" && !this.zstd && this.#pieced(shared)) {
       this.#pushPieces(frames, end, shared);
       return;
     }
     const n = frames.length;
-    if (this.backlog === 0 && this.socket.bufferedAmount < this.#budget.share()) {
+    // Batched text within the socket's share (an idle socket takes any one frame; SPEC §3.4.1).
+    const room = this.frames === "batch" && !this.zstd && livePolicy.withinShare
+      ? this.#fits(n > 1 ? shared.joined().length : n === 1 ? frames[0].length : 0)
+      : this.socket.bufferedAmount < this.#budget.share();
+    if (this.backlog === 0 && room) {
       if (n === 0) {
         // Nothing matched: only the position moves.
       } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
@@ -267,7 +240,8 @@ export class Subscriber {
       if (end !== null) queued ? (this.#queueEnd = end) : (this.next = end);
       return;
     }
-    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null);
+    const size = livePolicy.pieceBytes || this.#budget.share();
+    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null, size);
     let k = 0;
     if (!queued) {
       while (k < pieces.length && this.#fits(pieces[k].chars)) {
@@ -292,6 +266,16 @@ export class Subscriber {
     this.#pieceRows += rows;
     if (end !== null) this.#queueEnd = end;
     this.#block(true);
+  }
+
+  // Whether a batched commit goes out in pieces: always with a piece size,
+  // never with Infinity; with 0, when it is bigger than the socket's share (a
+  // large fan-out). Whatever is queued decides, so frames keep their order.
+  #pieced(shared: SharedFrames): boolean {
+    if (this.#piecesHead < this.#pieces.length) return true;
+    const size = livePolicy.pieceBytes;
+    if (size === Infinity || this.#queueHead < this.#queue.length) return false;
+    return size > 0 || shared.joined().length > this.#budget.share();
   }
 
   // Whether `bytes` more fit the socket's share (an idle socket takes any one frame).
@@ -453,7 +437,8 @@ export class Subscriber {
     const q = this.#queue;
     while (this.#queueHead < q.length && this.socket.bufferedAmount < this.#budget.share()) {
       const z = this.zstd ? this.#zq[this.#zqHead++] : null; // compress= (§16): a queued commit
-      const take = z ? z.frames : Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
+      let take = z ? z.frames : Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
+      if (!z && this.frames === "batch" && livePolicy.withinShare) take = this.#roomRows(take);
       if (z) this.#sendBinary(z.bytes);
       else if (this.frames === "arrow") {
         const frames = q.slice(this.#queueHead, this.#queueHead + take);
@@ -486,6 +471,18 @@ export class Subscriber {
       this.#zq = this.#zq.slice(this.#zqHead); // compress= (§16)
       this.#zqHead = 0;
     }
+  }
+
+  // How many of the next `most` queued frames fit the socket's room (at least one).
+  #roomRows(most: number): number {
+    const q = this.#queue;
+    const room = this.#budget.share() - this.socket.bufferedAmount;
+    let k = 0;
+    for (let chars = -1; k < most; k++) {
+      chars += q[this.#queueHead + k].length + 1;
+      if (k > 0 && chars > room) break;
+    }
+    return k;
   }
 
   // Waits until the socket's buffer is below the high-water mark.

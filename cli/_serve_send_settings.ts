@@ -1,0 +1,58 @@
+/**
+ * The rows of `serve`'s settings table for how the server hands frames to
+ * its subscribers' sockets (the send buffer, the fan-out's turn), kept in a
+ * file of their own and spliced into `SETTINGS` (`_serve_settings.ts`),
+ * which types them.
+ *
+ * @module
+ */
+
+import {
+  DEFAULT_FANOUT_TURN_BYTES,
+  DEFAULT_SEND_BUFFER_BYTES,
+  MIN_SEND_BUFFER_BYTES,
+} from "../server/limits.ts";
+import { integer } from "./_serve_values.ts";
+
+const LIMITS = "limits (docs/CLI.md has the table)";
+
+/**
+ * The send limits, in the order of `--help`.
+ *
+ * @example
+ * ```ts
+ * import { SEND_SETTINGS } from "./_serve_send_settings.ts";
+ * console.log(SEND_SETTINGS.map((s) => s.flag)); // [ "send-buffer-bytes", "fanout-turn-bytes" ]
+ * ```
+ */
+export const SEND_SETTINGS = [
+  {
+    flag: "send-buffer-bytes",
+    key: "sendBufferBytes",
+    type: "string" as const,
+    read: integer(MIN_SEND_BUFFER_BYTES),
+    group: LIMITS,
+    usage: [
+      ["--send-buffer-bytes N", "bytes all subscribers' sockets may hold unsent"],
+      ["", "together (an equal share each, 16 KiB to 1 MiB); one"],
+      ["", `over its share falls behind [${DEFAULT_SEND_BUFFER_BYTES}]`],
+    ] as [string, string][],
+    docs: "bytes all subscribers' sockets may hold together, handed to `send` and not yet " +
+      "written; see [Limits](#limits).",
+  },
+  {
+    flag: "fanout-turn-bytes",
+    key: "fanoutTurnBytes",
+    type: "string" as const,
+    read: integer(0),
+    group: LIMITS,
+    usage: [
+      ["--fanout-turn-bytes N", "bytes of live frames handed to sockets per turn of"],
+      ["", "the event loop; the rest of a fan-out waits a turn"],
+      ["", `(0: one pass) [${DEFAULT_FANOUT_TURN_BYTES}]`],
+    ] as [string, string][],
+    docs: "bytes of live frames handed to the subscribers' sockets in one turn of the event " +
+      "loop, the rest of the fan-out waiting for the next turn (0: one synchronous pass); " +
+      "see [Limits](#limits).",
+  },
+];
