@@ -11,6 +11,8 @@ export interface NatsServer {
   version: string;
   /** The JetStream store folder. */
   storeDir: string;
+  /** The server's process id (for its CPU time). */
+  pid: number;
   /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes the store. */
   stop(): Promise<void>;
 }
@@ -74,6 +76,7 @@ export async function startNats(): Promise<NatsServer | { missing: string }> {
     url: `nats://127.0.0.1:${port}`,
     version,
     storeDir: `${dir}/store`,
+    pid: child.pid,
     async stop() {
       try {
         child.kill("SIGTERM");
