@@ -4,19 +4,26 @@
  * `Log.appendMany` of the same encoded rows in the same run (the ceiling: the
  * disk and the committer, no reading, parsing or validating). Also the cost of
  * each stage of the stdin path on the same rows, in ns per row, measured in
- * this process.
+ * this process. The peer, in the same run: NATS JetStream (nats-server on a
+ * file store, started by `_nats.ts`; the benchmark fails if it cannot start)
+ * taking the same rows from this process, interleaved with our runs round by
+ * round: published without acks and timed until the stream holds every row
+ * (like a pipe: nothing acknowledges a row), and once with one ack a row,
+ * pipelined with a sliding window of acks outstanding.
  *
  * `STREAMCAST_BENCH_BEFORE=/path/to/checkout` also runs that checkout's
  * `cli.ts` in the same run (a before/after comparison).
  *
  * Run alone: deno run -A bench/ingest.ts [--quick]
  */
+import { connect as natsConnect, type JetStreamClient } from "nats";
 import { Log } from "../log/mod.ts";
 import { compileSchema } from "../schema/compile.ts";
 import { LineSplitter } from "../server/ingest/_line_splitter.ts";
 import { decodeLine } from "../server/ingest/_decode.ts";
-import { type BenchSection, human, median, renderSection } from "./_report.ts";
+import { type BenchRow, type BenchSection, human, median, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
+import { startNats } from "./_nats.ts";
 
 const CLI = new URL("../cli.ts", import.meta.url).pathname;
 
@@ -144,6 +151,112 @@ async function bareAppend(jsons: string[], batch: number): Promise<number> {
   }
 }
 
+/** The peer's run: rows/s, its server's CPU (% of one core), wall time. */
+interface NatsRun extends ServeRun {
+  /** Acks outstanding (0: published without acks). */
+  window: number;
+}
+
+// Acks outstanding in the acked publish: of 64, 1024 and 8192 tried on
+// 200 k rows here, 1024 was the fastest (9.0, 11.1, 10.3 k rows/s).
+const NATS_WINDOW = 1024;
+// Publishes between flushes (a PING/PONG: the bound on what is unsent) in the
+// publish without acks.
+const NATS_FLUSH_EVERY = 1024;
+
+/**
+ * Publishes `rows` to JetStream pipelined: up to `window` publishes awaiting
+ * their PubAck, the oldest awaited when the window is full (a sliding window,
+ * so that the connection never drains between batches).
+ */
+async function natsPublish(
+  js: JetStreamClient,
+  subject: string,
+  rows: Uint8Array[],
+  window: number,
+): Promise<void> {
+  const ring = new Array<Promise<unknown>>(window);
+  let n = 0;
+  for (const r of rows) {
+    const slot = n % window;
+    if (n >= window) await ring[slot];
+    ring[slot] = js.publish(subject, r);
+    n++;
+  }
+  await Promise.all(ring.slice(0, Math.min(n, window)));
+}
+
+/** The peer, started: one measured publish of every row per call. */
+interface NatsPeer {
+  version: string;
+  /**
+   * Publishes every row to a fresh stream with `window` acks outstanding or,
+   * with 0, without acks, timed until the stream holds every row.
+   */
+  publish(window: number): Promise<NatsRun>;
+  close(): Promise<void>;
+}
+
+/**
+ * The peer: the same rows (one line each, as bytes) published to a NATS
+ * JetStream stream on a file store, each publish acknowledged, after a
+ * warm-up. Throws if nats-server cannot start (the row would mean nothing
+ * without it).
+ */
+async function startPeer(jsons: string[]): Promise<NatsPeer> {
+  const nats = await startNats();
+  if ("missing" in nats) throw new Error(`the ingest benchmark needs NATS: ${nats.missing}`);
+  const enc = new TextEncoder();
+  const rows = jsons.map((j) => enc.encode(j));
+  let nc;
+  try {
+    nc = await natsConnect({ servers: nats.url });
+  } catch (err) {
+    await nats.stop();
+    throw err;
+  }
+  const conn = nc;
+  const jsm = await conn.jetstreamManager();
+  const js = conn.jetstream();
+  await jsm.streams.add({ name: "WARM", subjects: ["warm"], storage: "file" as never });
+  await natsPublish(js, "warm", rows.slice(0, 50_000), 1024);
+  await jsm.streams.delete("WARM");
+  let k = 0;
+  return {
+    version: nats.version,
+    async publish(window) {
+      const name = `INGEST${k++}`;
+      await jsm.streams.add({ name, subjects: [name], storage: "file" as never });
+      const cpu0 = cpuOf(nats.pid);
+      const t0 = performance.now();
+      if (window > 0) await natsPublish(js, name, rows, window);
+      else {
+        for (let i = 0; i < rows.length; i++) {
+          conn.publish(name, rows[i]);
+          if (i % NATS_FLUSH_EVERY === NATS_FLUSH_EVERY - 1) await conn.flush();
+        }
+        await conn.flush();
+        while ((await jsm.streams.info(name)).state.messages < rows.length) {
+          if (performance.now() - t0 > 300_000) break;
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      }
+      const wallMs = performance.now() - t0;
+      const cpuMs = cpuOf(nats.pid) - cpu0;
+      const info = await jsm.streams.info(name);
+      await jsm.streams.delete(name);
+      if (info.state.messages !== rows.length) {
+        throw new Error(`JetStream stored ${info.state.messages} of ${rows.length} rows`);
+      }
+      return { rate: rows.length / (wallMs / 1000), cpu: cpuMs / wallMs * 100, wallMs, window };
+    },
+    async close() {
+      await conn.close();
+      await nats.stop();
+    },
+  };
+}
+
 /** ns per row of `fn` over the rows, best of `reps` passes. */
 function perRow(n: number, reps: number, fn: () => void): number {
   const times: number[] = [];
@@ -244,12 +357,23 @@ export async function run(quick = false): Promise<BenchSection> {
   const ours: ServeRun[] = [];
   const old: ServeRun[] = [];
   const bare: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    bare.push(await bareAppend(jsons, 4096));
-    ours.push(await serveStdin(CLI, bytes, n));
-    if (before) old.push(await serveStdin(`${before}/cli.ts`, bytes, n));
+  const theirs: NatsRun[] = [];
+  const acked: NatsRun[] = [];
+  const peer = await startPeer(jsons);
+  try {
+    // Interleaved, so that the machine's load falls on every contender alike.
+    for (let r = 0; r < rounds; r++) {
+      bare.push(await bareAppend(jsons, 4096));
+      ours.push(await serveStdin(CLI, bytes, n));
+      if (before) old.push(await serveStdin(`${before}/cli.ts`, bytes, n));
+      theirs.push(await peer.publish(0));
+      // Acked, once: at its rate the same rows take minutes.
+      if (r === 0) acked.push(await peer.publish(NATS_WINDOW));
+    }
+  } finally {
+    await peer.close();
   }
-  const best = (xs: ServeRun[]) => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  const best = <T extends ServeRun>(xs: T[]): T => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
   const o = best(ours);
   const ceiling = Math.max(...bare);
   const rows: BenchSection["rows"] = [{
@@ -286,6 +410,31 @@ export async function run(quick = false): Promise<BenchSection> {
       }× less CPU a row (medians)`,
     });
   }
+  const peerRow = (t: NatsRun, runs: NatsRun[], how: string): BenchRow => ({
+    case: `the same rows published to NATS JetStream (file store), ${how}, best of ${runs.length}`,
+    ours: o.rate,
+    baseline: t.rate,
+    unit: "rows/s",
+    ratio: o.rate / t.rate,
+    target: "",
+    met: null,
+    serverCpu: [o.cpu, t.cpu],
+    note: `JetStream ${human(t.rate)} rows/s (median ${human(median(runs.map((x) => x.rate)))}), ${
+      cpuPerRow(runs, n)
+    } µs of nats-server CPU a row; ours ${
+      (o.rate / t.rate).toFixed(2)
+    }× its rows/s (best runs) at ${
+      (Number(cpuPerRow(ours, n)) / Number(cpuPerRow(runs, n))).toFixed(2)
+    }× its server CPU a row`,
+  });
+  rows.push(
+    peerRow(
+      best(theirs),
+      theirs,
+      `no acks (a flush every ${human(NATS_FLUSH_EVERY)}), timed until the stream holds every row`,
+    ),
+    peerRow(best(acked), acked, `pipelined, one ack a row, ${human(NATS_WINDOW)} acks outstanding`),
+  );
   const st = stages(bytes, jsons);
   const append = await appendStage(jsons);
   st.push({ name: "append (Log.appendMany, fsync off)", ns: append });
@@ -308,7 +457,10 @@ export async function run(quick = false): Promise<BenchSection> {
       "each line against the schema's encoded form (one generated regular expression: a row " +
       "printed by JSON.stringify with its keys in column order is stored as it is), and sends " +
       "each read's rows to the stream in one batch (one commit, one promise); only lines that " +
-      "are not in the encoded form are parsed, validated and encoded. The old path decoded, " +
+      "are not in the encoded form are parsed, validated and encoded. The log's segment writer " +
+      "encodes a commit's run of ASCII rows with one UTF-8 encode straight into their places " +
+      "in the file's bytes (a gap left for each record's head and tail, filled in after) and " +
+      "hands the committer one of two buffers in turn, with no copy. The old path decoded, " +
       "parsed, validated and encoded every line and sent it with a promise of its own.",
     ],
   };

@@ -214,7 +214,8 @@ export class Committer {
     const g = this.#group ?? this.#newGroup(this.#next);
     const info = this.#active.seg.info;
     if (info.firstTimeUs === 0) info.firstTimeUs = g.timeUs;
-    for (const p of payloads) this.#active.writer.append(this.#next++, g.timeUs, p);
+    this.#active.writer.appendMany(this.#next, g.timeUs, payloads);
+    this.#next += payloads.length;
     g.count += payloads.length;
     this.schedule();
     return g;

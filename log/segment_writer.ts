@@ -18,6 +18,11 @@ import {
 } from "./format.ts";
 
 const utf8 = new TextEncoder();
+// What joins payloads encoded together: the tail of one record and the head
+// of the next, overwritten once they are encoded.
+const GAP = "\0".repeat(RECORD_OVERHEAD);
+// After a run that was not ASCII, this many appendMany calls go one by one.
+const SKIP_AFTER_MISS = 16;
 
 /** Where the writer stands in its segment. */
 export interface WriterState {
@@ -39,14 +44,22 @@ export class SegmentWriter {
   #state: WriterState;
   #out: Uint8Array;
   #len = 0;
+  #view: DataView;
+  // The buffer handed out by the last take(), reused by the next one: the log
+  // has written it by then (see take()).
+  #spare: Uint8Array;
   #scratch: Uint8Array = new Uint8Array(4096);
-  #scratchView: DataView = new DataView(this.#scratch.buffer);
+  // appendMany calls left that skip the in-place encoding (after a run that
+  // was not ASCII: a text of two-byte characters encodes slowly).
+  #skipRuns = 0;
 
   /** A writer continuing from `state` in a segment with beacon interval `interval`. */
   constructor(interval: number, state: WriterState) {
     this.#interval = interval;
     this.#state = { ...state };
     this.#out = new Uint8Array(64 * 1024);
+    this.#view = new DataView(this.#out.buffer);
+    this.#spare = new Uint8Array(64 * 1024);
   }
 
   /** The state including encoded but not yet taken bytes. */
@@ -60,37 +73,141 @@ export class SegmentWriter {
   }
 
   /**
-   * Encodes one record. A string payload is written as UTF-8 straight into
-   * the record (no intermediate copy); the caller has checked its size.
+   * Encodes one record. It is written straight into the output buffer (a
+   * string payload as UTF-8, no intermediate copy; the caller has checked its
+   * size); only a record that starts at or crosses a beacon boundary, once
+   * per interval, is laid out again around its beacon. Nothing is allocated
+   * per record but the views the encoder and the checksum take.
    */
   append(offset: number, timeUs: number, payload: Uint8Array | string): void {
     const most = typeof payload === "string" ? payload.length * 3 : payload.length;
-    if (this.#scratch.length < most + RECORD_OVERHEAD) {
-      this.#scratch = new Uint8Array(Math.max(most + RECORD_OVERHEAD, this.#scratch.length * 2));
-      this.#scratchView = new DataView(this.#scratch.buffer);
-    }
-    const rec = this.#scratch;
-    const view = this.#scratchView;
+    this.#reserve(most + RECORD_OVERHEAD);
+    const out = this.#out;
+    const view = this.#view;
+    const at = this.#len;
     let n: number;
     if (typeof payload === "string") {
-      n = utf8.encodeInto(payload, rec.subarray(RECORD_HEAD_BYTES)).written;
+      n = utf8.encodeInto(payload, out.subarray(at + RECORD_HEAD_BYTES)).written;
     } else {
       n = payload.length;
-      rec.set(payload, RECORD_HEAD_BYTES);
+      out.set(payload, at + RECORD_HEAD_BYTES);
     }
     const size = n + RECORD_OVERHEAD;
-    setU64(view, 0, offset);
-    setU64(view, 8, timeUs);
-    view.setUint32(16, n);
-    const crc = checksum(rec.subarray(0, RECORD_HEAD_BYTES + n));
-    view.setUint32(RECORD_HEAD_BYTES + n, crc);
-    rec[RECORD_HEAD_BYTES + n + 4] = TERMINATOR;
-    this.#emit(rec.subarray(0, size), 1, crc);
+    setU64(view, at, offset);
+    setU64(view, at + 8, timeUs);
+    view.setUint32(at + 16, n);
+    const crc = checksum(out.subarray(at, at + RECORD_HEAD_BYTES + n));
+    view.setUint32(at + RECORD_HEAD_BYTES + n, crc);
+    out[at + RECORD_HEAD_BYTES + n + 4] = TERMINATOR;
     const s = this.#state;
+    const inInterval = s.physEnd % this.#interval;
+    if (inInterval !== 0 && inInterval + size <= this.#interval) {
+      // No beacon before or inside it: the bytes are in place.
+      this.#len += size;
+      s.physEnd += size;
+    } else {
+      if (this.#scratch.length < size) this.#scratch = new Uint8Array(size * 2);
+      const rec = this.#scratch.subarray(0, size);
+      rec.set(out.subarray(at, at + size));
+      this.#emit(rec, 1, crc);
+    }
     s.lastOffset = offset;
     s.lastTimeUs = timeUs;
     s.running = foldRunning(s.running, crc);
     s.count++;
+  }
+
+  /**
+   * Encodes records `first`, `first + 1`, … of `payloads`, all at `timeUs`:
+   * the same bytes as one `append` each. A run of ASCII strings that lies
+   * between two beacons is encoded with one call: joined with a gap of
+   * record overhead between them, so that each payload lands where its
+   * record puts it, and the heads and tails are filled in around them.
+   */
+  appendMany(first: number, timeUs: number, payloads: readonly (Uint8Array | string)[]): void {
+    let i = 0;
+    if (this.#skipRuns > 0) {
+      this.#skipRuns--;
+      for (; i < payloads.length; i++) this.append(first + i, timeUs, payloads[i]);
+      return;
+    }
+    while (i < payloads.length) {
+      const to = this.#runEnd(payloads, i);
+      if (to - i >= 2) {
+        if (this.#inPlace(first, timeUs, payloads, i, to)) {
+          i = to;
+          continue;
+        }
+        // Not ASCII: a wasted encode, so the next calls go one by one.
+        this.#skipRuns = SKIP_AFTER_MISS;
+        for (; i < payloads.length; i++) this.append(first + i, timeUs, payloads[i]);
+        return;
+      }
+      // A record at a beacon, a lone string, or bytes.
+      this.append(first + i, timeUs, payloads[i]);
+      i++;
+    }
+  }
+
+  // The end of the run of strings from `from` on whose records, if each is
+  // ASCII (a byte a character), lie after the next beacon and before the one
+  // after it.
+  #runEnd(payloads: readonly (Uint8Array | string)[], from: number): number {
+    const inInterval = this.#state.physEnd % this.#interval;
+    if (inInterval === 0) return from;
+    const room = this.#interval - inInterval;
+    let used = 0;
+    let k = from;
+    for (; k < payloads.length && used < room; k++) {
+      const p = payloads[k];
+      if (typeof p !== "string" || used + p.length + RECORD_OVERHEAD > room) break;
+      used += p.length + RECORD_OVERHEAD;
+    }
+    return k;
+  }
+
+  // Encodes the strings `payloads[from..to)` in one call into their places;
+  // false (nothing kept) if they are not all ASCII.
+  #inPlace(
+    first: number,
+    timeUs: number,
+    payloads: readonly (Uint8Array | string)[],
+    from: number,
+    to: number,
+  ): boolean {
+    const joined = payloads.slice(from, to).join(GAP);
+    const total = joined.length + RECORD_OVERHEAD;
+    this.#reserve(total);
+    const out = this.#out;
+    const view = this.#view;
+    const at = this.#len;
+    const start = at + RECORD_HEAD_BYTES;
+    const { read, written } = utf8.encodeInto(
+      joined,
+      out.subarray(start, start + joined.length),
+    );
+    if (read !== joined.length || written !== joined.length) return false;
+    const s = this.#state;
+    let running = s.running;
+    let p = at;
+    for (let k = from; k < to; k++) {
+      const n = (payloads[k] as string).length;
+      setU64(view, p, first + k);
+      setU64(view, p + 8, timeUs);
+      view.setUint32(p + 16, n);
+      const crc = checksum(out.subarray(p, p + RECORD_HEAD_BYTES + n));
+      view.setUint32(p + RECORD_HEAD_BYTES + n, crc);
+      out[p + RECORD_HEAD_BYTES + n + 4] = TERMINATOR;
+      running = foldRunning(running, crc);
+      p += n + RECORD_OVERHEAD;
+    }
+    this.#len = p;
+    s.physEnd += p - at;
+    s.lastOffset = first + to - 1;
+    s.lastTimeUs = timeUs;
+    s.running = running;
+    s.count += to - from;
+    return true;
   }
 
   /** Encodes the end mark that seals the segment. */
@@ -104,13 +221,19 @@ export class SegmentWriter {
   }
 
   /**
-   * Takes the encoded bytes. A copy: the log writes them across an await
-   * while new appends keep encoding into the buffer.
+   * Takes the encoded bytes: a view valid until the next `take()` (the log
+   * writes them across an await while new appends keep encoding, into the
+   * other of two buffers that take turns; the commit loop takes again only
+   * once the last write is done). No copy and no new buffer per commit.
    */
   take(): Uint8Array {
-    const out = this.#out.slice(0, this.#len);
+    const out = this.#out;
+    const taken = out.subarray(0, this.#len);
+    this.#out = this.#spare;
+    this.#view = new DataView(this.#out.buffer);
+    this.#spare = out;
     this.#len = 0;
-    return out;
+    return taken;
   }
 
   /** Drops pending bytes and returns to `state` (after a failed write). */
@@ -127,6 +250,7 @@ export class SegmentWriter {
     const next = new Uint8Array(cap);
     next.set(this.#out.subarray(0, this.#len));
     this.#out = next;
+    this.#view = new DataView(next.buffer);
   }
 
   // Copies logical bytes to the output, laying a beacon at each interval
