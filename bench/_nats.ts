@@ -13,8 +13,6 @@ export interface NatsServer {
   pid: number;
   /** The JetStream store folder. */
   storeDir: string;
-  /** The server's process id (for its CPU time). */
-  pid: number;
   /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes the store. */
   stop(): Promise<void>;
 }
@@ -79,7 +77,6 @@ export async function startNats(): Promise<NatsServer | { missing: string }> {
     version,
     pid: child.pid,
     storeDir: `${dir}/store`,
-    pid: child.pid,
     async stop() {
       try {
         child.kill("SIGTERM");

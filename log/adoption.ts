@@ -16,13 +16,7 @@
  * @module
  */
 
-import {
-  ChunkCorruptError,
-  ChunkCursor,
-  type ChunkEntry,
-  chunkPath,
-  CHUNKS_DIR,
-} from "./chunk.ts";
+import { ChunkCorruptError, ChunkCursor, type ChunkEntry, chunkPath, CHUNKS_DIR } from "./chunk.ts";
 import { checkTimes, decodeTimes, timesPath } from "./chunk_times.ts";
 import { exists, writeFileAtomic } from "./fs.ts";
 import { syncDir } from "./atomic_write.ts";

@@ -47,7 +47,7 @@ import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
 import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { chunkTimeHit, type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
+import { chunkTimeHit, type LookupStats, seekTimeIn, type TimeLookup } from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -361,17 +361,12 @@ export class Log {
       }
       const seg = this.#segments[plan.index];
       try {
-        const file = await Deno.open(seg.info.path, { read: true });
-        try {
-          const hit = await seekTime(file, seg.info.path, seg.header, sinceUs, {
-            size: seg.info.size,
-            maxPayloadBytes: this.#opts.maxPayloadBytes,
-            stats,
-          });
-          if (hit) return answer(hit.offset, hit.ts, true);
-        } finally {
-          file.close();
-        }
+        const hit = await seekTimeIn(seg.info.path, seg.header, sinceUs, {
+          size: seg.info.size,
+          maxPayloadBytes: this.#opts.maxPayloadBytes,
+          stats,
+        });
+        if (hit) return answer(hit.offset, hit.ts, true);
       } catch (err) {
         // Chunked and deleted under us: plan again from the tiers as they are now.
         if (!(err instanceof Deno.errors.NotFound) || attempt >= 3) throw err;

@@ -219,3 +219,40 @@ export interface TimeLookup {
    */
   evicted: boolean;
 }
+
+/**
+ * {@linkcode seekTime} on the segment at `path`, opened and closed here.
+ *
+ * @throws {Deno.errors.NotFound} when the segment is gone (chunked and
+ * deleted meanwhile).
+ *
+ * @example
+ * ```ts
+ * import { Log } from "./log.ts";
+ * import { readHeader } from "./segment_reader.ts";
+ * import { seekTimeIn } from "./time_seek.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { clock: () => 1000, timers: false });
+ * await log.append("{}");
+ * const info = log.segments()[0];
+ * await log.close();
+ * const file = await Deno.open(info.path);
+ * const header = await readHeader(file, info.path);
+ * file.close();
+ * const hit = await seekTimeIn(info.path, header, 0, { size: info.size, maxPayloadBytes: 1 << 20 });
+ * console.log(hit); // { offset: 1, ts: 1000000 }
+ * ```
+ */
+export async function seekTimeIn(
+  path: string,
+  header: SegmentHeader,
+  sinceUs: number,
+  options: SeekTimeOptions,
+): Promise<TimeHit | null> {
+  const file = await Deno.open(path, { read: true });
+  try {
+    return await seekTime(file, path, header, sinceUs, options);
+  } finally {
+    file.close();
+  }
+}
