@@ -22,6 +22,7 @@ import { exists, writeFileAtomic } from "./fs.ts";
 import { syncDir } from "./atomic_write.ts";
 import { writeAll } from "../common/write_all.ts";
 import { createHash } from "node:crypto";
+import { ZstdFrameShape } from "../common/zstd_frame.ts";
 
 /**
  * A chunk whose bytes (or time index) are not what its manifest entry says:
@@ -118,6 +119,7 @@ export async function storeAdoptedChunk(
   const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
   try {
     const hash = createHash("sha256");
+    const shape = new ZstdFrameShape(Infinity, { many: true });
     let size = 0;
     const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
     try {
@@ -132,6 +134,12 @@ export async function storeAdoptedChunk(
           );
         }
         hash.update(piece);
+        try {
+          shape.feed(piece);
+        } catch (err) {
+          if (!(body instanceof Uint8Array)) await body.cancel().catch(() => {});
+          throw new ChunkDigestError(entry.sha256, (err as Error).message);
+        }
         await writeAll(f, piece);
       }
       await f.sync();
@@ -143,6 +151,13 @@ export async function storeAdoptedChunk(
     }
     const sha = hash.digest("hex");
     if (sha !== entry.sha256) throw new ChunkDigestError(entry.sha256, `its SHA-256 is ${sha}`);
+    // One whole zstd frame: the decoder would take a frame cut before its
+    // checksum for all its rows (common/zstd_frame.ts).
+    try {
+      shape.finish();
+    } catch (err) {
+      throw new ChunkDigestError(entry.sha256, (err as Error).message);
+    }
     // Its digest is only what the primary says of it: the rows are checked too
     // (a primary that lies, or is broken, lists the digest of bad bytes).
     await checkChunkRows(entry, tmp);

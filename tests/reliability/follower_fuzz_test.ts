@@ -20,7 +20,7 @@ import { freePort, rmrf, tempDir, until } from "../_util.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
 import { SCHEMA } from "../follow/_cluster.ts";
-import { compress, sha256Hex } from "../../log/chunk.ts";
+import { compress, mergeChunkFiles, sha256Hex } from "../../log/chunk.ts";
 import {
   caseName,
   caseRng,
@@ -679,6 +679,17 @@ Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose byte
     const good = compress(enc.encode(text(1, 20)));
     const kinds: [string, Uint8Array][] = [
       ["truncated zstd", good.slice(0, 1 + int(r, good.length - 2))],
+      // A frame cut before its 4-byte checksum decodes to every row (Deno's
+      // zstd takes it); a fresh seed once drew such a cut (CI, 2026-12-01).
+      ["cut before its checksum", good.slice(0, good.length - 4)],
+      ["a frame and a torn second frame", new Uint8Array([...good, ...good.slice(0, 9)])],
+      [
+        "two frames of rows (a chunk's rows are one frame)",
+        new Uint8Array([
+          ...compress(enc.encode(text(1, 10))),
+          ...compress(enc.encode(text(11, 20))),
+        ]),
+      ],
       ["garbage", crypto.getRandomValues(new Uint8Array(1 + int(r, 300)))],
       ["other offsets", compress(enc.encode(text(2 + int(r, 5), 21 + int(r, 5))))],
       ["a row that is not JSON", compress(enc.encode(text(1, 20, 1 + int(r, 20))))],
@@ -711,6 +722,15 @@ Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose byte
       last_ts: 2,
     };
     await storeAdoptedChunk(dir, entry, good, null);
+    // A merge's streaming compressor ends its frame with an empty one: that
+    // chunk is adopted (a shape check that took one frame only refused it).
+    const merged = join(dir, "merged.zst");
+    const sources = [join(dir, "a.zst"), join(dir, "b.zst")];
+    await Deno.writeFile(sources[0], compress(enc.encode(text(1, 10))));
+    await Deno.writeFile(sources[1], compress(enc.encode(text(11, 20))));
+    const m = await mergeChunkFiles(sources, merged);
+    const mergedBytes = await Deno.readFile(merged);
+    await storeAdoptedChunk(dir, { ...entry, bytes: m.bytes, sha256: m.sha256 }, mergedBytes, null);
   } finally {
     await rmrf(dir);
   }
