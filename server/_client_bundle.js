@@ -562,9 +562,169 @@ function catchUpGreeting(head, from) {
   };
 }
 
+// common/zstd_frame.ts
+var MAGIC = 4247762216;
+var MAX_BLOCK = 128 * 1024;
+var ZstdFrameShape = class {
+  #sizeSum = 0;
+  #sizeKnown = true;
+  /** The most the blocks seen so far can decode to (raw and RLE blocks say their size; a compressed block is at most 128 KiB). */
+  bound = 0;
+  /** Whole frames walked so far. */
+  frames = 0;
+  #limit;
+  #many;
+  #start = 0;
+  #head = new Uint8Array(14);
+  #headLen = 0;
+  #headNeed = 5;
+  #headDone = false;
+  #pos = 0;
+  #next = 0;
+  #blk = new Uint8Array(3);
+  #blkLen = 0;
+  #end = -1;
+  /**
+   * @param limit the most the frame may declare or its blocks may hold
+   * (bytes of content); more is refused before anything is decompressed.
+   * @param options `many`: a run of whole frames, one after another (what a
+   * streaming compressor writes: node:zlib's ends its output with an empty
+   * frame), instead of exactly one.
+   */
+  constructor(limit = Infinity, options = {}) {
+    this.#limit = limit;
+    this.#many = options.many ?? false;
+  }
+  /**
+   * The content size the frame header declares (the sum over a run of
+   * frames), or -1 when a header gives none or none was read yet.
+   */
+  get contentSize() {
+    return this.#sizeKnown && (this.frames > 0 || this.#headDone) ? this.#sizeSum : -1;
+  }
+  /** Feeds the next bytes of the frame. */
+  feed(b) {
+    let i = 0;
+    while (i < b.length) {
+      if (!this.#headDone) {
+        const take2 = Math.min(b.length - i, this.#headNeed - this.#headLen);
+        this.#head.set(b.subarray(i, i + take2), this.#headLen);
+        this.#headLen += take2;
+        i += take2;
+        if (this.#headLen === this.#headNeed) this.#header();
+        continue;
+      }
+      const abs = this.#pos + i;
+      if (this.#end >= 0) {
+        if (!this.#many) break;
+        if (abs < this.#end) {
+          i += Math.min(b.length - i, this.#end - abs);
+          continue;
+        }
+        this.#start = abs;
+        this.#headDone = false;
+        this.#headLen = 0;
+        this.#headNeed = 5;
+        this.#end = -1;
+        continue;
+      }
+      if (abs < this.#next) {
+        i += Math.min(b.length - i, this.#next - abs);
+        continue;
+      }
+      const take = Math.min(b.length - i, 3 - this.#blkLen);
+      this.#blk.set(b.subarray(i, i + take), this.#blkLen);
+      this.#blkLen += take;
+      i += take;
+      if (this.#blkLen === 3) this.#block();
+    }
+    this.#pos += b.length;
+  }
+  /** Says whether what was fed is exactly one whole frame; throws if not. */
+  finish() {
+    const n = this.#pos;
+    if (!this.#headDone) {
+      throw new Error(n < 6 ? `${n} bytes is too short for a zstd frame` : "the zstd frame is truncated in its header");
+    }
+    if (this.#end < 0) throw new Error(`the zstd frame is truncated at byte ${this.#next} of ${n}`);
+    if (this.#end !== n) {
+      throw new Error(this.#end > n ? `the zstd frame is truncated: ${n} bytes of ${this.#end}` : `${n - this.#end} bytes follow the zstd frame`);
+    }
+  }
+  // The frame header, once #headNeed bytes are in: after the first 5 it
+  // knows how long the whole header is.
+  #header() {
+    const h = this.#head;
+    if (this.#headNeed === 5) {
+      const magic = (h[0] | h[1] << 8 | h[2] << 16 | h[3] << 24) >>> 0;
+      if (magic !== MAGIC) throw new Error(`not a zstd frame (magic 0x${magic.toString(16)})`);
+      const fhd2 = h[4];
+      if (!(fhd2 >> 2 & 1)) throw new Error("the zstd frame has no content checksum");
+      if ((fhd2 & 3) !== 0) throw new Error("the zstd frame needs a dictionary");
+      const single2 = fhd2 >> 5 & 1;
+      const fcsBytes2 = [
+        single2 ? 1 : 0,
+        2,
+        4,
+        8
+      ][fhd2 >> 6];
+      this.#headNeed = 5 + (single2 ? 0 : 1) + fcsBytes2;
+      if (this.#headNeed > 5) return;
+    }
+    const fhd = h[4];
+    const single = fhd >> 5 & 1;
+    const fcsBytes = [
+      single ? 1 : 0,
+      2,
+      4,
+      8
+    ][fhd >> 6];
+    const p = 5 + (single ? 0 : 1);
+    if (fcsBytes > 0) {
+      let size = 0;
+      for (let k = fcsBytes - 1; k >= 0; k--) size = size * 256 + h[p + k];
+      if (fcsBytes === 2) size += 256;
+      this.#sizeSum += size;
+      if (this.#sizeSum > this.#limit) {
+        throw new Error(`the zstd frame declares ${size} bytes of content, over the limit of ${this.#limit}`);
+      }
+    } else this.#sizeKnown = false;
+    this.#headDone = true;
+    this.#next = this.#start + this.#headNeed;
+  }
+  // A block header (3 bytes at #next): where the next one is, or the end.
+  #block() {
+    const b = this.#blk;
+    const h = b[0] | b[1] << 8 | b[2] << 16;
+    this.#blkLen = 0;
+    const type = h >> 1 & 3;
+    if (type === 3) {
+      throw new Error(`the zstd frame has a reserved block type at byte ${this.#next}`);
+    }
+    this.bound += type === 2 ? MAX_BLOCK : h >> 3;
+    if (this.bound > this.#limit) {
+      throw new Error(`the zstd frame's blocks may decode to more than the limit of ${this.#limit} bytes`);
+    }
+    this.#next += 3 + (type === 1 ? 1 : h >> 3);
+    if (h & 1) {
+      this.#end = this.#next + 4;
+      this.frames++;
+    }
+  }
+};
+function checkZstdFrame(b, limit = Infinity) {
+  if (b.length < 6) throw new Error(`${b.length} bytes is too short for a zstd frame`);
+  const shape = new ZstdFrameShape(limit);
+  shape.feed(b);
+  shape.finish();
+  return {
+    size: shape.contentSize,
+    bound: shape.bound
+  };
+}
+
 // client/_zstd.ts
 var MAX_ZSTD_FRAME_TEXT = 64 * 1024 * 1024;
-var MAX_BLOCK = 128 * 1024;
 var loaded = null;
 function loadZstd() {
   return loaded ??= (async () => {
@@ -585,64 +745,11 @@ function loadZstd() {
 function isCompressRefusal(err) {
   return err instanceof ProtocolError && err.code === CloseCode.Protocol && /compress/.test(err.detail);
 }
-var MAGIC = 4247762216;
-function checkFrame(b) {
-  const n = b.length;
-  if (n < 6) throw new Error(`${n} bytes is too short for a zstd frame`);
-  const magic = (b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24) >>> 0;
-  if (magic !== MAGIC) throw new Error(`not a zstd frame (magic 0x${magic.toString(16)})`);
-  const fhd = b[4];
-  const fcsFlag = fhd >> 6;
-  const single = fhd >> 5 & 1;
-  const checksum = fhd >> 2 & 1;
-  const dictFlag = fhd & 3;
-  if (!checksum) throw new Error("the zstd frame has no content checksum");
-  if (dictFlag !== 0) throw new Error("the zstd frame needs a dictionary");
-  let p = 5 + (single ? 0 : 1);
-  const fcsBytes = [
-    single ? 1 : 0,
-    2,
-    4,
-    8
-  ][fcsFlag];
-  let size = -1;
-  if (fcsBytes > 0) {
-    if (p + fcsBytes > n) throw new Error("the zstd frame is truncated in its header");
-    size = 0;
-    for (let k = fcsBytes - 1; k >= 0; k--) size = size * 256 + b[p + k];
-    if (fcsBytes === 2) size += 256;
-  }
-  p += fcsBytes;
-  if (size > MAX_ZSTD_FRAME_TEXT) {
-    throw new Error(`the zstd frame declares ${size} bytes of content, over the limit of ${MAX_ZSTD_FRAME_TEXT}`);
-  }
-  let bound = 0;
-  for (; ; ) {
-    if (p + 3 > n) throw new Error(`the zstd frame is truncated at byte ${p} of ${n}`);
-    const h = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
-    const last = h & 1;
-    const type = h >> 1 & 3;
-    if (type === 3) throw new Error(`the zstd frame has a reserved block type at byte ${p}`);
-    bound += type === 2 ? MAX_BLOCK : h >> 3;
-    if (bound > MAX_ZSTD_FRAME_TEXT) {
-      throw new Error(`the zstd frame's blocks may decode to more than the limit of ${MAX_ZSTD_FRAME_TEXT} bytes`);
-    }
-    p += 3 + (type === 1 ? 1 : h >> 3);
-    if (last) break;
-  }
-  if (p + 4 !== n) {
-    throw new Error(p + 4 > n ? `the zstd frame is truncated: ${n} bytes of ${p + 4}` : `${n - p - 4} bytes follow the zstd frame`);
-  }
-  return {
-    size,
-    bound
-  };
-}
 var utf8 = new TextDecoder("utf-8", {
   fatal: true
 });
 function decodeZstdFrame(bytes, decompress) {
-  const { size, bound } = checkFrame(bytes);
+  const { size, bound } = checkZstdFrame(bytes, MAX_ZSTD_FRAME_TEXT);
   let out;
   try {
     out = decompress(bytes, Math.max(1, size >= 0 ? Math.min(size + 1, bound) : bound));
