@@ -32,7 +32,7 @@ const LIMIT_MIB = 256;
 type Live = NonNullable<ServerConfig["live"]>;
 
 /** Whole commits in one pass through the runtime's write buffers: before the fan-out turn. */
-const ONE_PASS: Live = { turnBytes: 0, writev: false, withinShare: false };
+const ONE_PASS: Live = { turnBytes: 0, writev: false, withinShare: false, pieceBytes: null };
 
 interface Variant {
   name: string;
@@ -54,17 +54,17 @@ function contender(live: Live = {}): Contender {
 const VARIANTS: Variant[] = [
   {
     name: "paced only (8 MiB a turn; write buffers kept)",
-    contender: contender({ writev: false, withinShare: false }),
+    contender: contender({ writev: false, withinShare: false, pieceBytes: null }),
     reading: true,
   },
   {
     name: "vectored writes only (one pass)",
-    contender: contender({ turnBytes: 0, withinShare: false }),
+    contender: contender({ turnBytes: 0, withinShare: false, pieceBytes: null }),
     reading: true,
   },
   {
-    name: "the default with commits cut to the socket's share when bigger (pieceBytes 0)",
-    contender: contender({ pieceBytes: 0 }),
+    name: "the default with whole commits even over the socket's share (pieceBytes Infinity)",
+    contender: contender({ pieceBytes: null }),
     reading: true,
   },
   {
