@@ -26,11 +26,12 @@
 // Used by soak_wave2_test.ts (bounded) and bench/soak_wave2.ts (30 minutes).
 import { join } from "node:path";
 import { zstdDecompressSync } from "node:zlib";
-import { freePort, rmrf, rng, tempDir } from "../_util.ts";
+import { freePort, rmrf, rng, tempDir, until } from "../_util.ts";
 import { type ServeProc, startServe } from "../cli/_serve.ts";
 import { connect, publisher, type Where } from "../../client/mod.ts";
 import { closePayload, frame, RawConn } from "./_raw.ts";
 import { rssMiB, sleep, verifyCli } from "./_harness.ts";
+import { postFrame } from "./_post_frame.ts";
 import { type MemorySample, MemorySampler, type MemoryTrend } from "./_memory_samples.ts";
 
 /** Options of {@linkcode runSoakWave2}. */
@@ -252,8 +253,7 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
         await sleep(10);
       }
     })());
-    const head0 = await (await fetch(`${primary.url}/${NAME}/head`)).json();
-    const streamId = head0.stream_id as string;
+    const streamId = (await head(primary)).stream_id as string;
 
     // The publishers: frames of 1-20 rows; what was acked, by "producer/seq".
     const acked = new Map<string, number>();
@@ -294,39 +294,22 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
       while (running && pubError === null) {
         seq++;
         const n = 1 + Math.floor(rand() * 20);
-        const body = Array.from({ length: n }, (_, i) => JSON.stringify(makeRow("http-1", seq, i)))
-          .join("\n") + "\n";
+        const rows = Array.from({ length: n }, (_, i) => makeRow("http-1", seq, i));
         sentFrames.set(`http-1/${seq}`, n);
-        for (let attempt = 0;; attempt++) {
-          if (attempt > 0) report.publishRetries++;
-          if (attempt > 20) {
-            pubError ??= `http-1 seq ${seq}: no answer after 20 attempts`;
-            return;
-          }
-          try {
-            const res = await fetch(`${primary.url}/${NAME}`, {
-              method: "POST",
-              headers: {
-                "content-type": "application/x-ndjson",
-                "streamcast-producer": "http-1",
-                "streamcast-seq": String(seq),
-              },
-              body,
-              signal: AbortSignal.timeout(20_000),
-            });
-            const text = await res.text();
-            if (res.status === 503) continue;
-            const a = JSON.parse(text);
-            if (res.status !== 200 || a.count !== n) {
-              pubError ??= `http-1 seq ${seq}: ${res.status} ${text}`;
-              return;
-            }
-            acked.set(`http-1/${seq}`, a.first);
-            break;
-          } catch (err) {
-            say(`soak2: http-1 seq ${seq}: ${(err as Error).message}; again`);
-            await sleep(100);
-          }
+        try {
+          const a = await postFrame(`${primary.url}/${NAME}`, "http-1", seq, rows, {
+            attempts: 20,
+            retryMs: 100,
+            timeoutMs: 20_000,
+            onRetry: (why) => {
+              report.publishRetries++;
+              say(`soak2: http-1 seq ${seq}: ${why}; again`);
+            },
+          });
+          acked.set(`http-1/${seq}`, a!.first);
+        } catch (err) {
+          pubError ??= (err as Error).message;
+          return;
         }
         await sleep(30 + Math.floor(rand() * 30));
       }
@@ -532,11 +515,9 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
     report.publishedFrames = acked.size;
     const expectRows = fed + [...sentFrames.values()].reduce((s, n) => s + n, 0);
     let end = 0;
-    for (
-      const stop = Date.now() + 30_000;
-      end !== expectRows + 1 && Date.now() < stop;
-      await sleep(100)
-    ) end = (await (await fetch(`${primary.url}/${NAME}/head`)).json()).end_offset;
+    await until(async () => (end = await endOf(primary)) === expectRows + 1, 30_000).catch(
+      () => {},
+    );
     report.rows = end - 1;
     if (end !== expectRows + 1) {
       failures.push(`the primary ends at ${end}; ${expectRows} rows were fed or published`);
@@ -617,9 +598,7 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
     for (const k of [1, 2]) {
       const what = `follower ${k}`;
       let fend = 0;
-      for (const stop = Date.now() + 60_000; fend !== end && Date.now() < stop; await sleep(200)) {
-        fend = (await (await fetch(`${servers[k].url}/${NAME}/head`)).json()).end_offset;
-      }
+      await until(async () => (fend = await endOf(servers[k])) === end, 60_000).catch(() => {});
       if (fend !== end) {
         failures.push(`${what} ends at ${fend}, the primary at ${end}`);
         continue;
@@ -630,10 +609,10 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
       const chunks = async (p: ServeProc) =>
         ((await (await fetch(`${p.url}/${NAME}/manifest`)).json()).chunks as { sha256: string }[])
           .map((c) => c.sha256).join();
-      let same = false;
-      for (const stop = Date.now() + 30_000; !same && Date.now() < stop; await sleep(300)) {
-        same = (await chunks(servers[k])) === (await chunks(primary));
-      }
+      const same = await until(
+        async () => (await chunks(servers[k])) === (await chunks(primary)),
+        30_000,
+      ).then(() => true, () => false);
       if (!same) failures.push(`${what}'s chunks are not the primary's`);
     }
 
@@ -661,6 +640,16 @@ export async function runSoakWave2(o: SoakWave2Options): Promise<SoakWave2Report
     await Promise.race([Promise.all(loops), sleep(2000)]);
     await rmrf(dir);
   }
+}
+
+/** The head of the stream on `p`. */
+async function head(p: ServeProc): Promise<{ stream_id: string; end_offset: number }> {
+  return await (await fetch(`${p.url}/${NAME}/head`)).json();
+}
+
+/** The end offset of the stream on `p`. */
+async function endOf(p: ServeProc): Promise<number> {
+  return (await head(p)).end_offset;
 }
 
 /**

@@ -31,6 +31,7 @@ import {
   type Where,
 } from "../../client/mod.ts";
 import { lineMsg, lineOffset, sleep, verifyCli } from "./_harness.ts";
+import { type PostAnswer, postFrame } from "./_post_frame.ts";
 
 // Seeds that failed once (kill moments depend on timing too, so a seed alone
 // does not replay a failure; each found bug has a deterministic test):
@@ -266,54 +267,19 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
         seq++;
         const rows = frameRows("http-1", seq, 1 + Math.floor(rand() * 20));
         sent.set(`http-1/${seq}`, rows);
-        const body = rows.map((r) => JSON.stringify(r)).join("\n") + "\n";
-        for (let attempt = 0;; attempt++) {
-          if (stopped) return;
-          if (attempt > 0) {
-            stats.httpRetries++;
-            await sleep(30);
-          }
-          let res: Response;
-          try {
-            res = await fetch(`http://127.0.0.1:${pport}/${NAME}`, {
-              method: "POST",
-              headers: {
-                "content-type": "application/x-ndjson",
-                "streamcast-producer": "http-1",
-                "streamcast-seq": String(seq),
-              },
-              body,
-              signal: AbortSignal.timeout(10_000),
-            });
-          } catch {
-            continue; // the server is gone: the same seq again, once it is back
-          }
-          const text = await res.text().catch(() => null);
-          if (text === null) continue;
-          if (res.status === 503) continue;
-          if (res.status !== 200) {
-            pubError ??= new Error(`${ctx0}: http-1 seq ${seq}: ${res.status} ${text}`);
-            return;
-          }
-          const a = JSON.parse(text) as {
-            first: number;
-            last: number;
-            count: number;
-            duplicate?: boolean;
-          };
-          if (a.count !== rows.length || a.last - a.first + 1 !== rows.length) {
-            pubError ??= new Error(`${ctx0}: http-1 seq ${seq}: answer ${text}`);
-            return;
-          }
-          if (a.duplicate) stats.dupAnswers++;
-          acks.set(`http-1/${seq}`, {
-            seq,
-            first: a.first,
-            last: a.last,
-            duplicate: a.duplicate === true,
+        let a: PostAnswer | null;
+        try {
+          a = await postFrame(`http://127.0.0.1:${pport}/${NAME}`, "http-1", seq, rows, {
+            stopped: () => stopped,
+            onRetry: () => stats.httpRetries++,
           });
-          break;
+        } catch (err) {
+          pubError ??= new Error(`${ctx0}: ${(err as Error).message}`);
+          return;
         }
+        if (a === null) return;
+        if (a.duplicate) stats.dupAnswers++;
+        acks.set(`http-1/${seq}`, { seq, first: a.first, last: a.last, duplicate: a.duplicate });
         await sleep(Math.floor(rand() * 6));
       }
     })());
