@@ -122,15 +122,25 @@ export class Proc {
   }
 }
 
+/** Clock ticks a second of /proc's CPU times (`getconf CLK_TCK`; 100 where it cannot be asked). */
+const TICK = (() => {
+  try {
+    const out = new Deno.Command("getconf", { args: ["CLK_TCK"] }).outputSync().stdout;
+    return Number(new TextDecoder().decode(out).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
 /**
  * CPU time a process has used so far (user + system, every thread), ms, from
- * /proc (10 ms ticks); NaN once it is gone.
+ * /proc; NaN once it is gone.
  */
 export function procCpuMs(pid: number): number {
   try {
     const f = Deno.readTextFileSync(`/proc/${pid}/stat`);
     const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return (Number(parts[11]) + Number(parts[12])) * 10;
+    return (Number(parts[11]) + Number(parts[12])) * 1000 / TICK;
   } catch {
     return NaN;
   }

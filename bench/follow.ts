@@ -14,28 +14,12 @@
 //    p50/p99 (event_ts is the wall clock when this process wrote the row).
 import { join } from "node:path";
 import { type BenchRow, type BenchSection, human } from "./_report.ts";
-import { freePort, Proc, sleep } from "./_harness.ts";
+import { freePort, Proc, procCpuMs, sleep } from "./_harness.ts";
 import type { LoadConfig } from "./_fanout_client.ts";
 import { liveTradeRows, SCHEMA } from "./_trades.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 const cli = join(root, "cli.ts");
-const TICK = (() => {
-  try {
-    const out = new Deno.Command("getconf", { args: ["CLK_TCK"] }).outputSync().stdout;
-    return Number(new TextDecoder().decode(out).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** CPU seconds (user + system) a process has used, from /proc. */
-function cpuSeconds(pid: number): number {
-  const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / TICK;
-}
-
 async function untilHead(
   url: string,
   test: (h: Record<string, unknown>) => boolean,
@@ -107,11 +91,11 @@ async function sent(
 
 /** CPU % of wall time of each pid over `ms`. */
 async function cpuOver(pids: number[], ms: number): Promise<number[]> {
-  const c0 = pids.map(cpuSeconds);
+  const c0 = pids.map(procCpuMs);
   const t0 = performance.now();
   await sleep(ms);
   const wall = (performance.now() - t0) / 1000;
-  return pids.map((p, i) => ((cpuSeconds(p) - c0[i]) / wall) * 100);
+  return pids.map((p, i) => ((procCpuMs(p) - c0[i]) / 1000 / wall) * 100);
 }
 
 async function loadgen(cfg: LoadConfig): Promise<Proc> {

@@ -23,7 +23,8 @@ import { LineSplitter } from "../server/ingest/_line_splitter.ts";
 import { decodeLine } from "../server/ingest/_decode.ts";
 import { type BenchRow, type BenchSection, human, median, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
-import { startNats } from "./_nats.ts";
+import { publishUnacked, startNats } from "./_nats.ts";
+import { procCpuMs } from "./_harness.ts";
 
 const CLI = new URL("../cli.ts", import.meta.url).pathname;
 
@@ -39,16 +40,6 @@ interface ServeRun {
   rate: number;
   cpu: number;
   wallMs: number;
-}
-
-function cpuOf(pid: number): number {
-  try {
-    const f = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    const parts = f.slice(f.lastIndexOf(")") + 2).split(" ");
-    return (Number(parts[11]) + Number(parts[12])) * 10; // ms, at 100 ticks/s
-  } catch {
-    return NaN;
-  }
 }
 
 /** The least server CPU a row took over the runs, µs (CPU is steadier than wall time on a shared machine). */
@@ -106,7 +97,7 @@ async function serveStdin(cli: string, bytes: Uint8Array, n: number): Promise<Se
   try {
     await waitFor(/listening on/, 30_000);
     const writer = proc.stdin.getWriter();
-    const cpu0 = cpuOf(proc.pid);
+    const cpu0 = procCpuMs(proc.pid);
     const t0 = performance.now();
     const step = 1 << 20;
     for (let at = 0; at < bytes.length; at += step) {
@@ -115,7 +106,7 @@ async function serveStdin(cli: string, bytes: Uint8Array, n: number): Promise<Se
     await writer.close();
     await waitFor(/end of stdin/, 300_000);
     const wallMs = performance.now() - t0;
-    const cpuMs = cpuOf(proc.pid) - cpu0;
+    const cpuMs = procCpuMs(proc.pid) - cpu0;
     const m = /\((\d+) rows accepted, (\d+) rejected\)/.exec(text);
     if (!m || Number(m[1]) !== n || Number(m[2]) !== 0) {
       throw new Error(`serve stored ${m?.[1]} of ${n} rows (${m?.[2]} rejected)`);
@@ -227,22 +218,12 @@ async function startPeer(jsons: string[]): Promise<NatsPeer> {
     async publish(window) {
       const name = `INGEST${k++}`;
       await jsm.streams.add({ name, subjects: [name], storage: "file" as never });
-      const cpu0 = cpuOf(nats.pid);
+      const cpu0 = procCpuMs(nats.pid);
       const t0 = performance.now();
       if (window > 0) await natsPublish(js, name, rows, window);
-      else {
-        for (let i = 0; i < rows.length; i++) {
-          conn.publish(name, rows[i]);
-          if (i % NATS_FLUSH_EVERY === NATS_FLUSH_EVERY - 1) await conn.flush();
-        }
-        await conn.flush();
-        while ((await jsm.streams.info(name)).state.messages < rows.length) {
-          if (performance.now() - t0 > 300_000) break;
-          await new Promise((r) => setTimeout(r, 5));
-        }
-      }
+      else await publishUnacked(conn, name, name, rows, NATS_FLUSH_EVERY, 300_000);
       const wallMs = performance.now() - t0;
-      const cpuMs = cpuOf(nats.pid) - cpu0;
+      const cpuMs = procCpuMs(nats.pid) - cpu0;
       const info = await jsm.streams.info(name);
       await jsm.streams.delete(name);
       if (info.state.messages !== rows.length) {

@@ -23,7 +23,7 @@
  */
 import { connect as natsConnect, type NatsConnection } from "nats";
 import { publisher } from "../client/publisher.ts";
-import { type NatsServer, startNats } from "./_nats.ts";
+import { type NatsServer, publishUnacked, startNats } from "./_nats.ts";
 import { fill, socketRate } from "./replay.ts";
 import { makeRows, startServe } from "./publish.ts";
 import { Proc, procCpuMs, sleep } from "./_harness.ts";
@@ -37,21 +37,6 @@ async function nats(): Promise<NatsServer> {
   const n = await startNats();
   if ("missing" in n) throw new Error(`bench nats_peer: ${n.missing}`);
   return n;
-}
-
-/** Publishes `payloads` with core publishes (flushing every 1000) and waits until JetStream holds them. */
-async function fillJetStream(nc: NatsConnection, payloads: Uint8Array[]): Promise<void> {
-  const jsm = await nc.jetstreamManager();
-  for (let i = 0; i < payloads.length; i++) {
-    nc.publish("replay.rows", payloads[i]);
-    if (i % 1000 === 999) await nc.flush();
-  }
-  await nc.flush();
-  for (const stop = Date.now() + 120_000; Date.now() < stop; await sleep(100)) {
-    const info = await jsm.streams.info("REPLAY");
-    if (info.state.messages >= payloads.length) return;
-  }
-  throw new Error("bench nats_peer: JetStream did not store every row in 120 s");
 }
 
 interface Rate {
@@ -69,7 +54,7 @@ async function natsReplay(rows: number): Promise<Rate> {
     await jsm.streams.add({ name: "REPLAY", subjects: ["replay.>"], storage: "file" as never });
     const make = tradeRows(7);
     const payloads = Array.from({ length: rows }, (_, i) => enc.encode(JSON.stringify(make(i))));
-    await fillJetStream(nc, payloads);
+    await publishUnacked(nc, "REPLAY", "replay.rows", payloads, 1000, 120_000);
     const c0 = procCpuMs(n.pid);
     const t0 = performance.now();
     const gen = new Proc("nats replay generator", Deno.execPath(), [
