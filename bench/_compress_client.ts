@@ -14,6 +14,7 @@ import process from "node:process";
 import { zstdDecompressSync } from "node:zlib";
 import WebSocket from "ws";
 import * as zw from "@bokuweb/zstd-wasm";
+import { stdinLines } from "./_stdin_lines.ts";
 
 const cfg: { url: string; subs: number; deflate: boolean; until?: number } = JSON.parse(
   Deno.args[0],
@@ -99,15 +100,8 @@ for (let i = 0; i < cfg.subs; i++) {
   });
 }
 
-let buf = "";
-for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream())) {
-  buf += chunk;
-  let k: number;
-  while ((k = buf.indexOf("\n")) !== -1) {
-    const cmd = buf.slice(0, k).trim();
-    buf = buf.slice(k + 1);
-    if (cmd === "mark") {
-      console.log(JSON.stringify({ t: wall(), rows, bytes: bytes(), cpuUs: cpuUs() }));
-    } else if (cmd === "stop") Deno.exit(0);
-  }
+for await (const cmd of stdinLines()) {
+  if (cmd === "mark") {
+    console.log(JSON.stringify({ t: wall(), rows, bytes: bytes(), cpuUs: cpuUs() }));
+  } else if (cmd === "stop") Deno.exit(0);
 }

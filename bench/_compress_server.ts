@@ -9,6 +9,7 @@
 // (zstd: frames compressed so far, from the stream's metrics).
 import process from "node:process";
 import { serve, Stream } from "../mod.ts";
+import { stdinLines } from "./_stdin_lines.ts";
 
 /** What the server does. */
 export interface CompressServerConfig {
@@ -44,25 +45,18 @@ const server = serve([stream], { port: cfg.port, onListen: () => {}, pingInterva
 console.log("READY");
 
 async function commands(): Promise<void> {
-  let buf = "";
-  for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream())) {
-    buf += chunk;
-    let k: number;
-    while ((k = buf.indexOf("\n")) !== -1) {
-      const cmd = buf.slice(0, k).trim();
-      buf = buf.slice(k + 1);
-      if (cmd === "mark") {
-        const c = process.cpuUsage(cpu0);
-        const text = server.metrics.render();
-        const zstd = text.split("\n").filter((l) => l.startsWith("streamcast_zstd_frames_total{"))
-          .reduce((n, l) => n + Number(l.split(" ").at(-1)), 0);
-        console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published, zstd }));
-      } else if (cmd === "stop") {
-        stopping = true;
-        await server.shutdown();
-        await Deno.remove(root, { recursive: true });
-        Deno.exit(0);
-      }
+  for await (const cmd of stdinLines()) {
+    if (cmd === "mark") {
+      const c = process.cpuUsage(cpu0);
+      const text = server.metrics.render();
+      const zstd = text.split("\n").filter((l) => l.startsWith("streamcast_zstd_frames_total{"))
+        .reduce((n, l) => n + Number(l.split(" ").at(-1)), 0);
+      console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published, zstd }));
+    } else if (cmd === "stop") {
+      stopping = true;
+      await server.shutdown();
+      await Deno.remove(root, { recursive: true });
+      Deno.exit(0);
     }
   }
 }

@@ -17,6 +17,7 @@
 import process from "node:process";
 import { Message, MessageHeader } from "apache-arrow";
 import { ArrowFrameDecoder } from "../client/arrow.ts";
+import { stdinLines } from "./_stdin_lines.ts";
 
 /** What the load generator does. */
 export interface LoadConfig {
@@ -195,37 +196,29 @@ function percentile(xs: Float64Array, p: number): number | null {
 }
 
 async function commands(): Promise<void> {
-  const input = Deno.stdin.readable.pipeThrough(new TextDecoderStream());
-  let buf = "";
-  for await (const chunk of input) {
-    buf += chunk;
-    let k: number;
-    while ((k = buf.indexOf("\n")) !== -1) {
-      const cmd = buf.slice(0, k).trim();
-      buf = buf.slice(k + 1);
-      if (cmd === "go") go();
-      else if (cmd === "mark") {
-        const out: Record<string, unknown> = { t: wall(), rows, cpuUs: cpuUs() };
-        // Fairness: how the rows since the last mark spread over subscribers.
-        const d = perSub.map((x, k) => x - perSubAtMark[k]).sort();
-        out.perSub = { min: d[0], median: d[d.length >> 1], max: d[d.length - 1] };
-        perSubAtMark = perSub.slice();
-        if (cfg.latency) {
-          const xs = lat.slice(0, latN).sort();
-          out.lat = {
-            n: latN,
-            p50: percentile(xs, 0.5),
-            p99: percentile(xs, 0.99),
-            max: percentile(xs, 1),
-          };
-          latN = 0;
-        }
-        console.log(JSON.stringify(out));
-      } else if (cmd === "stop") {
-        for (const s of sockets) s.close();
-        for (const c of stalledConns) c.close();
-        Deno.exit(0);
+  for await (const cmd of stdinLines()) {
+    if (cmd === "go") go();
+    else if (cmd === "mark") {
+      const out: Record<string, unknown> = { t: wall(), rows, cpuUs: cpuUs() };
+      // Fairness: how the rows since the last mark spread over subscribers.
+      const d = perSub.map((x, k) => x - perSubAtMark[k]).sort();
+      out.perSub = { min: d[0], median: d[d.length >> 1], max: d[d.length - 1] };
+      perSubAtMark = perSub.slice();
+      if (cfg.latency) {
+        const xs = lat.slice(0, latN).sort();
+        out.lat = {
+          n: latN,
+          p50: percentile(xs, 0.5),
+          p99: percentile(xs, 0.99),
+          max: percentile(xs, 1),
+        };
+        latN = 0;
       }
+      console.log(JSON.stringify(out));
+    } else if (cmd === "stop") {
+      for (const s of sockets) s.close();
+      for (const c of stalledConns) c.close();
+      Deno.exit(0);
     }
   }
   Deno.exit(0);

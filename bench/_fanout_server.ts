@@ -15,6 +15,7 @@ import { serve, Stream } from "../mod.ts";
 import { liveTradeRows, SCHEMA, tradeRows } from "./_trades.ts";
 import { livePolicy } from "../server/live_pieces.ts";
 import { pinMmapThreshold } from "../server/allocator.ts";
+import { stdinLines } from "./_stdin_lines.ts";
 
 /** What a contender's server does. */
 export interface ServerConfig {
@@ -86,49 +87,41 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const yieldNow = () => new Promise((r) => setImmediate(r));
 
 async function commands(): Promise<void> {
-  const input = Deno.stdin.readable.pipeThrough(new TextDecoderStream());
-  let buf = "";
-  for await (const chunk of input) {
-    buf += chunk;
-    let k: number;
-    while ((k = buf.indexOf("\n")) !== -1) {
-      const cmd = buf.slice(0, k).trim();
-      buf = buf.slice(k + 1);
-      if (cmd === "mark") {
-        const c = process.cpuUsage(cpu0);
-        console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published }));
-      } else if (cmd === "memory") {
-        const m = Deno.memoryUsage();
-        // With --v8-flags=--expose-gc: the heap still used after a full collection.
-        const gc = (globalThis as { gc?: () => void }).gc;
-        gc?.();
-        const live = gc ? Deno.memoryUsage().heapUsed : NaN;
-        // streamcast: what the sockets hold unsent, and the subscribers by state (/_/metrics).
-        const text = cfg.mode === "streamcast"
-          ? await fetch(`http://127.0.0.1:${cfg.port}/_/metrics`).then((r) => r.text()).catch(() =>
-            ""
-          )
-          : "";
-        const buffered = Number(/^streamcast_send_buffered_bytes\S* (\S+)/m.exec(text)?.[1] ?? NaN);
-        const states = [
-          ...text.matchAll(/^streamcast_subscribers\{[^}]*state="(\w+)"[^}]*\} (\S+)/gm),
-        ]
-          .map((x) => `${x[1]}=${x[2]}`).join(" ");
-        console.log(
-          JSON.stringify({
-            heapUsed: m.heapUsed,
-            external: m.external,
-            rss: m.rss,
-            buffered,
-            states,
-            live,
-          }),
-        );
-      } else if (cmd === "stop") {
-        stopping = true;
-        await onStop();
-        Deno.exit(0);
-      }
+  for await (const cmd of stdinLines()) {
+    if (cmd === "mark") {
+      const c = process.cpuUsage(cpu0);
+      console.log(JSON.stringify({ t: wall(), cpuUs: c.user + c.system, rows: published }));
+    } else if (cmd === "memory") {
+      const m = Deno.memoryUsage();
+      // With --v8-flags=--expose-gc: the heap still used after a full collection.
+      const gc = (globalThis as { gc?: () => void }).gc;
+      gc?.();
+      const live = gc ? Deno.memoryUsage().heapUsed : NaN;
+      // streamcast: what the sockets hold unsent, and the subscribers by state (/_/metrics).
+      const text = cfg.mode === "streamcast"
+        ? await fetch(`http://127.0.0.1:${cfg.port}/_/metrics`).then((r) => r.text()).catch(() =>
+          ""
+        )
+        : "";
+      const buffered = Number(/^streamcast_send_buffered_bytes\S* (\S+)/m.exec(text)?.[1] ?? NaN);
+      const states = [
+        ...text.matchAll(/^streamcast_subscribers\{[^}]*state="(\w+)"[^}]*\} (\S+)/gm),
+      ]
+        .map((x) => `${x[1]}=${x[2]}`).join(" ");
+      console.log(
+        JSON.stringify({
+          heapUsed: m.heapUsed,
+          external: m.external,
+          rss: m.rss,
+          buffered,
+          states,
+          live,
+        }),
+      );
+    } else if (cmd === "stop") {
+      stopping = true;
+      await onStop();
+      Deno.exit(0);
     }
   }
 }

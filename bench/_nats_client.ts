@@ -9,6 +9,7 @@
 // usage: _nats_client.ts CONFIG_JSON   (see NatsLoadConfig)
 import process from "node:process";
 import { AckPolicy, connect, DeliverPolicy, type NatsConnection } from "nats";
+import { stdinLines } from "./_stdin_lines.ts";
 
 /** What the NATS load generator does. */
 export interface NatsLoadConfig {
@@ -86,27 +87,19 @@ async function open(i: number): Promise<void> {
 }
 
 async function commands(): Promise<void> {
-  const input = Deno.stdin.readable.pipeThrough(new TextDecoderStream());
-  let buf = "";
-  for await (const chunk of input) {
-    buf += chunk;
-    let k: number;
-    while ((k = buf.indexOf("\n")) !== -1) {
-      const cmd = buf.slice(0, k).trim();
-      buf = buf.slice(k + 1);
-      if (cmd === "mark") {
-        const d = perSub.map((x, j) => x - perSubAtMark[j]).sort();
-        perSubAtMark = perSub.slice();
-        console.log(JSON.stringify({
-          t: wall(),
-          rows,
-          cpuUs: cpuUs(),
-          perSub: { min: d[0], median: d[d.length >> 1], max: d[d.length - 1] },
-        }));
-      } else if (cmd === "stop") {
-        await Promise.all(conns.map((c) => c.close().catch(() => {})));
-        Deno.exit(0);
-      }
+  for await (const cmd of stdinLines()) {
+    if (cmd === "mark") {
+      const d = perSub.map((x, j) => x - perSubAtMark[j]).sort();
+      perSubAtMark = perSub.slice();
+      console.log(JSON.stringify({
+        t: wall(),
+        rows,
+        cpuUs: cpuUs(),
+        perSub: { min: d[0], median: d[d.length >> 1], max: d[d.length - 1] },
+      }));
+    } else if (cmd === "stop") {
+      await Promise.all(conns.map((c) => c.close().catch(() => {})));
+      Deno.exit(0);
     }
   }
   Deno.exit(0);

@@ -5,25 +5,19 @@
 import process from "node:process";
 import { serve, Stream } from "../mod.ts";
 import { SCHEMA } from "./_trades.ts";
+import { stdinLines } from "./_stdin_lines.ts";
 
 const [root, port] = Deno.args;
 const stream = await Stream.open("trades", { schema: SCHEMA, root, maxReplay: null });
 const server = serve([stream], { port: Number(port), onListen: () => console.log("READY") });
 const cpu0 = process.cpuUsage();
-let buf = "";
-for await (const chunk of Deno.stdin.readable.pipeThrough(new TextDecoderStream())) {
-  buf += chunk;
-  let k: number;
-  while ((k = buf.indexOf("\n")) !== -1) {
-    const cmd = buf.slice(0, k).trim();
-    buf = buf.slice(k + 1);
-    if (cmd === "mark") {
-      const c = process.cpuUsage(cpu0);
-      const t = performance.timeOrigin + performance.now();
-      console.log(JSON.stringify({ t, cpuUs: c.user + c.system }));
-    } else if (cmd === "stop") {
-      await server.shutdown();
-      Deno.exit(0);
-    }
+for await (const cmd of stdinLines()) {
+  if (cmd === "mark") {
+    const c = process.cpuUsage(cpu0);
+    const t = performance.timeOrigin + performance.now();
+    console.log(JSON.stringify({ t, cpuUs: c.user + c.system }));
+  } else if (cmd === "stop") {
+    await server.shutdown();
+    Deno.exit(0);
   }
 }

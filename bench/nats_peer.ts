@@ -21,7 +21,7 @@
  *
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only nats_peer [--quick]
  */
-import { connect as natsConnect, type NatsConnection } from "nats";
+import { connect as natsConnect } from "nats";
 import { publisher } from "../client/publisher.ts";
 import { type NatsServer, publishUnacked, startNats } from "./_nats.ts";
 import { fill, socketRate } from "./replay.ts";
