@@ -32,9 +32,9 @@
 export * from "./log/mod.ts";
 export * from "./client/mod.ts";
 export { serve, type ServeOptions, type Server } from "./server/serve.ts";
-export { Stream } from "./server/stream.ts";
-export { type StreamOptions, type StreamRestoreOptions } from "./server/stream_options.ts";
-export { RowError } from "./server/errors.ts";
+export { Stream } from "./server/stream/stream.ts";
+export { type StreamOptions, type StreamRestoreOptions } from "./server/stream/stream_options.ts";
+export { RowError } from "./server/stream/row_error.ts";
 export { type Grant, TokenTable } from "./server/auth.ts";
 export {
   type LogFields,

@@ -3,7 +3,7 @@
 // headless Chromium against what the client does with a plain frame anyway
 // (split the lines, JSON.parse each one). Used by bench/compress.ts.
 import { launchChromium } from "../tests/e2e/_browser.ts";
-import { zstdFrame } from "../server/compressed_frames.ts";
+import { zstdFrame } from "../server/frames/compressed_frames.ts";
 
 /** ns per row of each step, in the page. */
 export interface BrowserDecode {

@@ -13,7 +13,7 @@ import process from "node:process";
 import { setImmediate } from "node:timers";
 import { serve, Stream } from "../mod.ts";
 import { liveTradeRows, SCHEMA, tradeRows } from "./_trades.ts";
-import { livePolicy } from "../server/live_pieces.ts";
+import { livePolicy } from "../server/fanout/live_pieces.ts";
 import { pinMmapThreshold } from "../server/allocator.ts";
 import { stdinLines } from "./_stdin_lines.ts";
 
@@ -49,7 +49,7 @@ export interface ServerConfig {
    */
   independent?: boolean;
   /**
-   * streamcast: how live batched frames are sent (server/live_pieces.ts's
+   * streamcast: how live batched frames are sent (server/fanout/live_pieces.ts's
    * `livePolicy`; `pieceBytes` null: a commit is one frame) and the
    * server's `sendBufferBytes`. @default the server's defaults
    */
@@ -64,7 +64,7 @@ export interface ServerConfig {
      * whether Deno copies bytes per socket as it copies strings.
      */
     binary?: boolean;
-    /** server/live_pieces.ts's `livePolicy.withinShare`. @default true */
+    /** server/fanout/live_pieces.ts's `livePolicy.withinShare`. @default true */
     withinShare?: boolean;
     sendBufferBytes?: number;
     /** `ServeOptions.fanoutTurnBytes` (0: one synchronous pass). @default the server's */

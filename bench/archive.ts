@@ -10,7 +10,7 @@
  *
  * Run alone: deno run -A bench/archive.ts [--quick]
  */
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { ArchiveStore } from "../log/archive.ts";
 import { type BenchSection, median, renderSection } from "./_report.ts";

@@ -12,7 +12,7 @@
 import { Log } from "../log/mod.ts";
 import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
 import { type ExportFormat, exportLog } from "../arrow/export.ts";
-import { renderBatch } from "../server/frames.ts";
+import { renderBatch } from "../server/frames/text_frames.ts";
 import { compileSchema } from "../schema/compile.ts";
 import { type BenchRow, type BenchSection, median, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";

@@ -23,7 +23,7 @@ import { ensureNodeWs, freePort, Proc, sleep } from "./_harness.ts";
 import { type BenchRow, type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import type { CompressServerConfig } from "./_compress_server.ts";
-import { zstdFrame } from "../server/compressed_frames.ts";
+import { zstdFrame } from "../server/frames/compressed_frames.ts";
 import { browserDecode } from "./_browser_zstd.ts";
 
 const NESTED_SCHEMA = {

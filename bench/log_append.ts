@@ -7,7 +7,7 @@
  */
 import process from "node:process";
 import { Log } from "../log/mod.ts";
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import { type BenchSection, human, median, renderSection } from "./_report.ts";
 

@@ -9,8 +9,8 @@
  * The ways of sending live frames, each measured against **one pass** — whole
  * commits handed to every socket in one synchronous pass, through each
  * socket's own write buffer, any frame while under the share (how the server
- * sent before the fan-out turn) — in the same run (see server/fanout_pacer.ts,
- * server/vectored_writes.ts, server/live_pieces.ts, docs/SPEC.md §3.4.3):
+ * sent before the fan-out turn) — in the same run (see server/fanout/fanout_pacer.ts,
+ * server/vectored_writes.ts, server/fanout/live_pieces.ts, docs/SPEC.md §3.4.3):
  * - the default: paced fan-out (8 MiB of copies a turn), vectored writes,
  *   whole commits only within the socket's share;
  * - paced only (the runtime's write buffers kept); vectored writes only;

@@ -283,7 +283,7 @@ function findings(s: Record<string, ProfileSummary>): string[] {
             : NaN,
         )
       }, GC ${f(share(append, /^\(garbage collector\)/))};`,
-      `- replay: frame rendering (server/frames.ts: \`renderBatch\` and its helpers) ${
+      `- replay: frame rendering (server/frames/text_frames.ts: \`renderBatch\` and its helpers) ${
         f(share(replay, /\(server\/frames\.ts:/))
       }, log reading (log/) ${
         f(

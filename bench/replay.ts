@@ -8,7 +8,7 @@
  * Run alone: deno run -A bench/replay.ts [--quick]
  */
 import { Log } from "../log/mod.ts";
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { compress } from "../log/chunk.ts";
 import type { LoadConfig } from "./_fanout_client.ts";
 import { freePort, Proc } from "./_harness.ts";

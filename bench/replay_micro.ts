@@ -1,5 +1,5 @@
 /**
- * Micro-benchmark of replay frame rendering (`renderBatch`, server/frames.ts):
+ * Micro-benchmark of replay frame rendering (`renderBatch`, server/frames/text_frames.ts):
  * the rows of one catch-up read of trade rows, from a segment and from a
  * chunk, rendered into batched frames of up to 4096 rows, against two
  * references in the same group: building the same text from JS strings as
@@ -16,7 +16,7 @@
  */
 
 import { Log, type RecordBatch } from "../log/mod.ts";
-import { liveFrame, MAX_BATCH_ROWS, renderBatch } from "../server/frames.ts";
+import { liveFrame, MAX_BATCH_ROWS, renderBatch } from "../server/frames/text_frames.ts";
 import { fill } from "./replay.ts";
 
 const ROWS = 20_000;

@@ -12,7 +12,7 @@
  * Run alone: deno run -A bench/since.ts [--quick]
  */
 import { serve } from "../server/serve.ts";
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { lookupStats } from "../log/time_seek.ts";
 import { type BenchSection, median, renderSection } from "./_report.ts";
 

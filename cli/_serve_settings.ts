@@ -15,7 +15,7 @@ import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
   DEFAULT_STALL_TIMEOUT_MS,
-} from "../server/stream_options.ts";
+} from "../server/stream/stream_options.ts";
 import { DEFAULT_PING_INTERVAL_S } from "../server/serve_options.ts";
 import {
   DEFAULT_HOST,

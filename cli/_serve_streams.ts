@@ -10,7 +10,7 @@ import type { Logger } from "../common/logger.ts";
 import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts";
 import { compileSchema } from "../schema/compile.ts";
 import { SchemaError } from "../schema/schema_error.ts";
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { type Follower, openFollowed } from "../server/follow/follower.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import type { SchemaSource, Settings } from "./_serve_settings.ts";

@@ -22,7 +22,7 @@ import { Logger } from "../common/logger.ts";
 import { LogLockedError } from "../log/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../server/limits.ts";
 import { serve, type Server } from "../server/serve.ts";
-import { Stream } from "../server/stream.ts";
+import { Stream } from "../server/stream/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 import { onSignals } from "./_signals.ts";
 

@@ -22,7 +22,7 @@ import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { FilterError } from "../client/filter.ts";
-import { SCHEMA_FILE } from "../server/stream.ts";
+import { SCHEMA_FILE } from "../server/stream/stream.ts";
 import { parseSchemaHistory } from "../log/schema_history.ts";
 import { parseSince } from "../client/since.ts";
 import { parse, UsageError } from "./_args.ts";

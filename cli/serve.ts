@@ -40,7 +40,7 @@ import { TokenTable } from "../server/auth.ts";
 import type { FrameHandler } from "../server/ingest/mod.ts";
 import { serve, type Server } from "../server/serve.ts";
 import { DEFAULT_MMAP_THRESHOLD_BYTES, pinMmapThreshold } from "../server/allocator.ts";
-import type { Stream } from "../server/stream.ts";
+import type { Stream } from "../server/stream/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 import { settingsFrom } from "./_serve_config.ts";
 import { Fatal, fileError, oneLine } from "./_serve_fatal.ts";

@@ -9,7 +9,7 @@
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn |
  * | bytes handed to sockets, not yet written (per server) | 64 MiB | `ServeOptions.sendBufferBytes` | a subscriber over its share falls behind (queue of shared frames, then the log) |
- * | bytes of live frames handed to sockets in one turn of the event loop (per server) | 8 MiB | `ServeOptions.fanoutTurnBytes` | the rest of the fan-out waits for the next turn (server/fanout_pacer.ts) |
+ * | bytes of live frames handed to sockets in one turn of the event loop (per server) | 8 MiB | `ServeOptions.fanoutTurnBytes` | the rest of the fan-out waits for the next turn (server/fanout/fanout_pacer.ts) |
  * | row (payload) size | 16 MiB | `LogOptions.maxPayloadBytes` | `send` rejects; ingest rejects the line |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
@@ -42,7 +42,7 @@ export const DEFAULT_SEND_BUFFER_BYTES: number = 64 << 20;
  * Default `fanoutTurnBytes`: bytes of live frames one server hands to its
  * sockets in one turn of the event loop; the rest of a fan-out waits for the
  * next turn, by when the runtime has written (and freed) most of those copies
- * (see server/fanout_pacer.ts). 0: no pacing (one synchronous pass).
+ * (see server/fanout/fanout_pacer.ts). 0: no pacing (one synchronous pass).
  */
 export const DEFAULT_FANOUT_TURN_BYTES: number = 8 << 20;
 /** Smallest `sendBufferBytes` accepted. */
@@ -76,7 +76,7 @@ export const DEFAULT_PORT = 8765;
  * handed to `send` and not yet written, between
  * {@linkcode MIN_SEND_SHARE_BYTES} and {@linkcode MAX_SEND_SHARE_BYTES}.
  * A subscriber over its share stops calling `send` and falls behind (see
- * server/subscriber.ts), so the copies Deno makes per socket stay within
+ * server/fanout/subscriber.ts), so the copies Deno makes per socket stay within
  * about `sendBufferBytes` (plus one frame per socket).
  *
  * @example

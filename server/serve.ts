@@ -27,11 +27,11 @@ import { CloseCode } from "../client/wire.ts";
 import type { TokenTable } from "./auth.ts";
 import { Gate, SendBudget } from "./limits.ts";
 import { Registry } from "./metrics.ts";
-import { Stream } from "./stream.ts";
+import { Stream } from "./stream/stream.ts";
 import { checkServeOptions, type ServeOptions } from "./serve_options.ts";
 import type { WebSocketUpgrader } from "./http/context.ts";
 import { HttpHandler } from "./http/handler.ts";
-import { shown } from "./_options.ts";
+import { shown } from "./option_check.ts";
 import { useVectoredWrites } from "./vectored_writes.ts";
 
 /** How often the archive's last error is looked at, for the log. */

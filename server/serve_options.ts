@@ -20,7 +20,7 @@ import {
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
 import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
-import { checkKeys, OptionCheck, shown } from "./_options.ts";
+import { checkKeys, OptionCheck, shown } from "./option_check.ts";
 
 /** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
 export const DEFAULT_PING_INTERVAL_S = 30;
@@ -74,7 +74,7 @@ export interface ServeOptions {
    * Bytes of live frames handed to the subscribers' sockets in one turn of
    * the event loop; the rest of a commit's fan-out waits for the next turn, by
    * when the runtime has written most of those copies and freed them (see
-   * server/fanout_pacer.ts). 0: one synchronous pass, however big.
+   * server/fanout/fanout_pacer.ts). 0: one synchronous pass, however big.
    * @default 8388608 (8 MiB)
    */
   fanoutTurnBytes?: number;

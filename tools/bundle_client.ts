@@ -1,16 +1,16 @@
 /**
  * Builds the browser bundle of the client that the viewer loads
- * (`server/_client_bundle.js`, served at `/_/client.js`): `deno bundle` of
+ * (`server/viewer/_client_bundle.js`, served at `/_/client.js`): `deno bundle` of
  * `client/connect.ts` for the browser, with a banner saying it is generated.
  *
- * deno task bundle                 writes server/_client_bundle.js
+ * deno task bundle                 writes server/viewer/_client_bundle.js
  * deno run -A tools/bundle_client.ts OUT   writes OUT instead (the freshness test)
  *
  * @module
  */
 
 /** The committed bundle. */
-export const BUNDLE = "server/_client_bundle.js";
+export const BUNDLE = "server/viewer/_client_bundle.js";
 
 /** The first line of the bundle. */
 export const BANNER =

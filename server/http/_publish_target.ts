@@ -8,7 +8,7 @@
  */
 
 import { forbidden, type Grant } from "../auth.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import type { HttpContext } from "./context.ts";
 import { deny } from "./access.ts";
 import { json, notFound, streamField } from "./_respond.ts";

@@ -12,7 +12,7 @@
  */
 
 import { parseSince } from "../../client/since.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { json } from "./_respond.ts";
 
 // Parameters /at reads (access_token is the handler's, for clients that cannot set headers).
@@ -23,7 +23,7 @@ const AT_PARAMS: ReadonlySet<string> = new Set(["since", "access_token"]);
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { atResponse } from "./at.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

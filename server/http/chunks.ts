@@ -9,7 +9,7 @@
 
 import { chunkPath, type Log } from "../../log/mod.ts";
 import { timesPath } from "../../log/chunk_times.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { json, notFound } from "./_respond.ts";
 
 const CHUNK = /^chunks\/([0-9a-f]{64})$/;
@@ -43,7 +43,7 @@ async function timesResponse(req: Request, log: Log, sha: string): Promise<Respo
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { manifestResponse } from "./chunks.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
@@ -65,7 +65,7 @@ export function manifestResponse(stream: Stream): Response {
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { chunkResponse } from "./chunks.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

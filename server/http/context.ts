@@ -9,7 +9,7 @@
 
 import type { Logger } from "../../common/logger.ts";
 import type { TokenTable } from "../auth.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
 

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { notFound } from "./_respond.ts";
 
 const DICTIONARY = /^dictionaries\/([^/]*)$/;
@@ -19,7 +19,7 @@ const DICTIONARY = /^dictionaries\/([^/]*)$/;
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { dictionaryResponse } from "./dictionaries.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

@@ -34,7 +34,7 @@ import type { Logger } from "../../common/logger.ts";
 import { forbidden, type Grant, TokenTable } from "../auth.ts";
 import { DEFAULT_MAX_PUBLISH_BYTES, type Gate, type SendBudget } from "../limits.ts";
 import type { Registry } from "../metrics.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";
 import { isPublishable } from "./_publish_target.ts";
 import { atResponse } from "./at.ts";
@@ -90,7 +90,7 @@ export interface HttpHandlerOptions {
  * import { Logger } from "../../common/logger.ts";
  * import { Gate } from "../limits.ts";
  * import { Registry } from "../metrics.ts";
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { HttpHandler } from "./handler.ts";
  * const s = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

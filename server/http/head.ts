@@ -6,7 +6,7 @@
  */
 
 import type { StreamHead } from "../../client/wire.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { json } from "./_respond.ts";
 
 /**
@@ -14,7 +14,7 @@ import { json } from "./_respond.ts";
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { headResponse } from "./head.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
@@ -37,7 +37,7 @@ export function headResponse(stream: Stream, publish = false): Response {
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { headOf } from "./head.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
@@ -55,7 +55,7 @@ export function headOf(stream: Stream, publish = false): StreamHead {
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { readableHeads } from "./head.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const streams = [Stream.ephemeral("a", { schema }), Stream.ephemeral("b", { schema })];
@@ -77,7 +77,7 @@ export function readableHeads(
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { streamsResponse } from "./head.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const res = streamsResponse([Stream.ephemeral("a", { schema })], () => true);

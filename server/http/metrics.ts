@@ -13,7 +13,7 @@ import {
   type Gauge,
   type Registry,
 } from "../metrics.ts";
-import { declareStreamMetrics } from "../stream_metrics.ts";
+import { declareStreamMetrics } from "../stream/stream_metrics.ts";
 import type { Gate, SendBudget } from "../limits.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */

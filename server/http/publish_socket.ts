@@ -37,7 +37,7 @@ import {
 } from "../../client/wire.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { encodeRows } from "../publish/rows.ts";
 import type { HttpContext } from "./context.ts";

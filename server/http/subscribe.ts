@@ -22,8 +22,8 @@ import { compileFilter, type Filter, FilterError } from "../../client/filter.ts"
 import type { LogFields } from "../../common/logger.ts";
 import type { TimeLookup } from "../../log/mod.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
-import type { Stream } from "../stream.ts";
-import type { Subscriber } from "../subscriber.ts";
+import type { Stream } from "../stream/stream.ts";
+import type { Subscriber } from "../fanout/subscriber.ts";
 import type { HttpContext } from "./context.ts";
 import { denyStream } from "./access.ts";
 import { json, parseReason, splitPath } from "./_respond.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { viewerAsset, type ViewerHead, viewerPage } from "../viewer.ts";
+import { viewerAsset, type ViewerHead, viewerPage } from "../viewer/page.ts";
 
 /**
  * The viewer's script at `pathname`, or null when it names none.

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { RowError } from "../errors.ts";
+import { RowError } from "../stream/row_error.ts";
 import type {
   IngestBatch,
   IngestEvent,

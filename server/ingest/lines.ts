@@ -4,7 +4,7 @@
  * ```ts
  * import { ingestLines } from "./lines.ts";
  * import type { IngestSink } from "./options.ts";
- * import { RowError } from "../errors.ts";
+ * import { RowError } from "../stream/row_error.ts";
  *
  * const rows: unknown[] = [];
  * const sink: IngestSink = {
@@ -94,7 +94,7 @@ function yieldToEventLoop(): Promise<void> {
  * @example
  * ```ts
  * import { ingestLines } from "./lines.ts";
- * import { RowError } from "../errors.ts";
+ * import { RowError } from "../stream/row_error.ts";
  *
  * const sent: unknown[] = [];
  * const sink = {

@@ -25,7 +25,7 @@
  *
  * ```ts
  * import { type IngestEvent, ingestLines, type IngestSink } from "./mod.ts";
- * import { RowError } from "../errors.ts";
+ * import { RowError } from "../stream/row_error.ts";
  *
  * const rows: unknown[] = [];
  * const sink: IngestSink = {

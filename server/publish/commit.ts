@@ -7,7 +7,7 @@
  */
 
 import type { ProducerTag } from "../../log/mod.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 
 /**
  * How a publish ended.
@@ -34,7 +34,7 @@ function detailOf(err: unknown): string {
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { commitPublish } from "./commit.ts";
  * const s = await Stream.open("t", {
  *   root: await Deno.makeTempDir(),

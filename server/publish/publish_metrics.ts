@@ -8,7 +8,7 @@
  */
 
 import type { Counter, CounterChild, Histogram, HistogramChild, Registry } from "../metrics.ts";
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 
 /**
  * The routes a publish comes by.

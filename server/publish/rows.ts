@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Stream } from "../stream.ts";
+import type { Stream } from "../stream/stream.ts";
 
 /**
  * Rows checked: their encoded JSON, or the first refused one (0-based `index`) and why.
@@ -30,7 +30,7 @@ const enc = new TextEncoder();
  *
  * @example
  * ```ts
- * import { Stream } from "../stream.ts";
+ * import { Stream } from "../stream/stream.ts";
  * import { encodeRows } from "./rows.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

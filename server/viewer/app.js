@@ -2,7 +2,7 @@
 // rates, the newest rows of one stream, a chart of a numeric column, and
 // replay from an offset. It runs in the browser on the project's own client
 // (/_/client.js, a bundle of client/connect.ts), with no framework and no
-// build step. The page (server/viewer.ts) calls startViewer(connect).
+// build step. The page (server/viewer/page.ts) calls startViewer(connect).
 
 /** Rows kept in the table. */
 const TABLE_ROWS = 50;

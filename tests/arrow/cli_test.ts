@@ -1,6 +1,6 @@
 import { tableFromIPC } from "apache-arrow";
 import { Log } from "../../log/mod.ts";
-import { Stream } from "../../server/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";

@@ -1,7 +1,7 @@
 import { tableFromIPC } from "apache-arrow";
 import { Log } from "../../log/mod.ts";
 import { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
-import { renderBatch } from "../../server/frames.ts";
+import { renderBatch } from "../../server/frames/text_frames.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Progress } from "../../cli/_progress.ts";
-import { Stream } from "../../server/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { fixture } from "../client/_fixture.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;

@@ -7,7 +7,7 @@ import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
-import { zstdFrame } from "../../server/compressed_frames.ts";
+import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 
 const SCHEMA = {

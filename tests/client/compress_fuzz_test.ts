@@ -9,7 +9,7 @@
 // the same text may pass: then every row arrives). Seeded (tests/reliability/_seeds.ts).
 import { assert, assertEquals } from "../_assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
-import { zstdFrame } from "../../server/compressed_frames.ts";
+import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { MAX_ZSTD_FRAME_TEXT } from "../../client/_zstd.ts";
 import {
   caseName,

@@ -4,7 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { REPO } from "./_demo.ts";
 import { BANNER, BUNDLE } from "../../tools/bundle_client.ts";
 
-Deno.test("client bundle is fresh: deno task bundle reproduces server/_client_bundle.js", async () => {
+Deno.test("client bundle is fresh: deno task bundle reproduces server/viewer/_client_bundle.js", async () => {
   const task = JSON.parse(await Deno.readTextFile(`${REPO}/deno.json`)).tasks.bundle as string;
   assertEquals(task, "deno run -A tools/bundle_client.ts");
   const tmp = await Deno.makeTempFile({ prefix: "streamcast-bundle-", suffix: ".js" });

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { assert, assertEquals } from "../_assert.ts";
 import { Log } from "../../log/mod.ts";
 import { ingestLines, ingestUpstream, rejectFile } from "../../server/ingest/mod.ts";
-import { Stream } from "../../server/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { rmrf, tempDir, text, until } from "../_util.ts";
 
 const SCHEMA = {

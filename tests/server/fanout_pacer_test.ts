@@ -1,4 +1,4 @@
-// Paced fan-out (server/fanout_pacer.ts): with a fan-out turn so small that
+// Paced fan-out (server/fanout/fanout_pacer.ts): with a fan-out turn so small that
 // every subscriber after the first of a commit waits for a later turn, every
 // subscriber still gets every row once, in order — plain and filtered ones,
 // over real sockets — while commits keep coming; stalled subscribers fall
@@ -11,9 +11,9 @@ import { serve, Stream } from "../../mod.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { TestSub } from "./_sub.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
-import { FanoutPacer, MAX_PACED_ROWS } from "../../server/fanout_pacer.ts";
+import { FanoutPacer, MAX_PACED_ROWS } from "../../server/fanout/fanout_pacer.ts";
 import { MIN_SEND_BUFFER_BYTES, SendBudget } from "../../server/limits.ts";
-import { livePolicy } from "../../server/live_pieces.ts";
+import { livePolicy } from "../../server/fanout/live_pieces.ts";
 
 const SCHEMA = {
   type: "object",

@@ -2,7 +2,7 @@
 // rows, byte for byte, whatever the offsets, payloads and cuts.
 import type { RecordBatch } from "../../log/mod.ts";
 import { Log } from "../../log/mod.ts";
-import { liveFrame, MAX_BATCH_BYTES, renderBatch } from "../../server/frames.ts";
+import { liveFrame, MAX_BATCH_BYTES, renderBatch } from "../../server/frames/text_frames.ts";
 import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { rmrf, rng, tempDir, utf8 } from "../_util.ts";
 

@@ -6,7 +6,7 @@ import { HttpHandler } from "../../server/http/handler.ts";
 import type { WebSocketUpgrader } from "../../server/http/context.ts";
 import { Gate } from "../../server/limits.ts";
 import { Registry } from "../../server/metrics.ts";
-import { Stream } from "../../server/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { rmrf, tempDir } from "../_util.ts";
 
 const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };

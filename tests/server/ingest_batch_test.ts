@@ -6,7 +6,7 @@
 // stored rows, byte for byte. Seeded: a fresh seed each run, printed.
 import { deepEqual, equal } from "node:assert/strict";
 import { ingestLines, type IngestSink, type RejectRecord } from "../../server/ingest/mod.ts";
-import { Stream } from "../../server/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "../reliability/_seeds.ts";
 import { tempDir } from "../_util.ts";
 

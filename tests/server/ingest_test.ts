@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { relative as relativePath } from "node:path";
 import { setImmediate } from "node:timers";
-import { RowError } from "../../server/errors.ts";
+import { RowError } from "../../server/stream/row_error.ts";
 import {
   type IngestEvent,
   ingestLines,

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { Pacer } from "../../server/pacer.ts";
+import { Pacer } from "../../server/fanout/catch_up_pacer.ts";
 import { setImmediate } from "node:timers";
 
 Deno.test("pacer: loops take turns in arrival order and the budget bounds each turn", async () => {

@@ -11,7 +11,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
-import { LIVE_PIECE_BYTES, livePolicy } from "../../server/live_pieces.ts";
+import { LIVE_PIECE_BYTES, livePolicy } from "../../server/fanout/live_pieces.ts";
 import { MIN_SEND_BUFFER_BYTES } from "../../server/limits.ts";
 
 const SCHEMA = {

@@ -9,7 +9,7 @@ import { serve, Stream } from "../../mod.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { TestSub } from "./_sub.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
-import { _subscriberCounts } from "../../server/subscriber.ts";
+import { _subscriberCounts } from "../../server/fanout/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

@@ -4,7 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
 import { compileFilter } from "../../client/filter.ts";
-import { Subscriber, type SubscriberHost } from "../../server/subscriber.ts";
+import { Subscriber, type SubscriberHost } from "../../server/fanout/subscriber.ts";
 import { rmrf, rng, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
 

@@ -1694,7 +1694,7 @@ var Subscription = class _Subscription {
    * @example
    * ```ts
    * import { connect } from "./connect.ts";
-   * import { serve, Stream } from "../mod.ts";
+   * import { serve, Stream } from "../../mod.ts";
    * const stream = Stream.ephemeral("ticks", {
    *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
    * });

@@ -20,40 +20,40 @@ import {
   type FrameMode,
   type Greeting,
   type StreamHead,
-} from "../client/wire.ts";
+} from "../../client/wire.ts";
 import {
   Log,
   type ProducerTag,
   type PublishResult,
   restoreLog,
   type RestoreReport,
-} from "../log/mod.ts";
-import { Logger } from "../common/logger.ts";
-import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../log/schema_history.ts";
+} from "../../log/mod.ts";
+import { Logger } from "../../common/logger.ts";
+import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../../log/schema_history.ts";
 import { keepSchema } from "./kept_schema.ts";
-import { RowError } from "./errors.ts";
+import { RowError } from "./row_error.ts";
 import { sendJsonTo } from "./_send_json.ts";
-import { liveFrame } from "./frames.ts";
-import { zstdFrame } from "./compressed_frames.ts";
-import type { FrameDictionary } from "./frame_dictionary.ts";
-import { StreamDictionary } from "./stream_dictionary.ts";
-import { greetingOf, streamHead } from "./stream_views.ts";
-import type { Filter, Where } from "../client/filter.ts";
-import { parseRows } from "./filtered_frames.ts";
-import { FilterGroups } from "./filter_groups.ts";
-import { FanoutPacer } from "./fanout_pacer.ts";
-import { compileSchema } from "../schema/compile.ts";
-import type { RowSchema } from "../schema/row_schema.ts";
+import { liveFrame } from "../frames/text_frames.ts";
+import { zstdFrame } from "../frames/compressed_frames.ts";
+import type { FrameDictionary } from "../frames/frame_dictionary.ts";
+import { StreamDictionary } from "../frames/stream_dictionary.ts";
+import { greetingOf, streamHead } from "./views.ts";
+import type { Filter, Where } from "../../client/filter.ts";
+import { parseRows } from "../fanout/filtered_frames.ts";
+import { FilterGroups } from "../fanout/filter_groups.ts";
+import { FanoutPacer } from "../fanout/fanout_pacer.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import type { RowSchema } from "../../schema/row_schema.ts";
 import {
   type ReplayReader,
   type SharedFrames,
   Subscriber,
   type SubscriberHost,
   type SubscriberState,
-} from "./subscriber.ts";
-import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
-import { GatedReader } from "./limits.ts";
-import type { Registry } from "./metrics.ts";
+} from "../fanout/subscriber.ts";
+import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
+import { GatedReader } from "../limits.ts";
+import type { Registry } from "../metrics.ts";
 import {
   archiveLogOptions,
   checkStreamName,
@@ -68,7 +68,7 @@ export type { StreamStats } from "./stream_metrics.ts";
 
 import type { StreamFollow, StreamServing } from "./stream_hosting.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
-import { sharedFrames } from "./shared_frames.ts";
+import { sharedFrames } from "../frames/shared_frames.ts";
 
 export type { StreamFollow, StreamServing } from "./stream_hosting.ts";
 
@@ -633,7 +633,7 @@ export class Stream {
    */
   async arrowEncoder(): Promise<ArrowFrameEncoder> {
     if (!this.#arrow) {
-      const { ArrowFrameEncoder } = await import("../arrow/frame_encoder.ts");
+      const { ArrowFrameEncoder } = await import("../../arrow/frame_encoder.ts");
       this.#arrow = new ArrowFrameEncoder(this.schema, { durable: this.durable });
     }
     return this.#arrow;

@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { Filter } from "../client/filter.ts";
+import type { Filter } from "../../client/filter.ts";
 import { pickFrames } from "./filtered_frames.ts";
 import type { SharedFrames, Subscriber } from "./subscriber.ts";
 import type { FanoutPacer } from "./fanout_pacer.ts";
@@ -29,7 +29,7 @@ interface Group {
  * @example
  * ```ts
  * import { FilterGroups } from "./filter_groups.ts";
- * import { compileFilter } from "../client/filter.ts";
+ * import { compileFilter } from "../../client/filter.ts";
  * const schema = { type: "object", properties: { a: { type: "integer" } } };
  * const groups = new FilterGroups();
  * const one = groups.add(compileFilter('{"a":[1,2]}', schema));

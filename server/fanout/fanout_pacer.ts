@@ -32,8 +32,8 @@
  */
 
 import { setImmediate } from "node:timers";
-import type { SendBudget } from "./limits.ts";
-import type { SharedFrames } from "./shared_frames.ts";
+import type { SendBudget } from "../limits.ts";
+import type { SharedFrames } from "../frames/shared_frames.ts";
 
 /** What the pacer hands commits to (a live `Subscriber`). */
 export interface FanoutMember {
@@ -62,7 +62,7 @@ interface Job<S> {
  * @example
  * ```ts
  * import { FanoutPacer } from "./fanout_pacer.ts";
- * import { SendBudget } from "./limits.ts";
+ * import { SendBudget } from "../limits.ts";
  * const budget = new SendBudget(1 << 20, 100);
  * const got: string[] = [];
  * const sub = (name: string) => {

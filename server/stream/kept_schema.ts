@@ -6,17 +6,17 @@
  */
 
 import { join } from "node:path";
-import { type Log, LogCorruptError } from "../log/mod.ts";
+import { type Log, LogCorruptError } from "../../log/mod.ts";
 import {
   encodeSchemaHistory,
   readSchemaHistory,
   SCHEMA_FILE,
   type SchemaVersion,
   writeSchemaHistory,
-} from "../log/schema_history.ts";
-import { compileSchema } from "../schema/compile.ts";
-import { schemaChange } from "../schema/evolution.ts";
-import type { RowSchema } from "../schema/row_schema.ts";
+} from "../../log/schema_history.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import { schemaChange } from "../../schema/evolution.ts";
+import type { RowSchema } from "../../schema/row_schema.ts";
 
 /**
  * Keeps the stream's schema history beside its log (`ROOT/NAME/schema.json`,
@@ -32,8 +32,8 @@ import type { RowSchema } from "../schema/row_schema.ts";
  *
  * @example
  * ```ts
- * import { Log } from "../log/mod.ts";
- * import { compileSchema } from "../schema/compile.ts";
+ * import { Log } from "../../log/mod.ts";
+ * import { compileSchema } from "../../schema/compile.ts";
  * import { keepSchema } from "./kept_schema.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });

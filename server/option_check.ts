@@ -13,7 +13,7 @@
  *
  * @example
  * ```ts
- * import { shown } from "./_options.ts";
+ * import { shown } from "./option_check.ts";
  * console.log(shown("80"), shown(null), shown([1])); // "80" null an array
  * ```
  */
@@ -32,7 +32,7 @@ export function shown(v: unknown): string {
  *
  * @example
  * ```ts
- * import { checkKeys } from "./_options.ts";
+ * import { checkKeys } from "./option_check.ts";
  * try {
  *   checkKeys("serve", { prot: 1 }, ["port"]);
  * } catch (err) {
@@ -65,7 +65,7 @@ export function checkKeys(
  *
  * @example
  * ```ts
- * import { OptionCheck } from "./_options.ts";
+ * import { OptionCheck } from "./option_check.ts";
  * const o = new OptionCheck("serve", { port: 80 });
  * console.log(o.int("port", 0, 65535, 8765), o.bool("closeStreams", true)); // 80 true
  * ```

@@ -5,9 +5,9 @@
  * @module
  */
 
-import type { RecordBatch } from "../log/mod.ts";
-import type { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
-import type { Compression } from "../client/wire.ts";
+import type { RecordBatch } from "../../log/mod.ts";
+import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
+import type { Compression } from "../../client/wire.ts";
 
 /** The reads of a catching-up subscriber: a `LogReader`, or a wrapper around one. */
 export interface ReplayReader {

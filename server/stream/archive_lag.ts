@@ -4,7 +4,7 @@
  * @module
  */
 
-import type { Log } from "../log/mod.ts";
+import type { Log } from "../../log/mod.ts";
 
 /** Rows the log holds beyond the archive's end, the age of the oldest of them, the last upload error. */
 export interface ArchiveLag {
@@ -22,7 +22,7 @@ export interface ArchiveLag {
  *
  * @example
  * ```ts
- * import { Log } from "../log/mod.ts";
+ * import { Log } from "../../log/mod.ts";
  * import { archiveLagOf } from "./archive_lag.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
  * await log.append(new TextEncoder().encode("{}"));

@@ -37,7 +37,7 @@ export const DEFAULT_TURN_BUDGET = 512 * 1024;
  *
  * @example
  * ```ts
- * import { Pacer } from "./pacer.ts";
+ * import { Pacer } from "./catch_up_pacer.ts";
  * const pacer = new Pacer(1000);
  * const order: string[] = [];
  * async function worker(name: string, slices: number) {

@@ -5,8 +5,8 @@
  * @module
  */
 
-import type { Logger } from "../common/logger.ts";
-import type { Gate, SendBudget } from "./limits.ts";
+import type { Logger } from "../../common/logger.ts";
+import type { Gate, SendBudget } from "../limits.ts";
 
 /** What a server lends the streams it serves (see {@linkcode Stream._attach}). */
 export interface StreamServing {

@@ -25,7 +25,7 @@
 import { createHash } from "node:crypto";
 import { type DictCompressor, dictCompressor, libzstdProblem } from "./_libzstd.ts";
 import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
-import type { Log } from "../log/mod.ts";
+import type { Log } from "../../log/mod.ts";
 
 /**
  * The most bytes of rows a dictionary holds (64 KiB).
@@ -146,7 +146,7 @@ export function dictionaryProblem(): string | null {
  *
  * @example
  * ```ts
- * import { Log } from "../log/mod.ts";
+ * import { Log } from "../../log/mod.ts";
  * import { buildLogDictionary } from "./frame_dictionary.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);

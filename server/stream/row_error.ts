@@ -10,7 +10,7 @@
  *
  * @example
  * ```ts
- * import { RowError } from "./errors.ts";
+ * import { RowError } from "./row_error.ts";
  * const err = new RowError("trades", "/price: must be number");
  * console.log(err.message); // row refused by stream "trades": /price: must be number
  * ```

@@ -6,8 +6,8 @@
  * @module
  */
 
-import type { Logger } from "../common/logger.ts";
-import type { Log } from "../log/mod.ts";
+import type { Logger } from "../../common/logger.ts";
+import type { Log } from "../../log/mod.ts";
 import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./frame_dictionary.ts";
 
 /**
@@ -16,7 +16,7 @@ import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./f
  *
  * @example
  * ```ts
- * import { Logger } from "../common/logger.ts";
+ * import { Logger } from "../../common/logger.ts";
  * import { StreamDictionary } from "./stream_dictionary.ts";
  * const d = new StreamDictionary("t", null, () => new Logger({ level: "error" }));
  * console.log(await d.get(), d.byId("00")); // null null

@@ -17,7 +17,7 @@ import {
   type Histogram,
   type HistogramChild,
   Registry,
-} from "./metrics.ts";
+} from "../metrics.ts";
 
 // Commit (write + sync) latency buckets, in seconds: 0.1 ms to 1 s.
 const COMMIT_BUCKETS_S: number[] = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000]
@@ -72,7 +72,7 @@ export interface StreamMetricsSource {
  *
  * @example
  * ```ts
- * import { Registry } from "./metrics.ts";
+ * import { Registry } from "../metrics.ts";
  * import { declareStreamMetrics } from "./stream_metrics.ts";
  * const r = new Registry();
  * declareStreamMetrics(r);

@@ -5,10 +5,10 @@
  * @module
  */
 
-import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
-import type { ArchiveOptions, LogOptions } from "../log/mod.ts";
-import { DEFAULT_MAX_SUBSCRIBERS } from "./limits.ts";
-import { checkKeys, OptionCheck, shown } from "./_options.ts";
+import { isStreamName, STREAM_NAME_RULE } from "../../client/wire.ts";
+import type { ArchiveOptions, LogOptions } from "../../log/mod.ts";
+import { DEFAULT_MAX_SUBSCRIBERS } from "../limits.ts";
+import { checkKeys, OptionCheck, shown } from "../option_check.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;

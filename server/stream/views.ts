@@ -10,10 +10,10 @@ import {
   type Greeting,
   PROTOCOL_VERSION,
   type StreamHead,
-} from "../client/wire.ts";
-import type { Where } from "../client/filter.ts";
-import type { Log } from "../log/mod.ts";
-import type { RowSchema } from "../schema/row_schema.ts";
+} from "../../client/wire.ts";
+import type { Where } from "../../client/filter.ts";
+import type { Log } from "../../log/mod.ts";
+import type { RowSchema } from "../../schema/row_schema.ts";
 import type { StreamFollow } from "./stream_hosting.ts";
 import type { ArchiveLag } from "./archive_lag.ts";
 
@@ -43,7 +43,7 @@ export interface StreamView {
  * @example
  * ```ts
  * import { Stream } from "./stream.ts";
- * import { greetingOf } from "./stream_views.ts";
+ * import { greetingOf } from "./views.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const s = Stream.ephemeral("t", { schema });
  * console.log(greetingOf(s, null, "batch", null).frames); // batch
@@ -76,7 +76,7 @@ export function greetingOf(
  * @example
  * ```ts
  * import { Stream } from "./stream.ts";
- * import { streamHead } from "./stream_views.ts";
+ * import { streamHead } from "./views.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const s = Stream.ephemeral("t", { schema });
  * console.log(streamHead(s, null, null).end_offset); // null

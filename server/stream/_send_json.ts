@@ -6,9 +6,9 @@
  * @module
  */
 
-import type { Log } from "../log/mod.ts";
-import type { RowSchema } from "../schema/row_schema.ts";
-import { RowError } from "./errors.ts";
+import type { Log } from "../../log/mod.ts";
+import type { RowSchema } from "../../schema/row_schema.ts";
+import { RowError } from "./row_error.ts";
 
 /**
  * What {@linkcode sendJsonTo} needs of the stream: its name, schema and log
@@ -17,7 +17,7 @@ import { RowError } from "./errors.ts";
  * @example
  * ```ts
  * import type { JsonTarget } from "./_send_json.ts";
- * import { compileSchema } from "../schema/compile.ts";
+ * import { compileSchema } from "../../schema/compile.ts";
  * const target: JsonTarget = {
  *   name: "t",
  *   schema: compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] }),
@@ -67,7 +67,7 @@ async function allSettled(parts: Promise<unknown>[]): Promise<void> {
  * @example
  * ```ts
  * import { sendJsonTo } from "./_send_json.ts";
- * import { compileSchema } from "../schema/compile.ts";
+ * import { compileSchema } from "../../schema/compile.ts";
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
  * const out: string[] = [];
  * const sent = sendJsonTo(

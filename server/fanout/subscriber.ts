@@ -25,19 +25,19 @@
  */
 
 import { setImmediate } from "node:timers";
-import { CloseCode, encodeCloseReason, type FrameMode } from "../client/wire.ts";
-import { LogEvictedError, type RecordBatch } from "../log/mod.ts";
-import { MAX_BATCH_ROWS, renderBatch } from "./frames.ts";
-import type { Filter } from "../client/filter.ts";
-import { FRAME_COST, Pacer } from "./pacer.ts";
+import { CloseCode, encodeCloseReason, type FrameMode } from "../../client/wire.ts";
+import { LogEvictedError, type RecordBatch } from "../../log/mod.ts";
+import { MAX_BATCH_ROWS, renderBatch } from "../frames/text_frames.ts";
+import type { Filter } from "../../client/filter.ts";
+import { FRAME_COST, Pacer } from "./catch_up_pacer.ts";
 import { filterBatch, frameOffset } from "./filtered_frames.ts";
 import { DrainPoller } from "./drain_poller.ts";
-import { SendBudget } from "./limits.ts";
+import { SendBudget } from "../limits.ts";
 import { type LivePiece, livePieces, livePolicy } from "./live_pieces.ts";
-import type { Compression } from "../client/wire.ts";
+import type { Compression } from "../../client/wire.ts";
 
-export type { SharedFrames } from "./shared_frames.ts";
-import type { SharedFrames } from "./shared_frames.ts";
+export type { SharedFrames } from "../frames/shared_frames.ts";
+import type { SharedFrames } from "../frames/shared_frames.ts";
 
 /**
  * The send buffer of subscribers whose stream is not served by a server with
@@ -57,7 +57,7 @@ const catchUpPacer = new Pacer();
 
 export type { ReplayReader } from "./subscriber_host.ts";
 import type { ReplayReader, SubscriberHost as Host } from "./subscriber_host.ts";
-/** What a subscriber needs from its stream (see server/subscriber_host.ts). */
+/** What a subscriber needs from its stream (see server/fanout/subscriber_host.ts). */
 export type SubscriberHost = Host<Subscriber>;
 
 /** The state of a subscriber. */

@@ -6,14 +6,14 @@
  * @module
  */
 
-import type { RecordBatch } from "../log/mod.ts";
+import type { RecordBatch } from "../../log/mod.ts";
 
 /**
  * Most rows in one batched frame.
  *
  * @example
  * ```ts
- * import { MAX_BATCH_ROWS } from "./frames.ts";
+ * import { MAX_BATCH_ROWS } from "./text_frames.ts";
  * console.log(MAX_BATCH_ROWS); // 4096
  * ```
  */
@@ -24,7 +24,7 @@ export const MAX_BATCH_ROWS = 4096;
  *
  * @example
  * ```ts
- * import { MAX_BATCH_BYTES } from "./frames.ts";
+ * import { MAX_BATCH_BYTES } from "./text_frames.ts";
  * console.log(MAX_BATCH_BYTES); // 1048576
  * ```
  */
@@ -35,7 +35,7 @@ export const MAX_BATCH_BYTES = 1 << 20;
  *
  * @example
  * ```ts
- * import { liveFrame } from "./frames.ts";
+ * import { liveFrame } from "./text_frames.ts";
  * console.log(liveFrame(7, '{"a":1}')); // [7,{"a":1}]
  * ```
  */
@@ -158,7 +158,7 @@ function framesCompacted(batch: RecordBatch, from: number, last: number): number
  *
  * @example
  * ```ts
- * import { renderBatch } from "./frames.ts";
+ * import { renderBatch } from "./text_frames.ts";
  * const buf = new TextEncoder().encode('{"a":1}{"a":2}');
  * const batch = {
  *   buf, count: 2, offsets: new Float64Array([5, 6]), times: new Float64Array(2),

@@ -9,9 +9,9 @@
  * @module
  */
 
-import type { Filter } from "../client/filter.ts";
-import type { RecordBatch } from "../log/mod.ts";
-import { renderBatch } from "./frames.ts";
+import type { Filter } from "../../client/filter.ts";
+import type { RecordBatch } from "../../log/mod.ts";
+import { renderBatch } from "../frames/text_frames.ts";
 
 /**
  * The offset of a data frame `[offset,msg]` (durable streams).
@@ -33,7 +33,7 @@ export function frameOffset(frame: string): number {
  * @example
  * ```ts
  * import { filterBatch } from "./filtered_frames.ts";
- * import { compileFilter } from "../client/filter.ts";
+ * import { compileFilter } from "../../client/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
  * const buf = new TextEncoder().encode('{"a":1}{"a":2}');
  * const batch = {
@@ -82,7 +82,7 @@ export function parseRows(jsons: readonly string[]): Record<string, unknown>[] {
  * @example
  * ```ts
  * import { pickFrames } from "./filtered_frames.ts";
- * import { compileFilter } from "../client/filter.ts";
+ * import { compileFilter } from "../../client/filter.ts";
  * const f = compileFilter({ a: 1 }, { type: "object", properties: { a: { type: "integer" } } });
  * console.log(pickFrames(['[1,{"a":1}]', '[2,{"a":2}]'], [{ a: 1 }, { a: 2 }], f)); // [ '[1,{"a":1}]' ]
  * ```
