@@ -13,7 +13,6 @@ import process from "node:process";
 import { setImmediate } from "node:timers";
 import { serve, Stream } from "../mod.ts";
 import { liveTradeRows, SCHEMA, tradeRows } from "./_trades.ts";
-import { livePolicy } from "../server/fanout/live_pieces.ts";
 import { pinMmapThreshold } from "../server/allocator.ts";
 import { stdinLines } from "./_stdin_lines.ts";
 
@@ -49,13 +48,10 @@ export interface ServerConfig {
    */
   independent?: boolean;
   /**
-   * streamcast: how live batched frames are sent (server/fanout/live_pieces.ts's
-   * `livePolicy`; `pieceBytes` null: a commit is one frame) and the
-   * server's `sendBufferBytes`. @default the server's defaults
+   * streamcast: the server's ways of sending live frames that a variant
+   * changes (its defaults otherwise).
    */
   live?: {
-    pieceBytes?: number | null;
-    fallBehind?: "queue" | "cursor";
     /** Vectored socket writes (server/vectored_writes.ts): false sets `DENO_USE_WRITEV` empty. @default true */
     writev?: boolean;
     /**
@@ -64,8 +60,6 @@ export interface ServerConfig {
      * whether Deno copies bytes per socket as it copies strings.
      */
     binary?: boolean;
-    /** server/fanout/live_pieces.ts's `livePolicy.withinShare`. @default true */
-    withinShare?: boolean;
     sendBufferBytes?: number;
     /** `ServeOptions.fanoutTurnBytes` (0: one synchronous pass). @default the server's */
     turnBytes?: number;
@@ -203,9 +197,6 @@ async function streamcast(): Promise<void> {
     ...(cfg.live?.sendBufferBytes ? { sendBufferBytes: cfg.live.sendBufferBytes } : {}),
     ...(cfg.live?.turnBytes !== undefined ? { fanoutTurnBytes: cfg.live.turnBytes } : {}),
   });
-  if (cfg.live?.pieceBytes !== undefined) livePolicy.pieceBytes = cfg.live.pieceBytes ?? Infinity;
-  if (cfg.live?.fallBehind) livePolicy.fallBehind = cfg.live.fallBehind;
-  if (cfg.live?.withinShare !== undefined) livePolicy.withinShare = cfg.live.withinShare;
   onStop = async () => {
     await server.shutdown();
     await Deno.remove(root, { recursive: true });

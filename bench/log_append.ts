@@ -45,7 +45,7 @@ async function ours(dir: string, mode: "single" | "batch", group: number, ms: nu
   const log = await Log.open(`${dir}/log`, { timers: false });
   let rows = 0;
   let commits = 0;
-  log.onCommit = () => commits++;
+  log.listen({ committed: () => void commits++ });
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
     if (mode === "batch") {

@@ -6,16 +6,14 @@
  * RSS is read from /proc/PID/status (VmRSS, sampled, and VmHWM, the peak).
  * Baseline: the same server with 1000 reading subscribers.
  *
- * The ways of sending live frames, each measured against **one pass** — whole
- * commits handed to every socket in one synchronous pass, through each
- * socket's own write buffer, any frame while under the share (how the server
- * sent before the fan-out turn) — in the same run (see server/fanout/fanout_pacer.ts,
- * server/vectored_writes.ts, server/fanout/live_pieces.ts, docs/SPEC.md §3.4.3):
+ * The ways of sending live frames, each measured against **one pass** —
+ * every commit handed to every socket in one synchronous pass, through each
+ * socket's own write buffer (`fanoutTurnBytes` 0, no vectored writes) — in
+ * the same run (see server/fanout/fanout_pacer.ts, server/vectored_writes.ts,
+ * server/fanout/live_pieces.ts, docs/SPEC.md §3.4.3):
  * - the default: paced fan-out (8 MiB of copies a turn), vectored writes,
- *   whole commits only within the socket's share;
+ *   batched commits cut to the socket's share;
  * - paced only (the runtime's write buffers kept); vectored writes only;
- * - the default with commits cut to the socket's share when bigger than it
- *   (a frame-size cap only for large fan-outs), and with 16 KiB pieces always;
  * - the default with binary frames (the same text as one shared Uint8Array);
  * - a reference, not a server: raw TCP connections each written ONE shared
  *   buffer of pre-framed WebSocket frames with `Deno.Conn.write` (what a
@@ -31,8 +29,8 @@ const LIMIT_MIB = 256;
 
 type Live = NonNullable<ServerConfig["live"]>;
 
-/** Whole commits in one pass through the runtime's write buffers: before the fan-out turn. */
-const ONE_PASS: Live = { turnBytes: 0, writev: false, withinShare: false, pieceBytes: null };
+/** Every commit in one pass through the runtime's write buffers: no fan-out turn, no writev. */
+const ONE_PASS: Live = { turnBytes: 0, writev: false };
 
 interface Variant {
   name: string;
@@ -54,22 +52,12 @@ function contender(live: Live = {}): Contender {
 const VARIANTS: Variant[] = [
   {
     name: "paced only (8 MiB a turn; write buffers kept)",
-    contender: contender({ writev: false, withinShare: false, pieceBytes: null }),
+    contender: contender({ writev: false }),
     reading: true,
   },
   {
     name: "vectored writes only (one pass)",
-    contender: contender({ turnBytes: 0, withinShare: false, pieceBytes: null }),
-    reading: true,
-  },
-  {
-    name: "the default with whole commits even over the socket's share (pieceBytes Infinity)",
-    contender: contender({ pieceBytes: null }),
-    reading: true,
-  },
-  {
-    name: "the default with 16 KiB pieces (frame-size cap)",
-    contender: contender({ pieceBytes: 16 * 1024 }),
+    contender: contender({ turnBytes: 0 }),
     reading: true,
   },
   {

@@ -16,15 +16,13 @@ import {
   DEFAULT_MAX_REPLAY,
   DEFAULT_STALL_TIMEOUT_MS,
 } from "../server/stream/stream_options.ts";
-import { DEFAULT_PING_INTERVAL_S } from "../server/serve_options.ts";
+import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../server/serve_options.ts";
 import {
-  DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_ROW_BYTES,
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
-  DEFAULT_PORT,
 } from "../server/limits.ts";
 import {
   bool,

@@ -20,7 +20,7 @@ import { resolve } from "node:path";
 import { sleep } from "../common/backoff.ts";
 import { Logger } from "../common/logger.ts";
 import { LogLockedError } from "../log/mod.ts";
-import { DEFAULT_HOST, DEFAULT_PORT } from "../server/limits.ts";
+import { DEFAULT_HOST, DEFAULT_PORT } from "../server/serve_options.ts";
 import { serve, type Server } from "../server/serve.ts";
 import { Stream } from "../server/stream/stream.ts";
 import { parse, UsageError } from "./_args.ts";

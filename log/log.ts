@@ -9,7 +9,7 @@
  *   are contiguous;
  * - `append` assigns offsets synchronously in call order; one committer writes
  *   everything pending with one write and one `syncData`, then advances the
- *   durable end, tells `onCommit`, and resolves the callers — never before;
+ *   durable end, tells its listener, and resolves the callers — never before;
  * - only the last segment may be unsealed or end in a torn record; opening
  *   truncates such a tail and refuses any other damage, naming file and byte;
  * - one writer per log on a host: a lock file held with `flock`.
@@ -44,6 +44,7 @@ import {
 } from "./producers.ts";
 import { cutActiveAt } from "./tail_cut.ts";
 import { ChunkLink } from "./chunk_link.ts";
+import type { LogListener } from "./log_listener.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
 import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
@@ -88,15 +89,6 @@ export class Log {
   readonly streamId: string;
   /** The first offset this log was created with: what `offset=0` asks for. */
   readonly firstOffset: number;
-  /** Called after each durable commit with the offsets `[first, end)` it made durable. */
-  onCommit: ((first: number, end: number) => void) | null = null;
-  /** Called when appends that were assigned offsets from `from` on were dropped by a failed write. */
-  onDiscard: ((from: number) => void) | null = null;
-  /** Called after a fence moved the next offset to `offset` with no commit (rows adopted, a gap). */
-  onFence: ((offset: number) => void) | null = null;
-  /** Before each commit's write: the write waits for what it returns (null: nothing to wait for). */
-  beforeCommit: (() => Promise<void> | null) | null = null;
-
   readonly #opts: ResolvedOptions;
   readonly #lock: Deno.FsFile;
   readonly #segments: Segment[];
@@ -108,6 +100,7 @@ export class Log {
   readonly #source: ReaderSource;
   readonly #producers: ProducerTable;
   readonly #journal: ProducerJournal;
+  #listener: LogListener | null = null;
 
   private constructor(
     dir: string,
@@ -129,7 +122,7 @@ export class Log {
     this.#committer = new Committer(this, opts, segments, active, {
       committed: (first, end, tags) => {
         if (tags !== null) this.#producers.committed(tags);
-        this.onCommit?.(first, end);
+        this.#listener?.committed?.(first, end);
       },
       wake: () => {
         for (const r of this.#readers) r._wake();
@@ -137,7 +130,7 @@ export class Log {
       sealed: () => this.#link?.handOver(),
       discarded: (from) => {
         this.#rollBackProducers(from);
-        this.onDiscard?.(from);
+        this.#listener?.discarded?.(from);
       },
       // A commit with producer records writes and syncs them first; one
       // without waits only while the journal is being put back after a failure.
@@ -147,7 +140,7 @@ export class Log {
           : this.#journal.busy
           ? this.#journal.settled()
           : null;
-        const gate = this.beforeCommit?.() ?? null; // a stream's paced fan-out
+        const gate = this.#listener?.beforeCommit?.() ?? null; // a stream's paced fan-out
         return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
       },
     });
@@ -166,6 +159,12 @@ export class Log {
       Deno.unrefTimer(timer);
       this.#timer = timer;
     }
+  }
+
+  /** Sets the log's one listener (see `log_listener.ts`); a second call throws `TypeError`. */
+  listen(listener: LogListener): void {
+    if (this.#listener !== null) throw new TypeError(`log ${this.dir} has a listener already`);
+    this.#listener = listener;
   }
 
   /**
@@ -580,7 +579,7 @@ export class Log {
     const active = await fenceSegment(this, old, offset, this.#opts);
     this.#segments.splice(this.#segments.indexOf(old.seg), 1, active.seg);
     c.restartAt(active, offset);
-    this.onFence?.(offset);
+    this.#listener?.fenced?.(offset);
   }
 
   // --- replicas (followers): append_at.ts, adoption.ts ---

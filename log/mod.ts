@@ -59,4 +59,5 @@ export type { ArchiveOptions } from "./archive.ts";
 export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 export { PRODUCERS_FILE } from "./producer_journal.ts";
 export type { ProducerJournalReport } from "./verify_producers.ts";
+export type { LogListener } from "./log_listener.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

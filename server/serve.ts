@@ -25,7 +25,8 @@
 
 import { CloseCode } from "../client/wire.ts";
 import type { TokenTable } from "./auth.ts";
-import { Gate, SendBudget } from "./limits.ts";
+import { SendBudget } from "./fanout/send_budget.ts";
+import { Gate } from "./fanout/replay_gate.ts";
 import { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
 import { checkServeOptions, type ServeOptions } from "./serve_options.ts";

@@ -10,18 +10,20 @@ import { Logger } from "../common/logger.ts";
 import { TokenTable } from "./auth.ts";
 import {
   DEFAULT_FANOUT_TURN_BYTES,
-  DEFAULT_HOST,
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_URL_BYTES,
-  DEFAULT_PORT,
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
 import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
 import { checkKeys, OptionCheck, shown } from "./option_check.ts";
 
+/** Address a server listens on by default (the CLI's `--host`). */
+export const DEFAULT_HOST = "127.0.0.1";
+/** Port a server listens on by default (the CLI's `--port`). */
+export const DEFAULT_PORT = 8765;
 /** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
 export const DEFAULT_PING_INTERVAL_S = 30;
 

@@ -1,5 +1,5 @@
 /**
- * Sharing the event loop between catching-up subscribers.
+ * The catch-up pacer: sharing the event loop between catching-up subscribers.
  *
  * Replaying history is the server's heaviest work: a subscriber that starts
  * at offset 1 in single-frame mode asks for one `send` per row. Left alone,
@@ -8,7 +8,7 @@
  * and hang up) would hold the event loop for a long time between two turns,
  * delaying the live rows of everyone else.
  *
- * A {@linkcode Pacer} bounds that work per turn of the event loop: together,
+ * A {@linkcode CatchUpPacer} bounds that work per turn of the event loop: together,
  * the catching-up subscribers spend at most `budget` (bytes sent plus a cost
  * per frame) before the loop goes back to I/O — new rows, live fan-out, new
  * connections — and they take turns in arrival order.
@@ -30,15 +30,17 @@ export const FRAME_COST = 4096;
 export const DEFAULT_TURN_BUDGET = 512 * 1024;
 
 /**
- * A per-turn budget shared by many async loops. A loop calls
- * {@linkcode Pacer.turn} before a synchronous slice of work (no `await`
- * inside) and {@linkcode Pacer.spend} after it, always (with 0 when it did
+ * A per-turn budget shared by many async loops (one per process serves every
+ * catching-up subscriber: see catch_up.ts). A loop calls
+ * {@linkcode CatchUpPacer.turn} before a synchronous slice of work (no `await`
+ * inside) and {@linkcode CatchUpPacer.spend} after it, always (with 0 when it did
  * nothing).
  *
  * @example
  * ```ts
- * import { Pacer } from "./catch_up_pacer.ts";
- * const pacer = new Pacer(1000);
+ * import { equal } from "node:assert/strict";
+ * import { CatchUpPacer } from "./catch_up_pacer.ts";
+ * const pacer = new CatchUpPacer(1000);
  * const order: string[] = [];
  * async function worker(name: string, slices: number) {
  *   for (let i = 0; i < slices; i++) {
@@ -48,10 +50,10 @@ export const DEFAULT_TURN_BUDGET = 512 * 1024;
  *   }
  * }
  * await Promise.all([worker("a", 2), worker("b", 2)]);
- * console.log(order.join("")); // abab
+ * equal(order.join(""), "abab");
  * ```
  */
-export class Pacer {
+export class CatchUpPacer {
   /** Work allowed per turn. */
   readonly budget: number;
   #spent = 0;

@@ -32,7 +32,7 @@
  */
 
 import { setImmediate } from "node:timers";
-import type { SendBudget } from "../limits.ts";
+import type { SendBudget } from "./send_budget.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
 
 /** What the pacer hands commits to (a live `Subscriber`). */
@@ -61,8 +61,9 @@ interface Job<S> {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { FanoutPacer } from "./fanout_pacer.ts";
- * import { SendBudget } from "../limits.ts";
+ * import { SendBudget } from "./send_budget.ts";
  * const budget = new SendBudget(1 << 20, 100);
  * const got: string[] = [];
  * const sub = (name: string) => {
@@ -79,9 +80,10 @@ interface Job<S> {
  * const shared = { joined: () => "", arrow: () => new Uint8Array(0) };
  * const pacer = new FanoutPacer();
  * pacer.fanOut([sub("a"), sub("b"), sub("c")], ["r1"], 2, shared);
- * console.log(got, pacer.waiting); // [ "a:r1", "b:r1" ] 1
+ * deepStrictEqual(got, ["a:r1", "b:r1"]); // 160 bytes: the turn's 100 are spent
+ * equal(pacer.waiting, 1);
  * await pacer.idle();
- * console.log(got); // [ "a:r1", "b:r1", "c:r1" ]
+ * deepStrictEqual(got, ["a:r1", "b:r1", "c:r1"]);
  * ```
  */
 export class FanoutPacer<S extends FanoutMember = FanoutMember> {

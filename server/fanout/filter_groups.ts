@@ -14,7 +14,8 @@
 
 import type { Filter } from "../../client/filter.ts";
 import { pickFrames } from "./filtered_frames.ts";
-import type { SharedFrames, Subscriber } from "./subscriber.ts";
+import type { SharedFrames } from "../frames/shared_frames.ts";
+import type { Subscriber } from "./subscriber.ts";
 import type { FanoutPacer } from "./fanout_pacer.ts";
 
 interface Group {

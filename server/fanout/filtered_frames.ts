@@ -14,19 +14,6 @@ import type { RecordBatch } from "../../log/mod.ts";
 import { renderBatch } from "../frames/text_frames.ts";
 
 /**
- * The offset of a data frame `[offset,msg]` (durable streams).
- *
- * @example
- * ```ts
- * import { frameOffset } from "./filtered_frames.ts";
- * console.log(frameOffset('[42,{"a":1}]')); // 42
- * ```
- */
-export function frameOffset(frame: string): number {
-  return Number(frame.slice(1, frame.indexOf(",")));
-}
-
-/**
  * The frames of a replayed batch whose rows `filter` matches, in offset
  * order, and the work done (bytes rendered and parsed, for the pacer).
  *

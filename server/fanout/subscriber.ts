@@ -1,67 +1,86 @@
 /**
  * A subscriber: one WebSocket reading one stream, in one of two states.
  *
- * - **catching up**: it reads rows from the log at its own pace, sending them
- *   only while the socket's buffer is below a high-water mark;
- * - **live**: it receives the frames the stream fans out after each commit.
+ * - **catching up**: it reads rows from the log at its own pace (catch_up.ts);
+ * - **live**: it is handed the frames the stream fans out after each commit,
+ *   sending them while its socket is within its share of the send buffer and
+ *   queueing the rest as references to the shared frames (live_queue.ts).
  *
  * Invariants:
  * - `next` is the first offset not yet handed to the socket; frames go out in
  *   offset order with no gap and no duplicate;
- * - a catching-up subscriber joins the live set in the same synchronous step in
- *   which it finds `next === log.endOffset` (no await between), so replay and
- *   live partition the stream exactly;
+ * - a catching-up subscriber joins the live set in the same synchronous step
+ *   in which it finds `next === log.endOffset` (no await between), so replay
+ *   and live partition the stream exactly;
  * - a live subscriber's queue never holds more than `maxBacklog` frames: past
  *   that, on a durable stream it drops the queue and catches up from the log
  *   (its own disk reads, not server memory); on an ephemeral one it is closed
  *   with 4429;
- * - a socket that accepts nothing for `stallTimeoutMs` is closed with 4429.
+ * - a socket that accepts nothing for `stallTimeoutMs` is closed with 4429;
  * - with a `where=` filter, the same holds for the rows it matches: every
  *   matching row below `next` was handed to the socket, none twice; `next`
- *   moves past rows that do not match (on replay and live alike), so a
- *   subscriber that matches nothing for long still reaches the live set.
+ *   moves past rows that do not match (on replay and live alike).
  *
  * @module
  */
 
-import { setImmediate } from "node:timers";
-import { CloseCode, encodeCloseReason, type FrameMode } from "../../client/wire.ts";
-import { LogEvictedError, type RecordBatch } from "../../log/mod.ts";
-import { MAX_BATCH_ROWS, renderBatch } from "../frames/text_frames.ts";
+import {
+  CloseCode,
+  type Compression,
+  encodeCloseReason,
+  type FrameMode,
+} from "../../client/wire.ts";
 import type { Filter } from "../../client/filter.ts";
-import { FRAME_COST, Pacer } from "./catch_up_pacer.ts";
-import { filterBatch, frameOffset } from "./filtered_frames.ts";
-import { DrainPoller } from "./drain_poller.ts";
-import { SendBudget } from "../limits.ts";
-import { type LivePiece, livePieces, livePolicy } from "./live_pieces.ts";
-import type { Compression } from "../../client/wire.ts";
-
-export type { SharedFrames } from "../frames/shared_frames.ts";
+import { LogEvictedError } from "../../log/mod.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
+import { frameOffset, MAX_BATCH_ROWS } from "../frames/text_frames.ts";
+import { type CatchingUp, catchUp, type CatchUpHost } from "./catch_up.ts";
+import { DrainPoller } from "./drain_poller.ts";
+import { livePieces, wholeCommit } from "./live_pieces.ts";
+import { LiveQueue } from "./live_queue.ts";
+import type { SendBudget } from "./send_budget.ts";
 
-/**
- * The send buffer of subscribers whose stream is not served by a server with
- * its own (`ServeOptions.sendBufferBytes`): the default size.
- */
-const processBudget = new SendBudget();
-/** Most bytes read from the log per catch-up step. */
-export const CATCH_UP_READ_BYTES = 512 * 1024;
-/** Fewest bytes read per catch-up step (when the socket has less room than that). */
-export const MIN_CATCH_UP_READ_BYTES = 16 * 1024;
-/** Most bytes of frames sent in one slice of a catch-up. */
-const SLICE_BYTES = 256 * 1024;
-/** Most single frames sent in one slice of a catch-up. */
-const SLICE_FRAMES = 256;
-/** The event loop's share for catching-up subscribers (per process). */
-const catchUpPacer = new Pacer();
-
-export type { ReplayReader } from "./subscriber_host.ts";
-import type { ReplayReader, SubscriberHost as Host } from "./subscriber_host.ts";
-/** What a subscriber needs from its stream (see server/fanout/subscriber_host.ts). */
-export type SubscriberHost = Host<Subscriber>;
+/** What a subscriber needs from its stream: its log's reads and end, its live set, its counters. */
+export interface SubscriberHost extends CatchUpHost {
+  /** The stream name (for metrics and messages). */
+  readonly name: string;
+  /** Whether the stream has a log. */
+  readonly durable: boolean;
+  /** Adds the subscriber to the live set. */
+  joinLive(sub: Subscriber): void;
+  /** Removes it from the live set. */
+  leaveLive(sub: Subscriber): void;
+  /** Called once when the subscriber is gone. */
+  gone(sub: Subscriber): void;
+  /** Counts a drop by reason. */
+  dropped(reason: string): void;
+  /** Reports a failure that ends the subscriber (closed with 1011). */
+  failed(err: unknown): void;
+}
 
 /** The state of a subscriber. */
 export type SubscriberState = "catching_up" | "live" | "closed";
+
+/** Options of a subscriber. */
+export interface SubscriberOptions {
+  /** Frame mode. */
+  frames: FrameMode;
+  /** Most frames queued for a live subscriber. */
+  maxBacklog: number;
+  /** Close a socket that accepts nothing for this long. */
+  stallTimeoutMs: number;
+  /** The server's send buffer its socket shares (see send_budget.ts). */
+  sendBudget: SendBudget;
+  /**
+   * The `where=` filter (the stream's shared instance for its key), or null:
+   * every row. Catch-up keeps only the rows it matches; live frames arrive
+   * already filtered.
+   * @default null
+   */
+  filter?: Filter | null;
+  /** compress=: every data frame one binary zstd frame (`zstd-dict`: with the dictionary). @default null */
+  compress?: Compression | null;
+}
 
 const poller = new DrainPoller<Subscriber>();
 // Subscribers constructed and not yet closed, in this process.
@@ -74,73 +93,40 @@ let open = 0;
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { _subscriberCounts } from "./subscriber.ts";
- * console.log(_subscriberCounts()); // { open: 0, polled: 0 }
+ * deepStrictEqual(_subscriberCounts(), { open: 0, polled: 0 });
  * ```
  */
 export function _subscriberCounts(): { open: number; polled: number } {
   return { open, polled: poller.size };
 }
 
-/** Options of a subscriber. */
-export interface SubscriberOptions {
-  /** Frame mode. */
-  frames: FrameMode;
-  /** Most frames queued for a live subscriber. */
-  maxBacklog: number;
-  /** Close a socket that accepts nothing for this long. */
-  stallTimeoutMs: number;
-  /**
-   * The `where=` filter (the stream's shared instance for its key), or null:
-   * every row. Catch-up keeps only the rows it matches; live frames arrive
-   * already filtered.
-   * @default null
-   */
-  filter?: Filter | null;
-  /**
-   * The server's send buffer, shared out between its sockets (see
-   * server/limits.ts). @default one per process of the default size
-   */
-  sendBudget?: SendBudget;
-  /** compress= (§16): every data frame one binary zstd frame (`zstd-dict`: with the dictionary). */
-  compress?: Compression | null;
-}
-
 /** One subscription on one socket. */
-export class Subscriber {
+export class Subscriber implements CatchingUp {
   /** The socket. */
   readonly socket: WebSocket;
   /** Frame mode. */
   readonly frames: FrameMode;
   /** The `where=` filter, or null. */
   readonly filter: Filter | null;
-  /** compress= (§16): true when data frames go out as zstd (batch mode only). */
-  readonly zstd: boolean;
+  /** compress=: the kind its data frames are compressed with (batch mode only), or null. */
+  readonly compress: Compression | null;
+  /** The send buffer its socket shares. */
+  readonly sendBudget: SendBudget;
   /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
   readonly #host: SubscriberHost;
-  readonly #opts: SubscriberOptions;
-  #state: SubscriberState;
-  #queue: string[] = [];
-  #queueHead = 0;
-  // compress= (§16): a zstd subscriber's queued commits as the bytes compressed
-  // once for everyone, each with how many queued frames it holds (together:
-  // the backlog), so a drain sends them rather than compressing again.
-  #zq: { bytes: Uint8Array; frames: number }[] = [];
-  #zqHead = 0;
-  // The offset after the last commit queued (durable streams).
-  #queueEnd = 0;
+  readonly #maxBacklog: number;
+  readonly #stallTimeoutMs: number;
+  // Batched text goes out in pieces; the other modes whole commits.
+  readonly #pieces: boolean;
+  #state: SubscriberState = "catching_up";
+  readonly #queue = new LiveQueue();
   #blocked = false;
   #wake: (() => void) | null = null;
   #lastBuffered = 0;
   #lastProgress = Date.now();
-  readonly #budget: SendBudget;
-  // Batched live pieces (shared strings) not yet handed to the socket, and their rows.
-  #pieces: LivePiece[] = [];
-  #piecesHead = 0;
-  // The next frame of the head piece (an index into its frames).
-  #pieceAt = 0;
-  #pieceRows = 0;
 
   /** A subscriber on `socket` whose first row is `next`. */
   constructor(socket: WebSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
@@ -149,17 +135,13 @@ export class Subscriber {
     this.next = next;
     this.frames = opts.frames;
     this.filter = opts.filter ?? null;
-    this.zstd = opts.compress === "zstd" || opts.compress === "zstd-dict";
-    this.#opts = opts;
-    this.#state = "catching_up";
-    this.#budget = opts.sendBudget ?? processBudget;
-    this.#budget.open(socket);
+    this.compress = opts.compress ?? null;
+    this.#pieces = this.frames === "batch" && this.compress === null;
+    this.#maxBacklog = opts.maxBacklog;
+    this.#stallTimeoutMs = opts.stallTimeoutMs;
+    this.sendBudget = opts.sendBudget;
+    this.sendBudget.open(socket);
     open++;
-  }
-
-  /** The send buffer its socket shares (see server/limits.ts). */
-  get sendBudget(): SendBudget {
-    return this.#budget;
   }
 
   /** The current state. */
@@ -167,189 +149,175 @@ export class Subscriber {
     return this.#state;
   }
 
+  /** Whether it is catching up from the log. */
+  get catchingUp(): boolean {
+    return this.#state === "catching_up";
+  }
+
   /** Frames queued and not yet handed to the socket. */
   get backlog(): number {
-    return this.#queue.length - this.#queueHead + this.#pieceRows;
+    return this.#queue.rows;
   }
 
   /** Starts serving: catch up from the log when behind, else go live at once. */
   start(): void {
-    if (!this.#host.durable || this.next >= this.#host.endOffset()) this.#goLive();
-    else this.#catchUp().catch((err) => this.#fail(err));
+    if (!this.#host.durable || this.next >= this.#host.endOffset()) this.goLive();
+    else this.#catchUp();
   }
 
-  #goLive(): void {
+  /** Joins the live set (at the start, or from the step of a catch-up that reached the end). */
+  goLive(): void {
     this.#state = "live";
     this.#host.joinLive(this);
+  }
+
+  /** Bytes its socket may take now before reaching its share of the send buffer. */
+  room(): number {
+    return this.sendBudget.share() - this.socket.bufferedAmount;
+  }
+
+  /** Resolves once its socket is below its share again (or it is closed). */
+  drained(): Promise<void> {
+    return new Promise((resolve) => {
+      this.#wake = resolve;
+      this.#block(true);
+    });
+  }
+
+  #catchUp(): void {
+    catchUp(this, this.#host).catch((err) => this.#fail(err));
   }
 
   /**
    * A commit's live frames, in offset order, ending before `end` (the offset
    * after the commit; null on an ephemeral stream). A filtered subscriber is
    * handed only the frames its filter matches (possibly none). `shared`
-   * gives those frames joined with `\n` or as Arrow, computed once per
+   * gives those frames joined with `\n`, as Arrow or as zstd, made once per
    * commit (and filter) and shared by every subscriber handed the same frames.
    */
   push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
     // A paced commit (fanout_pacer.ts) this subscriber already read from the log is skipped.
     if (this.#state !== "live" || (end !== null && end <= this.next)) return;
-    // compress= (§16): a zstd subscriber gets each commit's one shared
-    // compressed frame (below), never text pieces.
-    if (this.frames === "batch" && !this.zstd && this.#pieced(shared)) {
+    const q = this.#queue;
+    if (frames.length === 0) {
+      // Nothing matched: only the position moves (after what is queued).
+      if (end !== null) q.rows > 0 ? (q.end = end) : (this.next = end);
+      return;
+    }
+    if (this.#pieces) {
       this.#pushPieces(frames, end, shared);
       return;
     }
-    const n = frames.length;
-    // Batched text within the socket's share (an idle socket takes any one frame; SPEC §3.4.1).
-    const room = this.frames === "batch" && !this.zstd && livePolicy.withinShare
-      ? this.#fits(n > 1 ? shared.joined().length : n === 1 ? frames[0].length : 0)
-      : this.socket.bufferedAmount < this.#budget.share();
-    if (this.backlog === 0 && room) {
-      if (n === 0) {
-        // Nothing matched: only the position moves.
-      } else if (this.frames === "arrow") this.#sendBinary(shared.arrow());
-      else if (this.zstd) this.#sendBinary(shared.zstd!(this.#opts.compress!)); // §16: shared
-      else if (this.frames === "batch" && n > 1) this.#sendText(shared.joined());
-      else for (let i = 0; i < n; i++) this.#sendText(frames[i]);
+    if (q.rows === 0 && this.room() > 0) {
+      if (this.frames === "arrow") this.#sendBinary(shared.arrow());
+      else if (this.compress !== null) this.#sendBinary(shared.zstd!(this.compress));
+      else for (let i = 0; i < frames.length; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
       return;
     }
-    if (this.backlog + n > this.#opts.maxBacklog) {
+    if (q.rows + frames.length > this.#maxBacklog) {
       this.#overflow();
       return;
     }
-    for (let i = 0; i < n; i++) this.#queue.push(frames[i]);
-    if (this.zstd && n > 0) this.#zq.push({ bytes: shared.zstd!(this.#opts.compress!), frames: n });
-    if (end !== null) this.#queueEnd = end;
-    if (this.backlog === 0) {
-      if (end !== null) this.next = end;
-      return;
-    }
+    // A compressed commit is compressed now, once for every subscriber it is queued for.
+    if (this.compress !== null) shared.zstd!(this.compress);
+    q.add(wholeCommit(frames, end, shared));
+    if (end !== null) q.end = end;
     this.#block();
   }
 
-  // Batched live frames in pieces (see live_pieces.ts): each piece goes out
-  // while it fits the socket's share of the send buffer; the rest waits as
-  // references to the shared pieces (or, with the `cursor` policy, the
-  // subscriber goes back to the log from `next`), never as copies.
+  // Batched text in pieces of the socket's share (see live_pieces.ts): each
+  // piece goes out while it fits the share; the rest waits in the queue.
   #pushPieces(frames: readonly string[], end: number | null, shared: SharedFrames): void {
-    const n = frames.length;
-    const queued = this.#piecesHead < this.#pieces.length;
-    if (n === 0) {
-      // Nothing matched: only the position moves (after what is queued).
-      if (end !== null) queued ? (this.#queueEnd = end) : (this.next = end);
-      return;
-    }
-    const size = livePolicy.pieceBytes || this.#budget.share();
-    const pieces = livePieces(frames, end, shared.joined, shared, this.filter !== null, size);
+    const q = this.#queue;
+    const pieces = livePieces(frames, end, shared, this.filter !== null, this.sendBudget.share());
     let k = 0;
-    if (!queued) {
+    if (q.rows === 0) {
       while (k < pieces.length && this.#fits(pieces[k].chars)) {
         this.#sendText(pieces[k].text);
         if (pieces[k].end !== null) this.next = pieces[k].end!;
         k++;
       }
       if (k === pieces.length) return;
-      if (livePolicy.fallBehind === "cursor" && this.#host.durable) {
-        this.#overflow();
-        return;
-      }
     }
     let rows = 0;
     for (let i = k; i < pieces.length; i++) rows += pieces[i].to - pieces[i].from;
-    if (this.#pieceRows + rows > this.#opts.maxBacklog) {
+    if (q.rows + rows > this.#maxBacklog) {
       this.#overflow();
       return;
     }
-    if (!queued) this.#pieceAt = pieces[k].from;
-    for (let i = k; i < pieces.length; i++) this.#pieces.push(pieces[i]);
-    this.#pieceRows += rows;
-    if (end !== null) this.#queueEnd = end;
+    for (let i = k; i < pieces.length; i++) q.add(pieces[i]);
+    if (end !== null) q.end = end;
     this.#block(true);
   }
 
-  // Whether a batched commit goes out in pieces: always with a piece size,
-  // never with Infinity; with 0, when it is bigger than the socket's share (a
-  // large fan-out). Whatever is queued decides, so frames keep their order.
-  #pieced(shared: SharedFrames): boolean {
-    if (this.#piecesHead < this.#pieces.length) return true;
-    const size = livePolicy.pieceBytes;
-    if (size === Infinity || this.#queueHead < this.#queue.length) return false;
-    return size > 0 || shared.joined().length > this.#budget.share();
-  }
-
-  // Whether `bytes` more fit the socket's share (an idle socket takes any one frame).
-  #fits(bytes: number): boolean {
+  // Whether `chars` more fit the socket's share (an idle socket takes any one frame).
+  #fits(chars: number): boolean {
     const buffered = this.socket.bufferedAmount;
-    return buffered === 0 || buffered + bytes <= this.#budget.share();
+    return buffered === 0 || buffered + chars <= this.sendBudget.share();
   }
 
-  // Sends queued frames while the socket has room: a piece that alone is
-  // what fits as its shared text (no copy); else up to MAX_BATCH_ROWS frames
-  // within the room, joined (a copy no bigger than the room). `next` follows
-  // the last frame sent.
-  #drainPieces(): void {
-    const q = this.#pieces;
-    while (this.#piecesHead < q.length) {
+  // Sends queued frames while the socket has room; `next` follows the last one sent.
+  #drain(): void {
+    const q = this.#queue;
+    while (q.rows > 0) {
       const buffered = this.socket.bufferedAmount;
-      const room = this.#budget.share() - buffered;
-      if (buffered > 0 && room <= 0) break;
-      const head = q[this.#piecesHead];
-      const after = q[this.#piecesHead + 1];
-      const rows = head.to - head.from;
-      const more = after !== undefined && rows < MAX_BATCH_ROWS &&
-        head.chars + 1 + after.frames[after.from].length <= room;
-      if (
-        this.#pieceAt === head.from && !more && rows <= MAX_BATCH_ROWS &&
-        (buffered === 0 || head.chars <= room)
-      ) {
-        this.#sendText(head.text);
-        this.#pieceRows -= rows;
-        this.#nextPiece();
-        this.#moveNext(rows, head.frames[head.to - 1]);
+      const room = this.sendBudget.share() - buffered;
+      if (this.#pieces) {
+        if (!this.#drainText(buffered, room)) break;
         continue;
       }
-      const out: string[] = [];
-      let chars = -1;
-      let last = "";
-      while (this.#piecesHead < q.length && out.length < MAX_BATCH_ROWS) {
-        const p = q[this.#piecesHead];
-        const f = p.frames[this.#pieceAt];
-        if (chars + f.length + 1 > room && !(out.length === 0 && buffered === 0)) break;
-        out.push(last = f);
-        chars += f.length + 1;
-        if (++this.#pieceAt === p.to) this.#nextPiece();
+      if (room <= 0) break;
+      if (this.compress !== null) {
+        // A queued commit's zstd frame, compressed once for everyone.
+        const run = q.takeRun();
+        this.#sendBinary(run.shared!.zstd!(this.compress));
+        this.#sent(run.to - run.from, run.frames[run.to - 1]);
+        continue;
       }
-      if (out.length === 0) break;
-      this.#sendText(out.length === 1 ? out[0] : out.join("\n"));
-      this.#pieceRows -= out.length;
-      this.#moveNext(out.length, last);
+      const out = q.takeFrames(MAX_BATCH_ROWS, Infinity, true);
+      if (this.frames === "arrow") this.#sendBinary(this.#host.arrowEncoder().encodeFrames(out));
+      else for (let i = 0; i < out.length; i++) this.#sendText(out[i]);
+      this.#sent(out.length, out[out.length - 1]);
     }
-    if (this.#piecesHead === q.length) this.#clearPieces();
   }
 
-  // On to the next queued piece, at its first frame.
-  #nextPiece(): void {
-    this.#piecesHead++;
-    const p = this.#pieces[this.#piecesHead];
-    if (p !== undefined) this.#pieceAt = p.from;
+  // One batched frame of queued text: the head piece as its shared text when
+  // it alone is what fits (no copy); else up to MAX_BATCH_ROWS frames within
+  // the room, joined (a copy no bigger than the room). False: nothing fits.
+  #drainText(buffered: number, room: number): boolean {
+    if (buffered > 0 && room <= 0) return false;
+    const q = this.#queue;
+    const head = q.head!;
+    const second = q.second;
+    const rows = head.to - head.from;
+    const more = second !== undefined && rows < MAX_BATCH_ROWS &&
+      head.chars + 1 + second.frames[second.from].length <= room;
+    if (
+      q.at === head.from && !more && rows <= MAX_BATCH_ROWS &&
+      (buffered === 0 || head.chars <= room)
+    ) {
+      q.takeRun();
+      this.#sendText(head.text);
+      this.#sent(rows, head.frames[head.to - 1]);
+      return true;
+    }
+    const out = q.takeFrames(MAX_BATCH_ROWS, room, buffered === 0);
+    if (out.length === 0) return false;
+    this.#sendText(out.length === 1 ? out[0] : out.join("\n"));
+    this.#sent(out.length, out[out.length - 1]);
+    return true;
   }
 
-  // `next` after `rows` more frames sent, the last of them `last`.
-  #moveNext(rows: number, last: string): void {
+  // `next` after `rows` more queued frames sent, the last of them `last`.
+  #sent(rows: number, last: string): void {
     if (!this.#host.durable) return;
-    this.next = this.#piecesHead === this.#pieces.length
-      ? this.#queueEnd
+    // Filtered frames skip offsets: the next one is after the last sent.
+    this.next = this.#queue.rows === 0
+      ? this.#queue.end
       : this.filter
       ? frameOffset(last) + 1
       : this.next + rows;
-  }
-
-  #clearPieces(): void {
-    this.#pieces = [];
-    this.#piecesHead = 0;
-    this.#pieceAt = 0;
-    this.#pieceRows = 0;
   }
 
   #sendText(text: string): void {
@@ -357,9 +325,9 @@ export class Subscriber {
     this.#host.count(1, text.length, 0);
   }
 
-  #sendBinary(bytes: Uint8Array, replayRows = 0): void {
+  #sendBinary(bytes: Uint8Array): void {
     this.socket.send(bytes as Uint8Array<ArrayBuffer>);
-    this.#host.count(1, bytes.byteLength, replayRows);
+    this.#host.count(1, bytes.byteLength, 0);
   }
 
   // A live subscriber fell maxBacklog frames behind.
@@ -381,16 +349,12 @@ export class Subscriber {
   _fromLog(): void {
     if (this.#state !== "live" || !this.#host.durable) return;
     this.#host.leaveLive(this);
-    this.#queue = [];
-    this.#queueHead = 0;
-    this.#clearPieces();
-    this.#zq = []; // compress= (§16)
-    this.#zqHead = 0;
+    this.#queue.clear();
     this.#state = "catching_up";
-    this.#catchUp().catch((err) => this.#fail(err));
+    this.#catchUp();
   }
 
-  // `quick`: a catching-up subscriber, re-checked soon (see DrainPoller).
+  // `quick`: re-checked soon (see DrainPoller).
   #block(quick = false): void {
     if (this.#blocked) return;
     this.#blocked = true;
@@ -405,11 +369,11 @@ export class Subscriber {
     const buffered = this.socket.bufferedAmount;
     if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
     this.#lastBuffered = buffered;
-    const full = buffered >= this.#budget.share() ||
-      (this.#piecesHead < this.#pieces.length &&
-        !this.#fits(this.#pieces[this.#piecesHead].text.length));
+    const head = this.#queue.head;
+    const full = buffered >= this.sendBudget.share() ||
+      (this.#pieces && head !== undefined && !this.#fits(head.chars));
     if (full) {
-      if (now - this.#lastProgress >= this.#opts.stallTimeoutMs) {
+      if (now - this.#lastProgress >= this.#stallTimeoutMs) {
         this.#host.dropped("stalled");
         this.close(
           CloseCode.TooSlow,
@@ -419,10 +383,7 @@ export class Subscriber {
       }
       return true;
     }
-    if (this.#state === "live") {
-      this.#drainQueue();
-      this.#drainPieces();
-    }
+    if (this.#state === "live") this.#drain();
     if (this.#wake) {
       const w = this.#wake;
       this.#wake = null;
@@ -431,220 +392,6 @@ export class Subscriber {
     const still = this.#state === "live" && this.backlog > 0;
     this.#blocked = still;
     return still;
-  }
-
-  #drainQueue(): void {
-    const q = this.#queue;
-    while (this.#queueHead < q.length && this.socket.bufferedAmount < this.#budget.share()) {
-      const z = this.zstd ? this.#zq[this.#zqHead++] : null; // compress= (§16): a queued commit
-      let take = z ? z.frames : Math.min(q.length - this.#queueHead, MAX_BATCH_ROWS);
-      if (!z && this.frames === "batch" && livePolicy.withinShare) take = this.#roomRows(take);
-      if (z) this.#sendBinary(z.bytes);
-      else if (this.frames === "arrow") {
-        const frames = q.slice(this.#queueHead, this.#queueHead + take);
-        this.#sendBinary(this.#host.arrowEncoder().encodeFrames(frames));
-      } else if (this.frames === "batch") {
-        const text = q.slice(this.#queueHead, this.#queueHead + take).join("\n");
-        this.#sendText(text);
-      } else {
-        for (let i = 0; i < take; i++) this.#sendText(q[this.#queueHead + i]);
-      }
-      this.#queueHead += take;
-      if (this.#host.durable) {
-        // Filtered frames skip offsets: the next one is after the last sent.
-        this.next = this.#queueHead === q.length
-          ? this.#queueEnd
-          : this.filter
-          ? frameOffset(q[this.#queueHead - 1]) + 1
-          : this.next + take;
-      }
-    }
-    if (this.#queueHead === q.length) {
-      if (this.#host.durable && q.length > 0) this.next = this.#queueEnd;
-      this.#queue = [];
-      this.#queueHead = 0;
-      this.#zq = []; // compress= (§16)
-      this.#zqHead = 0;
-    } else if (this.#queueHead > 65536) {
-      this.#queue = q.slice(this.#queueHead);
-      this.#queueHead = 0;
-      this.#zq = this.#zq.slice(this.#zqHead); // compress= (§16)
-      this.#zqHead = 0;
-    }
-  }
-
-  // How many of the next `most` queued frames fit the socket's room (at least one).
-  #roomRows(most: number): number {
-    const q = this.#queue;
-    const room = this.#budget.share() - this.socket.bufferedAmount;
-    let k = 0;
-    for (let chars = -1; k < most; k++) {
-      chars += q[this.#queueHead + k].length + 1;
-      if (k > 0 && chars > room) break;
-    }
-    return k;
-  }
-
-  // Waits until the socket's buffer is below the high-water mark.
-  #drained(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#wake = resolve;
-      this.#block(true);
-    });
-  }
-
-  async #catchUp(): Promise<void> {
-    const host = this.#host;
-    let reader: ReplayReader | null = host.reader(this.next);
-    let empty = 0;
-    try {
-      while (this.#state === "catching_up") {
-        if (this.socket.bufferedAmount >= this.#budget.share()) {
-          await this.#drained();
-          continue;
-        }
-        if (this.next >= host.endOffset()) {
-          // Caught up: join the live set in this same synchronous step.
-          reader.close();
-          reader = null;
-          this.#goLive();
-          return;
-        }
-        // Read about what the socket has room for: what a blocked socket
-        // holds stays near its high-water mark, however long it stalls.
-        const room = this.#budget.share() - this.socket.bufferedAmount;
-        const batch = await reader.read(
-          Math.max(MIN_CATCH_UP_READ_BYTES, Math.min(CATCH_UP_READ_BYTES, room)),
-        );
-        if (this.#state !== "catching_up") return;
-        if (batch.count === 0) {
-          // Nothing more below the end (a fenced gap was skipped).
-          this.next = Math.max(this.next, Math.min(reader.offset, host.endOffset()));
-          if (this.next < host.endOffset()) {
-            // The reader found nothing although rows lie below the end: a
-            // commit racing the read. Never spin on it for long.
-            if (++empty > 1000) {
-              throw new Error(`log reader stuck at ${this.next} below ${host.endOffset()}`);
-            }
-            await new Promise((r) => empty > 100 ? setTimeout(r, 10) : setImmediate(r));
-          }
-          continue;
-        }
-        empty = 0;
-        if (this.filter) {
-          if (!(await this.#sendFiltered(batch))) return;
-          continue;
-        }
-        // Sent in slices, each in its turn (see pacer.ts): replaying
-        // subscribers share the event loop with live rows and new connections.
-        for (let i = 0; i < batch.count;) {
-          await catchUpPacer.turn();
-          let cost = 0;
-          try {
-            if (this.#state !== "catching_up") return;
-            const rows = this.#sendSlice(batch, i);
-            cost = rows.cost;
-            i += rows.rows;
-            this.next = batch.offsets[i - 1] + 1;
-          } finally {
-            catchUpPacer.spend(cost);
-          }
-        }
-      }
-    } finally {
-      reader?.close();
-    }
-  }
-
-  // Sends the rows of a replayed batch that the filter matches, in slices
-  // (each in its turn, like unfiltered ones), and moves `next` past the batch
-  // even when none matched: a reader that matches nothing for long still
-  // advances and reaches the live set. Returns false when it stopped catching up.
-  async #sendFiltered(batch: RecordBatch): Promise<boolean> {
-    let lines: string[] = [];
-    await catchUpPacer.turn();
-    let cost = 0;
-    try {
-      if (this.#state !== "catching_up") return false;
-      const r = filterBatch(batch, this.filter!);
-      lines = r.lines;
-      cost = r.cost;
-    } finally {
-      catchUpPacer.spend(cost);
-    }
-    const after = batch.offsets[batch.count - 1] + 1;
-    for (let i = 0; i < lines.length;) {
-      await catchUpPacer.turn();
-      cost = 0;
-      try {
-        if (this.#state !== "catching_up") return false;
-        const sent = this.#sendLines(lines, i);
-        cost = sent.cost;
-        i += sent.rows;
-        this.next = frameOffset(lines[i - 1]) + 1;
-      } finally {
-        catchUpPacer.spend(cost);
-      }
-    }
-    if (this.#state !== "catching_up") return false;
-    this.next = Math.max(this.next, after);
-    return true;
-  }
-
-  // Sends frames from `i` of filtered replay lines, one slice: rows sent and their cost.
-  #sendLines(lines: readonly string[], i: number): { rows: number; cost: number } {
-    const host = this.#host;
-    const maxRows = this.frames === "single" ? SLICE_FRAMES : MAX_BATCH_ROWS;
-    let end = i;
-    let bytes = 0;
-    while (end < lines.length && end - i < maxRows && (bytes === 0 || bytes < SLICE_BYTES)) {
-      bytes += lines[end++].length + 1;
-    }
-    if (this.frames === "arrow") {
-      const out = host.arrowEncoder().encodeFrames(lines.slice(i, end));
-      this.#sendBinary(out, end - i);
-      return { rows: end - i, cost: out.byteLength + FRAME_COST };
-    }
-    if (this.frames === "batch") {
-      const text = end - i === 1 ? lines[i] : lines.slice(i, end).join("\n");
-      if (this.zstd) return this.#sendZstd(text, end - i); // compress= (§16)
-      this.socket.send(text);
-      host.count(1, text.length, end - i);
-      return { rows: end - i, cost: text.length + FRAME_COST };
-    }
-    for (let k = i; k < end; k++) this.socket.send(lines[k]);
-    host.count(end - i, bytes - (end - i), end - i);
-    return { rows: end - i, cost: bytes + (end - i) * FRAME_COST };
-  }
-
-  // Sends records from `i` of a replayed batch, one slice: rows sent and their cost.
-  #sendSlice(batch: RecordBatch, i: number): { rows: number; cost: number } {
-    const host = this.#host;
-    if (this.frames === "arrow") {
-      const n = Math.min(MAX_BATCH_ROWS, batch.count - i);
-      const bytes = host.arrowEncoder().encodeRecords(batch, i, n);
-      this.#sendBinary(bytes, n);
-      return { rows: n, cost: bytes.byteLength + FRAME_COST };
-    }
-    if (this.frames === "batch") {
-      const { text, rows } = renderBatch(batch, i, MAX_BATCH_ROWS, SLICE_BYTES);
-      if (this.zstd) return this.#sendZstd(text, rows); // compress= (§16)
-      this.socket.send(text);
-      host.count(1, text.length, rows);
-      return { rows, cost: text.length + FRAME_COST };
-    }
-    const { text, rows } = renderBatch(batch, i, SLICE_FRAMES, SLICE_BYTES);
-    // Frame text never holds a raw newline (JSON escapes it).
-    for (const frame of text.split("\n")) this.socket.send(frame);
-    host.count(rows, text.length - rows + 1, rows);
-    return { rows, cost: text.length + rows * FRAME_COST };
-  }
-
-  // compress= (§16): a replayed slice as one zstd frame, compressed once for this read.
-  #sendZstd(text: string, rows: number): { rows: number; cost: number } {
-    const bytes = this.#host.compress!(text, this.#opts.compress!);
-    this.#sendBinary(bytes, rows);
-    return { rows, cost: text.length + FRAME_COST };
   }
 
   #fail(err: unknown): void {
@@ -671,16 +418,12 @@ export class Subscriber {
       const wasLive = this.#state === "live";
       this.#state = "closed";
       if (wasLive) this.#host.leaveLive(this);
-      this.#queue = [];
-      this.#queueHead = 0;
-      this.#clearPieces();
-      this.#zq = []; // compress= (§16)
-      this.#zqHead = 0;
+      this.#queue.clear();
       poller.delete(this);
       this.#wake?.();
       this.#wake = null;
       this.#host.gone(this);
-      this.#budget.close(this.socket);
+      this.sendBudget.close(this.socket);
       open--;
     }
     try {

@@ -227,7 +227,7 @@ export class Follower implements StreamFollow {
         this.#m.state.set(s === this.#state ? 1 : 0, { stream: stream.name, state: s });
       }
     });
-    stream._follow = this;
+    stream._followedBy(this);
   }
 
   /** The state now. */

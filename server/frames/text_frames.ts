@@ -43,6 +43,19 @@ export function liveFrame(offset: number | null, json: string): string {
   return "[" + offset + "," + json + "]";
 }
 
+/**
+ * The offset of a data frame `[offset,msg]` (durable streams).
+ *
+ * @example
+ * ```ts
+ * import { frameOffset } from "./text_frames.ts";
+ * console.log(frameOffset('[42,{"a":1}]')); // 42
+ * ```
+ */
+export function frameOffset(frame: string): number {
+  return Number(frame.slice(1, frame.indexOf(",")));
+}
+
 const decoder = new TextDecoder();
 let scratch = new Uint8Array(1 << 20);
 

@@ -32,7 +32,9 @@
 import { CloseCode } from "../../client/wire.ts";
 import type { Logger } from "../../common/logger.ts";
 import { forbidden, type Grant, TokenTable } from "../auth.ts";
-import { DEFAULT_MAX_PUBLISH_BYTES, type Gate, type SendBudget } from "../limits.ts";
+import { DEFAULT_MAX_PUBLISH_BYTES } from "../limits.ts";
+import type { Gate } from "../fanout/replay_gate.ts";
+import type { SendBudget } from "../fanout/send_budget.ts";
 import type { Registry } from "../metrics.ts";
 import type { Stream } from "../stream/stream.ts";
 import { authenticate, deny, denyStream } from "./access.ts";

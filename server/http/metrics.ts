@@ -14,7 +14,8 @@ import {
   type Registry,
 } from "../metrics.ts";
 import { declareStreamMetrics } from "../stream/stream_metrics.ts";
-import type { Gate, SendBudget } from "../limits.ts";
+import type { Gate } from "../fanout/replay_gate.ts";
+import type { SendBudget } from "../fanout/send_budget.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
 export type RouteName =

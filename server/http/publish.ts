@@ -23,7 +23,6 @@ import type { Grant } from "../auth.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
-import { encodeRows } from "../publish/rows.ts";
 import type { HttpContext } from "./context.ts";
 import { json, streamField } from "./_respond.ts";
 import { publishTarget } from "./_publish_target.ts";
@@ -120,16 +119,15 @@ export async function handlePublishPost(
   if (parsed.rows.length === 0) {
     return refuse("invalid_body", 400, { error: "invalid_body", detail: "the body holds no row" });
   }
-  const rows = encodeRows(stream, parsed.rows);
-  if (!rows.ok) {
+  const tag = producer !== null && seq !== null ? { producer, seq } : null;
+  const out = await commitPublish(stream, parsed.rows, tag);
+  if (out.kind === "invalid") {
     return refuse("invalid_row", 400, {
       error: "invalid_row",
-      line: parsed.lines[rows.index],
-      detail: rows.detail,
+      line: parsed.lines[out.index],
+      detail: out.detail,
     });
   }
-  const tag = producer !== null && seq !== null ? { producer, seq } : null;
-  const out = await commitPublish(stream, rows.jsons, tag);
   m.acked("http", t0);
   if (out.kind === "stale") {
     return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });

@@ -39,7 +39,6 @@ import type { LogFields } from "../../common/logger.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
-import { encodeRows } from "../publish/rows.ts";
 import type { HttpContext } from "./context.ts";
 import { json, streamField } from "./_respond.ts";
 import { publishTarget } from "./_publish_target.ts";
@@ -316,16 +315,12 @@ class PublishSession {
     this.#inFlight.push(entry);
     const stream = this.#stream;
     const m = this.#ctx.publishing.metrics;
-    const rows = encodeRows(stream, f.rows);
-    if (!rows.ok) {
-      m.refused(stream.name, "invalid_row");
-      entry.answer = { seq: f.seq, error: "invalid_row", index: rows.index, detail: rows.detail };
-      this.#flush();
-      return;
-    }
     const tag = this.#producer !== null ? { producer: this.#producer, seq: f.seq } : null;
-    void commitPublish(stream, rows.jsons, tag).then((out) => {
-      if (out.kind === "ack") {
+    void commitPublish(stream, f.rows, tag).then((out) => {
+      if (out.kind === "invalid") {
+        m.refused(stream.name, "invalid_row");
+        entry.answer = { seq: f.seq, error: "invalid_row", index: out.index, detail: out.detail };
+      } else if (out.kind === "ack") {
         if (out.duplicate) m.duplicate(stream.name);
         else m.published(stream.name, "websocket", out.last - out.first + 1);
         entry.answer = out.duplicate

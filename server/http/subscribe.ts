@@ -326,14 +326,14 @@ function accept(
     d = lag.d;
     if (socket.readyState !== WebSocket.OPEN) return;
     if (!d.ok) {
-      stream._refused(d.reason.why);
+      stream._subscribeRefused(d.reason.why);
       logger.info("refused", { ...who, code: CloseCode.NotReplayable, ...d.reason });
       socket.close(CloseCode.NotReplayable, encodeCloseReason(d.reason));
       return;
     }
     // Counted and joined in this same synchronous step: the limit is exact.
     if (stream.subscribers >= stream.maxSubscribers) {
-      stream._refused("max_subscribers");
+      stream._subscribeRefused("max_subscribers");
       const reason = { error: "overloaded", limit: "max_subscribers", max: stream.maxSubscribers };
       logger.warn("refused", { ...who, code: CloseCode.TryAgainLater, ...reason });
       socket.close(CloseCode.TryAgainLater, encodeCloseReason(reason));

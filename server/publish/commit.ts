@@ -1,7 +1,9 @@
 /**
- * Storing a checked publish and waiting for it to be durable: the one step
- * the HTTP and WebSocket routes share. The answer is the rows' offsets (for
- * a duplicate, the original commit's), a stale seq, or a failed write.
+ * Storing a publish and waiting for it to be durable: the one step the HTTP
+ * and WebSocket routes share. The rows take the stream's row path (checked
+ * and encoded; the first refused refuses them all), then the answer is the
+ * rows' offsets (for a duplicate, the original commit's), a refused row, a
+ * stale seq, or a failed write.
  *
  * @module
  */
@@ -14,26 +16,25 @@ import type { Stream } from "../stream/stream.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishOutcome } from "./commit.ts";
  * const o: PublishOutcome = { kind: "stale", lastSeq: 7 };
- * console.log(o.kind); // stale
+ * equal(o.kind, "stale");
  * ```
  */
 export type PublishOutcome =
   | { kind: "ack"; first: number; last: number; duplicate: boolean }
+  | { kind: "invalid"; index: number; detail: string }
   | { kind: "stale"; lastSeq: number }
   | { kind: "failed"; detail: string };
 
-function detailOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /**
- * Stores `jsons` (checked and encoded) in `stream` as `tag`'s sequence and
- * resolves once they are durable; never rejects.
+ * Stores `rows` in `stream` as `tag`'s sequence and resolves once they are
+ * durable; never rejects.
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { commitPublish } from "./commit.ts";
  * const s = await Stream.open("t", {
@@ -41,22 +42,27 @@ function detailOf(err: unknown): string {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const tag = { producer: "p", seq: 1 };
- * console.log(await commitPublish(s, ['{"v":1}'], tag)); // { kind: "ack", first: 1, last: 1, duplicate: false }
- * console.log((await commitPublish(s, ['{"v":1}'], tag)).kind); // ack (a duplicate)
+ * deepStrictEqual(await commitPublish(s, [{ v: 1 }], tag), { kind: "ack", first: 1, last: 1, duplicate: false });
+ * deepStrictEqual(await commitPublish(s, [{ v: 1 }], tag), { kind: "ack", first: 1, last: 1, duplicate: true });
+ * deepStrictEqual(
+ *   await commitPublish(s, [{ v: 2 }, { v: "x" }], { producer: "p", seq: 2 }),
+ *   { kind: "invalid", index: 1, detail: "/v: must be number" },
+ * );
  * await s.close();
  * ```
  */
 export async function commitPublish(
   stream: Stream,
-  jsons: string[],
+  rows: readonly unknown[],
   tag: ProducerTag | null,
 ): Promise<PublishOutcome> {
   try {
-    const r = stream._publish(jsons, tag);
+    const r = stream._publish(rows, tag);
+    if (r.status === "invalid") return { kind: "invalid", index: r.index, detail: r.detail };
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
     await r.done;
     return { kind: "ack", first: r.first, last: r.last, duplicate: r.status === "duplicate" };
   } catch (err) {
-    return { kind: "failed", detail: detailOf(err) };
+    return { kind: "failed", detail: err instanceof Error ? err.message : String(err) };
   }
 }

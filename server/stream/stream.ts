@@ -1,14 +1,19 @@
 /**
  * A stream: a name, a schema, an optional log, and its subscribers.
  *
- * `send` validates a row, encodes it once (keys in schema order), appends the
- * bytes to the log and resolves with the offset once they are durable. The
- * frames of each commit are fanned out to every live subscriber right after
- * the sync, in offset order, before the senders are resolved.
+ * Every row, whichever way it comes (`send`, `sendMany`, `sendJson`, a
+ * network publish), takes the same path: the stream must be open and take
+ * rows (not a follower's replica); the row is validated and encoded once
+ * (`row_encoder.ts`: keys in schema order, the bytes stored and sent) and
+ * checked against the log's row limit; it is appended (`appender.ts`), and
+ * once the log has made it durable the commit's frames are fanned out to
+ * every live subscriber (`../fanout/fanout.ts`), in offset order, before the
+ * senders are resolved.
  *
  * A stream is made by {@linkcode Stream.open} (durable with `root`),
  * {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}; its options are
- * in `stream_options.ts`, its metrics in `stream_metrics.ts`.
+ * in `stream_options.ts`, its metrics in `stream_metrics.ts`, its greeting
+ * and head in `views.ts`.
  *
  * @module
  */
@@ -21,6 +26,7 @@ import {
   type Greeting,
   type StreamHead,
 } from "../../client/wire.ts";
+import type { Filter, Where } from "../../client/filter.ts";
 import {
   Log,
   type ProducerTag,
@@ -28,32 +34,21 @@ import {
   restoreLog,
   type RestoreReport,
 } from "../../log/mod.ts";
-import { Logger } from "../../common/logger.ts";
 import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../../log/schema_history.ts";
-import { keepSchema } from "./kept_schema.ts";
-import { RowError } from "./row_error.ts";
-import { sendJsonTo } from "./_send_json.ts";
-import { liveFrame } from "../frames/text_frames.ts";
-import { zstdFrame } from "../frames/compressed_frames.ts";
-import type { FrameDictionary } from "../frames/frame_dictionary.ts";
-import { StreamDictionary } from "../frames/stream_dictionary.ts";
-import { greetingOf, streamHead } from "./views.ts";
-import type { Filter, Where } from "../../client/filter.ts";
-import { parseRows } from "../fanout/filtered_frames.ts";
-import { FilterGroups } from "../fanout/filter_groups.ts";
-import { FanoutPacer } from "../fanout/fanout_pacer.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
-import {
-  type ReplayReader,
-  type SharedFrames,
-  Subscriber,
-  type SubscriberHost,
-  type SubscriberState,
-} from "../fanout/subscriber.ts";
 import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
-import { GatedReader } from "../limits.ts";
+import type { FrameDictionary } from "../frames/frame_dictionary.ts";
+import { StreamFrames } from "../frames/stream_frames.ts";
+import { Fanout, type Serving, UNSERVED } from "../fanout/fanout.ts";
+import type { Subscriber, SubscriberState } from "../fanout/subscriber.ts";
 import type { Registry } from "../metrics.ts";
+import { Appender } from "./appender.ts";
+import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
+import { keepSchema } from "./kept_schema.ts";
+import { RowEncoder, type RowRefusal } from "./row_encoder.ts";
+import { RowError } from "./row_error.ts";
+import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 import {
   archiveLogOptions,
   checkStreamName,
@@ -62,18 +57,33 @@ import {
   type StreamRestoreOptions,
   type StreamSettings,
 } from "./stream_options.ts";
-import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
+import { greetingOf, headOf } from "./views.ts";
 
 export type { StreamStats } from "./stream_metrics.ts";
 
-import type { StreamFollow, StreamServing } from "./stream_hosting.ts";
-import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
-import { sharedFrames } from "../frames/shared_frames.ts";
-
-export type { StreamFollow, StreamServing } from "./stream_hosting.ts";
-
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
+
+/**
+ * What a follower (`server/follow/`) lends the stream it replicates: the
+ * `/head` fields it adds, and the primary's end asked afresh (the lag rule of
+ * a subscribe past the follower's end).
+ */
+export interface StreamFollow {
+  /** `follows` (the primary's URL, no token), `lag_rows`, `state`. */
+  head(): Record<string, unknown>;
+  /** The primary's end offset now, or null when it cannot be asked. */
+  primaryEnd(): Promise<number | null>;
+  /** Resolves true once the replica's end passes `offset`, false if `signal` aborts first. */
+  reached(offset: number, signal: AbortSignal): Promise<boolean>;
+}
+
+/**
+ * How a network publish ended at the stream: refused before anything was
+ * stored (`invalid`: the 0-based `index` of the first row refused, and why),
+ * or what the log did with it (`Log.publish`).
+ */
+export type PublishAttempt = PublishResult | { status: "invalid"; index: number; detail: string };
 
 /** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
@@ -85,14 +95,13 @@ interface Made {
   versions?: SchemaVersion[];
 }
 
-const DEFAULT_LOGGER = new Logger({ level: "warn" });
-
 /**
  * A named stream of rows with a schema, an optional durable log, and any
  * number of WebSocket subscribers.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "./stream.ts";
  * const trades = await Stream.open("trades", {
  *   root: await Deno.makeTempDir(),
@@ -102,7 +111,8 @@ const DEFAULT_LOGGER = new Logger({ level: "warn" });
  *     required: ["price", "side"],
  *   },
  * });
- * console.log(await trades.send({ price: 101.5, side: 1 })); // 1
+ * equal(await trades.send({ price: 101.5, side: 1 }), 1);
+ * equal(trades.endOffset, 2);
  * await trades.close();
  * ```
  */
@@ -132,90 +142,52 @@ export class Stream {
 
   readonly #ownsLog: boolean;
   readonly #metrics: StreamMetrics;
-  readonly #live = new Set<Subscriber>();
-  // `where=` subscribers, grouped by filter key.
-  readonly #groups = new FilterGroups();
-  readonly #pacer = new FanoutPacer<Subscriber>();
-  readonly #all = new Set<Subscriber>();
-  // The JSON of rows appended and not yet committed, in offset order. Frames
-  // are built from it at fan-out, and only when a subscriber is live.
-  #pending: string[] = [];
-  #pendingHead = 0;
-  #ephemeralBatch: string[] = [];
+  readonly #rows: RowEncoder;
+  readonly #frames: StreamFrames;
+  readonly #fanout: Fanout;
+  readonly #appender: Appender;
+  #follow: StreamFollow | null = null;
   #closed = false;
-  readonly #host: SubscriberHost;
-  #arrow: ArrowFrameEncoder | null = null;
-  #encoders = {
-    arrow: (frames: readonly string[]) => this.#arrow!.encodeFrames(frames),
-    zstd: (text: string, kind: Compression) => this.#zstd(text, "live", kind),
-  };
-  #dictionary: StreamDictionary; // compress=zstd-dict (§16)
-  #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
-  /** @internal The follower replicating this stream (null: it takes rows from `send`). */
-  _follow: StreamFollow | null = null;
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
-    const { settings } = m;
+    const { settings, log } = m;
     this.name = name;
     this.schema = m.compiled;
     this.schemaVersions = Object.freeze(
       (m.versions ?? [{ from: null, schema: m.compiled.json }]).map((v) => Object.freeze(v)),
     );
-    this.log = m.log;
+    this.log = log;
     this.#ownsLog = m.ownsLog;
-    this.#dictionary = new StreamDictionary(name, m.log, () => this.#serving.logger);
     this.maxBacklog = settings.maxBacklog;
     this.maxReplay = settings.maxReplay;
     this.stallTimeoutMs = settings.stallTimeoutMs;
     this.maxSubscribers = settings.maxSubscribers;
     const a = settings.archive;
     this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
-    this.#metrics = new StreamMetrics(name, this);
-    const metrics = this.#metrics;
-    if (this.log) {
-      this.log.onCommit = (first, end) => this.#committed(first, end);
-      this.log.onDiscard = (from) => this.#discard(from);
-      this.log.beforeCommit = () => this.#pacer.idle(); // the next commit waits for the fan-out
-      // Rows adopted past the end (a follower) reach no commit: live subscribers read them.
-      this.log.onFence = () => this.#all.forEach((sub) => sub._fromLog());
-    }
-    this.#host = {
+    const metrics = this.#metrics = new StreamMetrics(name, this);
+    this.#rows = new RowEncoder(
       name,
-      durable: this.log !== null,
-      endOffset: () => this.log ? this.log.endOffset : 0,
-      reader: (offset: number): ReplayReader => {
-        const reader = this.log!.reader(offset);
-        const gate = this.#serving.gate;
-        return gate ? new GatedReader(reader, gate) : reader;
-      },
-      joinLive: (sub) => sub.filter === null ? this.#live.add(sub) : this.#groups.join(sub),
-      leaveLive: (sub) => sub.filter === null ? this.#live.delete(sub) : this.#groups.leave(sub),
-      gone: (sub) => {
-        this.#all.delete(sub);
-        if (sub.filter === null) this.#live.delete(sub);
-        else this.#groups.remove(sub);
-      },
-      count: (frames, bytes, replay) => {
-        metrics.framesSent.inc(frames);
-        metrics.bytesSent.inc(bytes);
-        metrics.replayRows.inc(replay);
-      },
-      dropped: (reason) => metrics.dropped(reason),
-      failed: (err) => {
-        // The details (file paths, say) stay in the server's log, not the client's.
-        this.#serving.logger.error(
-          "subscriber_failed",
-          { stream: name, error: err instanceof Error ? err.message : String(err) },
-          `subscriber on "${name}" failed: ${err}`,
-        );
-      },
-      arrowEncoder: () => {
-        if (!this.#arrow) throw new Error("frames=arrow before the encoder was loaded");
-        return this.#arrow;
-      },
-      compress: (text, kind) => this.#zstd(text, "replay", kind),
-    };
+      this.schema,
+      log?.maxPayloadBytes ?? Infinity,
+      metrics.rowsRejected,
+    );
+    this.#frames = new StreamFrames(
+      name,
+      this.schema,
+      log,
+      metrics.zstd,
+      () => this.#fanout.serving.logger,
+    );
+    this.#fanout = new Fanout({
+      name,
+      log,
+      counts: metrics,
+      encoders: this.#frames,
+      maxBacklog: this.maxBacklog,
+      stallTimeoutMs: this.stallTimeoutMs,
+    });
+    this.#appender = new Appender(log, this.#fanout, metrics);
   }
 
   /**
@@ -263,11 +235,13 @@ export class Stream {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { Stream } from "./stream.ts";
    * const ticks = Stream.ephemeral("ticks", {
    *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
    * });
-   * console.log(ticks.durable, await ticks.send({ v: 1 })); // false null
+   * equal(ticks.durable, false);
+   * equal(await ticks.send({ v: 1 }), null);
    * ```
    */
   static ephemeral(name: string, options: StreamOptions): Stream {
@@ -308,13 +282,23 @@ export class Stream {
   }
 
   /**
-   * @internal Lends the stream what the server that serves it has: the gate
-   * catching-up reads take turns through (`maxReplayReaders`) and the logger
-   * failures go to. `null` gives them back (the defaults: no gate, a logger
-   * at level "warn" on stderr).
+   * @internal Lends the stream what the server that serves it has (see
+   * `Serving`); `null` gives them back (no gate, a logger at level "warn" on
+   * stderr, one send buffer per process).
    */
-  _attach(serving: StreamServing | null): void {
-    this.#serving = serving ?? { gate: null, logger: DEFAULT_LOGGER };
+  _attach(serving: Serving | null): void {
+    this.#fanout.serving = serving ?? UNSERVED;
+  }
+
+  /** @internal The follower replicating this stream (null: it takes rows from `send`). */
+  get _follow(): StreamFollow | null {
+    return this.#follow;
+  }
+
+  /** @internal Makes the stream `follow`'s replica, once: from then on it takes no rows but the follower's. */
+  _followedBy(follow: StreamFollow): void {
+    if (this.#follow !== null) throw new TypeError(`stream "${this.name}" has a follower already`);
+    this.#follow = follow;
   }
 
   /** @internal The registry of this stream's series (the server includes it). */
@@ -323,7 +307,7 @@ export class Stream {
   }
 
   /** @internal Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
-  _refused(why: string): void {
+  _subscribeRefused(why: string): void {
     this.#metrics.refused(why);
   }
 
@@ -349,14 +333,12 @@ export class Stream {
 
   /** Subscribers connected now. */
   get subscribers(): number {
-    return this.#all.size;
+    return this.#fanout.size;
   }
 
   /** Subscribers by state. */
   subscriberStates(): Record<SubscriberState, number> {
-    const out: Record<SubscriberState, number> = { catching_up: 0, live: 0, closed: 0 };
-    for (const s of this.#all) out[s.state]++;
-    return out;
+    return this.#fanout.states();
   }
 
   /** How far the archive lags the log (see `archiveLagOf`); null without an archive. */
@@ -364,306 +346,12 @@ export class Stream {
     return this.log && this.archive ? archiveLagOf(this.log) : null;
   }
 
-  /** What `GET /{name}/head` serves. */
-  head(): StreamHead {
-    return streamHead(this, this.log, this._follow);
-  }
-
   /**
-   * @internal A follower's write: the primary's rows (their JSON) at the
-   * primary's offsets, made durable, then fanned out through the normal
-   * commit path (see `Log.appendAt`).
+   * What `GET /{name}/head` serves (see `views.ts`); `publish`: whether the
+   * serving server takes rows for it over the publish routes.
    */
-  async _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
-    try {
-      return await this.log!.appendAt(offsets, jsons, (from, to) => {
-        for (let i = from; i < to; i++) this.#pending.push(jsons[i]);
-      });
-    } catch (err) {
-      // Nothing else appends to a replica: whatever was pending is gone.
-      this.#pending = [];
-      this.#pendingHead = 0;
-      throw err;
-    }
-  }
-
-  /**
-   * Validates, stores and broadcasts one row. Resolves with its offset once it
-   * is durable (null on an ephemeral stream); rejects with {@linkcode RowError}
-   * when the schema refuses it (nothing is stored).
-   */
-  send(row: unknown): Promise<number | null> {
-    try {
-      return this.#send(row);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
-  #send(row: unknown): Promise<number | null> {
-    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    if (this._follow) {
-      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
-    }
-    const problem = this.schema.validate(row);
-    if (problem !== null) {
-      this.#metrics.rowsRejected.inc();
-      throw new RowError(this.name, problem);
-    }
-    const json = this.schema.encode(row as Record<string, unknown>);
-    const log = this.log;
-    if (!log) {
-      this.#sendEphemeral(json);
-      return Promise.resolve(null);
-    }
-    let done: Promise<number>;
-    try {
-      done = log.append(json);
-    } catch (err) {
-      this.#refused(err);
-    }
-    this.#pending.push(json);
-    return done;
-  }
-
-  /**
-   * Validates every row, then stores them in one commit and broadcasts them.
-   * If any row is refused, none is stored and the error names its index.
-   */
-  sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
-    try {
-      return this.#sendMany(rows);
-    } catch (err) {
-      return Promise.reject(err);
-    }
-  }
-
-  async #sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
-    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    if (this._follow) {
-      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
-    }
-    const jsons: string[] = new Array(rows.length);
-    for (let i = 0; i < rows.length; i++) {
-      const problem = this.schema.validate(rows[i]);
-      if (problem !== null) {
-        this.#metrics.rowsRejected.inc();
-        throw new RowError(this.name, `row ${i}: ${problem}`);
-      }
-      jsons[i] = this.schema.encode(rows[i] as Record<string, unknown>);
-    }
-    const log = this.log;
-    if (!log) {
-      for (const j of jsons) this.#sendEphemeral(j);
-      return jsons.map(() => null);
-    }
-    const first = log.nextOffset;
-    let done: Promise<number>;
-    try {
-      done = log.appendMany(jsons);
-    } catch (err) {
-      this.#refused(err);
-    }
-    for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
-    await done;
-    return jsons.map((_, i) => first + i);
-  }
-
-  /**
-   * @internal Stores rows a network publisher sent, already validated and
-   * encoded (`server/publish/`), in one commit, as `tag`'s sequence (see
-   * `Log.publish`); they fan out like any commit. Durable streams only.
-   */
-  _publish(jsons: string[], tag: ProducerTag | null): PublishResult {
-    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    const r = this.log!.publish(jsons, tag);
-    if (r.status === "stored") {
-      for (let i = 0; i < jsons.length; i++) {
-        this.#pending.push(jsons[i]);
-      }
-    }
-    return r;
-  }
-
-  /**
-   * Stores rows given as JSON texts, one row a text, in order, each on its
-   * own verdict (the ingest fast path, `IngestSink.sendJson`). A text that
-   * is already the row's encoded form (`RowSchema.isEncoded`) is stored as
-   * it is; any other is parsed, validated and encoded as `send` does. The
-   * valid rows are stored in one commit (a row that may be too big for the
-   * log is appended on its own, so that its refusal is its alone).
-   * `refused` is null when every row was stored, else per text its refusal
-   * — a `SyntaxError` for a text that is not JSON, or the
-   * {@linkcode RowError} or `RangeError` that `send` would reject with — or
-   * `undefined`; `durable` resolves once the stored rows are durable.
-   *
-   * @example
-   * ```ts
-   * import { Stream } from "./stream.ts";
-   * const s = Stream.ephemeral("t", {
-   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
-   * });
-   * const { refused, durable } = s.sendJson(['{"v":1}', '{"v":"x"}', '{"v":']);
-   * await durable;
-   * console.log(Array.from(refused ?? [], (e) => e?.name)); // [ undefined, "RowError", "SyntaxError" ]
-   * await s.close();
-   * ```
-   */
-  sendJson(texts: readonly string[]): {
-    refused: (Error | undefined)[] | null;
-    durable: Promise<unknown>;
-  } {
-    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    const log = this.log;
-    return sendJsonTo({
-      name: this.name,
-      schema: this.schema,
-      log,
-      stored: (jsons) => {
-        if (log === null) { for (const json of jsons) this.#sendEphemeral(json); }
-        // The array is ours: adopted whole when nothing is pending.
-        else if (this.#pending.length === 0) this.#pending = jsons;
-        else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
-      },
-      refused: () => this.#metrics.rowsRejected.inc(),
-    }, texts);
-  }
-
-  // An append the log refused at the call: a row too big (a RangeError,
-  // thrown before anything is stored) counts among the rejected rows.
-  #refused(err: unknown): never {
-    if (err instanceof RangeError) this.#metrics.rowsRejected.inc();
-    throw err;
-  }
-
-  #sendEphemeral(json: string): void {
-    // Coalesce the rows sent in one turn into one fan-out, like a commit.
-    if (this.#ephemeralBatch.length === 0) {
-      queueMicrotask(() => {
-        const jsons = this.#ephemeralBatch;
-        this.#ephemeralBatch = [];
-        this.#metrics.rowsAppended.inc(jsons.length);
-        this.#fanOut(jsons, null);
-      });
-    }
-    this.#ephemeralBatch.push(json);
-  }
-
-  #committed(first: number, end: number): void {
-    const n = end - first;
-    const pending = this.#pending;
-    const head = this.#pendingHead;
-    this.#pendingHead += n;
-    if (this.#pendingHead === this.#pending.length) {
-      this.#pending = [];
-      this.#pendingHead = 0;
-    } else if (this.#pendingHead > 65536) {
-      this.#pending = this.#pending.slice(this.#pendingHead);
-      this.#pendingHead = 0;
-    }
-    const m = this.#metrics;
-    m.rowsAppended.inc(n);
-    m.commits.inc();
-    m.commitSeconds!.observe(this.log!.lastCommitMs / 1000);
-    if (this.#live.size > 0 || this.#groups.live > 0) {
-      this.#fanOut(pending.slice(head, head + n), first);
-    }
-  }
-
-  // A failed write dropped the appends from `from` on: forget their frames.
-  #discard(from: number): void {
-    const keep = from - this.log!.endOffset;
-    this.#pending = this.#pending.slice(this.#pendingHead, this.#pendingHead + Math.max(0, keep));
-    this.#pendingHead = 0;
-  }
-
-  // Sends rows (their JSON; offsets from `first`, null when ephemeral) to
-  // every live subscriber, building their frames only when one is live.
-  #fanOut(jsons: string[], first: number | null): void {
-    if ((this.#live.size === 0 && this.#groups.live === 0) || jsons.length === 0) return;
-    // Parsed once per commit, only when a filtered subscriber is live.
-    const rows = this.#groups.live > 0 ? parseRows(jsons) : null;
-    const frames = jsons; // built in place: the array is this commit's own
-    for (let i = 0; i < frames.length; i++) {
-      frames[i] = liveFrame(first === null ? null : first + i, jsons[i]);
-    }
-    const end = first === null ? null : first + frames.length;
-    const shared = this.#shared(frames);
-    this.#pacer.fanOut(this.#live, frames, end, shared); // paced: see fanout_pacer.ts
-    if (rows !== null) {
-      this.#groups.fanOut(frames, rows, end, shared, (f) => this.#shared(f), this.#pacer);
-    }
-  }
-
-  // Frames built once per mode on first use, shared by every subscriber handed `frames`.
-  #shared(frames: readonly string[]): SharedFrames {
-    return sharedFrames(frames, this.#encoders);
-  }
-
-  // compress= (§16): one zstd frame of `text` (with the dictionary for
-  // zstd-dict: a subscriber gets that kind only once the dictionary exists), counted by path.
-  #zstd(text: string, path: "live" | "replay", kind: Compression): Uint8Array {
-    const out = kind === "zstd-dict" ? this.#dictionary.current!.compress(text) : zstdFrame(text);
-    const m = this.#metrics.zstd[path];
-    m.frames.inc();
-    m.text.inc(text.length);
-    m.zstd.inc(out.byteLength);
-    return out;
-  }
-
-  /** compress=zstd-dict (§16): the stream's dictionary (see `StreamDictionary.get`). */
-  dictionary(): Promise<FrameDictionary | null> {
-    return this.#dictionary.get();
-  }
-
-  /** compress=zstd-dict (§16): the dictionary with `id`, if it is this stream's. */
-  dictionaryById(id: string): FrameDictionary | null {
-    return this.#dictionary.byId(id);
-  }
-
-  /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
-  get _filters(): number {
-    return this.#groups.size;
-  }
-
-  /**
-   * The Arrow encoder of `frames=arrow` subscribers, made (and apache-arrow
-   * loaded) on first use. Throws `TypeError` when the schema cannot be framed
-   * as Arrow (a column named `offset`).
-   */
-  async arrowEncoder(): Promise<ArrowFrameEncoder> {
-    if (!this.#arrow) {
-      const { ArrowFrameEncoder } = await import("../../arrow/frame_encoder.ts");
-      this.#arrow = new ArrowFrameEncoder(this.schema, { durable: this.durable });
-    }
-    return this.#arrow;
-  }
-
-  /**
-   * @internal Starts serving a subscriber whose greeting was sent; with a
-   * `where=` filter, it joins the group of that filter's key (sharing the
-   * group's compiled instance).
-   */
-  _subscribe(
-    socket: WebSocket,
-    from: number,
-    frames: FrameMode,
-    filter: Filter | null = null,
-    compress: Compression | null = null,
-  ): Subscriber {
-    const shared = filter === null ? null : this.#groups.add(filter);
-    const sub = new Subscriber(socket, this.#host, from, {
-      frames,
-      maxBacklog: this.maxBacklog,
-      stallTimeoutMs: this.stallTimeoutMs,
-      filter: shared,
-      ...(this.#serving.sendBudget ? { sendBudget: this.#serving.sendBudget } : {}),
-      compress,
-    });
-    this.#all.add(sub);
-    this.#metrics.subscribes.inc();
-    sub.start();
-    return sub;
+  head(publish = false): StreamHead {
+    return headOf(this, publish);
   }
 
   /**
@@ -674,9 +362,161 @@ export class Stream {
     return greetingOf(this, from, frames, where);
   }
 
+  // The one check before any row is taken: the stream is open and not a replica.
+  #takingRows(): void {
+    if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
+    if (this.#follow) {
+      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    }
+  }
+
+  /**
+   * Validates, stores and broadcasts one row. Resolves with its offset once it
+   * is durable (null on an ephemeral stream); rejects with {@linkcode RowError}
+   * when the schema refuses it, or `RangeError` when it is over the log's row
+   * limit (nothing is stored).
+   */
+  send(row: unknown): Promise<number | null> {
+    try {
+      this.#takingRows();
+      const json = this.#rows.encode(row);
+      if (typeof json !== "string") throw json;
+      return this.#appender.append([json]);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * Validates every row, then stores them in one commit and broadcasts them.
+   * If any row is refused, none is stored and the error names its index.
+   */
+  async sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
+    this.#takingRows();
+    const jsons = this.#rows.encodeAll(rows);
+    if (!Array.isArray(jsons)) throw indexed(this.name, jsons.index, jsons.refusal);
+    const n = jsons.length;
+    const first = await this.#appender.append(jsons);
+    return Array.from({ length: n }, (_, i) => first === null ? null : first + i);
+  }
+
+  /**
+   * Stores rows given as JSON texts, one row a text, in order, each on its
+   * own verdict (the ingest fast path, `IngestSink.sendJson`). A text that
+   * is already the row's encoded form (`RowSchema.isEncoded`) is stored as
+   * it is; any other is parsed, validated and encoded as `send` does. The
+   * valid rows are stored in one commit. `refused` is null when every row
+   * was stored, else per text its refusal — a `SyntaxError` for a text that
+   * is not JSON, or the {@linkcode RowError} or `RangeError` that `send`
+   * would reject with — or `undefined`; `durable` resolves once the stored
+   * rows are durable.
+   *
+   * @example
+   * ```ts
+   * import { deepStrictEqual } from "node:assert/strict";
+   * import { Stream } from "./stream.ts";
+   * const s = Stream.ephemeral("t", {
+   *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+   * });
+   * const { refused, durable } = s.sendJson(['{"v":1}', '{"v":"x"}', '{"v":']);
+   * await durable;
+   * deepStrictEqual(Array.from(refused ?? [], (e) => e?.name), [undefined, "RowError", "SyntaxError"]);
+   * await s.close();
+   * ```
+   */
+  sendJson(texts: readonly string[]): {
+    refused: (Error | undefined)[] | null;
+    durable: Promise<unknown>;
+  } {
+    this.#takingRows();
+    let refused: (Error | undefined)[] | null = null;
+    const jsons: string[] = [];
+    for (let i = 0; i < texts.length; i++) {
+      const json = this.#rows.encodeText(texts[i]);
+      if (typeof json === "string") jsons.push(json);
+      else (refused ??= new Array(texts.length))[i] = json;
+    }
+    let durable: Promise<unknown>;
+    try {
+      durable = jsons.length === 0 ? Promise.resolve() : this.#appender.append(jsons);
+    } catch (err) {
+      // The log refused appends (failed or closed): the batch fails.
+      durable = Promise.reject(err);
+    }
+    return { refused, durable };
+  }
+
+  /**
+   * @internal Stores rows a network publisher sent (`server/publish/`), in
+   * one commit, as `tag`'s sequence (see `Log.publish`), once each row took
+   * the row path: the first row refused refuses them all. Stored rows fan
+   * out like any commit. Durable streams only.
+   */
+  _publish(rows: readonly unknown[], tag: ProducerTag | null): PublishAttempt {
+    this.#takingRows();
+    const jsons = this.#rows.encodeAll(rows);
+    if (!Array.isArray(jsons)) {
+      const r = jsons.refusal;
+      return {
+        status: "invalid",
+        index: jsons.index,
+        detail: r instanceof RowError ? r.detail : r.message,
+      };
+    }
+    return this.#appender.publish(jsons, tag);
+  }
+
+  /**
+   * @internal A follower's write: the primary's rows (their JSON) at the
+   * primary's offsets, made durable, then fanned out through the normal
+   * commit path (see `Log.appendAt`).
+   */
+  _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
+    return this.#appender.appendAt(offsets, jsons);
+  }
+
+  /** compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`). */
+  dictionary(): Promise<FrameDictionary | null> {
+    return this.#frames.dictionary();
+  }
+
+  /** compress=zstd-dict: the dictionary with `id`, if it is this stream's. */
+  dictionaryById(id: string): FrameDictionary | null {
+    return this.#frames.dictionaryById(id);
+  }
+
+  /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
+  get _filters(): number {
+    return this.#fanout.filters;
+  }
+
+  /**
+   * The Arrow encoder of `frames=arrow` subscribers, made (and apache-arrow
+   * loaded) on first use. Throws `TypeError` when the schema cannot be framed
+   * as Arrow (a column named `offset`).
+   */
+  arrowEncoder(): Promise<ArrowFrameEncoder> {
+    return this.#frames.loadArrow();
+  }
+
+  /**
+   * @internal Starts serving a subscriber whose greeting was sent, from
+   * offset `from`; with a `where=` filter, it joins the group of that
+   * filter's key.
+   */
+  _subscribe(
+    socket: WebSocket,
+    from: number,
+    frames: FrameMode,
+    filter: Filter | null = null,
+    compress: Compression | null = null,
+  ): Subscriber {
+    return this.#fanout.subscribe(socket, from, { frames, filter, compress });
+  }
+
   /** Closes every subscriber with `code` (1001: going away). */
   closeSubscribers(code: number = CloseCode.GoingAway, reason = ""): void {
-    for (const s of [...this.#all]) s.close(code, reason);
+    this.#fanout.close(code, reason);
   }
 
   /**
@@ -690,4 +530,10 @@ export class Stream {
     this.closeSubscribers(CloseCode.GoingAway, "");
     if (this.log && this.#ownsLog) await this.log.close();
   }
+}
+
+// The refusal of one of several rows, naming its index.
+function indexed(stream: string, index: number, refusal: RowRefusal): Error {
+  if (refusal instanceof RowError) return new RowError(stream, `row ${index}: ${refusal.detail}`);
+  return new RangeError(`row ${index}: ${refusal.message}`);
 }

@@ -215,6 +215,29 @@ export class StreamMetrics {
     });
   }
 
+  /** Counts frames and bytes sent to subscribers, and the replayed rows among them. */
+  sent(frames: number, bytes: number, replayRows: number): void {
+    this.framesSent.inc(frames);
+    this.bytesSent.inc(bytes);
+    this.replayRows.inc(replayRows);
+  }
+
+  /** Counts a subscribe accepted. */
+  subscribed(): void {
+    this.subscribes.inc();
+  }
+
+  /** Counts rows made durable (sent, on an ephemeral stream). */
+  appended(rows: number): void {
+    this.rowsAppended.inc(rows);
+  }
+
+  /** Counts a log commit that took `ms`. */
+  committed(ms: number): void {
+    this.commits.inc();
+    this.commitSeconds?.observe(ms / 1000);
+  }
+
   /** Counts a subscriber dropped (or sent back to the log) for `reason`. */
   dropped(reason: string): void {
     this.#child(this.#drops, this.#dropsBy, "reason", reason).inc();

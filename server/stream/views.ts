@@ -1,6 +1,7 @@
 /**
- * What a stream says of itself: the greeting of a subscription and its
- * `/head`, built from what the stream exposes.
+ * What a stream says of itself, each built in this one place: the greeting
+ * of a subscription, and its head (`GET /{name}/head`, `GET /_/streams`, the
+ * viewer page's first data).
  *
  * @module
  */
@@ -14,39 +15,39 @@ import {
 import type { Where } from "../../client/filter.ts";
 import type { Log } from "../../log/mod.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
-import type { StreamFollow } from "./stream_hosting.ts";
-import type { ArchiveLag } from "./archive_lag.ts";
+import { archiveLagOf } from "./archive_lag.ts";
 
 /** What a greeting and a head are made of (a `Stream`). */
 export interface StreamView {
   /** The stream's name. */
   readonly name: string;
-  /** Its stream id (null: ephemeral). */
-  readonly streamId: string | null;
-  /** Its end offset (null: ephemeral). */
-  readonly endOffset: number | null;
-  /** Whether it has a log. */
-  readonly durable: boolean;
+  /** Its log, or null when it is ephemeral. */
+  readonly log: Log | null;
   /** Its archive URI, or null. */
   readonly archive: string | null;
   /** Its compiled schema. */
   readonly schema: RowSchema;
+  /** Every version of its schema, oldest first (see `Stream.schemaVersions`). */
+  readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Subscribers now. */
   readonly subscribers: number;
-  /** How far the archive lags (null: no archive). */
-  archiveLag(): ArchiveLag | null;
+  /** The follower replicating it, whose fields its head carries (null: none). */
+  readonly _follow: { head(): Record<string, unknown> } | null;
 }
 
 /**
- * The greeting of a subscription of `s` starting at `from` (null: live).
+ * The greeting of a subscription of `s` starting at `from` (null: live),
+ * in frame mode `frames`, with the `where=` filter as parsed (null: none).
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "./stream.ts";
  * import { greetingOf } from "./views.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
- * const s = Stream.ephemeral("t", { schema });
- * console.log(greetingOf(s, null, "batch", null).frames); // batch
+ * const g = greetingOf(Stream.ephemeral("t", { schema }), null, "batch", null);
+ * equal(g.frames, "batch");
+ * equal(g.replay, null);
  * ```
  */
 export function greetingOf(
@@ -55,15 +56,16 @@ export function greetingOf(
   frames: FrameMode,
   where: Where | null,
 ): Greeting {
-  const end = s.endOffset;
+  const log = s.log;
+  const end = log ? log.endOffset : null;
   return {
     streamcast: PROTOCOL_VERSION,
     stream: s.name,
-    stream_id: s.streamId,
+    stream_id: log ? log.streamId : null,
     end_offset: end,
     replay: from !== null && end !== null && from < end ? [from, end] : null,
-    log: s.durable ? { name: s.name, archive: s.archive } : null,
-    durable: s.durable,
+    log: log ? { name: s.name, archive: s.archive } : null,
+    durable: log !== null,
     schema: s.schema.json,
     frames,
     where,
@@ -71,33 +73,39 @@ export function greetingOf(
 }
 
 /**
- * What `GET /{name}/head` serves for `s` (with its log, and its follower's fields).
+ * The head of `s`: its log's ends, its subscribers, its schema and every
+ * version of it (`schema_versions`, each with the first offset it applies
+ * from), its archive and how far the archive lags, a follower's fields, and
+ * `publish`: whether it takes rows over the publish routes (the serving
+ * server's knowledge).
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { Stream } from "./stream.ts";
- * import { streamHead } from "./views.ts";
+ * import { headOf } from "./views.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
- * const s = Stream.ephemeral("t", { schema });
- * console.log(streamHead(s, null, null).end_offset); // null
+ * const head = headOf(Stream.ephemeral("t", { schema }), false);
+ * equal(head.end_offset, null);
+ * deepStrictEqual(head.schema_versions, [{ from: null, schema }]);
+ * equal(head.publish, false);
  * ```
  */
-export function streamHead(
-  s: StreamView,
-  log: Log | null,
-  follow: StreamFollow | null,
-): StreamHead {
+export function headOf(s: StreamView, publish: boolean): StreamHead {
+  const log = s.log;
   return {
     stream: s.name,
-    stream_id: s.streamId,
-    end_offset: s.endOffset,
+    stream_id: log ? log.streamId : null,
+    end_offset: log ? log.endOffset : null,
     earliest: log?.earliest ?? null,
-    durable: s.durable,
+    durable: log !== null,
     subscribers: s.subscribers,
     schema: s.schema.json,
     archive: s.archive,
-    ...(s.archive ? { archive_lag: s.archiveLag() } : {}),
+    ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
-    ...follow?.head(),
+    ...s._follow?.head(),
+    schema_versions: s.schemaVersions,
+    publish,
   };
 }

@@ -79,7 +79,7 @@ Deno.test("log groups concurrent appends into few commits, in call order", async
   try {
     const log = await Log.open(dir, { timers: false });
     const commits: [number, number][] = [];
-    log.onCommit = (first, end) => commits.push([first, end]);
+    log.listen({ committed: (first, end) => void commits.push([first, end]) });
     const offsets = await Promise.all(
       Array.from({ length: 1000 }, (_, i) => log.append(utf8(`{"i":${i}}`))),
     );

@@ -7,7 +7,7 @@ import { Stream } from "../../mod.ts";
 import { commitPublish } from "../../server/publish/commit.ts";
 import { SCHEMA } from "./_fixture.ts";
 
-const rows = (seq: number) => [JSON.stringify({ sym: `r${seq}`, px: seq })];
+const rows = (seq: number) => [{ sym: `r${seq}`, px: seq }];
 
 Deno.test("publish: a fenced restore keeps the producer table; a resend after it is a duplicate", async () => {
   const s3 = await startS3();

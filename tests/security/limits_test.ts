@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts";
 import { Logger, serve, Stream } from "../../mod.ts";
-import { Gate } from "../../server/limits.ts";
+import { Gate } from "../../server/fanout/replay_gate.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { TestSub } from "../server/_sub.ts";

@@ -4,7 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { Logger } from "../../common/logger.ts";
 import { HttpHandler } from "../../server/http/handler.ts";
 import type { WebSocketUpgrader } from "../../server/http/context.ts";
-import { Gate } from "../../server/limits.ts";
+import { Gate } from "../../server/fanout/replay_gate.ts";
 import { Registry } from "../../server/metrics.ts";
 import { Stream } from "../../server/stream/stream.ts";
 import { rmrf, tempDir } from "../_util.ts";

@@ -5,6 +5,7 @@ import { serve, Stream } from "../../mod.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
 import { compileFilter } from "../../client/filter.ts";
 import { Subscriber, type SubscriberHost } from "../../server/fanout/subscriber.ts";
+import { SendBudget } from "../../server/fanout/send_budget.ts";
 import { rmrf, rng, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
 
@@ -345,6 +346,7 @@ Deno.test("where a filtered live subscriber's queue keeps its position: after th
     frames: "batch",
     maxBacklog: 100_000,
     stallTimeoutMs: 60_000,
+    sendBudget: new SendBudget(),
     filter,
   });
   sub.start();

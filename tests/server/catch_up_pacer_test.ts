@@ -1,9 +1,9 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { Pacer } from "../../server/fanout/catch_up_pacer.ts";
+import { CatchUpPacer } from "../../server/fanout/catch_up_pacer.ts";
 import { setImmediate } from "node:timers";
 
-Deno.test("pacer: loops take turns in arrival order and the budget bounds each turn", async () => {
-  const pacer = new Pacer(1000);
+Deno.test("catch-up pacer: loops take turns in arrival order and the budget bounds each turn", async () => {
+  const pacer = new CatchUpPacer(1000);
   let turn = 0;
   const log: [string, number][] = [];
   let ticking = true;
@@ -31,8 +31,8 @@ Deno.test("pacer: loops take turns in arrival order and the budget bounds each t
   assert(perTurn.size >= 6, `18 slices of 400 need at least 6 turns, used ${perTurn.size}`);
 });
 
-Deno.test("pacer: a slice granted and never spent does not stop the others for more than a turn", async () => {
-  const pacer = new Pacer(1000);
+Deno.test("catch-up pacer: a slice granted and never spent does not stop the others for more than a turn", async () => {
+  const pacer = new CatchUpPacer(1000);
   await pacer.turn(); // granted, never spent
   let ran = false;
   const other = pacer.turn().then(() => {

@@ -1,0 +1,297 @@
+/**
+ * A stream's fan-out: who gets which rows when. It holds the stream's
+ * subscribers — every one, the live ones, and the live `where=` ones grouped
+ * by filter — hands each commit's frames to the live ones (paced:
+ * fanout_pacer.ts), and is what its subscribers read the log through
+ * (their reads take turns through the server's replay gate) and count
+ * their frames in.
+ *
+ * Invariants:
+ * - a commit's frames are built once (`[offset,msg]` each, in place), and
+ *   only when some subscriber is live; each filter group tests each row once;
+ * - a subscriber is in the live set (or its group's) exactly while its state
+ *   is `live`, and in the set of all from its start until it is gone.
+ *
+ * @module
+ */
+
+import type { Compression, FrameMode } from "../../client/wire.ts";
+import type { Filter } from "../../client/filter.ts";
+import { Logger } from "../../common/logger.ts";
+import type { Log, RecordBatch } from "../../log/mod.ts";
+import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
+import type { SharedFrames } from "../frames/shared_frames.ts";
+import { liveFrame } from "../frames/text_frames.ts";
+import type { ZstdPath } from "../frames/stream_frames.ts";
+import { FanoutPacer } from "./fanout_pacer.ts";
+import { FilterGroups } from "./filter_groups.ts";
+import { parseRows } from "./filtered_frames.ts";
+import { type Gate, GatedReader, type ReplayReader } from "./replay_gate.ts";
+import { SendBudget } from "./send_budget.ts";
+import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
+
+/**
+ * What a server lends the streams it serves: the gate catching-up reads take
+ * turns through, the logger failures go to, and the send buffer its
+ * subscribers' sockets share.
+ */
+export interface Serving {
+  /** Catching-up subscribers' log reads take turns through it; null: no gate. */
+  readonly gate: Gate | null;
+  /** Where subscriber failures are reported. */
+  readonly logger: Logger;
+  /** The server's send buffer, shared by its subscribers' sockets. @default one per process */
+  readonly sendBudget?: SendBudget;
+}
+
+/** What a stream's subscribers get when no server serves it: no gate, stderr, the process's send buffer. */
+export const UNSERVED: Required<Serving> = Object.freeze({
+  gate: null,
+  logger: new Logger({ level: "warn" }),
+  sendBudget: new SendBudget(),
+});
+
+/** What a fan-out counts its subscribers' work in (a stream's series). */
+export interface FanoutCounts {
+  /** Frames and bytes sent, and the rows of them replayed from the log. */
+  sent(frames: number, bytes: number, replayRows: number): void;
+  /** A subscriber dropped (or sent back to the log) for `reason`. */
+  dropped(reason: string): void;
+  /** A subscribe accepted. */
+  subscribed(): void;
+}
+
+/** The encoders a fan-out's frames use (a stream's `StreamFrames`). */
+export interface FanoutEncoders {
+  /** The frames of a commit as each mode sends them, made once and shared. */
+  shared(frames: readonly string[]): SharedFrames;
+  /** The Arrow encoder, once loaded. */
+  readonly arrowEncoder: ArrowFrameEncoder;
+  /** One zstd frame of `text`, counted under `path`. */
+  compress(text: string, kind: Compression, path: ZstdPath): Uint8Array;
+}
+
+/** What a fan-out is made with. */
+export interface FanoutOptions {
+  /** The stream's name. */
+  name: string;
+  /** The stream's log (replay reads, the durable end), or null when it is ephemeral. */
+  log: Log | null;
+  /** Where its subscribers' work is counted. */
+  counts: FanoutCounts;
+  /** The stream's frame encoders. */
+  encoders: FanoutEncoders;
+  /** Frames queued per live subscriber before it catches up from the log. */
+  maxBacklog: number;
+  /** Close a subscriber whose socket accepts nothing for this long. */
+  stallTimeoutMs: number;
+}
+
+/** How a subscriber reads: its frame mode, its `where=` filter, its compression. */
+export interface SubscribeOptions {
+  /** Frame mode. */
+  frames: FrameMode;
+  /** The `where=` filter as compiled for this subscribe (null: every row). */
+  filter: Filter | null;
+  /** compress=, or null. */
+  compress: Compression | null;
+}
+
+/**
+ * One stream's subscribers and the fan-out of its commits.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
+ * import { Fanout } from "./fanout.ts";
+ * const counts = { sent: () => {}, dropped: () => {}, subscribed: () => {} };
+ * const fanout = new Fanout({
+ *   name: "t", log: null, counts, maxBacklog: 100, stallTimeoutMs: 1000,
+ *   encoders: {
+ *     shared: (frames) => ({ joined: () => frames.join("\n"), arrow: () => new Uint8Array(0) }),
+ *     get arrowEncoder(): never { throw new Error("no arrow"); },
+ *     compress: () => new Uint8Array(0),
+ *   },
+ * });
+ * const sent: string[] = [];
+ * const socket = {
+ *   readyState: WebSocket.OPEN, bufferedAmount: 0, close() {},
+ *   send: (text: string) => void sent.push(text),
+ * } as unknown as WebSocket;
+ * fanout.subscribe(socket, 0, { frames: "batch", filter: null, compress: null });
+ * equal(fanout.live, true);
+ * fanout.send(['{"v":1}', '{"v":2}'], null);
+ * deepStrictEqual(sent, ['[null,{"v":1}]\n[null,{"v":2}]']);
+ * fanout.close(1001, "");
+ * equal(fanout.size, 0);
+ * ```
+ */
+export class Fanout implements SubscriberHost {
+  /** The stream's name. */
+  readonly name: string;
+  /** Whether the stream has a log. */
+  readonly durable: boolean;
+  /** What the server serving the stream lends it ({@linkcode UNSERVED} when none does). */
+  serving: Serving = UNSERVED;
+  readonly #log: Log | null;
+  readonly #counts: FanoutCounts;
+  readonly #encoders: FanoutEncoders;
+  readonly #maxBacklog: number;
+  readonly #stallTimeoutMs: number;
+  readonly #all = new Set<Subscriber>();
+  readonly #live = new Set<Subscriber>();
+  readonly #groups = new FilterGroups();
+  readonly #pacer = new FanoutPacer<Subscriber>();
+  readonly #share = (frames: readonly string[]): SharedFrames => this.#encoders.shared(frames);
+
+  /** The fan-out of a stream. */
+  constructor(options: FanoutOptions) {
+    this.name = options.name;
+    this.#log = options.log;
+    this.durable = options.log !== null;
+    this.#counts = options.counts;
+    this.#encoders = options.encoders;
+    this.#maxBacklog = options.maxBacklog;
+    this.#stallTimeoutMs = options.stallTimeoutMs;
+  }
+
+  /** Subscribers connected now. */
+  get size(): number {
+    return this.#all.size;
+  }
+
+  /** Whether some subscriber is live (a commit's frames are built only then). */
+  get live(): boolean {
+    return this.#live.size > 0 || this.#groups.live > 0;
+  }
+
+  /** Distinct `where=` filters with a subscriber. */
+  get filters(): number {
+    return this.#groups.size;
+  }
+
+  /** Subscribers by state. */
+  states(): Record<SubscriberState, number> {
+    const out: Record<SubscriberState, number> = { catching_up: 0, live: 0, closed: 0 };
+    for (const s of this.#all) out[s.state]++;
+    return out;
+  }
+
+  /**
+   * Starts serving a subscriber on `socket` (its greeting sent) from offset
+   * `from`; with a `where=` filter, it joins the group of that filter's key
+   * (sharing the group's compiled instance).
+   */
+  subscribe(socket: WebSocket, from: number, options: SubscribeOptions): Subscriber {
+    const filter = options.filter === null ? null : this.#groups.add(options.filter);
+    const sub = new Subscriber(socket, this, from, {
+      frames: options.frames,
+      maxBacklog: this.#maxBacklog,
+      stallTimeoutMs: this.#stallTimeoutMs,
+      sendBudget: this.serving.sendBudget ?? UNSERVED.sendBudget,
+      filter,
+      compress: options.compress,
+    });
+    this.#all.add(sub);
+    this.#counts.subscribed();
+    sub.start();
+    return sub;
+  }
+
+  /**
+   * Hands rows (their JSON, in offset order; the offsets from `first`, null
+   * when ephemeral) to every live subscriber. The array becomes the commit's
+   * frames: it is the caller's no more.
+   */
+  send(jsons: string[], first: number | null): void {
+    if (!this.live || jsons.length === 0) return;
+    // Parsed once per commit, only when a filtered subscriber is live.
+    const rows = this.#groups.live > 0 ? parseRows(jsons) : null;
+    const frames = jsons;
+    for (let i = 0; i < frames.length; i++) {
+      frames[i] = liveFrame(first === null ? null : first + i, jsons[i]);
+    }
+    const end = first === null ? null : first + frames.length;
+    const shared = this.#share(frames);
+    this.#pacer.fanOut(this.#live, frames, end, shared);
+    if (rows !== null) this.#groups.fanOut(frames, rows, end, shared, this.#share, this.#pacer);
+  }
+
+  /**
+   * Null when every commit is handed out; else a promise that resolves once
+   * it is (a durable stream's next commit waits for it).
+   */
+  idle(): Promise<void> | null {
+    return this.#pacer.idle();
+  }
+
+  /** Every live subscriber goes back to the log (its end moved with no commit: rows adopted). */
+  toLog(): void {
+    for (const sub of this.#all) sub._fromLog();
+  }
+
+  /** Closes every subscriber with `code` and `reason`. */
+  close(code: number, reason: string): void {
+    for (const sub of [...this.#all]) sub.close(code, reason);
+  }
+
+  /** The log's durable end. */
+  endOffset(): number {
+    return this.#log ? this.#log.endOffset : 0;
+  }
+
+  /** A reader of the log from `offset`, its reads through the server's replay gate. */
+  reader(offset: number): ReplayReader<RecordBatch> {
+    const reader = this.#log!.reader(offset);
+    const gate = this.serving.gate;
+    return gate ? new GatedReader(reader, gate) : reader;
+  }
+
+  /** Adds a subscriber to the live set (its filter group's, if it has a filter). */
+  joinLive(sub: Subscriber): void {
+    if (sub.filter === null) this.#live.add(sub);
+    else this.#groups.join(sub);
+  }
+
+  /** Takes a subscriber out of the live set. */
+  leaveLive(sub: Subscriber): void {
+    if (sub.filter === null) this.#live.delete(sub);
+    else this.#groups.leave(sub);
+  }
+
+  /** Forgets a closed subscriber. */
+  gone(sub: Subscriber): void {
+    this.#all.delete(sub);
+    if (sub.filter === null) this.#live.delete(sub);
+    else this.#groups.remove(sub);
+  }
+
+  /** Counts frames and bytes sent, and the replayed rows among them. */
+  count(frames: number, bytes: number, replayRows: number): void {
+    this.#counts.sent(frames, bytes, replayRows);
+  }
+
+  /** Counts a subscriber dropped (or sent back to the log) for `reason`. */
+  dropped(reason: string): void {
+    this.#counts.dropped(reason);
+  }
+
+  /** Reports a failure that ended a subscriber; its details stay in the server's log. */
+  failed(err: unknown): void {
+    this.serving.logger.error(
+      "subscriber_failed",
+      { stream: this.name, error: err instanceof Error ? err.message : String(err) },
+      `subscriber on "${this.name}" failed: ${err}`,
+    );
+  }
+
+  /** The stream's Arrow encoder (loaded before an arrow subscriber starts). */
+  arrowEncoder(): ArrowFrameEncoder {
+    return this.#encoders.arrowEncoder;
+  }
+
+  /** One zstd frame of a catching-up subscriber's slice. */
+  compress(text: string, kind: Compression): Uint8Array {
+    return this.#encoders.compress(text, kind, "replay");
+  }
+}

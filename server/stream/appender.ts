@@ -1,0 +1,162 @@
+/**
+ * Rows into a stream's log, and its commits out to the fan-out: the rows
+ * appended and not yet committed (their JSON, in offset order) wait here
+ * until the log says they are durable, then go to the live subscribers as
+ * that commit's frames. On an ephemeral stream the rows of one turn go out
+ * together, as one commit would.
+ *
+ * Invariants:
+ * - the pending rows are exactly the rows appended past the durable end, in
+ *   offset order: each commit takes its rows from the front, a failed write
+ *   drops those it dropped;
+ * - the fan-out of a commit happens after its sync and before its callers
+ *   are resolved; the next commit of the log waits until the previous one is
+ *   handed out (the fan-out's `idle`), so a publisher cannot outrun it.
+ *
+ * @module
+ */
+
+import type { Log, LogListener, ProducerTag, PublishResult } from "../../log/mod.ts";
+import type { Fanout } from "../fanout/fanout.ts";
+
+/** What an appender counts (a stream's series). */
+export interface AppendCounts {
+  /** Rows made durable (sent, on an ephemeral stream). */
+  appended(rows: number): void;
+  /** A commit of the log, which took `ms`. */
+  committed(ms: number): void;
+}
+
+/**
+ * The stream's side of its log.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "../../log/mod.ts";
+ * import { Appender } from "./appender.ts";
+ * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const handed: string[][] = [];
+ * const fanout = { live: true, send: (jsons: string[]) => void handed.push(jsons), idle: () => null, toLog() {} };
+ * let rows = 0;
+ * const appender = new Appender(log, fanout as never, { appended: (n) => void (rows += n), committed() {} });
+ * equal(await appender.append(['{"v":1}', '{"v":2}']), 1);
+ * equal(rows, 2);
+ * equal(handed.length, 1); // one commit, handed out once
+ * await log.close();
+ * ```
+ */
+export class Appender implements LogListener {
+  readonly #log: Log | null;
+  readonly #fanout: Fanout;
+  readonly #counts: AppendCounts;
+  #pending: string[] = [];
+  #pendingHead = 0;
+  #ephemeral: string[] = [];
+
+  /** The appender of a stream with `log` (null: ephemeral); it listens to the log. */
+  constructor(log: Log | null, fanout: Fanout, counts: AppendCounts) {
+    this.#log = log;
+    this.#fanout = fanout;
+    this.#counts = counts;
+    log?.listen(this);
+  }
+
+  /**
+   * Appends rows (their encoded JSON) in one commit; resolves with the first
+   * one's offset once durable (null on an ephemeral stream). Throws what
+   * the log's append throws (a closed or failed log), nothing appended. The
+   * array is the appender's from then on.
+   */
+  append(jsons: string[]): Promise<number | null> {
+    const log = this.#log;
+    if (log === null) {
+      this.#broadcast(jsons);
+      return Promise.resolve(null);
+    }
+    const done = log.appendMany(jsons);
+    this.#pend(jsons);
+    return done;
+  }
+
+  /**
+   * Stores rows a network publisher sent as `tag`'s sequence (see
+   * `Log.publish`); stored rows fan out like any commit. Durable streams only.
+   */
+  publish(jsons: string[], tag: ProducerTag | null): PublishResult {
+    const r = this.#log!.publish(jsons, tag);
+    if (r.status === "stored") this.#pend(jsons);
+    return r;
+  }
+
+  /**
+   * A follower's write: the primary's rows at the primary's offsets (see
+   * `Log.appendAt`), made durable, then fanned out as any commit.
+   */
+  async appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
+    try {
+      return await this.#log!.appendAt(offsets, jsons, (from, to) => {
+        for (let i = from; i < to; i++) this.#pending.push(jsons[i]);
+      });
+    } catch (err) {
+      // Nothing else appends to a replica: whatever was pending is gone.
+      this.#pending = [];
+      this.#pendingHead = 0;
+      throw err;
+    }
+  }
+
+  // Rows appended past the durable end; an array is adopted whole when nothing is pending.
+  #pend(jsons: string[]): void {
+    if (this.#pending.length === 0) this.#pending = jsons;
+    else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
+  }
+
+  // An ephemeral stream's rows: those sent in one turn go out together, like a commit.
+  #broadcast(jsons: readonly string[]): void {
+    if (this.#ephemeral.length === 0) {
+      queueMicrotask(() => {
+        const rows = this.#ephemeral;
+        this.#ephemeral = [];
+        this.#counts.appended(rows.length);
+        this.#fanout.send(rows, null);
+      });
+    }
+    for (let i = 0; i < jsons.length; i++) this.#ephemeral.push(jsons[i]);
+  }
+
+  /** The log made `[first, end)` durable: count it, and hand its rows to the fan-out. */
+  committed(first: number, end: number): void {
+    const n = end - first;
+    const pending = this.#pending;
+    const head = this.#pendingHead;
+    this.#pendingHead += n;
+    if (this.#pendingHead === this.#pending.length) {
+      this.#pending = [];
+      this.#pendingHead = 0;
+    } else if (this.#pendingHead > 65536) {
+      this.#pending = this.#pending.slice(this.#pendingHead);
+      this.#pendingHead = 0;
+    }
+    this.#counts.appended(n);
+    this.#counts.committed(this.#log!.lastCommitMs);
+    if (this.#fanout.live) this.#fanout.send(pending.slice(head, head + n), first);
+  }
+
+  /** A failed write dropped the appends from `from` on: forget their rows. */
+  discarded(from: number): void {
+    const keep = from - this.#log!.endOffset;
+    this.#pending = this.#pending.slice(this.#pendingHead, this.#pendingHead + Math.max(0, keep));
+    this.#pendingHead = 0;
+  }
+
+  /** The log's end moved with no commit (a follower adopted rows): live subscribers read them. */
+  fenced(): void {
+    this.#fanout.toLog();
+  }
+
+  /** The next commit's write waits until the fan-out of the previous ones is handed out. */
+  beforeCommit(): Promise<void> | null {
+    return this.#fanout.idle();
+  }
+}
