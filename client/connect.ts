@@ -41,7 +41,7 @@ import { loadZstd } from "./_zstd.ts";
 import { loadDictZstd } from "./_zstd_dict.ts";
 
 export { Subscription } from "./subscription.ts";
-export type { Line, Row } from "./row.ts";
+export type { Line, Row } from "./subscription.ts";
 export * from "./connect_options.ts";
 export { backoffDelay } from "../common/backoff.ts";
 

@@ -40,7 +40,7 @@
 // what only the server, client/s3.ts and the tests use (they import those modules directly).
 export { connect } from "./connect.ts";
 export { Subscription } from "./subscription.ts";
-export type { Line, Row } from "./row.ts";
+export type { Line, Row } from "./subscription.ts";
 export type {
   BackoffOptions,
   ConnectOptions,

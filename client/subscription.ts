@@ -20,8 +20,8 @@
  */
 
 import { Connection, type WebSocketConstructor } from "./_connection.ts";
+import { CursorSaver } from "./_cursor_saver.ts";
 import { CompressChoice } from "./_compress_choice.ts";
-import type { CursorStore } from "./cursor.ts";
 import {
   closeError,
   ConnectionClosed,
@@ -50,10 +50,38 @@ import {
 } from "./connect_options.ts";
 import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
 import { sinceMicros } from "./since.ts";
-import type { Line, Row } from "./row.ts";
 import { backoffDelay, sleep } from "../common/backoff.ts";
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
+/**
+ * A data row: its offset (`null` on an ephemeral stream) and the message.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { Row } from "./subscription.ts";
+ * const [offset, msg]: Row<{ price: number }> = [1861, { price: 85565 }];
+ * equal(offset, 1861);
+ * equal(msg.price, 85565);
+ * ```
+ */
+export type Row<T = unknown> = [offset: number | null, msg: T];
+
+/**
+ * A data line as received, from `Subscription.lines()`: its offset and the
+ * original `[offset,msg]` text.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { Line } from "./subscription.ts";
+ * const [offset, text]: Line = [1861, '[1861,{"price":85565}]'];
+ * equal(offset, 1861);
+ * equal(text.length, 22);
+ * ```
+ */
+export type Line = [offset: number | null, line: string];
 
 /**
  * A subscription to one stream: iterate it with `for await` to get
@@ -66,6 +94,7 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { connect, MemoryCursor } from "./mod.ts";
  * import { serve, Stream } from "../mod.ts";
  * const root = await Deno.makeTempDir();
@@ -77,11 +106,11 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * await stream.sendMany([{ v: 1 }, { v: 2 }, { v: 3 }]);
  * const cursor = new MemoryCursor();
  * const sub = await connect<{ v: number }>(`${server.url}/ticks`, { offset: 1, cursor });
- * console.log(sub.greeting.end_offset); // 4
- * for await (const [offset, msg] of sub) {
+ * equal(sub.greeting.end_offset, 4);
+ * for await (const [, msg] of sub) {
  *   if (msg.v === 2) break; // row 2 is not handled: a resume starts there
  * }
- * console.log(cursor.value?.offset); // 2
+ * equal(cursor.value?.offset, 2);
  * await server.shutdown();
  * await Deno.remove(root, { recursive: true });
  * ```
@@ -90,9 +119,6 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   readonly #url: string;
   readonly #opts: SubscriptionOptions;
   readonly #WS: WebSocketConstructor;
-  readonly #cursor: CursorStore | null;
-  readonly #saveEveryRows: number;
-  readonly #saveEveryMs: number;
   #conn: Connection | null = null;
   #greeting: Greeting | null = null;
   #streamId: string | null = null;
@@ -102,17 +128,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #lastOffset: number | null = null;
   /** The offset of the row yielded last (null: ephemeral), `undefined` when none is current. */
   #current: number | null | undefined = undefined;
-  /** The next offset not yet handled (the cursor's offset); null on an ephemeral stream. */
-  #handled: number | null = null;
-  #saved: number | null = null;
-  /** Rows handled so far, and how many of them the last completed save covers. */
-  #handledCount = 0;
-  #savedCount = 0;
-  #saveChain: Promise<void> = Promise.resolve();
-  #saveTimer: ReturnType<typeof setTimeout> | undefined;
-  #saveError: unknown = undefined;
+  /** The resume position and the cursor's saving. */
+  readonly #saver: CursorSaver;
+  /** The lines of the frame being read, and the index of the next one. */
   #lines: string[] = [];
-  #li = 0;
+  #lineAt = 0;
   #busy = false;
   #closed = false;
   #closing: Promise<void> | null = null;
@@ -135,9 +155,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
     this.#WS = options.token === undefined ? WS : withToken(WS, options.token);
-    this.#cursor = options.cursor ?? null;
-    this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
-    this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+    this.#saver = new CursorSaver(options.cursor ?? null, {
+      everyRows: options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS,
+      everyMs: options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS,
+      ...(options.beforeSave ? { beforeSave: options.beforeSave } : {}),
+    }, () => this.#conn?.wakeUp());
     this.#compress = new CompressChoice(options, this.#url);
   }
 
@@ -161,19 +183,17 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   async #start(): Promise<void> {
     let offset: OffsetRequest = this.#opts.offset ?? null;
     let streamId: string | null = null;
-    const saved = this.#cursor ? await this.#cursor.load() : null;
+    const saved = this.#opts.cursor ? await this.#opts.cursor.load() : null;
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== undefined) this.#since = sinceMicros(this.#opts.since);
     await this.#openOrCatchUp(offset, streamId, null);
-    if (this.#cursor && !this.#durable) {
+    if (this.#opts.cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
     }
-    this.#handled = this.#durable ? this.#expect : null;
     // No cursor yet: this start is the position from now on.
-    if (this.#cursor && !saved) await this.#save();
-    else this.#saved = this.#handled;
+    await this.#saver.begin(this.#durable ? this.#expect : null, this.#streamId, !saved);
   }
 
   /**
@@ -225,7 +245,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
-      this.#streamId = head.stream_id;
+      this.#streamId = this.#saver.streamId = head.stream_id;
       this.#expect = Math.max(this.#expect, from);
       this.#greeting = { ...catchUpGreeting(head, from), where: f.where };
     }
@@ -325,7 +345,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#greeting = g;
     this.#since = null;
     this.#durable = g.durable;
-    this.#streamId = g.stream_id;
+    this.#streamId = this.#saver.streamId = g.stream_id;
     if (g.durable) {
       const floor = g.replay ? g.replay[0] : (g.end_offset as number);
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
@@ -352,7 +372,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
    * cursor saves (`null` on an ephemeral stream).
    */
   get position(): number | null {
-    return this.#handled;
+    return this.#saver.position;
   }
 
   /** How many times the subscription reconnected. */
@@ -362,7 +382,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
 
   /** At least this many rows are received and ready to be yielded without waiting. */
   get buffered(): number {
-    return this.#lines.length - this.#li + (this.#conn?.pending ?? 0);
+    return this.#lines.length - this.#lineAt + (this.#conn?.pending ?? 0);
   }
 
   /**
@@ -370,10 +390,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
    * now. Without a cursor it only marks.
    */
   async commit(): Promise<void> {
-    if (typeof this.#current === "number" && this.#current + 1 > (this.#handled ?? 0)) {
-      this.#handled = this.#current + 1;
-    }
-    if (this.#cursor && this.#durable) await this.#save();
+    if (typeof this.#current === "number") this.#saver.commit(this.#current);
+    if (this.#opts.cursor && this.#durable) await this.#saver.save();
   }
 
   /**
@@ -411,6 +429,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { connect } from "./connect.ts";
    * import { serve, Stream } from "../mod.ts";
    * const stream = Stream.ephemeral("ticks", {
@@ -420,7 +439,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
    * const sub = await connect(`${server.url}/ticks`);
    * await stream.send({ v: 1.5 });
    * for await (const [, line] of sub.lines()) {
-   *   console.log(line); // [null,{"v":1.5}]
+   *   equal(line, '[null,{"v":1.5}]');
    *   break;
    * }
    * await server.shutdown();
@@ -446,15 +465,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #markHandled(): void {
     const cur = this.#current;
     if (cur === undefined) return;
-    if (cur !== null && cur + 1 > (this.#handled ?? 0)) this.#handled = cur + 1;
     this.#current = undefined;
-    this.#handledCount++;
-    if (this.#cursor && !this.#closed && !this.#saveDue()) this.#armSaveTimer();
-  }
-
-  #saveDue(): boolean {
-    return this.#cursor !== null && !this.#closed &&
-      this.#handledCount - this.#savedCount >= this.#saveEveryRows;
+    this.#saver.handled(cur);
   }
 
   /**
@@ -463,19 +475,19 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
    * the async path.
    */
   #tryNow(raw: boolean): IteratorResult<Row<T> | Line, undefined> | null {
-    if (this.#busy || this.#closed || this.#aborted || this.#saveError !== undefined) return null;
+    if (this.#busy || this.#closed || this.#aborted || this.#saver.failed) return null;
     this.#markHandled();
-    if (this.#saveDue()) return null;
-    if (this.#li >= this.#lines.length) {
+    if (this.#saver.due) return null;
+    if (this.#lineAt >= this.#lines.length) {
       const frame = this.#conn?.take();
       if (frame === undefined) return null;
       this.#lines = splitBatch(frame);
-      this.#li = 0;
+      this.#lineAt = 0;
     }
     // A bad line is left in place for the async path to report.
-    const value = this.#row(this.#lines[this.#li], raw);
+    const value = this.#row(this.#lines[this.#lineAt], raw);
     if (typeof value === "string") return null;
-    this.#li++;
+    this.#lineAt++;
     return { done: false, value };
   }
 
@@ -489,11 +501,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     try {
       this.#markHandled();
       // Awaited, so a crash re-delivers at most saveEveryRows handled rows.
-      if (this.#saveDue()) await this.#saveOrEnd();
+      if (this.#saver.due) await this.#saveOrEnd();
       while (true) {
-        if (this.#saveError !== undefined) {
-          const err = this.#saveError;
-          this.#saveError = undefined;
+        if (this.#saver.failed) {
+          const err = this.#saver.takeError();
           await this.#shutdown(false).catch(() => {});
           throw err;
         }
@@ -502,8 +513,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
           throw this.#abortReason;
         }
         if (this.#closed) return DONE;
-        if (this.#li < this.#lines.length) {
-          const value = this.#row(this.#lines[this.#li++], raw);
+        if (this.#lineAt < this.#lines.length) {
+          const value = this.#row(this.#lines[this.#lineAt++], raw);
           if (typeof value === "string") await this.#fail(value);
           return { done: false, value: value as Row<T> | Line };
         }
@@ -512,7 +523,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
           const r = await this.#catchUp.lines.next();
           if (!r.done) {
             this.#lines = this.#catchUpFilter!.pick(r.value);
-            this.#li = 0;
+            this.#lineAt = 0;
             this.#catchUpRows += r.value.length;
             continue;
           }
@@ -530,7 +541,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         const frame = conn.take();
         if (frame !== undefined) {
           this.#lines = splitBatch(frame);
-          this.#li = 0;
+          this.#lineAt = 0;
           continue;
         }
         if (conn.problem !== null) await this.#fail(conn.problem);
@@ -638,62 +649,26 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#conn?.wakeUp();
   }
 
-  #armSaveTimer(): void {
-    if (this.#saveTimer !== undefined || this.#handled === this.#saved) return;
-    this.#saveTimer = setTimeout(() => {
-      this.#saveTimer = undefined;
-      this.#save().catch((err) => {
-        this.#saveError ??= err;
-        this.#conn?.wakeUp();
-      });
-    }, this.#saveEveryMs);
-  }
-
   /** Saves in the loop; a failed save ends the subscription. */
   async #saveOrEnd(): Promise<void> {
     try {
-      await this.#save();
+      await this.#saver.save();
     } catch (err) {
       await this.#shutdown(false).catch(() => {});
       throw err;
     }
   }
 
-  /** Saves the handled position (one save at a time, in order). */
-  #save(): Promise<void> {
-    const run = async (): Promise<void> => {
-      const pos = this.#handled;
-      const count = this.#handledCount;
-      if (pos === null || !this.#cursor) return;
-      if (pos === this.#saved) {
-        this.#savedCount = count;
-        return;
-      }
-      if (this.#opts.beforeSave) await this.#opts.beforeSave();
-      await this.#cursor.save({ offset: pos, streamId: this.#streamId });
-      this.#saved = pos;
-      this.#savedCount = count;
-    };
-    const p = this.#saveChain.then(run);
-    this.#saveChain = p.catch(() => {});
-    return p;
-  }
-
   #shutdown(save: boolean): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      clearTimeout(this.#saveTimer);
-      this.#saveTimer = undefined;
+      this.#saver.halt();
       this.#opts.signal?.removeEventListener("abort", this.#onAbort);
       this.#sleeping?.abort();
       this.#lines = [];
-      this.#li = 0;
+      this.#lineAt = 0;
       await this.#conn?.close();
-      if (save && this.#cursor && this.#durable && this.#handled !== this.#saved) {
-        await this.#save();
-      } else {
-        await this.#saveChain;
-      }
+      await this.#saver.stop(save && this.#durable);
     })();
     return this.#closing;
   }

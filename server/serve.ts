@@ -1,33 +1,16 @@
 /**
  * The HTTP and WebSocket front of a set of streams, on one port: the binding
- * of the portable handler (`http/handler.ts`, which holds the routes and the
- * order of the checks) to `Deno.serve` and `Deno.upgradeWebSocket`, with
- * TLS, the listening line, the archive watch and shutdown.
- *
- * | route | what |
- * |---|---|
- * | WebSocket `/{name}` (`/` for the unnamed stream) | subscribe (see docs/SPEC.md §2) |
- * | `GET /{name}/head` (`/_/head` for the unnamed stream) | the stream's head |
- * | `GET /{name}/manifest` | the stream's chunk manifest |
- * | `GET /{name}/chunks/{sha256}` | a chunk's bytes (ETag, Range, immutable) |
- * | `GET /_/health` | 200 while serving |
- * | `GET /_/metrics` | Prometheus text |
- * | `GET /_/streams` | every stream's head |
- * | `GET /` and `GET /{name}` without an upgrade | the web viewer |
- * | `GET /_/client.js`, `GET /_/viewer.js` | the viewer's scripts (see viewer.ts) |
- * | `POST /{name}`, WebSocket `/{name}/publish` | publishing, with `publish` (DESIGN §13) |
- *
- * The limits are in `limits.ts`, the tokens in `auth.ts`, the options in
- * `serve_options.ts`.
+ * of the portable handler (`http/handler.ts`; its routes are declared in
+ * `http/routes.ts`) to `Deno.serve` and `Deno.upgradeWebSocket`, with TLS,
+ * the listening line, the archive watch and shutdown. The options are in
+ * `serve_options.ts`, the limits in `limits.ts`, the tokens in `auth.ts`.
  *
  * @module
  */
 
 import { CloseCode } from "../client/wire.ts";
 import type { TokenTable } from "./auth.ts";
-import { SendBudget } from "./fanout/send_budget.ts";
-import { Gate } from "./fanout/replay_gate.ts";
-import { Registry } from "./metrics.ts";
+import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
 import { checkServeOptions, type ServeOptions } from "./serve_options.ts";
 import type { WebSocketUpgrader } from "./http/context.ts";
@@ -138,30 +121,11 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     }
   }
   const { logger } = o;
-  const replayGate = new Gate(o.maxReplayReaders);
-  const registry = new Registry();
-  const sendBudget = new SendBudget(o.sendBufferBytes, o.fanoutTurnBytes);
   // Before the first connection: sockets keep no frame-sized write buffer (vectored_writes.ts).
   useVectoredWrites();
-  const handler = new HttpHandler({
-    streams: byName,
-    upgrader: DENO_UPGRADER,
-    logger,
-    registry,
-    replayGate,
-    sendBudget,
-    maxUrlBytes: o.maxUrlBytes,
-    maxConnections: o.maxConnections,
-    pingIntervalS: o.pingIntervalS,
-    tokens: o.tokens,
-    publish: {
-      streams: o.publish,
-      maxPublishBytes: o.maxPublishBytes,
-      maxInFlight: o.maxInFlight,
-    },
-  });
+  const handler = new HttpHandler(byName, o, DENO_UPGRADER);
+  const registry = handler.metrics.registry;
   const scheme = o.tls ? "https" : "http";
-  for (const s of byName.values()) s._attach({ gate: replayGate, logger, sendBudget });
   const ac = new AbortController();
   let shuttingDown: Promise<void> | null = null;
 
@@ -223,7 +187,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
     );
   } catch (err) {
     clearInterval(archiveWatch);
-    for (const s of byName.values()) s._attach(null);
+    handler.release();
     throw err;
   }
   const addr = httpServer.addr;
@@ -252,7 +216,6 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
         await Promise.all([...byName.values()].map((s) => s.log?.flush()));
       }
       await httpServer.finished;
-      for (const s of byName.values()) s._attach(null);
       handler.release();
     })();
     return await shuttingDown;

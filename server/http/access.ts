@@ -16,37 +16,58 @@ import {
   unauthorized,
 } from "../auth.ts";
 import type { HttpContext } from "./context.ts";
+import type { Access } from "./router.ts";
 import type { DenyWhy } from "./metrics.ts";
 import { json, streamField } from "./_respond.ts";
 
-/**
- * Counts and logs a denial, and returns its answer `res`.
- *
- * @example
- * ```ts ignore
- * return deny(ctx, forbidden({ route: "/_/metrics" }), "forbidden", { remote });
- * ```
- */
-export function deny(ctx: HttpContext, res: Response, why: DenyWhy, fields: LogFields): Response {
+// Counts and logs a denial, and returns its answer `res`.
+function deny(ctx: HttpContext, res: Response, why: DenyWhy, fields: LogFields): Response {
   ctx.metrics.denial(why);
   ctx.logger.warn("denied", { status: res.status, why, ...fields });
   return res;
 }
 
 /**
- * The 403 for a stream the grant may not read.
+ * The 403 for a route `grant` may not use (see `Access`), or null when it
+ * may: `name` is the stream the path names (null: none), `route` the route's
+ * pattern (for the answer and the log).
  *
  * @example
  * ```ts ignore
- * if (!grant.mayRead(name)) return denyStream(ctx, name, grant, remote);
+ * const denied = denyRoute(ctx, grant, "read", "trades", "/{name}/head", remote);
+ * if (denied) return denied;
  * ```
  */
-export function denyStream(ctx: HttpContext, name: string, grant: Grant, remote: string): Response {
-  return deny(ctx, forbidden({ stream: name }), "forbidden", {
-    stream: streamField(name),
-    token_name: grant.name,
-    remote,
-  });
+export function denyRoute(
+  ctx: HttpContext,
+  grant: Grant,
+  access: Access,
+  name: string | null,
+  route: string,
+  remote: string,
+): Response | null {
+  const who = { token_name: grant.name, remote };
+  switch (access) {
+    case "public":
+    case "token":
+      return null;
+    case "all":
+      if (grant.all) return null;
+      return deny(ctx, forbidden({ route }), "forbidden", { route, ...who });
+    case "read":
+      if (name === null || grant.mayRead(name)) return null;
+      return deny(ctx, forbidden({ stream: name }), "forbidden", {
+        stream: streamField(name),
+        ...who,
+      });
+    case "publish":
+      if (name === null || grant.mayPublish(name)) return null;
+      return deny(ctx, forbidden({ stream: name }), "forbidden", {
+        stream: streamField(name),
+        route: "publish",
+        ...who,
+      });
+  }
 }
 
 /**

@@ -12,8 +12,8 @@ import { timesPath } from "../../log/chunk_times.ts";
 import type { Stream } from "../stream/stream.ts";
 import { json, notFound } from "./_respond.ts";
 
-const CHUNK = /^chunks\/([0-9a-f]{64})$/;
-const TIMES = /^chunks\/([0-9a-f]{64})\.times$/;
+const CHUNK = /^([0-9a-f]{64})$/;
+const TIMES = /^([0-9a-f]{64})\.times$/;
 
 // `GET /{name}/chunks/{sha256}.times`: the time index kept beside a listed
 // chunk (immutable like it), or 404 when the chunk has none.
@@ -60,30 +60,34 @@ export function manifestResponse(stream: Stream): Response {
 }
 
 /**
- * The chunk named by `rest` (`chunks/{sha256}`) of `stream`; null when `rest`
- * is no chunk path (or the stream has no log).
+ * `GET /{name}/chunks/{file}` of `stream`: the chunk `{sha256}`, or its time
+ * index `{sha256}.times`; 404 for any other file, a chunk its manifest does
+ * not name, or a stream with no log.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { chunkResponse } from "./chunks.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
- * console.log(chunkResponse(new Request("http://x/"), s, "chunks/" + "0".repeat(64))); // null
+ * const res = await chunkResponse(new Request("http://x/"), s, "0".repeat(64));
+ * equal(res.status, 404);
+ * await res.body?.cancel();
  * ```
  */
 export function chunkResponse(
   req: Request,
   stream: Stream,
-  rest: string,
-): Promise<Response> | Response | null {
+  file: string,
+): Promise<Response> | Response {
   const log = stream.log;
   // A chunk's time index (followers copy it with the chunk): see timesResponse.
-  const times = TIMES.exec(rest);
+  const times = TIMES.exec(file);
   if (times && log) return timesResponse(req, log, times[1]);
-  const chunk = CHUNK.exec(rest);
-  if (!chunk || !log) return null;
+  const chunk = CHUNK.exec(file);
+  if (!chunk || !log) return notFound(`no chunk ${JSON.stringify(file.slice(0, 80))}`);
   const sha = chunk[1];
   const m = log.manifest;
   const known = m &&

@@ -1,38 +1,20 @@
 /**
- * What the routes of the portable handler share: the streams, the logger,
- * the metrics, the limits, the tokens, the open sockets, and the one
- * runtime-specific piece, the WebSocket upgrade, behind a small interface
- * (Deno's is in `../serve.ts`; a test can pass its own).
+ * What the routes of the portable handler share, made once by
+ * {@linkcode HttpHandler} from the server's checked settings: the streams,
+ * the settings themselves (limits, publishing, the logger), the series, the
+ * tokens, the open sockets, and the one runtime-specific piece, the
+ * WebSocket upgrade, behind a small interface (Deno's is in `../serve.ts`; a
+ * test can pass its own).
  *
  * @module
  */
 
 import type { Logger } from "../../common/logger.ts";
 import type { TokenTable } from "../auth.ts";
+import type { ServeSettings } from "../serve_options.ts";
 import type { Stream } from "../stream/stream.ts";
-import type { ServerMetrics } from "./metrics.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
-
-/**
- * What the publish routes share (DESIGN §13).
- *
- * @example
- * ```ts
- * import type { Publishing } from "./context.ts";
- * const open = (p: Publishing, name: string): boolean => p.streams.has(name);
- * console.log(typeof open); // function
- * ```
- */
-export interface Publishing {
-  /** The streams opened for publishing. */
-  readonly streams: ReadonlySet<string>;
-  /** Largest `POST` body and WebSocket frame, bytes (413 / close 1009 past it). */
-  readonly maxPublishBytes: number;
-  /** Frames a publish socket may have awaiting their ack. */
-  readonly maxInFlight: number;
-  /** The series of publishing. */
-  readonly metrics: PublishMetrics;
-}
+import type { ServerMetrics } from "./metrics.ts";
 
 /** What an upgrade gives: the server's end of the socket, and the 101 response. */
 export interface WebSocketUpgrade {
@@ -47,12 +29,13 @@ export interface WebSocketUpgrade {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { WebSocketUpgrader } from "./context.ts";
  * const deno: WebSocketUpgrader = {
  *   upgrade: (req, o) =>
  *     Deno.upgradeWebSocket(req, { idleTimeout: o.idleTimeoutS, protocol: o.protocol }),
  * };
- * console.log(typeof deno.upgrade); // function
+ * equal(typeof deno.upgrade, "function");
  * ```
  */
 export interface WebSocketUpgrader {
@@ -64,26 +47,42 @@ export interface WebSocketUpgrader {
 export interface HttpContext {
   /** The streams by name. */
   readonly streams: ReadonlyMap<string, Stream>;
-  /** Where events go. */
+  /** The server's options, checked, with their defaults. */
+  readonly settings: ServeSettings;
+  /** Where events go (`settings.logger`). */
   readonly logger: Logger;
   /** The server's series. */
   readonly metrics: ServerMetrics;
+  /** The series of publishing. */
+  readonly publishMetrics: PublishMetrics;
   /** The runtime's WebSocket upgrade. */
   readonly upgrader: WebSocketUpgrader;
-  /** Seconds between pings of an idle socket (0: off). */
-  readonly pingIntervalS: number;
-  /** Most WebSocket connections open at once. */
-  readonly maxConnections: number;
   /** The tokens every request is checked against now; null: no access control. */
   readonly tokens: TokenTable | null;
   /** Whether the server is shutting down (upgrades get 1001, health 503). */
   readonly shuttingDown: boolean;
-  /** WebSocket connections open (subscribers, and refused ones still closing). */
-  readonly sockets: Set<WebSocket>;
-  /** Adds a socket to `sockets`. */
+  /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */
+  readonly sockets: ReadonlySet<WebSocket>;
+  /** Counts a socket in `sockets`. */
   track(socket: WebSocket): void;
-  /** Removes a socket from `sockets`. */
+  /** Counts it out. */
   untrack(socket: WebSocket): void;
-  /** Publishing: which streams, the limits, the series. */
-  readonly publishing: Publishing;
+}
+
+/**
+ * Whether `stream` takes rows over the publish routes (what `/head` says as
+ * `publish`): opened for it (`serve --publish`) and durable.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { checkServeOptions } from "../serve_options.ts";
+ * import { Stream } from "../stream/stream.ts";
+ * import { isPublishable } from "./context.ts";
+ * const s = Stream.ephemeral("t", { schema: { type: "object", properties: {} } });
+ * equal(isPublishable({ settings: checkServeOptions({ publish: ["t"] }) }, s), false); // ephemeral
+ * ```
+ */
+export function isPublishable(ctx: Pick<HttpContext, "settings">, stream: Stream): boolean {
+  return ctx.settings.publish.includes(stream.name) && stream.log !== null;
 }

@@ -10,27 +10,24 @@
 import type { Stream } from "../stream/stream.ts";
 import { notFound } from "./_respond.ts";
 
-const DICTIONARY = /^dictionaries\/([^/]*)$/;
-
 /**
- * The dictionary named by `rest` (`dictionaries/{id}`) of `stream`: its
- * bytes, 304, or 404 for an id the stream does not serve; null when `rest`
- * is no dictionary path.
+ * The dictionary `id` of `stream`: its bytes, 304, or 404 for an id the
+ * stream does not serve.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { dictionaryResponse } from "./dictionaries.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
- * console.log(dictionaryResponse(new Request("http://x/"), s, "dictionaries/ab")?.status); // 404
+ * const res = dictionaryResponse(new Request("http://x/"), s, "ab");
+ * equal(res.status, 404);
+ * await res.body?.cancel();
  * ```
  */
-export function dictionaryResponse(req: Request, stream: Stream, rest: string): Response | null {
-  const m = DICTIONARY.exec(rest);
-  if (!m) return null;
-  const id = m[1];
+export function dictionaryResponse(req: Request, stream: Stream, id: string): Response {
   const d = /^[0-9a-f]{32}$/.test(id) ? stream.dictionaryById(id) : null;
   if (!d) {
     return notFound(`no dictionary ${JSON.stringify(id)} on stream ${JSON.stringify(stream.name)}`);

@@ -1,93 +1,63 @@
 /**
  * `GET /{name}/head` (`/_/head` for the unnamed stream) and `GET /_/streams`:
- * a stream's head, and the heads of every stream the caller may read.
+ * a stream's head (built by the stream: see `../stream/views.ts`), and the
+ * heads of every stream the caller may read.
  *
  * @module
  */
 
 import type { StreamHead } from "../../client/wire.ts";
-import type { Stream } from "../stream/stream.ts";
+import type { Grant } from "../auth.ts";
+import { type HttpContext, isPublishable } from "./context.ts";
+import type { RouteRequest } from "./router.ts";
 import { json } from "./_respond.ts";
 
 /**
- * The head of `stream`.
+ * The heads of the streams `grant` may read (every stream without access control).
  *
  * @example
  * ```ts
- * import { Stream } from "../stream/stream.ts";
- * import { headResponse } from "./head.ts";
- * const s = Stream.ephemeral("t", {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- * });
- * console.log((await headResponse(s).json()).durable); // false
- * ```
- */
-export function headResponse(stream: Stream, publish = false): Response {
-  return json(headOf(stream, publish));
-}
-
-// --- schema_versions (issue 19) ------------------------------------------
-
-/**
- * `stream.head()` with the schema history: `schema_versions`, every version
- * with the first offset it applies from (`[{"from":1,"schema":{…}},
- * {"from":5001,"schema":{…}}]`; `from` null on an ephemeral stream), and
- * `publish`: whether the stream takes rows over the publish routes (`publish`
- * is the caller's knowledge of that: the server's `--publish` set).
- *
- * @example
- * ```ts
- * import { Stream } from "../stream/stream.ts";
- * import { headOf } from "./head.ts";
- * const s = Stream.ephemeral("t", {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- * });
- * console.log(headOf(s).schema_versions); // [ { from: null, schema: { … } } ]
- * ```
- */
-export function headOf(stream: Stream, publish = false): StreamHead {
-  return { ...stream.head(), schema_versions: stream.schemaVersions, publish };
-}
-
-/**
- * The heads of the `streams` that `mayRead`; `publishable` says which take
- * rows over the publish routes (none by default).
- *
- * @example
- * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { checkServeOptions } from "../serve_options.ts";
  * import { Stream } from "../stream/stream.ts";
  * import { readableHeads } from "./head.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
- * const streams = [Stream.ephemeral("a", { schema }), Stream.ephemeral("b", { schema })];
- * console.log(readableHeads(streams, (name) => name === "b").map((h) => h.stream)); // ["b"]
+ * const streams = new Map(["a", "b"].map((n) => [n, Stream.ephemeral(n, { schema })]));
+ * const ctx = { streams, settings: checkServeOptions({}) };
+ * deepStrictEqual(readableHeads(ctx, null).map((h) => h.stream), ["a", "b"]);
  * ```
  */
 export function readableHeads(
-  streams: Iterable<Stream>,
-  mayRead: (name: string) => boolean,
-  publishable: (stream: Stream) => boolean = () => false,
+  ctx: Pick<HttpContext, "streams" | "settings">,
+  grant: Grant | null,
 ): StreamHead[] {
   const out: StreamHead[] = [];
-  for (const s of streams) if (mayRead(s.name)) out.push(headOf(s, publishable(s)));
+  for (const s of ctx.streams.values()) {
+    if (!grant || grant.mayRead(s.name)) out.push(s.head(isPublishable(ctx, s)));
+  }
   return out;
 }
 
 /**
- * `GET /_/streams`: the heads of the `streams` that `mayRead`, as a JSON array.
+ * `GET /{name}/head`: the head of the stream the path names.
  *
  * @example
- * ```ts
- * import { Stream } from "../stream/stream.ts";
- * import { streamsResponse } from "./head.ts";
- * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
- * const res = streamsResponse([Stream.ephemeral("a", { schema })], () => true);
- * console.log((await res.json()).length); // 1
+ * ```ts ignore
+ * { method: "GET", upgrade: false, pattern: "/{name}/head", name: "head", handle: headRoute }
  * ```
  */
-export function streamsResponse(
-  streams: Iterable<Stream>,
-  mayRead: (name: string) => boolean,
-  publishable: (stream: Stream) => boolean = () => false,
-): Response {
-  return json(readableHeads(streams, mayRead, publishable));
+export function headRoute(ctx: HttpContext, r: RouteRequest): Response {
+  return json(r.stream.head(isPublishable(ctx, r.stream)));
+}
+
+/**
+ * `GET /_/streams`: the heads of the streams the caller may read, as a JSON array.
+ *
+ * @example
+ * ```ts ignore
+ * { method: "GET", upgrade: false, pattern: "/_/streams", name: "streams", handle: streamsRoute }
+ * ```
+ */
+export function streamsRoute(ctx: HttpContext, r: RouteRequest): Response {
+  return json(readableHeads(ctx, r.grant));
 }

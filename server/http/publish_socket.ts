@@ -1,8 +1,8 @@
 /**
  * The publish socket, `/{name}/publish?producer=ID` (`/_/publish` for the
  * unnamed stream; DESIGN §13). Before the upgrade: the connection limit
- * (503), the publish grant (403), the stream (404), whether it is opened for
- * publishing (405). After it: the query (4400), then the greeting
+ * (503) and the publish grant (403), checked by the handler, then the stream
+ * (404) and whether it is opened for publishing (405). After it: the query (4400), then the greeting
  * `{"streamcast":2,…,"publish":true,"producer","last_seq","max_in_flight"}`
  * once the producer's pending commit, if any, has settled.
  *
@@ -25,7 +25,6 @@
 
 import {
   CloseCode,
-  DEFAULT_MAX_IN_FLIGHT,
   encodeCloseReason,
   PRODUCER_PATTERN,
   PRODUCER_RULE,
@@ -33,14 +32,14 @@ import {
   PUBLISH_PARAMS,
   type PublishAnswer,
   type PublishGreeting,
-  SUBPROTOCOL,
 } from "../../client/wire.ts";
 import type { LogFields } from "../../common/logger.ts";
-import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import type { HttpContext } from "./context.ts";
-import { json, streamField } from "./_respond.ts";
+import { streamField } from "./_respond.ts";
+import type { RouteRequest } from "./router.ts";
+import { acceptSocket, refuseSocket, type SocketSession } from "./upgrade.ts";
 import { publishTarget } from "./_publish_target.ts";
 
 /**
@@ -100,38 +99,17 @@ interface InFlight {
 }
 
 /**
- * Answers a publish upgrade for stream `name`.
+ * Answers a publish upgrade for the stream the path names.
  *
  * @example
  * ```ts ignore
- * if (upgrade && r.rest === "publish") return handlePublishSocket(ctx, req, url, r.name, grant, remote);
+ * { method: "GET", upgrade: true, pattern: "/{name}/publish", name: "upgrade", handle: publishSocketRoute }
  * ```
  */
-export function handlePublishSocket(
-  ctx: HttpContext,
-  req: Request,
-  url: URL,
-  name: string,
-  grant: Grant | null,
-  remote: string,
-): Response {
-  const p = ctx.publishing;
-  const m = p.metrics;
-  if (ctx.sockets.size >= ctx.maxConnections) {
-    const max = ctx.maxConnections;
-    ctx.metrics.limitRefusal("max_connections");
-    ctx.logger.warn("refused", {
-      status: 503,
-      error: "overloaded",
-      limit: "max_connections",
-      max,
-      remote,
-    });
-    return json({ error: "overloaded", limit: "max_connections", max }, 503, {
-      "retry-after": "1",
-    });
-  }
-  const stream = publishTarget(ctx, name, grant, remote);
+export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response {
+  const { req, url, grant, remote } = r;
+  const name = r.params.name;
+  const stream = publishTarget(ctx, name);
   if (stream instanceof Response) return stream;
   let problem: string | null = null;
   for (const k of new Set(url.searchParams.keys())) {
@@ -142,12 +120,6 @@ export function handlePublishSocket(
   if (problem === null && producer !== null && !PRODUCER_PATTERN.test(producer)) {
     problem = `producer must be ${PRODUCER_RULE}`;
   }
-  const protocol = offeredProtocols(req).includes(SUBPROTOCOL) ? SUBPROTOCOL : undefined;
-  const { socket, response } = ctx.upgrader.upgrade(req, {
-    idleTimeoutS: ctx.pingIntervalS,
-    ...(protocol ? { protocol } : {}),
-  });
-  ctx.track(socket);
   const who: LogFields = {
     stream: streamField(name),
     remote,
@@ -155,25 +127,15 @@ export function handlePublishSocket(
     ...(grant ? { token_name: grant.name } : {}),
   };
   if (problem !== null) {
-    m.refused(name, "protocol");
-    ctx.logger.info("refused", {
-      ...who,
-      code: CloseCode.Protocol,
-      error: "protocol",
-      detail: problem,
-    });
-    socket.onopen = () =>
-      socket.close(CloseCode.Protocol, encodeCloseReason({ error: "protocol", detail: problem! }));
-    socket.onclose = () => ctx.untrack(socket);
-    socket.onerror = () => ctx.untrack(socket);
-    return response;
+    ctx.publishMetrics.refused(name, "protocol");
+    const reason = encodeCloseReason({ error: "protocol", detail: problem });
+    return refuseSocket(ctx, req, CloseCode.Protocol, reason, who);
   }
-  new PublishSession(ctx, socket, stream, producer, who);
-  return response;
+  return acceptSocket(ctx, req, (socket) => new PublishSession(ctx, socket, stream, producer, who));
 }
 
 // One publish socket: frames in, answers out in the same order.
-class PublishSession {
+class PublishSession implements SocketSession {
   readonly #ctx: HttpContext;
   readonly #socket: WebSocket;
   readonly #stream: Stream;
@@ -200,20 +162,12 @@ class PublishSession {
     this.#stream = stream;
     this.#producer = producer;
     this.#who = who;
-    this.#maxInFlight = ctx.publishing.maxInFlight || DEFAULT_MAX_IN_FLIGHT;
-    this.#maxBytes = ctx.publishing.maxPublishBytes;
-    socket.onopen = () => void this.#open();
-    socket.onmessage = (e) => this.#message(e);
-    socket.onclose = () => this.#end();
-    socket.onerror = () => this.#end();
+    this.#maxInFlight = ctx.settings.maxInFlight;
+    this.#maxBytes = ctx.settings.maxPublishBytes;
   }
 
-  async #open(): Promise<void> {
+  async open(): Promise<void> {
     const ctx = this.#ctx;
-    if (ctx.shuttingDown) {
-      this.#socket.close(CloseCode.GoingAway, "");
-      return;
-    }
     const log = this.#stream.log!;
     // A seq still being committed decides what last_seq is: wait for it.
     if (this.#producer !== null) await log.producerSettled(this.#producer);
@@ -245,7 +199,7 @@ class PublishSession {
 
   #closeNow(code: number, error: string, detail: string): void {
     if (this.#ended) return;
-    this.#ctx.publishing.metrics.refused(
+    this.#ctx.publishMetrics.refused(
       this.#stream.name,
       error === "protocol"
         ? "protocol"
@@ -259,10 +213,10 @@ class PublishSession {
     } catch {
       // already closing
     }
-    this.#end();
+    this.ended();
   }
 
-  #message(e: MessageEvent): void {
+  message(e: MessageEvent): void {
     if (this.#ended || this.#closing !== null) return;
     const t0 = performance.now();
     if (typeof e.data !== "string") {
@@ -314,7 +268,7 @@ class PublishSession {
     const entry: InFlight = { seq: f.seq, t0, answer: null };
     this.#inFlight.push(entry);
     const stream = this.#stream;
-    const m = this.#ctx.publishing.metrics;
+    const m = this.#ctx.publishMetrics;
     const tag = this.#producer !== null ? { producer: this.#producer, seq: f.seq } : null;
     void commitPublish(stream, f.rows, tag).then((out) => {
       if (out.kind === "invalid") {
@@ -340,7 +294,7 @@ class PublishSession {
 
   // Sends the answers that are ready, in frame order.
   #flush(): void {
-    const m = this.#ctx.publishing.metrics;
+    const m = this.#ctx.publishMetrics;
     while (this.#inFlight.length > 0 && this.#inFlight[0].answer !== null) {
       const e = this.#inFlight.shift()!;
       if (!this.#ended && this.#socket.readyState === WebSocket.OPEN) {
@@ -353,12 +307,11 @@ class PublishSession {
     else this.#pump();
   }
 
-  #end(): void {
+  ended(): void {
     if (this.#ended) return;
     this.#ended = true;
     this.#held = [];
     this.#heldBytes = 0;
-    this.#ctx.untrack(this.#socket);
     this.#ctx.logger.debug("publish_close", { ...this.#who });
   }
 }

@@ -1,39 +1,41 @@
 /**
  * The web viewer's routes: the page (`GET /`, or `GET /{name}` without an
  * upgrade) listing the streams the caller may read, and its scripts (public:
- * they hold no data). The page itself is made in `../viewer.ts`.
+ * they hold no data). The page and its scripts are in `../viewer/`.
  *
  * @module
  */
 
-import { viewerAsset, type ViewerHead, viewerPage } from "../viewer/page.ts";
+import { CLIENT_SCRIPT_PATH, VIEWER_SCRIPT_PATH, viewerAsset, viewerPage } from "../viewer/page.ts";
+import type { HttpContext } from "./context.ts";
+import { readableHeads } from "./head.ts";
+import type { RouteRequest } from "./router.ts";
+
+/** Where the viewer's scripts are served. */
+export const VIEWER_ASSETS: readonly string[] = [CLIENT_SCRIPT_PATH, VIEWER_SCRIPT_PATH];
 
 /**
- * The viewer's script at `pathname`, or null when it names none.
+ * The viewer page listing the streams the caller may read.
  *
  * @example
- * ```ts
- * import { viewerAssetResponse } from "./viewer.ts";
- * console.log(viewerAssetResponse("/_/nothing")); // null
+ * ```ts ignore
+ * { method: "GET", upgrade: false, pattern: "/", name: "viewer", handle: viewerPageRoute }
  * ```
  */
-export function viewerAssetResponse(pathname: string): Response | null {
-  return viewerAsset(pathname);
+export function viewerPageRoute(ctx: HttpContext, r: RouteRequest): Response {
+  return new Response(viewerPage(readableHeads(ctx, r.grant)), {
+    headers: { "content-type": "text/html; charset=utf-8" },
+  });
 }
 
 /**
- * The viewer page listing `heads`.
+ * One of the viewer's scripts (the path is one of {@linkcode VIEWER_ASSETS}).
  *
  * @example
- * ```ts
- * import { viewerPageResponse } from "./viewer.ts";
- * const res = viewerPageResponse([]);
- * console.log(res.headers.get("content-type")); // text/html; charset=utf-8
- * await res.body?.cancel();
+ * ```ts ignore
+ * { method: "GET", upgrade: false, pattern: CLIENT_SCRIPT_PATH, name: "viewer", handle: viewerAssetRoute }
  * ```
  */
-export function viewerPageResponse(heads: readonly ViewerHead[]): Response {
-  return new Response(viewerPage(heads), {
-    headers: { "content-type": "text/html; charset=utf-8" },
-  });
+export function viewerAssetRoute(_ctx: HttpContext, r: RouteRequest): Response {
+  return viewerAsset(r.url.pathname)!;
 }

@@ -4,8 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { Logger } from "../../common/logger.ts";
 import { HttpHandler } from "../../server/http/handler.ts";
 import type { WebSocketUpgrader } from "../../server/http/context.ts";
-import { Gate } from "../../server/fanout/replay_gate.ts";
-import { Registry } from "../../server/metrics.ts";
+import { checkServeOptions } from "../../server/serve_options.ts";
 import { Stream } from "../../server/stream/stream.ts";
 import { rmrf, tempDir } from "../_util.ts";
 
@@ -49,17 +48,13 @@ function fixture(streams: Stream[], o: { maxConnections?: number; maxUrlBytes?: 
       };
     },
   };
-  const handler = new HttpHandler({
-    streams: new Map(streams.map((s) => [s.name, s])),
-    upgrader,
+  const settings = checkServeOptions({
     logger: Logger.silent(),
-    registry: new Registry(),
-    replayGate: new Gate(2),
     maxUrlBytes: o.maxUrlBytes ?? 8192,
     maxConnections: o.maxConnections ?? 100,
     pingIntervalS: 30,
-    tokens: null,
   });
+  const handler = new HttpHandler(new Map(streams.map((s) => [s.name, s])), settings, upgrader);
   const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
     handler.handle(new Request(`http://h${path}`, { method, headers }), "127.0.0.1:9");
   const ws = (path: string) =>

@@ -1,7 +1,7 @@
 /**
  * `POST /{name}` (`POST /` for the unnamed stream): rows in one commit,
  * answered once durable (DESIGN §13). Checked in this order, each answering
- * before the next runs: the publish grant (403), the stream (404), whether it
+ * before the next runs: the publish grant (403, by the handler), the stream (404), whether it
  * is opened for publishing (405), the media type (415), the producer headers
  * (400), the declared length (413), the body read up to the limit (413), its
  * rows parsed (400 `invalid_row`), each row validated and encoded (400
@@ -19,11 +19,11 @@ import {
   PRODUCER_RULE,
   SEQ_HEADER,
 } from "../../client/wire.ts";
-import type { Grant } from "../auth.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
 import type { HttpContext } from "./context.ts";
+import type { RouteRequest } from "./router.ts";
 import { json, streamField } from "./_respond.ts";
 import { publishTarget } from "./_publish_target.ts";
 
@@ -35,23 +35,19 @@ const NDJSON_TYPES = new Set([
 ]);
 
 /**
- * Answers a `POST` to stream `name`.
+ * Answers a `POST` to the stream the path names.
  *
  * @example
  * ```ts ignore
- * if (req.method === "POST" && r.rest === "") return handlePublishPost(ctx, req, r.name, grant, remote);
+ * { method: "POST", upgrade: false, pattern: "/{name}", name: "publish", handle: publishPostRoute }
  * ```
  */
-export async function handlePublishPost(
-  ctx: HttpContext,
-  req: Request,
-  name: string,
-  grant: Grant | null,
-  remote: string,
-): Promise<Response> {
+export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promise<Response> {
+  const { req, grant, remote } = r;
+  const name = r.params.name;
   const t0 = performance.now();
-  const p = ctx.publishing;
-  const m = p.metrics;
+  const settings = ctx.settings;
+  const m = ctx.publishMetrics;
   const refuse = (reason: PublishRefusal, status: number, body: Record<string, unknown>) => {
     m.refused(name, reason);
     ctx.logger.info("publish_refused", {
@@ -63,8 +59,7 @@ export async function handlePublishPost(
     });
     return json(body, status);
   };
-  // Denied before looking the stream up: a 404 would say which names exist.
-  const stream = publishTarget(ctx, name, grant, remote);
+  const stream = publishTarget(ctx, name);
   if (stream instanceof Response) return stream;
   const type = (req.headers.get("content-type") ?? "application/x-ndjson").split(";")[0].trim()
     .toLowerCase();
@@ -101,9 +96,9 @@ export async function handlePublishPost(
   }
   const declared = Number(req.headers.get("content-length") ?? "0");
   const tooLarge = () =>
-    refuse("too_large", 413, { error: "too_large", max_bytes: p.maxPublishBytes });
-  if (declared > p.maxPublishBytes) return tooLarge();
-  const body = await readBody(req.body, p.maxPublishBytes);
+    refuse("too_large", 413, { error: "too_large", max_bytes: settings.maxPublishBytes });
+  if (declared > settings.maxPublishBytes) return tooLarge();
+  const body = await readBody(req.body, settings.maxPublishBytes);
   if (!body.ok) return tooLarge();
   const parsed = array ? parseJsonArray(body.bytes) : parseNdjson(body.bytes);
   if (!parsed.ok) {

@@ -1,0 +1,113 @@
+/**
+ * Every route of a server, declared once: what `serve` answers, and what
+ * docs/SPEC.md's route table lists. The handler matches a request against
+ * them in this order (router.ts), checks who may use the route, looks up the
+ * stream its path names when it needs one, counts the request under the
+ * route's name, and calls it.
+ *
+ * | route | counted as | who may use it |
+ * |---|---|---|
+ * | `GET /_/health` | health | anyone |
+ * | `GET /_/client.js` | viewer | anyone |
+ * | `GET /_/viewer.js` | viewer | anyone |
+ * | `GET /_/metrics` | metrics | a token for every stream |
+ * | `GET /_/streams` | streams | any token |
+ * | `GET /` | viewer | any token |
+ * | WebSocket `/{name}` | upgrade | a token that reads the stream |
+ * | WebSocket `/{name}/publish` | upgrade | a token that publishes to it |
+ * | `POST /{name}` | publish | a token that publishes to it |
+ * | `GET /{name}` | viewer | a token that reads it |
+ * | `GET /{name}/head` | head | a token that reads it |
+ * | `GET /{name}/at` | at | a token that reads it |
+ * | `GET /{name}/manifest` | manifest | a token that reads it |
+ * | `GET /{name}/chunks/{file}` | chunk | a token that reads it |
+ * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads it |
+ *
+ * `{name}` is a stream's name; the unnamed stream's paths are `/` and `/_/…`
+ * (`/_/head`, `/_/publish`). `GET` routes answer `HEAD` too.
+ *
+ * @module
+ */
+
+import { atResponse } from "./at.ts";
+import { chunkResponse, manifestResponse } from "./chunks.ts";
+import { dictionaryResponse } from "./dictionaries.ts";
+import { headRoute, streamsRoute } from "./head.ts";
+import { healthResponse } from "./health.ts";
+import { metricsResponse } from "./metrics.ts";
+import { publishPostRoute } from "./publish_post.ts";
+import { publishSocketRoute } from "./publish_socket.ts";
+import type { Access, Route } from "./router.ts";
+import { subscribeRoute } from "./subscribe.ts";
+import { VIEWER_ASSETS, viewerAssetRoute, viewerPageRoute } from "./viewer.ts";
+
+function get(
+  pattern: string,
+  name: Route["name"],
+  access: Access,
+  handle: Route["handle"],
+  stream = access === "read",
+): Route {
+  return { method: "GET", upgrade: false, pattern, name, access, stream, handle };
+}
+
+/**
+ * The routes, in the order they are matched.
+ *
+ * @example
+ * ```ts
+ * import { ok } from "node:assert/strict";
+ * import { ROUTES } from "./routes.ts";
+ * ok(ROUTES.some((r) => r.pattern === "/{name}/head" && r.method === "GET"));
+ * ```
+ */
+export const ROUTES: readonly Route[] = Object.freeze([
+  get("/_/health", "health", "public", (ctx) => healthResponse(ctx.shuttingDown, ctx.streams.size)),
+  ...VIEWER_ASSETS.map((path) => get(path, "viewer", "public", viewerAssetRoute)),
+  get("/_/metrics", "metrics", "all", (ctx) => metricsResponse(ctx.metrics.registry)),
+  get("/_/streams", "streams", "token", streamsRoute),
+  get("/", "viewer", "token", viewerPageRoute),
+  {
+    method: "GET",
+    upgrade: true,
+    pattern: "/{name}",
+    name: "upgrade",
+    access: "read",
+    stream: false,
+    handle: subscribeRoute,
+  },
+  {
+    method: "GET",
+    upgrade: true,
+    pattern: "/{name}/publish",
+    name: "upgrade",
+    access: "publish",
+    stream: false,
+    handle: publishSocketRoute,
+  },
+  {
+    method: "POST",
+    upgrade: false,
+    pattern: "/{name}",
+    name: "publish",
+    access: "publish",
+    stream: false,
+    handle: publishPostRoute,
+  },
+  get("/{name}", "viewer", "read", viewerPageRoute),
+  get("/{name}/head", "head", "read", headRoute),
+  get("/{name}/at", "at", "read", (_, r) => atResponse(r.stream, r.url)),
+  get("/{name}/manifest", "manifest", "read", (_, r) => manifestResponse(r.stream)),
+  get(
+    "/{name}/chunks/{file}",
+    "chunk",
+    "read",
+    (_, r) => chunkResponse(r.req, r.stream, r.params.file),
+  ),
+  get(
+    "/{name}/dictionaries/{id}",
+    "dictionary",
+    "read",
+    (_, r) => dictionaryResponse(r.req, r.stream, r.params.id),
+  ),
+]);

@@ -1,0 +1,116 @@
+/**
+ * The one way a request becomes a WebSocket, for subscribers and publishers
+ * alike: refused with HTTP 503 (`Retry-After: 1`) before the upgrade while
+ * the server holds `maxConnections` sockets; upgraded with the `streamcast`
+ * subprotocol when offered and the server's ping interval; counted among
+ * the open sockets from the upgrade until its close or error event; closed
+ * with 1001 if it opens while the server shuts down. A refusal after the
+ * upgrade (a bad query, an unknown stream) is a close frame as soon as the
+ * socket opens, and nothing else.
+ *
+ * @module
+ */
+
+import { CloseCode, SUBPROTOCOL } from "../../client/wire.ts";
+import type { LogFields } from "../../common/logger.ts";
+import { offeredProtocols } from "../auth.ts";
+import type { HttpContext } from "./context.ts";
+import { json, parseReason } from "./_respond.ts";
+
+/** What happens over an accepted socket's life (each called at most once but `message`). */
+export interface SocketSession {
+  /** The socket opened (not called when the server is shutting down: it is closed with 1001). */
+  open(): void | Promise<void>;
+  /** A message came. */
+  message(e: MessageEvent): void;
+  /** The socket ended: its close event, or an error event (the runtime's own end of it). */
+  ended(e: Event): void;
+}
+
+/**
+ * The 503 for an upgrade while the server holds its `maxConnections`
+ * sockets (counted and logged), or null when there is room.
+ *
+ * @example
+ * ```ts ignore
+ * const full = refuseWhenFull(ctx, remote);
+ * if (full) return full;
+ * ```
+ */
+export function refuseWhenFull(ctx: HttpContext, remote: string): Response | null {
+  const max = ctx.settings.maxConnections;
+  if (ctx.sockets.size < max) return null;
+  ctx.metrics.limitRefusal("max_connections");
+  ctx.logger.warn("refused", {
+    status: 503,
+    error: "overloaded",
+    limit: "max_connections",
+    max,
+    remote,
+  });
+  return json({ error: "overloaded", limit: "max_connections", max }, 503, { "retry-after": "1" });
+}
+
+/**
+ * Upgrades `req` and runs `session(socket)` over the socket's life; returns
+ * the response that completes the upgrade.
+ *
+ * @example
+ * ```ts ignore
+ * return acceptSocket(ctx, req, (socket) => ({ open() {}, message() {}, ended() {} }));
+ * ```
+ */
+export function acceptSocket(
+  ctx: HttpContext,
+  req: Request,
+  session: (socket: WebSocket) => SocketSession,
+): Response {
+  // The subprotocol to answer with: `streamcast` when offered, else none.
+  const protocol = offeredProtocols(req).includes(SUBPROTOCOL) ? SUBPROTOCOL : undefined;
+  const { socket, response } = ctx.upgrader.upgrade(req, {
+    idleTimeoutS: ctx.settings.pingIntervalS,
+    ...(protocol ? { protocol } : {}),
+  });
+  ctx.track(socket);
+  const s = session(socket);
+  let ended = false;
+  const end = (e: Event) => {
+    if (ended) return;
+    ended = true;
+    ctx.untrack(socket);
+    s.ended(e);
+  };
+  socket.onopen = () => {
+    if (ctx.shuttingDown) socket.close(CloseCode.GoingAway, "");
+    else return s.open();
+  };
+  socket.onmessage = (e) => s.message(e);
+  socket.onclose = end;
+  socket.onerror = end;
+  return response;
+}
+
+/**
+ * Upgrades `req` only to close the socket with `code` and `reason` as soon as
+ * it opens (the refusal is logged with `fields`); returns the response that
+ * completes the upgrade.
+ *
+ * @example
+ * ```ts ignore
+ * return refuseSocket(ctx, req, 4404, encodeCloseReason({ error: "not_found", stream }), { remote });
+ * ```
+ */
+export function refuseSocket(
+  ctx: HttpContext,
+  req: Request,
+  code: number,
+  reason: string,
+  fields: LogFields,
+): Response {
+  ctx.logger.info("refused", { code, ...parseReason(reason), ...fields });
+  return acceptSocket(ctx, req, (socket) => ({
+    open: () => socket.close(code, reason),
+    message: () => {},
+    ended: () => {},
+  }));
+}
