@@ -9,9 +9,7 @@
 import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
 import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
 import { DEFAULT_MAX_PUBLISH_BYTES } from "../server/limits.ts";
-import { integer } from "./_serve_values.ts";
-
-const LIMITS = "limits (docs/CLI.md has the table)";
+import { integer, LIMITS_GROUP } from "./_serve_values.ts";
 
 /**
  * The publishing rows, in the order of `--help`: `--publish` with the
@@ -55,7 +53,7 @@ export const PUBLISH_LIMIT_SETTINGS = [
     key: "maxPublishBytes",
     type: "string" as const,
     read: integer(1),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-publish-bytes N", "largest POST body or publish frame; a larger body gets"],
       ["", `413, a frame closes with 1009 [${DEFAULT_MAX_PUBLISH_BYTES}]`],
@@ -67,7 +65,7 @@ export const PUBLISH_LIMIT_SETTINGS = [
     key: "maxInFlight",
     type: "string" as const,
     read: integer(1, 1 << 20),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-in-flight N", "frames a publish socket may have awaiting their ack; more"],
       ["", `wait, unread [${DEFAULT_MAX_IN_FLIGHT}]`],
@@ -79,7 +77,7 @@ export const PUBLISH_LIMIT_SETTINGS = [
     key: "maxProducers",
     type: "string" as const,
     read: integer(1),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-producers N", "producers remembered per stream for idempotent publishing;"],
       ["", `the least recently used is forgotten first [${DEFAULT_MAX_PRODUCERS}]`],

@@ -12,9 +12,7 @@ import {
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "../server/limits.ts";
-import { integer } from "./_serve_values.ts";
-
-const LIMITS = "limits (docs/CLI.md has the table)";
+import { integer, LIMITS_GROUP } from "./_serve_values.ts";
 
 /**
  * The send limits, in the order of `--help`.
@@ -31,7 +29,7 @@ export const SEND_SETTINGS = [
     key: "sendBufferBytes",
     type: "string" as const,
     read: integer(MIN_SEND_BUFFER_BYTES),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--send-buffer-bytes N", "bytes all subscribers' sockets may hold unsent"],
       ["", "together (an equal share each, 16 KiB to 1 MiB); one"],
@@ -45,7 +43,7 @@ export const SEND_SETTINGS = [
     key: "fanoutTurnBytes",
     type: "string" as const,
     read: integer(0),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--fanout-turn-bytes N", "bytes of live frames handed to sockets per turn of"],
       ["", "the event loop; the rest of a fan-out waits a turn"],

@@ -27,6 +27,7 @@ import {
 import {
   bool,
   integer,
+  LIMITS_GROUP,
   logFormat,
   logLevel,
   maxReplay,
@@ -93,8 +94,6 @@ export interface Setting {
   /** Its meaning, as docs/CLI.md's flags table says it. */
   docs: string;
 }
-
-const LIMITS = "limits (docs/CLI.md has the table)";
 
 /**
  * Every setting of `serve`, in the order of `--help`.
@@ -341,7 +340,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "maxConnections",
     type: "string",
     read: integer(1),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-connections N", "WebSocket connections at once; one more upgrade is"],
       ["", `answered HTTP 503 [${DEFAULT_MAX_CONNECTIONS}]`],
@@ -353,7 +352,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "maxSubscribers",
     type: "string",
     read: integer(1),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-subscribers N", "subscribers per stream; one more is closed with 1013"],
       ["", `(try again later) [${DEFAULT_MAX_SUBSCRIBERS}]`],
@@ -365,7 +364,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "maxUrlBytes",
     type: "string",
     read: integer(64),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       [
         "--max-url-bytes N",
@@ -379,7 +378,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "maxRowBytes",
     type: "string",
     read: integer(1, MAX_ROW_BYTES_CAP),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-row-bytes N", "largest row as stored (its JSON); a bigger input row"],
       ["", `is a reject [${DEFAULT_MAX_ROW_BYTES}]`],
@@ -391,7 +390,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "maxReplayReaders",
     type: "string",
     read: integer(1),
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--max-replay-readers N", "log reads for catching-up subscribers at once; more"],
       ["", `wait their turn [${DEFAULT_MAX_REPLAY_READERS}]`],
@@ -404,7 +403,7 @@ export const SETTINGS: readonly Setting[] = [
     key: "stallTimeout",
     type: "string",
     read: stallSeconds,
-    group: LIMITS,
+    group: LIMITS_GROUP,
     usage: [
       ["--stall-timeout SECONDS", "drop a subscriber whose socket accepts nothing for"],
       ["", `this long, with 4429 [${DEFAULT_STALL_TIMEOUT_MS / 1000}]`],

@@ -11,6 +11,18 @@ import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
 import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../common/logger.ts";
 
 /**
+ * The usage text's group of every limit (each has its row in docs/CLI.md's table).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { LIMITS_GROUP } from "./_serve_values.ts";
+ * equal(LIMITS_GROUP, "limits (docs/CLI.md has the table)");
+ * ```
+ */
+export const LIMITS_GROUP = "limits (docs/CLI.md has the table)";
+
+/**
  * Reads one value: `what` names it in errors (`--port` or `"port"`); `base`
  * is the config file's folder (relative paths resolve against it), or null
  * for a flag. Throws `RangeError` or `TypeError` naming `what`.
@@ -25,6 +37,7 @@ import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../commo
  * console.log(even("4", "--n", null)); // 4
  * ```
  */
+
 export type Reader = (v: unknown, what: string, base: string | null) => unknown;
 
 function integerValue(

@@ -34,13 +34,14 @@ export interface SaveOptions {
  * import { CursorSaver } from "./_cursor_saver.ts";
  * const cursor = new MemoryCursor();
  * const saver = new CursorSaver(cursor, { everyRows: 2, everyMs: 60_000 }, () => {});
- * await saver.begin(5, "s", true);
+ * const id = "0".repeat(32);
+ * await saver.begin(5, id, true);
  * saver.handled(5);
  * equal(saver.due, false);
  * saver.handled(6);
  * equal(saver.due, true); // two rows since the last save
  * await saver.save();
- * deepStrictEqual(cursor.value, { offset: 7, streamId: "s" });
+ * deepStrictEqual(cursor.value, { offset: 7, streamId: id });
  * await saver.stop(false);
  * ```
  */

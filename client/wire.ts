@@ -460,8 +460,6 @@ export function parseCompress(
   return { ok: true, value: raw };
 }
 
-// --- end of compress= ---
-
 /**
  * Builds a subscribe URL from a stream URL and the query to send.
  *
@@ -675,24 +673,3 @@ export function publishUrl(streamUrl: string, producer: string | null): string {
   if (token !== null) u.searchParams.set("access_token", token);
   return u.toString();
 }
-
-/**
- * The `POST` URL of a stream's subscribe URL (`ws://H/trades` → `http://H/trades`).
- *
- * @example
- * ```ts
- * import { postUrl } from "./wire.ts";
- * console.log(postUrl("wss://h/trades?offset=1")); // https://h/trades
- * ```
- */
-export function postUrl(streamUrl: string): string {
-  const u = new URL(streamUrl);
-  if (u.protocol === "ws:") u.protocol = "http:";
-  else if (u.protocol === "wss:") u.protocol = "https:";
-  const token = u.searchParams.get("access_token");
-  u.search = "";
-  if (token !== null) u.searchParams.set("access_token", token);
-  return u.toString();
-}
-
-// --- end of publishing ---

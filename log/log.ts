@@ -471,8 +471,6 @@ export class Log {
     });
   }
 
-  // --- end of producers ---
-
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
   tick(): void {
     if (this.#closed) return;
@@ -627,8 +625,6 @@ export class Log {
     const last = chunks[chunks.length - 1].last;
     if (last >= this.nextOffset) await this.fence(last + 1);
   }
-
-  // --- end of replicas ---
 
   /** Flushes what is pending, closes the files and releases the lock. */
   async close(): Promise<void> {

@@ -33,10 +33,12 @@ interface AliasNode<S> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { makeValueSeries, SeriesMap } from "./_metric_series.ts";
  * const m = new SeriesMap("rows_total", makeValueSeries);
  * m.get({ stream: "t", b: "1" }).value += 2;
- * console.log(m.get({ b: "1", stream: "t" }).value, m.get({ b: "1", stream: "t" }).labels); // 2 {b="1",stream="t"}
+ * equal(m.get({ b: "1", stream: "t" }).value, 2); // the same series, whatever the labels' order
+ * equal(m.get({ b: "1", stream: "t" }).labels, '{b="1",stream="t"}');
  * ```
  */
 export class SeriesMap<S extends Series> {
@@ -147,8 +149,10 @@ export function makeValueSeries(labels: string): ValueSeries {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { formatNumber } from "./_metric_series.ts";
- * console.log(formatNumber(0.5), formatNumber(Infinity)); // 0.5 +Inf
+ * equal(formatNumber(0.5), "0.5");
+ * equal(formatNumber(Infinity), "+Inf");
  * ```
  */
 export function formatNumber(value: number): string {

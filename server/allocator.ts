@@ -33,8 +33,9 @@ export const DEFAULT_MMAP_THRESHOLD_BYTES = 64 * 1024;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { pinMmapThreshold } from "./allocator.ts";
- * console.log(typeof pinMmapThreshold()); // boolean
+ * equal(typeof pinMmapThreshold(), "boolean");
  * ```
  */
 export function pinMmapThreshold(bytes: number = DEFAULT_MMAP_THRESHOLD_BYTES): boolean {

@@ -35,13 +35,16 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { TokenTable } from "./auth.ts";
  * const table = TokenTable.parse({
  *   tokens: [{ name: "alice", token: "alice-token-0123456789", streams: ["trades"] }],
  * });
  * const grant = table.lookup("alice-token-0123456789");
- * console.log(grant?.name, grant?.mayRead("trades"), grant?.mayRead("book")); // alice true false
- * console.log(table.lookup("wrong-token-0123456789")); // null
+ * equal(grant?.name, "alice");
+ * equal(grant?.mayRead("trades"), true);
+ * equal(grant?.mayRead("book"), false);
+ * equal(table.lookup("wrong-token-0123456789"), null);
  * ```
  *
  * @module
@@ -57,10 +60,13 @@ const SHA256_PATTERN = /^[0-9a-f]{64}$/;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { TokenTable } from "./auth.ts";
  * const t = TokenTable.parse({ tokens: [{ token: "x".repeat(16), streams: ["*"] }] });
  * const g = t.lookup("x".repeat(16))!;
- * console.log(g.name, g.all, g.mayRead("anything")); // token#1 true true
+ * equal(g.name, "token#1");
+ * equal(g.all, true);
+ * equal(g.mayRead("anything"), true);
  * ```
  */
 export interface Grant {
@@ -100,9 +106,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { TokenTable } from "./auth.ts";
  * const table = TokenTable.parse({ tokens: [{ token: "t".repeat(20), streams: [""] }] });
- * console.log(table.size, table.lookup("t".repeat(20))?.mayRead("")); // 1 true
+ * equal(table.size, 1);
+ * equal(table.lookup("t".repeat(20))?.mayRead(""), true);
  * ```
  */
 export class TokenTable {
@@ -260,10 +268,11 @@ export type TokenFind =
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { findToken } from "./auth.ts";
  * const req = new Request("http://h/trades/head", { headers: { authorization: "Bearer abc" } });
  * const f = findToken(req, new URL(req.url), false);
- * console.log(f.ok && f.token, f.ok && f.carrier); // abc header
+ * deepStrictEqual(f, { ok: true, token: "abc", carrier: "header" });
  * ```
  */
 export function findToken(req: Request, url: URL, upgrade: boolean): TokenFind {
@@ -298,9 +307,10 @@ export function findToken(req: Request, url: URL, upgrade: boolean): TokenFind {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { offeredProtocols } from "./auth.ts";
  * const req = new Request("http://h/", { headers: { "sec-websocket-protocol": "streamcast, bearer.x" } });
- * console.log(offeredProtocols(req)); // [ "streamcast", "bearer.x" ]
+ * deepStrictEqual(offeredProtocols(req), ["streamcast", "bearer.x"]);
  * ```
  */
 export function offeredProtocols(req: Request): string[] {
@@ -325,9 +335,11 @@ function problem(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { unauthorized } from "./auth.ts";
  * const res = unauthorized(true);
- * console.log(res.status, res.headers.get("www-authenticate")); // 401 Bearer realm="streamcast", error="invalid_token"
+ * equal(res.status, 401);
+ * equal(res.headers.get("www-authenticate"), 'Bearer realm="streamcast", error="invalid_token"');
  * await res.body?.cancel();
  * ```
  */
@@ -351,9 +363,11 @@ export function unauthorized(invalid: boolean): Response {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { forbidden } from "./auth.ts";
  * const res = forbidden({ stream: "trades" });
- * console.log(res.status, await res.json()); // 403 { error: "forbidden", stream: "trades" }
+ * equal(res.status, 403);
+ * deepStrictEqual(await res.json(), { error: "forbidden", stream: "trades" });
  * ```
  */
 export function forbidden(what: { stream: string } | { route: string }): Response {

@@ -17,16 +17,19 @@
  * one label); a child bound once with `labels()` costs a field update (~10 ns).
  *
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Registry } from "./metrics.ts";
  * const registry = new Registry();
  * const rows = registry.counter("streamcast_rows_appended_total", "Rows appended to the log.");
  * const trades = rows.labels({ stream: "trades" });
  * trades.inc();
  * trades.inc(9);
- * console.log(registry.render());
- * // # HELP streamcast_rows_appended_total Rows appended to the log.
- * // # TYPE streamcast_rows_appended_total counter
- * // streamcast_rows_appended_total{stream="trades"} 10
+ * equal(
+ *   registry.render(),
+ *   "# HELP streamcast_rows_appended_total Rows appended to the log.\n" +
+ *     "# TYPE streamcast_rows_appended_total counter\n" +
+ *     'streamcast_rows_appended_total{stream="trades"} 10\n',
+ * );
  * ```
  *
  * @module
@@ -56,10 +59,11 @@ const SAMPLES = new WeakMap<object, () => string>();
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Counter, type CounterChild } from "./metrics.ts";
  * const sent: CounterChild = new Counter("frames_sent_total", "Frames sent.").labels({ stream: "t" });
  * sent.inc(64);
- * console.log(sent.get()); // 64
+ * equal(sent.get(), 64);
  * ```
  */
 export interface CounterChild {
@@ -74,12 +78,13 @@ export interface CounterChild {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Gauge, type GaugeChild } from "./metrics.ts";
  * const live: GaugeChild = new Gauge("subscribers", "Subscribers.").labels({ state: "live" });
  * live.inc();
  * live.dec();
  * live.set(3);
- * console.log(live.get()); // 3
+ * equal(live.get(), 3);
  * ```
  */
 export interface GaugeChild {
@@ -98,11 +103,12 @@ export interface GaugeChild {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Histogram, type HistogramChild } from "./metrics.ts";
  * const h = new Histogram("fsync_seconds", "Fsync latency.", [0.001, 0.01, 0.1]);
  * const child: HistogramChild = h.labels({ stream: "t" });
  * child.observe(0.004);
- * console.log(child.get().count); // 1
+ * equal(child.get().count, 1);
  * ```
  */
 export interface HistogramChild {
@@ -117,11 +123,12 @@ export interface HistogramChild {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Histogram, type HistogramSnapshot } from "./metrics.ts";
  * const h = new Histogram("latency_seconds", "Latency.", [1, 2]);
  * h.observe(1.5);
  * const snap: HistogramSnapshot = h.get();
- * console.log(snap.buckets); // [0, 1, 1] (≤1, ≤2, +Inf)
+ * deepStrictEqual(snap.buckets, [0, 1, 1]); // ≤1, ≤2, +Inf
  * ```
  */
 export interface HistogramSnapshot {
@@ -172,11 +179,12 @@ class BoundCounter implements CounterChild {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Counter } from "./metrics.ts";
  * const refusals = new Counter("streamcast_refusals_total", "Subscribes refused.");
  * refusals.inc({ why: "evicted" });
  * refusals.inc({ why: "evicted" }, 2);
- * console.log(refusals.get({ why: "evicted" })); // 3
+ * equal(refusals.get({ why: "evicted" }), 3);
  * ```
  */
 export class Counter {
@@ -243,11 +251,12 @@ class BoundGauge implements GaugeChild {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Gauge } from "./metrics.ts";
  * const subscribers = new Gauge("streamcast_subscribers", "Subscribers by state.");
  * subscribers.set(5, { stream: "trades", state: "live" });
  * subscribers.dec({ stream: "trades", state: "live" });
- * console.log(subscribers.get({ state: "live", stream: "trades" })); // 4
+ * equal(subscribers.get({ state: "live", stream: "trades" }), 4);
  * ```
  */
 export class Gauge {
@@ -344,11 +353,12 @@ class BoundHistogram implements HistogramChild {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Histogram } from "./metrics.ts";
  * const fsync = new Histogram("streamcast_fsync_seconds", "Fsync latency.", [0.001, 0.01, 0.1]);
  * fsync.observe(0.004, { stream: "trades" });
  * fsync.observe(0.2, { stream: "trades" });
- * console.log(fsync.get({ stream: "trades" }).buckets); // [0, 1, 1, 2]
+ * deepStrictEqual(fsync.get({ stream: "trades" }).buckets, [0, 1, 1, 2]);
  * ```
  */
 export class Histogram {
@@ -437,8 +447,9 @@ export class Histogram {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { exponentialBuckets } from "./metrics.ts";
- * console.log(exponentialBuckets(0.001, 2, 4)); // [0.001, 0.002, 0.004, 0.008]
+ * deepStrictEqual(exponentialBuckets(0.001, 2, 4), [0.001, 0.002, 0.004, 0.008]);
  * ```
  */
 export function exponentialBuckets(start: number, factor: number, count: number): number[] {
@@ -464,6 +475,7 @@ export type Metric = Counter | Gauge | Histogram;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { CONTENT_TYPE, Registry } from "./metrics.ts";
  * const registry = new Registry();
  * const live = registry.gauge("streamcast_subscribers", "Subscribers by state.");
@@ -471,7 +483,7 @@ export type Metric = Counter | Gauge | Histogram;
  * registry.collect(() => live.set(subscribers, { state: "live" }));
  * subscribers = 7;
  * const response = new Response(registry.render(), { headers: { "content-type": CONTENT_TYPE } });
- * console.log((await response.text()).includes('streamcast_subscribers{state="live"} 7')); // true
+ * equal((await response.text()).includes('streamcast_subscribers{state="live"} 7'), true);
  * ```
  */
 export class Registry {
@@ -539,6 +551,7 @@ export class Registry {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { Registry } from "./metrics.ts";
    * const server = new Registry();
    * const a = new Registry();
@@ -547,11 +560,10 @@ export class Registry {
    * b.counter("rows_total", "Rows.").inc({ stream: "b" }, 3);
    * server.include(a);
    * server.include(b);
-   * console.log(server.render());
-   * // # HELP rows_total Rows.
-   * // # TYPE rows_total counter
-   * // rows_total{stream="a"} 2
-   * // rows_total{stream="b"} 3
+   * equal(
+   *   server.render(),
+   *   '# HELP rows_total Rows.\n# TYPE rows_total counter\nrows_total{stream="a"} 2\nrows_total{stream="b"} 3\n',
+   * );
    * ```
    */
   include(other: Registry): () => void {

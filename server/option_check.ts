@@ -13,8 +13,11 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { shown } from "./option_check.ts";
- * console.log(shown("80"), shown(null), shown([1])); // "80" null an array
+ * equal(shown("80"), '"80"');
+ * equal(shown(null), "null");
+ * equal(shown([1]), "an array");
  * ```
  */
 export function shown(v: unknown): string {
@@ -32,12 +35,12 @@ export function shown(v: unknown): string {
  *
  * @example
  * ```ts
+ * import { throws } from "node:assert/strict";
  * import { checkKeys } from "./option_check.ts";
- * try {
- *   checkKeys("serve", { prot: 1 }, ["port"]);
- * } catch (err) {
- *   console.log((err as Error).message); // serve: unknown option "prot" (known: port)
- * }
+ * throws(() => checkKeys("serve", { prot: 1 }, ["port"]), {
+ *   name: "TypeError",
+ *   message: 'serve: unknown option "prot" (known: port)',
+ * });
  * ```
  */
 export function checkKeys(
@@ -65,9 +68,11 @@ export function checkKeys(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { OptionCheck } from "./option_check.ts";
  * const o = new OptionCheck("serve", { port: 80 });
- * console.log(o.int("port", 0, 65535, 8765), o.bool("closeStreams", true)); // 80 true
+ * equal(o.int("port", 0, 65535, 8765), 80);
+ * equal(o.bool("closeStreams", true), true); // absent: the fallback
  * ```
  */
 export class OptionCheck {

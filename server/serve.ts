@@ -37,6 +37,7 @@ export type { ServeOptions } from "./serve_options.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { serve, Stream, TokenTable } from "../mod.ts";
  * const stream = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
@@ -46,9 +47,10 @@ export type { ServeOptions } from "./serve_options.ts";
  * const head = (t: string) =>
  *   fetch(`${server.url}/ticks/head`, { headers: { authorization: `Bearer ${t}` } })
  *     .then(async (res) => (await res.body?.cancel(), res.status));
- * console.log(await head("a".repeat(16))); // 200
+ * equal(await head("a".repeat(16)), 200);
  * server.setTokens(tokens("b".repeat(16))); // e.g. on SIGHUP, after re-reading the file
- * console.log(await head("a".repeat(16)), await head("b".repeat(16))); // 401 200
+ * equal(await head("a".repeat(16)), 401);
+ * equal(await head("b".repeat(16)), 200);
  * await server.shutdown();
  * ```
  */
@@ -84,13 +86,14 @@ export interface Server {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { serve, Stream } from "../mod.ts";
  * const stream = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * const head = await (await fetch(`${server.url}/ticks/head`)).json();
- * console.log(head.stream); // ticks
+ * equal(head.stream, "ticks");
  * await server.shutdown();
  * ```
  */

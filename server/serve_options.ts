@@ -32,9 +32,10 @@ export const DEFAULT_PING_INTERVAL_S = 30;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ServeOptions } from "./serve_options.ts";
  * const options: ServeOptions = { hostname: "0.0.0.0", port: 8765, maxConnections: 1000 };
- * console.log(options.port); // 8765
+ * equal(options.port, 8765);
  * ```
  */
 export interface ServeOptions {
@@ -160,13 +161,13 @@ const KEYS = [
  *
  * @example
  * ```ts
+ * import { equal, throws } from "node:assert/strict";
  * import { checkServeOptions } from "./serve_options.ts";
- * console.log(checkServeOptions({}).port); // 8765
- * try {
- *   checkServeOptions({ port: "80" as unknown as number });
- * } catch (err) {
- *   console.log((err as Error).message); // serve: options.port must be an integer 0..65535, got "80"
- * }
+ * equal(checkServeOptions({}).port, 8765);
+ * throws(() => checkServeOptions({ port: "80" as unknown as number }), {
+ *   name: "TypeError",
+ *   message: 'serve: options.port must be an integer 0..65535, got "80"',
+ * });
  * ```
  */
 export function checkServeOptions(options: unknown): ServeSettings {

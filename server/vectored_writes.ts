@@ -29,8 +29,9 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { useVectoredWrites } from "./vectored_writes.ts";
- * console.log(typeof useVectoredWrites()); // boolean
+ * equal(typeof useVectoredWrites(), "boolean");
  * ```
  */
 export function useVectoredWrites(): boolean {

@@ -34,13 +34,14 @@ const QUICK_POLL_MS = 1;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DrainPoller } from "./drain_poller.ts";
  * let left = 2;
  * const poller = new DrainPoller();
  * await new Promise<void>((done) => {
  *   poller.add({ _poll: () => --left > 0 || (done(), false) }, true);
  * });
- * console.log(left); // 0
+ * equal(left, 0);
  * ```
  */
 export class DrainPoller<S extends Pollable> {

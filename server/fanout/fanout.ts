@@ -109,7 +109,7 @@ export interface SubscribeOptions {
  *   name: "t", log: null, counts, maxBacklog: 100, stallTimeoutMs: 1000,
  *   encoders: {
  *     shared: (frames) => ({ joined: () => frames.join("\n"), arrow: () => new Uint8Array(0) }),
- *     get arrowEncoder(): never { throw new Error("no arrow"); },
+ *     arrowEncoder: null as never, // no arrow subscriber here
  *     compress: () => new Uint8Array(0),
  *   },
  * });

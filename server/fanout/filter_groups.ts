@@ -29,13 +29,15 @@ interface Group {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FilterGroups } from "./filter_groups.ts";
  * import { compileFilter } from "../../client/filter.ts";
  * const schema = { type: "object", properties: { a: { type: "integer" } } };
  * const groups = new FilterGroups();
  * const one = groups.add(compileFilter('{"a":[1,2]}', schema));
  * const two = groups.add(compileFilter('{"a":[2,1]}', schema));
- * console.log(one === two, groups.size); // true 1
+ * equal(one, two); // one compiled instance per filter key
+ * equal(groups.size, 1);
  * ```
  */
 export class FilterGroups {

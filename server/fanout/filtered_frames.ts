@@ -19,6 +19,7 @@ import { renderBatch } from "../frames/text_frames.ts";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { filterBatch } from "./filtered_frames.ts";
  * import { compileFilter } from "../../client/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
@@ -27,7 +28,7 @@ import { renderBatch } from "../frames/text_frames.ts";
  *   buf, count: 2, offsets: new Float64Array([5, 6]), times: new Float64Array(2),
  *   starts: new Int32Array([0, 7]), lengths: new Int32Array([7, 7]),
  * };
- * console.log(filterBatch(batch, f).lines); // [ '[6,{"a":2}]' ]
+ * deepStrictEqual(filterBatch(batch, f).lines, ['[6,{"a":2}]']);
  * ```
  */
 export function filterBatch(batch: RecordBatch, filter: Filter): { lines: string[]; cost: number } {
@@ -52,8 +53,9 @@ export function filterBatch(batch: RecordBatch, filter: Filter): { lines: string
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { parseRows } from "./filtered_frames.ts";
- * console.log(parseRows(['{"a":1}'])[0].a); // 1
+ * equal(parseRows(['{"a":1}'])[0].a, 1);
  * ```
  */
 export function parseRows(jsons: readonly string[]): Record<string, unknown>[] {
@@ -68,10 +70,11 @@ export function parseRows(jsons: readonly string[]): Record<string, unknown>[] {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { pickFrames } from "./filtered_frames.ts";
  * import { compileFilter } from "../../client/filter.ts";
  * const f = compileFilter({ a: 1 }, { type: "object", properties: { a: { type: "integer" } } });
- * console.log(pickFrames(['[1,{"a":1}]', '[2,{"a":2}]'], [{ a: 1 }, { a: 2 }], f)); // [ '[1,{"a":1}]' ]
+ * deepStrictEqual(pickFrames(['[1,{"a":1}]', '[2,{"a":2}]'], [{ a: 1 }, { a: 2 }], f), ['[1,{"a":1}]']);
  * ```
  */
 export function pickFrames(

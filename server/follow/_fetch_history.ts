@@ -37,9 +37,10 @@ export interface HistorySource {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { httpSource } from "./_fetch_history.ts";
  * const src = httpSource("http://127.0.0.1:8765/trades", {}, fetch, new AbortController().signal);
- * console.log(src.name); // http://127.0.0.1:8765/trades
+ * equal(src.name, "http://127.0.0.1:8765/trades");
  * ```
  */
 export function httpSource(

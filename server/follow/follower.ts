@@ -97,9 +97,12 @@ export interface FollowUrl {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { followUrl } from "./follower.ts";
  * const u = followUrl("ws://10.0.0.1:8765/trades?access_token=s3cr3t");
- * console.log(u.shown, u.http, u.token); // ws://10.0.0.1:8765/trades http://10.0.0.1:8765/trades s3cr3t
+ * equal(u.shown, "ws://10.0.0.1:8765/trades"); // no token where it is shown
+ * equal(u.http, "http://10.0.0.1:8765/trades");
+ * equal(u.token, "s3cr3t");
  * ```
  */
 export function followUrl(url: string, token: string | null = null): FollowUrl {
@@ -145,9 +148,10 @@ interface Waiter {
  *
  * @example
  * ```ts ignore
+ * import { equal } from "node:assert/strict";
  * const { stream, follower } = await openFollowed("trades", "ws://primary:8765/trades", { root });
  * follower.start();
- * console.log(stream.head().state); // catching_up
+ * equal(stream.head().state, "catching_up");
  * await follower.close();
  * ```
  */

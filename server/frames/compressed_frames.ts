@@ -32,8 +32,9 @@ import { constants, zstdCompressSync, type ZstdOptions } from "node:zlib";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
- * console.log(ZSTD_FRAME_LEVEL); // 1
+ * equal(ZSTD_FRAME_LEVEL, 1);
  * ```
  */
 export const ZSTD_FRAME_LEVEL = 1;
@@ -49,10 +50,11 @@ const PARAMS = {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { zstdFrame } from "./compressed_frames.ts";
  * import { zstdDecompressSync } from "node:zlib";
  * const z = zstdFrame('[1,{"a":1}]\n[2,{"a":2}]');
- * console.log(new TextDecoder().decode(zstdDecompressSync(z))); // [1,{"a":1}]\n[2,{"a":2}]
+ * equal(new TextDecoder().decode(zstdDecompressSync(z)), '[1,{"a":1}]\n[2,{"a":2}]');
  * ```
  */
 export function zstdFrame(text: string): Uint8Array {

@@ -32,8 +32,9 @@ import type { Log } from "../../log/mod.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DICTIONARY_MAX_BYTES } from "./frame_dictionary.ts";
- * console.log(DICTIONARY_MAX_BYTES); // 65536
+ * equal(DICTIONARY_MAX_BYTES, 65536);
  * ```
  */
 export const DICTIONARY_MAX_BYTES = 64 * 1024;
@@ -44,8 +45,9 @@ export const DICTIONARY_MAX_BYTES = 64 * 1024;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DICTIONARY_MIN_BYTES } from "./frame_dictionary.ts";
- * console.log(DICTIONARY_MIN_BYTES); // 4096
+ * equal(DICTIONARY_MIN_BYTES, 4096);
  * ```
  */
 export const DICTIONARY_MIN_BYTES = 4 * 1024;
@@ -61,10 +63,11 @@ const utf8 = new TextEncoder();
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FrameDictionary } from "./frame_dictionary.ts";
  * const lines = Array.from({ length: 100 }, (_, i) => `[${i},{"symbol":"BTC-USD","px":${i}}]`);
  * const d = FrameDictionary.fromLines(lines);
- * console.log(d === null || /^[0-9a-f]{32}$/.test(d.id)); // true
+ * equal(d === null || /^[0-9a-f]{32}$/.test(d.id), true);
  * ```
  */
 export class FrameDictionary {
@@ -116,8 +119,9 @@ export class FrameDictionary {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { dictionaryId } from "./frame_dictionary.ts";
- * console.log(dictionaryId(new Uint8Array(0))); // e3b0c44298fc1c149afbf4c8996fb924
+ * equal(dictionaryId(new Uint8Array(0)), "e3b0c44298fc1c149afbf4c8996fb924");
  * ```
  */
 export function dictionaryId(bytes: Uint8Array): string {
@@ -130,8 +134,9 @@ export function dictionaryId(bytes: Uint8Array): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { dictionaryProblem } from "./frame_dictionary.ts";
- * console.log(dictionaryProblem()); // null
+ * equal(dictionaryProblem(), null);
  * ```
  */
 export function dictionaryProblem(): string | null {
@@ -146,11 +151,12 @@ export function dictionaryProblem(): string | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { buildLogDictionary } from "./frame_dictionary.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
- * console.log(await buildLogDictionary(log)); // null
+ * equal(await buildLogDictionary(log), null);
  * await log.close();
  * await Deno.remove(dir, { recursive: true });
  * ```

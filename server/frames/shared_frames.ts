@@ -14,7 +14,7 @@ export interface SharedFrames {
   /** One Arrow record batch message (arrow mode). */
   arrow(): Uint8Array;
   /**
-   * compress=zstd (§16): the joined frames as one zstd frame (with the stream's dictionary
+   * compress=zstd: the joined frames as one zstd frame (with the stream's dictionary
    * for `zstd-dict`), compressed once per commit and kind (optional, like arrow's encoder).
    */
   zstd?(kind: Compression): Uint8Array;
@@ -33,10 +33,11 @@ export interface FrameEncoders {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { sharedFrames } from "./shared_frames.ts";
  * const enc = { arrow: () => new Uint8Array(0), zstd: (t: string) => new TextEncoder().encode(t) };
  * const s = sharedFrames(['[1,{"a":1}]', '[2,{"a":2}]'], enc);
- * console.log(s.joined() === s.joined()); // true
+ * equal(s.joined() === s.joined(), true);
  * ```
  */
 export function sharedFrames(frames: readonly string[], enc: FrameEncoders): SharedFrames {

@@ -16,10 +16,12 @@ import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./f
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Logger } from "../../common/logger.ts";
  * import { StreamDictionary } from "./stream_dictionary.ts";
  * const d = new StreamDictionary("t", null, () => new Logger({ level: "error" }));
- * console.log(await d.get(), d.byId("00")); // null null
+ * equal(await d.get(), null); // an ephemeral stream has no dictionary
+ * equal(d.byId("00"), null);
  * ```
  */
 export class StreamDictionary {

@@ -13,8 +13,9 @@ import type { RecordBatch } from "../../log/mod.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_BATCH_ROWS } from "./text_frames.ts";
- * console.log(MAX_BATCH_ROWS); // 4096
+ * equal(MAX_BATCH_ROWS, 4096);
  * ```
  */
 export const MAX_BATCH_ROWS = 4096;
@@ -24,8 +25,9 @@ export const MAX_BATCH_ROWS = 4096;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_BATCH_BYTES } from "./text_frames.ts";
- * console.log(MAX_BATCH_BYTES); // 1048576
+ * equal(MAX_BATCH_BYTES, 1048576);
  * ```
  */
 export const MAX_BATCH_BYTES = 1 << 20;
@@ -35,8 +37,9 @@ export const MAX_BATCH_BYTES = 1 << 20;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { liveFrame } from "./text_frames.ts";
- * console.log(liveFrame(7, '{"a":1}')); // [7,{"a":1}]
+ * equal(liveFrame(7, '{"a":1}'), '[7,{"a":1}]');
  * ```
  */
 export function liveFrame(offset: number | null, json: string): string {
@@ -48,8 +51,9 @@ export function liveFrame(offset: number | null, json: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { frameOffset } from "./text_frames.ts";
- * console.log(frameOffset('[42,{"a":1}]')); // 42
+ * equal(frameOffset('[42,{"a":1}]'), 42);
  * ```
  */
 export function frameOffset(frame: string): number {
@@ -171,13 +175,14 @@ function framesCompacted(batch: RecordBatch, from: number, last: number): number
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { renderBatch } from "./text_frames.ts";
  * const buf = new TextEncoder().encode('{"a":1}{"a":2}');
  * const batch = {
  *   buf, count: 2, offsets: new Float64Array([5, 6]), times: new Float64Array(2),
  *   starts: new Int32Array([0, 7]), lengths: new Int32Array([7, 7]),
  * };
- * console.log(renderBatch(batch, 0).text); // [5,{"a":1}]\n[6,{"a":2}]
+ * deepStrictEqual(renderBatch(batch, 0), { text: '[5,{"a":1}]\n[6,{"a":2}]', rows: 2 });
  * ```
  */
 export function renderBatch(

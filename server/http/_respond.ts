@@ -1,6 +1,6 @@
 /**
- * Small pieces every route uses: JSON answers, the path split, the fields of
- * a close reason for a log event. Private to `server/http/`.
+ * Small pieces every route uses: JSON answers, the fields of a close reason
+ * for a log event, a stream name clipped for the log. Private to `server/http/`.
  *
  * @module
  */
@@ -12,8 +12,11 @@ import type { LogFields } from "../../common/logger.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { json } from "./_respond.ts";
- * console.log(await json({ ok: true }, 503).text()); // {"ok":true}
+ * const res = json({ ok: true }, 503);
+ * equal(res.status, 503);
+ * equal(await res.text(), '{"ok":true}\n');
  * ```
  */
 export function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -28,8 +31,9 @@ export function json(body: unknown, status = 200, headers: Record<string, string
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { notFound } from "./_respond.ts";
- * console.log((await notFound("no stream \"x\"").json()).error); // not_found
+ * equal((await notFound("no stream \"x\"").json()).error, "not_found");
  * ```
  */
 export function notFound(detail: string): Response {
@@ -37,36 +41,14 @@ export function notFound(detail: string): Response {
 }
 
 /**
- * A request path split into a stream name and the rest; null if it does not
- * parse. The unnamed stream's routes live under `/_/`.
- *
- * @example
- * ```ts
- * import { splitPath } from "./_respond.ts";
- * console.log(splitPath("/trades/head"), splitPath("/_/head")); // { name: "trades", rest: "head" } { name: "", rest: "head" }
- * console.log(splitPath("/%zz")); // null
- * ```
- */
-export function splitPath(pathname: string): { name: string; rest: string } | null {
-  let path: string;
-  try {
-    path = decodeURIComponent(pathname);
-  } catch {
-    return null;
-  }
-  if (path === "/") return { name: "", rest: "" };
-  const parts = path.slice(1).split("/");
-  if (parts[0] === "_") return { name: "", rest: parts.slice(1).join("/") };
-  return { name: parts[0], rest: parts.slice(1).join("/") };
-}
-
-/**
  * The fields of a JSON close reason, for a log event; `{}` when it is not JSON.
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseReason } from "./_respond.ts";
- * console.log(parseReason('{"error":"too_slow"}'), parseReason("bye")); // { error: "too_slow" } {}
+ * deepStrictEqual(parseReason('{"error":"too_slow"}'), { error: "too_slow" });
+ * deepStrictEqual(parseReason("bye"), {});
  * ```
  */
 export function parseReason(reason: string | undefined): LogFields {
@@ -84,8 +66,9 @@ export function parseReason(reason: string | undefined): LogFields {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { streamField } from "./_respond.ts";
- * console.log(streamField("x".repeat(100)).length); // 81
+ * equal(streamField("x".repeat(100)).length, 81);
  * ```
  */
 export function streamField(name: string): string {

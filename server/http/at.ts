@@ -23,12 +23,13 @@ const AT_PARAMS: ReadonlySet<string> = new Set(["since", "access_token"]);
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { atResponse } from "./at.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
- * console.log((await atResponse(s, new URL("http://x/t/at?since=0"))).status); // 404
+ * equal((await atResponse(s, new URL("http://x/t/at?since=0"))).status, 404);
  * ```
  */
 export async function atResponse(stream: Stream, url: URL): Promise<Response> {

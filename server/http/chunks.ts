@@ -43,13 +43,14 @@ async function timesResponse(req: Request, log: Log, sha: string): Promise<Respo
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { manifestResponse } from "./chunks.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const res = manifestResponse(s);
- * console.log(res.status); // 404
+ * equal(res.status, 404);
  * await res.body?.cancel();
  * ```
  */
@@ -102,13 +103,15 @@ export function chunkResponse(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { serveChunk } from "./chunks.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/c`, "0123456789");
  * const sha = "0".repeat(64);
  * const req = new Request("http://x/", { headers: { range: "bytes=2-4" } });
  * const res = await serveChunk(req, `${dir}/c`, sha);
- * console.log(res.status, await res.text()); // 206 234
+ * equal(res.status, 206);
+ * equal(await res.text(), "234");
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

@@ -79,7 +79,7 @@ export interface HttpContext {
  * import { checkServeOptions } from "../serve_options.ts";
  * import { Stream } from "../stream/stream.ts";
  * import { isPublishable } from "./context.ts";
- * const s = Stream.ephemeral("t", { schema: { type: "object", properties: {} } });
+ * const s = Stream.ephemeral("t", { schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] } });
  * equal(isPublishable({ settings: checkServeOptions({ publish: ["t"] }) }, s), false); // ephemeral
  * ```
  */

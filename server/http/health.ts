@@ -12,9 +12,11 @@ import { json } from "./_respond.ts";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { healthResponse } from "./health.ts";
  * const res = healthResponse(false, 2);
- * console.log(res.status, await res.json()); // 200 { ok: true, streams: 2 }
+ * equal(res.status, 200);
+ * deepStrictEqual(await res.json(), { ok: true, streams: 2 });
  * ```
  */
 export function healthResponse(shuttingDown: boolean, streams: number): Response {

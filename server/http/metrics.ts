@@ -39,13 +39,13 @@ export type DenyWhy = "missing_token" | "invalid_token" | "bad_request" | "forbi
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { Registry } from "../metrics.ts";
- * import { Gate } from "../limits.ts";
+ * import { Gate } from "../fanout/replay_gate.ts";
  * import { ServerMetrics } from "./metrics.ts";
  * const m = new ServerMetrics(new Registry(), new Gate(4));
  * m.request("head");
- * console.log(m.registry.render().includes('streamcast_http_requests_total{route="head"} 1'));
- * // true
+ * ok(m.registry.render().includes('streamcast_http_requests_total{route="head"} 1'));
  * ```
  */
 export class ServerMetrics {
@@ -162,11 +162,12 @@ function bindOnUse(counter: Counter, label: string): (value: string) => CounterC
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Registry } from "../metrics.ts";
  * import { metricsResponse } from "./metrics.ts";
  * const r = new Registry();
  * r.counter("x_total", "X.").inc();
- * console.log((await metricsResponse(r).text()).endsWith("x_total 1\n")); // true
+ * equal((await metricsResponse(r).text()).endsWith("x_total 1\n"), true);
  * ```
  */
 export function metricsResponse(registry: Registry): Response {

@@ -47,9 +47,10 @@ import { publishTarget } from "./_publish_target.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ParsedFrame } from "./publish_socket.ts";
  * const f: ParsedFrame = { ok: true, seq: 1, rows: [{}] };
- * console.log(f.ok && f.seq); // 1
+ * equal(f.ok && f.seq, 1);
  * ```
  */
 export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
@@ -63,8 +64,13 @@ export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parsePublishFrame } from "./publish_socket.ts";
- * console.log(parsePublishFrame('{"seq":1,"rows":[{}]}').ok, parsePublishFrame('{"seq":0,"rows":[]}').ok); // true false
+ * deepStrictEqual(parsePublishFrame('{"seq":1,"rows":[{}]}'), { ok: true, seq: 1, rows: [{}] });
+ * deepStrictEqual(parsePublishFrame('{"seq":0,"rows":[{}]}'), {
+ *   ok: false,
+ *   detail: "seq must be an integer from 1 to 2^53-1",
+ * });
  * ```
  */
 export function parsePublishFrame(text: string): ParsedFrame {

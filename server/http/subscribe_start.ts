@@ -24,13 +24,14 @@ export type StartDecision =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { decideStart } from "./subscribe_start.ts";
  * const log = { streamId: "0".repeat(32), endOffset: 10, earliest: 1, firstOffset: 1,
  *   rowsBetween: (a: number, b: number) => b - a };
  * const q = { offset: 12, streamId: null, frames: "single" as const, token: null,
  *   where: null, since: null };
  * const d = decideStart(log, null, q);
- * console.log(d.ok ? d.from : d.reason.why); // ahead
+ * equal(d.ok ? d.from : d.reason.why, "ahead");
  * ```
  */
 export function decideStart(
@@ -132,6 +133,7 @@ const BEFORE_EVICTED = new Set(["not_durable", "other_stream", "ahead", "empty"]
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { decideSinceStart } from "./subscribe_start.ts";
  * const log = { streamId: "0".repeat(32), endOffset: 10, earliest: 1, firstOffset: 1,
  *   rowsBetween: (a: number, b: number) => b - a,
@@ -139,7 +141,7 @@ const BEFORE_EVICTED = new Set(["not_durable", "other_stream", "ahead", "empty"]
  * const q = { offset: null, streamId: null, frames: "single" as const, token: null,
  *   where: null, since: 5 };
  * const d = await decideSinceStart(log, null, q);
- * console.log(d.ok ? d.from : d.reason.why); // 4
+ * equal(d.ok ? d.from : d.reason.why, 4);
  * ```
  */
 export async function decideSinceStart(
@@ -173,7 +175,7 @@ export async function decideSinceStart(
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { followLag } from "./subscribe_start.ts";
- * const s = Stream.ephemeral("t", { schema: { type: "object", properties: {} } });
+ * const s = Stream.ephemeral("t", { schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] } });
  * const q = { offset: 9, streamId: null, frames: "single" as const, token: null, where: null, since: null };
  * const d = { ok: true as const, from: 9 };
  * deepStrictEqual(await followLag(s, q, d), { d, wait: false }); // not a follower

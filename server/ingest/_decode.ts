@@ -12,8 +12,9 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { lossyUtf8 } from "./_decode.ts";
- * console.log(lossyUtf8.decode(new Uint8Array([0x61, 0xff]))); // a\uFFFD
+ * equal(lossyUtf8.decode(new Uint8Array([0x61, 0xff])), "a\uFFFD");
  * ```
  */
 export const lossyUtf8: TextDecoder = new TextDecoder("utf-8");
@@ -25,8 +26,10 @@ export const lossyUtf8: TextDecoder = new TextDecoder("utf-8");
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { decodeLine } from "./_decode.ts";
- * console.log(decodeLine(new Uint8Array([0x68, 0x69])), decodeLine(new Uint8Array([0xff]))); // hi undefined
+ * equal(decodeLine(new Uint8Array([0x68, 0x69])), "hi");
+ * equal(decodeLine(new Uint8Array([0xff])), undefined); // not UTF-8
  * ```
  */
 export function decodeLine(bytes: Uint8Array): string | undefined {

@@ -23,11 +23,12 @@ import type {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { eventsTo } from "./_feeder.ts";
  * const lines: string[] = [];
  * const emit = eventsTo({ log: (m) => lines.push(m) });
  * emit({ event: "upstream_connected", stream: "t", url: "ws://h/", msg: "streamcast: hi" });
- * console.log(lines); // ["streamcast: hi"]
+ * deepStrictEqual(lines, ["streamcast: hi"]);
  * ```
  */
 export function eventsTo(options: IngestOptions): (event: IngestEvent) => void {
@@ -41,8 +42,9 @@ export function eventsTo(options: IngestOptions): (event: IngestEvent) => void {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { InputReject } from "./_feeder.ts";
- * console.log(new InputReject("line is not valid UTF-8").message);
+ * equal(new InputReject("line is not valid UTF-8").message, "line is not valid UTF-8");
  * ```
  */
 export class InputReject {
@@ -70,6 +72,7 @@ interface Pending {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Feeder } from "./_feeder.ts";
  * const sink = { name: "t", send: () => Promise.resolve(1) };
  * const feeder = new Feeder(sink, { log: () => {} }, (n) => `stdin line ${n}`, () => {}, {
@@ -77,7 +80,7 @@ interface Pending {
  * });
  * feeder.send(1, '{"x":1}', { x: 1 });
  * await feeder.drain();
- * console.log(feeder.stats.accepted); // 1
+ * equal(feeder.stats.accepted, 1);
  * ```
  */
 export class Feeder {
@@ -339,8 +342,10 @@ class Unstored {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { errorMessage } from "./_feeder.ts";
- * console.log(errorMessage(new Error("bad")), errorMessage("worse")); // bad worse
+ * equal(errorMessage(new Error("bad")), "bad");
+ * equal(errorMessage("worse"), "worse");
  * ```
  */
 export function errorMessage(error: unknown): string {

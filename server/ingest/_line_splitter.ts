@@ -13,9 +13,10 @@ const PREVIEW_BYTES = 1024;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { TooLong } from "./_line_splitter.ts";
  * const t: TooLong = { bytes: 5000, preview: new Uint8Array(1024) };
- * console.log(t.bytes);
+ * equal(t.bytes, 5000);
  * ```
  */
 export interface TooLong {
@@ -65,10 +66,13 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { LineSplitter } from "./_line_splitter.ts";
  * const s = new LineSplitter(1024);
  * s.feed(new TextEncoder().encode("a\r\nb"));
- * console.log(s.next(), s.next(), s.end()); // a null Uint8Array [98]
+ * equal(s.next(), "a"); // the CR of a CRLF is not part of the line
+ * equal(s.next(), null); // "b" waits for its newline
+ * deepStrictEqual(s.end(), new Uint8Array([98]));
  * ```
  */
 export class LineSplitter {

@@ -17,12 +17,13 @@ import { errorMessage } from "./_feeder.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { FrameHandler } from "./handler.ts";
  * const handler: FrameHandler = (frame) => {
  *   const msg = JSON.parse(frame);
  *   return msg.type === "heartbeat" ? null : msg.trades;
  * };
- * console.log(handler('{"type":"heartbeat"}')); // null
+ * equal(handler('{"type":"heartbeat"}'), null);
  * ```
  */
 export type FrameHandler = (frame: string) => unknown | Promise<unknown>;

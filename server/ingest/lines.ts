@@ -2,6 +2,7 @@
  * Ingest of NDJSON lines (`serve --stdin NAME`): each line one JSON row.
  *
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { ingestLines } from "./lines.ts";
  * import type { IngestSink } from "./options.ts";
  * import { RowError } from "../stream/row_error.ts";
@@ -18,7 +19,7 @@
  * };
  * const input = new Blob(['{"x":1}\n{"x":"no"}\n{"x":2}\n']).stream();
  * const stats = await ingestLines(input, sink, { log: () => {} });
- * console.log(stats); // { lines: 3, accepted: 2, rejected: 1 }
+ * deepStrictEqual(stats, { lines: 3, accepted: 2, rejected: 1 });
  * ```
  *
  * @module
@@ -47,9 +48,10 @@ const BLANK = /^[ \t\r]*$/;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { LinesOptions } from "./lines.ts";
  * const options: LinesOptions = { source: "trades.ndjson", maxLineBytes: 1 << 20 };
- * console.log(options.source);
+ * equal(options.source, "trades.ndjson");
  * ```
  */
 export interface LinesOptions extends IngestOptions {
@@ -93,6 +95,7 @@ function yieldToEventLoop(): Promise<void> {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { ingestLines } from "./lines.ts";
  * import { RowError } from "../stream/row_error.ts";
  *
@@ -109,8 +112,8 @@ function yieldToEventLoop(): Promise<void> {
  * const lines: string[] = [];
  * const input = new Blob(['{"x":1}\r\n\r\n42\n{"x":', '2}']).stream();
  * const stats = await ingestLines(input, sink, { log: (m) => lines.push(m) });
- * console.log(stats); // { lines: 4, accepted: 2, rejected: 1 }
- * console.log(lines[0]); // streamcast: stdin line 3 for stream "trades": must be object
+ * deepStrictEqual(stats, { lines: 4, accepted: 2, rejected: 1 }); // a blank line is no row
+ * equal(lines[0], 'streamcast: stdin line 3 for stream "trades": must be object');
  * ```
  */
 export async function ingestLines(

@@ -24,6 +24,7 @@
  * in-flight-bounded pipeline to the sink).
  *
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { type IngestEvent, ingestLines, type IngestSink } from "./mod.ts";
  * import { RowError } from "../stream/row_error.ts";
  *
@@ -40,8 +41,8 @@
  * const events: IngestEvent[] = [];
  * const input = new Blob(['{"x":1}\n{"x":"no"}\n{"x":2}\n']).stream();
  * const stats = await ingestLines(input, sink, { onEvent: (e) => events.push(e) });
- * console.log(stats); // { lines: 3, accepted: 2, rejected: 1 }
- * console.log(events.map((e) => e.event)); // ["reject", "end_of_input"]
+ * deepStrictEqual(stats, { lines: 3, accepted: 2, rejected: 1 });
+ * deepStrictEqual(events.map((e) => e.event), ["reject", "end_of_input"]);
  * ```
  *
  * @module

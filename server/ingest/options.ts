@@ -12,10 +12,11 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { IngestSink } from "./options.ts";
  * let next = 1;
  * const sink: IngestSink = { name: "trades", send: () => Promise.resolve(next++) };
- * console.log(await sink.send({ x: 1 })); // 1
+ * equal(await sink.send({ x: 1 }), 1);
  * ```
  */
 export interface IngestSink {
@@ -72,9 +73,10 @@ export interface IngestBatch {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { RejectRecord } from "./options.ts";
  * const rec: RejectRecord = { line: 3, error: "Unexpected end of JSON input", input: '{"x":' };
- * console.log(JSON.stringify(rec));
+ * equal(JSON.stringify(rec), '{"line":3,"error":"Unexpected end of JSON input","input":"{\\"x\\":"}');
  * ```
  */
 export interface RejectRecord {
@@ -93,13 +95,14 @@ export interface RejectRecord {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import type { RejectSink } from "./options.ts";
  * const seen: number[] = [];
  * const onReject: RejectSink = (rec) => {
  *   seen.push(rec.line);
  * };
  * onReject({ line: 7, error: "bad", input: "x" });
- * console.log(seen); // [7]
+ * deepStrictEqual(seen, [7]);
  * ```
  */
 export interface RejectSink {
@@ -113,9 +116,10 @@ export interface RejectSink {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { IngestOrigin } from "./options.ts";
  * const origin: IngestOrigin = { source: "upstream", url: "wss://feed.example/v1" };
- * console.log(origin.source);
+ * equal(origin.source, "upstream");
  * ```
  */
 export interface IngestOrigin {
@@ -151,11 +155,12 @@ interface EventBase {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { IngestEvent } from "./options.ts";
  * function level(e: IngestEvent): "warn" | "info" {
  *   return e.event === "reject" ? "warn" : "info";
  * }
- * console.log(level({ event: "upstream_connected", stream: "t", url: "ws://h/", msg: "…" }));
+ * equal(level({ event: "upstream_connected", stream: "t", url: "ws://h/", msg: "…" }), "info");
  * ```
  */
 export type IngestEvent =
@@ -194,9 +199,11 @@ export type IngestEvent =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { IngestOptions } from "./options.ts";
- * const options: IngestOptions = { maxInFlight: 1024, log: (m) => console.log(m) };
- * console.log(options.maxInFlight);
+ * const logged: string[] = [];
+ * const options: IngestOptions = { maxInFlight: 1024, log: (m) => void logged.push(m) };
+ * equal(options.maxInFlight, 1024);
  * ```
  */
 export interface IngestOptions {
@@ -230,9 +237,10 @@ export interface IngestOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { IngestStats } from "./options.ts";
  * const stats: IngestStats = { lines: 10, accepted: 8, rejected: 1 };
- * console.log(stats.lines - stats.accepted - stats.rejected); // 1 blank line
+ * equal(stats.lines - stats.accepted - stats.rejected, 1); // one blank line
  * ```
  */
 export interface IngestStats {

@@ -17,13 +17,14 @@ import type { IngestOptions, IngestSink, IngestStats } from "./options.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { UpstreamOptions } from "./upstream.ts";
  * const options: UpstreamOptions = {
  *   handler: (frame) => JSON.parse(frame).data,
  *   minBackoffMs: 100,
  *   maxBackoffMs: 5_000,
  * };
- * console.log(options.minBackoffMs);
+ * equal(options.minBackoffMs, 100);
  * ```
  */
 export interface UpstreamOptions extends IngestOptions {

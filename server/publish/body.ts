@@ -14,9 +14,10 @@ const strict = new TextDecoder("utf-8", { fatal: true });
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { BodyRead } from "./body.ts";
  * const r: BodyRead = { ok: false, error: "too_large" };
- * console.log(r.ok); // false
+ * equal(r.ok, false);
  * ```
  */
 export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "too_large" };
@@ -27,9 +28,10 @@ export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "to
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readBody } from "./body.ts";
  * const r = await readBody(new Request("http://h/", { method: "POST", body: "abc" }).body, 2);
- * console.log(r.ok); // false
+ * equal(r.ok, false);
  * ```
  */
 export async function readBody(
@@ -69,9 +71,10 @@ export async function readBody(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ParsedBody } from "./body.ts";
  * const p: ParsedBody = { ok: false, line: 3, detail: "not JSON" };
- * console.log(p.ok || p.line); // 3
+ * equal(p.ok || p.line, 3);
  * ```
  */
 export type ParsedBody =
@@ -83,10 +86,15 @@ export type ParsedBody =
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseNdjson } from "./body.ts";
  * const r = parseNdjson(new TextEncoder().encode('{"a":1}\n\n{"a":2}\n'));
- * console.log(r.ok && r.lines); // [ 1, 3 ]
- * console.log(parseNdjson(new TextEncoder().encode('{"a":1}\n{oops'))); // { ok: false, line: 2, detail: "not JSON" }
+ * deepStrictEqual(r, { ok: true, rows: [{ a: 1 }, { a: 2 }], lines: [1, 3] });
+ * deepStrictEqual(parseNdjson(new TextEncoder().encode('{"a":1}\n{oops')), {
+ *   ok: false,
+ *   line: 2,
+ *   detail: "not JSON",
+ * });
  * ```
  */
 export function parseNdjson(bytes: Uint8Array): ParsedBody {
@@ -144,10 +152,11 @@ function badUtf8Line(bytes: Uint8Array): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { parseJsonArray } from "./body.ts";
  * const r = parseJsonArray(new TextEncoder().encode('[{"a":1},{"a":2}]'));
- * console.log(r.ok && r.rows.length); // 2
- * console.log(parseJsonArray(new TextEncoder().encode('{"a":1}')).ok); // false
+ * equal(r.ok && r.rows.length, 2);
+ * equal(parseJsonArray(new TextEncoder().encode('{"a":1}')).ok, false);
  * ```
  */
 export function parseJsonArray(bytes: Uint8Array): ParsedBody {

@@ -15,9 +15,10 @@ import type { Stream } from "../stream/stream.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishRoute } from "./publish_metrics.ts";
  * const r: PublishRoute = "http";
- * console.log(r); // http
+ * equal(r, "http");
  * ```
  */
 export type PublishRoute = "http" | "websocket";
@@ -27,9 +28,10 @@ export type PublishRoute = "http" | "websocket";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishRefusal } from "./publish_metrics.ts";
  * const r: PublishRefusal = "stale_seq";
- * console.log(r); // stale_seq
+ * equal(r, "stale_seq");
  * ```
  */
 export type PublishRefusal =
@@ -53,12 +55,12 @@ const ACK_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 50
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { Registry } from "../metrics.ts";
  * import { PublishMetrics } from "./publish_metrics.ts";
  * const m = new PublishMetrics(new Registry(), []);
  * m.published("trades", "http", 3);
- * console.log(m.registry.render().includes('streamcast_rows_published_total{route="http",stream="trades"} 3'));
- * // true
+ * ok(m.registry.render().includes('streamcast_rows_published_total{route="http",stream="trades"} 3'));
  * ```
  */
 export class PublishMetrics {

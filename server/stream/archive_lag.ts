@@ -22,11 +22,12 @@ export interface ArchiveLag {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { archiveLagOf } from "./archive_lag.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
  * await log.append(new TextEncoder().encode("{}"));
- * console.log(archiveLagOf(log).rows); // 1
+ * equal(archiveLagOf(log).rows, 1);
  * await log.close();
  * ```
  */

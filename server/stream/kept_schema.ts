@@ -1,6 +1,6 @@
 /**
  * The schema history a stream keeps beside its log, and the rule for a new
- * schema (issue 19: a schema that can grow; DESIGN §14, SPEC §3.12).
+ * schema (a schema that can grow: DESIGN §14, SPEC §3.12).
  *
  * @module
  */
@@ -32,12 +32,13 @@ import type { RowSchema } from "../../schema/row_schema.ts";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { compileSchema } from "../../schema/compile.ts";
  * import { keepSchema } from "./kept_schema.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
- * console.log((await keepSchema(log, schema)).map((v) => v.from)); // [ 1 ]
+ * deepStrictEqual((await keepSchema(log, schema)).map((v) => v.from), [1]);
  * await log.close();
  * ```
  */

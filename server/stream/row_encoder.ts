@@ -33,11 +33,11 @@ export type EncodedRows = string[] | { index: number; refusal: RowRefusal };
  * import { RowEncoder } from "./row_encoder.ts";
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
  * let rejected = 0;
- * const rows = new RowEncoder("t", schema, 16, { inc: () => void rejected++ });
+ * const rows = new RowEncoder("t", schema, 8, { inc: () => void rejected++ });
  * equal(rows.encode({ v: 1 }), '{"v":1}');
  * equal(rows.encodeText('{ "v": 2 }'), '{"v":2}');
  * ok(rows.encode({ v: "x" }) instanceof TypeError); // a RowError
- * ok(rows.encode({ v: 1e300 }) instanceof RangeError); // over 16 bytes
+ * ok(rows.encode({ v: 12345678 }) instanceof RangeError); // over 8 bytes
  * ok(rows.encodeText("{") instanceof SyntaxError); // not JSON: not a row, not counted
  * equal(rejected, 2);
  * ```

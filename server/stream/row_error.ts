@@ -10,9 +10,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { RowError } from "./row_error.ts";
  * const err = new RowError("trades", "/price: must be number");
- * console.log(err.message); // row refused by stream "trades": /price: must be number
+ * equal(err.message, 'row refused by stream "trades": /price: must be number');
  * ```
  */
 export class RowError extends TypeError {

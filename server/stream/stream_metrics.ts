@@ -28,12 +28,13 @@ const COMMIT_BUCKETS_S: number[] = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Stream, type StreamStats } from "./stream.ts";
  * const s = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const stats: StreamStats = s.stats;
- * console.log(stats.rowsAppended); // 0
+ * equal(stats.rowsAppended, 0);
  * ```
  */
 export interface StreamStats {
@@ -72,11 +73,12 @@ export interface StreamMetricsSource {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Registry } from "../metrics.ts";
  * import { declareStreamMetrics } from "./stream_metrics.ts";
  * const r = new Registry();
  * declareStreamMetrics(r);
- * console.log(r.render().startsWith("# HELP streamcast_rows_appended_total")); // true
+ * equal(r.render().startsWith("# HELP streamcast_rows_appended_total"), true);
  * ```
  */
 export function declareStreamMetrics(registry: Registry): {
@@ -122,7 +124,6 @@ export function declareStreamMetrics(registry: Registry): {
       "Duration of a log commit (write + syncData).",
       COMMIT_BUCKETS_S,
     ),
-    // compress= (§16)
     zstdFrames: c(
       "streamcast_zstd_frames_total",
       "zstd frames compressed (compress=zstd), by path: live (once per commit, shared by " +
@@ -141,6 +142,7 @@ export function declareStreamMetrics(registry: Registry): {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { StreamMetrics } from "./stream_metrics.ts";
  * const m = new StreamMetrics("trades", {
  *   subscriberStates: () => ({ catching_up: 0, live: 2 }),
@@ -148,8 +150,7 @@ export function declareStreamMetrics(registry: Registry): {
  * });
  * m.rowsAppended.inc(3);
  * m.dropped("stalled");
- * console.log(m.registry.render().includes('streamcast_subscribers{state="live",stream="trades"} 2'));
- * // true
+ * ok(m.registry.render().includes('streamcast_subscribers{state="live",stream="trades"} 2'));
  * ```
  */
 export class StreamMetrics {
@@ -171,7 +172,7 @@ export class StreamMetrics {
   readonly subscribes: CounterChild;
   /** Commit durations in seconds; null on an ephemeral stream. */
   readonly commitSeconds: HistogramChild | null;
-  /** compress= (§16): frames compressed, and bytes in and out, per path. */
+  /** compress=: frames compressed, and bytes in and out, per path. */
   readonly zstd: Record<
     "live" | "replay",
     { frames: CounterChild; text: CounterChild; zstd: CounterChild }

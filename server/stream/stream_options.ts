@@ -22,12 +22,13 @@ export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { StreamOptions } from "./stream_options.ts";
  * const options: StreamOptions = {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  *   maxReplay: null,
  * };
- * console.log(options.maxReplay); // null
+ * equal(options.maxReplay, null);
  * ```
  */
 export interface StreamOptions {
@@ -69,13 +70,14 @@ export interface StreamOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { StreamRestoreOptions } from "./stream_options.ts";
  * const options: StreamRestoreOptions = {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  *   root: "data",
  *   archive: "s3://bucket/prefix",
  * };
- * console.log(options.archive); // s3://bucket/prefix
+ * equal(options.archive, "s3://bucket/prefix");
  * ```
  */
 export interface StreamRestoreOptions extends StreamOptions {
@@ -120,11 +122,12 @@ const RESTORE_KEYS = [...KEYS, "hydrate", "progress"] as const;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { checkStreamName } from "./stream_options.ts";
  * try {
  *   checkStreamName("Stream.open", "_x");
  * } catch (err) {
- *   console.log(err instanceof RangeError); // true
+ *   equal(err instanceof RangeError, true);
  * }
  * ```
  */
@@ -145,15 +148,14 @@ export function checkStreamName(where: string, name: unknown): string {
  *
  * @example
  * ```ts
+ * import { equal, throws } from "node:assert/strict";
  * import { checkStreamOptions } from "./stream_options.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
- * console.log(checkStreamOptions("Stream.open", { schema }).maxBacklog); // 8192
- * try {
- *   checkStreamOptions("Stream.open", { schema, maxBacklog: "8" });
- * } catch (err) {
- *   console.log((err as Error).message);
- *   // Stream.open: options.maxBacklog must be an integer >= 1, got "8"
- * }
+ * equal(checkStreamOptions("Stream.open", { schema }).maxBacklog, 8192);
+ * throws(() => checkStreamOptions("Stream.open", { schema, maxBacklog: "8" }), {
+ *   name: "TypeError",
+ *   message: 'Stream.open: options.maxBacklog must be an integer >= 1, got "8"',
+ * });
  * ```
  */
 export function checkStreamOptions(
@@ -205,8 +207,9 @@ export function checkStreamOptions(
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { archiveLogOptions } from "./stream_options.ts";
- * console.log(archiveLogOptions({ archive: "s3://b/p" } as never).archive); // { uri: "s3://b/p" }
+ * deepStrictEqual(archiveLogOptions({ archive: "s3://b/p" } as never).archive, { uri: "s3://b/p" });
  * ```
  */
 export function archiveLogOptions(settings: StreamSettings): LogOptions {

@@ -966,6 +966,118 @@ var Connection = class {
   }
 };
 
+// client/_cursor_saver.ts
+var CursorSaver = class {
+  /** The stream id saved with the position (the subscription's). */
+  streamId = null;
+  #cursor;
+  #options;
+  #failed;
+  #handled = null;
+  #saved = null;
+  #handledCount = 0;
+  #savedCount = 0;
+  #chain = Promise.resolve();
+  #timer;
+  #error = void 0;
+  #stopped = false;
+  /**
+   * Saves to `cursor` (null: keeps the position only); `failed` is told when
+   * a timed save fails (see {@linkcode CursorSaver.takeError}).
+   */
+  constructor(cursor, options, failed) {
+    this.#cursor = cursor;
+    this.#options = options;
+    this.#failed = failed;
+  }
+  /** The first offset not yet handled: what the cursor saves (null on an ephemeral stream). */
+  get position() {
+    return this.#handled;
+  }
+  /** Whether a save is due now (enough rows handled since the last). */
+  get due() {
+    return this.#cursor !== null && !this.#stopped && this.#handledCount - this.#savedCount >= this.#options.everyRows;
+  }
+  /** Takes a timed save's failure (undefined when none is waiting). */
+  takeError() {
+    const e = this.#error;
+    this.#error = void 0;
+    return e;
+  }
+  /** Whether a timed save failed and its error was not taken yet. */
+  get failed() {
+    return this.#error !== void 0;
+  }
+  /**
+   * Starts at `position` of stream `streamId`: saved now when `fresh` (no
+   * cursor was loaded), else taken as what the cursor holds.
+   */
+  async begin(position, streamId, fresh) {
+    this.#handled = position;
+    this.streamId = streamId;
+    if (this.#cursor && fresh) await this.save();
+    else this.#saved = position;
+  }
+  /** The row at `offset` (null: ephemeral) is handled: the loop asked for the next one. */
+  handled(offset) {
+    if (offset !== null && offset + 1 > (this.#handled ?? 0)) this.#handled = offset + 1;
+    this.#handledCount++;
+    if (this.#cursor && !this.#stopped && !this.due) this.#arm();
+  }
+  /** The row at `offset` is handled, by a `commit()` (counted when the loop moves on). */
+  commit(offset) {
+    if (offset + 1 > (this.#handled ?? 0)) this.#handled = offset + 1;
+  }
+  /** Saves the position now (after the saves before it). */
+  save() {
+    const run = async () => {
+      const pos = this.#handled;
+      const count = this.#handledCount;
+      if (pos === null || !this.#cursor) return;
+      if (pos === this.#saved) {
+        this.#savedCount = count;
+        return;
+      }
+      if (this.#options.beforeSave) await this.#options.beforeSave();
+      await this.#cursor.save({
+        offset: pos,
+        streamId: this.streamId
+      });
+      this.#saved = pos;
+      this.#savedCount = count;
+    };
+    const p = this.#chain.then(run);
+    this.#chain = p.catch(() => {
+    });
+    return p;
+  }
+  /** Stops saving on its own: no timer, and no save is due from now on. */
+  halt() {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#timer = void 0;
+  }
+  /**
+   * Halts; with `save`, saves the position if it moved since the last save,
+   * else waits for the saves under way.
+   */
+  async stop(save) {
+    this.halt();
+    if (save && this.#cursor && this.#handled !== this.#saved) await this.save();
+    else await this.#chain;
+  }
+  #arm() {
+    if (this.#timer !== void 0 || this.#handled === this.#saved) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = void 0;
+      this.save().catch((err) => {
+        this.#error ??= err;
+        this.#failed();
+      });
+    }, this.#options.everyMs);
+  }
+};
+
 // client/_zstd_dict.ts
 var loaded2 = null;
 function loadDictZstd() {
@@ -1414,9 +1526,6 @@ var Subscription = class _Subscription {
   #url;
   #opts;
   #WS;
-  #cursor;
-  #saveEveryRows;
-  #saveEveryMs;
   #conn = null;
   #greeting = null;
   #streamId = null;
@@ -1426,17 +1535,11 @@ var Subscription = class _Subscription {
   #lastOffset = null;
   /** The offset of the row yielded last (null: ephemeral), `undefined` when none is current. */
   #current = void 0;
-  /** The next offset not yet handled (the cursor's offset); null on an ephemeral stream. */
-  #handled = null;
-  #saved = null;
-  /** Rows handled so far, and how many of them the last completed save covers. */
-  #handledCount = 0;
-  #savedCount = 0;
-  #saveChain = Promise.resolve();
-  #saveTimer;
-  #saveError = void 0;
+  /** The resume position and the cursor's saving. */
+  #saver;
+  /** The lines of the frame being read, and the index of the next one. */
   #lines = [];
-  #li = 0;
+  #lineAt = 0;
   #busy = false;
   #closed = false;
   #closing = null;
@@ -1458,9 +1561,13 @@ var Subscription = class _Subscription {
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
     this.#WS = options.token === void 0 ? WS : withToken(WS, options.token);
-    this.#cursor = options.cursor ?? null;
-    this.#saveEveryRows = options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS;
-    this.#saveEveryMs = options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS;
+    this.#saver = new CursorSaver(options.cursor ?? null, {
+      everyRows: options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS,
+      everyMs: options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS,
+      ...options.beforeSave ? {
+        beforeSave: options.beforeSave
+      } : {}
+    }, () => this.#conn?.wakeUp());
     this.#compress = new CompressChoice(options, this.#url);
   }
   /**
@@ -1484,21 +1591,19 @@ var Subscription = class _Subscription {
   async #start() {
     let offset = this.#opts.offset ?? null;
     let streamId = null;
-    const saved = this.#cursor ? await this.#cursor.load() : null;
+    const saved = this.#opts.cursor ? await this.#opts.cursor.load() : null;
     if (saved) {
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== void 0) this.#since = sinceMicros(this.#opts.since);
     await this.#openOrCatchUp(offset, streamId, null);
-    if (this.#cursor && !this.#durable) {
+    if (this.#opts.cursor && !this.#durable) {
       throw new NotReplayable(this.#url, {
         why: "not_durable",
         offset: saved?.offset
       });
     }
-    this.#handled = this.#durable ? this.#expect : null;
-    if (this.#cursor && !saved) await this.#save();
-    else this.#saved = this.#handled;
+    await this.#saver.begin(this.#durable ? this.#expect : null, this.#streamId, !saved);
   }
   /**
    * Opens a socket at `offset`; when refused for reaching too far back and
@@ -1535,7 +1640,7 @@ var Subscription = class _Subscription {
       this.#since = null;
       this.#catchUpRows = 0;
       this.#durable = true;
-      this.#streamId = head.stream_id;
+      this.#streamId = this.#saver.streamId = head.stream_id;
       this.#expect = Math.max(this.#expect, from);
       this.#greeting = {
         ...catchUpGreeting(head, from),
@@ -1619,7 +1724,7 @@ var Subscription = class _Subscription {
     this.#greeting = g;
     this.#since = null;
     this.#durable = g.durable;
-    this.#streamId = g.stream_id;
+    this.#streamId = this.#saver.streamId = g.stream_id;
     if (g.durable) {
       const floor = g.replay ? g.replay[0] : g.end_offset;
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
@@ -1642,7 +1747,7 @@ var Subscription = class _Subscription {
    * cursor saves (`null` on an ephemeral stream).
    */
   get position() {
-    return this.#handled;
+    return this.#saver.position;
   }
   /** How many times the subscription reconnected. */
   get reconnects() {
@@ -1650,17 +1755,15 @@ var Subscription = class _Subscription {
   }
   /** At least this many rows are received and ready to be yielded without waiting. */
   get buffered() {
-    return this.#lines.length - this.#li + (this.#conn?.pending ?? 0);
+    return this.#lines.length - this.#lineAt + (this.#conn?.pending ?? 0);
   }
   /**
    * Marks the current row (the one yielded last) handled and saves the cursor
    * now. Without a cursor it only marks.
    */
   async commit() {
-    if (typeof this.#current === "number" && this.#current + 1 > (this.#handled ?? 0)) {
-      this.#handled = this.#current + 1;
-    }
-    if (this.#cursor && this.#durable) await this.#save();
+    if (typeof this.#current === "number") this.#saver.commit(this.#current);
+    if (this.#opts.cursor && this.#durable) await this.#saver.save();
   }
   /**
    * Closes the subscription: the loop ends (a pending `next()` resolves done)
@@ -1693,8 +1796,9 @@ var Subscription = class _Subscription {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { connect } from "./connect.ts";
-   * import { serve, Stream } from "../../mod.ts";
+   * import { serve, Stream } from "../mod.ts";
    * const stream = Stream.ephemeral("ticks", {
    *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
    * });
@@ -1702,7 +1806,7 @@ var Subscription = class _Subscription {
    * const sub = await connect(`${server.url}/ticks`);
    * await stream.send({ v: 1.5 });
    * for await (const [, line] of sub.lines()) {
-   *   console.log(line); // [null,{"v":1.5}]
+   *   equal(line, '[null,{"v":1.5}]');
    *   break;
    * }
    * await server.shutdown();
@@ -1727,13 +1831,8 @@ var Subscription = class _Subscription {
   #markHandled() {
     const cur = this.#current;
     if (cur === void 0) return;
-    if (cur !== null && cur + 1 > (this.#handled ?? 0)) this.#handled = cur + 1;
     this.#current = void 0;
-    this.#handledCount++;
-    if (this.#cursor && !this.#closed && !this.#saveDue()) this.#armSaveTimer();
-  }
-  #saveDue() {
-    return this.#cursor !== null && !this.#closed && this.#handledCount - this.#savedCount >= this.#saveEveryRows;
+    this.#saver.handled(cur);
   }
   /**
    * The fast path of next(): a row already received, when nothing else (a
@@ -1741,18 +1840,18 @@ var Subscription = class _Subscription {
    * the async path.
    */
   #tryNow(raw) {
-    if (this.#busy || this.#closed || this.#aborted || this.#saveError !== void 0) return null;
+    if (this.#busy || this.#closed || this.#aborted || this.#saver.failed) return null;
     this.#markHandled();
-    if (this.#saveDue()) return null;
-    if (this.#li >= this.#lines.length) {
+    if (this.#saver.due) return null;
+    if (this.#lineAt >= this.#lines.length) {
       const frame = this.#conn?.take();
       if (frame === void 0) return null;
       this.#lines = splitBatch(frame);
-      this.#li = 0;
+      this.#lineAt = 0;
     }
-    const value = this.#row(this.#lines[this.#li], raw);
+    const value = this.#row(this.#lines[this.#lineAt], raw);
     if (typeof value === "string") return null;
-    this.#li++;
+    this.#lineAt++;
     return {
       done: false,
       value
@@ -1765,11 +1864,10 @@ var Subscription = class _Subscription {
     this.#busy = true;
     try {
       this.#markHandled();
-      if (this.#saveDue()) await this.#saveOrEnd();
+      if (this.#saver.due) await this.#saveOrEnd();
       while (true) {
-        if (this.#saveError !== void 0) {
-          const err = this.#saveError;
-          this.#saveError = void 0;
+        if (this.#saver.failed) {
+          const err = this.#saver.takeError();
           await this.#shutdown(false).catch(() => {
           });
           throw err;
@@ -1780,8 +1878,8 @@ var Subscription = class _Subscription {
           throw this.#abortReason;
         }
         if (this.#closed) return DONE;
-        if (this.#li < this.#lines.length) {
-          const value = this.#row(this.#lines[this.#li++], raw);
+        if (this.#lineAt < this.#lines.length) {
+          const value = this.#row(this.#lines[this.#lineAt++], raw);
           if (typeof value === "string") await this.#fail(value);
           return {
             done: false,
@@ -1792,7 +1890,7 @@ var Subscription = class _Subscription {
           const r = await this.#catchUp.lines.next();
           if (!r.done) {
             this.#lines = this.#catchUpFilter.pick(r.value);
-            this.#li = 0;
+            this.#lineAt = 0;
             this.#catchUpRows += r.value.length;
             continue;
           }
@@ -1811,7 +1909,7 @@ var Subscription = class _Subscription {
         const frame = conn.take();
         if (frame !== void 0) {
           this.#lines = splitBatch(frame);
-          this.#li = 0;
+          this.#lineAt = 0;
           continue;
         }
         if (conn.problem !== null) await this.#fail(conn.problem);
@@ -1916,64 +2014,26 @@ var Subscription = class _Subscription {
     this.#sleeping?.abort();
     this.#conn?.wakeUp();
   }
-  #armSaveTimer() {
-    if (this.#saveTimer !== void 0 || this.#handled === this.#saved) return;
-    this.#saveTimer = setTimeout(() => {
-      this.#saveTimer = void 0;
-      this.#save().catch((err) => {
-        this.#saveError ??= err;
-        this.#conn?.wakeUp();
-      });
-    }, this.#saveEveryMs);
-  }
   /** Saves in the loop; a failed save ends the subscription. */
   async #saveOrEnd() {
     try {
-      await this.#save();
+      await this.#saver.save();
     } catch (err) {
       await this.#shutdown(false).catch(() => {
       });
       throw err;
     }
   }
-  /** Saves the handled position (one save at a time, in order). */
-  #save() {
-    const run = async () => {
-      const pos = this.#handled;
-      const count = this.#handledCount;
-      if (pos === null || !this.#cursor) return;
-      if (pos === this.#saved) {
-        this.#savedCount = count;
-        return;
-      }
-      if (this.#opts.beforeSave) await this.#opts.beforeSave();
-      await this.#cursor.save({
-        offset: pos,
-        streamId: this.#streamId
-      });
-      this.#saved = pos;
-      this.#savedCount = count;
-    };
-    const p = this.#saveChain.then(run);
-    this.#saveChain = p.catch(() => {
-    });
-    return p;
-  }
   #shutdown(save) {
     this.#closing ??= (async () => {
       this.#closed = true;
-      clearTimeout(this.#saveTimer);
-      this.#saveTimer = void 0;
+      this.#saver.halt();
       this.#opts.signal?.removeEventListener("abort", this.#onAbort);
       this.#sleeping?.abort();
       this.#lines = [];
-      this.#li = 0;
+      this.#lineAt = 0;
       await this.#conn?.close();
-      if (save && this.#cursor && this.#durable && this.#handled !== this.#saved) {
-        await this.#save();
-      } else {
-        await this.#saveChain;
-      }
+      await this.#saver.stop(save && this.#durable);
     })();
     return this.#closing;
   }

@@ -50,11 +50,12 @@ function escapeHtml(s: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { viewerAsset } from "./page.ts";
  * const res = viewerAsset("/_/client.js")!;
- * console.log(res.headers.get("content-type")); // text/javascript; charset=utf-8
- * console.log((await res.text()).includes("function connect(")); // true
- * console.log(viewerAsset("/trades")); // null
+ * equal(res.headers.get("content-type"), "text/javascript; charset=utf-8");
+ * equal((await res.text()).includes("function connect("), true);
+ * equal(viewerAsset("/trades"), null);
  * ```
  */
 export function viewerAsset(pathname: string): Response | null {
@@ -79,10 +80,11 @@ export function viewerAsset(pathname: string): Response | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { viewerPage } from "./page.ts";
  * const page = viewerPage([{ stream: "trades", end_offset: 42 }]);
- * console.log(page.startsWith("<!doctype html>")); // true
- * console.log(page.includes('src="/_/client.js"') || page.includes('"/_/client.js"')); // true
+ * equal(page.startsWith("<!doctype html>"), true);
+ * equal(page.includes('src="/_/client.js"') || page.includes('"/_/client.js"'), true);
  * ```
  */
 export function viewerPage(heads: readonly ViewerHead[]): string {

@@ -75,7 +75,7 @@ Deno.test("demo prints its URLs, serves the viewer, grows, exits 0 on SIGINT, an
     assert((await page.text()).includes(`from "/_/client.js"`));
     const client = await fetch(`${demo.url}/_/client.js`);
     assertEquals(client.headers.get("content-type"), "text/javascript; charset=utf-8");
-    const bundle = await Deno.readTextFile(`${REPO}/server/_client_bundle.js`);
+    const bundle = await Deno.readTextFile(`${REPO}/server/viewer/_client_bundle.js`);
     assertEquals(await client.text(), bundle);
     assert((await (await fetch(`${demo.url}/_/viewer.js`)).text()).includes("startViewer"));
 
