@@ -1,6 +1,7 @@
 // The layout rules of README's "Where things are", checked on the source:
 // no import cycle among the project's modules, each folder imports only the
-// folders it may, and no hand-written source file outside tests/ and bench/
+// folders it may (and inside server/, each step of the data path only the
+// steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file).
 import { assert } from "./_assert.ts";
 import { REPO } from "./e2e/_demo.ts";
@@ -19,6 +20,26 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   server: ["common", "log", "client", "schema", "arrow"],
   cli: ["common", "log", "client", "schema", "arrow", "server", "cli.ts", "mod.ts", "arrow.ts"],
 };
+
+/**
+ * What each folder of server/ may import of server/ besides itself: the
+ * folders below it on the data path, and "." for the shared modules at the
+ * top of server/ (every file there but serve.ts, the Deno.serve binding,
+ * which may import any folder and which nothing imports). The shared
+ * modules (".") import no folder of server/.
+ */
+const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
+  ".": [],
+  frames: [],
+  viewer: [],
+  fanout: ["frames", "."],
+  stream: ["fanout", "frames", "."],
+  publish: ["stream", "."],
+  follow: ["stream", "."],
+  ingest: ["stream", "."],
+  http: ["publish", "stream", "fanout", "frames", "viewer", "."],
+};
+const SERVER_BINDING = "server/serve.ts";
 
 async function* walk(dir: string, rel = ""): AsyncGenerator<string> {
   for await (const e of Deno.readDir(dir)) {
@@ -94,6 +115,34 @@ Deno.test("layout: each folder imports only the folders it may", async () => {
     }
   }
   assert(wrong.length === 0, `imports against the layout:\n${wrong.join("\n")}`);
+});
+
+// The part of server/ a server path is in: its folder, or "." for a file at the top.
+function serverPart(path: string): string {
+  const rest = path.slice("server/".length);
+  return rest.includes("/") ? rest.slice(0, rest.indexOf("/")) : ".";
+}
+
+Deno.test("layout: each folder of server/ imports only the steps of the data path below it", async () => {
+  const files = await sources();
+  const wrong: string[] = [];
+  for (const [path, text] of files) {
+    if (!path.startsWith("server/")) continue;
+    for (const target of importsOf(path, text)) {
+      if (!target.startsWith("server/") || !files.has(target)) continue;
+      if (target === SERVER_BINDING && path !== SERVER_BINDING) {
+        wrong.push(`${path} imports ${target} (the binding: nothing imports it)`);
+        continue;
+      }
+      if (path === SERVER_BINDING) continue;
+      const from = serverPart(path);
+      const to = serverPart(target);
+      const allowed = SERVER_MAY_IMPORT[from];
+      if (!allowed) wrong.push(`${path}: server/${from}/ has no rule in SERVER_MAY_IMPORT`);
+      else if (to !== from && !allowed.includes(to)) wrong.push(`${path} imports ${target}`);
+    }
+  }
+  assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
 });
 
 Deno.test(`layout: no hand-written source file outside tests/ and bench/ is over ${MAX_LINES} lines`, async () => {
