@@ -34,7 +34,7 @@ Deno.test("election among 3 contenders: one leader at a time, a new term at each
   await using etcd = await startEtcd();
   const client = new EtcdClient(etcd.url);
   const names = ["n1", "n2", "n3"];
-  const es = contenders(client, "trades", names, 2);
+  const es = contenders(client, "trades", names, 5); // resignations revoke: the TTL only guards
   const watch = new LeaderWatch(client, "trades", { pollMs: 500 });
   const seen: (number | null)[] = [];
   watch.onChange = (l) => seen.push(l?.term ?? null);
@@ -139,7 +139,7 @@ function campaignChild(urls: string, stream: string, node: string, ttl: number) 
 Deno.test("a leader paused past its lease (SIGSTOP) is replaced within lease + 5 s, and on SIGCONT knows from its own clock it is not leader", async () => {
   await using etcd = await startEtcd();
   const client = new EtcdClient(etcd.url);
-  const ttl = 2;
+  const ttl = 3;
   const child = campaignChild(etcd.url, "trades", "n1", ttl);
   const [n2] = contenders(client, "trades", ["n2"], ttl);
   try {
@@ -191,8 +191,8 @@ Deno.test("a leader paused past its lease (SIGSTOP) is replaced within lease + 5
 
 Deno.test("etcd killed: the leader stops leading when its lease clock runs out; an election follows when etcd is back", async () => {
   await using etcd = await startEtcd();
-  const client = new EtcdClient(etcd.url, { timeoutMs: 500 });
-  const ttl = 2;
+  const client = new EtcdClient(etcd.url);
+  const ttl = 3;
   const es = contenders(client, "trades", ["n1", "n2"], ttl);
   for (const e of es) e.start();
   try {
