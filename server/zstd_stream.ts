@@ -363,12 +363,12 @@ export class ZstdStream {
   }
 
   /**
-   * Makes the next commit end the open frame, so that the one after starts a
-   * new frame (a group can call it to let waiting joiners in sooner). No
-   * effect between frames.
+   * Makes the next commit end its frame (the open one, or a frame of its own
+   * when none is open), so that the one after starts a new frame: a group
+   * can call it to let waiting joiners in sooner.
    */
   finishFrame(): void {
-    if (this.#inFrame) this.#finish = true;
+    this.#finish = true;
   }
 
   /** A self-contained frame of `text` ({@linkcode selfContainedFrame}): what a member gets until the next frame starts. */
