@@ -66,7 +66,7 @@ export const COMPRESS_FRAME_BYTES: {
 /**
  * log2 of the window of every zstd-stream frame (64 KiB). Trade and nested
  * rows compress to the same bytes (within 2 %) with windows from 32 KiB to
- * 1 MiB, while a context's memory grows with the window (0.31, 0.53, 0.98
+ * 1 MiB, while a context's memory grows with the window (at level 1: 0.31, 0.53, 0.98
  * and 1.9 MB for 32 KiB, 64 KiB, 128 KiB and 1 MiB, measured with
  * `ZSTD_sizeof_CCtx`), and so does the work of a JavaScript decoder, which
  * shifts its window by each block it decodes.
@@ -79,6 +79,33 @@ export const COMPRESS_FRAME_BYTES: {
  * ```
  */
 export const ZSTD_STREAM_WINDOW_LOG = 16;
+
+/**
+ * The compression parameters of a group's context: level 6 (lazy
+ * matching), matches from 4 bytes, and hash and chain tables of 2^15 and
+ * 2^16 entries, sized for the 64 KiB window. Measured at one row per commit
+ * (bench/zstd_stream.ts and the tuning behind it, same run): trade rows
+ * 33.5 bytes a row against 39.8 at level 1 and 36.7 at level 3 with
+ * 4-byte matches; the nested row 85.6 against 102; at about twice level
+ * 1's CPU (a few µs a commit, once per group) and 0.66 MB a context
+ * (level 6's own tables, sized for large windows, take 3.6 MB). Levels 7
+ * and 9 gain under 1 % more for twice the CPU again. Self-contained frames
+ * (a joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead: they are
+ * whole commits or catch-up slices, where level 1 does as well for less.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ZSTD_STREAM_PARAMS } from "./zstd_stream.ts";
+ * equal(ZSTD_STREAM_PARAMS.level, 6);
+ * ```
+ */
+export const ZSTD_STREAM_PARAMS: {
+  readonly level: number;
+  readonly minMatch: number;
+  readonly hashLog: number;
+  readonly chainLog: number;
+} = { level: 6, minMatch: 4, hashLog: 15, chainLog: 16 };
 
 /**
  * Checks a frame size: an integer within {@linkcode COMPRESS_FRAME_BYTES}'s
@@ -114,6 +141,9 @@ export interface ZstdStreamOptions {
 // Parameter numbers of zstd.h (stable API).
 const C_LEVEL = 100; // ZSTD_c_compressionLevel
 const C_WINDOW_LOG = 101; // ZSTD_c_windowLog
+const C_HASH_LOG = 102; // ZSTD_c_hashLog
+const C_CHAIN_LOG = 103; // ZSTD_c_chainLog
+const C_MIN_MATCH = 105; // ZSTD_c_minMatch
 const C_CHECKSUM = 201; // ZSTD_c_checksumFlag
 const E_FLUSH = 1; // ZSTD_e_flush
 const E_END = 2; // ZSTD_e_end
@@ -177,12 +207,21 @@ class Scratch {
 let scratch: Scratch | null = null;
 let oneShot: Deno.PointerValue = null;
 
-function newContext(z: Libzstd): Deno.PointerObject {
+// A compression context with the window and checksum of every frame made
+// here: a group's (`stream`: ZSTD_STREAM_PARAMS) or the self-contained one.
+function newContext(z: Libzstd, stream: boolean): Deno.PointerObject {
   const cctx = z.ZSTD_createCCtx();
   if (cctx === null) throw new Error("libzstd: out of memory creating a compression context");
-  check(z, z.ZSTD_CCtx_setParameter(cctx, C_LEVEL, ZSTD_FRAME_LEVEL), "level");
-  check(z, z.ZSTD_CCtx_setParameter(cctx, C_WINDOW_LOG, ZSTD_STREAM_WINDOW_LOG), "windowLog");
-  check(z, z.ZSTD_CCtx_setParameter(cctx, C_CHECKSUM, 1), "checksum");
+  const set = (param: number, value: number, what: string) =>
+    check(z, z.ZSTD_CCtx_setParameter(cctx, param, value), what);
+  set(C_LEVEL, stream ? ZSTD_STREAM_PARAMS.level : ZSTD_FRAME_LEVEL, "level");
+  set(C_WINDOW_LOG, ZSTD_STREAM_WINDOW_LOG, "windowLog");
+  set(C_CHECKSUM, 1, "checksum");
+  if (stream) {
+    set(C_MIN_MATCH, ZSTD_STREAM_PARAMS.minMatch, "minMatch");
+    set(C_HASH_LOG, ZSTD_STREAM_PARAMS.hashLog, "hashLog");
+    set(C_CHAIN_LOG, ZSTD_STREAM_PARAMS.chainLog, "chainLog");
+  }
   return cctx;
 }
 
@@ -233,7 +272,7 @@ export function zstdStreamProblem(): string | null {
 export function selfContainedFrame(text: string | Uint8Array): Uint8Array {
   const z = libzstd();
   const s = scratch!;
-  oneShot ??= newContext(z);
+  oneShot ??= newContext(z, false);
   const n = s.load(text);
   s.ensureOut(Number(z.ZSTD_compressBound(BigInt(n))) + 64);
   const written = check(
@@ -273,7 +312,7 @@ export class ZstdStream {
   private constructor(z: Libzstd, frameBytes: number) {
     this.#z = z;
     this.#frameBytes = frameBytes;
-    this.#cctx = newContext(z);
+    this.#cctx = newContext(z, true);
     unclosed.register(this, this.#cctx, this);
   }
 
