@@ -31,8 +31,9 @@
  * The codec is the system's libzstd through Deno's FFI (`./_libzstd.ts`):
  * `node:zlib`'s streaming zstd compressor works in Deno 2.9 but only
  * asynchronously (its synchronous `_processChunk` closes the handle after
- * one call), and a flush through its callback cost 5–13 µs a one-row commit
- * against 1.5–2 µs here (bench/zstd_stream.ts).
+ * one call), so the fan-out would wait on a callback per commit, and with
+ * the same parameters it cost 7.5 µs of CPU a one-row commit against 5.2
+ * here, for the same bytes (bench/zstd_stream.ts).
  *
  * @module
  */
@@ -66,10 +67,14 @@ export const COMPRESS_FRAME_BYTES: {
 /**
  * log2 of the window of every zstd-stream frame (64 KiB). Trade and nested
  * rows compress to the same bytes (within 2 %) with windows from 32 KiB to
- * 1 MiB, while a context's memory grows with the window (at level 1: 0.31, 0.53, 0.98
- * and 1.9 MB for 32 KiB, 64 KiB, 128 KiB and 1 MiB, measured with
- * `ZSTD_sizeof_CCtx`), and so does the work of a JavaScript decoder, which
- * shifts its window by each block it decodes.
+ * 1 MiB at level 1, while a context's memory grows with the window (at
+ * level 1: 0.31, 0.53, 0.98 and 1.9 MB for 32 KiB, 64 KiB, 128 KiB and
+ * 1 MiB, measured with `ZSTD_sizeof_CCtx`), and so does the work of the
+ * browser's decoder (fzstd allocates a block buffer of the window's size,
+ * up to 128 KiB, for each message). At {@linkcode ZSTD_STREAM_PARAMS}, a
+ * 16 KiB window (2^14) costs 2 % more bytes for trade rows and 3 % for
+ * nested ones, with 0.27 MB a context against 0.66 and fzstd decoding a
+ * one-row message in 4.4 µs of CPU against 11: 64 KiB keeps the bytes.
  *
  * @example
  * ```ts
@@ -89,9 +94,10 @@ export const ZSTD_STREAM_WINDOW_LOG = 16;
  * 4-byte matches; the nested row 85.6 against 102; at about twice level
  * 1's CPU (a few µs a commit, once per group) and 0.66 MB a context
  * (level 6's own tables, sized for large windows, take 3.6 MB). Levels 7
- * and 9 gain under 1 % more for twice the CPU again. Self-contained frames
- * (a joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead: they are
- * whole commits or catch-up slices, where level 1 does as well for less.
+ * and 9 gain about 1 % more for twice the CPU again. Self-contained frames
+ * (a joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead, as
+ * `compress=zstd` frames do: they are whole commits or catch-up slices of
+ * up to 256 KiB, where a level's CPU counts per row replayed.
  *
  * @example
  * ```ts
