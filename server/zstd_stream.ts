@@ -31,9 +31,9 @@
  * The codec is the system's libzstd through Deno's FFI (`./_libzstd.ts`):
  * `node:zlib`'s streaming zstd compressor works in Deno 2.9 but only
  * asynchronously (its synchronous `_processChunk` closes the handle after
- * one call), so the fan-out would wait on a callback per commit, and with
- * the same parameters it cost 7.5 µs of CPU a one-row commit against 5.2
- * here, for the same bytes (bench/zstd_stream.ts).
+ * one call), so the fan-out would wait on a callback per commit; with the
+ * same parameters it makes the same bytes for 5.3–7.5 µs of CPU a one-row
+ * commit against 5.0–5.2 here (bench/zstd_stream.ts, two runs).
  *
  * @module
  */
