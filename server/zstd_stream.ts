@@ -32,8 +32,8 @@
  * `node:zlib`'s streaming zstd compressor works in Deno 2.9 but only
  * asynchronously (its synchronous `_processChunk` closes the handle after
  * one call), so the fan-out would wait on a callback per commit; with the
- * same parameters it makes the same bytes for 5.3–7.5 µs of CPU a one-row
- * commit against 5.0–5.2 here (bench/zstd_stream.ts, two runs).
+ * same parameters it makes the same bytes for 5.3–8.3 µs of CPU a one-row
+ * commit against 4.8–5.2 here (bench/zstd_stream.ts, three runs).
  *
  * @module
  */
@@ -65,16 +65,15 @@ export const COMPRESS_FRAME_BYTES: {
 } = { default: 1024 * 1024, min: 4 * 1024, max: 64 * 1024 * 1024 };
 
 /**
- * log2 of the window of every zstd-stream frame (64 KiB). Trade and nested
- * rows compress to the same bytes (within 2 %) with windows from 32 KiB to
- * 1 MiB at level 1, while a context's memory grows with the window (at
- * level 1: 0.31, 0.53, 0.98 and 1.9 MB for 32 KiB, 64 KiB, 128 KiB and
- * 1 MiB, measured with `ZSTD_sizeof_CCtx`), and so does the work of the
- * browser's decoder (fzstd allocates a block buffer of the window's size,
- * up to 128 KiB, for each message). At {@linkcode ZSTD_STREAM_PARAMS}, a
- * 16 KiB window (2^14) costs 2 % more bytes for trade rows and 3 % for
- * nested ones, with 0.27 MB a context against 0.66 and fzstd decoding a
- * one-row message in 4.4 µs of CPU against 11: 64 KiB keeps the bytes.
+ * log2 of the window of every zstd-stream frame (64 KiB). Measured at
+ * {@linkcode ZSTD_STREAM_PARAMS}, one row per commit (bench/zstd_stream.ts,
+ * the parameters section): a 16 KiB window costs 2 % more bytes for trade
+ * rows and 3 % for nested ones, for 0.40× a context's memory (0.27 MB
+ * against 0.66) and a third to a half of the browser decoder's CPU a
+ * message (fzstd allocates a block buffer of the window's size, up to
+ * 128 KiB, for each message); a 1 MiB window saves 2 % of the bytes for 3×
+ * the memory and 2–3× the decoder's CPU. 64 KiB keeps the bytes near
+ * their best.
  *
  * @example
  * ```ts
@@ -89,13 +88,14 @@ export const ZSTD_STREAM_WINDOW_LOG = 16;
  * The compression parameters of a group's context: level 6 (lazy
  * matching), matches from 4 bytes, and hash and chain tables of 2^15 and
  * 2^16 entries, sized for the 64 KiB window. Measured at one row per commit
- * (bench/zstd_stream.ts and the tuning behind it, same run): trade rows
- * 33.5 bytes a row against 39.8 at level 1 and 36.7 at level 3 with
- * 4-byte matches; the nested row 85.6 against 102; at about twice level
- * 1's CPU (a few µs a commit, once per group) and 0.66 MB a context
- * (level 6's own tables, sized for large windows, take 3.6 MB). Levels 7
- * and 9 gain about 1 % more for twice the CPU again. Self-contained frames
- * (a joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead, as
+ * (bench/zstd_stream.ts, the parameters section, same run): 33.2 bytes a
+ * trade row against 40.4 at level 1, 36.4 at level 3 with 4-byte matches
+ * and 34.9 at level 6 with its own tables (3.6 MB a context, against
+ * 0.66); the nested row 85.3 against 103, 106 and 87.9. Level 9 with the
+ * same tables gains 1 % on the trade row and nothing on the nested one,
+ * for more CPU. The CPU is a few µs a commit, once per group: from level
+ * 1's to 3× it over the runs on a loaded machine. Self-contained frames (a
+ * joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead, as
  * `compress=zstd` frames do: they are whole commits or catch-up slices of
  * up to 256 KiB, where a level's CPU counts per row replayed.
  *
