@@ -116,7 +116,7 @@ Deno.test("zstd stream: finishFrame makes the next commit end the frame and the 
   assertDecodes(member, "finishFrame");
 });
 
-Deno.test("zstd stream: frames declare a 64 KiB window, within what the decoder accepts; a context holds about half a MB", () => {
+Deno.test("zstd stream: frames declare a 64 KiB window, within what the decoder accepts; a context holds under 1 MB", () => {
   const group = ZstdStream.create()!;
   try {
     const m = group.compressCommit(tradeCommits(1, () => 1)[0]);
