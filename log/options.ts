@@ -96,12 +96,13 @@ export interface LogOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { LogIo } from "./options.ts";
  * const counting: LogIo = {
  *   write: (file, bytes) => file.write(bytes).then(() => {}),
  *   syncData: (file) => file.syncData(),
  * };
- * console.log(typeof counting.write); // function
+ * equal(typeof counting.write, "function");
  * ```
  */
 export interface LogIo {
@@ -160,8 +161,9 @@ export type ResolvedOptions =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { resolveOptions } from "./options.ts";
- * console.log(resolveOptions({ fsync: false }).segmentBytes); // 67108864
+ * equal(resolveOptions({ fsync: false }).segmentBytes, 67108864);
  * ```
  */
 export function resolveOptions(options: LogOptions): ResolvedOptions {
