@@ -120,12 +120,14 @@ export interface LogIo {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { REAL_IO } from "./options.ts";
  * const path = await Deno.makeTempFile();
  * const file = await Deno.open(path, { write: true });
  * await REAL_IO.write(file, new TextEncoder().encode("x"));
  * await REAL_IO.syncData(file);
  * file.close();
+ * equal(await Deno.readTextFile(path), "x");
  * ```
  */
 export const REAL_IO: LogIo = {

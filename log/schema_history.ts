@@ -170,8 +170,12 @@ export async function readSchemaHistory(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { readCheckedText } from "./meta_file.ts";
  * import { writeSchemaHistory } from "./schema_history.ts";
- * await writeSchemaHistory(await Deno.makeTempDir(), [{ from: 1, schema: { type: "object" } }]);
+ * const dir = await Deno.makeTempDir();
+ * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }]);
+ * equal((await readCheckedText(`${dir}/schema.json`))?.checked, true); // its sidecar agrees
  * ```
  */
 export async function writeSchemaHistory(
