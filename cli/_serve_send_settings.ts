@@ -19,8 +19,9 @@ import { integer, LIMITS_GROUP } from "./_serve_values.ts";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { SEND_SETTINGS } from "./_serve_send_settings.ts";
- * console.log(SEND_SETTINGS.map((s) => s.flag)); // [ "send-buffer-bytes", "fanout-turn-bytes" ]
+ * deepStrictEqual(SEND_SETTINGS.map((s) => s.flag), ["send-buffer-bytes", "fanout-turn-bytes"]);
  * ```
  */
 export const SEND_SETTINGS = [

@@ -29,12 +29,13 @@ export const LIMITS_GROUP = "limits (docs/CLI.md has the table)";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Reader } from "./_serve_values.ts";
  * const even: Reader = (v, what) => {
  *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
  *   return Number(v);
  * };
- * console.log(even("4", "--n", null)); // 4
+ * equal(even("4", "--n", null), 4);
  * ```
  */
 
@@ -61,8 +62,9 @@ function integerValue(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { integer } from "./_serve_values.ts";
- * console.log(integer(0, 65535)("8765", "--port", null)); // 8765
+ * equal(integer(0, 65535)("8765", "--port", null), 8765);
  * ```
  */
 export function integer(min: number, max?: number): Reader {
@@ -74,8 +76,9 @@ export function integer(min: number, max?: number): Reader {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { seconds } from "./_serve_values.ts";
- * console.log(seconds("1.5", "--seal-every")); // 1.5
+ * equal(seconds("1.5", "--seal-every"), 1.5);
  * ```
  */
 export function seconds(v: unknown, what: string): number {
@@ -91,8 +94,9 @@ export function seconds(v: unknown, what: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { stallSeconds } from "./_serve_values.ts";
- * console.log(stallSeconds("30", "--stall-timeout")); // 30
+ * equal(stallSeconds("30", "--stall-timeout"), 30);
  * ```
  */
 export function stallSeconds(v: unknown, what: string): number {
@@ -108,8 +112,10 @@ export function stallSeconds(v: unknown, what: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { maxReplay } from "./_serve_values.ts";
- * console.log(maxReplay("none", "--max-replay"), maxReplay(10, '"maxReplay"')); // null 10
+ * equal(maxReplay("none", "--max-replay"), null);
+ * equal(maxReplay(10, '"maxReplay"'), 10);
  * ```
  */
 export function maxReplay(v: unknown, what: string): number | null {
@@ -122,8 +128,9 @@ export function maxReplay(v: unknown, what: string): number | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { logLevel } from "./_serve_values.ts";
- * console.log(logLevel("debug", "--log-level")); // debug
+ * equal(logLevel("debug", "--log-level"), "debug");
  * ```
  */
 export function logLevel(v: unknown, what: string): LogLevel {
@@ -138,8 +145,9 @@ export function logLevel(v: unknown, what: string): LogLevel {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { logFormat } from "./_serve_values.ts";
- * console.log(logFormat("json", "--log-format")); // json
+ * equal(logFormat("json", "--log-format"), "json");
  * ```
  */
 export function logFormat(v: unknown, what: string): LogFormat {
@@ -154,8 +162,9 @@ export function logFormat(v: unknown, what: string): LogFormat {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { nonEmpty } from "./_serve_values.ts";
- * console.log(nonEmpty("data", '"root"')); // data
+ * equal(nonEmpty("data", '"root"'), "data");
  * ```
  */
 export function nonEmpty(v: unknown, what: string): string {
@@ -170,8 +179,9 @@ export function nonEmpty(v: unknown, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { streamName } from "./_serve_values.ts";
- * console.log(streamName("trades", "--stdin")); // trades
+ * equal(streamName("trades", "--stdin"), "trades");
  * ```
  */
 export function streamName(name: string, what: string): string {
@@ -188,8 +198,9 @@ export function streamName(name: string, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { upstreamUrl } from "./_serve_values.ts";
- * console.log(upstreamUrl("wss://feed.example/v1", "--upstream")); // wss://feed.example/v1
+ * equal(upstreamUrl("wss://feed.example/v1", "--upstream"), "wss://feed.example/v1");
  * ```
  */
 export function upstreamUrl(url: string, what: string): string {
@@ -212,8 +223,9 @@ export function upstreamUrl(url: string, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { s3Uri } from "./_serve_values.ts";
- * console.log(s3Uri("s3://my-bucket/streams", "--archive")); // s3://my-bucket/streams
+ * equal(s3Uri("s3://my-bucket/streams", "--archive"), "s3://my-bucket/streams");
  * ```
  */
 export function s3Uri(v: string, where: string): string {
@@ -228,8 +240,9 @@ export function s3Uri(v: string, where: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { text } from "./_serve_values.ts";
- * console.log(text("0.0.0.0", "--host", null)); // 0.0.0.0
+ * equal(text("0.0.0.0", "--host", null), "0.0.0.0");
  * ```
  */
 export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, what);
@@ -238,8 +251,9 @@ export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, w
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { path } from "./_serve_values.ts";
- * console.log(path("data", '"root"', "/etc/streamcast")); // /etc/streamcast/data
+ * equal(path("data", '"root"', "/etc/streamcast"), "/etc/streamcast/data");
  * ```
  */
 export const path: Reader = (v, what, base) => base === null ? v : resolve(base, nonEmpty(v, what));
@@ -248,8 +262,9 @@ export const path: Reader = (v, what, base) => base === null ? v : resolve(base,
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { bool } from "./_serve_values.ts";
- * console.log(bool(true, '"fsync"')); // true
+ * equal(bool(true, '"fsync"'), true);
  * ```
  */
 export function bool(v: unknown, what: string): boolean {

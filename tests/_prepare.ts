@@ -1,10 +1,11 @@
 /**
  * Run by `deno task test` before the suite: makes sure what the tests need
  * outside npm is on the machine. Today that is Chromium for the browser tests
- * (Debian's package `chromium`, driven by playwright-core; no browser download)
- * and the `zstd` command, which the compress= tests decode frames with (Debian's
- * package `zstd`).
- * When it is missing and this runs as root with apt-get, it installs it and
+ * (Debian's package `chromium`, driven by playwright-core; no browser download),
+ * the `zstd` command, which the compress= tests decode frames with (Debian's
+ * package `zstd`), and etcd, which the cluster tests start (Debian's package
+ * `etcd-server`, etcd 3.4).
+ * When one is missing and this runs as root with apt-get, it installs it and
  * says so on stderr; otherwise it exits 1 with one line naming what is missing
  * and the command that installs it. npm packages need nothing here: Deno
  * fetches them for the tests (deno.dev.json), never for `cli.ts`.
@@ -43,24 +44,29 @@ function isRoot(): boolean {
 /** Where the compress= tests find the `zstd` command. */
 export const ZSTD = "/usr/bin/zstd";
 
-// The zstd command (compress= tests): installed like Chromium when missing.
-async function zstdCommand(): Promise<number> {
-  if (await exists(ZSTD)) return 0;
+/** Where the cluster tests find etcd (tests/_etcd.ts). */
+export const ETCD = "/usr/bin/etcd";
+
+// A command from a Debian package, installed like Chromium when missing:
+// 0 when it is there (after installing it), else 1 with one line saying how.
+async function debianCommand(path: string, pkg: string, who: string): Promise<number> {
+  if (await exists(path)) return 0;
   if (isRoot() && await exists("/usr/bin/apt-get")) {
-    console.error(`streamcast tests: ${ZSTD} is missing; installing Debian's zstd`);
+    console.error(`streamcast tests: ${path} is missing; installing Debian's ${pkg}`);
     const ok = await run("apt-get", ["update", "-qq"]) &&
-      await run("apt-get", ["install", "-y", "-qq", "zstd"]);
-    if (ok && await exists(ZSTD)) return 0;
+      await run("apt-get", ["install", "-y", "-qq", pkg]);
+    if (ok && await exists(path)) return 0;
   }
   console.error(
-    `streamcast tests: the compress= tests need the zstd command at ${ZSTD}: install it with ` +
-      "`sudo apt-get install zstd` (Debian/Ubuntu)",
+    `streamcast tests: ${who} need ${path}: install it with ` +
+      `\`sudo apt-get install ${pkg}\` (Debian/Ubuntu)`,
   );
   return 1;
 }
 
 async function main(): Promise<number> {
-  if (await zstdCommand() !== 0) return 1;
+  if (await debianCommand(ZSTD, "zstd", "the compress= tests") !== 0) return 1;
+  if (await debianCommand(ETCD, "etcd-server", "the cluster tests") !== 0) return 1;
   if (await exists(CHROMIUM)) return 0;
   const how = "apt-get install chromium";
   if (isRoot() && await exists("/usr/bin/apt-get")) {

@@ -17,8 +17,20 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   client: ["common"],
   schema: ["common"],
   arrow: ["common", "log", "client", "schema"],
-  server: ["common", "log", "client", "schema", "arrow"],
-  cli: ["common", "log", "client", "schema", "arrow", "server", "cli.ts", "mod.ts", "arrow.ts"],
+  cluster: ["common", "log"],
+  server: ["common", "log", "client", "schema", "arrow", "cluster"],
+  cli: [
+    "common",
+    "log",
+    "client",
+    "schema",
+    "arrow",
+    "cluster",
+    "server",
+    "cli.ts",
+    "mod.ts",
+    "arrow.ts",
+  ],
 };
 
 /**

@@ -1,0 +1,79 @@
+// The term history beside a log's segments (log/term_history.ts), on real
+// files: kept across opens, terms and starts that only grow, an empty term
+// replaced, damage named, and where a term ends as Kafka's leader epochs say.
+import { join } from "node:path";
+import { assertEquals, assertRejects } from "../_assert.ts";
+import { rmrf, tempDir } from "../_util.ts";
+import { LogCorruptError } from "../../log/mod.ts";
+import { termEnd, TermHistory, TERMS_FILE, truncationPoint } from "../../log/term_history.ts";
+
+Deno.test("term history: kept across opens; terms and starts only grow; a term with no row is replaced", async () => {
+  const dir = await tempDir();
+  try {
+    const h = await TermHistory.open(dir);
+    assertEquals(h.latest, null);
+    await h.begin(2, 1);
+    await h.begin(2, 1); // recorded again (a retry): nothing changes
+    await h.begin(3, 40);
+    await assertRejects(() => h.begin(3, 50), RangeError, "term 3 does not follow term 3");
+    await assertRejects(() => h.begin(1, 60), RangeError, "terms only grow");
+    await assertRejects(() => h.begin(5, 39), RangeError, "before term 3 began (40)");
+    await h.begin(4, 40); // term 3 wrote nothing: 4 replaces it
+    assertEquals((await TermHistory.open(dir)).entries, [{ term: 2, start: 1 }, {
+      term: 4,
+      start: 40,
+    }]);
+    await h.truncateFrom(41);
+    assertEquals(h.entries.length, 2, "term 4 still holds row 40");
+    await h.truncateFrom(40);
+    assertEquals((await TermHistory.open(dir)).entries, [{ term: 2, start: 1 }]);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("term history: a damaged file is named, never read as empty", async () => {
+  const dir = await tempDir();
+  try {
+    const h = await TermHistory.open(dir);
+    await h.begin(1, 1);
+    await h.begin(2, 10);
+    const path = join(dir, TERMS_FILE);
+    const text = await Deno.readTextFile(path);
+    await Deno.writeTextFile(path, text.replace('"start":10', '"start":19'));
+    const err = await assertRejects(
+      () => TermHistory.open(dir),
+      LogCorruptError,
+      "checksum mismatch",
+    );
+    assertEquals(err.path, path);
+    await Deno.writeTextFile(path, '{"terms":[{"term":2,"start":5},{"term":1,"start":9}]}\n');
+    await assertRejects(() => TermHistory.open(dir), LogCorruptError, "terms must grow");
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("term history: where a term ends, and where a rejoining log is cut, for every term asked", () => {
+  const leader = [{ term: 1, start: 1 }, { term: 3, start: 11 }, { term: 6, start: 31 }];
+  const end = 50;
+  const want: Record<number, { term: number; end: number }> = {
+    0: { term: 0, end: 1 },
+    1: { term: 1, end: 11 },
+    2: { term: 1, end: 11 },
+    3: { term: 3, end: 31 },
+    4: { term: 3, end: 31 },
+    5: { term: 3, end: 31 },
+    6: { term: 6, end: 50 },
+    7: { term: 6, end: 50 },
+  };
+  for (let t = 0; t <= 7; t++) assertEquals(termEnd(leader, t, end), want[t], `term ${t}`);
+  // A deposed leader of term 5 (never seen by the leader) wrote 25..40.
+  const mine = [{ term: 1, start: 1 }, { term: 3, start: 11 }, { term: 5, start: 25 }];
+  assertEquals(truncationPoint(mine, 41, termEnd(leader, 5, end)), 25);
+  // Asked again with term 3 after that cut: nothing more goes.
+  assertEquals(truncationPoint(mine.slice(0, 2), 25, termEnd(leader, 3, end)), 25);
+  // A log from before any term (term 0) against a leader whose first term began at 1.
+  assertEquals(truncationPoint([], 20, termEnd(leader, 0, end)), 1);
+  assertEquals(truncationPoint([], 20, termEnd([{ term: 1, start: 20 }], 0, 30)), 20);
+});
