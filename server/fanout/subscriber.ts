@@ -369,9 +369,11 @@ export class Subscriber implements CatchingUp {
     const buffered = this.socket.bufferedAmount;
     if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
     this.#lastBuffered = buffered;
+    // Full: not even the next queued frame of batched text fits the share
+    // (what does fit goes out now, joined within the room).
     const head = this.#queue.head;
     const full = buffered >= this.sendBudget.share() ||
-      (this.#pieces && head !== undefined && !this.#fits(head.chars));
+      (this.#pieces && head !== undefined && !this.#fits(head.frames[this.#queue.at].length));
     if (full) {
       if (now - this.#lastProgress >= this.#stallTimeoutMs) {
         this.#host.dropped("stalled");
