@@ -27,8 +27,8 @@ import process from "node:process";
 import { constants, createDeflateRaw, createZstdCompress, createZstdDecompress } from "node:zlib";
 import { type BenchRow, type BenchSection, median } from "./_report.ts";
 import { type Kind, rowsOf } from "./compress.ts";
-import { zstdFrame } from "../server/compressed_frames.ts";
-import { FrameDictionary } from "../server/frame_dictionary.ts";
+import { zstdFrame } from "../server/frames/compressed_frames.ts";
+import { FrameDictionary } from "../server/frames/frame_dictionary.ts";
 import {
   ZSTD_STREAM_PARAMS,
   ZSTD_STREAM_WINDOW_LOG,
