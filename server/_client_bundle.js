@@ -1294,7 +1294,8 @@ function compileFilter(where, schema) {
       throw new FilterError(`column ${showName(name)} is nested (objects and arrays are not filtered)`);
     }
     const code = conditionCode(name, col, parsed[name], sets, count);
-    tests.push(`v = r[${JSON.stringify(name)}];
+    const read = `r[${JSON.stringify(name)}]${col.nullable ? " ?? null" : ""}`;
+    tests.push(`v = ${read};
   if (!(${code})) return false;`);
   }
   for (const name of [
