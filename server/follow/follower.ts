@@ -181,9 +181,9 @@ export class Follower implements StreamFollow {
   #running: Promise<void> | null = null;
   #poll: ReturnType<typeof setInterval> | undefined;
   #history: Promise<unknown> = Promise.resolve();
-  // Whether a periodic look is still running: the next tick skips rather
-  // than queue behind a slow primary.
-  #looking = false;
+  // Which parts of the periodic look still run: a tick skips a part still
+  // running rather than queue it behind a slow primary.
+  #looking = { head: false, history: false };
   // The live history poll's failing state: its error text (logged when it
   // changes) and how many polls failed in a row; null while polls succeed.
   #pollFailure: { error: string; count: number; sinceMs: number } | null = null;
@@ -387,19 +387,22 @@ export class Follower implements StreamFollow {
   }
 
   // The periodic look while the tail is open: the primary's end (lag) and
-  // new chunks (adopted when the replica holds their rows). One at a time: a
-  // tick while the last look runs is skipped, so that looks never pile up
-  // behind a slow primary (nor a reconnect's sync behind them).
+  // new chunks (adopted when the replica holds their rows). Each part one at
+  // a time: a tick while the last one runs skips it, so that looks never pile
+  // up behind a slow primary (nor a reconnect's sync behind them).
   #look(): void {
-    if (!this.#tailOpen || this.#state === "stopped" || this.#looking) return;
-    this.#looking = true;
-    const history = this.#syncHistory(true).then(() => this.#pollRecovered(), (err) => {
+    if (!this.#tailOpen || this.#state === "stopped") return;
+    const looking = this.#looking;
+    if (!looking.head) {
+      looking.head = true;
+      this.primaryEnd().catch(() => {}).finally(() => looking.head = false);
+    }
+    if (looking.history) return;
+    looking.history = true;
+    this.#syncHistory(true).then(() => this.#pollRecovered(), (err) => {
       if (this.#abort.signal.aborted) return;
       this.#pollFailed(err instanceof Error ? err.message : String(err));
-    });
-    Promise.all([this.primaryEnd().catch(() => {}), history]).finally(() => {
-      this.#looking = false;
-    });
+    }).finally(() => looking.history = false);
   }
 
   // A failing poll is logged at warn once per distinct error, not every poll.
