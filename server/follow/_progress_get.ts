@@ -65,8 +65,11 @@ export async function progressGet(url: string, options: ProgressGetOptions): Pro
     async pull(controller) {
       wait("bytes");
       try {
-        // The request's signal errors its body when it aborts (fetch's rule).
+        // The request's signal errors its body when it aborts (fetch's rule),
+        // though a piece fetch already holds may still come first: checked here.
+        if (signal.aborted) throw signal.reason;
         const { done, value } = await reader.read();
+        if (signal.aborted) throw signal.reason;
         if (done) controller.close();
         else controller.enqueue(value);
       } catch (err) {
@@ -80,7 +83,9 @@ export async function progressGet(url: string, options: ProgressGetOptions): Pro
       stop();
       return reader.cancel(reason);
     },
-  });
+    // No read ahead: a piece is asked for only when the reader wants one, so
+    // the clock never runs while the reader is busy with the last.
+  }, { highWaterMark: 0 });
   return new Response(body, {
     status: res.status,
     statusText: res.statusText,
