@@ -691,6 +691,7 @@ export interface Settings {
   followRetryMax: number;
   /** Seconds. */
   followTimeout: number;
+  followMaxManifestBytes: number;
   /** Seconds. */
   followStartWait: number;
 }

@@ -118,6 +118,7 @@ export async function openFollowers(
           pollMs: s.followPoll * 1000,
           retryMaxMs: s.followRetryMax * 1000,
           timeoutMs: s.followTimeout * 1000,
+          maxManifestBytes: s.followMaxManifestBytes,
           startWaitMs: s.followStartWait * 1000,
           archive: s.archive,
           streamOptions: {
