@@ -1,0 +1,243 @@
+/**
+ * A log's Iceberg table, seen from the writer's thread: it hands the table
+ * to the process's Iceberg worker (one `Worker`, started with the first
+ * table and stopped with the last), tells the worker whenever the log's
+ * manifest changes (a chunk sealed), and keeps the worker's last report.
+ *
+ * Only a stream's writer links its table: a follower's log (a replica)
+ * is refused, so one process at most commits to a table.
+ *
+ * @module
+ */
+
+import type { ArchiveOptions } from "../common/s3.ts";
+import type { Log } from "../log/mod.ts";
+import { DEFAULT_MAX_COMMIT_BYTES } from "./table_writer.ts";
+import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
+
+/**
+ * Options of {@linkcode IcebergTable.start}.
+ *
+ * @example
+ * ```ts
+ * import type { IcebergOptions } from "./table_link.ts";
+ * const o: IcebergOptions = { maxCommitBytes: 16 << 20 };
+ * console.log(o.maxCommitBytes);
+ * ```
+ */
+export interface IcebergOptions {
+  /**
+   * Rows (bytes as stored) per commit at most: a chunk larger than this is
+   * committed as several snapshots. From 1 MiB to 1 GiB. @default 64 MiB
+   */
+  maxCommitBytes?: number;
+  /** How often the log's manifest is looked at for a new chunk, ms. @default 250 */
+  pollMs?: number;
+}
+
+/**
+ * Checks {@linkcode IcebergOptions}: a `TypeError` for a wrong shape, a
+ * `RangeError` for a value out of range.
+ *
+ * @example
+ * ```ts
+ * import { throws } from "node:assert/strict";
+ * import { checkIcebergOptions } from "./table_link.ts";
+ * throws(() => checkIcebergOptions({ maxCommitBytes: 1 }), RangeError);
+ * throws(() => checkIcebergOptions({ colour: "red" }), TypeError);
+ * ```
+ */
+export function checkIcebergOptions(o: unknown): IcebergOptions {
+  if (o === true || o === undefined) return {};
+  if (typeof o !== "object" || o === null || Array.isArray(o)) {
+    throw new TypeError(`iceberg must be true or an object of options, got ${JSON.stringify(o)}`);
+  }
+  const opts = o as Record<string, unknown>;
+  for (const k of Object.keys(opts)) {
+    if (k !== "maxCommitBytes" && k !== "pollMs") {
+      throw new TypeError(`iceberg: unknown option ${JSON.stringify(k)}`);
+    }
+  }
+  const m = opts.maxCommitBytes;
+  if (
+    m !== undefined &&
+    (!Number.isSafeInteger(m) || (m as number) < 1 << 20 || (m as number) > 1 << 30)
+  ) {
+    throw new RangeError(`iceberg.maxCommitBytes must be an integer from 1 MiB to 1 GiB, got ${m}`);
+  }
+  const p = opts.pollMs;
+  if (p !== undefined && (typeof p !== "number" || !(p >= 10 && p <= 60_000))) {
+    throw new RangeError(`iceberg.pollMs must be from 10 to 60000, got ${p}`);
+  }
+  return opts as IcebergOptions;
+}
+
+// The process's Iceberg worker, shared by every table, reference-counted.
+class SharedWorker {
+  static #shared: SharedWorker | null = null;
+  readonly #worker: Worker;
+  readonly #handlers = new Map<string, (m: FromIcebergWorker) => void>();
+  #refs = 0;
+
+  private constructor() {
+    this.#worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
+    this.#worker.onmessage = (e: MessageEvent<FromIcebergWorker>) => {
+      this.#handlers.get(e.data.dir)?.(e.data);
+    };
+    this.#worker.onerror = (e) => {
+      e.preventDefault();
+      // A worker that failed has let go of every table.
+      for (const [dir, h] of this.#handlers) h({ type: "closed", dir });
+    };
+  }
+
+  static acquire(dir: string, handler: (m: FromIcebergWorker) => void): SharedWorker {
+    const w = (SharedWorker.#shared ??= new SharedWorker());
+    w.#refs++;
+    w.#handlers.set(dir, handler);
+    return w;
+  }
+
+  post(msg: ToIcebergWorker): void {
+    this.#worker.postMessage(msg);
+  }
+
+  release(dir: string): void {
+    this.#handlers.delete(dir);
+    if (--this.#refs === 0) {
+      this.#worker.terminate();
+      SharedWorker.#shared = null;
+    }
+  }
+}
+
+/**
+ * A log's Iceberg table, kept up with its sealed chunks by the process's
+ * Iceberg worker: at `ARCHIVE/NAME/iceberg/` when the log has an archive,
+ * else at `DIR/iceberg/` in the log's folder.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "../log/mod.ts";
+ * import { writeSchemaHistory } from "../log/schema_history.ts";
+ * import { IcebergTable } from "./table_link.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { name: "t", chunks: true, timers: false });
+ * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }]);
+ * const table = IcebergTable.start(log, "t", null);
+ * await log.appendMany(['{"n":1}', '{"n":2}']);
+ * await log.roll();
+ * await log.chunksSettled();
+ * equal(await table.settled(30_000), true);
+ * equal(table.state?.lastOffset, 2);
+ * await log.close();
+ * await table.close(10_000);
+ * ```
+ */
+export class IcebergTable {
+  readonly #log: Log;
+  readonly #dir: string;
+  #worker: SharedWorker | null;
+  #state: TableState | null = null;
+  #generation = -1;
+  readonly #timer: ReturnType<typeof setInterval>;
+  #waiters: (() => void)[] = [];
+  #onClosed: (() => void) | null = null;
+
+  private constructor(log: Log, stream: string, archive: ArchiveOptions | null, o: IcebergOptions) {
+    this.#log = log;
+    this.#dir = log.dir;
+    this.#worker = SharedWorker.acquire(log.dir, (m) => this.#fromWorker(m));
+    this.#worker.post({
+      type: "open",
+      spec: {
+        dir: log.dir,
+        stream,
+        streamId: log.streamId,
+        archive,
+        maxCommitBytes: o.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES,
+      },
+    });
+    this.#timer = setInterval(() => this.#poll(), o.pollMs ?? 250);
+    Deno.unrefTimer(this.#timer);
+  }
+
+  /**
+   * Starts keeping the table of `log` (stream `stream`, archived to
+   * `archive` or not) up with its sealed chunks.
+   *
+   * @throws {TypeError} If `log` is a replica (a follower's): only the
+   *   stream's writer commits to its table.
+   */
+  static start(
+    log: Log,
+    stream: string,
+    archive: ArchiveOptions | null,
+    options: IcebergOptions = {},
+  ): IcebergTable {
+    if (log.replica) {
+      throw new TypeError(
+        `the log of "${stream}" is a follower's: only the stream's writer commits to its Iceberg table`,
+      );
+    }
+    return new IcebergTable(log, stream, archive, checkIcebergOptions(options));
+  }
+
+  /** The worker's last report (null before the first). */
+  get state(): TableState | null {
+    return this.#state;
+  }
+
+  #poll(): void {
+    const g = this.#log.closed ? this.#generation : this.#log.manifest?.generation ?? -1;
+    if (g === this.#generation) return;
+    this.#generation = g;
+    this.#worker?.post({ type: "kick", dir: this.#dir });
+  }
+
+  /**
+   * Resolves true once the table holds every row the log had sealed when
+   * asked (false after `ms`).
+   */
+  async settled(ms: number): Promise<boolean> {
+    const through = this.#log.chunksThrough ?? 0;
+    this.#poll();
+    const deadline = Date.now() + ms;
+    while ((this.#state?.lastOffset ?? -1) < through || this.#state?.lastOffset === -1) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((r) => {
+        this.#waiters.push(r);
+        timer = setTimeout(r, Math.min(left, 1000));
+      });
+      clearTimeout(timer);
+    }
+    return true;
+  }
+
+  #fromWorker(m: FromIcebergWorker): void {
+    if (m.type === "state") this.#state = m.state;
+    else this.#onClosed?.();
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const r of w) r();
+  }
+
+  /**
+   * Brings the table up to date with what the log sealed (for at most
+   * `waitMs`: call it after the log is closed, so that its last chunk is
+   * in), then lets go of the worker.
+   */
+  async close(waitMs: number): Promise<void> {
+    clearInterval(this.#timer);
+    const worker = this.#worker;
+    if (!worker) return;
+    this.#worker = null;
+    const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
+    worker.post({ type: "close", dir: this.#dir, waitMs });
+    await closed;
+    worker.release(this.#dir);
+  }
+}
