@@ -165,7 +165,8 @@ export class IcebergTable {
 
   /**
    * Starts keeping the table of `log` (stream `stream`, archived to
-   * `archive` or not) up with its sealed chunks.
+   * `archive` — an `s3://` URI or archive options — or not) up with its
+   * sealed chunks.
    *
    * @throws {TypeError} If `log` is a replica (a follower's): only the
    *   stream's writer commits to its table.
@@ -173,7 +174,7 @@ export class IcebergTable {
   static start(
     log: Log,
     stream: string,
-    archive: ArchiveOptions | null,
+    archive: string | ArchiveOptions | null,
     options: IcebergOptions = {},
   ): IcebergTable {
     if (log.replica) {
@@ -181,7 +182,8 @@ export class IcebergTable {
         `the log of "${stream}" is a follower's: only the stream's writer commits to its Iceberg table`,
       );
     }
-    return new IcebergTable(log, stream, archive, checkIcebergOptions(options));
+    const a = typeof archive === "string" ? { uri: archive } : archive;
+    return new IcebergTable(log, stream, a, checkIcebergOptions(options));
   }
 
   /** The worker's last report (null before the first). */
