@@ -96,10 +96,8 @@ export type CommitStep = typeof COMMIT_STEPS[number];
  */
 export const DEFAULT_MAX_COMMIT_BYTES = 64 << 20;
 
-/** Manifests of at most this size are merged once there are {@linkcode MERGE_MIN_COUNT} of them. */
+/** Manifests smaller than this are merged once a snapshot lists `mergeManifestsAt` of them. */
 export const MERGE_BELOW_BYTES = 8 << 20;
-/** How many small manifests a snapshot may list before they are merged into one. */
-export const MERGE_MIN_COUNT = 100;
 
 const HINT = "metadata/version-hint.text";
 
@@ -126,6 +124,11 @@ export interface TableWriterOptions {
   archive?: ArchiveOptions | null;
   /** Rows (bytes as stored) per commit at most. @default 64 MiB */
   maxCommitBytes?: number;
+  /**
+   * How many small manifests a snapshot may list before they are merged
+   * into one (as Iceberg's `commit.manifest.min-count-to-merge`). @default 100
+   */
+  mergeManifestsAt?: number;
   /** The clock, ms. @default Date.now */
   clock?: () => number;
   /** Called after each step of a commit (tests stop the writer there). */
@@ -213,6 +216,7 @@ export class TableWriter {
   constructor(options: TableWriterOptions) {
     this.#o = {
       maxCommitBytes: DEFAULT_MAX_COMMIT_BYTES,
+      mergeManifestsAt: 100,
       clock: Date.now,
       ...options,
     };
@@ -398,7 +402,7 @@ export class TableWriter {
 
   /**
    * The manifests of the current snapshot, to list again in the next; once
-   * {@linkcode MERGE_MIN_COUNT} of them are small, those are merged into
+   * `mergeManifestsAt` of them are small, those are merged into
    * one manifest (`NAME.avro`) whose entries are EXISTING, so a snapshot
    * lists a bounded number of manifests however many commits there were.
    */
@@ -419,7 +423,7 @@ export class TableWriter {
     }
     const records = (await readManifestList(bytes)).records;
     const small = records.filter((r) => r.manifest_length < MERGE_BELOW_BYTES);
-    if (small.length < MERGE_MIN_COUNT) return records;
+    if (small.length < this.#o.mergeManifestsAt) return records;
     const entries = [];
     for (const r of small) {
       const path = pathInTable(store.location, r.manifest_path);
