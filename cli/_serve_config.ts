@@ -237,13 +237,12 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
       );
     }
   }
-  const followed = (name: string, what: string) => {
+  const followed = (name: string, what: string, why = "a follower takes no rows for it") => {
     if (s.follow.has(name)) {
       throw new RangeError(
         `${what} names ${show(name)}, which is followed from ${
           followUrl(s.follow.get(name)!).shown
-        }: ` +
-          `a follower takes no rows for it`,
+        }: ${why}`,
       );
     }
   };
@@ -277,7 +276,7 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   }
   for (const name of list("iceberg")) {
     streamName(name, "--iceberg");
-    followed(name, "--iceberg");
+    followed(name, "--iceberg", "only the stream's writer (its primary) commits to its table");
     undeclared(name, "--iceberg");
     s.streams.get(name)!.iceberg = true;
   }
