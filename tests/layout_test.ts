@@ -16,8 +16,20 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   client: ["common"],
   schema: ["common"],
   arrow: ["common", "log", "client", "schema"],
-  server: ["common", "log", "client", "schema", "arrow"],
-  cli: ["common", "log", "client", "schema", "arrow", "server", "cli.ts", "mod.ts", "arrow.ts"],
+  iceberg: ["common", "log", "schema", "arrow"],
+  server: ["common", "log", "client", "schema", "arrow", "iceberg"],
+  cli: [
+    "common",
+    "log",
+    "client",
+    "schema",
+    "arrow",
+    "iceberg",
+    "server",
+    "cli.ts",
+    "mod.ts",
+    "arrow.ts",
+  ],
 };
 
 async function* walk(dir: string, rel = ""): AsyncGenerator<string> {
