@@ -29,6 +29,7 @@ const BENCHES = [
   "publish",
   "compress",
   "follow",
+  "iceberg",
   "nats_peer",
   "profile",
 ];

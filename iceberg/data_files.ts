@@ -27,7 +27,7 @@ import {
   Type,
 } from "apache-arrow";
 import type { RecordBatch as LogRecordBatch } from "../log/mod.ts";
-import { ArrowRowBuilder } from "../arrow/row_builder.ts";
+import { ArrowRowBuilder, type RecordSlice } from "../arrow/row_builder.ts";
 import { arrowSchema, type IcebergSchema, OFFSET_FIELD, TIME_FIELD } from "./schema.ts";
 
 /** µs in a day: `day(streamcast_time)` is `floor(µs / DAY_US)`. */
@@ -44,6 +44,9 @@ export const DAY_US = 86_400_000_000;
  * ```
  */
 export const ROW_GROUP_ROWS = 1 << 18;
+
+/** Rows gathered before they are parsed into one Arrow record batch (as export's batches). */
+const BATCH_ROWS = 1 << 16;
 
 /**
  * One data file, made: its partition, bytes and bounds.
@@ -138,6 +141,8 @@ export class DataFileBuilder {
   readonly #rows: ArrowRowBuilder;
   readonly #days = new Map<number, DayRows>();
   #total = 0;
+  #pending: LogRecordBatch[] = [];
+  #pendingRows = 0;
 
   /**
    * A builder of files with table schema `schema`, parsing rows with the
@@ -162,12 +167,37 @@ export class DataFileBuilder {
 
   /** Adds rows (in offset order), with their append times in `batch.times`. */
   add(batch: LogRecordBatch): void {
-    const n = batch.count;
+    if (batch.count === 0) return;
+    this.#pending.push(batch);
+    this.#pendingRows += batch.count;
+    this.#total += batch.count;
+    if (this.#pendingRows >= BATCH_ROWS) this.#flush();
+  }
+
+  // Parses the rows gathered as one Arrow batch and files its rows by day.
+  #flush(): void {
+    const parts = this.#pending;
+    const n = this.#pendingRows;
     if (n === 0) return;
-    const built = this.#rows.fromRecords(batch);
+    this.#pending = [];
+    this.#pendingRows = 0;
+    const slices: RecordSlice[] = parts.map((batch) => ({ batch, from: 0, count: batch.count }));
+    const built = this.#rows.fromRecordSlices(slices);
     const [offsets, ...columns] = built.data.children;
     const times = new BigInt64Array(n);
-    for (let i = 0; i < n; i++) times[i] = BigInt(batch.times[i]);
+    const words = new Int32Array(times.buffer); // little-endian halves: no BigInt per row
+    const timesUs = new Float64Array(n);
+    const offsetOf = new Float64Array(n);
+    let k = 0;
+    for (const b of parts) {
+      for (let i = 0; i < b.count; i++, k++) {
+        const t = b.times[i];
+        words[2 * k] = t % 0x1_0000_0000;
+        words[2 * k + 1] = Math.floor(t / 0x1_0000_0000);
+        timesUs[k] = t;
+        offsetOf[k] = b.offsets[i];
+      }
+    }
     const timeData = makeData({ type: new TimestampMicrosecond("UTC"), length: n, data: times });
     const fields = this.#arrow.fields;
     const children = [
@@ -180,33 +210,33 @@ export class DataFileBuilder {
     // Times never decrease in offset order: each day is one run of rows.
     let from = 0;
     while (from < n) {
-      const day = Math.floor(batch.times[from] / DAY_US);
+      const day = Math.floor(timesUs[from] / DAY_US);
       let to = from + 1;
-      while (to < n && Math.floor(batch.times[to] / DAY_US) === day) to++;
+      while (to < n && Math.floor(timesUs[to] / DAY_US) === day) to++;
       let d = this.#days.get(day);
       if (!d) {
         d = {
           day,
           batches: [],
           rows: 0,
-          firstOffset: batch.offsets[from],
+          firstOffset: offsetOf[from],
           lastOffset: 0,
-          firstTimeUs: batch.times[from],
+          firstTimeUs: timesUs[from],
           lastTimeUs: 0,
         };
         this.#days.set(day, d);
       }
       d.batches.push(from === 0 && to === n ? whole : whole.slice(from, to));
       d.rows += to - from;
-      d.lastOffset = batch.offsets[to - 1];
-      d.lastTimeUs = batch.times[to - 1];
+      d.lastOffset = offsetOf[to - 1];
+      d.lastTimeUs = timesUs[to - 1];
       from = to;
     }
-    this.#total += n;
   }
 
   /** The data files: one per day, in day order. */
   async finish(): Promise<MadeFile[]> {
+    this.#flush();
     // Loaded on first use: 5 MB of WebAssembly.
     const pw = await import("parquet-wasm");
     // Built afresh per file: writing takes the properties over.
