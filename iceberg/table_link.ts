@@ -10,6 +10,7 @@
  * @module
  */
 
+import { Logger } from "../common/logger.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { DEFAULT_MAX_COMMIT_BYTES } from "./table_writer.ts";
@@ -33,6 +34,8 @@ export interface IcebergOptions {
   maxCommitBytes?: number;
   /** How often the log's manifest is looked at for a new chunk, ms. @default 250 */
   pollMs?: number;
+  /** Where a failed commit is reported (once per distinct failure). @default warnings on stderr */
+  logger?: Logger;
 }
 
 /**
@@ -54,7 +57,7 @@ export function checkIcebergOptions(o: unknown): IcebergOptions {
   }
   const opts = o as Record<string, unknown>;
   for (const k of Object.keys(opts)) {
-    if (k !== "maxCommitBytes" && k !== "pollMs") {
+    if (k !== "maxCommitBytes" && k !== "pollMs" && k !== "logger") {
       throw new TypeError(`iceberg: unknown option ${JSON.stringify(k)}`);
     }
   }
@@ -144,10 +147,14 @@ export class IcebergTable {
   readonly #timer: ReturnType<typeof setInterval>;
   #waiters: (() => void)[] = [];
   #onClosed: (() => void) | null = null;
+  readonly #logger: Logger;
+  readonly #stream: string;
 
   private constructor(log: Log, stream: string, archive: ArchiveOptions | null, o: IcebergOptions) {
     this.#log = log;
     this.#dir = log.dir;
+    this.#stream = stream;
+    this.#logger = o.logger ?? new Logger({ level: "warn" });
     this.#worker = SharedWorker.acquire(log.dir, (m) => this.#fromWorker(m));
     this.#worker.post({
       type: "open",
@@ -220,8 +227,18 @@ export class IcebergTable {
   }
 
   #fromWorker(m: FromIcebergWorker): void {
-    if (m.type === "state") this.#state = m.state;
-    else this.#onClosed?.();
+    if (m.type === "state") {
+      const before = this.#state?.lastError ?? null;
+      this.#state = m.state;
+      const now = m.state.lastError;
+      if (now !== null && now !== before) {
+        this.#logger.error(
+          "iceberg_commit_failed",
+          { stream: this.#stream, table: m.state.location, error: now },
+          `streamcast: the Iceberg table of "${this.#stream}" cannot take its rows (retrying): ${now}`,
+        );
+      }
+    } else this.#onClosed?.();
     const w = this.#waiters;
     this.#waiters = [];
     for (const r of w) r();
