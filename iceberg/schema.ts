@@ -334,6 +334,33 @@ export function tableSchemas(versions: readonly Record<string, unknown>[]): Tabl
   return { schemas, lastColumnId: last };
 }
 
+/**
+ * Checks that a stream with schema `json` can keep a table: no column named
+ * `streamcast_offset` or `streamcast_time` (the table's own), nor `offset`
+ * (the row builder's, as for exports).
+ *
+ * @throws {TypeError} Naming the column.
+ *
+ * @example
+ * ```ts
+ * import { throws } from "node:assert/strict";
+ * import { checkTableColumns } from "./schema.ts";
+ * const schema = (name: string) => ({ type: "object", properties: { [name]: { type: "integer" } }, required: [name] });
+ * checkTableColumns(schema("n"));
+ * throws(() => checkTableColumns(schema("streamcast_time")), /keeps for its own column/);
+ * throws(() => checkTableColumns(schema("offset")), /"offset"/);
+ * ```
+ */
+export function checkTableColumns(json: Record<string, unknown>): void {
+  tableSchemas([json]);
+  if (compileSchema(json).columns.some((c) => c.name === "offset")) {
+    throw new TypeError(
+      'the stream has a column named "offset", which the Iceberg table\'s data files (as ' +
+        "Parquet exports) keep for the offset; rename the column",
+    );
+  }
+}
+
 function fieldMeta(id: number): Map<string, string> {
   return new Map([[FIELD_ID_KEY, String(id)]]);
 }

@@ -10,6 +10,7 @@ import type { ArchiveOptions, LogOptions } from "../log/mod.ts";
 import { DEFAULT_MAX_SUBSCRIBERS } from "./limits.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 import { checkIcebergOptions, type IcebergOptions } from "../iceberg/table_link.ts";
+import { checkTableColumns } from "../iceberg/schema.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -206,19 +207,21 @@ export function checkStreamOptions(
     replayArchive: o.bool("replayArchive", false),
     root,
     logOptions,
-    iceberg: icebergSetting(o.get("iceberg"), root, where),
+    iceberg: icebergSetting(o.get("iceberg"), root, schema as Record<string, unknown>, where),
   };
 }
 
 function icebergSetting(
   v: unknown,
   root: string | undefined,
+  schema: Record<string, unknown>,
   where: string,
 ): IcebergOptions | null {
   if (v === undefined || v === false) return null;
   if (root === undefined) {
     throw new TypeError(`${where}: options.iceberg is for a durable stream (one with root)`);
   }
+  checkTableColumns(schema);
   try {
     return checkIcebergOptions(v);
   } catch (err) {
