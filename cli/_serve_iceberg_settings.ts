@@ -6,7 +6,7 @@
  * @module
  */
 
-import { DEFAULT_MAX_COMMIT_BYTES } from "../iceberg/table_writer.ts";
+import { DEFAULT_MAX_COMMIT_BYTES } from "../iceberg/options.ts";
 import { integer } from "./_serve_values.ts";
 
 const LIMITS = "limits (docs/CLI.md has the table)";

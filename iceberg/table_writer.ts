@@ -59,6 +59,7 @@ import {
 } from "./metadata.ts";
 import { tableSchemas } from "./schema.ts";
 import { pathInTable, type TableStore } from "./table_store.ts";
+import { DEFAULT_MAX_COMMIT_BYTES } from "./options.ts";
 
 /**
  * The steps of a commit, in order (see the module doc); a test may stop the
@@ -81,20 +82,6 @@ export const COMMIT_STEPS = [
 
 /** A step of a commit. */
 export type CommitStep = typeof COMMIT_STEPS[number];
-
-/**
- * The default of {@linkcode TableWriterOptions.maxCommitBytes}: 64 MiB of
- * rows (as stored) per commit at most, the default segment's size, so a
- * chunk of a default log is one commit.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_MAX_COMMIT_BYTES } from "./table_writer.ts";
- * equal(DEFAULT_MAX_COMMIT_BYTES, 64 * 1024 * 1024);
- * ```
- */
-export const DEFAULT_MAX_COMMIT_BYTES = 64 << 20;
 
 /** Manifests smaller than this are merged once a snapshot lists `mergeManifestsAt` of them. */
 export const MERGE_BELOW_BYTES = 8 << 20;

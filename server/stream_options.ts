@@ -9,7 +9,7 @@ import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
 import type { ArchiveOptions, LogOptions } from "../log/mod.ts";
 import { DEFAULT_MAX_SUBSCRIBERS } from "./limits.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
-import { checkIcebergOptions, type IcebergOptions } from "../iceberg/table_link.ts";
+import { checkIcebergOptions, type IcebergOptions } from "../iceberg/options.ts";
 import { checkTableColumns } from "../iceberg/schema.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
