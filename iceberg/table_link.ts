@@ -32,7 +32,7 @@ class SharedWorker {
     this.#worker.onerror = (e) => {
       e.preventDefault();
       // A worker that failed has let go of every table.
-      for (const [dir, h] of this.#handlers) h({ type: "closed", dir });
+      for (const [dir, h] of this.#handlers) h({ type: "failed", dir, message: e.message });
     };
   }
 
@@ -180,6 +180,14 @@ export class IcebergTable {
           `streamcast: the Iceberg table of "${this.#stream}" cannot take its rows (retrying): ${now}`,
         );
       }
+    } else if (m.type === "failed") {
+      this.#logger.error(
+        "iceberg_worker_failed",
+        { stream: this.#stream, error: m.message },
+        `streamcast: the Iceberg worker failed; the table of "${this.#stream}" is no longer kept ` +
+          `(a restart resumes it): ${m.message}`,
+      );
+      this.#onClosed?.();
     } else this.#onClosed?.();
     const w = this.#waiters;
     this.#waiters = [];

@@ -70,7 +70,11 @@ export type ToIcebergWorker =
   | { type: "kick"; dir: string }
   | { type: "close"; dir: string; waitMs: number };
 
-/** Messages from the worker. */
+/**
+ * Messages from the worker (`failed` is made on the writer's thread when the
+ * worker itself dies: every table it held is let go).
+ */
 export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }
+  | { type: "failed"; dir: string; message: string }
   | { type: "closed"; dir: string };
