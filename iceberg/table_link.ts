@@ -76,8 +76,8 @@ class SharedWorker {
  * await log.chunksSettled();
  * equal(await table.settled(30_000), true);
  * equal(table.state?.lastOffset, 2);
- * await log.close();
  * await table.close(10_000);
+ * await log.close();
  * ```
  */
 export class IcebergTable {
@@ -195,14 +195,27 @@ export class IcebergTable {
   }
 
   /**
-   * Brings the table up to date with what the log sealed (for at most
-   * `waitMs`: call it after the log is closed, so that its last chunk is
-   * in), then lets go of the worker.
+   * A planned stop: seals the log's tail (the table takes sealed rows), lets
+   * the worker commit everything sealed (for at most `waitMs`), then lets go
+   * of the worker. Call it before closing the log; a closed log is not sealed.
    */
   async close(waitMs: number): Promise<void> {
     clearInterval(this.#timer);
     const worker = this.#worker;
     if (!worker) return;
+    if (!this.#log.closed) {
+      try {
+        await this.#log.roll();
+        await this.#log.chunksSettled();
+      } catch (err) {
+        // A log that cannot seal (a full disk) keeps its tail for the next start.
+        this.#logger.warn(
+          "iceberg_tail_not_sealed",
+          { stream: this.#stream, error: err instanceof Error ? err.message : String(err) },
+          `streamcast: cannot seal the tail of "${this.#stream}" for its Iceberg table: ${err}`,
+        );
+      }
+    }
     this.#worker = null;
     const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
     worker.post({ type: "close", dir: this.#dir, waitMs });

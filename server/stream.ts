@@ -693,7 +693,7 @@ export class Stream {
     this.#closed = true;
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
+    await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
     if (this.log && this.#ownsLog) await this.log.close();
-    await this.#iceberg?.close(30_000); // after the log: the last chunk its close sealed goes in too
   }
 }
