@@ -49,34 +49,40 @@ export interface PendingChunk {
 /**
  * The chunks holding rows past offset `after`, in offset order: the local
  * manifest's, after the archive's older ones when the local chunks do not
- * reach back to `after + 1` and `archive` is given.
+ * reach back to `after + 1` and `archive` is given — unless the archive was
+ * already found to hold nothing below `known` (its older chunks never
+ * change: the archive grows only with chunks the local tier makes), so a
+ * restored log whose table is up to date does not read the archive's
+ * manifest at every commit. `localFirst` is the local tier's first offset
+ * (Infinity without a chunk), to pass as `known` once the archive had none.
  *
  * @example
  * ```ts
  * import { deepEqual } from "node:assert/strict";
  * import { pendingChunks } from "./commit_rows.ts";
- * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), []);
+ * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), { chunks: [], localFirst: Infinity });
  * ```
  */
 export async function pendingChunks(
   dir: string,
   after: number,
   archive: ArchiveStore | null,
-): Promise<PendingChunk[]> {
+  known = 0,
+): Promise<{ chunks: PendingChunk[]; localFirst: number }> {
   const local = (await readManifest(dir))?.chunks ?? [];
-  const out: PendingChunk[] = local.filter((c) => c.last > after).map((entry) => ({
+  const chunks: PendingChunk[] = local.filter((c) => c.last > after).map((entry) => ({
     entry,
     archived: false,
   }));
   const localFirst = local[0]?.first ?? Infinity;
-  if (archive && localFirst > after + 1) {
+  if (archive && localFirst > after + 1 && localFirst > known) {
     const archived = (await archive.getManifest())?.chunks ?? [];
     const older = archived
       .filter((c) => c.last > after && c.last < localFirst)
       .map((entry) => ({ entry, archived: true }));
-    out.unshift(...older);
+    chunks.unshift(...older);
   }
-  return out;
+  return { chunks, localFirst };
 }
 
 /**
@@ -131,7 +137,8 @@ export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: Ch
  * await log.chunksSettled();
  * await log.close();
  * let rows = 0;
- * for await (const b of readRows(dir, await pendingChunks(dir, 1, null), 1, null, 1 << 20)) {
+ * const { chunks } = await pendingChunks(dir, 1, null);
+ * for await (const b of readRows(dir, chunks, 1, null, 1 << 20)) {
  *   rows += b.count;
  *   equal(b.offsets[0], 2);
  *   equal(b.times[0] > 0, true);

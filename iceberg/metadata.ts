@@ -204,12 +204,17 @@ export function lastOffset(m: TableMetadata): number {
  * import { snapshotId } from "./metadata.ts";
  * equal(snapshotId("ab", 1, 10), snapshotId("ab", 1, 10));
  * notEqual(snapshotId("ab", 1, 10), snapshotId("ab", 11, 20));
+ * for (let last = 1; last < 2000; last++) {
+ *   const id = snapshotId("0123456789abcdef0123456789abcdef", 1, last);
+ *   equal(id > 0 && id <= 2 ** 52 + 1 && Number.isSafeInteger(id), true);
+ * }
  * ```
  */
 export function snapshotId(streamId: string, first: number, last: number): number {
   const d = createHash("sha256").update(`${streamId}:${first}:${last}`).digest();
-  // 52 bits, plus one: never 0, always a safe integer.
-  return (d.readUIntBE(0, 6) & 0xf_ffff_ffff_fff) + 1 + (d[6] & 0x0f) * 2 ** 48;
+  // 52 bits (48 + 4), plus one: positive, never 0, always a safe integer. No
+  // bitwise operator on the 48 bits: it would cut them to a signed 32-bit int.
+  return d.readUIntBE(0, 6) + (d[6] & 0x0f) * 2 ** 48 + 1;
 }
 
 /**

@@ -198,6 +198,8 @@ export class TableWriter {
   // The current version and its metadata, once read (this is the table's only writer).
   #version = 0;
   #metadata: TableMetadata | null = null;
+  // The archive holds no chunk this writer needs below this offset.
+  #archiveKnown = 0;
 
   /** A writer of `options.store`'s table (nothing is read until the first call). */
   constructor(options: TableWriterOptions) {
@@ -300,7 +302,13 @@ export class TableWriter {
     const base = await this.#current();
     const version = this.#version;
     const after = lastOffset(base);
-    const chunks = await pendingChunks(dir, after, this.#archive);
+    const { chunks, localFirst } = await pendingChunks(
+      dir,
+      after,
+      this.#archive,
+      this.#archiveKnown,
+    );
+    if (!chunks.some((c) => c.archived)) this.#archiveKnown = localFirst;
     if (chunks.length === 0) return null;
     const history = await this.#history();
     const schemas = tableSchemas(history);

@@ -114,6 +114,9 @@ Deno.test("iceberg table holds each sealed row once with its values, read by avs
 
   const snaps = m.snapshots;
   assertEquals(snaps.length, 2);
+  for (const s of snaps) {
+    assert(Number.isSafeInteger(s["snapshot-id"]) && s["snapshot-id"] > 0, `${s["snapshot-id"]}`);
+  }
   assertEquals(snaps[1]["parent-snapshot-id"], snaps[0]["snapshot-id"]);
   assertEquals(snaps[0].summary.operation, "append");
   assertEquals(
