@@ -19,7 +19,6 @@
  * @module
  */
 
-import { join } from "node:path";
 import type { ArchiveStore } from "../log/archive.ts";
 import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk.ts";
 import { type ChunkTimes, readChunkTimes } from "../log/chunk_times.ts";
@@ -195,18 +194,4 @@ export async function* readRows(
       cursor.close();
     }
   }
-}
-
-/**
- * The log folder's path of a stream under `root` (the unnamed stream's is `_`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { logDir } from "./commit_rows.ts";
- * equal(logDir("/data", ""), "/data/_");
- * ```
- */
-export function logDir(root: string, stream: string): string {
-  return join(root, stream === "" ? "_" : stream);
 }

@@ -28,9 +28,18 @@ import {
 } from "apache-arrow";
 import type { RecordBatch as LogRecordBatch } from "../log/mod.ts";
 import { ArrowRowBuilder, type RecordSlice } from "../arrow/row_builder.ts";
-import { arrowSchema, type IcebergSchema, OFFSET_FIELD, TIME_FIELD } from "./schema.ts";
+import { arrowSchema, type IcebergSchema } from "./schema.ts";
 
-/** µs in a day: `day(streamcast_time)` is `floor(µs / DAY_US)`. */
+/**
+ * µs in a day: `day(streamcast_time)` is `floor(µs / DAY_US)`.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { DAY_US } from "./data_files.ts";
+ * equal(Math.floor(Date.UTC(2026, 0, 2) * 1000 / DAY_US), 20455);
+ * ```
+ */
 export const DAY_US = 86_400_000_000;
 
 /**
@@ -276,15 +285,3 @@ export class DataFileBuilder {
     return out;
   }
 }
-
-/**
- * The two columns every data file starts with.
- *
- * @example
- * ```ts
- * import { deepEqual } from "node:assert/strict";
- * import { LEADING_COLUMNS } from "./data_files.ts";
- * deepEqual(LEADING_COLUMNS, ["streamcast_offset", "streamcast_time"]);
- * ```
- */
-export const LEADING_COLUMNS: readonly string[] = [OFFSET_FIELD, TIME_FIELD];

@@ -43,9 +43,27 @@ export const PARTITION_SPEC = {
   }],
 } as const;
 
-/** Manifest entry status: the file was added by the entry's snapshot. */
+/**
+ * Manifest entry status: the file was added by the entry's snapshot.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ADDED, EXISTING } from "./manifests.ts";
+ * equal([ADDED, EXISTING].join(), "1,0");
+ * ```
+ */
 export const ADDED = 1;
-/** Manifest entry status: the file was added by an earlier snapshot. */
+/**
+ * Manifest entry status: the file was added by an earlier snapshot.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { EXISTING } from "./manifests.ts";
+ * equal(EXISTING, 0);
+ * ```
+ */
 export const EXISTING = 0;
 
 /**

@@ -17,13 +17,49 @@ import { PARTITION_FIELD_ID } from "./avro_schemas.ts";
 import { PARTITION_SPEC } from "./manifests.ts";
 import type { IcebergSchema } from "./schema.ts";
 
-/** Snapshots kept in the metadata (older ones are expired from it). */
+/**
+ * Snapshots kept in the metadata (older ones are expired from it).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { KEPT_SNAPSHOTS } from "./metadata.ts";
+ * equal(KEPT_SNAPSHOTS, 100);
+ * ```
+ */
 export const KEPT_SNAPSHOTS = 100;
-/** Earlier metadata files listed in `metadata-log` (older ones are deleted). */
+/**
+ * Earlier metadata files listed in `metadata-log` (older ones are deleted).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { KEPT_METADATA_FILES } from "./metadata.ts";
+ * equal(KEPT_METADATA_FILES, 100);
+ * ```
+ */
 export const KEPT_METADATA_FILES = 100;
-/** The snapshot summary key of the first offset a snapshot added. */
+/**
+ * The snapshot summary key of the first offset a snapshot added.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { FIRST_OFFSET_KEY } from "./metadata.ts";
+ * equal(FIRST_OFFSET_KEY, "streamcast.first-offset");
+ * ```
+ */
 export const FIRST_OFFSET_KEY = "streamcast.first-offset";
-/** The snapshot summary key of the last offset a snapshot added. */
+/**
+ * The snapshot summary key of the last offset a snapshot added.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { LAST_OFFSET_KEY } from "./metadata.ts";
+ * equal(LAST_OFFSET_KEY, "streamcast.last-offset");
+ * ```
+ */
 export const LAST_OFFSET_KEY = "streamcast.last-offset";
 
 /**

@@ -83,7 +83,16 @@ export const TIME_FIELD = "streamcast_time";
  */
 export const FIELD_ID_KEY = "PARQUET:field_id";
 
-/** An Iceberg primitive type this table uses. */
+/**
+ * An Iceberg primitive type this table uses.
+ *
+ * @example
+ * ```ts
+ * import type { IcebergPrimitive } from "./schema.ts";
+ * const t: IcebergPrimitive = "timestamptz";
+ * console.log(t);
+ * ```
+ */
 export type IcebergPrimitive =
   | "boolean"
   | "int"
@@ -93,7 +102,16 @@ export type IcebergPrimitive =
   | "string"
   | "timestamptz";
 
-/** An Iceberg list type (JSON form). */
+/**
+ * An Iceberg list type (JSON form).
+ *
+ * @example
+ * ```ts
+ * import type { IcebergList } from "./schema.ts";
+ * const l: IcebergList = { type: "list", "element-id": 5, "element-required": true, element: "double" };
+ * console.log(l["element-id"]);
+ * ```
+ */
 export interface IcebergList {
   /** Always "list". */
   type: "list";
@@ -105,7 +123,16 @@ export interface IcebergList {
   element: IcebergType;
 }
 
-/** An Iceberg struct type (JSON form). */
+/**
+ * An Iceberg struct type (JSON form).
+ *
+ * @example
+ * ```ts
+ * import type { IcebergStruct } from "./schema.ts";
+ * const s: IcebergStruct = { type: "struct", fields: [{ id: 4, name: "px", required: true, type: "double" }] };
+ * console.log(s.fields.length);
+ * ```
+ */
 export interface IcebergStruct {
   /** Always "struct". */
   type: "struct";
@@ -113,7 +140,16 @@ export interface IcebergStruct {
   fields: IcebergField[];
 }
 
-/** An Iceberg type, as the table metadata's JSON writes it. */
+/**
+ * An Iceberg type, as the table metadata's JSON writes it.
+ *
+ * @example
+ * ```ts
+ * import type { IcebergType } from "./schema.ts";
+ * const t: IcebergType = "long";
+ * console.log(t);
+ * ```
+ */
 export type IcebergType = IcebergPrimitive | IcebergList | IcebergStruct;
 
 /**

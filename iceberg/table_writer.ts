@@ -80,10 +80,28 @@ export const COMMIT_STEPS = [
   "hint-written",
 ] as const;
 
-/** A step of a commit. */
+/**
+ * A step of a commit.
+ *
+ * @example
+ * ```ts
+ * import type { CommitStep } from "./table_writer.ts";
+ * const step: CommitStep = "metadata-written";
+ * console.log(step);
+ * ```
+ */
 export type CommitStep = typeof COMMIT_STEPS[number];
 
-/** Manifests smaller than this are merged once a snapshot lists `mergeManifestsAt` of them. */
+/**
+ * Manifests smaller than this are merged once a snapshot lists `mergeManifestsAt` of them.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { MERGE_BELOW_BYTES } from "./table_writer.ts";
+ * equal(MERGE_BELOW_BYTES, 8 * 1024 * 1024);
+ * ```
+ */
 export const MERGE_BELOW_BYTES = 8 << 20;
 
 const HINT = "metadata/version-hint.text";
@@ -147,7 +165,16 @@ export interface CommitReport {
   files: number;
 }
 
-/** Another writer committed the version this writer was making. */
+/**
+ * Another writer committed the version this writer was making.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { CommitConflictError } from "./table_writer.ts";
+ * equal(new CommitConflictError("file:///t", 3).name, "CommitConflictError");
+ * ```
+ */
 export class CommitConflictError extends Error {
   /** Makes the error. */
   constructor(location: string, version: number) {

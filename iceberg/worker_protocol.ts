@@ -64,7 +64,16 @@ export interface TableState {
   lastError: string | null;
 }
 
-/** Messages to the worker. */
+/**
+ * Messages to the worker.
+ *
+ * @example
+ * ```ts
+ * import type { ToIcebergWorker } from "./worker_protocol.ts";
+ * const kick: ToIcebergWorker = { type: "kick", dir: "data/trades" };
+ * console.log(kick.type);
+ * ```
+ */
 export type ToIcebergWorker =
   | { type: "open"; spec: TableSpec }
   | { type: "kick"; dir: string }
@@ -73,6 +82,13 @@ export type ToIcebergWorker =
 /**
  * Messages from the worker (`failed` is made on the writer's thread when the
  * worker itself dies: every table it held is let go).
+ *
+ * @example
+ * ```ts
+ * import type { FromIcebergWorker } from "./worker_protocol.ts";
+ * const closed: FromIcebergWorker = { type: "closed", dir: "data/trades" };
+ * console.log(closed.type);
+ * ```
  */
 export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }
