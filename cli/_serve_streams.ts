@@ -179,6 +179,13 @@ export async function openStreams(
             ...(s.archive && !decl.ephemeral
               ? { archive: s.archive, replayArchive: s.replayArchive }
               : {}),
+            ...(decl.iceberg
+              ? {
+                iceberg: s.icebergCommitBytes === undefined
+                  ? true
+                  : { maxCommitBytes: s.icebergCommitBytes },
+              }
+              : {}),
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
             ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
