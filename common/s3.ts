@@ -256,8 +256,10 @@ export function isS3NotFound(err: unknown): boolean {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { isS3PreconditionFailed } from "./s3.ts";
- * console.log(isS3PreconditionFailed({ $metadata: { httpStatusCode: 412 } })); // true
+ * equal(isS3PreconditionFailed({ $metadata: { httpStatusCode: 412 } }), true);
+ * equal(isS3PreconditionFailed({ $metadata: { httpStatusCode: 404 } }), false);
  * ```
  */
 export function isS3PreconditionFailed(err: unknown): boolean {

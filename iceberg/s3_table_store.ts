@@ -46,11 +46,12 @@ export function s3TableKey(uri: string, stream: string): string {
  * The table of `stream` in the archive `opts.uri`, at `s3://bucket/prefix/NAME/iceberg`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { S3TableStore } from "./s3_table_store.ts";
  * const store = new S3TableStore({ uri: "s3://market-data/prod" }, "trades");
- * console.log(store.location); // s3://market-data/prod/trades/iceberg
- * console.log(await store.read("metadata/version-hint.text"));
+ * equal(store.location, "s3://market-data/prod/trades/iceberg");
+ * // store.read("metadata/version-hint.text") reads the hint from the bucket.
  * store.close();
  * ```
  */
