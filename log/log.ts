@@ -649,7 +649,7 @@ export class Log {
     await this.#link?.close();
     const active = this.#committer.active;
     try {
-      if (active.file && !this.#opts.fsync) await active.file.syncData();
+      if (active.file && !this.#opts.fsync) await this.#opts.io.syncData(active.file);
     } finally {
       active.file?.close();
       active.file = null;
@@ -674,19 +674,27 @@ async function recoverWithProducers(
   [Awaited<ReturnType<typeof recoverLog>>, { table: ProducerTable; journal: ProducerJournal }]
 > {
   let recovered = await recoverLog(dir, options, opts);
-  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
+  const { journal, records, skipped } = await ProducerJournal.open(dir, {
+    sync: opts.fsync,
+    compactBytes: opts.producerJournalBytes,
+    io: opts.io,
+  });
   try {
+    for (const d of skipped) {
+      opts.logger.warn("producer_journal_damage", { path: journal.path, ...d });
+    }
     const info = recovered.active.seg.info;
     const end = info.firstOffset + info.count;
     const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
     if (cut !== null && cut < end) {
       opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
-      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
+      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes, opts.io);
       recovered.active.file?.close();
       recovered = await recoverLog(dir, options, opts);
     }
-    // Before the log grows past them, or the dropped records would pass for committed.
-    if (dropped > 0) await journal.rewrite(table.snapshot());
+    // Before the log grows past them, or the dropped records would pass for
+    // committed; damaged bytes go too, so that they are not read again.
+    if (dropped > 0 || skipped.length > 0) await journal.rewrite(table.snapshot());
     return [recovered, { table, journal }];
   } catch (err) {
     journal.close();

@@ -16,8 +16,7 @@ import {
   type SegmentHeader,
 } from "./format.ts";
 import type { SegmentWriter, WriterState } from "./segment_writer.ts";
-import { syncDir } from "./atomic_write.ts";
-import { writeAll } from "../common/write_all.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 import type { LogMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -140,29 +139,31 @@ export function newSegmentState(
 }
 
 /**
- * Creates the file of `seg`: its header, synced, and the folder synced.
+ * Creates the file of `seg` through `io`: its header, synced, and the folder
+ * synced.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { createSegmentFile, newSegmentState } from "./segment_state.ts";
  * import { resolveOptions } from "./options.ts";
  * const seg = newSegmentState(await Deno.makeTempDir(), "0".repeat(32), "t", 1, resolveOptions({}));
  * const file = await createSegmentFile(seg);
- * console.log((await file.stat()).size); // 128
+ * equal((await file.stat()).size, 128);
  * file.close();
  * ```
  */
-export async function createSegmentFile(seg: Segment): Promise<Deno.FsFile> {
-  const file = await Deno.open(seg.info.path, {
+export async function createSegmentFile(seg: Segment, io: LogIo = REAL_IO): Promise<Deno.FsFile> {
+  const file = await io.open(seg.info.path, {
     read: true,
     write: true,
     create: true,
     truncate: true,
   });
   try {
-    await writeAll(file, encodeHeader(seg.header));
-    await file.syncData();
-    await syncDir(join(seg.info.path, ".."));
+    await io.write(file, encodeHeader(seg.header));
+    await io.syncData(file);
+    await io.syncDir(join(seg.info.path, ".."));
   } catch (err) {
     file.close();
     throw err;
@@ -189,6 +190,6 @@ export async function createSegment(
   opts: ResolvedOptions,
 ): Promise<Segment> {
   const seg = newSegmentState(dir, meta.stream_id, meta.name, first, opts);
-  (await createSegmentFile(seg)).close();
+  (await createSegmentFile(seg, opts.io)).close();
   return seg;
 }
