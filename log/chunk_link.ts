@@ -10,7 +10,8 @@ import type { ChunkEntry, Manifest } from "./chunk.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { ChunkWorker } from "./chunk_client.ts";
+import { type ChunkPort, ChunkWorker, InlineChunkWorker } from "./chunk_client.ts";
+import { REAL_IO } from "./log_io.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { nowUs, type Segment } from "./segment_state.ts";
 
@@ -44,7 +45,7 @@ export class ChunkLink {
   readonly #log: LinkedLog;
   readonly #opts: ResolvedOptions;
   #policy: ChunkPolicy;
-  #worker: ChunkWorker | null = null;
+  #worker: ChunkPort | null = null;
   #manifest: Manifest | null = null;
   #workerError: string | null = null;
   #workerErrors = 0;
@@ -104,7 +105,8 @@ export class ChunkLink {
       const { ArchiveStore } = await import("./archive.ts");
       this.#archiveStore = new ArchiveStore(policy.archive, log.name);
     }
-    const worker = ChunkWorker.acquire();
+    const io = this.#opts.io;
+    const worker = io === REAL_IO ? ChunkWorker.acquire() : new InlineChunkWorker(io);
     this.#worker = worker;
     this.#lastMaintain = this.#opts.clock();
     worker.register(log.dir, (m) => this.#fromWorker(m));
@@ -283,7 +285,7 @@ export class ChunkLink {
         const i = segs.findIndex((s) => s.info.path === m.segmentPath);
         if (i >= 0 && segs[i].info.sealed) {
           segs.splice(i, 1);
-          Deno.remove(m.segmentPath).catch((err) => {
+          this.#opts.io.remove(m.segmentPath).catch((err) => {
             if (!(err instanceof Deno.errors.NotFound)) {
               this.#opts.logger.warn(
                 "segment_delete_failed",
