@@ -9,7 +9,7 @@
  */
 
 import { emptyManifest } from "./chunk.ts";
-import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
+import type { FromWorker, SealedSegment, ToWorker } from "./chunk_protocol.ts";
 import { Archiver } from "./chunk_archiver.ts";
 import {
   adoptChunks,
@@ -24,6 +24,19 @@ import type { LogIo } from "./log_io.ts";
 interface HostedLog extends ChunkLogState {
   queue: Promise<void>;
   archive: Archiver | null;
+  /** Sealed segments handed over and not chunked yet, oldest first. */
+  sealed: SealedSegment[];
+}
+
+// Chunks the sealed segments handed over, oldest first. One that fails (a
+// full disk, say) stays first and is tried again before any later one, at
+// the next seal or maintenance: a later segment listed past it could be
+// merged across its rows, and it then taken for listed and deleted.
+async function chunkSealed(st: HostedLog): Promise<void> {
+  while (st.sealed.length > 0) {
+    await chunkSegment(st, st.sealed[0]);
+    st.sealed.shift();
+  }
 }
 
 /**
@@ -78,6 +91,7 @@ export class ChunkHost {
           post: this.#post,
           queue: Promise.resolve(),
           archive: null,
+          sealed: [],
         };
         this.#logs.set(msg.dir, st);
         this.#enqueue(msg.dir, async (s) => {
@@ -90,14 +104,16 @@ export class ChunkHost {
         break;
       }
       case "seal":
+        this.#logs.get(msg.dir)?.sealed.push(msg.segment);
         this.#enqueue(msg.dir, async (st) => {
-          await chunkSegment(st, msg.segment);
+          await chunkSealed(st);
           await compactChunks(st, msg.nowUs);
           await retainChunks(st, msg.nowUs);
         });
         break;
       case "maintain":
         this.#enqueue(msg.dir, async (st) => {
+          await chunkSealed(st);
           await compactChunks(st, msg.nowUs);
           await retainChunks(st, msg.nowUs);
           st.archive?.kick();

@@ -16,6 +16,13 @@
  * with its chunk: deleted beside it, and an orphan when its chunk is.
  * Retention writes the manifest first, then deletes the files it dropped.
  *
+ * Segments are chunked in offset order, none skipped: one whose step fails
+ * (a full disk) is tried again before any later one (`chunk_host.ts`), or a
+ * later chunk listed past it could be merged across its offsets and it then
+ * be taken for listed and deleted. A change to the manifest takes effect
+ * in the worker only once written: a failed write leaves the one on disk in
+ * force.
+ *
  * @module
  */
 
@@ -92,12 +99,19 @@ export interface ChunkLogState {
   } | null;
 }
 
-async function saveManifest(st: ChunkLogState): Promise<void> {
-  st.manifest.generation++;
-  const c = st.manifest.chunks;
-  st.manifest.through = c.length ? c[c.length - 1].last : st.manifest.through;
-  await writeManifest(st.dir, st.manifest, st.io);
-  st.post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
+// Writes `next` (a changed copy of the manifest) as the next generation, and
+// only once it is written makes it the worker's manifest: a write that fails
+// leaves the one on disk in force, so that nothing is taken for listed (and
+// its segment deleted) before a manifest lists it. `step` names the crash
+// hook between the write and the report.
+async function saveManifest(st: ChunkLogState, next: Manifest, step?: string): Promise<void> {
+  next.generation = st.manifest.generation + 1;
+  const c = next.chunks;
+  next.through = c.length ? c[c.length - 1].last : st.manifest.through;
+  await writeManifest(st.dir, next, st.io);
+  if (step !== undefined) crashStep(step);
+  st.manifest = next;
+  st.post({ type: "manifest", dir: st.dir, manifest: structuredClone(next) });
   st.archive?.kick();
 }
 
@@ -206,8 +220,9 @@ export async function chunkSegment(st: ChunkLogState, seg: SealedSegment): Promi
     first_ts: firstTs,
     last_ts: lastTs,
   };
-  m.chunks.splice(at, 0, entry);
-  await saveManifest(st);
+  const next = structuredClone(m);
+  next.chunks.splice(at, 0, entry);
+  await saveManifest(st, next);
   crashStep("manifest-written");
   st.post({ type: "chunked", dir: st.dir, segmentPath: seg.path, sha256: sha });
 }
@@ -291,12 +306,13 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
       first_ts: run[0].first_ts,
       last_ts: run[run.length - 1].last_ts,
     };
-    c.splice(at, fanIn, entry);
+    const next = structuredClone(st.manifest);
+    next.chunks.splice(at, fanIn, entry);
     const until = nowUs + graceMs * 1000;
     for (const e of run) {
-      st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+      next.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
     }
-    await saveManifest(st);
+    await saveManifest(st, next);
     crashStep("merge-manifest-written");
   }
 }
@@ -308,7 +324,8 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
  */
 export async function retainChunks(st: ChunkLogState, nowUs: number): Promise<void> {
   const { retainBytes, retainAgeMs } = st.policy;
-  const c = st.manifest.chunks;
+  const next = structuredClone(st.manifest);
+  const c = next.chunks;
   let total = c.reduce((n, e) => n + e.bytes, 0);
   const drop: ChunkEntry[] = [];
   while (c.length > 0) {
@@ -321,11 +338,11 @@ export async function retainChunks(st: ChunkLogState, nowUs: number): Promise<vo
     drop.push(c.shift()!);
   }
   // Retired (merged-away) chunks past their grace period.
-  const keep = st.manifest.retired.filter((r) => r.until_us > nowUs);
-  const expired = st.manifest.retired.filter((r) => r.until_us <= nowUs);
+  const keep = next.retired.filter((r) => r.until_us > nowUs);
+  const expired = next.retired.filter((r) => r.until_us <= nowUs);
   if (drop.length === 0 && expired.length === 0) return;
-  st.manifest.retired = keep;
-  await saveManifest(st);
+  next.retired = keep;
+  await saveManifest(st, next);
   crashStep("retain-manifest-written");
   const listed = new Set(c.map((e) => e.sha256));
   for (const e of [...drop, ...expired]) {
@@ -355,18 +372,15 @@ export async function adoptChunks(
   const { chunks, removed } = adoptedList(st.manifest.chunks, incoming);
   const same = removed.length === 0 && chunks.length === st.manifest.chunks.length;
   if (!same) {
-    st.manifest.chunks = chunks;
+    const next = structuredClone(st.manifest);
+    next.chunks = chunks;
     const until = nowUs + st.policy.graceMs * 1000;
     for (const e of removed) {
-      st.manifest.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+      next.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
     }
-    // saveManifest, with the crash hook between the write and the report that
-    // lets the log delete the covered segments.
-    st.manifest.generation++;
-    st.manifest.through = chunks.length ? chunks[chunks.length - 1].last : st.manifest.through;
-    await writeManifest(st.dir, st.manifest, st.io);
-    crashStep("adopt-manifest-written");
-    st.post({ type: "manifest", dir: st.dir, manifest: structuredClone(st.manifest) });
+    // The crash hook between the write and the report that lets the log
+    // delete the covered segments.
+    await saveManifest(st, next, "adopt-manifest-written");
   }
   await retainChunks(st, nowUs);
 }
