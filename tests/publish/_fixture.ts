@@ -1,5 +1,6 @@
 // An in-process server with a durable stream opened for publishing, for the publish tests.
 import { serve, type Server, Stream, TokenTable } from "../../mod.ts";
+import type { LogOptions } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
 import { rmrf, tempDir } from "../_util.ts";
 
@@ -25,10 +26,15 @@ export async function startFixture(
     maxInFlight?: number;
     tokens?: unknown;
     root?: string;
+    logOptions?: LogOptions;
   } = {},
 ): Promise<Fixture> {
   const root = o.root ?? await tempDir();
-  const stream = await Stream.open("t", { root, schema: SCHEMA });
+  const stream = await Stream.open("t", {
+    root,
+    schema: SCHEMA,
+    ...(o.logOptions ? { logOptions: o.logOptions } : {}),
+  });
   const other = await Stream.open("ro", { root, schema: SCHEMA });
   const server = serve([stream, other], {
     port: 0,
