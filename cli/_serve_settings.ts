@@ -652,6 +652,8 @@ export interface Settings {
   stallTimeout?: number;
   maxPublishBytes?: number;
   maxInFlight?: number;
+  maxPublishInflightBytes?: number;
+  maxPublishServerBytes?: number;
   maxProducers?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;

@@ -166,6 +166,8 @@ export class Publisher {
   #nextSeq = 1;
   #queue: Pending[] = [];
   #window = 64;
+  // Bytes of frames (their text) that may await their answer (the greeting's).
+  #windowBytes = Infinity;
   #closing = false;
   #failed: Error | null = null;
   #attempt = 0;
@@ -240,6 +242,7 @@ export class Publisher {
           const g = JSON.parse(e.data) as PublishGreeting;
           this.#greeting = g;
           this.#window = Math.max(1, Math.min(this.#opts.maxInFlight ?? 64, g.max_in_flight));
+          this.#windowBytes = g.max_in_flight_bytes ?? Infinity;
           this.#attempt = 0;
           resolve(g);
           return;
@@ -384,20 +387,25 @@ export class Publisher {
     }
   }
 
-  // Sends queued frames while the window has room.
+  // Sends queued frames while the window has room, in frames and in bytes
+  // (one frame always goes when none awaits its answer).
   #pump(): void {
     const ws = this.#ws;
     if (!ws || ws.readyState !== WebSocket.OPEN || this.#greeting === null) return;
     let inFlight = 0;
+    let bytes = 0;
     for (const p of this.#queue) {
       if (p.sent) {
         inFlight++;
+        bytes += p.text.length;
         continue;
       }
       if (inFlight >= this.#window) break;
+      if (inFlight > 0 && bytes + p.text.length > this.#windowBytes) break;
       ws.send(p.text);
       p.sent = true;
       inFlight++;
+      bytes += p.text.length;
     }
   }
 

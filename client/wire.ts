@@ -576,6 +576,12 @@ export const PUBLISH_PARAMS: readonly string[] = ["producer", "access_token"];
 export const DEFAULT_MAX_IN_FLIGHT = 64;
 
 /**
+ * Default most bytes of frames (their text) a WebSocket publisher may have
+ * awaiting their ack: 16 MiB. One frame always goes when none awaits.
+ */
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 << 20;
+
+/**
  * The server's first frame on a publish socket.
  *
  * @example
@@ -601,6 +607,11 @@ export interface PublishGreeting {
   last_seq: number;
   /** Frames that may await their ack at once. */
   max_in_flight: number;
+  /**
+   * Bytes of frames (their text) that may await their ack at once; one
+   * frame always may. Absent from servers that bound frames only.
+   */
+  max_in_flight_bytes?: number;
 }
 
 /**

@@ -24,6 +24,8 @@ export async function startFixture(
     publish?: boolean;
     maxPublishBytes?: number;
     maxInFlight?: number;
+    maxPublishInflightBytes?: number;
+    maxPublishServerBytes?: number;
     tokens?: unknown;
     root?: string;
     logOptions?: LogOptions;
@@ -43,6 +45,8 @@ export async function startFixture(
     publish: o.publish === false ? [] : ["t"],
     ...(o.maxPublishBytes ? { maxPublishBytes: o.maxPublishBytes } : {}),
     ...(o.maxInFlight ? { maxInFlight: o.maxInFlight } : {}),
+    ...(o.maxPublishInflightBytes ? { maxPublishInflightBytes: o.maxPublishInflightBytes } : {}),
+    ...(o.maxPublishServerBytes ? { maxPublishServerBytes: o.maxPublishServerBytes } : {}),
     ...(o.tokens ? { tokens: TokenTable.parse(o.tokens) } : {}),
   });
   const http = server.url;
