@@ -33,4 +33,3 @@ export class RawPub {
     await until(() => this.closed !== null, 5000, "close");
   }
 }
-
