@@ -14,6 +14,9 @@
 // It can also fail one change instead of doing it: a write with ENOSPC after
 // just over half of its bytes, or with EIO; a sync or folder sync with either.
 //
+// The lock file (LOCK) holds no data for recovery and is written around the
+// seam; every other file the log writes must go through it (differences()).
+//
 // Simplifications, each on the safe side for what is tested: folders exist
 // once made; a failed fsync keeps none of the bytes it should have synced
 // (Linux may drop them for good; the log cuts them and writes them again

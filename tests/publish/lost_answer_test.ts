@@ -225,3 +225,47 @@ Deno.test("publisher: after a write_failed answer, later frames are refused and 
     await f.close();
   }
 });
+
+// Over HTTP the same rule: a body of the producer after one that failed to
+// be stored is refused (503) until the failed seq is sent again.
+Deno.test("publish over HTTP: after seq 5 failed, seq 6 is refused until seq 5 is sent again", async () => {
+  let failNext = true;
+  const io: LogIo = {
+    ...REAL_IO,
+    write: (file, bytes) => {
+      if (failNext && new TextDecoder().decode(bytes).includes('"sym":"p5"')) {
+        failNext = false;
+        return Promise.reject(
+          Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" }),
+        );
+      }
+      return REAL_IO.write(file, bytes);
+    },
+  };
+  const f = await startFixture({ logOptions: { io } });
+  try {
+    const post = async (seq: number) => {
+      const res = await fetch(`${f.http}/t`, {
+        method: "POST",
+        body: JSON.stringify({ sym: `p${seq}`, px: seq }),
+        headers: { "streamcast-producer": "h", "streamcast-seq": String(seq) },
+      });
+      return { status: res.status, body: await res.json() };
+    };
+    assertEquals((await post(4)).status, 200);
+    const five = await post(5);
+    assertEquals([five.status, five.body.error], [503, "write_failed"]);
+    const six = await post(6);
+    assertEquals([six.status, six.body.error], [503, "write_failed"]);
+    assert(
+      six.body.detail.includes("seq 5 of producer h failed to be stored before it") &&
+        six.body.detail.includes("send again from seq 5"),
+      six.body.detail,
+    );
+    assertEquals(f.stream.log!.endOffset, 2);
+    assertEquals((await post(5)).body, { first: 2, last: 2, count: 1 });
+    assertEquals((await post(6)).body, { first: 3, last: 3, count: 1 });
+  } finally {
+    await f.close();
+  }
+});
