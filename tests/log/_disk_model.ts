@@ -17,11 +17,13 @@
 // The lock file (LOCK) holds no data for recovery and is written around the
 // seam; every other file the log writes must go through it (differences()).
 //
-// Simplifications, each on the safe side for what is tested: folders exist
-// once made; a failed fsync keeps none of the bytes it should have synced
-// (Linux may drop them for good; the log cuts them and writes them again
-// either way); the real syncs are skipped (the model decides what is
-// durable), which keeps thousands of runs fast.
+// What the model does not cover (docs/SPEC.md §9.4 says so too): a folder's
+// own existence (folders exist once made); a failed fsync that nonetheless
+// persisted part of its bytes (the model keeps none of them); unsynced
+// writes reaching the disk in part or out of order (a power loss keeps none
+// of them, a process crash all, but for the torn write it is given). The
+// real syncs are skipped (the model decides what is durable), which keeps
+// thousands of runs fast.
 import { dirname, join, relative } from "node:path";
 import { crc32 } from "node:zlib";
 import type { LogIo } from "../../log/log_io.ts";
