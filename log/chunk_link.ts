@@ -58,6 +58,8 @@ export class ChunkLink {
   #archiveState: ArchiveState | null = null;
   #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
+  // Deletions of chunked segments under way (settled() waits for them).
+  readonly #removing = new Set<Promise<void>>();
 
   /** A link for `log` (not started). */
   constructor(log: LinkedLog, opts: ResolvedOptions, policy: ChunkPolicy) {
@@ -178,7 +180,8 @@ export class ChunkLink {
 
   /**
    * Resolves once the worker has done everything asked of it so far (with
-   * `maintain`, a maintenance round now) and the log has taken the results in.
+   * `maintain`, a maintenance round now) and the log has taken the results
+   * in, the segments now chunked deleted.
    */
   async settled(maintain = false): Promise<void> {
     if (!this.#worker) return;
@@ -191,6 +194,7 @@ export class ChunkLink {
     const done = this.#wait((m) => m.type === "synced" && m.id === id);
     this.#worker.post({ type: "sync", dir, id });
     await done;
+    await Promise.all(this.#removing);
   }
 
   /** Resolves once the archive holds everything chunked so far (or after `ms`). */
@@ -221,6 +225,7 @@ export class ChunkLink {
       worker.release(this.#log.dir);
       this.#worker = null;
     }
+    await Promise.all(this.#removing);
     this.#archiveStore?.close();
   }
 
@@ -285,7 +290,7 @@ export class ChunkLink {
         const i = segs.findIndex((s) => s.info.path === m.segmentPath);
         if (i >= 0 && segs[i].info.sealed) {
           segs.splice(i, 1);
-          this.#opts.io.remove(m.segmentPath).catch((err) => {
+          const removed: Promise<void> = this.#opts.io.remove(m.segmentPath).catch((err) => {
             if (!(err instanceof Deno.errors.NotFound)) {
               this.#opts.logger.warn(
                 "segment_delete_failed",
@@ -293,7 +298,8 @@ export class ChunkLink {
                 `streamcast: cannot delete ${m.segmentPath}: ${err}`,
               );
             }
-          });
+          }).finally(() => this.#removing.delete(removed));
+          this.#removing.add(removed);
         }
         break;
       }
