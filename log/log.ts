@@ -33,16 +33,10 @@ import {
   type ResolvedOptions,
   resolveOptions,
 } from "./options.ts";
-import { recoverLog } from "./recovery.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import { ProducerJournal } from "./producer_journal.ts";
-import {
-  type ProducerState,
-  type ProducerTable,
-  type PublishResult,
-  recoverProducers,
-} from "./producers.ts";
-import { cutActiveAt } from "./tail_cut.ts";
+import type { ProducerJournal } from "./producer_journal.ts";
+import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
+import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
 import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
@@ -119,7 +113,7 @@ export class Log {
 
   private constructor(
     dir: string,
-    recovered: Awaited<ReturnType<typeof recoverLog>>,
+    recovered: Recovered,
     opts: ResolvedOptions,
     lock: Deno.FsFile,
     producers: { table: ProducerTable; journal: ProducerJournal },
@@ -652,7 +646,7 @@ export class Log {
     await this.#link?.close();
     const active = this.#committer.active;
     try {
-      if (active.file && !this.#opts.fsync) await active.file.syncData();
+      if (active.file && !this.#opts.fsync) await this.#opts.io.syncData(active.file);
     } finally {
       active.file?.close();
       active.file = null;
@@ -663,37 +657,5 @@ export class Log {
   /** Whether the log is closed. */
   get closed(): boolean {
     return this.#closed;
-  }
-}
-
-// Recovers the segments, then the producer table from the journal; when the
-// journal says rows of an unacknowledged commit survived (producers.ts), cuts
-// them off the active segment and recovers again.
-async function recoverWithProducers(
-  dir: string,
-  options: LogOptions,
-  opts: ResolvedOptions,
-): Promise<
-  [Awaited<ReturnType<typeof recoverLog>>, { table: ProducerTable; journal: ProducerJournal }]
-> {
-  let recovered = await recoverLog(dir, options, opts);
-  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
-  try {
-    const info = recovered.active.seg.info;
-    const end = info.firstOffset + info.count;
-    const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
-    if (cut !== null && cut < end) {
-      opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
-      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
-      recovered.active.file?.close();
-      recovered = await recoverLog(dir, options, opts);
-    }
-    // Before the log grows past them, or the dropped records would pass for committed.
-    if (dropped > 0) await journal.rewrite(table.snapshot());
-    return [recovered, { table, journal }];
-  } catch (err) {
-    journal.close();
-    recovered.active.file?.close();
-    throw err;
   }
 }
