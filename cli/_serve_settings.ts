@@ -8,9 +8,8 @@
  * @module
  */
 
-import type { LogFormat, LogLevel } from "../common/logger.ts";
 import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
-import { type ArchiveOptions, DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
+import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
 import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
@@ -42,6 +41,7 @@ import {
 } from "./_serve_values.ts";
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
 import { SEND_SETTINGS } from "./_serve_send_settings.ts";
+import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -134,6 +134,7 @@ export const SETTINGS: readonly Setting[] = [
       '(`--ephemeral ""` for the unnamed stream).',
   },
   ...PUBLISH_STREAM_SETTINGS,
+  ...ICEBERG_STREAM_SETTINGS,
   {
     flag: "stdin",
     key: "stdin",
@@ -413,6 +414,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "drop with 4429 a subscriber whose socket accepts nothing for this long (> 0).",
   },
   ...PUBLISH_LIMIT_SETTINGS,
+  ...ICEBERG_LIMIT_SETTINGS,
   {
     flag: "tokens",
     key: "tokens",
@@ -572,122 +574,3 @@ export type ReadSetting = Setting & { key: string; read: Reader };
 export const READ_SETTINGS: readonly ReadSetting[] = SETTINGS.filter((s): s is ReadSetting =>
   s.key !== undefined && s.read !== undefined
 );
-
-// ---- what serve runs with ----
-
-/**
- * A stream's schema: the path of its file, or an inline schema from the config.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import type { SchemaSource } from "./_serve_settings.ts";
- * const src: SchemaSource = { path: "schemas/trades.json" };
- * ok("path" in src);
- * ```
- */
-export type SchemaSource = { path: string } | { inline: Record<string, unknown>; where: string };
-
-/**
- * A declared stream.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import type { StreamDecl } from "./_serve_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * const s = await settingsFrom({ stream: ["book=book.json"], ephemeral: ["book"] });
- * const decl: StreamDecl | undefined = s.streams.get("book");
- * deepStrictEqual(decl, { schema: { path: "book.json" }, ephemeral: true, publish: false });
- * ```
- */
-export interface StreamDecl {
-  schema: SchemaSource;
-  ephemeral: boolean;
-  /** Opened for network publishing (`--publish`, config `"publish": true`). */
-  publish?: boolean;
-}
-
-/**
- * A stream's upstream.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import type { UpstreamDecl } from "./_serve_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * const s = await settingsFrom({
- *   stream: ["book=book.json"],
- *   upstream: ["book=wss://feed.example/book"],
- * });
- * const up: UpstreamDecl | undefined = s.upstreams.get("book");
- * deepStrictEqual(up, { url: "wss://feed.example/book", handler: null }); // the default handler
- * ```
- */
-export interface UpstreamDecl {
-  url: string;
-  /** This upstream's own handler module, or null for the default one. */
-  handler: string | null;
-}
-
-/**
- * Everything `serve` runs with, after the config file and the flags are
- * merged. The scalar fields are named by their config keys ({@linkcode SETTINGS}).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Settings } from "./_serve_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * const where = (s: Settings): string => `${s.host}:${s.port}`;
- * equal(where(await settingsFrom({ stream: ["t=t.json"], port: "9000" })), "127.0.0.1:9000");
- * ```
- */
-export interface Settings {
-  root: string;
-  host: string;
-  port: number;
-  streams: Map<string, StreamDecl>;
-  stdin: string | null;
-  upstreams: Map<string, UpstreamDecl>;
-  handler: string | null;
-  maxBacklog?: number;
-  maxReplay?: number | null;
-  segmentBytes?: number;
-  /** Seconds. */
-  sealEvery?: number;
-  fsync: boolean;
-  /** Seconds. */
-  pingInterval?: number;
-  archive: ArchiveOptions | null;
-  replayArchive: boolean;
-  maxConnections?: number;
-  maxSubscribers?: number;
-  maxUrlBytes?: number;
-  maxRowBytes?: number;
-  maxReplayReaders?: number;
-  sendBufferBytes?: number;
-  fanoutTurnBytes?: number;
-  /** Seconds. */
-  stallTimeout?: number;
-  maxPublishBytes?: number;
-  maxInFlight?: number;
-  maxProducers?: number;
-  /** The tokens file, or null for no access control. */
-  tokens: string | null;
-  tlsCert: string | null;
-  tlsKey: string | null;
-  logLevel: LogLevel;
-  logFormat: LogFormat;
-  // Followers (_serve_follow_settings.ts): followed stream → primary URL.
-  follow: Map<string, string>;
-  followToken: string | null;
-  /** Seconds. */
-  followPoll: number;
-  /** Seconds. */
-  followRetryMax: number;
-  /** Seconds. */
-  followTimeout: number;
-  /** Seconds. */
-  followStartWait: number;
-}

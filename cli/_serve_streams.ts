@@ -13,7 +13,7 @@ import { SchemaError } from "../schema/schema_error.ts";
 import { Stream } from "../server/stream/stream.ts";
 import { type Follower, openFollowed } from "../server/follow/follower.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import type { SchemaSource, Settings } from "./_serve_settings.ts";
+import type { SchemaSource, Settings } from "./_serve_run_settings.ts";
 
 async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
   let json: unknown;
@@ -118,6 +118,7 @@ export async function openFollowers(
           pollMs: s.followPoll * 1000,
           retryMaxMs: s.followRetryMax * 1000,
           timeoutMs: s.followTimeout * 1000,
+          maxManifestBytes: s.followMaxManifestBytes,
           startWaitMs: s.followStartWait * 1000,
           archive: s.archive,
           streamOptions: {
@@ -177,6 +178,13 @@ export async function openStreams(
             logOptions,
             ...(s.archive && !decl.ephemeral
               ? { archive: s.archive, replayArchive: s.replayArchive }
+              : {}),
+            ...(decl.iceberg
+              ? {
+                iceberg: s.icebergCommitBytes === undefined
+                  ? true
+                  : { maxCommitBytes: s.icebergCommitBytes },
+              }
               : {}),
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),

@@ -10,7 +10,8 @@ import type { ChunkEntry, Manifest } from "./chunk.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { ChunkWorker } from "./chunk_client.ts";
+import { type ChunkPort, ChunkWorker, InlineChunkWorker } from "./chunk_client.ts";
+import { REAL_IO } from "./log_io.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { nowUs, type Segment } from "./segment_state.ts";
 
@@ -45,7 +46,7 @@ export class ChunkLink {
   readonly #log: LinkedLog;
   readonly #opts: ResolvedOptions;
   #policy: ChunkPolicy;
-  #worker: ChunkWorker | null = null;
+  #worker: ChunkPort | null = null;
   #manifest: Manifest | null = null;
   #workerError: string | null = null;
   #workerErrors = 0;
@@ -58,6 +59,8 @@ export class ChunkLink {
   #archiveState: ArchiveState | null = null;
   #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
+  // Deletions of chunked segments under way (settled() waits for them).
+  readonly #removing = new Set<Promise<void>>();
 
   /** A link for `log` (not started). */
   constructor(log: LinkedLog, opts: ResolvedOptions, policy: ChunkPolicy) {
@@ -105,7 +108,8 @@ export class ChunkLink {
       const { ArchiveStore } = await import("./archive.ts");
       this.#archiveStore = new ArchiveStore(policy.archive, log.name);
     }
-    const worker = ChunkWorker.acquire();
+    const io = this.#opts.io;
+    const worker = io === REAL_IO ? ChunkWorker.acquire() : new InlineChunkWorker(io);
     this.#worker = worker;
     this.#lastMaintain = this.#opts.clock();
     worker.register(log.dir, (m) => this.#fromWorker(m));
@@ -177,7 +181,8 @@ export class ChunkLink {
 
   /**
    * Resolves once the worker has done everything asked of it so far (with
-   * `maintain`, a maintenance round now) and the log has taken the results in.
+   * `maintain`, a maintenance round now) and the log has taken the results
+   * in, the segments now chunked deleted.
    */
   async settled(maintain = false): Promise<void> {
     if (!this.#worker) return;
@@ -190,6 +195,7 @@ export class ChunkLink {
     const done = this.#wait((m) => m.type === "synced" && m.id === id);
     this.#worker.post({ type: "sync", dir, id });
     await done;
+    await Promise.all(this.#removing);
   }
 
   /** Resolves once the archive holds everything chunked so far (or after `ms`). */
@@ -220,6 +226,7 @@ export class ChunkLink {
       worker.release(this.#log.dir);
       this.#worker = null;
     }
+    await Promise.all(this.#removing);
     this.#archiveStore?.close();
   }
 
@@ -282,7 +289,7 @@ export class ChunkLink {
         const i = segs.findIndex((s) => s.info.path === m.segmentPath);
         if (i >= 0 && segs[i].info.sealed) {
           segs.splice(i, 1);
-          Deno.remove(m.segmentPath).catch((err) => {
+          const removed: Promise<void> = this.#opts.io.remove(m.segmentPath).catch((err) => {
             if (!(err instanceof Deno.errors.NotFound)) {
               this.#opts.logger.warn(
                 "segment_delete_failed",
@@ -290,7 +297,8 @@ export class ChunkLink {
                 `streamcast: cannot delete ${m.segmentPath}: ${err}`,
               );
             }
-          });
+          }).finally(() => this.#removing.delete(removed));
+          this.#removing.add(removed);
         }
         break;
       }

@@ -33,22 +33,22 @@ import {
   type ResolvedOptions,
   resolveOptions,
 } from "./options.ts";
-import { recoverLog } from "./recovery.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import { ProducerJournal } from "./producer_journal.ts";
-import {
-  type ProducerState,
-  type ProducerTable,
-  type PublishResult,
-  recoverProducers,
-} from "./producers.ts";
-import { cutActiveAt } from "./tail_cut.ts";
+import type { ProducerJournal } from "./producer_journal.ts";
+import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
+import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
 import { ChunkLink } from "./chunk_link.ts";
 import type { LogListener } from "./log_listener.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
 import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { chunkTimeHit, type LookupStats, seekTimeIn, type TimeLookup } from "./time_seek.ts";
+import {
+  chunkTimeHit,
+  lookupAnswers,
+  type LookupStats,
+  seekTimeIn,
+  type TimeLookup,
+} from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -106,7 +106,7 @@ export class Log {
 
   private constructor(
     dir: string,
-    recovered: Awaited<ReturnType<typeof recoverLog>>,
+    recovered: Recovered,
     opts: ResolvedOptions,
     lock: Deno.FsFile,
     producers: { table: ProducerTable; journal: ProducerJournal },
@@ -340,15 +340,10 @@ export class Log {
   async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
     for (let attempt = 0;; attempt++) {
       const t = this.#tiers();
-      const earliest = earliestOffset(t);
-      // Rows below the earliest held were dropped (retention): a time before
-      // the earliest row may have been theirs.
-      const dropped = (earliest ?? t.end) > this.firstOffset;
-      const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup => ({
-        offset,
-        ts,
-        exact,
-        evicted: dropped && (earliest === null || offset === earliest),
+      const answer = lookupAnswers(sinceUs, {
+        earliest: earliestOffset(t),
+        end: t.end,
+        firstOffset: this.firstOffset,
       });
       if (sinceUs > this.#committer.lastTimeUs) {
         return { offset: t.end, ts: null, exact: true, evicted: false };
@@ -650,7 +645,7 @@ export class Log {
     await this.#link?.close();
     const active = this.#committer.active;
     try {
-      if (active.file && !this.#opts.fsync) await active.file.syncData();
+      if (active.file && !this.#opts.fsync) await this.#opts.io.syncData(active.file);
     } finally {
       active.file?.close();
       active.file = null;
@@ -661,37 +656,5 @@ export class Log {
   /** Whether the log is closed. */
   get closed(): boolean {
     return this.#closed;
-  }
-}
-
-// Recovers the segments, then the producer table from the journal; when the
-// journal says rows of an unacknowledged commit survived (producers.ts), cuts
-// them off the active segment and recovers again.
-async function recoverWithProducers(
-  dir: string,
-  options: LogOptions,
-  opts: ResolvedOptions,
-): Promise<
-  [Awaited<ReturnType<typeof recoverLog>>, { table: ProducerTable; journal: ProducerJournal }]
-> {
-  let recovered = await recoverLog(dir, options, opts);
-  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
-  try {
-    const info = recovered.active.seg.info;
-    const end = info.firstOffset + info.count;
-    const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
-    if (cut !== null && cut < end) {
-      opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
-      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
-      recovered.active.file?.close();
-      recovered = await recoverLog(dir, options, opts);
-    }
-    // Before the log grows past them, or the dropped records would pass for committed.
-    if (dropped > 0) await journal.rewrite(table.snapshot());
-    return [recovered, { table, journal }];
-  } catch (err) {
-    journal.close();
-    recovered.active.file?.close();
-    throw err;
   }
 }

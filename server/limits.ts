@@ -12,6 +12,8 @@
  * | bytes of live frames handed to sockets in one turn of the event loop (per server) | 8 MiB | `ServeOptions.fanoutTurnBytes` | the rest of the fan-out waits for the next turn (fanout/fanout_pacer.ts) |
  * | row (payload) size | 16 MiB | `LogOptions.maxPayloadBytes` | `send` rejects; ingest rejects the line |
  * | `POST` body, publish frame | 16 MiB | `ServeOptions.maxPublishBytes` | HTTP 413, close 1009 |
+ * | publish frames awaiting their ack (per socket) | 64 frames, 16 MiB | `ServeOptions.maxInFlight`, `maxPublishInflightBytes` | more wait, unread |
+ * | publishing held at once (per server) | 64 MiB | `ServeOptions.maxPublishServerBytes` | frames and bodies wait, unread (publish/budget.ts) |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
  *
@@ -50,6 +52,11 @@ export const DEFAULT_FANOUT_TURN_BYTES: number = 8 << 20;
 export const DEFAULT_MAX_ROW_BYTES: number = DEFAULT_MAX_PAYLOAD_BYTES;
 /** Default largest `POST /{name}` body or publish frame (DESIGN §13): 16 MiB. */
 export const DEFAULT_MAX_PUBLISH_BYTES: number = 16 << 20;
+/**
+ * Default `maxPublishServerBytes`: bytes of publishing (frames taken, `POST`
+ * bodies) one server holds at once (see publish/budget.ts): 64 MiB.
+ */
+export const DEFAULT_MAX_PUBLISH_SERVER_BYTES: number = 64 << 20;
 
 /**
  * Checks that `value` is an integer ≥ `min`; throws `RangeError` naming `what`.

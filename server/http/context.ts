@@ -13,6 +13,7 @@ import type { Logger } from "../../common/logger.ts";
 import type { TokenTable } from "../auth.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import type { Stream } from "../stream/stream.ts";
+import type { PublishBudget } from "../publish/budget.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
 import type { ServerMetrics } from "./metrics.ts";
 
@@ -55,6 +56,8 @@ export interface HttpContext {
   readonly metrics: ServerMetrics;
   /** The series of publishing. */
   readonly publishMetrics: PublishMetrics;
+  /** The bytes of publishing the server holds at once (`settings.maxPublishServerBytes`). */
+  readonly publishBudget: PublishBudget;
   /** The runtime's WebSocket upgrade. */
   readonly upgrader: WebSocketUpgrader;
   /** The tokens every request is checked against now; null: no access control. */

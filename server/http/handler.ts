@@ -25,6 +25,7 @@ import type { Stream } from "../stream/stream.ts";
 import { Gate } from "../fanout/replay_gate.ts";
 import { SendBudget } from "../fanout/send_budget.ts";
 import type { Serving } from "../fanout/fanout.ts";
+import { PublishBudget } from "../publish/budget.ts";
 import { PublishMetrics } from "../publish/publish_metrics.ts";
 import { authenticate, denyRoute } from "./access.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
@@ -92,6 +93,7 @@ export class HttpHandler {
       logger: settings.logger,
       metrics,
       publishMetrics: new PublishMetrics(registry, streams.values()),
+      publishBudget: new PublishBudget(settings.maxPublishServerBytes),
       upgrader,
       tokens: settings.tokens,
       shuttingDown: false,

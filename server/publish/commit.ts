@@ -3,7 +3,9 @@
  * and WebSocket routes share. The rows take the stream's row path (checked
  * and encoded; the first refused refuses them all), then the answer is the
  * rows' offsets (for a duplicate, the original commit's), a refused row, a
- * stale seq, or a failed write.
+ * stale seq, or a failed write — also for a seq sent after one of its
+ * producer's failed, which the log refuses so that the producer commits
+ * without holes.
  *
  * @module
  */
@@ -60,6 +62,14 @@ export async function commitPublish(
     const r = stream._publish(rows, tag);
     if (r.status === "invalid") return { kind: "invalid", index: r.index, detail: r.detail };
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
+    if (r.status === "blocked") {
+      // The producer commits without holes (log/producers.ts).
+      return {
+        kind: "failed",
+        detail: `not stored: seq ${r.failedSeq} of producer ${tag!.producer} failed to be ` +
+          `stored before it; send again from seq ${r.lastSeq + 1}`,
+      };
+    }
     await r.done;
     return { kind: "ack", first: r.first, last: r.last, duplicate: r.status === "duplicate" };
   } catch (err) {

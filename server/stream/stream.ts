@@ -38,6 +38,7 @@ import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../../log/schem
 import { compileSchema } from "../../schema/compile.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
 import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
+import { IcebergTable } from "../../iceberg/table_link.ts";
 import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { StreamFrames } from "../frames/stream_frames.ts";
 import { Fanout, type Serving, UNSERVED } from "../fanout/fanout.ts";
@@ -147,6 +148,7 @@ export class Stream {
   readonly #fanout: Fanout;
   readonly #appender: Appender;
   #follow: StreamFollow | null = null;
+  #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
@@ -221,7 +223,10 @@ export class Stream {
   ): Promise<Stream> {
     try {
       const versions = await keepSchema(log, compiled);
-      return new Stream(name, { settings, compiled, log, ownsLog: true, versions });
+      const stream = new Stream(name, { settings, compiled, log, ownsLog: true, versions });
+      const { iceberg } = settings;
+      if (iceberg) stream.#iceberg = IcebergTable.start(log, name, settings.archive, iceberg);
+      return stream;
     } catch (err) {
       await log.close();
       throw err;
@@ -528,6 +533,7 @@ export class Stream {
     this.#closed = true;
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
+    await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
     if (this.log && this.#ownsLog) await this.log.close();
   }
 }
