@@ -166,8 +166,36 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProc> {
   const name = options.name ?? "etcd0";
   const ownDir = options.dataDir === undefined;
   const dataDir = options.dataDir ?? await Deno.makeTempDir({ prefix: "streamcast-etcd-" });
-  const client = `http://127.0.0.1:${freePort()}`;
-  const peer = `http://127.0.0.1:${freePort()}`;
+  // A free port can be taken by a parallel test between the probe and etcd's
+  // bind; that start is retried on fresh ports, any other failure is not.
+  for (let attempt = 1;; attempt++) {
+    const proc = etcdOnFreePorts(name, dataDir, ownDir, options.readyMs ?? 20_000);
+    try {
+      await proc.start();
+      return proc;
+    } catch (err) {
+      const taken = String((err as Error).message).includes("address already in use");
+      if (taken && attempt < 5) {
+        if (ownDir) await rmrf(join(dataDir, "member")); // nothing of a failed start is kept
+        continue;
+      }
+      if (ownDir) await rmrf(dataDir);
+      throw err;
+    }
+  }
+}
+
+function etcdOnFreePorts(
+  name: string,
+  dataDir: string,
+  ownDir: boolean,
+  readyMs: number,
+): EtcdProc {
+  const clientPort = freePort();
+  let peerPort = freePort();
+  while (peerPort === clientPort) peerPort = freePort();
+  const client = `http://127.0.0.1:${clientPort}`;
+  const peer = `http://127.0.0.1:${peerPort}`;
   const args = [
     "--name",
     name,
@@ -192,12 +220,5 @@ export async function startEtcd(options: EtcdOptions = {}): Promise<EtcdProc> {
     "--log-level",
     "warn",
   ];
-  const proc = new EtcdProc(client, dataDir, args, ownDir, options.readyMs ?? 20_000);
-  try {
-    await proc.start();
-  } catch (err) {
-    if (ownDir) await rmrf(dataDir);
-    throw err;
-  }
-  return proc;
+  return new EtcdProc(client, dataDir, args, ownDir, readyMs);
 }
