@@ -104,6 +104,7 @@ export interface Settings {
   maxReplayReaders?: number;
   sendBufferBytes?: number;
   fanoutTurnBytes?: number;
+  compressFrameBytes?: number;
   /** Seconds. */
   stallTimeout?: number;
   maxPublishBytes?: number;

@@ -12,6 +12,7 @@ import {
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "../server/limits.ts";
+import { COMPRESS_FRAME_BYTES } from "../server/frames/zstd_stream.ts";
 import { integer, LIMITS_GROUP } from "./_serve_values.ts";
 
 /**
@@ -21,7 +22,11 @@ import { integer, LIMITS_GROUP } from "./_serve_values.ts";
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { SEND_SETTINGS } from "./_serve_send_settings.ts";
- * deepStrictEqual(SEND_SETTINGS.map((s) => s.flag), ["send-buffer-bytes", "fanout-turn-bytes"]);
+ * deepStrictEqual(SEND_SETTINGS.map((s) => s.flag), [
+ *   "send-buffer-bytes",
+ *   "fanout-turn-bytes",
+ *   "compress-frame-bytes",
+ * ]);
  * ```
  */
 export const SEND_SETTINGS = [
@@ -53,5 +58,19 @@ export const SEND_SETTINGS = [
     docs: "bytes of live frames handed to the subscribers' sockets in one turn of the event " +
       "loop, the rest of the fan-out waiting for the next turn (0: one synchronous pass); " +
       "see [Limits](#limits).",
+  },
+  {
+    flag: "compress-frame-bytes",
+    key: "compressFrameBytes",
+    type: "string" as const,
+    read: integer(COMPRESS_FRAME_BYTES.min, COMPRESS_FRAME_BYTES.max),
+    group: LIMITS_GROUP,
+    usage: [
+      ["--compress-frame-bytes N", "text a compress=zstd-stream frame carries before"],
+      ["", "a new one starts (4 KiB to 64 MiB); a subscriber"],
+      ["", `joining mid-frame waits for it [${COMPRESS_FRAME_BYTES.default}]`],
+    ] as [string, string][],
+    docs: "text one group's `compress=zstd-stream` frame carries before the next commit starts " +
+      "a new frame; see [Limits](#limits).",
   },
 ];

@@ -135,6 +135,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.maxReplayReaders !== undefined ? { maxReplayReaders: s.maxReplayReaders } : {}),
       ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),
       ...(s.fanoutTurnBytes !== undefined ? { fanoutTurnBytes: s.fanoutTurnBytes } : {}),
+      ...(s.compressFrameBytes !== undefined ? { compressFrameBytes: s.compressFrameBytes } : {}),
       publish: [...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
       ...(s.maxPublishBytes !== undefined ? { maxPublishBytes: s.maxPublishBytes } : {}),
       ...(s.maxInFlight !== undefined ? { maxInFlight: s.maxInFlight } : {}),

@@ -440,13 +440,14 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
  * How data frames are compressed: `"zstd"`, one zstd frame per batched
  * frame; `"zstd-dict"` (asked for only; the greeting then says `"zstd"`
  * and names the `dictionary`, when the server has one), the same with the
- * stream's dictionary.
+ * stream's dictionary; `"zstd-stream"` (§20), one zstd stream per live group
+ * whose messages each end at a flush (docs/SPEC.md §2.6.1).
  */
-export type Compression = "zstd" | "zstd-dict";
+export type Compression = "zstd" | "zstd-dict" | "zstd-stream";
 
 /**
- * Checks `compress=`: absent is `null` (text frames); `zstd` needs
- * `frames=batch`; any other value is refused.
+ * Checks `compress=`: absent is `null` (text frames); `zstd`, `zstd-dict`
+ * and `zstd-stream` need `frames=batch`; any other value is refused.
  *
  * @example
  * ```ts
@@ -464,8 +465,8 @@ export function parseCompress(
   frames: FrameMode,
 ): ParseResult<Compression | null> {
   if (raw === null) return { ok: true, value: null };
-  if (raw !== "zstd" && raw !== "zstd-dict") {
-    return { ok: false, detail: `compress must be zstd, got ${raw}` };
+  if (raw !== "zstd" && raw !== "zstd-dict" && raw !== "zstd-stream") {
+    return { ok: false, detail: `compress must be zstd, zstd-dict or zstd-stream, got ${raw}` };
   }
   if (frames !== "batch") {
     return { ok: false, detail: `compress=${raw} needs frames=batch, got frames=${frames}` };

@@ -83,6 +83,15 @@ export interface ServeOptions {
    */
   fanoutTurnBytes?: number;
   /**
+   * compress=zstd-stream: the text one group's zstd frame carries before the
+   * next commit starts a new frame (docs/SPEC.md §2.6.1); a subscriber that
+   * joins mid-frame receives self-contained frames until then. From 4 KiB to
+   * 64 MiB (`COMPRESS_FRAME_BYTES`, server/frames/zstd_stream.ts, where the
+   * server checks the range).
+   * @default 1048576 (1 MiB)
+   */
+  compressFrameBytes?: number;
+  /**
    * Bearer tokens granting read access per stream (see `auth.ts`); checked
    * before the upgrade and on every route but `/_/health` and the viewer's
    * scripts. `null`: no access control.
@@ -135,6 +144,8 @@ export interface ServeSettings {
   maxReplayReaders: number;
   sendBufferBytes: number;
   fanoutTurnBytes: number;
+  /** Absent: the default; its range is checked where the frames are (http/handler.ts). */
+  compressFrameBytes: number | undefined;
   tokens: TokenTable | null;
   logger: Logger;
   onListen: ((addr: Deno.NetAddr) => void) | undefined;
@@ -158,6 +169,7 @@ const KEYS = [
   "maxReplayReaders",
   "sendBufferBytes",
   "fanoutTurnBytes",
+  "compressFrameBytes",
   "tokens",
   "logger",
   "onListen",
@@ -238,6 +250,7 @@ export function checkServeOptions(options: unknown): ServeSettings {
       Number.MAX_SAFE_INTEGER,
       DEFAULT_FANOUT_TURN_BYTES,
     ),
+    compressFrameBytes: o.int("compressFrameBytes", 1, max, null, true) ?? undefined,
     tokens: o.instance("tokens", TokenTable, true) ?? null,
     logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),
     onListen: o.fn<(addr: Deno.NetAddr) => void>("onListen"),

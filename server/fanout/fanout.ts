@@ -29,6 +29,8 @@ import { parseRows } from "./filtered_frames.ts";
 import { type Gate, GatedReader, type ReplayReader } from "./replay_gate.ts";
 import { SendBudget } from "./send_budget.ts";
 import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
+import { ZstdStreamGroup, type ZstdStreamSettings } from "./zstd_stream_group.ts";
+import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
 
 /**
  * What a server lends the streams it serves: the gate catching-up reads take
@@ -42,6 +44,8 @@ export interface Serving {
   readonly logger: Logger;
   /** The server's send buffer, shared by its subscribers' sockets. @default one per process */
   readonly sendBudget?: SendBudget;
+  /** compress=zstd-stream: the text a group's frame carries before a new one starts. @default 1 MiB */
+  readonly compressFrameBytes?: number;
 }
 
 /** What a stream's subscribers get when no server serves it: no gate, stderr, the process's send buffer. */
@@ -49,6 +53,7 @@ export const UNSERVED: Required<Serving> = Object.freeze({
   gate: null,
   logger: new Logger({ level: "warn" }),
   sendBudget: new SendBudget(),
+  compressFrameBytes: COMPRESS_FRAME_BYTES.default,
 });
 
 /** What a fan-out counts its subscribers' work in (a stream's series). */
@@ -69,6 +74,8 @@ export interface FanoutEncoders {
   readonly arrowEncoder: ArrowFrameEncoder;
   /** One zstd frame of `text`, counted under `path`. */
   compress(text: string, kind: Compression, path: ZstdPath): Uint8Array;
+  /** Counts one compression made elsewhere (a zstd-stream message) under `path`. */
+  counted?(path: ZstdPath, text: number, zstd: number): void;
 }
 
 /** What a fan-out is made with. */
@@ -140,7 +147,13 @@ export class Fanout implements SubscriberHost {
   readonly #stallTimeoutMs: number;
   readonly #all = new Set<Subscriber>();
   readonly #live = new Set<Subscriber>();
-  readonly #groups = new FilterGroups();
+  readonly #zstdSettings: ZstdStreamSettings = {
+    frameBytes: () => this.serving.compressFrameBytes ?? COMPRESS_FRAME_BYTES.default,
+    counted: (text, zstd) => this.#encoders.counted?.("live", text, zstd),
+  };
+  // compress=zstd-stream: the zstd stream of the unfiltered live subscribers.
+  readonly #zstd = new ZstdStreamGroup(this.#zstdSettings);
+  readonly #groups = new FilterGroups(this.#zstdSettings);
   readonly #pacer = new FanoutPacer<Subscriber>();
   readonly #share = (frames: readonly string[]): SharedFrames => this.#encoders.shared(frames);
 
@@ -213,7 +226,7 @@ export class Fanout implements SubscriberHost {
     }
     const end = first === null ? null : first + frames.length;
     const shared = this.#share(frames);
-    this.#pacer.fanOut(this.#live, frames, end, shared);
+    this.#pacer.fanOut(this.#live, frames, end, this.#zstd.view(shared));
     if (rows !== null) this.#groups.fanOut(frames, rows, end, shared, this.#share, this.#pacer);
   }
 
@@ -249,20 +262,27 @@ export class Fanout implements SubscriberHost {
 
   /** Adds a subscriber to the live set (its filter group's, if it has a filter). */
   joinLive(sub: Subscriber): void {
-    if (sub.filter === null) this.#live.add(sub);
-    else this.#groups.join(sub);
+    if (sub.filter !== null) this.#groups.join(sub);
+    else if (!this.#live.has(sub)) {
+      this.#live.add(sub);
+      sub.zstdGroup = this.#zstd;
+      this.#zstd.join(sub);
+    }
   }
 
   /** Takes a subscriber out of the live set. */
   leaveLive(sub: Subscriber): void {
-    if (sub.filter === null) this.#live.delete(sub);
-    else this.#groups.leave(sub);
+    if (sub.filter !== null) this.#groups.leave(sub);
+    else if (this.#live.delete(sub)) {
+      this.#zstd.leave(sub);
+      sub.zstdGroup = null;
+    }
   }
 
   /** Forgets a closed subscriber. */
   gone(sub: Subscriber): void {
     this.#all.delete(sub);
-    if (sub.filter === null) this.#live.delete(sub);
+    if (sub.filter === null) this.leaveLive(sub);
     else this.#groups.remove(sub);
   }
 

@@ -17,10 +17,13 @@ import { pickFrames } from "./filtered_frames.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
 import type { Subscriber } from "./subscriber.ts";
 import type { FanoutPacer } from "./fanout_pacer.ts";
+import { ZstdStreamGroup, type ZstdStreamSettings } from "./zstd_stream_group.ts";
 
 interface Group {
   readonly filter: Filter;
   readonly live: Set<Subscriber>;
+  /** compress=zstd-stream: the group's stream. */
+  readonly zstd: ZstdStreamGroup;
   refs: number;
 }
 
@@ -33,7 +36,7 @@ interface Group {
  * import { FilterGroups } from "./filter_groups.ts";
  * import { compileFilter } from "../../client/filter.ts";
  * const schema = { type: "object", properties: { a: { type: "integer" } } };
- * const groups = new FilterGroups();
+ * const groups = new FilterGroups({ frameBytes: () => 1 << 20, counted() {} });
  * const one = groups.add(compileFilter('{"a":[1,2]}', schema));
  * const two = groups.add(compileFilter('{"a":[2,1]}', schema));
  * equal(one, two); // one compiled instance per filter key
@@ -42,7 +45,13 @@ interface Group {
  */
 export class FilterGroups {
   readonly #groups = new Map<string, Group>();
+  readonly #zstd: ZstdStreamSettings;
   #live = 0;
+
+  /** The groups of one stream; `zstd`: how their zstd streams are made and counted. */
+  constructor(zstd: ZstdStreamSettings) {
+    this.#zstd = zstd;
+  }
 
   /** Distinct filters with a subscriber. */
   get size(): number {
@@ -57,7 +66,10 @@ export class FilterGroups {
   /** Counts a subscriber of `filter` in; returns the group's shared instance. */
   add(filter: Filter): Filter {
     let g = this.#groups.get(filter.key);
-    if (!g) this.#groups.set(filter.key, g = { filter, live: new Set(), refs: 0 });
+    if (!g) {
+      g = { filter, live: new Set(), zstd: new ZstdStreamGroup(this.#zstd), refs: 0 };
+      this.#groups.set(filter.key, g);
+    }
     g.refs++;
     return g.filter;
   }
@@ -76,20 +88,27 @@ export class FilterGroups {
     if (g && !g.live.has(sub)) {
       g.live.add(sub);
       this.#live++;
+      sub.zstdGroup = g.zstd;
+      g.zstd.join(sub);
     }
   }
 
   /** Removes a subscriber from its group's live set. */
   leave(sub: Subscriber): void {
     const g = this.#groups.get(sub.filter!.key);
-    if (g && g.live.delete(sub)) this.#live--;
+    if (g && g.live.delete(sub)) {
+      this.#live--;
+      g.zstd.leave(sub);
+      sub.zstdGroup = null;
+    }
   }
 
   /**
    * Hands a commit's frames to every live filtered subscriber: each group
    * tests each row once (`rows`, parsed once for all groups) and its
    * subscribers share the picked frames and their encodings (`share` makes
-   * them; `all` is reused when every row matched).
+   * them; `all` is reused when every row matched), and each group's
+   * zstd-stream members the group's message (compressed once per group).
    */
   fanOut(
     frames: readonly string[],
@@ -102,7 +121,9 @@ export class FilterGroups {
     for (const g of this.#groups.values()) {
       if (g.live.size === 0) continue;
       const picked = pickFrames(frames, rows, g.filter);
-      const shared = picked === frames ? all : share(picked);
+      const shared = picked.length === 0
+        ? all
+        : g.zstd.view(picked === frames ? all : share(picked));
       pacer.fanOut(g.live, picked, end, shared);
     }
   }

@@ -39,6 +39,7 @@ import { DrainPoller } from "./drain_poller.ts";
 import { livePieces, wholeCommit } from "./live_pieces.ts";
 import { LiveQueue } from "./live_queue.ts";
 import type { SendBudget } from "./send_budget.ts";
+import type { StreamMember, ZstdStreamGroup } from "./zstd_stream_group.ts";
 
 /** What a subscriber needs from its stream: its log's reads and end, its live set, its counters. */
 export interface SubscriberHost extends CatchUpHost {
@@ -103,7 +104,7 @@ export function _subscriberCounts(): { open: number; polled: number } {
 }
 
 /** One subscription on one socket. */
-export class Subscriber implements CatchingUp {
+export class Subscriber implements CatchingUp, StreamMember {
   /** The socket. */
   readonly socket: WebSocket;
   /** Frame mode. */
@@ -116,6 +117,10 @@ export class Subscriber implements CatchingUp {
   readonly sendBudget: SendBudget;
   /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
+  /** compress=zstd-stream: the live group whose stream it reads (null while not live). */
+  zstdGroup: ZstdStreamGroup | null = null;
+  /** compress=zstd-stream: the group frame it is in (0: none; see zstd_stream_group.ts). */
+  streamFrame = 0;
   readonly #host: SubscriberHost;
   readonly #maxBacklog: number;
   readonly #stallTimeoutMs: number;
@@ -210,7 +215,7 @@ export class Subscriber implements CatchingUp {
     }
     if (q.rows === 0 && this.room() > 0) {
       if (this.frames === "arrow") this.#sendBinary(shared.arrow());
-      else if (this.compress !== null) this.#sendBinary(shared.zstd!(this.compress));
+      else if (this.compress !== null) this.#sendBinary(this.#compressed(shared));
       else for (let i = 0; i < frames.length; i++) this.#sendText(frames[i]);
       if (end !== null) this.next = end;
       return;
@@ -219,8 +224,9 @@ export class Subscriber implements CatchingUp {
       this.#overflow();
       return;
     }
-    // A compressed commit is compressed now, once for every subscriber it is queued for.
-    if (this.compress !== null) shared.zstd!(this.compress);
+    // A compressed commit is compressed now, once for every subscriber it is
+    // queued for (a zstd-stream member's bytes are picked as it is sent).
+    if (this.compress !== null && this.compress !== "zstd-stream") shared.zstd!(this.compress);
     q.add(wholeCommit(frames, end, shared));
     if (end !== null) q.end = end;
     this.#block();
@@ -271,7 +277,7 @@ export class Subscriber implements CatchingUp {
       if (this.compress !== null) {
         // A queued commit's zstd frame, compressed once for everyone.
         const run = q.takeRun();
-        this.#sendBinary(run.shared!.zstd!(this.compress));
+        this.#sendBinary(this.#compressed(run.shared!));
         this.#sent(run.to - run.from, run.frames[run.to - 1]);
         continue;
       }
@@ -307,6 +313,15 @@ export class Subscriber implements CatchingUp {
     this.#sendText(out.length === 1 ? out[0] : out.join("\n"));
     this.#sent(out.length, out[out.length - 1]);
     return true;
+  }
+
+  // The bytes of a commit's compressed frames for this subscriber: the kind's
+  // shared zstd frame; for zstd-stream, the group's message or the commit's
+  // self-contained frame (zstd_stream_group.ts), picked in send order.
+  #compressed(shared: SharedFrames): Uint8Array {
+    if (this.compress !== "zstd-stream") return shared.zstd!(this.compress!);
+    const group = this.zstdGroup;
+    return group !== null ? group.bytesFor(this, shared) : shared.zstd!("zstd-stream");
   }
 
   // `next` after `rows` more queued frames sent, the last of them `last`.

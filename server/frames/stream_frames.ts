@@ -17,6 +17,7 @@ import { zstdFrame } from "./compressed_frames.ts";
 import type { FrameDictionary } from "./frame_dictionary.ts";
 import { type FrameEncoders, type SharedFrames, sharedFrames } from "./shared_frames.ts";
 import { StreamDictionary } from "./stream_dictionary.ts";
+import { selfContainedFrame } from "./zstd_stream.ts";
 
 /** A counter, as far as the frames count: `inc(n)` adds `n` (default 1). */
 export interface Count {
@@ -114,15 +115,29 @@ export class StreamFrames implements FrameEncoders {
 
   /**
    * One zstd frame of `text`, counted under `path`; with the dictionary for
-   * `zstd-dict` (a subscriber is given that kind only once the dictionary exists).
+   * `zstd-dict` (a subscriber is given that kind only once the dictionary
+   * exists); for `zstd-stream`, a self-contained frame of that framing
+   * (`selfContainedFrame`: the stream frames' window, made by libzstd).
    */
   compress(text: string, kind: Compression, path: ZstdPath): Uint8Array {
-    const out = kind === "zstd-dict" ? this.#dictionary.current!.compress(text) : zstdFrame(text);
+    const out = kind === "zstd-dict"
+      ? this.#dictionary.current!.compress(text)
+      : kind === "zstd-stream"
+      ? selfContainedFrame(text)
+      : zstdFrame(text);
+    this.counted(path, text.length, out.byteLength);
+    return out;
+  }
+
+  /**
+   * Counts one compression made elsewhere (a group's zstd stream message) under
+   * `path`: `text` bytes in, `zstd` bytes out.
+   */
+  counted(path: ZstdPath, text: number, zstd: number): void {
     const c = this.#counts[path];
     c.frames.inc();
-    c.text.inc(text.length);
-    c.zstd.inc(out.byteLength);
-    return out;
+    c.text.inc(text);
+    c.zstd.inc(zstd);
   }
 
   /** The frames of a commit as each mode sends them, made once on first use and shared. */

@@ -261,6 +261,22 @@ export function zstdStreamProblem(): string | null {
 }
 
 /**
+ * Whether this process can compress zstd streams (libzstd loads through
+ * FFI); loads it on first call. A server without it answers
+ * `compress=zstd-stream` with plain `compress=zstd` frames.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { zstdStreamAvailable, zstdStreamProblem } from "./zstd_stream.ts";
+ * equal(zstdStreamAvailable(), zstdStreamProblem() === null);
+ * ```
+ */
+export function zstdStreamAvailable(): boolean {
+  return loadLibzstd() !== null;
+}
+
+/**
  * One self-contained zstd frame of `text` (for a subscriber that joined a
  * group mid-frame, and for replay): content checksum, content size, the
  * window of {@linkcode ZSTD_STREAM_WINDOW_LOG} (or the text's size, when

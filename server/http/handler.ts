@@ -21,6 +21,8 @@ import { CloseCode } from "../../client/wire.ts";
 import { type Grant, TokenTable } from "../auth.ts";
 import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
+import { OptionCheck } from "../option_check.ts";
+import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
 import type { Stream } from "../stream/stream.ts";
 import { Gate } from "../fanout/replay_gate.ts";
 import { SendBudget } from "../fanout/send_budget.ts";
@@ -82,7 +84,10 @@ export class HttpHandler {
   ) {
     const gate = new Gate(settings.maxReplayReaders);
     const sendBudget = new SendBudget(settings.sendBufferBytes, settings.fanoutTurnBytes);
-    this.serving = { gate, logger: settings.logger, sendBudget };
+    const { min, max, default: fallback } = COMPRESS_FRAME_BYTES;
+    const compressFrameBytes = new OptionCheck("serve", { ...settings })
+      .int("compressFrameBytes", min, max, fallback);
+    this.serving = { gate, logger: settings.logger, sendBudget, compressFrameBytes };
     this.metrics = new ServerMetrics(registry, gate, sendBudget);
     this.#excludes = [...streams.values()].map((s) => registry.include(s._metrics));
     const sockets = new Set<WebSocket>();

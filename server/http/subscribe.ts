@@ -24,6 +24,7 @@ import type { LogFields } from "../../common/logger.ts";
 import type { Stream } from "../stream/stream.ts";
 import type { Subscriber } from "../fanout/subscriber.ts";
 import type { FrameDictionary } from "../frames/frame_dictionary.ts";
+import { zstdStreamAvailable } from "../frames/zstd_stream.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { decideSinceStart, decideStart, followLag, type StartDecision } from "./subscribe_start.ts";
@@ -224,11 +225,13 @@ class SubscribeSession {
     const from = d.from ?? stream.endOffset;
     const greeting = stream.greeting(d.from, q.frames, this.#filter?.where ?? null);
     greeting.since = q.since; // since=: echoed, µs or null
-    // compress=zstd-dict only with a dictionary, which the greeting names.
-    const compress: Compression | null = q.compress === "zstd-dict" && !dictionary
+    // compress=zstd-dict only with a dictionary, which the greeting names;
+    // compress=zstd-stream only where libzstd loads (else plain zstd frames).
+    const compress: Compression | null = (q.compress === "zstd-dict" && !dictionary) ||
+        (q.compress === "zstd-stream" && !zstdStreamAvailable())
       ? "zstd"
       : q.compress ?? null;
-    if (compress !== null) greeting.compress = "zstd";
+    if (compress !== null) greeting.compress = compress === "zstd-stream" ? compress : "zstd";
     if (dictionary) greeting.dictionary = dictionary.id;
     socket.send(JSON.stringify(greeting));
     // Arrow: the schema message goes first, then record batches.

@@ -155,8 +155,8 @@ Deno.test("compress= is refused with 4400 without frames=batch and for an unknow
       const [query, detail] of [
         ["compress=zstd", "compress=zstd needs frames=batch, got frames=single"],
         ["compress=zstd&frames=arrow", "compress=zstd needs frames=batch, got frames=arrow"],
-        ["compress=gzip&frames=batch", "compress must be zstd, got gzip"],
-        ["compress=&frames=batch", "compress must be zstd, got "],
+        ["compress=gzip&frames=batch", "compress must be zstd, zstd-dict or zstd-stream, got gzip"],
+        ["compress=&frames=batch", "compress must be zstd, zstd-dict or zstd-stream, got "],
       ]
     ) {
       const s = await ZSub.open(`${url}?${query}`);
