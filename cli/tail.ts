@@ -64,10 +64,11 @@ the server sent it. Status messages go to stderr.
   --compress           ask for zstd-compressed frames (compress=zstd: compressed
                        once by the server for every subscriber; fewer bytes on
                        the wire) and exit 1 if the server does not offer them.
-                       By default tail asks for them with the stream's
-                       dictionary (compress=zstd-dict, fetched once from
-                       /NAME/dictionaries/ID), falling back to plain zstd and
-                       then to text frames on a server that does not know them.
+                       By default tail asks for the compressed stream
+                       (compress=zstd-stream: one zstd stream per group of
+                       subscribers, the fewest bytes a live row), falling back
+                       to frames with the stream's dictionary (zstd-dict), to
+                       plain zstd and to text on a server that does not know them.
   --no-compress        ask for text frames.
 
 Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.

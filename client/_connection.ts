@@ -4,6 +4,7 @@
 
 import { type Greeting, PROTOCOL_VERSION } from "./wire.ts";
 import { decodeZstdFrame, type ZstdDecompress } from "./_zstd.ts";
+import { ZstdStreamDecoder } from "./_zstd_stream.ts";
 
 /**
  * compress=zstd-dict (§16): how a connection decodes frames made with the
@@ -89,6 +90,8 @@ export class Connection {
   greeting: Greeting | null = null;
   /** How the socket closed, once it has. */
   closed: CloseInfo | null = null;
+  /** Bytes of data messages received (binary: their length; text: UTF-16 code units). */
+  bytes = 0;
   /** A protocol problem found in what the server sent (the socket is then closed). */
   problem: string | null = null;
   #frames: string[] = [];
@@ -100,21 +103,26 @@ export class Connection {
   #dict: Uint8Array | null = null;
   #waiting: { data: ArrayBuffer; n: number }[] | null = null;
   #closeWaiting: CloseInfo | null = null;
+  // compress=zstd-stream (§20): the decoder of this socket's stream, when the greeting says so.
+  #stream: ZstdStreamDecoder | null = null;
 
   /**
    * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
    * frames are decoded with it, and one that is not a whole zstd frame whose
-   * checksum holds is a problem (the socket is then closed).
+   * checksum holds is a problem (the socket is then closed). With `stream`
+   * (compress=zstd-stream asked for), a greeting that says `zstd-stream`
+   * makes binary messages go through one streaming decoder, in order.
    */
   constructor(
     WS: WebSocketConstructor,
     url: string,
     zstd: ZstdDecompress | null = null,
     dict: DictionaryDecoding | null = null,
+    stream = false,
   ) {
     const ws = new WS(url);
     this.ws = ws;
-    if (zstd) ws.binaryType = "arraybuffer";
+    if (zstd || stream) ws.binaryType = "arraybuffer";
     let received = 0;
     this.#done = new Promise((resolve) => {
       ws.onclose = (e: CloseEvent) => {
@@ -133,9 +141,16 @@ export class Connection {
     ws.onmessage = (e: MessageEvent) => {
       if (this.problem !== null) return;
       let data = e.data;
-      if (this.greeting !== null) received++; // data frames
-      // compress= (§16): a binary data frame is one zstd frame of the batch's text.
-      if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
+      if (this.greeting !== null) {
+        received++; // data frames
+        this.bytes += data instanceof ArrayBuffer ? data.byteLength : (data as string).length;
+      }
+      if (this.#stream !== null) {
+        // compress=zstd-stream (§20): every data message is binary, decoded in order.
+        data = this.#decodeStream(data, received);
+        if (data === null) return;
+      } else if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
+        // compress= (§16): a binary data frame is one zstd frame of the batch's text.
         if (this.#waiting !== null) {
           this.#waiting.push({ data, n: received }); // the dictionary is on its way
           return;
@@ -159,6 +174,13 @@ export class Connection {
           return;
         }
         this.greeting = g;
+        if (g.compress === "zstd-stream") {
+          if (!stream) {
+            this.#fail("the greeting says compress zstd-stream, which was not asked for");
+            return;
+          }
+          this.#stream = new ZstdStreamDecoder({ whole: zstd });
+        }
         if (typeof g.dictionary === "string" && g.compress === "zstd" && zstd) {
           if (!dict) {
             this.#fail(`the greeting names dictionary ${g.dictionary}, which was not asked for`);
@@ -211,6 +233,25 @@ export class Connection {
       this.#fail(
         `compressed frame ${n} (${data.byteLength} bytes) is corrupt or ` +
           `truncated: ${(err as Error).message}`,
+      );
+      return null;
+    }
+  }
+
+  // One compress=zstd-stream message's text, or null after failing the connection.
+  #decodeStream(data: unknown, n: number): string | null {
+    if (!(data instanceof ArrayBuffer)) {
+      this.#fail(
+        `compressed message ${n} is a text frame; compress=zstd-stream messages are binary`,
+      );
+      return null;
+    }
+    try {
+      return this.#stream!.decode(new Uint8Array(data));
+    } catch (err) {
+      this.#fail(
+        `compressed message ${n} (${data.byteLength} bytes) does not decode: ` +
+          (err as Error).message,
       );
       return null;
     }

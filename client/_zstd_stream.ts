@@ -38,6 +38,18 @@ const LAST_EMPTY_BLOCK = new Uint8Array([1, 0, 0]);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * Decodes one whole zstd frame with fzstd (pure JavaScript): a browser's
+ * decoder of plain `compress=zstd` frames, which a server without libzstd
+ * sends for `compress=zstd-stream`. The caller walked the frame first
+ * (`checkZstdFrame`), so its size is bounded; past `maxBytes` it throws.
+ */
+export const fzstdWhole: ZstdDecompress = (b, maxBytes) => {
+  const out = fzstdDecompress(b);
+  if (out.length > maxBytes) throw new Error(`the frame decodes to more than ${maxBytes} bytes`);
+  return out;
+};
+
 /** Whether `b` starts with the zstd magic number `28 B5 2F FD` (a message that starts a frame). */
 export function startsZstdFrame(b: Uint8Array): boolean {
   return b.length >= 4 && b[0] === 0x28 && b[1] === 0xb5 && b[2] === 0x2f && b[3] === 0xfd;

@@ -145,8 +145,15 @@ function checkOptions(options: unknown): ConnectOptions {
     }
   }
   checkSinceOption(o);
-  if (o.compress !== undefined && o.compress !== "zstd" && o.compress !== false) {
-    throw new TypeError(`connect: compress must be "zstd" or false, got ${describe(o.compress)}`);
+  if (
+    o.compress !== undefined && o.compress !== "zstd-stream" && o.compress !== "zstd-dict" &&
+    o.compress !== "zstd" && o.compress !== false
+  ) {
+    throw new TypeError(
+      `connect: compress must be "zstd-stream", "zstd-dict", "zstd" or false, got ${
+        describe(o.compress)
+      }`,
+    );
   }
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
@@ -283,9 +290,8 @@ async function cursorStore(
  * Subscribes to the stream at `url` (`ws://HOST:PORT/NAME`; `http://` works
  * too) and resolves once the server's greeting arrived, so a refusal rejects
  * here with its typed error (`StreamNotFound`, `NotReplayable`, …). Always
- * negotiates batched frames; the subscription splits them. Where the runtime
- * decodes zstd (Deno), it also negotiates `compress=zstd` (see the
- * `compress` option).
+ * negotiates batched frames; the subscription splits them. By default it
+ * also negotiates `compress=zstd-stream` (see the `compress` option).
  *
  * `options` are checked here, before any socket opens: a wrong type is a
  * `TypeError`, a value out of range a `RangeError`, an unknown key a
@@ -339,19 +345,33 @@ async function open<T>(url: string | URL, options: ConnectOptions): Promise<Subs
   return await Subscription._open<T>(u, resolved);
 }
 
-// compress= (§16): the decoder, loaded before any socket opens.
+// compress= (§16, §20): the decoders, loaded before any socket opens.
 async function zstdOptions(
-  compress: "zstd" | false | undefined,
-): Promise<Pick<SubscriptionOptions, "_zstd" | "_zstdDefault" | "_zstdDict">> {
+  compress: ConnectOptions["compress"],
+): Promise<
+  Pick<SubscriptionOptions, "_zstd" | "_zstdDefault" | "_zstdDict" | "_zstdStream">
+> {
   if (compress === false) return { _zstd: null };
   const zstd = await loadZstd();
-  if (zstd === null && compress === "zstd") {
+  if (zstd === null && (compress === "zstd" || compress === "zstd-dict")) {
     throw new TypeError(
-      `connect: compress "zstd" needs a zstd decoder and this runtime has none (no node:zlib ` +
-        `zstd); leave compress out or pass false`,
+      `connect: compress "${compress}" needs a zstd decoder and this runtime has none (no ` +
+        `node:zlib zstd); leave compress out or pass "zstd-stream" or false`,
     );
   }
-  // By default, the dictionary too (compress=zstd-dict) where its decoder loads.
-  const dict = zstd !== null && compress === undefined ? await loadDictZstd() : null;
-  return { _zstd: zstd, _zstdDefault: compress === undefined, _zstdDict: dict };
+  // By default (after zstd-stream), the dictionary too where its decoder loads.
+  const dict = zstd !== null && (compress === undefined || compress === "zstd-dict")
+    ? await loadDictZstd()
+    : null;
+  if (dict === null && compress === "zstd-dict") {
+    throw new TypeError(
+      `connect: compress "zstd-dict" needs @bokuweb/zstd-wasm, which did not load here`,
+    );
+  }
+  return {
+    _zstd: zstd,
+    _zstdDefault: compress === undefined,
+    _zstdDict: dict,
+    _zstdStream: compress === undefined || compress === "zstd-stream",
+  };
 }

@@ -230,16 +230,20 @@ export interface ConnectOptions {
    */
   where?: Where | string;
   /**
-   * compress= (§16): `"zstd"` asks for data frames as binary zstd frames
-   * (compressed once by the server for every subscriber), decoded here with
-   * `node:zlib`; `false` keeps text frames. Default: `"zstd"` where the
-   * runtime has a zstd decoder (Deno, Node), else `false` (a browser). A
-   * server that does not know `compress=` is asked again without it. A frame
-   * that is not one whole zstd frame whose checksum holds ends the
-   * subscription with a `ProtocolError` saying so.
-   * @default "zstd" where node:zlib has zstd, else false
+   * compress= (§16, §20): `"zstd-stream"` asks for the server's compressed
+   * stream (one zstd stream per group of subscribers, compressed once; the
+   * fewest bytes a live row), decoded here with a streaming decoder that
+   * also runs in a browser; `"zstd"` asks for one zstd frame per batched
+   * frame (decoded with `node:zlib`: not in a browser), `"zstd-dict"` the
+   * same with the stream's dictionary (fetched once); `false` keeps text
+   * frames. Default: `"zstd-stream"`, and a server that refuses it is asked
+   * again with less (`zstd-dict`, `zstd` where `node:zlib` has zstd, then
+   * none); a server without libzstd answers `"zstd-stream"` with plain
+   * `"zstd"` frames, which are decoded too. A message that does not decode
+   * ends the subscription with a `ProtocolError` saying so.
+   * @default "zstd-stream"
    */
-  compress?: "zstd" | false;
+  compress?: "zstd-stream" | "zstd-dict" | "zstd" | false;
 }
 
 /**
@@ -267,4 +271,6 @@ export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
    * dictionary, or null (frames without one).
    */
   _zstdDict?: ((bytes: Uint8Array, dict: Uint8Array) => Uint8Array) | null;
+  /** @internal compress=zstd-stream (§20): whether to ask for it. */
+  _zstdStream?: boolean;
 }

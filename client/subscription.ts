@@ -120,6 +120,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   readonly #opts: SubscriptionOptions;
   readonly #WS: WebSocketConstructor;
   #conn: Connection | null = null;
+  #pastBytes = 0; // data message bytes of the connections before #conn
   #greeting: Greeting | null = null;
   #streamId: string | null = null;
   #durable = false;
@@ -274,7 +275,9 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       }),
       this.#compress.zstd,
       this.#compress.dict,
+      this.#compress.stream,
     );
+    this.#pastBytes += this.#conn?.bytes ?? 0;
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     let timedOut = false;
@@ -378,6 +381,14 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   /** How many times the subscription reconnected. */
   get reconnects(): number {
     return this.#reconnects;
+  }
+
+  /**
+   * Bytes of data messages received over every connection so far, as the
+   * WebSocket gave them (binary: compressed bytes; text: UTF-16 code units).
+   */
+  get wireBytes(): number {
+    return this.#pastBytes + (this.#conn?.bytes ?? 0);
   }
 
   /** At least this many rows are received and ready to be yielded without waiting. */

@@ -488,7 +488,7 @@ async function archiveOffsetAt(source, sinceUs) {
 }
 async function catchUp(streamUrl, from, streamId, options = {}) {
   const f = options.fetch ?? fetch;
-  const decompress = options.decompress ?? defaultDecompress;
+  const decompress2 = options.decompress ?? defaultDecompress;
   const manifest = await fetchManifest(streamUrl, f);
   const archived = options.archive ? await options.archive.manifest() : null;
   const idOf = manifest?.stream_id ?? archived?.stream_id ?? null;
@@ -549,7 +549,7 @@ async function catchUp(streamUrl, from, streamId, options = {}) {
       if (await sha256Hex(bytes) !== chunk.sha256) {
         throw new CorruptChunk(chunk.sha256, where === "archive" ? options.archive.name : base);
       }
-      const text = new TextDecoder().decode(await decompress(bytes));
+      const text = new TextDecoder().decode(await decompress2(bytes));
       const all = text.split("\n");
       all.pop();
       let i = 0;
@@ -767,25 +767,909 @@ function loadZstd() {
     }
   })();
 }
-function isCompressRefusal(err) {
-  return err instanceof ProtocolError && err.code === CloseCode.Protocol && /compress/.test(err.detail);
+function isCompressRefusal(err2) {
+  return err2 instanceof ProtocolError && err2.code === CloseCode.Protocol && /compress/.test(err2.detail);
 }
 var utf8 = new TextDecoder("utf-8", {
   fatal: true
 });
-function decodeZstdFrame(bytes, decompress) {
+function decodeZstdFrame(bytes, decompress2) {
   const { size, bound } = checkZstdFrame(bytes, MAX_ZSTD_FRAME_TEXT);
   let out;
   try {
-    out = decompress(bytes, Math.max(1, size >= 0 ? Math.min(size + 1, bound) : bound));
-  } catch (err) {
-    throw new Error(`zstd: ${err instanceof Error ? err.message : err}`);
+    out = decompress2(bytes, Math.max(1, size >= 0 ? Math.min(size + 1, bound) : bound));
+  } catch (err2) {
+    throw new Error(`zstd: ${err2 instanceof Error ? err2.message : err2}`);
   }
   if (size >= 0 && out.length !== size) {
     throw new Error(`the zstd frame decompressed to ${out.length} bytes, its header says ${size}`);
   }
   return utf8.decode(out);
 }
+
+// node_modules/.deno/fzstd@0.1.1/node_modules/fzstd/esm/index.mjs
+var ab = ArrayBuffer;
+var u8 = Uint8Array;
+var u16 = Uint16Array;
+var i16 = Int16Array;
+var i32 = Int32Array;
+var slc = function(v, s, e) {
+  if (u8.prototype.slice) return u8.prototype.slice.call(v, s, e);
+  if (s == null || s < 0) s = 0;
+  if (e == null || e > v.length) e = v.length;
+  var n = new u8(e - s);
+  n.set(v.subarray(s, e));
+  return n;
+};
+var fill = function(v, n, s, e) {
+  if (u8.prototype.fill) return u8.prototype.fill.call(v, n, s, e);
+  if (s == null || s < 0) s = 0;
+  if (e == null || e > v.length) e = v.length;
+  for (; s < e; ++s) v[s] = n;
+  return v;
+};
+var cpw = function(v, t, s, e) {
+  if (u8.prototype.copyWithin) return u8.prototype.copyWithin.call(v, t, s, e);
+  if (s == null || s < 0) s = 0;
+  if (e == null || e > v.length) e = v.length;
+  while (s < e) {
+    v[t++] = v[s++];
+  }
+};
+var ec = [
+  "invalid zstd data",
+  "window size too large (>2046MB)",
+  "invalid block type",
+  "FSE accuracy too high",
+  "match distance too far back",
+  "unexpected EOF"
+];
+var err = function(ind, msg, nt) {
+  var e = new Error(msg || ec[ind]);
+  e.code = ind;
+  if (Error.captureStackTrace) Error.captureStackTrace(e, err);
+  if (!nt) throw e;
+  return e;
+};
+var rb = function(d, b, n) {
+  var i = 0, o = 0;
+  for (; i < n; ++i) o |= d[b++] << (i << 3);
+  return o;
+};
+var b4 = function(d, b) {
+  return (d[b] | d[b + 1] << 8 | d[b + 2] << 16 | d[b + 3] << 24) >>> 0;
+};
+var rzfh = function(dat, w) {
+  var n3 = dat[0] | dat[1] << 8 | dat[2] << 16;
+  if (n3 == 3126568 && dat[3] == 253) {
+    var flg = dat[4];
+    var ss = flg >> 5 & 1, cc = flg >> 2 & 1, df = flg & 3, fcf = flg >> 6;
+    if (flg & 8) err(0);
+    var bt = 6 - ss;
+    var db = df == 3 ? 4 : df;
+    var di = rb(dat, bt, db);
+    bt += db;
+    var fsb = fcf ? 1 << fcf : ss;
+    var fss = rb(dat, bt, fsb) + (fcf == 1 && 256);
+    var ws = fss;
+    if (!ss) {
+      var wb = 1 << 10 + (dat[5] >> 3);
+      ws = wb + (wb >> 3) * (dat[5] & 7);
+    }
+    if (ws > 2145386496) err(1);
+    var buf = new u8((w == 1 ? fss || ws : w ? 0 : ws) + 12);
+    buf[0] = 1, buf[4] = 4, buf[8] = 8;
+    return {
+      b: bt + fsb,
+      y: 0,
+      l: 0,
+      d: di,
+      w: w && w != 1 ? w : buf.subarray(12),
+      e: ws,
+      o: new i32(buf.buffer, 0, 3),
+      u: fss,
+      c: cc,
+      m: Math.min(131072, ws)
+    };
+  } else if ((n3 >> 4 | dat[3] << 20) == 25481893) {
+    return b4(dat, 4) + 8;
+  }
+  err(0);
+};
+var msb = function(val) {
+  var bits = 0;
+  for (; 1 << bits <= val; ++bits) ;
+  return bits - 1;
+};
+var rfse = function(dat, bt, mal) {
+  var tpos = (bt << 3) + 4;
+  var al = (dat[bt] & 15) + 5;
+  if (al > mal) err(3);
+  var sz = 1 << al;
+  var probs = sz, sym = -1, re = -1, i = -1, ht = sz;
+  var buf = new ab(512 + (sz << 2));
+  var freq = new i16(buf, 0, 256);
+  var dstate = new u16(buf, 0, 256);
+  var nstate = new u16(buf, 512, sz);
+  var bb1 = 512 + (sz << 1);
+  var syms = new u8(buf, bb1, sz);
+  var nbits = new u8(buf, bb1 + sz);
+  while (sym < 255 && probs > 0) {
+    var bits = msb(probs + 1);
+    var cbt = tpos >> 3;
+    var msk = (1 << bits + 1) - 1;
+    var val = (dat[cbt] | dat[cbt + 1] << 8 | dat[cbt + 2] << 16) >> (tpos & 7) & msk;
+    var msk1fb = (1 << bits) - 1;
+    var msv = msk - probs - 1;
+    var sval = val & msk1fb;
+    if (sval < msv) tpos += bits, val = sval;
+    else {
+      tpos += bits + 1;
+      if (val > msk1fb) val -= msv;
+    }
+    freq[++sym] = --val;
+    if (val == -1) {
+      probs += val;
+      syms[--ht] = sym;
+    } else probs -= val;
+    if (!val) {
+      do {
+        var rbt = tpos >> 3;
+        re = (dat[rbt] | dat[rbt + 1] << 8) >> (tpos & 7) & 3;
+        tpos += 2;
+        sym += re;
+      } while (re == 3);
+    }
+  }
+  if (sym > 255 || probs) err(0);
+  var sympos = 0;
+  var sstep = (sz >> 1) + (sz >> 3) + 3;
+  var smask = sz - 1;
+  for (var s = 0; s <= sym; ++s) {
+    var sf = freq[s];
+    if (sf < 1) {
+      dstate[s] = -sf;
+      continue;
+    }
+    for (i = 0; i < sf; ++i) {
+      syms[sympos] = s;
+      do {
+        sympos = sympos + sstep & smask;
+      } while (sympos >= ht);
+    }
+  }
+  if (sympos) err(0);
+  for (i = 0; i < sz; ++i) {
+    var ns = dstate[syms[i]]++;
+    var nb = nbits[i] = al - msb(ns);
+    nstate[i] = (ns << nb) - sz;
+  }
+  return [
+    tpos + 7 >> 3,
+    {
+      b: al,
+      s: syms,
+      n: nbits,
+      t: nstate
+    }
+  ];
+};
+var rhu = function(dat, bt) {
+  var i = 0, wc = -1;
+  var buf = new u8(292), hb = dat[bt];
+  var hw = buf.subarray(0, 256);
+  var rc = buf.subarray(256, 268);
+  var ri = new u16(buf.buffer, 268);
+  if (hb < 128) {
+    var _a = rfse(dat, bt + 1, 6), ebt = _a[0], fdt = _a[1];
+    bt += hb;
+    var epos = ebt << 3;
+    var lb = dat[bt];
+    if (!lb) err(0);
+    var st1 = 0, st2 = 0, btr1 = fdt.b, btr2 = btr1;
+    var fpos = (++bt << 3) - 8 + msb(lb);
+    for (; ; ) {
+      fpos -= btr1;
+      if (fpos < epos) break;
+      var cbt = fpos >> 3;
+      st1 += (dat[cbt] | dat[cbt + 1] << 8) >> (fpos & 7) & (1 << btr1) - 1;
+      hw[++wc] = fdt.s[st1];
+      fpos -= btr2;
+      if (fpos < epos) break;
+      cbt = fpos >> 3;
+      st2 += (dat[cbt] | dat[cbt + 1] << 8) >> (fpos & 7) & (1 << btr2) - 1;
+      hw[++wc] = fdt.s[st2];
+      btr1 = fdt.n[st1];
+      st1 = fdt.t[st1];
+      btr2 = fdt.n[st2];
+      st2 = fdt.t[st2];
+    }
+    if (++wc > 255) err(0);
+  } else {
+    wc = hb - 127;
+    for (; i < wc; i += 2) {
+      var byte = dat[++bt];
+      hw[i] = byte >> 4;
+      hw[i + 1] = byte & 15;
+    }
+    ++bt;
+  }
+  var wes = 0;
+  for (i = 0; i < wc; ++i) {
+    var wt = hw[i];
+    if (wt > 11) err(0);
+    wes += wt && 1 << wt - 1;
+  }
+  var mb = msb(wes) + 1;
+  var ts = 1 << mb;
+  var rem = ts - wes;
+  if (rem & rem - 1) err(0);
+  hw[wc++] = msb(rem) + 1;
+  for (i = 0; i < wc; ++i) {
+    var wt = hw[i];
+    ++rc[hw[i] = wt && mb + 1 - wt];
+  }
+  var hbuf = new u8(ts << 1);
+  var syms = hbuf.subarray(0, ts), nb = hbuf.subarray(ts);
+  ri[mb] = 0;
+  for (i = mb; i > 0; --i) {
+    var pv = ri[i];
+    fill(nb, i, pv, ri[i - 1] = pv + rc[i] * (1 << mb - i));
+  }
+  if (ri[0] != ts) err(0);
+  for (i = 0; i < wc; ++i) {
+    var bits = hw[i];
+    if (bits) {
+      var code = ri[bits];
+      fill(syms, i, code, ri[bits] = code + (1 << mb - bits));
+    }
+  }
+  return [
+    bt,
+    {
+      n: nb,
+      b: mb,
+      s: syms
+    }
+  ];
+};
+var dllt = rfse(/* @__PURE__ */ new u8([
+  81,
+  16,
+  99,
+  140,
+  49,
+  198,
+  24,
+  99,
+  12,
+  33,
+  196,
+  24,
+  99,
+  102,
+  102,
+  134,
+  70,
+  146,
+  4
+]), 0, 6)[1];
+var dmlt = rfse(/* @__PURE__ */ new u8([
+  33,
+  20,
+  196,
+  24,
+  99,
+  140,
+  33,
+  132,
+  16,
+  66,
+  8,
+  33,
+  132,
+  16,
+  66,
+  8,
+  33,
+  68,
+  68,
+  68,
+  68,
+  68,
+  68,
+  68,
+  68,
+  36,
+  9
+]), 0, 6)[1];
+var doct = rfse(/* @__PURE__ */ new u8([
+  32,
+  132,
+  16,
+  66,
+  102,
+  70,
+  68,
+  68,
+  68,
+  68,
+  36,
+  73,
+  2
+]), 0, 5)[1];
+var b2bl = function(b, s) {
+  var len = b.length, bl = new i32(len);
+  for (var i = 0; i < len; ++i) {
+    bl[i] = s;
+    s += 1 << b[i];
+  }
+  return bl;
+};
+var llb = /* @__PURE__ */ new u8((/* @__PURE__ */ new i32([
+  0,
+  0,
+  0,
+  0,
+  16843009,
+  50528770,
+  134678020,
+  202050057,
+  269422093
+])).buffer, 0, 36);
+var llbl = /* @__PURE__ */ b2bl(llb, 0);
+var mlb = /* @__PURE__ */ new u8((/* @__PURE__ */ new i32([
+  0,
+  0,
+  0,
+  0,
+  0,
+  0,
+  0,
+  0,
+  16843009,
+  50528770,
+  117769220,
+  185207048,
+  252579084,
+  16
+])).buffer, 0, 53);
+var mlbl = /* @__PURE__ */ b2bl(mlb, 3);
+var dhu = function(dat, out, hu) {
+  var len = dat.length, ss = out.length, lb = dat[len - 1], msk = (1 << hu.b) - 1, eb = -hu.b;
+  if (!lb) err(0);
+  var st = 0, btr = hu.b, pos = (len << 3) - 8 + msb(lb) - btr, i = -1;
+  for (; pos > eb && i < ss; ) {
+    var cbt = pos >> 3;
+    var val = (dat[cbt] | dat[cbt + 1] << 8 | dat[cbt + 2] << 16) >> (pos & 7);
+    st = (st << btr | val) & msk;
+    out[++i] = hu.s[st];
+    pos -= btr = hu.n[st];
+  }
+  if (pos != eb || i + 1 != ss) err(0);
+};
+var dhu4 = function(dat, out, hu) {
+  var bt = 6;
+  var ss = out.length, sz1 = ss + 3 >> 2, sz2 = sz1 << 1, sz3 = sz1 + sz2;
+  dhu(dat.subarray(bt, bt += dat[0] | dat[1] << 8), out.subarray(0, sz1), hu);
+  dhu(dat.subarray(bt, bt += dat[2] | dat[3] << 8), out.subarray(sz1, sz2), hu);
+  dhu(dat.subarray(bt, bt += dat[4] | dat[5] << 8), out.subarray(sz2, sz3), hu);
+  dhu(dat.subarray(bt), out.subarray(sz3), hu);
+};
+var rzb = function(dat, st, out) {
+  var _a;
+  var bt = st.b;
+  var b0 = dat[bt], btype = b0 >> 1 & 3;
+  st.l = b0 & 1;
+  var sz = b0 >> 3 | dat[bt + 1] << 5 | dat[bt + 2] << 13;
+  var ebt = (bt += 3) + sz;
+  if (btype == 1) {
+    if (bt >= dat.length) return;
+    st.b = bt + 1;
+    if (out) {
+      fill(out, dat[bt], st.y, st.y += sz);
+      return out;
+    }
+    return fill(new u8(sz), dat[bt]);
+  }
+  if (ebt > dat.length) return;
+  if (btype == 0) {
+    st.b = ebt;
+    if (out) {
+      out.set(dat.subarray(bt, ebt), st.y);
+      st.y += sz;
+      return out;
+    }
+    return slc(dat, bt, ebt);
+  }
+  if (btype == 2) {
+    var b3 = dat[bt], lbt = b3 & 3, sf = b3 >> 2 & 3;
+    var lss = b3 >> 4, lcs = 0, s4 = 0;
+    if (lbt < 2) {
+      if (sf & 1) lss |= dat[++bt] << 4 | (sf & 2 && dat[++bt] << 12);
+      else lss = b3 >> 3;
+    } else {
+      s4 = sf;
+      if (sf < 2) lss |= (dat[++bt] & 63) << 4, lcs = dat[bt] >> 6 | dat[++bt] << 2;
+      else if (sf == 2) lss |= dat[++bt] << 4 | (dat[++bt] & 3) << 12, lcs = dat[bt] >> 2 | dat[++bt] << 6;
+      else lss |= dat[++bt] << 4 | (dat[++bt] & 63) << 12, lcs = dat[bt] >> 6 | dat[++bt] << 2 | dat[++bt] << 10;
+    }
+    ++bt;
+    var buf = out ? out.subarray(st.y, st.y + st.m) : new u8(st.m);
+    var spl = buf.length - lss;
+    if (lbt == 0) buf.set(dat.subarray(bt, bt += lss), spl);
+    else if (lbt == 1) fill(buf, dat[bt++], spl);
+    else {
+      var hu = st.h;
+      if (lbt == 2) {
+        var hud = rhu(dat, bt);
+        lcs += bt - (bt = hud[0]);
+        st.h = hu = hud[1];
+      } else if (!hu) err(0);
+      (s4 ? dhu4 : dhu)(dat.subarray(bt, bt += lcs), buf.subarray(spl), hu);
+    }
+    var ns = dat[bt++];
+    if (ns) {
+      if (ns == 255) ns = (dat[bt++] | dat[bt++] << 8) + 32512;
+      else if (ns > 127) ns = ns - 128 << 8 | dat[bt++];
+      var scm = dat[bt++];
+      if (scm & 3) err(0);
+      var dts = [
+        dmlt,
+        doct,
+        dllt
+      ];
+      for (var i = 2; i > -1; --i) {
+        var md = scm >> (i << 1) + 2 & 3;
+        if (md == 1) {
+          var rbuf = new u8([
+            0,
+            0,
+            dat[bt++]
+          ]);
+          dts[i] = {
+            s: rbuf.subarray(2, 3),
+            n: rbuf.subarray(0, 1),
+            t: new u16(rbuf.buffer, 0, 1),
+            b: 0
+          };
+        } else if (md == 2) {
+          _a = rfse(dat, bt, 9 - (i & 1)), bt = _a[0], dts[i] = _a[1];
+        } else if (md == 3) {
+          if (!st.t) err(0);
+          dts[i] = st.t[i];
+        }
+      }
+      var _b = st.t = dts, mlt = _b[0], oct = _b[1], llt = _b[2];
+      var lb = dat[ebt - 1];
+      if (!lb) err(0);
+      var spos = (ebt << 3) - 8 + msb(lb) - llt.b, cbt = spos >> 3, oubt = 0;
+      var lst = (dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << llt.b) - 1;
+      cbt = (spos -= oct.b) >> 3;
+      var ost = (dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << oct.b) - 1;
+      cbt = (spos -= mlt.b) >> 3;
+      var mst = (dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << mlt.b) - 1;
+      for (++ns; --ns; ) {
+        var llc = llt.s[lst];
+        var lbtr = llt.n[lst];
+        var mlc = mlt.s[mst];
+        var mbtr = mlt.n[mst];
+        var ofc = oct.s[ost];
+        var obtr = oct.n[ost];
+        cbt = (spos -= ofc) >> 3;
+        var ofp = 1 << ofc;
+        var off = ofp + ((dat[cbt] | dat[cbt + 1] << 8 | dat[cbt + 2] << 16 | dat[cbt + 3] << 24) >>> (spos & 7) & ofp - 1);
+        cbt = (spos -= mlb[mlc]) >> 3;
+        var ml = mlbl[mlc] + ((dat[cbt] | dat[cbt + 1] << 8 | dat[cbt + 2] << 16) >> (spos & 7) & (1 << mlb[mlc]) - 1);
+        cbt = (spos -= llb[llc]) >> 3;
+        var ll = llbl[llc] + ((dat[cbt] | dat[cbt + 1] << 8 | dat[cbt + 2] << 16) >> (spos & 7) & (1 << llb[llc]) - 1);
+        cbt = (spos -= lbtr) >> 3;
+        lst = llt.t[lst] + ((dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << lbtr) - 1);
+        cbt = (spos -= mbtr) >> 3;
+        mst = mlt.t[mst] + ((dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << mbtr) - 1);
+        cbt = (spos -= obtr) >> 3;
+        ost = oct.t[ost] + ((dat[cbt] | dat[cbt + 1] << 8) >> (spos & 7) & (1 << obtr) - 1);
+        if (off > 3) {
+          st.o[2] = st.o[1];
+          st.o[1] = st.o[0];
+          st.o[0] = off -= 3;
+        } else {
+          var idx = off - (ll != 0);
+          if (idx) {
+            off = idx == 3 ? st.o[0] - 1 : st.o[idx];
+            if (idx > 1) st.o[2] = st.o[1];
+            st.o[1] = st.o[0];
+            st.o[0] = off;
+          } else off = st.o[0];
+        }
+        for (var i = 0; i < ll; ++i) {
+          buf[oubt + i] = buf[spl + i];
+        }
+        oubt += ll, spl += ll;
+        var stin = oubt - off;
+        if (stin < 0) {
+          var len = -stin;
+          var bs = st.e + stin;
+          if (len > ml) len = ml;
+          for (var i = 0; i < len; ++i) {
+            buf[oubt + i] = st.w[bs + i];
+          }
+          oubt += len, ml -= len, stin = 0;
+        }
+        for (var i = 0; i < ml; ++i) {
+          buf[oubt + i] = buf[stin + i];
+        }
+        oubt += ml;
+      }
+      if (oubt != spl) {
+        while (spl < buf.length) {
+          buf[oubt++] = buf[spl++];
+        }
+      } else oubt = buf.length;
+      if (out) st.y += oubt;
+      else buf = slc(buf, 0, oubt);
+    } else if (out) {
+      st.y += lss;
+      if (spl) {
+        for (var i = 0; i < lss; ++i) {
+          buf[i] = buf[spl + i];
+        }
+      }
+    } else if (spl) buf = slc(buf, spl);
+    st.b = ebt;
+    return buf;
+  }
+  err(2);
+};
+var cct = function(bufs, ol) {
+  if (bufs.length == 1) return bufs[0];
+  var buf = new u8(ol);
+  for (var i = 0, b = 0; i < bufs.length; ++i) {
+    var chk = bufs[i];
+    buf.set(chk, b);
+    b += chk.length;
+  }
+  return buf;
+};
+function decompress(dat, buf) {
+  var bufs = [], nb = +!buf;
+  var bt = 0, ol = 0;
+  for (; dat.length; ) {
+    var st = rzfh(dat, nb || buf);
+    if (typeof st == "object") {
+      if (nb) {
+        buf = null;
+        if (st.w.length == st.u) {
+          bufs.push(buf = st.w);
+          ol += st.u;
+        }
+      } else {
+        bufs.push(buf);
+        st.e = 0;
+      }
+      for (; !st.l; ) {
+        var blk = rzb(dat, st, buf);
+        if (!blk) err(5);
+        if (buf) st.e = st.y;
+        else {
+          bufs.push(blk);
+          ol += blk.length;
+          cpw(st.w, 0, blk.length);
+          st.w.set(blk, st.w.length - blk.length);
+        }
+      }
+      bt = st.b + st.c * 4;
+    } else bt = st;
+    dat = dat.subarray(bt);
+  }
+  return cct(bufs, ol);
+}
+var Decompress = /* @__PURE__ */ function() {
+  function Decompress2(ondata) {
+    this.ondata = ondata;
+    this.c = [];
+    this.l = 0;
+    this.z = 0;
+  }
+  Decompress2.prototype.push = function(chunk, final) {
+    if (typeof this.s == "number") {
+      var sub = Math.min(chunk.length, this.s);
+      chunk = chunk.subarray(sub);
+      this.s -= sub;
+    }
+    var sl = chunk.length;
+    var ncs = sl + this.l;
+    if (!this.s) {
+      if (final) {
+        if (!ncs) {
+          this.ondata(new u8(0), true);
+          return;
+        }
+        if (ncs < 5) err(5);
+      } else if (ncs < 18) {
+        this.c.push(chunk);
+        this.l = ncs;
+        return;
+      }
+      if (this.l) {
+        this.c.push(chunk);
+        chunk = cct(this.c, ncs);
+        this.c = [];
+        this.l = 0;
+      }
+      if (typeof (this.s = rzfh(chunk)) == "number") return this.push(chunk, final);
+    }
+    if (typeof this.s != "number") {
+      if (ncs < (this.z || 3)) {
+        if (final) err(5);
+        this.c.push(chunk);
+        this.l = ncs;
+        return;
+      }
+      if (this.l) {
+        this.c.push(chunk);
+        chunk = cct(this.c, ncs);
+        this.c = [];
+        this.l = 0;
+      }
+      if (!this.z && ncs < (this.z = chunk[this.s.b] & 2 ? 4 : 3 + (chunk[this.s.b] >> 3 | chunk[this.s.b + 1] << 5 | chunk[this.s.b + 2] << 13))) {
+        if (final) err(5);
+        this.c.push(chunk);
+        this.l = ncs;
+        return;
+      } else this.z = 0;
+      for (; ; ) {
+        var blk = rzb(chunk, this.s);
+        if (!blk) {
+          if (final) err(5);
+          var adc = chunk.subarray(this.s.b);
+          this.s.b = 0;
+          this.c.push(adc), this.l += adc.length;
+          return;
+        } else {
+          this.ondata(blk, false);
+          cpw(this.s.w, 0, blk.length);
+          this.s.w.set(blk, this.s.w.length - blk.length);
+        }
+        if (this.s.l) {
+          var rest = chunk.subarray(this.s.b);
+          this.s = this.s.c * 4;
+          this.push(rest, final);
+          return;
+        }
+      }
+    } else if (final) err(5);
+  };
+  return Decompress2;
+}();
+
+// client/_zstd_stream.ts
+var ZSTD_STREAM_MAX_WINDOW = 1024 * 1024;
+var MAX_BLOCK2 = 128 * 1024;
+var FZSTD_HEAD = 18;
+var LAST_EMPTY_BLOCK = new Uint8Array([
+  1,
+  0,
+  0
+]);
+var utf82 = new TextDecoder("utf-8", {
+  fatal: true
+});
+var fzstdWhole = (b, maxBytes) => {
+  const out = decompress(b);
+  if (out.length > maxBytes) throw new Error(`the frame decodes to more than ${maxBytes} bytes`);
+  return out;
+};
+function startsZstdFrame(b) {
+  return b.length >= 4 && b[0] === 40 && b[1] === 181 && b[2] === 47 && b[3] === 253;
+}
+function readHeader(b) {
+  if (b.length < 6) throw new Error(`${b.length} bytes is too short for a zstd frame`);
+  const fhd = b[4];
+  if (fhd & 8) throw new Error("the zstd frame header sets a reserved bit");
+  if (fhd & 3) throw new Error("the zstd frame names a dictionary; zstd-stream frames use none");
+  const single = fhd >> 5 & 1;
+  const fcsBytes = [
+    single ? 1 : 0,
+    2,
+    4,
+    8
+  ][fhd >> 6];
+  const length = 5 + (single ? 0 : 1) + fcsBytes;
+  if (b.length < length) throw new Error("the zstd frame is truncated in its header");
+  let size = -1;
+  if (fcsBytes > 0) {
+    size = 0;
+    for (let k = fcsBytes - 1; k >= 0; k--) size = size * 256 + b[length - fcsBytes + k];
+    if (fcsBytes === 2) size += 256;
+  }
+  let window = size;
+  if (!single) {
+    const wd = b[5];
+    const base = 2 ** (10 + (wd >> 3));
+    window = base + base / 8 * (wd & 7);
+  }
+  if (window > ZSTD_STREAM_MAX_WINDOW) {
+    throw new Error(`the zstd frame declares a window of ${window} bytes, over the limit of ${ZSTD_STREAM_MAX_WINDOW}`);
+  }
+  if (size > MAX_ZSTD_FRAME_TEXT) {
+    throw new Error(`the zstd frame declares ${size} bytes of content, over the limit of ${MAX_ZSTD_FRAME_TEXT}`);
+  }
+  return {
+    length,
+    window,
+    checksum: (fhd >> 2 & 1) === 1,
+    size
+  };
+}
+function walkBlocks(b, from, h) {
+  const blockMax = Math.min(h.window, MAX_BLOCK2);
+  let p = from;
+  let bound = 0;
+  while (p < b.length) {
+    if (p + 3 > b.length) {
+      throw new Error(`the message ends inside a block header (byte ${p} of ${b.length})`);
+    }
+    const head = b[p] | b[p + 1] << 8 | b[p + 2] << 16;
+    const type = head >> 1 & 3;
+    const size = head >>> 3;
+    if (type === 3) throw new Error(`reserved zstd block type at byte ${p}`);
+    if (size > blockMax) {
+      throw new Error(`a zstd block of ${size} bytes at byte ${p}, over the most of ${blockMax}`);
+    }
+    p += 3 + (type === 1 ? 1 : size);
+    if (p > b.length) {
+      throw new Error(`the message ends inside a block (byte ${b.length}, the block ends at ${p})`);
+    }
+    bound += type === 2 ? blockMax : size;
+    if (bound > MAX_ZSTD_FRAME_TEXT) {
+      throw new Error(`the message's blocks may decode to more than the limit of ${MAX_ZSTD_FRAME_TEXT} bytes`);
+    }
+    if (head & 1) {
+      const end = p + (h.checksum ? 4 : 0);
+      if (end > b.length) throw new Error("the message ends inside the frame's checksum");
+      if (end < b.length) {
+        throw new Error(`${b.length - end} bytes follow the end of the zstd frame`);
+      }
+      return {
+        bound,
+        ended: true
+      };
+    }
+  }
+  if (p === from) throw new Error("the message holds no zstd block");
+  return {
+    bound,
+    ended: false
+  };
+}
+function concat(parts, total) {
+  if (parts.length === 1) return parts[0];
+  const out = new Uint8Array(total);
+  let p = 0;
+  for (const part of parts) {
+    out.set(part, p);
+    p += part.length;
+  }
+  return out;
+}
+var OpenFrame = class {
+  header;
+  #dec;
+  #out = [];
+  #outLen = 0;
+  // While fewer than FZSTD_HEAD bytes of the frame are in, fzstd holds them
+  // and emits nothing: `#prefix` keeps those bytes to decode in one call,
+  // and `#owed` counts the text already returned that fzstd will emit again.
+  #prefix = new Uint8Array(0);
+  #owed = 0;
+  constructor(header) {
+    this.header = header;
+    this.#dec = new Decompress((chunk) => {
+      this.#out.push(chunk);
+      this.#outLen += chunk.length;
+    });
+  }
+  /** The bytes message `b` decodes to (its blocks' `bound` at most). */
+  push(b, bound, ended) {
+    this.#out = [];
+    this.#outLen = 0;
+    try {
+      this.#dec.push(b);
+    } catch (err2) {
+      throw new Error(`zstd: ${err2 instanceof Error ? err2.message : err2}`);
+    }
+    if (this.#prefix !== null) {
+      const prefix = concat([
+        this.#prefix,
+        b
+      ], this.#prefix.length + b.length);
+      if (prefix.length < FZSTD_HEAD) {
+        this.#prefix = prefix;
+        const whole = ended ? prefix : concat([
+          prefix,
+          LAST_EMPTY_BLOCK
+        ], prefix.length + 3);
+        if (!ended) whole[4] &= ~4;
+        let text;
+        try {
+          text = decompress(whole).subarray(this.#owed);
+        } catch (err2) {
+          throw new Error(`zstd: ${err2 instanceof Error ? err2.message : err2}`);
+        }
+        this.#owed += text.length;
+        return text;
+      }
+      this.#prefix = null;
+    }
+    let out = concat(this.#out, this.#outLen);
+    if (this.#owed > 0) {
+      out = out.subarray(this.#owed);
+      this.#owed = 0;
+    }
+    if (out.length > bound) {
+      throw new Error(`the message decoded to ${out.length} bytes, more than its blocks hold`);
+    }
+    return out;
+  }
+};
+var ZstdStreamDecoder = class {
+  #whole;
+  #frame = null;
+  /**
+   * @param options `whole`: a decoder of whole frames to use for a message
+   * that is one whole frame (node:zlib's, which checks the checksum), instead
+   * of fzstd.
+   */
+  constructor(options = {}) {
+    this.#whole = options.whole ?? null;
+  }
+  /** Whether a frame is open: the next message may continue it. */
+  get inFrame() {
+    return this.#frame !== null;
+  }
+  /** The text of one message. */
+  decode(message) {
+    try {
+      return utf82.decode(this.#bytes(message));
+    } catch (err2) {
+      this.#frame = null;
+      throw err2;
+    }
+  }
+  #bytes(b) {
+    if (startsZstdFrame(b)) {
+      this.#frame = null;
+      const header = readHeader(b);
+      const { bound: bound2, ended: ended2 } = walkBlocks(b, header.length, header);
+      if (ended2) return this.#wholeFrame(b, header, bound2);
+      const frame2 = new OpenFrame(header);
+      const out2 = frame2.push(b, bound2, false);
+      this.#frame = frame2;
+      return out2;
+    }
+    const frame = this.#frame;
+    if (frame === null) {
+      throw new Error("a message continues a zstd frame, but none is open (a frame starts with 28 B5 2F FD)");
+    }
+    const { bound, ended } = walkBlocks(b, 0, frame.header);
+    const out = frame.push(b, bound, ended);
+    if (ended) this.#frame = null;
+    return out;
+  }
+  #wholeFrame(b, h, bound) {
+    let out;
+    try {
+      out = this.#whole ? this.#whole(b, Math.max(1, h.size >= 0 ? Math.min(h.size + 1, bound) : bound)) : decompress(b);
+    } catch (err2) {
+      throw new Error(`zstd: ${err2 instanceof Error ? err2.message : err2}`);
+    }
+    if (h.size >= 0 && out.length !== h.size) {
+      throw new Error(`the zstd frame decompressed to ${out.length} bytes, its header says ${h.size}`);
+    }
+    return out;
+  }
+};
 
 // client/_connection.ts
 var CLOSE_WAIT_MS = 5e3;
@@ -824,6 +1708,8 @@ var Connection = class {
   greeting = null;
   /** How the socket closed, once it has. */
   closed = null;
+  /** Bytes of data messages received (binary: their length; text: UTF-16 code units). */
+  bytes = 0;
   /** A protocol problem found in what the server sent (the socket is then closed). */
   problem = null;
   #frames = [];
@@ -835,15 +1721,19 @@ var Connection = class {
   #dict = null;
   #waiting = null;
   #closeWaiting = null;
+  // compress=zstd-stream (§20): the decoder of this socket's stream, when the greeting says so.
+  #stream = null;
   /**
    * Opens `url` with `WS`. With `zstd` (compress=zstd asked for), binary data
    * frames are decoded with it, and one that is not a whole zstd frame whose
-   * checksum holds is a problem (the socket is then closed).
+   * checksum holds is a problem (the socket is then closed). With `stream`
+   * (compress=zstd-stream asked for), a greeting that says `zstd-stream`
+   * makes binary messages go through one streaming decoder, in order.
    */
-  constructor(WS, url, zstd = null, dict = null) {
+  constructor(WS, url, zstd = null, dict = null, stream = false) {
     const ws = new WS(url);
     this.ws = ws;
-    if (zstd) ws.binaryType = "arraybuffer";
+    if (zstd || stream) ws.binaryType = "arraybuffer";
     let received = 0;
     this.#done = new Promise((resolve) => {
       ws.onclose = (e) => {
@@ -864,8 +1754,14 @@ var Connection = class {
     ws.onmessage = (e) => {
       if (this.problem !== null) return;
       let data = e.data;
-      if (this.greeting !== null) received++;
-      if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
+      if (this.greeting !== null) {
+        received++;
+        this.bytes += data instanceof ArrayBuffer ? data.byteLength : data.length;
+      }
+      if (this.#stream !== null) {
+        data = this.#decodeStream(data, received);
+        if (data === null) return;
+      } else if (zstd && data instanceof ArrayBuffer && this.greeting?.compress === "zstd") {
         if (this.#waiting !== null) {
           this.#waiting.push({
             data,
@@ -890,6 +1786,15 @@ var Connection = class {
           return;
         }
         this.greeting = g;
+        if (g.compress === "zstd-stream") {
+          if (!stream) {
+            this.#fail("the greeting says compress zstd-stream, which was not asked for");
+            return;
+          }
+          this.#stream = new ZstdStreamDecoder({
+            whole: zstd
+          });
+        }
         if (typeof g.dictionary === "string" && g.compress === "zstd" && zstd) {
           if (!dict) {
             this.#fail(`the greeting names dictionary ${g.dictionary}, which was not asked for`);
@@ -915,9 +1820,9 @@ var Connection = class {
         const text = this.#decode(w.data, w.n, zstd, dict);
         if (text !== null) this.#frames.push(text);
       }
-    }, (err) => {
+    }, (err2) => {
       this.#waiting = null;
-      this.#fail(`dictionary ${id} could not be loaded: ${err.message}`);
+      this.#fail(`dictionary ${id} could not be loaded: ${err2.message}`);
     }).finally(() => {
       if (this.#closeWaiting) this.closed = this.#closeWaiting;
       this.wakeUp();
@@ -928,8 +1833,21 @@ var Connection = class {
     const d = this.#dict;
     try {
       return decodeZstdFrame(new Uint8Array(data), d && dict ? (b) => dict.decompress(b, d) : zstd);
-    } catch (err) {
-      this.#fail(`compressed frame ${n} (${data.byteLength} bytes) is corrupt or truncated: ${err.message}`);
+    } catch (err2) {
+      this.#fail(`compressed frame ${n} (${data.byteLength} bytes) is corrupt or truncated: ${err2.message}`);
+      return null;
+    }
+  }
+  // One compress=zstd-stream message's text, or null after failing the connection.
+  #decodeStream(data, n) {
+    if (!(data instanceof ArrayBuffer)) {
+      this.#fail(`compressed message ${n} is a text frame; compress=zstd-stream messages are binary`);
+      return null;
+    }
+    try {
+      return this.#stream.decode(new Uint8Array(data));
+    } catch (err2) {
+      this.#fail(`compressed message ${n} (${data.byteLength} bytes) does not decode: ` + err2.message);
       return null;
     }
   }
@@ -1095,8 +2013,8 @@ var CursorSaver = class {
     if (this.#timer !== void 0 || this.#handled === this.#saved) return;
     this.#timer = setTimeout(() => {
       this.#timer = void 0;
-      this.save().catch((err) => {
-        this.#error ??= err;
+      this.save().catch((err2) => {
+        this.#error ??= err2;
         this.#failed();
       });
     }, this.#options.everyMs);
@@ -1117,8 +2035,8 @@ function loadDictZstd() {
       return (bytes, dict) => {
         try {
           return m.decompressUsingDict(dctx, bytes, dict);
-        } catch (err) {
-          const code = /code (-?\d+)/.exec(String(err))?.[1];
+        } catch (err2) {
+          const code = /code (-?\d+)/.exec(String(err2))?.[1];
           throw new Error(`the frame does not decode with the dictionary (zstd error ${code})`);
         }
       };
@@ -1159,37 +2077,52 @@ function fetchDictionary(url, id, headers) {
 var CompressChoice = class {
   #zstd;
   #dict;
+  #stream;
   #fallBack;
   constructor(opts, url) {
     this.#zstd = opts._zstd ?? null;
+    this.#stream = opts._zstdStream ?? false;
     this.#fallBack = opts._zstdDefault ?? false;
-    const decompress = this.#zstd ? opts._zstdDict ?? null : null;
+    const decompress2 = this.#zstd ? opts._zstdDict ?? null : null;
     const token = opts.token;
     const headers = token === void 0 ? void 0 : {
       authorization: `Bearer ${token}`
     };
-    this.#dict = decompress && {
-      decompress,
+    this.#dict = decompress2 && {
+      decompress: decompress2,
       load: (id) => fetchDictionary(url, id, headers)
     };
   }
   /** The `compress=` value to send, or null. */
   get query() {
-    return this.#dict ? "zstd-dict" : this.#zstd ? "zstd" : null;
+    return this.#stream ? "zstd-stream" : this.#dict ? "zstd-dict" : this.#zstd ? "zstd" : null;
   }
-  /** The decoder of zstd frames, or null (text frames). */
+  /**
+   * The decoder of whole zstd frames, or null (text frames): node:zlib's where
+   * the runtime has it; while zstd-stream is asked for, fzstd's otherwise (a
+   * server without libzstd answers zstd-stream with plain zstd frames).
+   */
   get zstd() {
-    return this.#zstd;
+    return this.#zstd ?? (this.#stream ? fzstdWhole : null);
   }
   /** The dictionary decoding, or null. */
   get dict() {
     return this.#dict;
   }
+  /** Whether compress=zstd-stream is asked for. */
+  get stream() {
+    return this.#stream;
+  }
   /** After a refused open: whether to ask again, with less. */
-  fallBack(err) {
-    if (!(this.#zstd && this.#fallBack && isCompressRefusal(err))) return false;
-    if (this.#dict && err.detail.includes("got zstd-dict")) this.#dict = null;
-    else this.#zstd = this.#dict = null;
+  fallBack(err2) {
+    if (!(this.query !== null && this.#fallBack && isCompressRefusal(err2))) return false;
+    const detail = err2.detail;
+    if (this.#stream && detail.includes("got zstd-stream")) this.#stream = false;
+    else if (this.#dict && detail.includes("got zstd-dict")) this.#dict = null;
+    else {
+      this.#stream = false;
+      this.#zstd = this.#dict = null;
+    }
     return true;
   }
 };
@@ -1446,9 +2379,9 @@ function catchUpFilter(where, schema, url) {
   let filter;
   try {
     filter = compileFilter(where, schema);
-  } catch (err) {
-    if (err instanceof FilterError) throw new ProtocolError(err.detail, url);
-    throw err;
+  } catch (err2) {
+    if (err2 instanceof FilterError) throw new ProtocolError(err2.detail, url);
+    throw err2;
   }
   return {
     where: filter.where,
@@ -1553,6 +2486,7 @@ var Subscription = class _Subscription {
   #opts;
   #WS;
   #conn = null;
+  #pastBytes = 0;
   #greeting = null;
   #streamId = null;
   #durable = false;
@@ -1608,9 +2542,9 @@ var Subscription = class _Subscription {
     });
     try {
       await sub.#start();
-    } catch (err) {
+    } catch (err2) {
       await sub.#shutdown(false);
-      throw err;
+      throw err2;
     }
     return sub;
   }
@@ -1640,17 +2574,17 @@ var Subscription = class _Subscription {
     try {
       const tryOpen = () => this.#open(offset, streamId, resume).catch((e) => this.#compress.fallBack(e) ? tryOpen() : Promise.reject(e));
       await tryOpen();
-    } catch (err) {
+    } catch (err2) {
       const opt = this.#opts.catchUp;
-      if (!opt || !(err instanceof NotReplayable)) throw err;
+      if (!opt || !(err2 instanceof NotReplayable)) throw err2;
       const options = opt === true ? {} : opt;
-      const canRead = err.why === "too_old" || (err.why === "evicted" || err.why === "empty") && options.archive;
-      if (!canRead) throw err;
-      let from = typeof offset === "number" ? Math.max(1, offset) : err.offset ?? 1;
-      if (this.#since !== null && err.offset === void 0 && options.archive) {
+      const canRead = err2.why === "too_old" || (err2.why === "evicted" || err2.why === "empty") && options.archive;
+      if (!canRead) throw err2;
+      let from = typeof offset === "number" ? Math.max(1, offset) : err2.offset ?? 1;
+      if (this.#since !== null && err2.offset === void 0 && options.archive) {
         from = await archiveOffsetAt(options.archive, this.#since) ?? from;
       }
-      if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
+      if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err2;
       const token = this.#opts.token;
       const c = await catchUp(this.#url, from, streamId ?? this.#streamId, token === void 0 ? options : {
         ...options,
@@ -1692,7 +2626,8 @@ var Subscription = class _Subscription {
       where: this.#opts.where,
       since: this.#since,
       compress: this.#compress.query
-    }), this.#compress.zstd, this.#compress.dict);
+    }), this.#compress.zstd, this.#compress.dict, this.#compress.stream);
+    this.#pastBytes += this.#conn?.bytes ?? 0;
     this.#conn = conn;
     const ms = this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     let timedOut = false;
@@ -1729,11 +2664,11 @@ var Subscription = class _Subscription {
           const denied = await accessDenied(this.#url, this.#opts.token, Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3), resume);
           if (denied) throw denied;
         }
-        const err = closeError(c.code, c.reason, ctx, resume, c.wasClean);
-        if (err instanceof ConnectionClosed) {
+        const err2 = closeError(c.code, c.reason, ctx, resume, c.wasClean);
+        if (err2 instanceof ConnectionClosed) {
           throw new ConnectionClosed(this.#url, c.code, c.reason, resume, `${c.code === 1006 ? "1006: refused or dropped" : c.code} before the greeting`, c.wasClean);
         }
-        throw err;
+        throw err2;
       }
       await conn.close();
       throw new ConnectionClosed(this.#url, null, "", resume, `no greeting within ${ms} ms`);
@@ -1778,6 +2713,13 @@ var Subscription = class _Subscription {
   /** How many times the subscription reconnected. */
   get reconnects() {
     return this.#reconnects;
+  }
+  /**
+   * Bytes of data messages received over every connection so far, as the
+   * WebSocket gave them (binary: compressed bytes; text: UTF-16 code units).
+   */
+  get wireBytes() {
+    return this.#pastBytes + (this.#conn?.bytes ?? 0);
   }
   /** At least this many rows are received and ready to be yielded without waiting. */
   get buffered() {
@@ -1893,10 +2835,10 @@ var Subscription = class _Subscription {
       if (this.#saver.due) await this.#saveOrEnd();
       while (true) {
         if (this.#saver.failed) {
-          const err = this.#saver.takeError();
+          const err2 = this.#saver.takeError();
           await this.#shutdown(false).catch(() => {
           });
-          throw err;
+          throw err2;
         }
         if (this.#aborted) {
           await this.#shutdown(true).catch(() => {
@@ -1941,14 +2883,14 @@ var Subscription = class _Subscription {
         if (conn.problem !== null) await this.#fail(conn.problem);
         if (conn.closed !== null) {
           const c = conn.closed;
-          const err = closeError(c.code, c.reason, {
+          const err2 = closeError(c.code, c.reason, {
             url: this.#url,
             offset: this.#durable ? this.#expect : null,
             streamId: this.#streamId
           }, this.#durable ? this.#expect : null, c.wasClean);
-          if (this.#opts.reconnect && err.reconnectable) {
+          if (this.#opts.reconnect && err2.reconnectable) {
             try {
-              await this.#reconnect(err);
+              await this.#reconnect(err2);
             } catch (e) {
               await this.#shutdown(true).catch(() => {
               });
@@ -1958,7 +2900,7 @@ var Subscription = class _Subscription {
           }
           await this.#shutdown(true).catch(() => {
           });
-          throw err;
+          throw err2;
         }
         await conn.wait();
       }
@@ -2006,12 +2948,12 @@ var Subscription = class _Subscription {
   async #reconnect(cause) {
     const minMs = this.#opts.backoff?.minMs ?? DEFAULT_BACKOFF_MIN_MS;
     const maxMs = this.#opts.backoff?.maxMs ?? DEFAULT_BACKOFF_MAX_MS;
-    let err = cause;
+    let err2 = cause;
     for (let attempt = 1; ; attempt++) {
       const delayMs = backoffDelay(attempt, minMs, maxMs);
       const resumeAt = this.#durable ? this.#expect : null;
       this.#opts.onReconnect?.({
-        error: err,
+        error: err2,
         attempt,
         delayMs,
         resumeAt,
@@ -2025,7 +2967,7 @@ var Subscription = class _Subscription {
         await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
       } catch (e) {
         if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
-          err = e;
+          err2 = e;
           continue;
         }
         throw e;
@@ -2044,10 +2986,10 @@ var Subscription = class _Subscription {
   async #saveOrEnd() {
     try {
       await this.#saver.save();
-    } catch (err) {
+    } catch (err2) {
       await this.#shutdown(false).catch(() => {
       });
-      throw err;
+      throw err2;
     }
   }
   #shutdown(save) {
@@ -2155,8 +3097,8 @@ function checkOptions(options) {
     }
   }
   checkSinceOption(o);
-  if (o.compress !== void 0 && o.compress !== "zstd" && o.compress !== false) {
-    throw new TypeError(`connect: compress must be "zstd" or false, got ${describe(o.compress)}`);
+  if (o.compress !== void 0 && o.compress !== "zstd-stream" && o.compress !== "zstd-dict" && o.compress !== "zstd" && o.compress !== false) {
+    throw new TypeError(`connect: compress must be "zstd-stream", "zstd-dict", "zstd" or false, got ${describe(o.compress)}`);
   }
   checkNumber("saveEveryRows", o.saveEveryRows, 1);
   checkNumber("saveEveryMs", o.saveEveryMs, 0);
@@ -2217,8 +3159,8 @@ function checkSinceOption(o) {
   }
   try {
     sinceMicros(since);
-  } catch (err) {
-    throw new RangeError(`connect: ${err.message}`);
+  } catch (err2) {
+    throw new RangeError(`connect: ${err2.message}`);
   }
 }
 function hasDeno() {
@@ -2245,8 +3187,8 @@ async function cursorStore(cursor) {
   let mod;
   try {
     mod = await import(spec);
-  } catch (err) {
-    throw new TypeError(`connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts cannot be loaded here (${err}); pass new FileCursor(path) instead`);
+  } catch (err2) {
+    throw new TypeError(`connect: cursor ${JSON.stringify(cursor)} is a file path, but client/file_cursor.ts cannot be loaded here (${err2}); pass new FileCursor(path) instead`);
   }
   return new mod.FileCursor(cursor);
 }
@@ -2268,14 +3210,18 @@ async function zstdOptions(compress) {
     _zstd: null
   };
   const zstd = await loadZstd();
-  if (zstd === null && compress === "zstd") {
-    throw new TypeError(`connect: compress "zstd" needs a zstd decoder and this runtime has none (no node:zlib zstd); leave compress out or pass false`);
+  if (zstd === null && (compress === "zstd" || compress === "zstd-dict")) {
+    throw new TypeError(`connect: compress "${compress}" needs a zstd decoder and this runtime has none (no node:zlib zstd); leave compress out or pass "zstd-stream" or false`);
   }
-  const dict = zstd !== null && compress === void 0 ? await loadDictZstd() : null;
+  const dict = zstd !== null && (compress === void 0 || compress === "zstd-dict") ? await loadDictZstd() : null;
+  if (dict === null && compress === "zstd-dict") {
+    throw new TypeError(`connect: compress "zstd-dict" needs @bokuweb/zstd-wasm, which did not load here`);
+  }
   return {
     _zstd: zstd,
     _zstdDefault: compress === void 0,
-    _zstdDict: dict
+    _zstdDict: dict,
+    _zstdStream: compress === void 0 || compress === "zstd-stream"
   };
 }
 export {

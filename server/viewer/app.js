@@ -50,6 +50,7 @@ export function startViewer(connect) {
   const ui = {
     conn: $("conn"),
     reconnects: $("reconnects"),
+    wire: $("wire"),
     streams: $("streams"),
     streamsNote: $("streams-note"),
     form: $("replay"),
@@ -397,6 +398,15 @@ export function startViewer(connect) {
         : `${rows} of ${fmtInt(view.liveFrom - view.replayFrom)}…`;
     }
     if (ui.info.textContent !== text) ui.info.textContent = text;
+    // Bytes per row on the wire: the data messages' bytes as received
+    // (compressed, with compress=), over the rows they carried.
+    const rows = view.replayed + view.live;
+    const how = sub?.greeting.compress ?? "text";
+    const wire = rows === 0 || !sub
+      ? `on the wire: ${how}`
+      : `on the wire: ${how}, ${(sub.wireBytes / rows).toFixed(1)} B/row ` +
+        `(${fmtInt(sub.wireBytes)} B for ${fmtInt(rows)} rows)`;
+    if (ui.wire.textContent !== wire) ui.wire.textContent = wire;
   }
 
   function drawChart() {

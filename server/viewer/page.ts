@@ -107,6 +107,7 @@ ${viewerStyle}</style>
   <h1>streamcast <span class="name" id="stream-name"></span></h1>
   <p class="conn" id="conn" role="status" aria-live="polite" data-state="connecting">connecting…</p>
   <p class="reconnects" id="reconnects">reconnects: 0</p>
+  <p class="wire" id="wire" title="data bytes received per row: compressed bytes, or the text of text frames">on the wire: –</p>
 </header>
 <main>
   <div class="side">

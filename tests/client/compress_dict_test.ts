@@ -1,8 +1,9 @@
 // The client's side of compress=zstd-dict (DESIGN §16, SPEC §2.6): asked for
-// by default in Deno, the dictionary named in the greeting fetched and used,
-// the same rows as text frames; a dictionary that cannot be fetched or a
-// frame that does not decode with it is a ProtocolError; a server that knows
-// compress=zstd but not zstd-dict is asked again for plain zstd.
+// with compress: "zstd-dict" (and by default after zstd-stream), the
+// dictionary named in the greeting fetched and used, the same rows as text
+// frames; a dictionary that cannot be fetched or a frame that does not decode
+// with it is a ProtocolError; a server that knows compress=zstd but neither
+// zstd-stream nor zstd-dict is asked again for plain zstd.
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
@@ -17,14 +18,14 @@ const SCHEMA = {
 };
 const row = (i: number) => ({ i, sym: ["BTC-USD", "ETH-USD"][i % 2] });
 
-Deno.test("client asks for compress=zstd-dict by default, fetches the dictionary and reads the same rows", async () => {
+Deno.test("client asks for compress=zstd-dict when told, fetches the dictionary and reads the same rows", async () => {
   const root = await tempDir();
   const stream = await Stream.open("t", { schema: SCHEMA, root, maxReplay: null });
   const server = serve([stream], { port: 0, onListen: () => {} });
   const url = `ws://127.0.0.1:${server.addr.port}/t`;
   try {
     await stream.sendMany(Array.from({ length: 500 }, (_, k) => row(k + 1)));
-    const d = await connect<{ i: number }>(url, { offset: 1 });
+    const d = await connect<{ i: number }>(url, { offset: 1, compress: "zstd-dict" });
     assertEquals(d.greeting.compress, "zstd");
     assert(/^[0-9a-f]{32}$/.test(String(d.greeting.dictionary)), `${d.greeting.dictionary}`);
     const z = await connect<{ i: number }>(url, { offset: 1, compress: "zstd" });
@@ -57,7 +58,7 @@ Deno.test("client reports a dictionary it cannot fetch, or whose bytes are not i
       ws.send(zstdFrame('[null,{"i":1}]'));
     }, res);
     try {
-      const sub = await connect(fake.url);
+      const sub = await connect(fake.url, { compress: "zstd-dict" });
       const err = await assertRejects(async () => {
         for await (const _ of sub) { /* nothing arrives */ }
       }, ProtocolError);
@@ -82,7 +83,7 @@ Deno.test("client: a frame that does not decode with the dictionary is a Protoco
     ws.send(bad);
   }, () => new Response(dict.slice()));
   try {
-    const sub = await connect(fake.url);
+    const sub = await connect(fake.url, { compress: "zstd-dict" });
     const got: unknown[] = [];
     const err = await assertRejects(async () => {
       for await (const [, msg] of sub) got.push(msg);
@@ -95,8 +96,9 @@ Deno.test("client: a frame that does not decode with the dictionary is a Protoco
   const urls: string[] = [];
   const older = fakeServer((ws, url) => {
     urls.push(url.search);
-    if (url.searchParams.get("compress") === "zstd-dict") {
-      const detail = "compress must be zstd, got zstd-dict";
+    const asked = url.searchParams.get("compress");
+    if (asked !== "zstd") {
+      const detail = `compress must be zstd, got ${asked}`;
       ws.close(4400, JSON.stringify({ error: "protocol", detail }));
       return;
     }
@@ -110,7 +112,12 @@ Deno.test("client: a frame that does not decode with the dictionary is a Protoco
       break;
     }
     await sub.close();
-    assertEquals(urls, ["?frames=batch&compress=zstd-dict", "?frames=batch&compress=zstd"]);
+    // By default: zstd-stream, refused by value, then zstd-dict, then zstd.
+    assertEquals(urls, [
+      "?frames=batch&compress=zstd-stream",
+      "?frames=batch&compress=zstd-dict",
+      "?frames=batch&compress=zstd",
+    ]);
   } finally {
     await older.stop();
   }

@@ -23,19 +23,21 @@ async function zstdFramesSent(port: number): Promise<number> {
     .reduce((n, l) => n + Number(l.split(" ").at(-1)), 0);
 }
 
-Deno.test("client negotiates compress=zstd by default in Deno and reads the same rows; compress: false keeps text", async () => {
+Deno.test("client negotiates compress=zstd-stream by default, compress=zstd when asked, and reads the same rows; compress: false keeps text", async () => {
   const root = await tempDir();
   const stream = await Stream.open("t", { schema: SCHEMA, root, maxReplay: null });
   const server = serve([stream], { port: 0, onListen: () => {} });
   const url = `ws://127.0.0.1:${server.addr.port}/t`;
   try {
     await stream.sendMany(Array.from({ length: 500 }, (_, k) => row(k + 1)));
-    const z = await connect<{ i: number }>(url, { offset: 1 });
+    const s = await connect<{ i: number }>(url, { offset: 1 });
+    assertEquals(s.greeting.compress, "zstd-stream");
+    const z = await connect<{ i: number }>(url, { offset: 1, compress: "zstd" });
     assertEquals(z.greeting.compress, "zstd");
     const plain = await connect<{ i: number }>(url, { offset: 1, compress: false });
     assertEquals(plain.greeting.compress, undefined);
     void stream.sendMany([501, 502].map(row));
-    for (const sub of [z, plain]) {
+    for (const sub of [s, z, plain]) {
       let want = 1;
       for await (const [offset, msg] of sub) {
         assertEquals([offset, msg], [want, row(want)]);
@@ -50,11 +52,11 @@ Deno.test("client negotiates compress=zstd by default in Deno and reads the same
   }
 });
 
-Deno.test("client rejects compress values other than zstd and false", async () => {
+Deno.test("client rejects compress values other than zstd-stream, zstd-dict, zstd and false", async () => {
   await assertRejects(
     () => connect("ws://127.0.0.1:1/t", { compress: "gzip" as "zstd" }),
     TypeError,
-    'compress must be "zstd" or false, got string "gzip"',
+    'compress must be "zstd-stream", "zstd-dict", "zstd" or false, got string "gzip"',
   );
 });
 
@@ -107,8 +109,8 @@ Deno.test("client asks a server that refuses compress= again without it", async 
       break;
     }
     await sub.close();
-    // compress=zstd-dict first (the default where the dictionary decoder loads, SPEC §2.6).
-    assertEquals(urls, ["?frames=batch&compress=zstd-dict", "?frames=batch"]);
+    // compress=zstd-stream first (the default, SPEC §2.6.1).
+    assertEquals(urls, ["?frames=batch&compress=zstd-stream", "?frames=batch"]);
     // Asked for explicitly, the refusal stands.
     await assertRejects(() => connect(fake.url, { compress: "zstd" }), ProtocolError, "compress");
   } finally {
@@ -116,7 +118,7 @@ Deno.test("client asks a server that refuses compress= again without it", async 
   }
 });
 
-Deno.test("tail prints the same lines with zstd frames (default, --compress) and text (--no-compress)", async () => {
+Deno.test("tail prints the same lines with zstd-stream (default), zstd frames (--compress) and text (--no-compress)", async () => {
   const f = await fixture();
   const cli = new URL("../../cli.ts", import.meta.url).pathname;
   const tail = async (flags: string[]) => {
@@ -144,14 +146,15 @@ Deno.test("tail prints the same lines with zstd frames (default, --compress) and
     await f.send(1, 300);
     const want = Array.from({ length: 300 }, (_, k) => line(k + 1));
     for (
-      const [flags, zstd] of [[[], true], [["--compress"], true], [
+      const [flags, kind] of [[[], "(zstd-stream frames)"], [["--compress"], "(zstd frames)"], [
         ["--no-compress"],
-        false,
+        null,
       ]] as const
     ) {
       const r = await tail([...flags]);
       assertEquals(r.lines, want, flags.join(" "));
-      assertEquals(r.stderr.includes("(zstd frames)"), zstd, `${flags}: ${r.stderr}`);
+      const said = /\((zstd[a-z-]*) frames\)/.exec(r.stderr);
+      assertEquals(said?.[0] ?? null, kind, `${flags}: ${r.stderr}`);
     }
     const both = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", cli, "tail", f.url, "--compress", "--no-compress"],
