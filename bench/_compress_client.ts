@@ -9,16 +9,19 @@
 // {t, rows, bytes, cpuUs}; with `until`, exits by itself once that many rows
 // arrived in all, printing {rows, bytes, ms, cpuUs}. A text frame is
 // `\n`-joined rows (a `{` first frame is streamcast's greeting, not counted);
-// a binary frame is one zstd frame of such text, decoded with node:zlib.
+// a binary frame is one zstd frame of such text, decoded with node:zlib; with
+// `stream` (compress=zstd-stream), a message of the group's zstd stream.
 import process from "node:process";
 import { zstdDecompressSync } from "node:zlib";
 import WebSocket from "ws";
 import * as zw from "@bokuweb/zstd-wasm";
 import { stdinLines } from "./_stdin_lines.ts";
+import { startsZstdFrame, ZstdStreamDecoder } from "../client/_zstd_stream.ts";
 
-const cfg: { url: string; subs: number; deflate: boolean; until?: number } = JSON.parse(
-  Deno.args[0],
-);
+const cfg: { url: string; subs: number; deflate: boolean; stream?: boolean; until?: number } = JSON
+  .parse(
+    Deno.args[0],
+  );
 const cpu0 = process.cpuUsage();
 const cpuUs = () => {
   const c = process.cpuUsage(cpu0);
@@ -72,6 +75,31 @@ const zstdRows = (b: Uint8Array): number => {
   }
   return r;
 };
+// compress=zstd-stream: every member of a group is sent the same messages in
+// the same order, so the first socket to present a message has presented all
+// the ones before it: one decoder, fed each distinct message the first time
+// it arrives, follows the group's stream (a self-contained frame, a joiner's
+// or replay's, is decoded alone); each message's rows are remembered by its bytes.
+const streamSeen = new Map<string, number>();
+let group: ZstdStreamDecoder | null = null;
+const whole = (b: Uint8Array, max: number) =>
+  zstdDecompressSync(b, { maxOutputLength: max }) as Uint8Array;
+const latin1 = new TextDecoder("latin1");
+const streamRows = (b: Uint8Array): number => {
+  const key = latin1.decode(b);
+  let r = streamSeen.get(key);
+  if (r === undefined) {
+    let text: string;
+    if (startsZstdFrame(b)) {
+      const d = new ZstdStreamDecoder({ whole });
+      text = d.decode(b);
+      if (d.inFrame) group = d; // the start of the group's next frame
+    } else text = group!.decode(b);
+    r = text.split("\n").length;
+    streamSeen.set(key, r);
+  }
+  return r;
+};
 const bytes = () =>
   sockets.reduce(
     (n, s) => n + ((s as unknown as { _socket?: { bytesRead: number } })._socket?.bytesRead ?? 0),
@@ -93,7 +121,7 @@ for (let i = 0; i < cfg.subs; i++) {
   ws.on("error", (e: Error) => console.error(`client: ${e.message}`));
   ws.on("message", (data: Uint8Array, isBinary: boolean) => {
     if (firstAt === 0) firstAt = performance.now();
-    if (isBinary) rows += zstdRows(data);
+    if (isBinary) rows += cfg.stream ? streamRows(data) : zstdRows(data);
     else if (data[0] !== 123) rows += lines(data);
     else greeted(JSON.parse(new TextDecoder().decode(data)));
     if (cfg.until !== undefined && rows >= cfg.until) done();

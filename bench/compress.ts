@@ -34,7 +34,8 @@ const NESTED_SCHEMA = {
 
 /** The two row kinds of the compression benchmarks. */
 export type Kind = "trade" | "nested";
-type Contender = "plain" | "zstd" | "zstd-dict" | "deflate";
+/** A way of sending the rows: streamcast's frames (plain, compressed) or Node `ws` with permessage-deflate. */
+export type Contender = "plain" | "zstd" | "zstd-dict" | "zstd-stream" | "deflate";
 
 /** `n` rows of `kind` as JSON text: trade rows, or trade rows with an order book in a string column. */
 export function rowsOf(kind: Kind, n: number): string[] {
@@ -70,7 +71,8 @@ async function rowsFile(kind: Kind): Promise<string> {
   return f;
 }
 
-interface Run {
+/** One measured run: rows delivered, bytes read, server CPU, compressions, rows published. */
+export interface Run {
   rows: number;
   bytes: number;
   serverCpuUs: number;
@@ -93,12 +95,18 @@ function startServer(c: Contender, cfg: CompressServerConfig): Proc {
 
 function urlOf(c: Contender, port: number, query = ""): string {
   if (c === "deflate") return `ws://127.0.0.1:${port}/`;
-  const z = c === "zstd" || c === "zstd-dict" ? `&compress=${c}` : "";
+  const z = c === "plain" ? "" : `&compress=${c}`;
   return `ws://127.0.0.1:${port}/t?frames=batch${z}${query}`;
 }
 
 function startClient(c: Contender, url: string, subs: number, until?: number): Proc {
-  const cfg = { url, subs, deflate: c === "deflate", ...(until ? { until } : {}) };
+  const cfg = {
+    url,
+    subs,
+    deflate: c === "deflate",
+    stream: c === "zstd-stream",
+    ...(until ? { until } : {}),
+  };
   return new Proc("client", Deno.execPath(), [
     "run",
     "--config",
@@ -110,7 +118,7 @@ function startClient(c: Contender, url: string, subs: number, until?: number): P
 }
 
 /** Live: `rate` rows/s in commits (frames) of `tick` rows to `subs` subscribers, over `seconds`. */
-async function live(
+export async function live(
   c: Contender,
   kind: Kind,
   subs: number,

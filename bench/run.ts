@@ -29,6 +29,7 @@ const BENCHES = [
   "publish",
   "compress",
   "zstd_stream",
+  "zstd_stream_e2e",
   "follow",
   "iceberg",
   "nats_peer",

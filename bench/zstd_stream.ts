@@ -157,6 +157,16 @@ interface Variant {
   minMatch?: number;
   hashLog?: number;
   chainLog?: number;
+  /** ZSTD_c_strategy (1 fast … 5 lazy2 … 7 btopt … 9 btultra2). */
+  strategy?: number;
+  searchLog?: number;
+  targetLength?: number;
+  /** ZSTD_c_literalCompressionMode (experimental): 1 always Huffman, 2 never. */
+  literals?: number;
+  /** ZSTD_c_targetCBlockSize (experimental). */
+  targetCBlockSize?: number;
+  /** A zstd dictionary loaded into the context (ZSTD_CCtx_loadDictionary): every frame uses it. */
+  dictionary?: Uint8Array;
 }
 
 /** Compresses `commits` one flush each with `v`: bytes and CPU per row, the context's memory, the messages. */
@@ -173,6 +183,7 @@ function variantRun(
       ZSTD_sizeof_CCtx: { parameters: ["pointer"], result: "usize" },
       ZSTD_CCtx_setParameter: { parameters: ["pointer", "i32", "i32"], result: "usize" },
       ZSTD_compressStream2: { parameters: ["pointer", "buffer", "buffer", "i32"], result: "usize" },
+      ZSTD_CCtx_loadDictionary: { parameters: ["pointer", "buffer", "usize"], result: "usize" },
       ZSTD_isError: { parameters: ["usize"], result: "u32" },
     } as const,
   );
@@ -196,11 +207,20 @@ function variantRun(
         [105, v.minMatch],
         [102, v.hashLog],
         [103, v.chainLog],
+        [107, v.strategy],
+        [104, v.searchLog],
+        [106, v.targetLength],
+        [1002, v.literals],
+        [1003, v.targetCBlockSize],
       ];
       for (const [k, x] of params) {
         if (x !== undefined && z.ZSTD_isError(z.ZSTD_CCtx_setParameter(cctx, k, x))) {
           throw new Error(`${v.name}: parameter ${k} = ${x} refused`);
         }
+      }
+      const d = v.dictionary;
+      if (d && z.ZSTD_isError(z.ZSTD_CCtx_loadDictionary(cctx, d, BigInt(d.length)))) {
+        throw new Error(`${v.name}: the dictionary was refused`);
       }
       messages = [];
       const t0 = cpuUs();
@@ -220,6 +240,22 @@ function variantRun(
   }
   const bytes = messages.reduce((n, m) => n + m.length, 0) / commits.length;
   return { bytes, cpuUs: median(cpu), memory, messages };
+}
+
+/** A zstd dictionary of `maxBytes` trained (`zstd --train`) on `samples`, one frame's text each. */
+async function trainedDictionary(samples: string[], maxBytes: number): Promise<Uint8Array> {
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-train-" });
+  try {
+    await Deno.mkdir(`${dir}/in`);
+    for (const [i, t] of samples.entries()) await Deno.writeTextFile(`${dir}/in/${i}`, t);
+    const out = `${dir}/dict`;
+    const args = ["-q", "--train", "-r", `${dir}/in`, "-o", out, `--maxdict=${maxBytes}`];
+    const o = await new Deno.Command("zstd", { args, stdout: "null", stderr: "piped" }).output();
+    if (!o.success) throw new Error(`zstd --train: ${new TextDecoder().decode(o.stderr)}`);
+    return await Deno.readFile(out);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 }
 
 /** Decode CPU µs per message, median of `rounds`. */
@@ -400,6 +436,25 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       { ...ours, name: "level 9", level: 9 },
       { ...ours, name: "16 KiB window", windowLog: 14, hashLog: 14, chainLog: 14 },
       { ...ours, name: "1 MiB window", windowLog: 20 },
+      // What else libzstd offers against the per-flush cost (SPEC §2.6.1, "Bytes"):
+      { ...ours, name: "lazy2, 64 searches", strategy: 5, searchLog: 6 },
+      { ...ours, name: "level 6, literals always Huffman-coded", literals: 1 },
+      { ...ours, name: "level 6, literals never Huffman-coded", literals: 2 },
+      { ...ours, name: "level 6, targetCBlockSize 1340", targetCBlockSize: 1340 },
+      {
+        ...ours,
+        name: "btopt, targetLength 999, 64 searches",
+        strategy: 7,
+        targetLength: 999,
+        searchLog: 6,
+      },
+      { name: "level 19 (btultra2)", level: 19, windowLog: ZSTD_STREAM_WINDOW_LOG },
+      { name: "level 22, 1 MiB window", level: 22, windowLog: 20 },
+      {
+        ...ours,
+        name: "a 4 KiB trained dictionary (fzstd reads none)",
+        dictionary: await trainedDictionary(lines.slice(0, 1024), 4096),
+      },
     ];
     const base = variantRun(commits, ours, rounds);
     const fzstdOf = (messages: Uint8Array[]) =>
