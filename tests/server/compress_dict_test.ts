@@ -198,6 +198,7 @@ Deno.test("GET /{name}/dictionaries/{id} needs a token that reads the stream; th
     const sub = await connect<ReturnType<typeof row>>(`ws://127.0.0.1:${port}/t`, {
       offset: 1,
       token: A,
+      compress: "zstd-dict",
     });
     const id = sub.greeting.dictionary as string;
     assert(/^[0-9a-f]{32}$/.test(id), `a dictionary: ${id}`);
