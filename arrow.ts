@@ -7,13 +7,17 @@
  * Parquet, parquet-wasm) are large.
  *
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { toArrow } from "@streamcast/server/arrow";
  * const schema = toArrow({
  *   type: "object",
  *   properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
  *   required: ["price", "side"],
  * });
- * console.log(schema.fields.map((f) => `${f.name}: ${f.type}`)); // [ "price: Float64", "side: Int32" ]
+ * deepStrictEqual(schema.fields.map((f) => `${f.name}: ${f.type}`), [
+ *   "price: Float64",
+ *   "side: Int32",
+ * ]);
  * ```
  *
  * @module

@@ -5,6 +5,7 @@
  * and come back with no gap and no duplicate.
  *
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { connect, serve, Stream } from "@streamcast/server";
  *
  * const trades = await Stream.open("trades", {
@@ -20,7 +21,8 @@
  *
  * const sub = await connect(`${server.url}/trades`, { offset: 1 });
  * for await (const [offset, msg] of sub) {
- *   console.log(offset, msg); // 1 { price: 85565.5, side: 1 }
+ *   equal(offset, 1);
+ *   deepStrictEqual(msg, { price: 85565.5, side: 1 });
  *   break;
  * }
  * await server.shutdown();

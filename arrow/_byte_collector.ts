@@ -12,11 +12,13 @@ import { AsyncByteQueue } from "apache-arrow";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { ByteCollector } from "./_byte_collector.ts";
  * const sink = new ByteCollector();
  * sink.write(new Uint8Array([1, 2]));
  * sink.write(new Uint8Array([3]));
- * console.log(sink.size, sink.take()); // 3 Uint8Array(3) [ 1, 2, 3 ]
+ * equal(sink.size, 3);
+ * deepStrictEqual(sink.take(), new Uint8Array([1, 2, 3]));
  * ```
  */
 export class ByteCollector extends AsyncByteQueue<Uint8Array> {

@@ -28,8 +28,9 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Kind, KINDS } from "./_column_data.ts";
- * console.log(KINDS.int32 === Kind.Int32); // true
+ * equal(KINDS.int32, Kind.Int32);
  * ```
  */
 export enum Kind {
@@ -50,8 +51,9 @@ export enum Kind {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Kind, KINDS } from "./_column_data.ts";
- * console.log(KINDS.string === Kind.String); // true
+ * equal(KINDS.string, Kind.String);
  * ```
  */
 export const KINDS: Record<ColumnType, Kind> = {
@@ -70,13 +72,14 @@ export const KINDS: Record<ColumnType, Kind> = {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { type Acc, columnData, Kind } from "./_column_data.ts";
  * const a: Acc = {
  *   name: "n", kind: Kind.Int32, nullable: false, key: new Uint8Array(0),
  *   valid: null, bits: null, i32: new Int32Array([7]), i64: null, f32: null, f64: null,
  *   offs: null, str: new Uint8Array(0), strAt: 0,
  * };
- * console.log(columnData(a, 1).values[0]); // 7
+ * equal(columnData(a, 1).values[0], 7);
  * ```
  */
 export interface Acc {
@@ -108,6 +111,7 @@ export interface Acc {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { type Acc, grow, Kind } from "./_column_data.ts";
  * const a: Acc = {
  *   name: "s", kind: Kind.String, nullable: false, key: new Uint8Array(0),
@@ -115,7 +119,7 @@ export interface Acc {
  *   offs: new Int32Array(2), str: new Uint8Array(4), strAt: 4,
  * };
  * grow(a, 10);
- * console.log(a.str.length); // 16
+ * equal(a.str.length, 16);
  * ```
  */
 export function grow(a: Acc, need: number): void {
@@ -137,13 +141,14 @@ function popcount(bits: Uint8Array, n: number): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { type Acc, columnData, Kind } from "./_column_data.ts";
  * const a: Acc = {
  *   name: "b", kind: Kind.Bool, nullable: false, key: new Uint8Array(0),
  *   valid: null, bits: new Uint8Array([0b10]), i32: null, i64: null, f32: null, f64: null,
  *   offs: null, str: new Uint8Array(0), strAt: 0,
  * };
- * console.log(columnData(a, 2).length); // 2
+ * equal(columnData(a, 2).length, 2);
  * ```
  */
 export function columnData(a: Acc, n: number): Data {
@@ -182,10 +187,11 @@ export function columnData(a: Acc, n: number): Data {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { putInt64 } from "./_column_data.ts";
  * const values = new BigInt64Array(1);
  * putInt64(values, new Int32Array(values.buffer), 0, -(2 ** 40));
- * console.log(values[0]); // -1099511627776n
+ * equal(values[0], -1099511627776n);
  * ```
  */
 export function putInt64(values: BigInt64Array, words: Int32Array, i: number, v: number): void {

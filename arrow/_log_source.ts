@@ -14,8 +14,9 @@ import { clipBatch } from "../log/segment_reader.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { READ_BYTES } from "./_log_source.ts";
- * console.log(READ_BYTES); // 1048576
+ * equal(READ_BYTES, 1048576);
  * ```
  */
 export const READ_BYTES = 1 << 20;
@@ -25,11 +26,12 @@ export const READ_BYTES = 1 << 20;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "../log/mod.ts";
  * import { openLog, type Source } from "./_log_source.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * const source: Source = openLog(log);
- * console.log(source.earliest); // null
+ * equal(source.earliest, null);
  * await log.close();
  * ```
  */
@@ -49,12 +51,15 @@ export interface Source {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "../log/mod.ts";
  * import { openLog } from "./_log_source.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * await log.appendMany(["1", "2"].map((t) => new TextEncoder().encode(t)));
  * const source = openLog(log);
- * for await (const batch of source.read(2, 2)) console.log(batch.count); // 1
+ * const offsets: number[] = [];
+ * for await (const batch of source.read(2, 2)) offsets.push(...batch.offsets);
+ * deepStrictEqual(offsets, [2]);
  * await log.close();
  * ```
  */

@@ -517,11 +517,12 @@ class StructAcc implements NestedAcc {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Field, Float64, List } from "apache-arrow";
  * import { makeNestedAcc } from "./_nested_acc.ts";
  * const acc = makeNestedAcc(new List(new Field("item", new Float64())), false);
  * acc.push([1.5, 2]);
- * console.log(acc.data().length); // 1
+ * equal(acc.data().length, 1);
  * ```
  */
 export function makeNestedAcc(type: DataType, nullable: boolean): NestedAcc {

@@ -16,9 +16,10 @@ const textDecoder = new TextDecoder();
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { skipNested } from "./_nested_scan.ts";
  * const buf = new TextEncoder().encode('{"a":[1,"]"],"b":2}');
- * console.log(skipNested(buf, 5, buf.length)); // 12
+ * equal(skipNested(buf, 5, buf.length), 12);
  * ```
  */
 export function skipNested(buf: Uint8Array, p: number, end: number): number {
@@ -45,9 +46,10 @@ export function skipNested(buf: Uint8Array, p: number, end: number): number {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseNested } from "./_nested_scan.ts";
  * const buf = new TextEncoder().encode("[1.5,2]");
- * console.log(parseNested(buf, 0, buf.length, "x")); // [ 1.5, 2 ]
+ * deepStrictEqual(parseNested(buf, 0, buf.length, "x"), [1.5, 2]);
  * ```
  */
 export function parseNested(buf: Uint8Array, p: number, q: number, where: string): unknown {

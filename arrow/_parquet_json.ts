@@ -137,9 +137,10 @@ function readElement(c: Compact): Element {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { markJsonColumns } from "./_parquet_json.ts";
  * // A FileMetaData with no members (just the stop byte): nothing to mark.
- * console.log(markJsonColumns(new Uint8Array([0x00]), new Set(["x"]))); // 0
+ * equal(markJsonColumns(new Uint8Array([0x00]), new Set(["x"])), 0);
  * ```
  */
 export function markJsonColumns(footer: Uint8Array, names: ReadonlySet<string>): number {
@@ -186,8 +187,23 @@ export function markJsonColumns(footer: Uint8Array, names: ReadonlySet<string>):
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { writeAll } from "../common/write_all.ts";
+ * import { ArrowRowBuilder } from "./row_builder.ts";
+ * import { writeParquet } from "./parquet_writer.ts";
  * import { markParquetJson } from "./_parquet_json.ts";
- * console.log(typeof markParquetJson); // function
+ * const builder = new ArrowRowBuilder({
+ *   type: "object",
+ *   properties: { meta: { type: "object" } }, // a JSON text column
+ *   required: ["meta"],
+ * });
+ * const path = await Deno.makeTempFile({ suffix: ".parquet" });
+ * using file = await Deno.open(path, { read: true, write: true });
+ * async function* batches() {
+ *   yield builder.fromJson([1], ['{"meta":{"a":1}}']);
+ * }
+ * await writeParquet(batches(), builder, { rowGroupRows: 1024, write: (b) => writeAll(file, b) });
+ * equal(await markParquetJson(file, new Set(["meta"])), 1);
  * ```
  */
 export async function markParquetJson(

@@ -10,9 +10,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { encodeTexts, type RowBytes } from "./_row_bytes.ts";
  * const rows: RowBytes = encodeTexts(['{"n":1}'], "\n");
- * console.log(rows.ends[0]); // 7
+ * equal(rows.ends[0], 7);
  * ```
  */
 export interface RowBytes {
@@ -48,9 +49,11 @@ function utf8Length(s: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { encodeTexts } from "./_row_bytes.ts";
  * const rows = encodeTexts(['{"s":"é"}', '{"s":"e"}'], "\n");
- * console.log(rows.starts[1], rows.ends[1]); // 11 20
+ * equal(rows.starts[1], 11);
+ * equal(rows.ends[1], 20);
  * ```
  */
 export function encodeTexts(texts: readonly string[], sep: string): RowBytes & { n: number } {

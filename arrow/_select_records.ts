@@ -11,6 +11,7 @@ const decoder = new TextDecoder();
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { selectRecords } from "./_select_records.ts";
  * import { compileFilter } from "../client/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
@@ -19,7 +20,7 @@ const decoder = new TextDecoder();
  *   buf, count: 2, offsets: new Float64Array([5, 6]), times: new Float64Array(2),
  *   starts: new Int32Array([0, 7]), lengths: new Int32Array([7, 7]),
  * };
- * console.log(selectRecords(batch, f).offsets); // Float64Array(1) [ 6 ]
+ * deepStrictEqual(selectRecords(batch, f).offsets, new Float64Array([6]));
  * ```
  */
 export function selectRecords(batch: RecordBatch, filter: Filter): RecordBatch {

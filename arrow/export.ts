@@ -43,9 +43,10 @@ import { selectRecords } from "./_select_records.ts";
  *
  * @example
  * ```ts
- * import type { ExportFormat } from "./export.ts";
+ * import { ok } from "node:assert/strict";
+ * import { EXPORT_FORMATS, type ExportFormat } from "./export.ts";
  * const format: ExportFormat = "parquet";
- * console.log(format);
+ * ok(EXPORT_FORMATS.includes(format));
  * ```
  */
 export type ExportFormat = "arrow" | "parquet" | "ndjson";
@@ -55,8 +56,9 @@ export type ExportFormat = "arrow" | "parquet" | "ndjson";
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { EXPORT_FORMATS } from "./export.ts";
- * console.log(EXPORT_FORMATS.includes("ndjson")); // true
+ * ok(EXPORT_FORMATS.includes("ndjson"));
  * ```
  */
 export const EXPORT_FORMATS: readonly ExportFormat[] = ["arrow", "parquet", "ndjson"];
@@ -66,8 +68,9 @@ export const EXPORT_FORMATS: readonly ExportFormat[] = ["arrow", "parquet", "ndj
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_BATCH_ROWS } from "./export.ts";
- * console.log(DEFAULT_BATCH_ROWS); // 65536
+ * equal(DEFAULT_BATCH_ROWS, 65536);
  * ```
  */
 export const DEFAULT_BATCH_ROWS = 65536;
@@ -77,8 +80,9 @@ export const DEFAULT_BATCH_ROWS = 65536;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_BATCH_ROWS } from "./export.ts";
- * console.log(MAX_BATCH_ROWS); // 4194304
+ * equal(MAX_BATCH_ROWS, 4194304);
  * ```
  */
 export const MAX_BATCH_ROWS = 1 << 22;
@@ -88,9 +92,10 @@ export const MAX_BATCH_ROWS = 1 << 22;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ExportProgress } from "./export.ts";
  * const show = (p: ExportProgress): string => `${p.rows} rows through ${p.last} of ${p.to}`;
- * console.log(show({ rows: 10, last: 10, to: 100, bytes: 400 }));
+ * equal(show({ rows: 10, last: 10, to: 100, bytes: 400 }), "10 rows through 10 of 100");
  * ```
  */
 export interface ExportProgress {
@@ -109,6 +114,7 @@ export interface ExportProgress {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ExportOptions } from "./export.ts";
  * const options: ExportOptions = {
  *   format: "parquet",
@@ -117,7 +123,7 @@ export interface ExportProgress {
  *   to: 1999,
  *   onProgress: (p) => console.error(`${p.rows} rows`),
  * };
- * console.log(options.format);
+ * equal(options.to! - options.from! + 1, 1000); // rows 1000..1999, both ends included
  * ```
  */
 export interface ExportOptions {
@@ -179,9 +185,10 @@ export interface ExportOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ExportReport } from "./export.ts";
  * const r: ExportReport = { format: "arrow", out: "t.arrow", rows: 0, first: null, last: null, bytes: 530 };
- * console.log(r.rows === 0 ? "empty" : `${r.first}..${r.last}`); // empty
+ * equal(r.first, null); // no rows: no first and no last offset
  * ```
  */
 export interface ExportReport {
@@ -342,7 +349,7 @@ export async function exportLog(
         write,
         onBatch: (batch) => counted(batch.numRows, lastOffset(batch)),
       });
-      // JSON text columns get Parquet's JSON logical type (issue 19).
+      // JSON text columns get Parquet's JSON logical type, so readers see JSON, not text.
       const json = builder!.schema.fields.filter(isJsonField).map((f) => f.name);
       await markParquetJson(file, new Set(json));
     }
@@ -427,8 +434,9 @@ async function timeRange(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_BATCH_BYTES } from "./export.ts";
- * console.log(MAX_BATCH_BYTES); // 67108864
+ * equal(MAX_BATCH_BYTES, 67108864);
  * ```
  */
 export const MAX_BATCH_BYTES: number = 64 << 20;

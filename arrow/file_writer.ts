@@ -21,11 +21,12 @@ import "./zstd.ts";
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { ArrowFileWriter, type ArrowFileWriterOptions } from "./file_writer.ts";
  * import { toArrow } from "./schema.ts";
  * const plain: ArrowFileWriterOptions = { compression: null };
  * const schema = toArrow({ type: "object", properties: { n: { type: "integer" } }, required: ["n"] });
- * console.log(new ArrowFileWriter(schema, plain).start().length > 0); // true
+ * ok(new ArrowFileWriter(schema, plain).start().length > 0);
  * ```
  */
 export interface ArrowFileWriterOptions {

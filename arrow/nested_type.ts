@@ -42,8 +42,9 @@ import type { Column } from "../schema/row_schema.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { JSON_EXTENSION } from "./nested_type.ts";
- * console.log(JSON_EXTENSION); // arrow.json
+ * equal(JSON_EXTENSION, "arrow.json");
  * ```
  */
 export const JSON_EXTENSION = "arrow.json";
@@ -52,8 +53,9 @@ export const JSON_EXTENSION = "arrow.json";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { EXTENSION_NAME_KEY } from "./nested_type.ts";
- * console.log(EXTENSION_NAME_KEY); // ARROW:extension:name
+ * equal(EXTENSION_NAME_KEY, "ARROW:extension:name");
  * ```
  */
 export const EXTENSION_NAME_KEY = "ARROW:extension:name";
@@ -62,8 +64,9 @@ export const EXTENSION_NAME_KEY = "ARROW:extension:name";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { SCHEMA_KEY } from "./nested_type.ts";
- * console.log(SCHEMA_KEY); // streamcast:schema
+ * equal(SCHEMA_KEY, "streamcast:schema");
  * ```
  */
 export const SCHEMA_KEY = "streamcast:schema";
@@ -175,9 +178,10 @@ export function nestedField(column: Column): Field {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Field, Utf8 } from "apache-arrow";
  * import { isJsonField } from "./nested_type.ts";
- * console.log(isJsonField(new Field("s", new Utf8()))); // false
+ * equal(isJsonField(new Field("s", new Utf8())), false);
  * ```
  */
 export function isJsonField(field: Field): boolean {

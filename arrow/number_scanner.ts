@@ -18,9 +18,10 @@ const MAX_SAFE = Number.MAX_SAFE_INTEGER;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { scanEnd, scanNumber } from "./number_scanner.ts";
  * scanNumber(new TextEncoder().encode("12.5,"), 0);
- * console.log(scanEnd[0]); // 4
+ * equal(scanEnd[0], 4);
  * ```
  */
 export const scanEnd: Int32Array = new Int32Array(1);

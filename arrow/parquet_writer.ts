@@ -14,13 +14,14 @@ import { type ArrowRowBuilder, OFFSET_COLUMN } from "./row_builder.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ParquetWriteOptions } from "./parquet_writer.ts";
  * const parts: Uint8Array[] = [];
  * const options: ParquetWriteOptions = {
  *   rowGroupRows: 65536,
  *   write: (bytes) => Promise.resolve(void parts.push(bytes.slice())),
  * };
- * console.log(options.rowGroupRows);
+ * equal(options.rowGroupRows, 65536);
  * ```
  */
 export interface ParquetWriteOptions {

@@ -108,8 +108,9 @@ export function toArrow(schema: RowSchema | Record<string, unknown>): Schema {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { columnField } from "./schema.ts";
- * console.log(String(columnField({ name: "px", type: "double", nullable: false }).type)); // Float64
+ * equal(String(columnField({ name: "px", type: "double", nullable: false }).type), "Float64");
  * ```
  */
 export function columnField(c: Column): Field {

@@ -18,10 +18,11 @@ let zstdRegistered = false;
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { compressionRegistry, CompressionType } from "apache-arrow";
  * import { registerZstd } from "./zstd.ts";
  * registerZstd();
- * console.log(compressionRegistry.get(CompressionType.ZSTD) !== null); // true
+ * ok(compressionRegistry.get(CompressionType.ZSTD) !== null);
  * ```
  */
 export function registerZstd(): void {

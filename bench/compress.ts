@@ -32,10 +32,12 @@ const NESTED_SCHEMA = {
   required: [...SCHEMA.required, "book"],
 };
 
-type Kind = "trade" | "nested";
+/** The two row kinds of the compression benchmarks. */
+export type Kind = "trade" | "nested";
 type Contender = "plain" | "zstd" | "zstd-dict" | "deflate";
 
-function rowsOf(kind: Kind, n: number): string[] {
+/** `n` rows of `kind` as JSON text: trade rows, or trade rows with an order book in a string column. */
+export function rowsOf(kind: Kind, n: number): string[] {
   const make = tradeRows(1);
   const out: string[] = [];
   for (let i = 0; i < n; i++) {

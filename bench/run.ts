@@ -28,6 +28,7 @@ const BENCHES = [
   "archive",
   "publish",
   "compress",
+  "zstd_stream",
   "follow",
   "nats_peer",
   "profile",

@@ -34,11 +34,12 @@ export interface ProgressOptions {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { Progress } from "./_progress.ts";
  * const p = new Progress("export", { enabled: false });
  * p.update({ rows: 10, offset: 10, total: 100 });
  * p.done();
- * console.log(p.line({ rows: 10, offset: 10, total: 100 }).startsWith("export: 10 rows")); // true
+ * ok(p.line({ rows: 10, offset: 10, total: 100 }).startsWith("export: 10 rows"));
  * ```
  */
 export class Progress {

@@ -136,7 +136,7 @@ function configSettings(json: unknown, base: string): FileSettings {
     }
   }
   if (json.follow !== undefined) {
-    // Followers (DESIGN §15): {"NAME": "ws://primary/NAME"}.
+    // Followers (docs/SPEC.md §10): {"NAME": "ws://primary/NAME"}.
     if (!isObject(json.follow)) {
       throw new TypeError(`"follow" must be an object of primary URLs by stream name`);
     }
@@ -165,9 +165,12 @@ function followSpec(url: string, what: string): string {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { settingsFrom } from "./_serve_config.ts";
  * const s = await settingsFrom({ stream: ["trades=trades.json"], port: "0" });
- * console.log(s.port, s.root, [...s.streams.keys()]); // 0 ./data ["trades"]
+ * equal(s.port, 0);
+ * equal(s.root, "./data");
+ * deepStrictEqual([...s.streams.keys()], ["trades"]);
  * ```
  */
 export async function settingsFrom(values: Record<string, unknown>): Promise<Settings> {

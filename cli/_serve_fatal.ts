@@ -10,9 +10,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Fatal } from "./_serve_fatal.ts";
  * const err = new Fatal("cannot listen on 127.0.0.1:8765: the address is in use", 1);
- * console.log(err.code); // 1
+ * equal(err.code, 1);
  * ```
  */
 export class Fatal extends Error {
@@ -31,8 +32,10 @@ export class Fatal extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { show } from "./_serve_fatal.ts";
- * console.log(show("trades"), "/", show("")); // stream "trades" / the unnamed stream
+ * equal(show("trades"), 'stream "trades"');
+ * equal(show(""), "the unnamed stream");
  * ```
  */
 export function show(name: string): string {
@@ -44,8 +47,9 @@ export function show(name: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { oneLine } from "./_serve_fatal.ts";
- * console.log(oneLine(new Error("first\n  second"))); // first second
+ * equal(oneLine(new Error("first\n  second")), "first second");
  * ```
  */
 export function oneLine(err: unknown): string {
@@ -61,8 +65,9 @@ export function oneLine(err: unknown): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { fileError } from "./_serve_fatal.ts";
- * console.log(fileError(new Deno.errors.NotFound("x"))); // no such file
+ * equal(fileError(new Deno.errors.NotFound("x")), "no such file");
  * ```
  */
 export function fileError(err: unknown): string {

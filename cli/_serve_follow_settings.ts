@@ -1,5 +1,5 @@
 /**
- * `serve`'s follower settings (DESIGN §15), spliced into the settings table
+ * `serve`'s follower settings (docs/SPEC.md §10), spliced into the settings table
  * of `_serve_settings.ts` (kept apart so that the table stays one screenful
  * per concern): `--follow NAME=URL` and what tunes it.
  *
@@ -45,8 +45,9 @@ const GROUP = "followers (docs/SCALING.md)";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
- * console.log(FOLLOW_SETTINGS.map((s) => s.flag)[0]); // follow
+ * equal(FOLLOW_SETTINGS.map((s) => s.flag)[0], "follow");
  * ```
  */
 export const FOLLOW_SETTINGS: readonly FollowSetting[] = [

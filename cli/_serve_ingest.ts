@@ -32,10 +32,11 @@ import type { Settings } from "./_serve_settings.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { loadHandlers } from "./_serve_ingest.ts";
  * import { settingsFrom } from "./_serve_config.ts";
  * const s = await settingsFrom({ stream: ["t=t.json"] });
- * console.log((await loadHandlers(s)).size); // 0: no upstream, no handler
+ * equal((await loadHandlers(s)).size, 0); // no upstream, no handler
  * ```
  */
 export async function loadHandlers(s: Settings): Promise<Map<string, FrameHandler>> {
@@ -128,6 +129,7 @@ function logEvents(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { startIngest } from "./_serve_ingest.ts";
  * import { settingsFrom } from "./_serve_config.ts";
  * import { Logger } from "../common/logger.ts";
@@ -139,7 +141,7 @@ function logEvents(
  * const s = await settingsFrom({ stream: ["t=t.json"] }); // no --stdin, no --upstream
  * const ingest = startIngest(s, server, new Map(), Logger.silent());
  * await ingest.stopIngest();
- * console.log(ingest.failure()); // null
+ * equal(ingest.failure(), null);
  * await server.shutdown();
  * ```
  */

@@ -1,5 +1,5 @@
 /**
- * The rows of `serve`'s settings table for network publishing (DESIGN §13),
+ * The rows of `serve`'s settings table for network publishing (docs/SPEC.md §9),
  * kept in a file of their own and spliced into `SETTINGS`
  * (`_serve_settings.ts`), which types them.
  *
@@ -19,8 +19,9 @@ const LIMITS = "limits (docs/CLI.md has the table)";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
- * console.log(PUBLISH_STREAM_SETTINGS[0].flag); // publish
+ * equal(PUBLISH_STREAM_SETTINGS[0].flag, "publish");
  * ```
  */
 export const PUBLISH_STREAM_SETTINGS = [
@@ -45,8 +46,13 @@ export const PUBLISH_STREAM_SETTINGS = [
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { PUBLISH_LIMIT_SETTINGS } from "./_serve_publish_settings.ts";
- * console.log(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag)); // [ "max-publish-bytes", "max-in-flight", "max-producers" ]
+ * deepStrictEqual(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag), [
+ *   "max-publish-bytes",
+ *   "max-in-flight",
+ *   "max-producers",
+ * ]);
  * ```
  */
 export const PUBLISH_LIMIT_SETTINGS = [

@@ -21,8 +21,9 @@ const LIMITS = "limits (docs/CLI.md has the table)";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { SEND_SETTINGS } from "./_serve_send_settings.ts";
- * console.log(SEND_SETTINGS.map((s) => s.flag)); // [ "send-buffer-bytes", "fanout-turn-bytes" ]
+ * deepStrictEqual(SEND_SETTINGS.map((s) => s.flag), ["send-buffer-bytes", "fanout-turn-bytes"]);
  * ```
  */
 export const SEND_SETTINGS = [

@@ -54,7 +54,8 @@ const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
  *
  * @example
  * ```ts
- * import type { Setting } from "./_serve_settings.ts";
+ * import { equal } from "node:assert/strict";
+ * import { type Setting, SETTINGS } from "./_serve_settings.ts";
  * const host: Setting = {
  *   flag: "host",
  *   key: "host",
@@ -64,7 +65,7 @@ const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
  *   usage: [["--host HOST", "address to listen on [{default}]"]],
  *   docs: "address to listen on.",
  * };
- * console.log(host.flag);
+ * equal(host.default, SETTINGS.find((s) => s.flag === "host")?.default);
  * ```
  */
 export interface Setting {
@@ -103,8 +104,9 @@ const LIMITS = "limits (docs/CLI.md has the table)";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { SETTINGS } from "./_serve_settings.ts";
- * console.log(SETTINGS.find((s) => s.flag === "port")?.default); // 8765
+ * equal(SETTINGS.find((s) => s.flag === "port")?.default, 8765);
  * ```
  */
 export const SETTINGS: readonly Setting[] = [
@@ -506,8 +508,12 @@ stops ingest, closes subscribers with 1001, flushes the logs and exits 0.`;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { SERVE_USAGE } from "./_serve_settings.ts";
- * console.log(SERVE_USAGE.split("\n")[0]); // usage: deno run -A cli.ts serve --stream NAME=SCHEMA.json ... [options]
+ * equal(
+ *   SERVE_USAGE.split("\n")[0],
+ *   "usage: deno run -A cli.ts serve --stream NAME=SCHEMA.json ... [options]",
+ * );
  * ```
  */
 export const SERVE_USAGE: string = usageText();
@@ -517,8 +523,9 @@ export const SERVE_USAGE: string = usageText();
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { SERVE_FLAGS } from "./_serve_settings.ts";
- * console.log(SERVE_FLAGS["no-fsync"]); // { type: "boolean" }
+ * deepStrictEqual(SERVE_FLAGS["no-fsync"], { type: "boolean" });
  * ```
  */
 export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?: boolean }> =
@@ -531,8 +538,10 @@ export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { CONFIG_KEYS } from "./_serve_settings.ts";
- * console.log(CONFIG_KEYS.has("maxBacklog"), CONFIG_KEYS.has("max-backlog")); // true false
+ * ok(CONFIG_KEYS.has("maxBacklog"));
+ * equal(CONFIG_KEYS.has("max-backlog"), false);
  * ```
  */
 export const CONFIG_KEYS: ReadonlySet<string> = new Set(
@@ -544,9 +553,10 @@ export const CONFIG_KEYS: ReadonlySet<string> = new Set(
  *
  * @example
  * ```ts
- * import type { ReadSetting } from "./_serve_settings.ts";
+ * import { ok } from "node:assert/strict";
+ * import { READ_SETTINGS, type ReadSetting } from "./_serve_settings.ts";
  * const keyOf = (s: ReadSetting): string => s.key;
- * console.log(typeof keyOf);
+ * ok(READ_SETTINGS.map(keyOf).includes("maxBacklog"));
  * ```
  */
 export type ReadSetting = Setting & { key: string; read: Reader };
@@ -556,9 +566,10 @@ export type ReadSetting = Setting & { key: string; read: Reader };
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { READ_SETTINGS } from "./_serve_settings.ts";
  * const port = READ_SETTINGS.find((s) => s.key === "port")!;
- * console.log(port.read("9000", "--port", null)); // 9000
+ * equal(port.read("9000", "--port", null), 9000);
  * ```
  */
 export const READ_SETTINGS: readonly ReadSetting[] = SETTINGS.filter((s): s is ReadSetting =>
@@ -572,9 +583,10 @@ export const READ_SETTINGS: readonly ReadSetting[] = SETTINGS.filter((s): s is R
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import type { SchemaSource } from "./_serve_settings.ts";
  * const src: SchemaSource = { path: "schemas/trades.json" };
- * console.log("path" in src); // true
+ * ok("path" in src);
  * ```
  */
 export type SchemaSource = { path: string } | { inline: Record<string, unknown>; where: string };
@@ -584,9 +596,12 @@ export type SchemaSource = { path: string } | { inline: Record<string, unknown>;
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import type { StreamDecl } from "./_serve_settings.ts";
- * const decl: StreamDecl = { schema: { path: "book.json" }, ephemeral: true };
- * console.log(decl.ephemeral);
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({ stream: ["book=book.json"], ephemeral: ["book"] });
+ * const decl: StreamDecl | undefined = s.streams.get("book");
+ * deepStrictEqual(decl, { schema: { path: "book.json" }, ephemeral: true, publish: false });
  * ```
  */
 export interface StreamDecl {
@@ -601,9 +616,15 @@ export interface StreamDecl {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import type { UpstreamDecl } from "./_serve_settings.ts";
- * const up: UpstreamDecl = { url: "wss://feed.example/book", handler: null };
- * console.log(up.url);
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({
+ *   stream: ["book=book.json"],
+ *   upstream: ["book=wss://feed.example/book"],
+ * });
+ * const up: UpstreamDecl | undefined = s.upstreams.get("book");
+ * deepStrictEqual(up, { url: "wss://feed.example/book", handler: null }); // the default handler
  * ```
  */
 export interface UpstreamDecl {
@@ -618,9 +639,11 @@ export interface UpstreamDecl {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Settings } from "./_serve_settings.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
  * const where = (s: Settings): string => `${s.host}:${s.port}`;
- * console.log(typeof where);
+ * equal(where(await settingsFrom({ stream: ["t=t.json"], port: "9000" })), "127.0.0.1:9000");
  * ```
  */
 export interface Settings {

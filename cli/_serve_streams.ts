@@ -50,12 +50,13 @@ async function loadSchema(name: string, src: SchemaSource): Promise<Record<strin
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { loadSchemas } from "./_serve_streams.ts";
  * import { settingsFrom } from "./_serve_config.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
- * console.log([...schemas.keys()]); // ["t"]
+ * deepStrictEqual([...schemas.keys()], ["t"]);
  * ```
  */
 export async function loadSchemas(s: Settings): Promise<Map<string, Record<string, unknown>>> {
@@ -73,17 +74,31 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
   return logOptions;
 }
 
-// --- followers (DESIGN §15) ---
-
 /**
- * Opens the replica of every followed stream (`--follow NAME=URL`) and its
- * follower, not started; on a failure closes those opened and throws a
- * {@linkcode Fatal} (exit 1: the primary did not answer, a log is locked…).
+ * Opens the replica of every followed stream (`--follow NAME=URL`, see
+ * docs/SPEC.md §10) and its follower, not started; on a failure closes those
+ * opened and throws a {@linkcode Fatal} (exit 1: the primary did not answer,
+ * a log is locked…).
  *
  * @example
- * ```ts ignore
- * const { streams, followers } = await openFollowers(settings, logger);
- * for (const f of followers) f.start();
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { openFollowers } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * import { Logger } from "../common/logger.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const primary = await Stream.open("ticks", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([primary], { port: 0, onListen: () => {} });
+ * const root = await Deno.makeTempDir();
+ * const s = await settingsFrom({ follow: [`ticks=${server.url}/ticks`], root });
+ * const { streams, followers } = await openFollowers(s, Logger.silent());
+ * equal(followers.length, 1); // not started: `serve` starts them once it listens
+ * equal(streams[0].name, "ticks");
+ * await Promise.all(streams.map((st) => st.close()));
+ * await server.shutdown();
  * ```
  */
 export async function openFollowers(
@@ -127,14 +142,13 @@ export async function openFollowers(
   return { streams, followers };
 }
 
-// --- end of followers ---
-
 /**
  * Opens every declared stream (its log under `s.root` unless ephemeral); on
  * a failure closes those opened and throws a {@linkcode Fatal}.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { loadSchemas, openStreams } from "./_serve_streams.ts";
  * import { settingsFrom } from "./_serve_config.ts";
  * const dir = await Deno.makeTempDir();
@@ -142,7 +156,7 @@ export async function openFollowers(
  * const s = await settingsFrom({ stream: [`t=${dir}/t.json`], root: dir });
  * const streams = await openStreams(s, await loadSchemas(s));
  * await Promise.all(streams.map((st) => st.close()));
- * console.log(streams.length); // 1
+ * equal(streams.length, 1);
  * ```
  */
 export async function openStreams(

@@ -17,12 +17,13 @@ import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../commo
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Reader } from "./_serve_values.ts";
  * const even: Reader = (v, what) => {
  *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
  *   return Number(v);
  * };
- * console.log(even("4", "--n", null)); // 4
+ * equal(even("4", "--n", null), 4);
  * ```
  */
 export type Reader = (v: unknown, what: string, base: string | null) => unknown;
@@ -48,8 +49,9 @@ function integerValue(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { integer } from "./_serve_values.ts";
- * console.log(integer(0, 65535)("8765", "--port", null)); // 8765
+ * equal(integer(0, 65535)("8765", "--port", null), 8765);
  * ```
  */
 export function integer(min: number, max?: number): Reader {
@@ -61,8 +63,9 @@ export function integer(min: number, max?: number): Reader {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { seconds } from "./_serve_values.ts";
- * console.log(seconds("1.5", "--seal-every")); // 1.5
+ * equal(seconds("1.5", "--seal-every"), 1.5);
  * ```
  */
 export function seconds(v: unknown, what: string): number {
@@ -78,8 +81,9 @@ export function seconds(v: unknown, what: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { stallSeconds } from "./_serve_values.ts";
- * console.log(stallSeconds("30", "--stall-timeout")); // 30
+ * equal(stallSeconds("30", "--stall-timeout"), 30);
  * ```
  */
 export function stallSeconds(v: unknown, what: string): number {
@@ -95,8 +99,10 @@ export function stallSeconds(v: unknown, what: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { maxReplay } from "./_serve_values.ts";
- * console.log(maxReplay("none", "--max-replay"), maxReplay(10, '"maxReplay"')); // null 10
+ * equal(maxReplay("none", "--max-replay"), null);
+ * equal(maxReplay(10, '"maxReplay"'), 10);
  * ```
  */
 export function maxReplay(v: unknown, what: string): number | null {
@@ -109,8 +115,9 @@ export function maxReplay(v: unknown, what: string): number | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { logLevel } from "./_serve_values.ts";
- * console.log(logLevel("debug", "--log-level")); // debug
+ * equal(logLevel("debug", "--log-level"), "debug");
  * ```
  */
 export function logLevel(v: unknown, what: string): LogLevel {
@@ -125,8 +132,9 @@ export function logLevel(v: unknown, what: string): LogLevel {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { logFormat } from "./_serve_values.ts";
- * console.log(logFormat("json", "--log-format")); // json
+ * equal(logFormat("json", "--log-format"), "json");
  * ```
  */
 export function logFormat(v: unknown, what: string): LogFormat {
@@ -141,8 +149,9 @@ export function logFormat(v: unknown, what: string): LogFormat {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { nonEmpty } from "./_serve_values.ts";
- * console.log(nonEmpty("data", '"root"')); // data
+ * equal(nonEmpty("data", '"root"'), "data");
  * ```
  */
 export function nonEmpty(v: unknown, what: string): string {
@@ -157,8 +166,9 @@ export function nonEmpty(v: unknown, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { streamName } from "./_serve_values.ts";
- * console.log(streamName("trades", "--stdin")); // trades
+ * equal(streamName("trades", "--stdin"), "trades");
  * ```
  */
 export function streamName(name: string, what: string): string {
@@ -175,8 +185,9 @@ export function streamName(name: string, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { upstreamUrl } from "./_serve_values.ts";
- * console.log(upstreamUrl("wss://feed.example/v1", "--upstream")); // wss://feed.example/v1
+ * equal(upstreamUrl("wss://feed.example/v1", "--upstream"), "wss://feed.example/v1");
  * ```
  */
 export function upstreamUrl(url: string, what: string): string {
@@ -199,8 +210,9 @@ export function upstreamUrl(url: string, what: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { s3Uri } from "./_serve_values.ts";
- * console.log(s3Uri("s3://my-bucket/streams", "--archive")); // s3://my-bucket/streams
+ * equal(s3Uri("s3://my-bucket/streams", "--archive"), "s3://my-bucket/streams");
  * ```
  */
 export function s3Uri(v: string, where: string): string {
@@ -215,8 +227,9 @@ export function s3Uri(v: string, where: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { text } from "./_serve_values.ts";
- * console.log(text("0.0.0.0", "--host", null)); // 0.0.0.0
+ * equal(text("0.0.0.0", "--host", null), "0.0.0.0");
  * ```
  */
 export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, what);
@@ -225,8 +238,9 @@ export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, w
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { path } from "./_serve_values.ts";
- * console.log(path("data", '"root"', "/etc/streamcast")); // /etc/streamcast/data
+ * equal(path("data", '"root"', "/etc/streamcast"), "/etc/streamcast/data");
  * ```
  */
 export const path: Reader = (v, what, base) => base === null ? v : resolve(base, nonEmpty(v, what));
@@ -235,8 +249,9 @@ export const path: Reader = (v, what, base) => base === null ? v : resolve(base,
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { bool } from "./_serve_values.ts";
- * console.log(bool(true, '"fsync"')); // true
+ * equal(bool(true, '"fsync"'), true);
  * ```
  */
 export function bool(v: unknown, what: string): boolean {

@@ -131,10 +131,12 @@ export interface TradeFeedOptions {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { TradeFeed } from "./demo.ts";
  * const feed = new TradeFeed({ ratePerS: 1000, seed: 7 });
  * const rows = feed.next(100, Date.now() * 1000);
- * console.log(rows.length > 0, rows[0].trade_id); // true 1
+ * ok(rows.length > 0);
+ * equal(rows[0].trade_id, 1);
  * ```
  */
 export class TradeFeed {

@@ -133,10 +133,11 @@ class RuntimeError extends Error {}
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { cmdExport } from "./export.ts";
  * const dir = await Deno.makeTempDir();
- * console.log(await cmdExport([`${dir}/missing`, "--format", "ndjson", "--out", `${dir}/x.ndjson`]));
- * // 1 (and "streamcast export: no log at …" on stderr)
+ * const args = [`${dir}/missing`, "--format", "ndjson", "--out", `${dir}/x.ndjson`];
+ * equal(await cmdExport(args), 1); // and "streamcast export: no log at …" on stderr
  * ```
  */
 export async function cmdExport(args: string[]): Promise<number> {

@@ -1,6 +1,6 @@
 /**
  * `cli.ts publish URL`: NDJSON rows from stdin into a stream, over its
- * publish socket, pipelined, acknowledged once durable (DESIGN §13).
+ * publish socket, pipelined, acknowledged once durable (docs/SPEC.md §9).
  *
  * ```text
  * deno run -A cli.ts publish ws://127.0.0.1:8765/trades --producer feed-1 < trades.ndjson
@@ -52,8 +52,9 @@ const MAX_OUTSTANDING = 1024;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { cmdPublish } from "./publish.ts";
- * console.log(await cmdPublish(["--help"])); // prints the usage, then 0
+ * equal(await cmdPublish(["--help"]), 0); // after printing the usage on stdout
  * ```
  */
 export async function cmdPublish(args: string[]): Promise<number> {

@@ -192,7 +192,9 @@ function describeReconnect(e: ReconnectEvent): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { cmdTail } from "./tail.ts";
+ * import { FileCursor } from "../client/file_cursor.ts";
  * import { serve, Stream } from "../mod.ts";
  * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("ticks", {
@@ -201,9 +203,13 @@ function describeReconnect(e: ReconnectEvent): string {
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * await stream.sendMany([{ v: 1 }, { v: 2 }]);
- * setTimeout(() => server.shutdown(), 300);
- * // Prints [1,{"v":1}] and [2,{"v":2}], then exits 1 when the server goes away.
- * console.log(await cmdTail([`${server.url}/ticks`, "--offset", "1", "--no-reconnect"]));
+ * const cursor = new FileCursor(`${root}/ticks.cursor`);
+ * const url = `${server.url}/ticks`;
+ * const tail = cmdTail([url, "--offset", "1", "--no-reconnect", "--cursor", cursor.path]);
+ * // It prints [1,{"v":1}] and [2,{"v":2}] on stdout; the cursor (saved every second) then names 3.
+ * while ((await cursor.load())?.offset !== 3) await new Promise((r) => setTimeout(r, 50));
+ * await server.shutdown();
+ * equal(await tail, 1); // the server went away, and --no-reconnect
  * await Deno.remove(root, { recursive: true });
  * ```
  */
@@ -352,13 +358,15 @@ export async function cmdTail(args: string[]): Promise<number> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { cmdHead } from "./tail.ts";
  * import { serve, Stream } from "../mod.ts";
  * const stream = Stream.ephemeral("ticks", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
- * console.log(await cmdHead([`${server.url}/ticks`])); // prints the head, then 0
+ * equal(await cmdHead([`${server.url}/ticks`]), 0); // after printing the head as JSON on stdout
+ * equal(await cmdHead([`${server.url}/nope`]), 1); // no such stream
  * await server.shutdown();
  * ```
  */

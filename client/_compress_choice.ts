@@ -1,4 +1,4 @@
-// compress= (DESIGN §16, SPEC §2.6): what a subscription asks for and how it
+// compress= (docs/SPEC.md §2.6): what a subscription asks for and how it
 // decodes, and how it falls back when a server refuses: zstd-dict, then
 // zstd, then text frames from then on (by default only; an explicit
 // compress: "zstd" keeps the refusal). Private to client/.

@@ -32,9 +32,10 @@ export interface CloseInfo {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { WebSocketConstructor } from "./_connection.ts";
  * const WS: WebSocketConstructor = WebSocket;
- * console.log(typeof WS); // function
+ * equal(typeof WS, "function");
  * ```
  */
 export type WebSocketConstructor = new (url: string | URL) => WebSocket;

@@ -10,8 +10,10 @@
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { describe } from "./_describe.ts";
- * console.log(describe(5), describe("x"), describe(null), describe([1])); // number 5 string "x" null an array
+ * const seen = [5, "x", null, [1]].map(describe);
+ * deepStrictEqual(seen, ["number 5", 'string "x"', "null", "an array"]);
  * ```
  */
 export function describe(v: unknown): string {

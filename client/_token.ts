@@ -17,9 +17,10 @@ import { BEARER_PROTOCOL_PREFIX, CloseCode, SUBPROTOCOL } from "./wire.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { withToken } from "./_token.ts";
  * const WS = withToken(WebSocket, "0123456789abcdef0123");
- * console.log(typeof WS); // function
+ * equal(typeof WS, "function");
  * ```
  */
 export function withToken(WS: WebSocketConstructor, token: string): WebSocketConstructor {
@@ -36,6 +37,7 @@ export function withToken(WS: WebSocketConstructor, token: string): WebSocketCon
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { fetchWithToken } from "./_token.ts";
  * const seen: (string | null)[] = [];
  * const f = fetchWithToken((input, init) => {
@@ -44,7 +46,7 @@ export function withToken(WS: WebSocketConstructor, token: string): WebSocketCon
  * }, "0123456789abcdef0123", "http://127.0.0.1:8765");
  * await f("http://127.0.0.1:8765/trades/head");
  * await f("http://example.com/elsewhere");
- * console.log(seen); // [ "Bearer 0123456789abcdef0123", null ]
+ * deepStrictEqual(seen, ["Bearer 0123456789abcdef0123", null]);
  * ```
  */
 export function fetchWithToken(f: typeof fetch, token: string, origin: string): typeof fetch {
@@ -63,8 +65,9 @@ export function fetchWithToken(f: typeof fetch, token: string, origin: string): 
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { httpOrigin } from "./_token.ts";
- * console.log(httpOrigin("wss://example.com/trades")); // https://example.com
+ * equal(httpOrigin("wss://example.com/trades"), "https://example.com");
  * ```
  */
 export function httpOrigin(url: string): string {
@@ -80,10 +83,20 @@ export function httpOrigin(url: string): string {
  * the error to throw, or null (anything else: the server is down, say).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { accessDenied } from "./_token.ts";
- * const denied = await accessDenied("ws://127.0.0.1:8765/trades", undefined, 5_000, 1);
- * if (denied) throw denied; // ConnectionClosed 4401
+ * import { serve, Stream, TokenTable } from "../mod.ts";
+ * const stream = Stream.ephemeral("ticks", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const token = "a".repeat(16);
+ * const tokens = TokenTable.parse({ tokens: [{ token, streams: ["*"] }] });
+ * const server = serve([stream], { port: 0, onListen: () => {}, tokens });
+ * const url = `${server.url}/ticks`;
+ * equal((await accessDenied(url, undefined, 5_000, 1))?.code, 4401); // no token: refused
+ * equal(await accessDenied(url, token, 5_000, 1), null); // the token may read: not a refusal
+ * await server.shutdown();
  * ```
  */
 export async function accessDenied(

@@ -1,4 +1,4 @@
-// The decoding of compressed frames (compress=zstd, DESIGN §16): a binary
+// The decoding of compressed frames (compress=zstd, docs/SPEC.md §2.6): a binary
 // message is one zstd frame, content checksum on, of a batched frame's text.
 // Private to client/. Browser-safe at module load: the decoder (node:zlib's
 // zstd) is imported only when a subscription asks for it, and where there is

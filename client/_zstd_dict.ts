@@ -1,4 +1,4 @@
-// compress=zstd-dict (DESIGN §16, SPEC §2.6): frames compressed with the
+// compress=zstd-dict (docs/SPEC.md §2.6): frames compressed with the
 // stream's raw-content dictionary. The decoder is @bokuweb/zstd-wasm (the
 // zstd library as WebAssembly; node:zlib's zstd takes no dictionary in
 // Deno 2.9), loaded only when a subscription asks for it; the dictionary is

@@ -5,12 +5,21 @@
  * Uses web APIs and apache-arrow only, so it runs in browsers as well as Deno.
  *
  * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts"; // what the server sends with
  * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * const encoder = new ArrowFrameEncoder({
+ *   type: "object",
+ *   properties: { v: { type: "number" } },
+ *   required: ["v"],
+ * });
  * const decoder = new ArrowFrameDecoder();
- * function onBinaryFrame(frame: Uint8Array): void {
+ * const rows: unknown[] = [];
+ * for (const frame of [encoder.schemaMessage(), encoder.encode([1], ['{"v":1.5}'])]) {
  *   const batch = decoder.push(frame); // null for the schema frame
- *   if (batch) for (const [offset, row] of batchRows(batch)) console.log(offset, row);
+ *   if (batch) rows.push(...batchRows(batch));
  * }
+ * equal(JSON.stringify(rows), '[[1,{"v":1.5}]]');
  * ```
  *
  * @module
@@ -35,9 +44,10 @@ import type { Where } from "./filter.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { BinaryFrame } from "./arrow.ts";
  * const frame: BinaryFrame = new ArrayBuffer(8);
- * console.log(frame.byteLength); // 8
+ * equal(frame.byteLength, 8);
  * ```
  */
 export type BinaryFrame = Uint8Array | ArrayBuffer;
@@ -174,7 +184,7 @@ export function batchRows(batch: RecordBatch): [number | null, Record<string, un
   return out;
 }
 
-// --- nested columns (issue 19) -------------------------------------------
+// Nested columns (docs/SPEC.md §7.0): object and array values back from Arrow.
 
 /** 0: not nested; 1: JSON text (the `arrow.json` extension); 2: Struct or List. */
 function nestedKind(f: { type: DataType; metadata: Map<string, string> }): 0 | 1 | 2 {
@@ -244,10 +254,23 @@ export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
  * nor reconnects: the last batch's last offset + 1 is where to resume.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { connectArrow } from "./arrow.ts";
- * const sub = await connectArrow("ws://127.0.0.1:8765/trades", { offset: 1 });
- * for await (const batch of sub) console.log(batch.numRows, batch.getChild("offset")?.get(0));
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = await Stream.open("ticks", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }]);
+ * const sub = await connectArrow(`${server.url}/ticks`, { offset: 1 });
+ * for await (const batch of sub) {
+ *   equal(batch.getChild("offset")?.get(0), 1n);
+ *   equal(batch.getChild("v")?.get(0), 1);
+ *   break;
+ * }
+ * await server.shutdown();
  * ```
  */
 export async function connectArrow(

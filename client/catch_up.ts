@@ -74,12 +74,13 @@ const CATCH_UP_KEYS: ReadonlySet<string> = new Set(["decompress", "archive", "fe
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { checkCatchUpOptions } from "./catch_up.ts";
  * checkCatchUpOptions({ decompress: (b: Uint8Array) => b }, "catchUp");
  * try {
  *   checkCatchUpOptions({ archive: "s3://market-data/prod" }, "catchUp");
  * } catch (err) {
- *   console.log(err instanceof TypeError); // true
+ *   ok(err instanceof TypeError);
  * }
  * ```
  */
@@ -184,6 +185,7 @@ function lineOffset(line: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { archiveOffsetAt, type ChunkSource } from "./catch_up.ts";
  * const source: ChunkSource = {
  *   name: "example",
@@ -193,7 +195,7 @@ function lineOffset(line: string): number {
  *   ] }),
  *   chunk: () => Promise.resolve(new Uint8Array()),
  * };
- * console.log(await archiveOffsetAt(source, 7)); // 11
+ * equal(await archiveOffsetAt(source, 7), 11);
  * ```
  */
 export async function archiveOffsetAt(
@@ -212,11 +214,24 @@ export async function archiveOffsetAt(
  * belong to another stream id than `streamId`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { catchUp } from "./catch_up.ts";
- * const c = await catchUp("ws://127.0.0.1:8765/trades", 1, null);
- * for await (const lines of c.lines) for (const l of lines) console.log(l);
- * console.log("subscribe at", c.next());
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = await Stream.open("ticks", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }]);
+ * await stream.log!.roll(); // seal the segment, so that it becomes a chunk
+ * await stream.log!.chunksSettled();
+ * const c = await catchUp(`${server.url}/ticks`, 1, null);
+ * const lines: string[] = [];
+ * for await (const batch of c.lines) lines.push(...batch);
+ * deepStrictEqual(lines, ['[1,{"v":1}]', '[2,{"v":2}]']);
+ * equal(c.next(), 3); // where to subscribe for the rest
+ * await server.shutdown();
  * ```
  */
 export async function catchUp(
@@ -298,6 +313,7 @@ export async function catchUp(
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { catchUpGreeting } from "./catch_up.ts";
  * import type { StreamHead } from "./wire.ts";
  * const head = {
@@ -307,7 +323,7 @@ export async function catchUp(
  *   archive: null,
  *   schema: {},
  * } as unknown as StreamHead;
- * console.log(catchUpGreeting(head, 10).replay); // [ 10, 500 ]
+ * deepStrictEqual(catchUpGreeting(head, 10).replay, [10, 500]);
  * ```
  */
 export function catchUpGreeting(head: StreamHead, from: number): Greeting {

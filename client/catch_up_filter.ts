@@ -7,10 +7,12 @@
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { catchUpFilter } from "./catch_up_filter.ts";
  * const schema = { type: "object", properties: { a: { type: "integer" } } };
  * const f = catchUpFilter({ a: 2 }, schema, "ws://127.0.0.1:8765/t");
- * console.log(f.where, f.pick(['[1,{"a":1}]', '[2,{"a":2}]'])); // { a: 2 } [ '[2,{"a":2}]' ]
+ * deepStrictEqual(f.where, { a: 2 });
+ * deepStrictEqual(f.pick(['[1,{"a":1}]', '[2,{"a":2}]']), ['[2,{"a":2}]']);
  * ```
  *
  * @module
@@ -33,10 +35,11 @@ export interface CatchUpFilter {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { filterLines } from "./catch_up_filter.ts";
  * import { compileFilter } from "./filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
- * console.log(filterLines(['[1,{"a":1}]', '[2,{"a":2}]'], f)); // [ '[2,{"a":2}]' ]
+ * deepStrictEqual(filterLines(['[1,{"a":1}]', '[2,{"a":2}]'], f), ['[2,{"a":2}]']);
  * ```
  */
 export function filterLines(lines: readonly string[], filter: Filter): string[] {
@@ -58,8 +61,9 @@ const NO_FILTER: CatchUpFilter = Object.freeze({ where: null, pick: (lines: stri
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { catchUpFilter } from "./catch_up_filter.ts";
- * console.log(catchUpFilter(undefined, {}, "ws://127.0.0.1:8765/t").where); // null
+ * equal(catchUpFilter(undefined, {}, "ws://127.0.0.1:8765/t").where, null);
  * ```
  */
 export function catchUpFilter(

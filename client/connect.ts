@@ -9,6 +9,7 @@
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { connect } from "./connect.ts";
  * import { serve, Stream } from "../mod.ts";
  * const root = await Deno.makeTempDir();
@@ -19,10 +20,12 @@
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * await stream.sendMany([{ v: 1 }, { v: 2 }]);
  * const sub = await connect(`${server.url}/ticks`, { offset: "earliest" });
+ * const seen: [number | null, unknown][] = [];
  * for await (const [offset, msg] of sub) {
- *   console.log(offset, msg);
+ *   seen.push([offset, msg]);
  *   if (offset === 2) break;
  * }
+ * deepStrictEqual(seen, [[1, { v: 1 }], [2, { v: 2 }]]);
  * await server.shutdown();
  * await Deno.remove(root, { recursive: true });
  * ```
@@ -291,6 +294,7 @@ async function cursorStore(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { connect, NotReplayable } from "./mod.ts";
  * import { serve, Stream } from "../mod.ts";
  * const root = await Deno.makeTempDir();
@@ -304,11 +308,13 @@ async function cursorStore(
  *   await connect(`${server.url}/ticks`, { offset: 99 });
  * } catch (err) {
  *   if (!(err instanceof NotReplayable)) throw err;
- *   console.log(err.why, err.endOffset); // ahead 2
+ *   equal(err.why, "ahead");
+ *   equal(err.endOffset, 2);
  * }
  * const sub = await connect<{ v: number }>(`${server.url}/ticks`, { offset: 1 });
  * for await (const [offset, msg] of sub) {
- *   console.log(offset, msg.v); // 1 1
+ *   equal(offset, 1);
+ *   equal(msg.v, 1);
  *   break;
  * }
  * await server.shutdown();

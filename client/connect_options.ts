@@ -3,9 +3,10 @@
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { type ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
  * const options: ConnectOptions = { offset: "earliest", connectTimeoutMs: 2_000 };
- * console.log(options.connectTimeoutMs! < DEFAULT_CONNECT_TIMEOUT_MS); // true
+ * ok(options.connectTimeoutMs! < DEFAULT_CONNECT_TIMEOUT_MS);
  * ```
  *
  * @module
@@ -24,8 +25,9 @@ export type { WebSocketConstructor } from "./_connection.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_SAVE_EVERY_ROWS } from "./connect_options.ts";
- * console.log(DEFAULT_SAVE_EVERY_ROWS); // 10000
+ * equal(DEFAULT_SAVE_EVERY_ROWS, 10000);
  * ```
  */
 export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
@@ -34,8 +36,9 @@ export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_SAVE_EVERY_MS } from "./connect_options.ts";
- * console.log(DEFAULT_SAVE_EVERY_MS); // 1000
+ * equal(DEFAULT_SAVE_EVERY_MS, 1000);
  * ```
  */
 export const DEFAULT_SAVE_EVERY_MS = 1_000;
@@ -44,8 +47,9 @@ export const DEFAULT_SAVE_EVERY_MS = 1_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
- * console.log(DEFAULT_CONNECT_TIMEOUT_MS); // 10000
+ * equal(DEFAULT_CONNECT_TIMEOUT_MS, 10000);
  * ```
  */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -54,8 +58,9 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_BACKOFF_MIN_MS } from "./connect_options.ts";
- * console.log(DEFAULT_BACKOFF_MIN_MS); // 100
+ * equal(DEFAULT_BACKOFF_MIN_MS, 100);
  * ```
  */
 export const DEFAULT_BACKOFF_MIN_MS = 100;
@@ -64,8 +69,9 @@ export const DEFAULT_BACKOFF_MIN_MS = 100;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { DEFAULT_BACKOFF_MAX_MS } from "./connect_options.ts";
- * console.log(DEFAULT_BACKOFF_MAX_MS); // 10000
+ * equal(DEFAULT_BACKOFF_MAX_MS, 10000);
  * ```
  */
 export const DEFAULT_BACKOFF_MAX_MS = 10_000;
@@ -75,9 +81,10 @@ export const DEFAULT_BACKOFF_MAX_MS = 10_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { BackoffOptions } from "./connect_options.ts";
  * const backoff: BackoffOptions = { minMs: 250, maxMs: 30_000 };
- * console.log(backoff.maxMs); // 30000
+ * equal(backoff.maxMs, 30000);
  * ```
  */
 export interface BackoffOptions {
@@ -92,12 +99,13 @@ export interface BackoffOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ReconnectEvent } from "./connect_options.ts";
  * function report(e: ReconnectEvent): void {
  *   const at = e.resumeAt === null ? "live (rows lost meanwhile)" : `at ${e.resumeAt}`;
  *   console.error(`${e.error.message}; retrying in ${e.delayMs} ms ${at}`);
  * }
- * console.log(typeof report); // function
+ * equal(typeof report, "function");
  * ```
  */
 export interface ReconnectEvent {
@@ -122,6 +130,7 @@ export interface ReconnectEvent {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { type ConnectOptions, MemoryCursor } from "./mod.ts";
  * const options: ConnectOptions = {
  *   offset: "earliest",
@@ -130,7 +139,7 @@ export interface ReconnectEvent {
  *   backoff: { minMs: 100, maxMs: 5_000 },
  *   onReconnect: (e) => console.error(e.error.message),
  * };
- * console.log(options.reconnect); // true
+ * equal(options.reconnect, true);
  * ```
  */
 export interface ConnectOptions {
@@ -239,10 +248,11 @@ export interface ConnectOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { SubscriptionOptions } from "./connect_options.ts";
  * import { MemoryCursor } from "./cursor.ts";
  * const options: SubscriptionOptions = { cursor: new MemoryCursor(), reconnect: true };
- * console.log(options.reconnect); // true
+ * equal(options.reconnect, true);
  * ```
  */
 export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {

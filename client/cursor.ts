@@ -9,10 +9,11 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MemoryCursor } from "./cursor.ts";
  * const cursor = new MemoryCursor();
  * await cursor.save({ offset: 42, streamId: null });
- * console.log((await cursor.load())?.offset); // 42
+ * equal((await cursor.load())?.offset, 42);
  * ```
  *
  * @module
@@ -23,9 +24,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Cursor } from "./cursor.ts";
  * const c: Cursor = { offset: 1862, streamId: "0123456789abcdef0123456789abcdef" };
- * console.log(c.offset); // 1862
+ * equal(c.offset, 1862);
  * ```
  */
 export interface Cursor {
@@ -42,6 +44,7 @@ export interface Cursor {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Cursor, CursorStore } from "./cursor.ts";
  * // A store in localStorage, for a browser page.
  * class LocalStorageCursor implements CursorStore {
@@ -55,7 +58,7 @@ export interface Cursor {
  *     return Promise.resolve();
  *   }
  * }
- * console.log(new LocalStorageCursor("trades").key);
+ * equal(await new LocalStorageCursor("trades.example").load(), null); // nothing saved yet
  * ```
  */
 export interface CursorStore {
@@ -71,8 +74,9 @@ export interface CursorStore {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { checkCursor } from "./cursor.ts";
- * console.log(checkCursor({ offset: 3, streamId: null }, "test").offset); // 3
+ * equal(checkCursor({ offset: 3, streamId: null }, "test").offset, 3);
  * ```
  */
 export function checkCursor(value: unknown, where: string): Cursor {
@@ -96,13 +100,14 @@ export function checkCursor(value: unknown, where: string): Cursor {
  *
  * @example
  * ```ts
+ * import { throws } from "node:assert/strict";
  * import { checkCursorStore, MemoryCursor } from "./cursor.ts";
  * checkCursorStore(new MemoryCursor(), "cursor");
- * try {
- *   checkCursorStore({ offset: 5 }, "cursor");
- * } catch (err) {
- *   console.log((err as Error).message); // cursor must be a CursorStore (load and save methods), got an object without load and save
- * }
+ * throws(() => checkCursorStore({ offset: 5 }, "cursor"), {
+ *   name: "TypeError",
+ *   message:
+ *     "cursor must be a CursorStore (load and save methods), got an object without load and save",
+ * });
  * ```
  */
 export function checkCursorStore(value: unknown, where: string): CursorStore {
@@ -130,9 +135,11 @@ export function checkCursorStore(value: unknown, where: string): CursorStore {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MemoryCursor } from "./cursor.ts";
  * const c = new MemoryCursor({ offset: 10, streamId: null });
- * console.log(c.value?.offset, c.saves); // 10 0
+ * equal(c.value?.offset, 10);
+ * equal(c.saves, 0);
  * ```
  */
 export class MemoryCursor implements CursorStore {

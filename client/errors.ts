@@ -16,11 +16,13 @@
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, NotReplayable } from "./errors.ts";
  * const err = closeError(4416, '{"error":"not_replayable","why":"ahead","offset":12,"end_offset":11}', {
  *   url: "ws://127.0.0.1:8765/trades",
  * });
- * console.log(err instanceof NotReplayable && err.why); // ahead
+ * ok(err instanceof NotReplayable);
+ * equal(err.why, "ahead");
  * ```
  *
  * This module uses only web APIs: it runs in Deno and in browsers.
@@ -42,9 +44,10 @@ import {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { closeError, type ErrorContext } from "./errors.ts";
  * const ctx: ErrorContext = { url: "ws://h/trades", offset: 5, streamId: null };
- * console.log(closeError(4416, "", ctx).message.includes("offset 5")); // true
+ * ok(closeError(4416, "", ctx).message.includes("offset 5"));
  * ```
  */
 export interface ErrorContext {
@@ -64,8 +67,9 @@ export interface ErrorContext {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { RECONNECT_CODES } from "./errors.ts";
- * console.log(RECONNECT_CODES.includes(1001)); // true
+ * ok(RECONNECT_CODES.includes(1001));
  * ```
  */
 export const RECONNECT_CODES: readonly number[] = [
@@ -105,9 +109,12 @@ function num(v: unknown): number | undefined {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, SubscriptionError } from "./errors.ts";
  * const err = closeError(1006, "", { url: "ws://127.0.0.1:1/trades" });
- * console.log(err instanceof SubscriptionError, err.code, err.reconnectable); // true 1006 true
+ * ok(err instanceof SubscriptionError);
+ * equal(err.code, 1006);
+ * equal(err.reconnectable, true);
  * ```
  */
 export class SubscriptionError extends Error {
@@ -140,11 +147,13 @@ export class SubscriptionError extends Error {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, ProtocolError } from "./errors.ts";
  * const err = closeError(4400, '{"error":"protocol","detail":"unknown parameter ofset"}', {
  *   url: "ws://127.0.0.1:8765/trades?ofset=3",
  * });
- * console.log(err instanceof ProtocolError && err.detail); // unknown parameter ofset
+ * ok(err instanceof ProtocolError);
+ * equal(err.detail, "unknown parameter ofset");
  * ```
  */
 export class ProtocolError extends SubscriptionError {
@@ -172,9 +181,11 @@ export class ProtocolError extends SubscriptionError {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, StreamNotFound } from "./errors.ts";
  * const err = closeError(4404, "", { url: "ws://127.0.0.1:8765/nope" });
- * console.log(err instanceof StreamNotFound && err.stream); // nope
+ * ok(err instanceof StreamNotFound);
+ * equal(err.stream, "nope");
  * ```
  */
 export class StreamNotFound extends SubscriptionError {
@@ -209,9 +220,10 @@ export class StreamNotFound extends SubscriptionError {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { NotReplayable, type NotReplayableInfo } from "./errors.ts";
  * const info: NotReplayableInfo = { why: "evicted", offset: 100, earliest: 5000 };
- * console.log(new NotReplayable("ws://h/trades", info).message.includes("5000")); // true
+ * ok(new NotReplayable("ws://h/trades", info).message.includes("5000"));
  * ```
  */
 export interface NotReplayableInfo {
@@ -289,11 +301,12 @@ function notReplayableMessage(url: string, i: NotReplayableInfo): string {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { NotReplayable } from "./errors.ts";
  * const err = new NotReplayable("ws://127.0.0.1:8765/trades", {
  *   why: "too_old", offset: 2, rows: 9, maxReplay: 5, endOffset: 11,
  * });
- * console.log(err.message.includes("max_replay of 5")); // true
+ * ok(err.message.includes("max_replay of 5"));
  * ```
  */
 export class NotReplayable extends SubscriptionError {
@@ -330,9 +343,11 @@ export class NotReplayable extends SubscriptionError {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, TooSlow } from "./errors.ts";
  * const err = closeError(4429, '{"error":"too_slow","resume":20481}', { url: "ws://h/trades" });
- * console.log(err instanceof TooSlow && err.resume); // 20481
+ * ok(err instanceof TooSlow);
+ * equal(err.resume, 20481);
  * ```
  */
 export class TooSlow extends SubscriptionError {
@@ -389,9 +404,14 @@ function describeCode(code: number | null): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ConnectionClosed } from "./errors.ts";
  * const err = new ConnectionClosed("ws://127.0.0.1:8765/trades", 1001, "", 57);
- * console.log(err.message);
+ * equal(
+ *   err.message,
+ *   "connection to ws://127.0.0.1:8765/trades closed (1001: the server is shutting down). " +
+ *     "Resume at offset 57 with the same stream_id (reconnect: true does this).",
+ * );
  * ```
  */
 export class ConnectionClosed extends SubscriptionError {
@@ -434,10 +454,12 @@ export class ConnectionClosed extends SubscriptionError {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { closeError, NotReplayable } from "./errors.ts";
  * // A reason that is not JSON still gives the class the code says.
  * const err = closeError(4416, "gone", { url: "ws://h/trades", offset: 5 });
- * console.log(err instanceof NotReplayable, (err as NotReplayable).why); // true null
+ * ok(err instanceof NotReplayable);
+ * equal(err.why, null);
  * ```
  */
 export function closeError(

@@ -8,12 +8,13 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FileCursor } from "./file_cursor.ts";
  * const dir = await Deno.makeTempDir();
  * const cursor = new FileCursor(`${dir}/trades.cursor`);
- * console.log(await cursor.load()); // null
+ * equal(await cursor.load(), null);
  * await cursor.save({ offset: 1862, streamId: "0123456789abcdef0123456789abcdef" });
- * console.log((await cursor.load())?.offset); // 1862
+ * equal((await cursor.load())?.offset, 1862);
  * await Deno.remove(dir, { recursive: true });
  * ```
  *
@@ -30,6 +31,7 @@ const utf8 = new TextEncoder();
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { connect } from "./connect.ts";
  * import { FileCursor } from "./file_cursor.ts";
  * import { serve, Stream } from "../mod.ts";
@@ -40,16 +42,19 @@ const utf8 = new TextEncoder();
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * await stream.sendMany([{ v: 1 }, { v: 2 }, { v: 3 }]);
+ * const seen: [number, number | null][] = [];
  * for (let run = 1; run <= 2; run++) {
  *   const sub = await connect(`${server.url}/ticks`, {
  *     offset: "earliest", // used only while the file does not exist
  *     cursor: new FileCursor(`${root}/ticks.cursor`),
  *   });
  *   for await (const [offset] of sub) {
- *     console.log(run, offset); // 1 1, 1 2, then 2 2: row 2 was not handled
+ *     seen.push([run, offset]);
  *     if (offset === 2) break;
  *   }
  * }
+ * // Breaking out at row 2 left it unhandled: the second run starts there.
+ * deepStrictEqual(seen, [[1, 1], [1, 2], [2, 2]]);
  * await server.shutdown();
  * await Deno.remove(root, { recursive: true });
  * ```

@@ -20,6 +20,7 @@
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { compileFilter } from "./filter.ts";
  * const schema = {
  *   type: "object",
@@ -27,7 +28,8 @@
  *   required: ["symbol", "size"],
  * };
  * const f = compileFilter('{"symbol":["BTC-USD","ETH-USD"],"size":{"gte":1}}', schema);
- * console.log(f.test({ symbol: "BTC-USD", size: 2 }), f.test({ symbol: "BTC-USD", size: 0.5 })); // true false
+ * ok(f.test({ symbol: "BTC-USD", size: 2 }));
+ * equal(f.test({ symbol: "BTC-USD", size: 0.5 }), false);
  * ```
  *
  * @module
@@ -65,12 +67,12 @@ export const MAX_FILTER_VALUES = 1024;
  *
  * @example
  * ```ts
+ * import { throws } from "node:assert/strict";
  * import { compileFilter, FilterError } from "./filter.ts";
- * try {
- *   compileFilter('{"sym":"x"}', { type: "object", properties: { symbol: { type: "string" } } });
- * } catch (err) {
- *   console.log(err instanceof FilterError && err.detail); // where: unknown column sym
- * }
+ * const schema = { type: "object", properties: { symbol: { type: "string" } } };
+ * throws(() => compileFilter('{"sym":"x"}', schema), (err) => {
+ *   return err instanceof FilterError && err.detail === "where: unknown column sym";
+ * });
  * ```
  */
 export class FilterError extends Error {
@@ -265,10 +267,12 @@ function canonical(cond: FilterCondition): unknown {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { compileFilter } from "./filter.ts";
  * const schema = { type: "object", properties: { symbol: { type: "string" } } };
  * const f = compileFilter({ symbol: { prefix: "BTC-" } }, schema);
- * console.log(f.key, f.test({ symbol: "BTC-USD" })); // {"symbol":{"prefix":"BTC-"}} true
+ * equal(f.key, '{"symbol":{"prefix":"BTC-"}}');
+ * ok(f.test({ symbol: "BTC-USD" }));
  * ```
  */
 export function compileFilter(where: unknown, schema: Record<string, unknown>): Filter {

@@ -5,9 +5,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { headUrl } from "./head.ts";
- * console.log(headUrl("ws://127.0.0.1:8765/trades")); // http://127.0.0.1:8765/trades/head
- * console.log(headUrl("ws://127.0.0.1:8765/")); // http://127.0.0.1:8765/_/head
+ * equal(headUrl("ws://127.0.0.1:8765/trades"), "http://127.0.0.1:8765/trades/head");
+ * equal(headUrl("ws://127.0.0.1:8765/"), "http://127.0.0.1:8765/_/head");
  * ```
  *
  * @module
@@ -23,8 +24,9 @@ import type { StreamHead } from "./wire.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { headUrl } from "./head.ts";
- * console.log(headUrl("wss://example.com/trades?offset=5")); // https://example.com/trades/head
+ * equal(headUrl("wss://example.com/trades?offset=5"), "https://example.com/trades/head");
  * ```
  */
 export function headUrl(url: string | URL): string {
@@ -57,6 +59,7 @@ export function headUrl(url: string | URL): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { fetchHead } from "./head.ts";
  * import { serve, Stream } from "../mod.ts";
  * const stream = Stream.ephemeral("ticks", {
@@ -64,7 +67,8 @@ export function headUrl(url: string | URL): string {
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * const head = await fetchHead(`ws://127.0.0.1:${server.addr.port}/ticks`);
- * console.log(head.durable, head.end_offset); // false null
+ * equal(head.durable, false);
+ * equal(head.end_offset, null);
  * await server.shutdown();
  * ```
  */

@@ -8,6 +8,7 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { LocalStorageCursor } from "./local_storage_cursor.ts";
  * const items = new Map<string, string>();
  * const storage = {
@@ -16,7 +17,7 @@
  * };
  * const cursor = new LocalStorageCursor("trades.cursor", { storage });
  * await cursor.save({ offset: 1862, streamId: null });
- * console.log((await cursor.load())?.offset); // 1862
+ * equal((await cursor.load())?.offset, 1862);
  * ```
  *
  * @module
@@ -29,13 +30,14 @@ import { checkCursor, type Cursor, type CursorStore } from "./cursor.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { CursorStorage } from "./local_storage_cursor.ts";
  * const items = new Map<string, string>();
  * const storage: CursorStorage = {
  *   getItem: (k) => items.get(k) ?? null,
  *   setItem: (k, v) => void items.set(k, v),
  * };
- * console.log(storage.getItem("none")); // null
+ * equal(storage.getItem("none"), null);
  * ```
  */
 export interface CursorStorage {
@@ -50,9 +52,10 @@ export interface CursorStorage {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { LocalStorageCursorOptions } from "./local_storage_cursor.ts";
  * const options: LocalStorageCursorOptions = {}; // globalThis.localStorage
- * console.log(options.storage); // undefined
+ * equal(options.storage, undefined);
  * ```
  */
 export interface LocalStorageCursorOptions {
@@ -65,12 +68,26 @@ export interface LocalStorageCursorOptions {
  * `cursor` option of `connect` in a browser.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { connect, LocalStorageCursor } from "./mod.ts";
- * const sub = await connect("wss://example.com/trades", {
- *   offset: "earliest", // used only while nothing is saved
- *   cursor: new LocalStorageCursor("trades.cursor"),
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = await Stream.open("trades", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
+ * const server = serve([stream], { port: 0, onListen: () => {} });
+ * await stream.sendMany([{ v: 1 }, { v: 2 }]);
+ * const items = new Map<string, string>(); // in a browser, leave `storage` out: localStorage
+ * const storage = { getItem: (k: string) => items.get(k) ?? null, setItem: items.set.bind(items) };
+ * const cursor = new LocalStorageCursor("trades.cursor", { storage });
+ * const sub = await connect(`${server.url}/trades`, {
+ *   offset: "earliest", // used only while nothing is saved
+ *   cursor,
+ * });
+ * for await (const [offset] of sub) if (offset === 2) break; // row 1 handled, row 2 not yet
+ * equal((await cursor.load())?.offset, 2);
+ * await server.shutdown();
  * ```
  */
 export class LocalStorageCursor implements CursorStore {

@@ -10,6 +10,7 @@
  * only then); in a browser pass a store such as `LocalStorageCursor`.
  *
  * ```ts
+ * import { deepStrictEqual, rejects } from "node:assert/strict";
  * import { connect, NotReplayable } from "./mod.ts"; // "@streamcast/server/client"
  * // A server to talk to (normally another process: `cli.ts serve`).
  * import { serve, Stream } from "../mod.ts";
@@ -22,12 +23,14 @@
  * await stream.sendMany([{ v: 1 }, { v: 2 }]);
  *
  * const sub = await connect(`${server.url}/ticks`, { offset: "earliest" });
+ * const seen: [number | null, unknown][] = [];
  * for await (const [offset, msg] of sub) {
- *   console.log(offset, msg); // 1 { v: 1 }, then 2 { v: 2 }
+ *   seen.push([offset, msg]);
  *   if (offset === 2) break;
  * }
- * await connect(`${server.url}/ticks`, { offset: 10 }).catch((err) => {
- *   if (err instanceof NotReplayable) console.log(err.why); // ahead
+ * deepStrictEqual(seen, [[1, { v: 1 }], [2, { v: 2 }]]);
+ * await rejects(connect(`${server.url}/ticks`, { offset: 10 }), (err) => {
+ *   return err instanceof NotReplayable && err.why === "ahead";
  * });
  * await server.shutdown();
  * await Deno.remove(root, { recursive: true });
@@ -65,7 +68,7 @@ export {
   TooSlow,
 } from "./errors.ts";
 export { fetchHead, headUrl } from "./head.ts";
-// Publishing (DESIGN §13): rows in, acknowledged once durable, never stored twice.
+// Publishing (docs/SPEC.md §9): rows in, acknowledged once durable, never stored twice.
 export {
   type Published,
   Publisher,

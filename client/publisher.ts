@@ -1,6 +1,6 @@
 /**
  * `publisher(url, {producer})`: put rows into a stream over its publish
- * socket (DESIGN §13) and learn, from each answer, that they are durable and
+ * socket (docs/SPEC.md §9) and learn, from each answer, that they are durable and
  * at which offsets. Frames are pipelined up to the server's `max_in_flight`;
  * after a dropped connection the publisher reconnects with backoff and sends
  * again every frame not yet answered, from the producer's `last_seq + 1` —
@@ -25,9 +25,10 @@ import { type PublishAnswer, type PublishGreeting, publishUrl } from "./wire.ts"
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublisherOptions } from "./publisher.ts";
  * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
- * console.log(o.producer); // collector-1
+ * equal(o.producer, "collector-1");
  * ```
  */
 export interface PublisherOptions {
@@ -71,9 +72,12 @@ export interface PublisherOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { PublishError } from "./publisher.ts";
  * const e = new PublishError("invalid_row", "row 0: price must be number", { seq: 3, index: 0 });
- * console.log(e.error, e.seq, e.index); // invalid_row 3 0
+ * equal(e.error, "invalid_row");
+ * equal(e.seq, 3);
+ * equal(e.index, 0);
  * ```
  */
 export class PublishError extends Error {
@@ -106,9 +110,10 @@ export class PublishError extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { Published } from "./publisher.ts";
  * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
- * console.log(p.last! - p.first! + 1); // 100
+ * equal(p.last! - p.first! + 1, 100);
  * ```
  */
 export interface Published {
@@ -139,10 +144,20 @@ function randomProducer(): string {
  * A publisher on one stream. Made by {@linkcode publisher}.
  *
  * @example
- * ```ts ignore
- * const pub = await publisher("ws://127.0.0.1:8765/trades", { producer: "collector-1" });
- * console.log(await pub.send({ price: 101.5 })); // the row's offset
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { publisher } from "./publisher.ts";
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = await Stream.open("trades", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { price: { type: "number" } }, required: ["price"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {}, publish: ["trades"] });
+ * const pub = await publisher(`${server.url}/trades`, { producer: "collector-1" });
+ * equal(pub.producer, "collector-1");
+ * equal(await pub.send({ price: 101.5 }), 1); // the row's offset, once it is durable
  * await pub.close();
+ * await server.shutdown();
  * ```
  */
 export class Publisher {
@@ -487,11 +502,19 @@ export class Publisher {
  * as for subscribing); resolves once the server's greeting arrived.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { publisher } from "./publisher.ts";
- * const pub = await publisher("ws://127.0.0.1:8765/trades", { producer: "collector-1" });
- * const offsets = await pub.sendMany([{ price: 1 }, { price: 2 }]);
+ * import { serve, Stream } from "../mod.ts";
+ * const stream = await Stream.open("trades", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { price: { type: "number" } }, required: ["price"] },
+ * });
+ * const server = serve([stream], { port: 0, onListen: () => {}, publish: ["trades"] });
+ * const pub = await publisher(`${server.url}/trades`, { producer: "collector-1" });
+ * deepStrictEqual(await pub.sendMany([{ price: 1 }, { price: 2 }]), [1, 2]);
  * await pub.close();
+ * await server.shutdown();
  * ```
  */
 export async function publisher(url: string, options: PublisherOptions = {}): Promise<Publisher> {

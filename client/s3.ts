@@ -6,15 +6,20 @@
  * Credentials and region come from the AWS SDK's standard chain.
  *
  * @example
- * ```ts ignore
- * import { connect } from "./mod.ts";
+ * ```ts
+ * import { connect, type Subscription } from "./mod.ts";
  * import { FileCursor } from "./file_cursor.ts";
  * import { BackedUpCursor, S3ChunkSource, S3Cursor } from "./s3.ts";
- * const sub = await connect("ws://127.0.0.1:8765/trades", {
- *   cursor: new BackedUpCursor(new FileCursor(".trades.cursor"),
- *     new S3Cursor("s3://streamcast/consumer1/trades.cursor")),
- *   catchUp: { archive: new S3ChunkSource({ uri: "s3://market-data/prod" }, "trades") },
- * });
+ * // Needs a server and a reachable bucket, so this example is type-checked but not run.
+ * function consume(url: string): Promise<Subscription> {
+ *   return connect(url, {
+ *     cursor: new BackedUpCursor(
+ *       new FileCursor(".trades.cursor"),
+ *       new S3Cursor("s3://streamcast/consumer1/trades.cursor"), // used on a new machine
+ *     ),
+ *     catchUp: { archive: new S3ChunkSource({ uri: "s3://market-data/prod" }, "trades") },
+ *   });
+ * }
  * ```
  *
  * @module
@@ -37,10 +42,12 @@ export type { ArchiveOptions } from "../common/s3.ts";
  * Archived chunks of one stream, for `connect(url, { catchUp: { archive } })`.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { S3ChunkSource } from "./s3.ts";
  * const archive = new S3ChunkSource({ uri: "s3://market-data/prod" }, "trades");
- * console.log(archive.name); // s3://market-data/prod
+ * equal(archive.name, "s3://market-data/prod"); // no request is made until one is needed
+ * archive.close();
  * ```
  */
 export class S3ChunkSource implements ChunkSource {
@@ -85,10 +92,17 @@ export class S3ChunkSource implements ChunkSource {
  * A cursor kept as one small JSON object in S3 (`s3://bucket/key`).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { S3Cursor } from "./s3.ts";
  * const c = new S3Cursor("s3://streamcast/consumer1/trades.cursor");
- * await c.save({ offset: 1862, streamId: null });
+ * equal(c.uri, "s3://streamcast/consumer1/trades.cursor");
+ * // Requests need a reachable bucket, so this part is type-checked but not run.
+ * async function roundTrip(): Promise<number | undefined> {
+ *   await c.save({ offset: 1862, streamId: null });
+ *   return (await c.load())?.offset; // 1862
+ * }
+ * c.close();
  * ```
  */
 export class S3Cursor implements CursorStore {
@@ -139,12 +153,20 @@ export class S3Cursor implements CursorStore {
  * Options of {@linkcode BackedUpCursor}.
  *
  * @example
- * ```ts ignore
- * import type { BackedUpCursorOptions } from "./s3.ts";
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { MemoryCursor } from "./cursor.ts";
+ * import { BackedUpCursor, type BackedUpCursorOptions } from "./s3.ts";
+ * const failures: unknown[] = [];
  * const options: BackedUpCursorOptions = {
  *   uploadEveryMs: 5_000,
- *   onError: (err) => console.error("cursor copy failed", err),
+ *   onError: (err) => failures.push(err),
  * };
+ * const failing = { load: async () => null, save: () => Promise.reject(new Error("503")) };
+ * const cursor = new BackedUpCursor(new MemoryCursor(), failing, options);
+ * await cursor.save({ offset: 1, streamId: null });
+ * await cursor.close(); // the copy fails: onError is told, and the consumer goes on
+ * equal(failures.length, 1);
  * ```
  */
 export interface BackedUpCursorOptions {
@@ -177,10 +199,19 @@ function warnUploadFailed(err: unknown): void {
  * failure is reported to `onError` and never stops the consumer.
  *
  * @example
- * ```ts ignore
- * import { FileCursor } from "./file_cursor.ts";
- * import { BackedUpCursor, S3Cursor } from "./s3.ts";
- * const cursor = new BackedUpCursor(new FileCursor(".c"), new S3Cursor("s3://b/c"), { uploadEveryMs: 5000 });
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { MemoryCursor } from "./cursor.ts";
+ * import { BackedUpCursor } from "./s3.ts";
+ * // In use the remote is an S3Cursor; any CursorStore will do.
+ * const local = new MemoryCursor();
+ * const remote = new MemoryCursor();
+ * const cursor = new BackedUpCursor(local, remote, { uploadEveryMs: 5_000 });
+ * await cursor.save({ offset: 42, streamId: null });
+ * equal(local.value?.offset, 42);
+ * equal(remote.saves, 0); // shipped within uploadEveryMs, or now by flush() or close()
+ * await cursor.close();
+ * equal(remote.value?.offset, 42);
  * ```
  */
 export class BackedUpCursor implements CursorStore {

@@ -5,9 +5,10 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { parseSince } from "./since.ts";
- * console.log(parseSince("2026-12-01T09:30:00.000001Z")); // 1796117400000001
- * console.log(parseSince("1796117400000001")); // 1796117400000001
+ * equal(parseSince("2026-12-01T09:30:00.000001Z"), 1796117400000001);
+ * equal(parseSince("1796117400000001"), 1796117400000001);
  * ```
  *
  * @module
@@ -31,8 +32,9 @@ function daysIn(year: number, month: number): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { parseSince } from "./since.ts";
- * console.log(parseSince("2026-12-01T10:30:00+01:00") === parseSince("2026-12-01T09:30:00Z")); // true
+ * equal(parseSince("2026-12-01T10:30:00+01:00"), parseSince("2026-12-01T09:30:00Z"));
  * ```
  */
 export function parseSince(text: string): number {
@@ -78,8 +80,9 @@ export function parseSince(text: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { sinceMicros } from "./since.ts";
- * console.log(sinceMicros(new Date("2026-12-01T09:30:00Z"))); // 1796117400000000
+ * equal(sinceMicros(new Date("2026-12-01T09:30:00Z")), 1796117400000000);
  * ```
  */
 export function sinceMicros(value: Date | number | string): number {

@@ -6,10 +6,10 @@
  * and the browser client all import the one definition.
  *
  * ```ts
- * import { CloseCode, parseSubscribeQuery } from "./wire.ts";
+ * import { ok } from "node:assert/strict";
+ * import { parseSubscribeQuery } from "./wire.ts";
  * const q = parseSubscribeQuery(new URLSearchParams("offset=5&frames=batch"));
- * if (!q.ok) throw new Error(q.detail);
- * console.log(q.value.offset, q.value.frames, CloseCode.TooSlow);
+ * ok(q.ok && q.value.offset === 5 && q.value.frames === "batch");
  * ```
  *
  * @module
@@ -27,8 +27,9 @@ export const PROTOCOL_VERSION = 2;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { CloseCode } from "./wire.ts";
- * console.log(CloseCode.NotReplayable); // 4416
+ * equal(CloseCode.NotReplayable, 4416);
  * ```
  */
 export const CloseCode = {
@@ -148,9 +149,10 @@ export const MAX_CLOSE_REASON_BYTES = 123;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { encodeCloseReason } from "./wire.ts";
- * console.log(encodeCloseReason({ error: "too_slow", resume: 20481 }));
- * // {"error":"too_slow","resume":20481}
+ * const text = encodeCloseReason({ error: "too_slow", resume: 20481 });
+ * equal(text, '{"error":"too_slow","resume":20481}');
  * ```
  */
 export function encodeCloseReason(reason: CloseReason): string {
@@ -190,8 +192,11 @@ export function encodeCloseReason(reason: CloseReason): string {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { decodeCloseReason } from "./wire.ts";
- * console.log(decodeCloseReason('{"error":"too_slow","resume":5'+'}'));
+ * const reason = decodeCloseReason('{"error":"too_slow","resume":5}');
+ * deepStrictEqual(reason, { error: "too_slow", resume: 5 });
+ * equal(decodeCloseReason("Going away"), null);
  * ```
  */
 export function decodeCloseReason(text: string): CloseReason | null {
@@ -310,9 +315,10 @@ export interface SubscribeQuery {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "./wire.ts";
  * const protocols = [SUBPROTOCOL, `${BEARER_PROTOCOL_PREFIX}my-token-0123456789`];
- * console.log(protocols[0]); // streamcast
+ * equal(protocols[0], "streamcast");
  * ```
  */
 export const SUBPROTOCOL = "streamcast";
@@ -322,8 +328,9 @@ export const SUBPROTOCOL = "streamcast";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { BEARER_PROTOCOL_PREFIX } from "./wire.ts";
- * console.log(BEARER_PROTOCOL_PREFIX + "my-token-0123456789"); // bearer.my-token-0123456789
+ * equal(BEARER_PROTOCOL_PREFIX + "my-token-0123456789", "bearer.my-token-0123456789");
  * ```
  */
 export const BEARER_PROTOCOL_PREFIX = "bearer.";
@@ -334,8 +341,9 @@ export const BEARER_PROTOCOL_PREFIX = "bearer.";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { TOKEN_PATTERN } from "./wire.ts";
- * console.log(TOKEN_PATTERN.test("0123456789abcdef"), TOKEN_PATTERN.test("a b")); // true false
+ * deepStrictEqual(["0123456789abcdef", "a b"].map((t) => TOKEN_PATTERN.test(t)), [true, false]);
  * ```
  */
 export const TOKEN_PATTERN: RegExp = /^[A-Za-z0-9._~-]{16,512}$/;
@@ -363,9 +371,10 @@ export const MAX_OFFSET: number = Number.MAX_SAFE_INTEGER;
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseSubscribeQuery } from "./wire.ts";
  * const r = parseSubscribeQuery(new URLSearchParams("ofset=3"));
- * console.log(r.ok ? "ok" : r.detail); // unknown parameter ofset
+ * deepStrictEqual(r, { ok: false, detail: "unknown parameter ofset" });
  * ```
  */
 export function parseSubscribeQuery(params: URLSearchParams): ParseResult<SubscribeQuery> {
@@ -425,7 +434,7 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
   };
 }
 
-// --- compress= (DESIGN §16) ---
+// compress= (docs/SPEC.md §2.6).
 
 /**
  * How data frames are compressed: `"zstd"`, one zstd frame per batched
@@ -441,9 +450,13 @@ export type Compression = "zstd" | "zstd-dict";
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseCompress } from "./wire.ts";
- * const r = parseCompress("zstd", "single");
- * console.log(r.ok ? r.value : r.detail); // compress=zstd needs frames=batch, got frames=single
+ * deepStrictEqual(parseCompress("zstd", "batch"), { ok: true, value: "zstd" });
+ * deepStrictEqual(parseCompress("zstd", "single"), {
+ *   ok: false,
+ *   detail: "compress=zstd needs frames=batch, got frames=single",
+ * });
  * ```
  */
 export function parseCompress(
@@ -460,16 +473,17 @@ export function parseCompress(
   return { ok: true, value: raw };
 }
 
-// --- end of compress= ---
-
 /**
  * Builds a subscribe URL from a stream URL and the query to send.
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { subscribeUrl } from "./wire.ts";
- * console.log(subscribeUrl("ws://127.0.0.1:8765/trades", { offset: 10, frames: "batch" }));
- * // ws://127.0.0.1:8765/trades?offset=10&frames=batch
+ * equal(
+ *   subscribeUrl("ws://127.0.0.1:8765/trades", { offset: 10, frames: "batch" }),
+ *   "ws://127.0.0.1:8765/trades?offset=10&frames=batch",
+ * );
  * ```
  */
 export function subscribeUrl(
@@ -502,7 +516,7 @@ export function subscribeUrl(
   }
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
-  if (query.compress) u.searchParams.set("compress", query.compress); // compress= (§16)
+  if (query.compress) u.searchParams.set("compress", query.compress);
   return u.toString();
 }
 
@@ -511,8 +525,9 @@ export function subscribeUrl(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { STREAM_NAME_RULE } from "./wire.ts";
- * console.log(`bad name "_x": ${STREAM_NAME_RULE}`);
+ * equal(STREAM_NAME_RULE, "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .");
  * ```
  */
 export const STREAM_NAME_RULE = "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .";
@@ -525,8 +540,9 @@ export const STREAM_NAME_PATTERN: RegExp = /^(?:[A-Za-z0-9-][A-Za-z0-9._-]{0,63}
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { isStreamName } from "./wire.ts";
- * console.log(isStreamName("trades"), isStreamName("_x")); // true false
+ * deepStrictEqual(["trades", "", "_x"].map(isStreamName), [true, true, false]);
  * ```
  */
 export function isStreamName(name: string): boolean {
@@ -539,23 +555,25 @@ export function isStreamName(name: string): boolean {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { splitBatch } from "./wire.ts";
- * console.log(splitBatch('[1,{"a":1}]\n[2,{"a":2}]').length); // 2
+ * equal(splitBatch('[1,{"a":1}]\n[2,{"a":2}]').length, 2);
  * ```
  */
 export function splitBatch(frame: string): string[] {
   return frame.split("\n");
 }
 
-// --- publishing (DESIGN §13): the publish greeting, frames and answers ---
+// Publishing (docs/SPEC.md §9): the publish greeting, frames and answers.
 
 /**
  * Producer names: 1–128 printable ASCII characters, no space (they travel in a header).
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { PRODUCER_PATTERN } from "./wire.ts";
- * console.log(PRODUCER_PATTERN.test("feed-1"), PRODUCER_PATTERN.test("a b")); // true false
+ * deepStrictEqual(["feed-1", "a b"].map((p) => PRODUCER_PATTERN.test(p)), [true, false]);
  * ```
  */
 export const PRODUCER_PATTERN: RegExp = /^[\x21-\x7e]{1,128}$/;
@@ -580,10 +598,11 @@ export const DEFAULT_MAX_IN_FLIGHT = 64;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishGreeting } from "./wire.ts";
  * const g: PublishGreeting = { streamcast: 2, stream: "t", stream_id: "0".repeat(32), publish: true,
  *   producer: "p1", last_seq: 0, max_in_flight: 64 };
- * console.log(g.last_seq + 1); // 1
+ * equal(g.last_seq + 1, 1);
  * ```
  */
 export interface PublishGreeting {
@@ -608,9 +627,10 @@ export interface PublishGreeting {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishFrame } from "./wire.ts";
  * const f: PublishFrame = { seq: 1, rows: [{ price: 1 }] };
- * console.log(JSON.stringify(f)); // {"seq":1,"rows":[{"price":1}]}
+ * equal(JSON.stringify(f), '{"seq":1,"rows":[{"price":1}]}');
  * ```
  */
 export interface PublishFrame {
@@ -626,9 +646,10 @@ export interface PublishFrame {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishAnswer } from "./wire.ts";
  * const a: PublishAnswer = { seq: 3, first: 10, last: 12 };
- * console.log("error" in a); // false
+ * equal("error" in a, false);
  * ```
  */
 export type PublishAnswer =
@@ -642,8 +663,9 @@ export type PublishAnswer =
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseSeq } from "./wire.ts";
- * console.log(parseSeq("12"), parseSeq("0"), parseSeq("1e3")); // 12 null null
+ * deepStrictEqual([parseSeq("12"), parseSeq("0"), parseSeq("1e3")], [12, null, null]);
  * ```
  */
 export function parseSeq(text: string): number | null {
@@ -658,9 +680,10 @@ export function parseSeq(text: string): number | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { publishUrl } from "./wire.ts";
- * console.log(publishUrl("ws://h:1/trades?offset=3", "p1")); // ws://h:1/trades/publish?producer=p1
- * console.log(publishUrl("http://h:1/", null)); // ws://h:1/_/publish
+ * equal(publishUrl("ws://h:1/trades?offset=3", "p1"), "ws://h:1/trades/publish?producer=p1");
+ * equal(publishUrl("http://h:1/", null), "ws://h:1/_/publish");
  * ```
  */
 export function publishUrl(streamUrl: string, producer: string | null): string {
@@ -675,24 +698,3 @@ export function publishUrl(streamUrl: string, producer: string | null): string {
   if (token !== null) u.searchParams.set("access_token", token);
   return u.toString();
 }
-
-/**
- * The `POST` URL of a stream's subscribe URL (`ws://H/trades` → `http://H/trades`).
- *
- * @example
- * ```ts
- * import { postUrl } from "./wire.ts";
- * console.log(postUrl("wss://h/trades?offset=1")); // https://h/trades
- * ```
- */
-export function postUrl(streamUrl: string): string {
-  const u = new URL(streamUrl);
-  if (u.protocol === "ws:") u.protocol = "http:";
-  else if (u.protocol === "wss:") u.protocol = "https:";
-  const token = u.searchParams.get("access_token");
-  u.search = "";
-  if (token !== null) u.searchParams.set("access_token", token);
-  return u.toString();
-}
-
-// --- end of publishing ---

@@ -14,9 +14,10 @@
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { backoffDelay } from "./backoff.ts";
  * const d = backoffDelay(3, 100, 10_000);
- * console.log(d >= 200 && d <= 400); // true
+ * ok(d >= 200 && d <= 400);
  * ```
  */
 export function backoffDelay(attempt: number, minMs: number, maxMs: number): number {
@@ -30,9 +31,10 @@ export function backoffDelay(attempt: number, minMs: number, maxMs: number): num
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { jitter } from "./backoff.ts";
  * const d = jitter(1000);
- * console.log(d >= 500 && d <= 1000); // true
+ * ok(d >= 500 && d <= 1000);
  * ```
  */
 export function jitter(ms: number): number {

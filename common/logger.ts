@@ -19,12 +19,14 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Logger } from "./logger.ts";
  * const lines: string[] = [];
  * const log = new Logger({ level: "warn", format: "json", write: (l) => lines.push(l) });
  * log.info("subscribe", { stream: "trades" }); // below the level: dropped
  * log.warn("dropped", { stream: "trades", code: 4429 });
- * console.log(JSON.parse(lines[0]).event, lines.length); // dropped 1
+ * equal(JSON.parse(lines[0]).event, "dropped");
+ * equal(lines.length, 1);
  * ```
  *
  * @module
@@ -50,9 +52,10 @@ export type LogFields = Record<string, unknown>;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { LoggerOptions } from "./logger.ts";
  * const options: LoggerOptions = { level: "debug", format: "json" };
- * console.log(options.level); // debug
+ * equal(options.level, "debug");
  * ```
  */
 export interface LoggerOptions {
@@ -71,8 +74,10 @@ export interface LoggerOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { isLogLevel } from "./logger.ts";
- * console.log(isLogLevel("warn"), isLogLevel("verbose")); // true false
+ * equal(isLogLevel("warn"), true);
+ * equal(isLogLevel("verbose"), false);
  * ```
  */
 export function isLogLevel(v: unknown): v is LogLevel {
@@ -84,8 +89,10 @@ export function isLogLevel(v: unknown): v is LogLevel {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { isLogFormat } from "./logger.ts";
- * console.log(isLogFormat("json"), isLogFormat("xml")); // true false
+ * equal(isLogFormat("json"), true);
+ * equal(isLogFormat("xml"), false);
  * ```
  */
 export function isLogFormat(v: unknown): v is LogFormat {
@@ -113,13 +120,16 @@ function textValue(v: unknown): string {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Logger } from "./logger.ts";
  * const lines: string[] = [];
  * const log = new Logger({ write: (l) => lines.push(l) });
  * log.info("subscribe", { stream: "trades", offset: 5 });
  * log.info("ingest", { stream: "trades" }, 'streamcast: end of stdin for stream "trades"');
- * console.log(lines[0]); // streamcast: subscribe stream=trades offset=5
- * console.log(lines[1]); // streamcast: end of stdin for stream "trades"
+ * deepStrictEqual(lines, [
+ *   "streamcast: subscribe stream=trades offset=5",
+ *   'streamcast: end of stdin for stream "trades"',
+ * ]);
  * ```
  */
 export class Logger {

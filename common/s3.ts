@@ -19,9 +19,11 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { archiveFolderKey, parseS3Uri } from "./s3.ts";
  * const loc = parseS3Uri("s3://market-data/prod");
- * console.log(loc.bucket, archiveFolderKey(loc.prefix, "trades")); // market-data prod/trades
+ * equal(loc.bucket, "market-data");
+ * equal(archiveFolderKey(loc.prefix, "trades"), "prod/trades");
  * ```
  *
  * @module
@@ -36,13 +38,14 @@ type S3Sdk = typeof import("@aws-sdk/client-s3");
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ArchiveOptions } from "./s3.ts";
  * const archive: ArchiveOptions = {
  *   uri: "s3://archive/prod",
  *   endpoint: "http://127.0.0.1:9000",
  *   forcePathStyle: true,
  * };
- * console.log(archive.uri); // s3://archive/prod
+ * equal(archive.uri, "s3://archive/prod");
  * ```
  */
 export interface ArchiveOptions {
@@ -61,9 +64,10 @@ export interface ArchiveOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { S3Location } from "./s3.ts";
  * const loc: S3Location = { bucket: "market-data", prefix: "prod" };
- * console.log(loc.prefix); // prod
+ * equal(loc.prefix, "prod");
  * ```
  */
 export interface S3Location {
@@ -78,8 +82,9 @@ export interface S3Location {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseS3Uri } from "./s3.ts";
- * console.log(parseS3Uri("s3://market-data/prod/")); // { bucket: "market-data", prefix: "prod" }
+ * deepStrictEqual(parseS3Uri("s3://market-data/prod/"), { bucket: "market-data", prefix: "prod" });
  * ```
  */
 export function parseS3Uri(uri: string): S3Location {
@@ -109,13 +114,13 @@ const OPTION_TYPES: Record<keyof ArchiveOptions, string> = {
  *
  * @example
  * ```ts
+ * import { throws } from "node:assert/strict";
  * import { checkArchiveOptions } from "./s3.ts";
  * checkArchiveOptions({ uri: "s3://archive/prod", forcePathStyle: true }, "archive");
- * try {
- *   checkArchiveOptions({ uri: "s3://archive/prod", pathStyle: true }, "archive");
- * } catch (err) {
- *   console.log((err as Error).message); // archive: unknown option pathStyle
- * }
+ * throws(() => checkArchiveOptions({ uri: "s3://archive/prod", pathStyle: true }, "archive"), {
+ *   name: "TypeError",
+ *   message: "archive: unknown option pathStyle",
+ * });
  * ```
  */
 export function checkArchiveOptions(value: unknown, where: string, uri = true): void {
@@ -155,8 +160,10 @@ function describe(v: unknown): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { archiveFolderKey } from "./s3.ts";
- * console.log(archiveFolderKey("prod", ""), archiveFolderKey("", "trades")); // prod/_ trades
+ * equal(archiveFolderKey("prod", ""), "prod/_");
+ * equal(archiveFolderKey("", "trades"), "trades");
  * ```
  */
 export function archiveFolderKey(prefix: string, stream: string): string {
@@ -186,9 +193,11 @@ function env(key: string): string | undefined {
  * loading the SDK the first time.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { s3Client } from "./s3.ts";
- * const client = await s3Client({ uri: "s3://archive/prod", endpoint: "http://127.0.0.1:9000" });
+ * const client = await s3Client({ uri: "s3://archive/prod", region: "eu-west-1" });
+ * equal(await client.config.region(), "eu-west-1"); // no request is made until one is sent
  * client.destroy();
  * ```
  */
@@ -207,12 +216,13 @@ export async function s3Client(opts: ArchiveOptions): Promise<S3Client> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { s3ErrorMessage } from "./s3.ts";
  * const err = Object.assign(new Error("The specified key does not exist."), {
  *   name: "NoSuchKey",
  *   $metadata: { httpStatusCode: 404 },
  * });
- * console.log(s3ErrorMessage(err)); // NoSuchKey (HTTP 404): The specified key does not exist.
+ * equal(s3ErrorMessage(err), "NoSuchKey (HTTP 404): The specified key does not exist.");
  * ```
  */
 export function s3ErrorMessage(err: unknown): string {
@@ -229,8 +239,10 @@ export function s3ErrorMessage(err: unknown): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { isS3NotFound } from "./s3.ts";
- * console.log(isS3NotFound({ name: "NoSuchKey" }), isS3NotFound(new Error("timeout"))); // true false
+ * equal(isS3NotFound({ name: "NoSuchKey" }), true);
+ * equal(isS3NotFound(new Error("timeout")), false);
  * ```
  */
 export function isS3NotFound(err: unknown): boolean {
@@ -243,12 +255,13 @@ export function isS3NotFound(err: unknown): boolean {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PutObjectOptions } from "./s3.ts";
  * const chunk: PutObjectOptions = {
  *   contentType: "application/zstd",
  *   cacheControl: "public, max-age=31536000, immutable",
  * };
- * console.log(chunk.contentType); // application/zstd
+ * equal(chunk.contentType, "application/zstd");
  * ```
  */
 export interface PutObjectOptions {
@@ -262,11 +275,16 @@ export interface PutObjectOptions {
  * The objects of one bucket, over one S3 client made on first use.
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { S3Bucket } from "./s3.ts";
  * const bucket = new S3Bucket({ uri: "s3://streamcast/consumer1" });
- * await bucket.put("consumer1/trades.cursor", new TextEncoder().encode("{}\n"));
- * console.log(await bucket.getText("consumer1/trades.cursor")); // {}
+ * equal(bucket.bucket, "streamcast");
+ * // Requests need a reachable bucket, so this part is type-checked but not run.
+ * async function roundTrip(): Promise<string | null> {
+ *   await bucket.put("consumer1/trades.cursor", new TextEncoder().encode("{}\n"));
+ *   return await bucket.getText("consumer1/trades.cursor"); // "{}\n"
+ * }
  * bucket.close();
  * ```
  */
@@ -361,11 +379,16 @@ export class S3Bucket {
  * (the manifest as unchecked JSON: its checks belong to who reads it).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ArchiveFolder } from "./s3.ts";
  * const folder = new ArchiveFolder({ uri: "s3://market-data/prod" }, "trades");
- * console.log(folder.manifestKey); // prod/trades/manifest.json
- * console.log(await folder.listChunks());
+ * equal(folder.manifestKey, "prod/trades/manifest.json");
+ * equal(folder.chunkKey("ab"), "prod/trades/chunks/ab.ndjson.zst");
+ * // Requests need a reachable bucket, so this part is type-checked but not run.
+ * async function archivedChunks(): Promise<number> {
+ *   return (await folder.listChunks()).size;
+ * }
  * folder.close();
  * ```
  */

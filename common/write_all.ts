@@ -9,12 +9,13 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { writeAll } from "./write_all.ts";
  * const path = await Deno.makeTempFile();
  * const f = await Deno.open(path, { write: true });
  * await writeAll(f, new TextEncoder().encode("hello"));
  * f.close();
- * console.log(await Deno.readTextFile(path)); // hello
+ * equal(await Deno.readTextFile(path), "hello");
  * ```
  */
 export async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {

@@ -70,9 +70,10 @@ function levels(raw: unknown, what: string): Level[] {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import handler from "./binance_depth.ts";
  * const row = handler('{"e":"depthUpdate","E":1672515782136,"s":"BTCUSDT","U":157,"u":160,"b":[["85565.01","0.5"]],"a":[]}');
- * console.log(row?.bids); // [ { price: 85565.01, qty: 0.5 } ]
+ * deepStrictEqual(row?.bids, [{ price: 85565.01, qty: 0.5 }]);
  * ```
  */
 export default function handler(frame: string): BookRow | null {

@@ -39,9 +39,18 @@ export interface TradeRow {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import handler from "./binance_trades.ts";
  * const row = handler('{"e":"trade","s":"BTCUSDT","t":7,"p":"85565.01","q":"0.015","T":1672515782136,"m":true}');
- * console.log(row); // { event_ts: 1672515782136000, symbol: "BTCUSDT", price: 85565.01, ... }
+ * deepStrictEqual(row, {
+ *   event_ts: 1672515782136000, // ms to µs
+ *   symbol: "BTCUSDT",
+ *   price: 85565.01,
+ *   amount: 0.015,
+ *   side: 0, // the buyer was the maker: a sell
+ *   trade_id: 7,
+ * });
+ * equal(handler('{"result":null,"id":1}'), null); // the subscription's ack
  * ```
  */
 export default function handler(frame: string): TradeRow | null {

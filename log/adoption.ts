@@ -30,9 +30,11 @@ import { ZstdFrameShape } from "../common/zstd_frame.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ChunkDigestError } from "./adoption.ts";
  * const err = new ChunkDigestError("ab".repeat(32), "sha-256 is cd…");
- * console.log(err.name, err.sha256.length); // ChunkDigestError 64
+ * equal(err.name, "ChunkDigestError");
+ * equal(err.sha256.length, 64);
  * ```
  */
 export class ChunkDigestError extends Error {
@@ -51,9 +53,11 @@ export class ChunkDigestError extends Error {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { checkEntry } from "./adoption.ts";
  * const e = { first: 1, last: 9, rows: 9, bytes: 10, sha256: "a".repeat(64), first_ts: 1, last_ts: 2 };
- * console.log(checkEntry(e), checkEntry({ ...e, last: 0 }) !== null); // null true
+ * equal(checkEntry(e), null);
+ * ok(checkEntry({ ...e, last: 0 }) !== null);
  * ```
  */
 export function checkEntry(e: unknown): string | null {
@@ -85,6 +89,7 @@ export function checkEntry(e: unknown): string | null {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { ChunkDigestError, storeAdoptedChunk } from "./adoption.ts";
  * import { compress, sha256Hex } from "./chunk.ts";
  * const dir = await Deno.makeTempDir();
@@ -96,7 +101,7 @@ export function checkEntry(e: unknown): string | null {
  * const bad = bytes.slice();
  * bad[bad.length - 1] ^= 1;
  * const refused = await storeAdoptedChunk(dir, entry, bad, null).catch((e) => e);
- * console.log(refused instanceof ChunkDigestError); // true
+ * ok(refused instanceof ChunkDigestError);
  * ```
  */
 export async function storeAdoptedChunk(
@@ -227,10 +232,12 @@ async function checkChunkRows(entry: ChunkEntry, path: string): Promise<void> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { coveredBy } from "./adoption.ts";
  * const c = (first: number, last: number) =>
  *   ({ first, last, rows: last - first + 1, bytes: 1, sha256: "", first_ts: 0, last_ts: 0 });
- * console.log(coveredBy([c(1, 10), c(11, 20)], 5, 15), coveredBy([c(1, 10)], 5, 15)); // true false
+ * equal(coveredBy([c(1, 10), c(11, 20)], 5, 15), true);
+ * equal(coveredBy([c(1, 10)], 5, 15), false);
  * ```
  */
 export function coveredBy(chunks: readonly ChunkEntry[], first: number, last: number): boolean {
@@ -254,11 +261,13 @@ export function coveredBy(chunks: readonly ChunkEntry[], first: number, last: nu
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { adoptedList } from "./adoption.ts";
  * const c = (first: number, last: number, sha256: string) =>
  *   ({ first, last, rows: last - first + 1, bytes: 1, sha256, first_ts: 0, last_ts: 0 });
  * const { chunks, removed } = adoptedList([c(1, 10, "a"), c(11, 20, "b")], [c(1, 20, "m")]);
- * console.log(chunks.map((x) => x.sha256), removed.length); // ["m"] 2
+ * deepStrictEqual(chunks.map((x) => x.sha256), ["m"]);
+ * equal(removed.length, 2);
  * ```
  */
 export function adoptedList(

@@ -30,11 +30,13 @@ export interface AppendAtLog {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./mod.ts";
  * import { appendAt } from "./append_at.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
- * console.log(await appendAt(log, [1, 2, 10], ["{}", "{}", "{}"])); // 3
- * console.log(log.endOffset, log.rowsBetween(1, 11)); // 11 3
+ * equal(await appendAt(log, [1, 2, 10], ["{}", "{}", "{}"]), 3);
+ * equal(log.endOffset, 11);
+ * equal(log.rowsBetween(1, 11), 3);
  * await log.close();
  * ```
  */

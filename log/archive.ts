@@ -21,10 +21,15 @@ export { type ArchiveOptions, s3ErrorMessage } from "../common/s3.ts";
  * (the S3 access is `common/s3.ts`'s {@linkcode ArchiveFolder}).
  *
  * @example
- * ```ts ignore
+ * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ArchiveStore } from "./archive.ts";
  * const store = new ArchiveStore({ uri: "s3://market-data/prod" }, "trades");
- * console.log((await store.getManifest())?.through);
+ * equal(store.manifestKey, "prod/trades/manifest.json");
+ * // Requests need a reachable bucket, so this part is type-checked but not run.
+ * async function archivedThrough(): Promise<number> {
+ *   return (await store.getManifest())?.through ?? 0;
+ * }
  * store.close();
  * ```
  */

@@ -32,10 +32,11 @@ export async function syncDir(dir: string): Promise<void> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { writeFileAtomic } from "./atomic_write.ts";
  * const path = `${await Deno.makeTempDir()}/a.txt`;
  * await writeFileAtomic(path, "hello\n");
- * console.log(await Deno.readTextFile(path)); // hello
+ * equal(await Deno.readTextFile(path), "hello\n");
  * ```
  */
 export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {

@@ -30,13 +30,14 @@ export interface LinkedLog {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./mod.ts";
  * // A log that keeps chunks talks to the worker through its link.
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
  * await log.append("{}");
  * await log.roll();
  * await log.chunksSettled();
- * console.log(log.manifest?.chunks.length); // 1
+ * equal(log.manifest?.chunks.length, 1);
  * await log.close();
  * ```
  */
@@ -222,7 +223,7 @@ export class ChunkLink {
     this.#archiveStore?.close();
   }
 
-  // --- replicas (followers): see adoption.ts ---
+  // Replicas (followers) adopt the primary's chunks (see adoption.ts).
 
   /**
    * Lists `chunks` (their files checked and in place) in the manifest, in
@@ -264,8 +265,6 @@ export class ChunkLink {
       });
     }
   }
-
-  // --- end of replicas ---
 
   #wait(test: (m: FromWorker) => boolean): Promise<FromWorker> {
     return new Promise((resolve) => this.#waiters.push({ test, resolve }));

@@ -58,8 +58,9 @@ const HEAD_BYTES = 20;
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { timesPath } from "./chunk_times.ts";
- * console.log(timesPath("/logs/s", "ab").endsWith("chunks/ab.times")); // true
+ * ok(timesPath("/logs/s", "ab").endsWith("chunks/ab.times"));
  * ```
  */
 export function timesPath(dir: string, sha256: string): string {
@@ -81,10 +82,11 @@ export interface ChunkTimes {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { TimesBuilder } from "./chunk_times.ts";
  * const b = new TimesBuilder();
  * b.add(1, 100); b.add(2, 100); b.add(3, 250);
- * console.log(b.runs()); // { first: 1, offsets: [ 1, 3 ], times: [ 100, 250 ] }
+ * deepStrictEqual(b.runs(), { first: 1, offsets: [1, 3], times: [100, 250] });
  * ```
  */
 export class TimesBuilder {
@@ -126,9 +128,10 @@ function putVarint(out: number[], v: number): void {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { decodeTimes, encodeTimes } from "./chunk_times.ts";
  * const bytes = encodeTimes({ first: 5, offsets: [5, 9], times: [1000, 1200] });
- * console.log(decodeTimes(bytes, "x").offsets); // [ 5, 9 ]
+ * deepStrictEqual(decodeTimes(bytes, "x").offsets, [5, 9]);
  * ```
  */
 export function encodeTimes(t: ChunkTimes): Uint8Array {
@@ -162,10 +165,11 @@ export function encodeTimes(t: ChunkTimes): Uint8Array {
  *
  * @example
  * ```ts
+ * import { throws } from "node:assert/strict";
  * import { decodeTimes, encodeTimes } from "./chunk_times.ts";
  * const bytes = encodeTimes({ first: 1, offsets: [1], times: [7] });
  * bytes[0] = 0;
- * try { decodeTimes(bytes, "x.times"); } catch (e) { console.log((e as Error).name); } // ChunkCorruptError
+ * throws(() => decodeTimes(bytes, "x.times"), { name: "ChunkCorruptError" });
  * ```
  */
 export function decodeTimes(bytes: Uint8Array, name: string): ChunkTimes {
@@ -227,9 +231,10 @@ export function decodeTimes(bytes: Uint8Array, name: string): ChunkTimes {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { checkTimes } from "./chunk_times.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "", first_ts: 10, last_ts: 20 };
- * console.log(checkTimes({ first: 1, offsets: [1, 4], times: [10, 20] }, c)); // null
+ * equal(checkTimes({ first: 1, offsets: [1, 4], times: [10, 20] }, c), null);
  * ```
  */
 export function checkTimes(t: ChunkTimes, c: ChunkEntry): string | null {
@@ -254,9 +259,10 @@ export function checkTimes(t: ChunkTimes, c: ChunkEntry): string | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readChunkTimes } from "./chunk_times.ts";
  * const c = { first: 1, last: 1, rows: 1, bytes: 1, sha256: "00", first_ts: 1, last_ts: 1 };
- * console.log(await readChunkTimes(await Deno.makeTempDir(), c)); // null
+ * equal(await readChunkTimes(await Deno.makeTempDir(), c), null);
  * ```
  */
 export async function readChunkTimes(dir: string, c: ChunkEntry): Promise<ChunkTimes | null> {
@@ -280,9 +286,12 @@ export async function readChunkTimes(dir: string, c: ChunkEntry): Promise<ChunkT
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { seekRuns } from "./chunk_times.ts";
  * const t = { first: 1, offsets: [1, 4, 8], times: [10, 20, 30] };
- * console.log(seekRuns(t, 15), seekRuns(t, 20), seekRuns(t, 31)); // { offset: 4, ts: 20 } { offset: 4, ts: 20 } null
+ * deepStrictEqual(seekRuns(t, 15), { offset: 4, ts: 20 });
+ * deepStrictEqual(seekRuns(t, 20), { offset: 4, ts: 20 });
+ * equal(seekRuns(t, 31), null);
  * ```
  */
 export function seekRuns(t: ChunkTimes, sinceUs: number): { offset: number; ts: number } | null {
@@ -303,10 +312,11 @@ export function seekRuns(t: ChunkTimes, sinceUs: number): { offset: number; ts: 
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { mergeTimes } from "./chunk_times.ts";
  * const a = { first: 1, offsets: [1, 3], times: [10, 20] };
  * const b = { first: 5, offsets: [5, 6], times: [20, 30] };
- * console.log(mergeTimes([a, b])); // { first: 1, offsets: [ 1, 3, 6 ], times: [ 10, 20, 30 ] }
+ * deepStrictEqual(mergeTimes([a, b]), { first: 1, offsets: [1, 3, 6], times: [10, 20, 30] });
  * ```
  */
 export function mergeTimes(parts: readonly ChunkTimes[]): ChunkTimes {

@@ -456,7 +456,7 @@ async function retain(st: LogState, nowUs: number): Promise<void> {
   }
 }
 
-// --- replicas (followers): adopting the primary's chunks (see adoption.ts) ---
+// Replicas (followers) adopt the primary's chunks (see adoption.ts).
 
 async function adopt(st: LogState, incoming: ChunkEntry[], nowUs: number): Promise<void> {
   for (const e of incoming) {
@@ -482,8 +482,6 @@ async function adopt(st: LogState, incoming: ChunkEntry[], nowUs: number): Promi
   }
   await retain(st, nowUs);
 }
-
-// --- end of replicas ---
 
 function enqueue(dir: string, work: (st: LogState) => Promise<void>): void {
   const st = logs.get(dir);

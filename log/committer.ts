@@ -79,6 +79,7 @@ function utf8Length(s: string): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Committer } from "./committer.ts";
  * import { resolveOptions } from "./options.ts";
  * import { SegmentWriter } from "./segment_writer.ts";
@@ -92,7 +93,8 @@ function utf8Length(s: string): number {
  * const active = { seg, writer: new SegmentWriter(seg.layout.interval, st), file, durable: st };
  * const host = { committed: () => {}, wake: () => {}, sealed: () => {}, discarded: () => {} };
  * const c = new Committer({ dir, streamId: id, name: "t" }, opts, [seg], active, host);
- * console.log(await c.append("{}"), c.end); // 1 2
+ * equal(await c.append("{}"), 1);
+ * equal(c.end, 2);
  * file.close();
  * ```
  */

@@ -10,9 +10,13 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { LogCorruptError } from "./errors.ts";
  * const err = new LogCorruptError("data/trades/00000000000000000001.seg", 4096, "checksum mismatch");
- * console.log(err.message);
+ * equal(
+ *   err.message,
+ *   "corrupt log: checksum mismatch at byte 4096 in data/trades/00000000000000000001.seg",
+ * );
  * ```
  */
 export class LogCorruptError extends Error {
@@ -37,9 +41,10 @@ export class LogCorruptError extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { LogEvictedError } from "./errors.ts";
  * const err = new LogEvictedError(5, 100);
- * console.log(err.earliest); // 100
+ * equal(err.earliest, 100);
  * ```
  */
 export class LogEvictedError extends Error {
@@ -61,8 +66,9 @@ export class LogEvictedError extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { LogLockedError } from "./errors.ts";
- * console.log(new LogLockedError("data/trades", "pid 42").dir); // data/trades
+ * equal(new LogLockedError("data/trades", "pid 42").dir, "data/trades");
  * ```
  */
 export class LogLockedError extends Error {
@@ -84,9 +90,10 @@ export class LogLockedError extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { LogWriteError } from "./errors.ts";
  * const err = new LogWriteError("append failed: disk full", new Error("ENOSPC"));
- * console.log(err.name); // LogWriteError
+ * equal(err.name, "LogWriteError");
  * ```
  */
 export class LogWriteError extends Error {

@@ -90,13 +90,16 @@ interface SegmentEnd {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { FolderReader, Log } from "./mod.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.appendMany(["{}", "{}", "{}"]);
  * await log.close();
  * const reader = await FolderReader.open(dir);
- * for await (const batch of reader.read(2, 3)) console.log(Array.from(batch.offsets)); // [2, 3]
+ * const offsets: number[] = [];
+ * for await (const batch of reader.read(2, 3)) offsets.push(...batch.offsets);
+ * deepStrictEqual(offsets, [2, 3]);
  * ```
  */
 export class FolderReader {
@@ -155,6 +158,7 @@ export class FolderReader {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { FolderReader, Log } from "./mod.ts";
    * let now = 1000;
    * const dir = await Deno.makeTempDir();
@@ -164,7 +168,7 @@ export class FolderReader {
    * await log.append("{}");
    * await log.close();
    * const reader = await FolderReader.open(dir);
-   * console.log((await reader.offsetAt(1_500_000)).offset); // 2
+   * equal((await reader.offsetAt(1_500_000)).offset, 2);
    * ```
    */
   async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {

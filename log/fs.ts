@@ -20,8 +20,9 @@ const MANIFEST_MEMBERS = ["stream", "stream_id", "generation", "through", "chunk
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { exists } from "./fs.ts";
- * console.log(await exists("/nonexistent/x")); // false
+ * equal(await exists("/nonexistent/x"), false);
  * ```
  */
 export async function exists(path: string): Promise<boolean> {
@@ -41,8 +42,9 @@ export async function exists(path: string): Promise<boolean> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readManifest } from "./fs.ts";
- * console.log(await readManifest(await Deno.makeTempDir())); // null
+ * equal(await readManifest(await Deno.makeTempDir()), null);
  * ```
  */
 export async function readManifest(dir: string): Promise<Manifest | null> {
@@ -59,11 +61,12 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readManifest, writeManifest } from "./fs.ts";
  * import { emptyManifest } from "./chunk.ts";
  * const dir = await Deno.makeTempDir();
  * await writeManifest(dir, emptyManifest("t", "0".repeat(32)));
- * console.log((await readManifest(dir))?.generation); // 0
+ * equal((await readManifest(dir))?.generation, 0);
  * ```
  */
 export async function writeManifest(dir: string, m: Manifest): Promise<void> {

@@ -71,11 +71,13 @@ export const LOCK_FILE = "LOCK";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(`${dir}/trades`);
  * const offset = await log.append(new TextEncoder().encode('{"price":1}'));
- * console.log(offset, log.endOffset); // 1 2
+ * equal(offset, 1);
+ * equal(log.endOffset, 2);
  * await log.close();
  * ```
  */
@@ -324,13 +326,15 @@ export class Log {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { Log } from "./log.ts";
    * let now = 1000;
    * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now });
    * await log.append("{}");
    * now = 2000;
    * await log.append("{}");
-   * console.log((await log.offsetAt(1_500_000)).offset, (await log.offsetAt(3_000_000)).ts); // 2 null
+   * equal((await log.offsetAt(1_500_000)).offset, 2);
+   * equal((await log.offsetAt(3_000_000)).ts, null);
    * await log.close();
    * ```
    */
@@ -409,7 +413,7 @@ export class Log {
     await this.#committer.roll();
   }
 
-  // --- producers (producers.ts): idempotent publishing ---
+  // Idempotent publishing by producers (see producers.ts).
 
   /**
    * Appends `payloads` in one commit as `tag`'s sequence (see
@@ -419,12 +423,13 @@ export class Log {
    *
    * @example
    * ```ts
+   * import { deepStrictEqual } from "node:assert/strict";
    * import { Log } from "./log.ts";
    * const log = await Log.open(await Deno.makeTempDir());
    * const a = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
    * const b = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
    * await (a.status === "stored" ? a.done : null);
-   * console.log(a.status, b.status, log.endOffset); // stored duplicate 3
+   * deepStrictEqual([a.status, b.status, log.endOffset], ["stored", "duplicate", 3]);
    * await log.close();
    * ```
    */
@@ -471,8 +476,6 @@ export class Log {
       );
     });
   }
-
-  // --- end of producers ---
 
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
   tick(): void {
@@ -583,7 +586,7 @@ export class Log {
     this.onFence?.(offset);
   }
 
-  // --- replicas (followers): append_at.ts, adoption.ts ---
+  // Replicas (followers): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
 
   /** Whether this log is a replica of another server's (see `LogOptions.replica`). */
   get replica(): boolean {
@@ -598,10 +601,11 @@ export class Log {
    *
    * @example
    * ```ts
+   * import { equal } from "node:assert/strict";
    * import { Log } from "./log.ts";
    * const log = await Log.open(await Deno.makeTempDir(), { replica: true, timers: false });
    * await log.appendAt([5, 6], ["{}", "{}"]);
-   * console.log(log.endOffset); // 7
+   * equal(log.endOffset, 7);
    * await log.close();
    * ```
    */
@@ -628,8 +632,6 @@ export class Log {
     const last = chunks[chunks.length - 1].last;
     if (last >= this.nextOffset) await this.fence(last + 1);
   }
-
-  // --- end of replicas ---
 
   /** Flushes what is pending, closes the files and releases the lock. */
   async close(): Promise<void> {

@@ -41,11 +41,12 @@ const META_MEMBERS = ["format", "name", "stream_id", "created_us", "first_offset
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readMeta } from "./log_meta.ts";
  * import { Log } from "./mod.ts";
  * const dir = await Deno.makeTempDir();
  * await (await Log.open(dir)).close();
- * console.log((await readMeta(dir))?.checked); // true
+ * equal((await readMeta(dir))?.checked, true);
  * ```
  */
 export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean } | null> {
@@ -70,10 +71,11 @@ export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: b
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { streamIdMismatch } from "./log_meta.ts";
  * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0 };
  * const err = streamIdMismatch("d", meta, false, "d/1.seg", "b".repeat(32), false);
- * console.log(err.path); // d/log.json
+ * equal(err.path, "d/log.json");
  * ```
  */
 export function streamIdMismatch(
@@ -107,8 +109,9 @@ export function streamIdMismatch(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { otherHeadersAgree } from "./log_meta.ts";
- * console.log(await otherHeadersAgree(await Deno.makeTempDir(), "x.seg", "a".repeat(32))); // false
+ * equal(await otherHeadersAgree(await Deno.makeTempDir(), "x.seg", "a".repeat(32)), false);
  * ```
  */
 export async function otherHeadersAgree(
@@ -139,9 +142,11 @@ export async function otherHeadersAgree(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { mayBeFenceLeftover } from "./log_meta.ts";
  * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0, fenced: [7] };
- * console.log(mayBeFenceLeftover(meta, 7), mayBeFenceLeftover(meta, 8)); // true false
+ * equal(mayBeFenceLeftover(meta, 7), true);
+ * equal(mayBeFenceLeftover(meta, 8), false);
  * ```
  */
 export function mayBeFenceLeftover(meta: LogMeta, first: number): boolean {

@@ -66,13 +66,14 @@ type Source =
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.appendMany([1, 2, 3].map((i) => new TextEncoder().encode(`{"i":${i}}`)));
  * const reader = log.reader(2);
  * const batch = await reader.read();
- * console.log(Array.from(batch.offsets)); // [2, 3]
+ * deepStrictEqual(Array.from(batch.offsets), [2, 3]);
  * reader.close();
  * await log.close();
  * ```

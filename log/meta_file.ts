@@ -63,8 +63,9 @@ function withoutChecksum(body: Record<string, unknown>): Record<string, unknown>
  *
  * @example
  * ```ts
+ * import { match } from "node:assert/strict";
  * import { encodeCheckedJson } from "./meta_file.ts";
- * console.log(encodeCheckedJson({ a: 1 })); // {"a":1,"crc32":"…"} and a newline
+ * match(encodeCheckedJson({ a: 1 }), /^\{"a":1,"crc32":"[0-9a-f]{8}"\}\n$/);
  * ```
  */
 export function encodeCheckedJson(body: object): string {
@@ -81,10 +82,11 @@ export function encodeCheckedJson(body: object): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
  * const path = `${await Deno.makeTempDir()}/log.json`;
  * await writeCheckedJson(path, { stream_id: "x" });
- * console.log((await readCheckedJson(path, ["stream_id"]))?.checked); // true
+ * equal((await readCheckedJson(path, ["stream_id"]))?.checked, true);
  * ```
  */
 export async function writeCheckedJson(path: string, body: object): Promise<void> {
@@ -98,9 +100,10 @@ export async function writeCheckedJson(path: string, body: object): Promise<void
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { encodeCheckedJson, parseCheckedJson } from "./meta_file.ts";
  * const text = encodeCheckedJson({ a: 1 });
- * console.log(parseCheckedJson(text, "a.json", ["a"]).value); // { a: 1 }
+ * deepStrictEqual(parseCheckedJson(text, "a.json", ["a"]).value, { a: 1 });
  * ```
  */
 export function parseCheckedJson<T>(
@@ -148,8 +151,9 @@ export function parseCheckedJson<T>(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readCheckedJson } from "./meta_file.ts";
- * console.log(await readCheckedJson(`${await Deno.makeTempDir()}/none.json`, [])); // null
+ * equal(await readCheckedJson(`${await Deno.makeTempDir()}/none.json`, []), null);
  * ```
  */
 export async function readCheckedJson<T>(
@@ -197,10 +201,11 @@ async function readTextOrNull(path: string): Promise<string | null> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { readCheckedText, writeCheckedText } from "./meta_file.ts";
  * const path = `${await Deno.makeTempDir()}/schema.json`;
  * await writeCheckedText(path, '{"type":"object"}\n');
- * console.log((await readCheckedText(path))?.checked); // true
+ * equal((await readCheckedText(path))?.checked, true);
  * ```
  */
 export async function writeCheckedText(path: string, text: string): Promise<void> {
@@ -222,10 +227,11 @@ export async function writeCheckedText(path: string, text: string): Promise<void
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { readCheckedText } from "./meta_file.ts";
  * const path = `${await Deno.makeTempDir()}/schema.json`;
  * await Deno.writeTextFile(path, "{}");
- * console.log(await readCheckedText(path)); // { text: "{}", checked: false }
+ * deepStrictEqual(await readCheckedText(path), { text: "{}", checked: false });
  * ```
  */
 export async function readCheckedText(

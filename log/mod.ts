@@ -3,11 +3,12 @@
  * commit, read from any offset, recover from a crash.
  *
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "@streamcast/server/log";
  * const log = await Log.open(await Deno.makeTempDir());
  * await log.append(new TextEncoder().encode('{"price":101.5}'));
  * const batch = await log.reader(1).read();
- * console.log(batch.count); // 1
+ * equal(batch.count, 1);
  * await log.close();
  * ```
  *

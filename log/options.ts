@@ -96,12 +96,13 @@ export interface LogOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { LogIo } from "./options.ts";
  * const counting: LogIo = {
  *   write: (file, bytes) => file.write(bytes).then(() => {}),
  *   syncData: (file) => file.syncData(),
  * };
- * console.log(typeof counting.write); // function
+ * equal(typeof counting.write, "function");
  * ```
  */
 export interface LogIo {
@@ -119,12 +120,14 @@ export interface LogIo {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { REAL_IO } from "./options.ts";
  * const path = await Deno.makeTempFile();
  * const file = await Deno.open(path, { write: true });
  * await REAL_IO.write(file, new TextEncoder().encode("x"));
  * await REAL_IO.syncData(file);
  * file.close();
+ * equal(await Deno.readTextFile(path), "x");
  * ```
  */
 export const REAL_IO: LogIo = {
@@ -160,8 +163,9 @@ export type ResolvedOptions =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { resolveOptions } from "./options.ts";
- * console.log(resolveOptions({ fsync: false }).segmentBytes); // 67108864
+ * equal(resolveOptions({ fsync: false }).segmentBytes, 67108864);
  * ```
  */
 export function resolveOptions(options: LogOptions): ResolvedOptions {

@@ -42,9 +42,10 @@ const MAX_BODY_BYTES = 4096;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ProducerRecord } from "./producer_journal.ts";
  * const r: ProducerRecord = { producer: "collector-1", seq: 7, first: 100, last: 199 };
- * console.log(r.last - r.first + 1); // 100
+ * equal(r.last - r.first + 1, 100);
  * ```
  */
 export interface ProducerRecord {
@@ -74,8 +75,9 @@ function header(): Uint8Array {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { encodeRecords } from "./producer_journal.ts";
- * console.log(encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]).length > 8); // true
+ * ok(encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]).length > 8);
  * ```
  */
 export function encodeRecords(records: readonly ProducerRecord[]): Uint8Array {
@@ -111,9 +113,10 @@ function isRecord(v: unknown): v is { p: string; s: number; f: number; l: number
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { JournalStop } from "./producer_journal.ts";
  * const s: JournalStop = { at: 8, why: "checksum mismatch", next: 60 };
- * console.log(s.why); // checksum mismatch
+ * equal(s.why, "checksum mismatch");
  * ```
  */
 export interface JournalStop {
@@ -133,11 +136,13 @@ export interface JournalStop {
  *
  * @example
  * ```ts
+ * import { equal, ok } from "node:assert/strict";
  * import { encodeRecords, parseJournal } from "./producer_journal.ts";
  * const rec = encodeRecords([{ producer: "a", seq: 3, first: 5, last: 9 }]);
  * const bytes = new Uint8Array([0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1, ...rec, 0, 0]);
  * const j = parseJournal(bytes, "producers.log");
- * console.log(j.records.length, j.goodBytes === bytes.length - 2); // 1 true
+ * equal(j.records.length, 1);
+ * ok(j.goodBytes === bytes.length - 2);
  * ```
  */
 export function parseJournal(
@@ -199,13 +204,15 @@ export function parseJournal(
  *
  * @example
  * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { ProducerJournal } from "./producer_journal.ts";
  * const dir = await Deno.makeTempDir();
  * const { journal, records } = await ProducerJournal.open(dir, { sync: true });
  * await journal.append([{ producer: "a", seq: 1, first: 1, last: 2 }], () => []);
  * journal.close();
  * const again = await ProducerJournal.open(dir, { sync: true });
- * console.log(records.length, again.records); // 0 [ { producer: "a", seq: 1, first: 1, last: 2 } ]
+ * equal(records.length, 0);
+ * deepStrictEqual(again.records, [{ producer: "a", seq: 1, first: 1, last: 2 }]);
  * again.journal.close();
  * ```
  */

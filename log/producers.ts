@@ -34,9 +34,10 @@ export const DEFAULT_MAX_PRODUCERS = 10_000;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ProducerState } from "./producers.ts";
  * const s: ProducerState = { seq: 3, first: 10, last: 19 };
- * console.log(s.seq); // 3
+ * equal(s.seq, 3);
  * ```
  */
 export interface ProducerState {
@@ -56,9 +57,10 @@ export interface ProducerState {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { PublishResult } from "./producers.ts";
  * const r: PublishResult = { status: "stale", lastSeq: 9 };
- * console.log(r.status); // stale
+ * equal(r.status, "stale");
  * ```
  */
 export type PublishResult =
@@ -71,10 +73,13 @@ export type PublishResult =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { ProducerTable } from "./producers.ts";
  * const t = new ProducerTable(10);
  * t.assign("a", { seq: 1, first: 1, last: 5 }, Promise.resolve());
- * console.log(t.check("a", 1)?.status, t.check("a", 0)?.status, t.check("a", 2)); // duplicate stale null
+ * equal(t.check("a", 1)?.status, "duplicate");
+ * equal(t.check("a", 0)?.status, "stale");
+ * equal(t.check("a", 2), null);
  * ```
  */
 export class ProducerTable {
@@ -183,12 +188,13 @@ export class ProducerTable {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { supersededRecords } from "./producers.ts";
  * const records = [
  *   { producer: "a", seq: 4, first: 31, last: 40 }, // dropped at an open, then sent again
  *   { producer: "a", seq: 4, first: 31, last: 35 },
  * ];
- * console.log(supersededRecords(records)); // [ true, false ]
+ * deepStrictEqual(supersededRecords(records), [true, false]);
  * ```
  */
 export function supersededRecords(records: readonly ProducerRecord[]): boolean[] {
@@ -215,13 +221,16 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { recoverProducers } from "./producers.ts";
  * const records = [
  *   { producer: "a", seq: 1, first: 1, last: 10 },
  *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15
  * ];
  * const { table, cut, dropped } = recoverProducers(records, 16, 100);
- * console.log(table.committedState("a")?.seq, cut, dropped); // 1 11 1
+ * equal(table.committedState("a")?.seq, 1);
+ * equal(cut, 11);
+ * equal(dropped, 1);
  * ```
  */
 export function recoverProducers(

@@ -17,11 +17,10 @@ import {
   segmentFileName,
   type SegmentHeader,
 } from "./format.ts";
-import type { Layout as LayoutType } from "./format.ts";
 import { readHeader, seekStart, segmentStart } from "./segment_reader.ts";
 import { LogCorruptError } from "./errors.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
-import { findLaterRecord as findLater, scanSegmentRecords } from "./segment_scan.ts";
+import { scanSegmentRecords } from "./segment_scan.ts";
 import { writeCheckedJson } from "./meta_file.ts";
 import {
   type LogMeta,
@@ -47,31 +46,6 @@ function randomId(): string {
 }
 
 /**
- * Searches the file bytes after `fromPhys` for a valid record whose offset is
- * above `expectOffset` (see `segment_scan.ts`; this signature is kept for
- * `server/export.ts` until it reads through the folder reader).
- *
- * @example
- * ```ts
- * import { findLaterRecord } from "./recovery.ts";
- * import { Layout } from "./format.ts";
- * const path = await Deno.makeTempFile();
- * const file = await Deno.open(path, { read: true });
- * console.log(await findLaterRecord(file, new Layout(1024), 0, 0, 1)); // null
- * file.close();
- * ```
- */
-export function findLaterRecord(
-  file: Deno.FsFile,
-  _layout: LayoutType,
-  fromPhys: number,
-  size: number,
-  expectOffset: number,
-): Promise<number | null> {
-  return findLater(file, fromPhys, size, expectOffset);
-}
-
-/**
  * Opens the log in `dir` for writing (the caller holds its lock): checks and
  * recovers its segments, creating `log.json` and a first segment when the
  * folder holds no log.
@@ -80,11 +54,13 @@ export function findLaterRecord(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { recoverLog } from "./recovery.ts";
  * import { resolveOptions } from "./options.ts";
  * const dir = await Deno.makeTempDir();
  * const { meta, segments } = await recoverLog(dir, {}, resolveOptions({}));
- * console.log(meta.stream_id.length, segments.length); // 32 1
+ * equal(meta.stream_id.length, 32);
+ * equal(segments.length, 1);
  * await Deno.remove(dir, { recursive: true });
  * ```
  */

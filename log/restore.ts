@@ -53,14 +53,17 @@ export interface RestoreReport {
  * Refuses when `dir` already holds a log.
  *
  * @example
- * ```ts ignore
- * import { restoreLog } from "./restore.ts";
- * const { log, report } = await restoreLog("data/trades", "trades", {
- *   archive: { uri: "s3://market-data/prod" },
- *   hydrate: 7 * 24 * 3600_000,
- * });
- * console.log(report.nextOffset);
- * await log.close();
+ * ```ts
+ * import { FENCE, restoreLog } from "./restore.ts";
+ * // Needs a reachable archive, so this example is type-checked but not run.
+ * async function failover(): Promise<boolean> {
+ *   const { log, report } = await restoreLog("data/trades", "trades", {
+ *     archive: { uri: "s3://market-data/prod" },
+ *     hydrate: 7 * 24 * 3600_000, // copy back the chunks of the last week
+ *   });
+ *   await log.close();
+ *   return report.nextOffset === report.archivedThrough + 1 + FENCE;
+ * }
  * ```
  */
 export async function restoreLog(

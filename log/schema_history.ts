@@ -47,9 +47,10 @@ export const SCHEMA_HISTORY_FORMAT = 2;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { SchemaVersion } from "./schema_history.ts";
  * const v: SchemaVersion = { from: 1, schema: { type: "object" } };
- * console.log(v.from); // 1
+ * equal(v.from, 1);
  * ```
  */
 export interface SchemaVersion {
@@ -69,8 +70,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { parseSchemaHistory } from "./schema_history.ts";
- * console.log(parseSchemaHistory('{"type":"object"}', "schema.json")); // [ { from: 1, schema: { type: "object" } } ]
+ * deepStrictEqual(parseSchemaHistory('{"type":"object"}', "schema.json"), [
+ *   { from: 1, schema: { type: "object" } },
+ * ]);
  * ```
  */
 export function parseSchemaHistory(text: string, path: string): SchemaVersion[] {
@@ -119,8 +123,11 @@ export function parseSchemaHistory(text: string, path: string): SchemaVersion[] 
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { encodeSchemaHistory } from "./schema_history.ts";
- * console.log(encodeSchemaHistory([{ from: 1, schema: { type: "object" } }])); // the bare schema
+ * // One version from offset 1: the bare schema, pretty-printed.
+ * const text = encodeSchemaHistory([{ from: 1, schema: { type: "object" } }]);
+ * equal(text, '{\n  "type": "object"\n}\n');
  * ```
  */
 export function encodeSchemaHistory(versions: readonly SchemaVersion[]): string {
@@ -141,10 +148,11 @@ export function encodeSchemaHistory(versions: readonly SchemaVersion[]): string 
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { readSchemaHistory, writeSchemaHistory } from "./schema_history.ts";
  * const dir = await Deno.makeTempDir();
  * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }, { from: 7, schema: { type: "object" } }]);
- * console.log((await readSchemaHistory(dir))?.versions.map((v) => v.from)); // [ 1, 7 ]
+ * deepStrictEqual((await readSchemaHistory(dir))?.versions.map((v) => v.from), [1, 7]);
  * ```
  */
 export async function readSchemaHistory(
@@ -162,8 +170,12 @@ export async function readSchemaHistory(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { readCheckedText } from "./meta_file.ts";
  * import { writeSchemaHistory } from "./schema_history.ts";
- * await writeSchemaHistory(await Deno.makeTempDir(), [{ from: 1, schema: { type: "object" } }]);
+ * const dir = await Deno.makeTempDir();
+ * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }]);
+ * equal((await readCheckedText(`${dir}/schema.json`))?.checked, true); // its sidecar agrees
  * ```
  */
 export async function writeSchemaHistory(

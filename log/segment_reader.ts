@@ -60,6 +60,7 @@ export const EMPTY_BATCH: RecordBatch = {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { clipBatch } from "./segment_reader.ts";
  * const log = await Log.open(await Deno.makeTempDir());
@@ -68,7 +69,7 @@ export const EMPTY_BATCH: RecordBatch = {
  * const batch = await reader.read();
  * reader.close();
  * await log.close();
- * console.log(Array.from(clipBatch(batch, 2, 2).offsets)); // [ 2 ]
+ * deepStrictEqual(Array.from(clipBatch(batch, 2, 2).offsets), [2]);
  * ```
  */
 export function clipBatch(batch: RecordBatch, from: number, to: number): RecordBatch {

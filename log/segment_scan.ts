@@ -91,10 +91,11 @@ export interface SegmentScan {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { findLaterRecord } from "./segment_scan.ts";
  * const path = await Deno.makeTempFile();
  * const file = await Deno.open(path, { read: true });
- * console.log(await findLaterRecord(file, 0, 0, 1)); // null
+ * equal(await findLaterRecord(file, 0, 0, 1), null);
  * file.close();
  * ```
  */
@@ -131,6 +132,7 @@ export async function findLaterRecord(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { readHeader } from "./segment_reader.ts";
  * import { readSegmentRecords } from "./segment_scan.ts";
@@ -145,7 +147,7 @@ export async function findLaterRecord(
  * const records = readSegmentRecords(file, path, header, { size, last: true, maxPayloadBytes: 1 << 24 });
  * let r = await records.next();
  * while (!r.done) r = await records.next();
- * console.log(r.value.rows); // 1
+ * equal(r.value.rows, 1);
  * file.close();
  * ```
  */
@@ -244,6 +246,7 @@ export async function* readSegmentRecords(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { readHeader } from "./segment_reader.ts";
  * import { scanSegmentRecords } from "./segment_scan.ts";
@@ -256,7 +259,8 @@ export async function* readSegmentRecords(
  * const header = await readHeader(file, path);
  * const size = (await file.stat()).size;
  * const scan = await scanSegmentRecords(file, path, header, { size, last: true, maxPayloadBytes: 1 << 24 });
- * console.log(scan.rows, scan.torn); // 2 null
+ * equal(scan.rows, 2);
+ * equal(scan.torn, null);
  * file.close();
  * ```
  */

@@ -26,8 +26,9 @@ import type { ResolvedOptions } from "./options.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { nowUs } from "./segment_state.ts";
- * console.log(nowUs(() => 1.5)); // 1500
+ * equal(nowUs(() => 1.5), 1500);
  * ```
  */
 export function nowUs(clock: () => number): number {
@@ -39,10 +40,12 @@ export function nowUs(clock: () => number): number {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./mod.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * const info = log.segments()[0];
- * console.log(info.firstOffset, info.sealed); // 1 false
+ * equal(info.firstOffset, 1);
+ * equal(info.sealed, false);
  * await log.close();
  * ```
  */
@@ -87,8 +90,9 @@ export interface Active {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { initialState } from "./segment_state.ts";
- * console.log(initialState().count); // 0
+ * equal(initialState().count, 0);
  * ```
  */
 export function initialState(): WriterState {
@@ -100,10 +104,11 @@ export function initialState(): WriterState {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { newSegmentState } from "./segment_state.ts";
  * import { resolveOptions } from "./options.ts";
  * const seg = newSegmentState("data/t", "0".repeat(32), "t", 5, resolveOptions({}));
- * console.log(seg.info.path); // data/t/00000000000000000005.seg
+ * equal(seg.info.path, "data/t/00000000000000000005.seg");
  * ```
  */
 export function newSegmentState(
@@ -144,11 +149,12 @@ export function newSegmentState(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { createSegmentFile, newSegmentState } from "./segment_state.ts";
  * import { resolveOptions } from "./options.ts";
  * const seg = newSegmentState(await Deno.makeTempDir(), "0".repeat(32), "t", 1, resolveOptions({}));
  * const file = await createSegmentFile(seg);
- * console.log((await file.stat()).size); // 128
+ * equal((await file.stat()).size, 128);
  * file.close();
  * ```
  */
@@ -175,11 +181,12 @@ export async function createSegmentFile(seg: Segment): Promise<Deno.FsFile> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { createSegment } from "./segment_state.ts";
  * import { resolveOptions } from "./options.ts";
  * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0 };
  * const seg = await createSegment(await Deno.makeTempDir(), meta, 1, resolveOptions({}));
- * console.log(seg.info.size); // 128
+ * equal(seg.info.size, 128);
  * ```
  */
 export async function createSegment(

@@ -19,6 +19,7 @@ import type { Active } from "./segment_state.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { recoverLog } from "./recovery.ts";
  * import { resolveOptions } from "./options.ts";
@@ -32,7 +33,7 @@ import type { Active } from "./segment_state.ts";
  * await cutActiveAt(r.active, 2, opts.maxPayloadBytes);
  * r.active.file!.close();
  * const again = await Log.open(dir);
- * console.log(again.endOffset); // 2
+ * equal(again.endOffset, 2);
  * await again.close();
  * ```
  */

@@ -75,9 +75,10 @@ export type Tier =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { localEarliest } from "./tier_lookup.ts";
  * const segments = [{ firstOffset: 10, count: 5, sealed: false }];
- * console.log(localEarliest({ segments, chunks: [], archived: [], end: 15 })); // 10
+ * equal(localEarliest({ segments, chunks: [], archived: [], end: 15 }), 10);
  * ```
  */
 export function localEarliest(t: Tiers): number | null {
@@ -93,10 +94,11 @@ export function localEarliest(t: Tiers): number | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { archivedBelow } from "./tier_lookup.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "", first_ts: 0, last_ts: 0 };
  * const segments = [{ firstOffset: 10, count: 5, sealed: false }];
- * console.log(archivedBelow({ segments, chunks: [], archived: [c], end: 15 }).length); // 1
+ * equal(archivedBelow({ segments, chunks: [], archived: [c], end: 15 }).length, 1);
  * ```
  */
 export function archivedBelow(t: Tiers): ChunkEntry[] {
@@ -109,8 +111,9 @@ export function archivedBelow(t: Tiers): ChunkEntry[] {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { earliestOffset } from "./tier_lookup.ts";
- * console.log(earliestOffset({ segments: [], chunks: [], archived: [], end: 1 })); // null
+ * equal(earliestOffset({ segments: [], chunks: [], archived: [], end: 1 }), null);
  * ```
  */
 export function earliestOffset(t: Tiers): number | null {
@@ -125,10 +128,13 @@ export function earliestOffset(t: Tiers): number | null {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { locateOffset } from "./tier_lookup.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "ab", first_ts: 0, last_ts: 0 };
  * const t = { segments: [{ firstOffset: 10, count: 5, sealed: false }], chunks: [c], archived: [], end: 15 };
- * console.log(locateOffset(t, 3).kind, locateOffset(t, 12).kind, locateOffset(t, 15).kind); // chunk segment segment
+ * equal(locateOffset(t, 3).kind, "chunk");
+ * equal(locateOffset(t, 12).kind, "segment");
+ * equal(locateOffset(t, 15).kind, "segment");
  * ```
  */
 export function locateOffset(t: Tiers, offset: number): Tier {
@@ -170,9 +176,10 @@ export function locateOffset(t: Tiers, offset: number): Tier {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { rowsBetween } from "./tier_lookup.ts";
  * const t = { segments: [{ firstOffset: 1, count: 10, sealed: false }], chunks: [], archived: [], end: 11 };
- * console.log(rowsBetween(t, 5, 100)); // 6
+ * equal(rowsBetween(t, 5, 100), 6);
  * ```
  */
 export function rowsBetween(t: Tiers, from: number, to: number): number {
@@ -217,11 +224,14 @@ export type SincePlan =
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { planSince } from "./tier_lookup.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "ab", first_ts: 100, last_ts: 190 };
  * const segments = [{ firstOffset: 10, count: 5, sealed: false, lastTimeUs: 250 }];
  * const t = { segments, chunks: [c], archived: [], end: 15 };
- * console.log(planSince(t, 50).kind, planSince(t, 200).kind, planSince(t, 300).kind); // row segment end
+ * equal(planSince(t, 50).kind, "row");
+ * equal(planSince(t, 200).kind, "segment");
+ * equal(planSince(t, 300).kind, "end");
  * ```
  */
 export function planSince(t: Tiers, sinceUs: number): SincePlan {

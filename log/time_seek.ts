@@ -51,8 +51,9 @@ export interface LookupStats {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { lookupStats } from "./time_seek.ts";
- * console.log(lookupStats().reads); // 0
+ * equal(lookupStats().reads, 0);
  * ```
  */
 export function lookupStats(): LookupStats {
@@ -84,6 +85,7 @@ export interface SeekTimeOptions {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { readHeader } from "./segment_reader.ts";
  * import { seekTime } from "./time_seek.ts";
@@ -98,7 +100,7 @@ export interface SeekTimeOptions {
  * const file = await Deno.open(info.path);
  * const header = await readHeader(file, info.path);
  * const hit = await seekTime(file, info.path, header, 1_500_000, { size: info.size, maxPayloadBytes: 1 << 20 });
- * console.log(hit); // { offset: 2, ts: 2000000 }
+ * deepStrictEqual(hit, { offset: 2, ts: 2000000 });
  * file.close();
  * ```
  */
@@ -178,9 +180,10 @@ export async function seekTime(
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { chunkTimeHit } from "./time_seek.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "00", first_ts: 10, last_ts: 20 };
- * console.log(await chunkTimeHit(await Deno.makeTempDir(), c, 15)); // null
+ * equal(await chunkTimeHit(await Deno.makeTempDir(), c, 15), null);
  * ```
  */
 export async function chunkTimeHit(
@@ -228,6 +231,7 @@ export interface TimeLookup {
  *
  * @example
  * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import { readHeader } from "./segment_reader.ts";
  * import { seekTimeIn } from "./time_seek.ts";
@@ -240,7 +244,7 @@ export interface TimeLookup {
  * const header = await readHeader(file, info.path);
  * file.close();
  * const hit = await seekTimeIn(info.path, header, 0, { size: info.size, maxPayloadBytes: 1 << 20 });
- * console.log(hit); // { offset: 1, ts: 1000000 }
+ * deepStrictEqual(hit, { offset: 1, ts: 1000000 });
  * ```
  */
 export async function seekTimeIn(

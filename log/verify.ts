@@ -220,9 +220,10 @@ export async function listSegments(dir: string): Promise<string[]> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { VerifyProgress } from "./verify.ts";
  * const p: VerifyProgress = { bytes: 512, totalBytes: 1024, rows: 10 };
- * console.log(`${Math.round((100 * p.bytes) / p.totalBytes)}%`); // 50%
+ * equal(`${Math.round((100 * p.bytes) / p.totalBytes)}%`, "50%");
  * ```
  */
 export interface VerifyProgress {
@@ -239,9 +240,10 @@ export interface VerifyProgress {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { VerifyOptions } from "./verify.ts";
  * const options: VerifyOptions = { onProgress: (p) => console.error(`${p.rows} rows`) };
- * console.log(typeof options.onProgress); // function
+ * equal(typeof options.onProgress, "function");
  * ```
  */
 export interface VerifyOptions {
@@ -266,13 +268,15 @@ export interface VerifyOptions {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { Log, verifyLog } from "./mod.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.append(new TextEncoder().encode("{}"));
  * await log.close();
  * const report = await verifyLog(dir);
- * console.log(report.rows, report.error); // 1 null
+ * equal(report.rows, 1);
+ * equal(report.error, null);
  * ```
  */
 export async function verifyLog(dir: string, options: VerifyOptions = {}): Promise<LogReport> {
@@ -482,12 +486,13 @@ async function openSegment(dir: string, path: string): Promise<Deno.FsFile | nul
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { inspectLog, Log } from "./mod.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.append(new TextEncoder().encode("{}"));
  * await log.close();
- * console.log((await inspectLog(dir)).segments.length); // 1
+ * equal((await inspectLog(dir)).segments.length, 1);
  * ```
  */
 export async function inspectLog(dir: string): Promise<LogReport> {

@@ -40,9 +40,10 @@ import { ProducerTable, supersededRecords } from "./producers.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ProducerJournalReport } from "./verify_producers.ts";
  * const r: ProducerJournalReport = { records: 3, producers: 2, pending: 0, tailBytes: 0 };
- * console.log(r.records); // 3
+ * equal(r.records, 3);
  * ```
  */
 export interface ProducerJournalReport {
@@ -72,17 +73,19 @@ function named(i: number, r: ProducerRecord): string {
  *
  * @example
  * ```ts
+ * import { equal, throws } from "node:assert/strict";
  * import { encodeRecords } from "./producer_journal.ts";
  * import { checkProducerJournal } from "./verify_producers.ts";
  * const header = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1];
- * const records = encodeRecords([{ producer: "a", seq: 1, first: 1, last: 5 }]);
- * const bytes = new Uint8Array([...header, ...records]);
- * console.log(checkProducerJournal(bytes, "producers.log", 6, 100).records); // 1
- * try {
- *   checkProducerJournal(bytes, "producers.log", 3, 100); // the log ends at 2: rows 3..5 are not there
- * } catch (err) {
- *   console.log((err as Error).name); // LogCorruptError
- * }
+ * const journal = (first: number, last: number) =>
+ *   new Uint8Array([...header, ...encodeRecords([{ producer: "a", seq: 1, first, last }])]);
+ * equal(checkProducerJournal(journal(1, 5), "producers.log", 6, 100).records, 1);
+ * // The log ends at 2 and the commit of rows 1..5 reaches past it: cut by a crash, not damage.
+ * equal(checkProducerJournal(journal(1, 5), "producers.log", 3, 100).pending, 1);
+ * // The log ends at 2 but the journal's rows start at 5: rows 3..4 are missing.
+ * throws(() => checkProducerJournal(journal(5, 9), "producers.log", 3, 100), {
+ *   name: "LogCorruptError",
+ * });
  * ```
  */
 export function checkProducerJournal(

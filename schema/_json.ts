@@ -9,8 +9,11 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { isObject } from "./_json.ts";
- * console.log(isObject({}), isObject([]), isObject(null)); // true false false
+ * equal(isObject({}), true);
+ * equal(isObject([]), false);
+ * equal(isObject(null), false);
  * ```
  */
 export function isObject(value: unknown): value is Record<string, unknown> {
@@ -22,8 +25,11 @@ export function isObject(value: unknown): value is Record<string, unknown> {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { kindOf } from "./_json.ts";
- * console.log(kindOf([]), kindOf(null), kindOf(1)); // array null number
+ * equal(kindOf([]), "array");
+ * equal(kindOf(null), "null");
+ * equal(kindOf(1), "number");
  * ```
  */
 export function kindOf(value: unknown): string {
@@ -39,8 +45,10 @@ export function kindOf(value: unknown): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { display } from "./_json.ts";
- * console.log(display("/price"), display("a b")); // /price "a b"
+ * equal(display("/price"), "/price");
+ * equal(display("a b"), '"a b"');
  * ```
  */
 export function display(text: string): string {
@@ -52,8 +60,9 @@ export function display(text: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { pointerEscape } from "./_json.ts";
- * console.log(pointerEscape("a/b~c")); // a~1b~0c
+ * equal(pointerEscape("a/b~c"), "a~1b~0c");
  * ```
  */
 export function pointerEscape(key: string): string {
@@ -65,8 +74,9 @@ export function pointerEscape(key: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { pointerUnescape } from "./_json.ts";
- * console.log(pointerUnescape("a~1b~0c")); // a/b~c
+ * equal(pointerUnescape("a~1b~0c"), "a/b~c");
  * ```
  */
 export function pointerUnescape(token: string): string {
@@ -78,9 +88,10 @@ export function pointerUnescape(token: string): string {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { deepFreeze } from "./_json.ts";
  * const json = deepFreeze({ properties: { n: { type: "integer" } } });
- * console.log(Object.isFrozen(json.properties.n)); // true
+ * equal(Object.isFrozen(json.properties.n), true);
  * ```
  */
 export function deepFreeze<T>(value: T): T {

@@ -60,7 +60,7 @@ import { buildValidator, checkSubSchema, getAjv } from "./validator.ts";
  * @example
  * ```ts
  * import { equal, throws } from "node:assert/strict";
- * import { RowError } from "../server/errors.ts";
+ * import { RowError } from "../mod.ts";
  * import { compileSchema } from "./compile.ts";
  * const trades = compileSchema({
  *   type: "object",

@@ -17,9 +17,10 @@ import type { Column, RowSchema } from "./row_schema.ts";
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { SchemaChange } from "./evolution.ts";
  * const change: SchemaChange = { kind: "added", columns: ["venue"] };
- * console.log(change.kind); // added
+ * equal(change.kind, "added");
  * ```
  */
 export type SchemaChange =

@@ -10,9 +10,16 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import type { ColumnType } from "./row_schema.ts";
- * const type: ColumnType = "int64"; // `"type": "integer"` with no format
- * console.log(type);
+ * import { compileSchema } from "./compile.ts";
+ * const { columns } = compileSchema({
+ *   type: "object",
+ *   properties: { n: { type: "integer" } },
+ *   required: ["n"],
+ * });
+ * const type: ColumnType = columns[0].type;
+ * equal(type, "int64"); // `"type": "integer"` with no format
  * ```
  */
 export type ColumnType =

@@ -12,8 +12,9 @@
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_COLUMNS } from "./rules.ts";
- * console.log(MAX_COLUMNS); // 1024
+ * equal(MAX_COLUMNS, 1024);
  * ```
  */
 export const MAX_COLUMNS = 1024;
@@ -22,8 +23,9 @@ export const MAX_COLUMNS = 1024;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_NAME_CHARS } from "./rules.ts";
- * console.log(MAX_NAME_CHARS); // 256
+ * equal(MAX_NAME_CHARS, 256);
  * ```
  */
 export const MAX_NAME_CHARS = 256;
@@ -32,8 +34,9 @@ export const MAX_NAME_CHARS = 256;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_VALUE_DEPTH } from "./rules.ts";
- * console.log(MAX_VALUE_DEPTH); // 32
+ * equal(MAX_VALUE_DEPTH, 32);
  * ```
  */
 export const MAX_VALUE_DEPTH = 32;
@@ -43,8 +46,9 @@ export const MAX_VALUE_DEPTH = 32;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { INT32_MIN } from "./rules.ts";
- * console.log(INT32_MIN); // -2147483648
+ * equal(INT32_MIN, -2147483648);
  * ```
  */
 export const INT32_MIN = -(2 ** 31);
@@ -53,8 +57,9 @@ export const INT32_MIN = -(2 ** 31);
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { INT32_MAX } from "./rules.ts";
- * console.log(INT32_MAX); // 2147483647
+ * equal(INT32_MAX, 2147483647);
  * ```
  */
 export const INT32_MAX = 2 ** 31 - 1;
@@ -63,8 +68,9 @@ export const INT32_MAX = 2 ** 31 - 1;
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FLOAT_MAX } from "./rules.ts";
- * console.log(Math.fround(FLOAT_MAX) === FLOAT_MAX); // true
+ * equal(Math.fround(FLOAT_MAX), FLOAT_MAX);
  * ```
  */
 export const FLOAT_MAX = 3.4028234663852886e38;
@@ -74,8 +80,9 @@ export const FLOAT_MAX = 3.4028234663852886e38;
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { BASE_TYPES } from "./rules.ts";
- * console.log(BASE_TYPES.includes("string")); // true
+ * ok(BASE_TYPES.includes("string"));
  * ```
  */
 export const BASE_TYPES = ["boolean", "integer", "number", "string", "object", "array"] as const;
@@ -84,9 +91,10 @@ export const BASE_TYPES = ["boolean", "integer", "number", "string", "object", "
  *
  * @example
  * ```ts
- * import type { BaseType } from "./rules.ts";
+ * import { ok } from "node:assert/strict";
+ * import { BASE_TYPES, type BaseType } from "./rules.ts";
  * const base: BaseType = "number";
- * console.log(base);
+ * ok(BASE_TYPES.includes(base));
  * ```
  */
 export type BaseType = typeof BASE_TYPES[number];
@@ -95,8 +103,9 @@ export type BaseType = typeof BASE_TYPES[number];
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { BASE_TYPES_TEXT } from "./rules.ts";
- * console.log(BASE_TYPES_TEXT); // boolean, integer, number, string, object or array
+ * equal(BASE_TYPES_TEXT, "boolean, integer, number, string, object or array");
  * ```
  */
 export const BASE_TYPES_TEXT = "boolean, integer, number, string, object or array";
@@ -106,8 +115,9 @@ export const BASE_TYPES_TEXT = "boolean, integer, number, string, object or arra
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { TOP_KEYWORDS } from "./rules.ts";
- * console.log(TOP_KEYWORDS.includes("required")); // true
+ * ok(TOP_KEYWORDS.includes("required"));
  * ```
  */
 export const TOP_KEYWORDS: readonly string[] = [
@@ -125,8 +135,9 @@ export const TOP_KEYWORDS: readonly string[] = [
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { COLUMN_KEYWORDS } from "./rules.ts";
- * console.log(COLUMN_KEYWORDS.includes("pattern")); // true
+ * ok(COLUMN_KEYWORDS.includes("pattern"));
  * ```
  */
 export const COLUMN_KEYWORDS: readonly string[] = [
@@ -165,8 +176,9 @@ export const COLUMN_KEYWORDS: readonly string[] = [
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { NUMBER_KEYWORDS } from "./rules.ts";
- * console.log(NUMBER_KEYWORDS.has("multipleOf")); // true
+ * ok(NUMBER_KEYWORDS.has("multipleOf"));
  * ```
  */
 export const NUMBER_KEYWORDS: ReadonlySet<string> = new Set([
@@ -181,8 +193,9 @@ export const NUMBER_KEYWORDS: ReadonlySet<string> = new Set([
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { STRING_KEYWORDS } from "./rules.ts";
- * console.log(STRING_KEYWORDS.has("minLength")); // true
+ * ok(STRING_KEYWORDS.has("minLength"));
  * ```
  */
 export const STRING_KEYWORDS: ReadonlySet<string> = new Set(["minLength", "maxLength", "pattern"]);
@@ -192,8 +205,9 @@ export const STRING_KEYWORDS: ReadonlySet<string> = new Set(["minLength", "maxLe
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { KEYWORD_HINTS } from "./rules.ts";
- * console.log(KEYWORD_HINTS.const); // use "enum" with one value
+ * equal(KEYWORD_HINTS.const, 'use "enum" with one value');
  * ```
  */
 export const KEYWORD_HINTS: Record<string, string> = {
@@ -211,8 +225,9 @@ export const KEYWORD_HINTS: Record<string, string> = {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { NUMBER_FORMATS } from "./rules.ts";
- * console.log(NUMBER_FORMATS.int32(2 ** 31)); // false
+ * equal(NUMBER_FORMATS.int32(2 ** 31), false);
  * ```
  */
 export const NUMBER_FORMATS: Record<string, (value: number) => boolean> = {
@@ -228,8 +243,9 @@ export const NUMBER_FORMATS: Record<string, (value: number) => boolean> = {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { FORMAT_RULES } from "./rules.ts";
- * console.log(FORMAT_RULES.int32); // an integer from -2147483648 to 2147483647
+ * equal(FORMAT_RULES.int32, "an integer from -2147483648 to 2147483647");
  * ```
  */
 export const FORMAT_RULES: Record<string, string> = {
@@ -243,8 +259,9 @@ export const FORMAT_RULES: Record<string, string> = {
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { MUST_REQUIRE } from "./rules.ts";
- * console.log(MUST_REQUIRE.startsWith("a row has every column")); // true
+ * ok(MUST_REQUIRE.startsWith("a row has every column"));
  * ```
  */
 export const MUST_REQUIRE =
@@ -258,8 +275,9 @@ export const MUST_REQUIRE =
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { OBJECT_KEYWORDS } from "./rules.ts";
- * console.log(OBJECT_KEYWORDS.has("properties")); // true
+ * ok(OBJECT_KEYWORDS.has("properties"));
  * ```
  */
 export const OBJECT_KEYWORDS: ReadonlySet<string> = new Set([
@@ -277,8 +295,9 @@ export const OBJECT_KEYWORDS: ReadonlySet<string> = new Set([
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { ARRAY_KEYWORDS } from "./rules.ts";
- * console.log(ARRAY_KEYWORDS.has("items")); // true
+ * ok(ARRAY_KEYWORDS.has("items"));
  * ```
  */
 export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
@@ -297,8 +316,9 @@ export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { MAX_ROW_DEPTH } from "./rules.ts";
- * console.log(MAX_ROW_DEPTH); // 64
+ * equal(MAX_ROW_DEPTH, 64);
  * ```
  */
 export const MAX_ROW_DEPTH = 64;

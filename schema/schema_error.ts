@@ -39,8 +39,9 @@ export class SchemaError extends Error {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { refuse } from "./schema_error.ts";
- * console.log(refuse("/type", 'must be "object"').message); // schema /type: must be "object"
+ * equal(refuse("/type", 'must be "object"').message, 'schema /type: must be "object"');
  * ```
  */
 export function refuse(at: string, why: string): SchemaError {

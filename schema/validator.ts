@@ -34,9 +34,10 @@ let compilesLeft = 0;
  *
  * @example
  * ```ts
+ * import { ok } from "node:assert/strict";
  * import { type AjvContext, getAjv } from "./validator.ts";
  * const context: AjvContext = getAjv();
- * console.log(context.stringFormats.includes("date-time")); // true
+ * ok(context.stringFormats.includes("date-time"));
  * ```
  */
 export interface AjvContext {
@@ -53,9 +54,10 @@ export interface AjvContext {
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { getAjv } from "./validator.ts";
  * const { ajv } = getAjv();
- * console.log(ajv.compile({ type: "integer", format: "int32" })(2 ** 31)); // false
+ * equal(ajv.compile({ type: "integer", format: "int32" })(2 ** 31), false);
  * ```
  */
 export function getAjv(): AjvContext {

@@ -17,11 +17,19 @@ const SYMBOLS = {
     result: "usize",
   },
   ZSTD_compressBound: { parameters: ["usize"], result: "usize" },
+  // Streaming (compress=zstd-stream): the two buffer arguments are
+  // ZSTD_outBuffer / ZSTD_inBuffer structs ({pointer, size, pos}, 3 × 64 bits).
+  ZSTD_compressStream2: { parameters: ["pointer", "buffer", "buffer", "i32"], result: "usize" },
+  ZSTD_CCtx_reset: { parameters: ["pointer", "i32"], result: "usize" },
+  ZSTD_sizeof_CCtx: { parameters: ["pointer"], result: "usize" },
   ZSTD_isError: { parameters: ["usize"], result: "u32" },
   ZSTD_getErrorName: { parameters: ["usize"], result: "pointer" },
 } as const;
 
 type Lib = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+/** libzstd's functions, as loaded through FFI. */
+export type Libzstd = Lib;
 
 const NAMES = ["libzstd.so.1", "libzstd.so", "libzstd.1.dylib", "libzstd.dylib", "zstd.dll"];
 const C_LEVEL = 100; // ZSTD_c_compressionLevel
@@ -34,6 +42,11 @@ let problem: string | null = null;
 /** Why libzstd could not be loaded, once tried (null: loaded, or not tried yet). */
 export function libzstdProblem(): string | null {
   return problem;
+}
+
+/** libzstd, loaded on first use; null where it cannot be ({@linkcode libzstdProblem} says why). */
+export function loadLibzstd(): Lib | null {
+  return load();
 }
 
 function load(): Lib | null {
