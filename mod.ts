@@ -36,6 +36,9 @@ export * from "./client/mod.ts";
 export { serve, type ServeOptions, type Server } from "./server/serve.ts";
 export { Stream } from "./server/stream.ts";
 export { type StreamOptions, type StreamRestoreOptions } from "./server/stream_options.ts";
+export { IcebergTable } from "./iceberg/table_link.ts";
+export type { IcebergOptions } from "./iceberg/options.ts";
+export type { TableState as IcebergTableState } from "./iceberg/worker_protocol.ts";
 export { RowError } from "./server/errors.ts";
 export { type Grant, TokenTable } from "./server/auth.ts";
 export {

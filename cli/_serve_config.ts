@@ -85,7 +85,7 @@ function configSettings(json: unknown, base: string): FileSettings {
         throw new TypeError(`"${key}" must be an object like {"schema": "x.json"}`);
       }
       for (const k of Object.keys(decl)) {
-        if (k !== "schema" && k !== "ephemeral" && k !== "publish") {
+        if (k !== "schema" && k !== "ephemeral" && k !== "publish" && k !== "iceberg") {
           throw new TypeError(`unknown key "${key}.${k}"`);
         }
       }
@@ -100,13 +100,16 @@ function configSettings(json: unknown, base: string): FileSettings {
       if (decl.ephemeral !== undefined && typeof decl.ephemeral !== "boolean") {
         throw new TypeError(`"${key}.ephemeral" must be true or false`);
       }
-      if (decl.publish !== undefined && typeof decl.publish !== "boolean") {
-        throw new TypeError(`"${key}.publish" must be true or false`);
+      for (const flag of ["publish", "iceberg"] as const) {
+        if (decl[flag] !== undefined && typeof decl[flag] !== "boolean") {
+          throw new TypeError(`"${key}.${flag}" must be true or false`);
+        }
       }
       out.streams.set(name, {
         schema,
         ephemeral: decl.ephemeral === true,
         publish: decl.publish === true,
+        iceberg: decl.iceberg === true,
       });
     }
   }
@@ -237,13 +240,12 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
       );
     }
   }
-  const followed = (name: string, what: string) => {
+  const followed = (name: string, what: string, why = "a follower takes no rows for it") => {
     if (s.follow.has(name)) {
       throw new RangeError(
         `${what} names ${show(name)}, which is followed from ${
           followUrl(s.follow.get(name)!).shown
-        }: ` +
-          `a follower takes no rows for it`,
+        }: ${why}`,
       );
     }
   };
@@ -275,11 +277,23 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     undeclared(name, "--publish");
     s.streams.get(name)!.publish = true;
   }
+  for (const name of list("iceberg")) {
+    streamName(name, "--iceberg");
+    followed(name, "--iceberg", "only the stream's writer (its primary) commits to its table");
+    undeclared(name, "--iceberg");
+    s.streams.get(name)!.iceberg = true;
+  }
   for (const [name, decl] of s.streams) {
     if (decl.publish && decl.ephemeral) {
       throw new RangeError(
         `${show(name)} is opened for publishing and ephemeral: publishing acknowledges offsets, ` +
           "so it needs a durable stream",
+      );
+    }
+    if (decl.iceberg && decl.ephemeral) {
+      throw new RangeError(
+        `${show(name)} keeps an Iceberg table and is ephemeral: the table holds the log's ` +
+          "sealed rows, so it needs a durable stream",
       );
     }
   }

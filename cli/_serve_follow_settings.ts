@@ -7,11 +7,12 @@
  */
 
 import {
+  DEFAULT_FOLLOW_MAX_MANIFEST_BYTES,
   DEFAULT_FOLLOW_POLL_MS,
   DEFAULT_FOLLOW_RETRY_MAX_MS,
   DEFAULT_FOLLOW_TIMEOUT_MS,
 } from "../server/follow/follower.ts";
-import { type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
+import { integer, type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
 
 /** One follower setting: the shape of `Setting` in `_serve_settings.ts`. */
 export interface FollowSetting {
@@ -114,13 +115,29 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     read: stallSeconds,
     default: DEFAULT_FOLLOW_TIMEOUT_MS / 1000,
     group: GROUP,
+    usage: [
+      ["--follow-timeout SECONDS", "longest silence of a manifest or chunk request to the"],
+      ["", "primary: its answer, then each piece of its body [{default}]"],
+    ],
+    docs: "longest silence of one request a follower makes for its primary's history " +
+      "(`/manifest`, a chunk, its time index): the answer's headers, then each piece of its " +
+      "body, must come within it, seconds > 0 — a large chunk at a modest bandwidth takes as " +
+      "long as it needs; past it the request fails and is retried with the reconnect backoff.",
+  },
+  {
+    flag: "follow-max-manifest-bytes",
+    key: "followMaxManifestBytes",
+    type: "string",
+    read: integer(1024),
+    default: DEFAULT_FOLLOW_MAX_MANIFEST_BYTES,
+    group: GROUP,
     usage: [[
-      "--follow-timeout SECONDS",
-      "bound of one manifest or chunk request to the primary [{default}]",
+      "--follow-max-manifest-bytes N",
+      "largest primary manifest a follower reads [{default}]",
     ]],
-    docs: "bound of one request a follower makes for its primary's history (`/manifest`, a " +
-      "chunk and its time index, body included), seconds > 0; past it the request fails and " +
-      "is retried with the reconnect backoff.",
+    docs: "largest `/manifest` a follower reads from its primary, bytes ≥ 1024; a larger one " +
+      "fails the request once that many bytes have come (logged, retried). A chunk is read up " +
+      "to its manifest entry's `bytes` and a time index up to what the entry's rows can take.",
   },
   {
     flag: "follow-start-wait",

@@ -43,6 +43,7 @@ import {
 } from "./_serve_values.ts";
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
 import { SEND_SETTINGS } from "./_serve_send_settings.ts";
+import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -137,6 +138,7 @@ export const SETTINGS: readonly Setting[] = [
       '(`--ephemeral ""` for the unnamed stream).',
   },
   ...PUBLISH_STREAM_SETTINGS,
+  ...ICEBERG_STREAM_SETTINGS,
   {
     flag: "stdin",
     key: "stdin",
@@ -416,6 +418,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "drop with 4429 a subscriber whose socket accepts nothing for this long (> 0).",
   },
   ...PUBLISH_LIMIT_SETTINGS,
+  ...ICEBERG_LIMIT_SETTINGS,
   {
     flag: "tokens",
     key: "tokens",
@@ -609,6 +612,8 @@ export interface StreamDecl {
   ephemeral: boolean;
   /** Opened for network publishing (`--publish`, config `"publish": true`). */
   publish?: boolean;
+  /** Keeps an Iceberg table (`--iceberg`, config `"iceberg": true`). */
+  iceberg?: boolean;
 }
 
 /**
@@ -676,6 +681,7 @@ export interface Settings {
   maxPublishBytes?: number;
   maxInFlight?: number;
   maxProducers?: number;
+  icebergCommitBytes?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;
   tlsCert: string | null;
@@ -691,6 +697,7 @@ export interface Settings {
   followRetryMax: number;
   /** Seconds. */
   followTimeout: number;
+  followMaxManifestBytes: number;
   /** Seconds. */
   followStartWait: number;
 }

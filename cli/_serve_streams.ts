@@ -118,6 +118,7 @@ export async function openFollowers(
           pollMs: s.followPoll * 1000,
           retryMaxMs: s.followRetryMax * 1000,
           timeoutMs: s.followTimeout * 1000,
+          maxManifestBytes: s.followMaxManifestBytes,
           startWaitMs: s.followStartWait * 1000,
           archive: s.archive,
           streamOptions: {
@@ -177,6 +178,13 @@ export async function openStreams(
             logOptions,
             ...(s.archive && !decl.ephemeral
               ? { archive: s.archive, replayArchive: s.replayArchive }
+              : {}),
+            ...(decl.iceberg
+              ? {
+                iceberg: s.icebergCommitBytes === undefined
+                  ? true
+                  : { maxCommitBytes: s.icebergCommitBytes },
+              }
               : {}),
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),

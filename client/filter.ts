@@ -13,6 +13,9 @@
  * | `{"gt"|"gte"|"lt"|"lte": n, …}` | in the range | integer, number |
  * | `{"prefix": "BTC-"}` | starts with | string |
  *
+ * A nullable column missing from a row (one stored before the column was
+ * added, schema evolution) reads as null, so `null` matches it.
+ *
  * A filter holds at most {@linkcode MAX_FILTER_VALUES} values in all. It is
  * compiled once into a generated predicate (like the row encoder); filters
  * with the same meaning have the same {@linkcode Filter.key}, so a server can
@@ -301,7 +304,10 @@ export function compileFilter(where: unknown, schema: Record<string, unknown>): 
       );
     }
     const code = conditionCode(name, col, parsed[name], sets, count);
-    tests.push(`v = r[${JSON.stringify(name)}];\n  if (!(${code})) return false;`);
+    // A row stored before a nullable column was added lacks its key and reads
+    // as null in it (as export and Arrow read it); other columns are never missing.
+    const read = `r[${JSON.stringify(name)}]${col.nullable ? " ?? null" : ""}`;
+    tests.push(`v = ${read};\n  if (!(${code})) return false;`);
   }
   for (const name of [...names].sort()) key[name] = canonical(parsed[name] as FilterCondition);
   const body = `"use strict";\nreturn (r) => {\n  let v;\n  ${

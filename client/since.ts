@@ -21,8 +21,27 @@ const MICROS = /^\d{1,16}$/;
 /** The latest time accepted: 2^53 - 1 µs (year 2255). */
 export const MAX_SINCE_US: number = Number.MAX_SAFE_INTEGER;
 
+const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+// Calendar arithmetic by hand: `Date.UTC` reads years 0–99 as 1900–1999, so
+// "0070-01-01T00:00:00Z" would pass for 1970 through it.
+function isLeap(year: number): boolean {
+  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+}
+
 function daysIn(year: number, month: number): number {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return month === 2 && isLeap(year) ? 29 : MONTH_DAYS[month - 1];
+}
+
+/** Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) +
+    dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
 }
 
 /**
@@ -32,9 +51,10 @@ function daysIn(year: number, month: number): number {
  *
  * @example
  * ```ts
- * import { equal } from "node:assert/strict";
+ * import { equal, throws } from "node:assert/strict";
  * import { parseSince } from "./since.ts";
  * equal(parseSince("2026-12-01T10:30:00+01:00"), parseSince("2026-12-01T09:30:00Z"));
+ * throws(() => parseSince("0070-01-01T00:00:00Z"), RangeError); // the year 70, not 1970
  * ```
  */
 export function parseSince(text: string): number {
@@ -65,9 +85,9 @@ export function parseSince(text: string): number {
     if (oh > 23 || om > 59) throw new RangeError(`since has a bad UTC offset: ${text}`);
     offsetMin = (m[9] === "-" ? -1 : 1) * (oh * 60 + om);
   }
-  const ms = Date.UTC(year, month - 1, day, hour, minute, Math.min(second, 59)) -
-    offsetMin * 60_000;
-  const us = ms * 1000 + fraction;
+  const seconds = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 +
+    Math.min(second, 59) - offsetMin * 60;
+  const us = seconds * 1_000_000 + fraction;
   if (!Number.isSafeInteger(us) || us < 0) {
     throw new RangeError(`since must be between 1970 and 2255, got ${text}`);
   }

@@ -90,7 +90,8 @@ async function* lines(
   body: ReadableStream<Uint8Array>,
   idleMs: number,
 ): AsyncGenerator<string | null> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
   let buf = "";
   try {
     while (true) {
@@ -103,7 +104,7 @@ async function* lines(
         return;
       }
       if (next.done) return;
-      buf += next.value;
+      buf += decoder.decode(next.value, { stream: true });
       let nl: number;
       while ((nl = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, nl).trim();

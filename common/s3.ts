@@ -251,6 +251,23 @@ export function isS3NotFound(err: unknown): boolean {
 }
 
 /**
+ * Whether an S3 failure means a conditional write found its condition
+ * false (412: with `ifNoneMatch`, the object exists).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { isS3PreconditionFailed } from "./s3.ts";
+ * equal(isS3PreconditionFailed({ $metadata: { httpStatusCode: 412 } }), true);
+ * equal(isS3PreconditionFailed({ $metadata: { httpStatusCode: 404 } }), false);
+ * ```
+ */
+export function isS3PreconditionFailed(err: unknown): boolean {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } } | null;
+  return e?.name === "PreconditionFailed" || e?.$metadata?.httpStatusCode === 412;
+}
+
+/**
  * How an object is stored.
  *
  * @example
@@ -269,6 +286,12 @@ export interface PutObjectOptions {
   contentType?: string;
   /** The `Cache-Control`. @default none */
   cacheControl?: string;
+  /**
+   * Write only if no object has the key (`If-None-Match: *`): S3 answers
+   * 412 when one has, which {@linkcode isS3PreconditionFailed} tells. A
+   * store without conditional writes ignores it. @default false
+   */
+  ifNoneMatch?: boolean;
 }
 
 /**
@@ -340,6 +363,7 @@ export class S3Bucket {
         Body: body,
         ContentType: options.contentType ?? "application/octet-stream",
         CacheControl: options.cacheControl,
+        ...(options.ifNoneMatch ? { IfNoneMatch: "*" } : {}),
       }),
     );
   }

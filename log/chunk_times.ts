@@ -54,6 +54,25 @@ export const TIMES_VERSION = 1;
 const HEAD_BYTES = 20;
 
 /**
+ * The most bytes a sound time index of a chunk of `rows` rows can take: the
+ * head, at most one run per row of two varints of at most 8 bytes each (values
+ * below 2^53), and the checksum. A reader of a copy from elsewhere reads no
+ * more than this.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { encodeTimes, maxTimesBytes } from "./chunk_times.ts";
+ * const worst = encodeTimes({ first: 1, offsets: [1, 2], times: [2 ** 53 - 2, 2 ** 53 - 1] });
+ * equal(worst.length <= maxTimesBytes(2), true);
+ * equal(maxTimesBytes(2), 56);
+ * ```
+ */
+export function maxTimesBytes(rows: number): number {
+  return HEAD_BYTES + rows * 2 * 8 + 4;
+}
+
+/**
  * Path of the time index of chunk `sha256` in log folder `dir`.
  *
  * @example

@@ -38,7 +38,13 @@ import {
 } from "./segment_reader.ts";
 import { readSegmentRecords } from "./segment_scan.ts";
 import { earliestOffset, locateOffset, planSince, type TierSegment } from "./tier_lookup.ts";
-import { chunkTimeHit, type LookupStats, seekTime, type TimeLookup } from "./time_seek.ts";
+import {
+  chunkTimeHit,
+  lookupAnswers,
+  type LookupStats,
+  seekTime,
+  type TimeLookup,
+} from "./time_seek.ts";
 import { inspectLog, type LogReport } from "./verify.ts";
 
 /** Retries of a lock-free read when files move under it (a live writer chunking or merging). */
@@ -200,13 +206,7 @@ export class FolderReader {
     const tiers = { segments, chunks, archived: [], end: Infinity };
     const earliest = earliestOffset(tiers);
     const end = this.#last === null ? (earliest ?? firstOffset) : this.#last + 1;
-    const dropped = (earliest ?? end) > firstOffset;
-    const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup => ({
-      offset,
-      ts,
-      exact,
-      evicted: dropped && offset === earliest,
-    });
+    const answer = lookupAnswers(sinceUs, { earliest, end, firstOffset });
     const plan = planSince(tiers, sinceUs);
     if (plan.kind === "end") return answer(end, null, true);
     if (plan.kind === "row") {

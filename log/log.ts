@@ -47,7 +47,13 @@ import { ChunkLink } from "./chunk_link.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
 import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { chunkTimeHit, type LookupStats, seekTimeIn, type TimeLookup } from "./time_seek.ts";
+import {
+  chunkTimeHit,
+  lookupAnswers,
+  type LookupStats,
+  seekTimeIn,
+  type TimeLookup,
+} from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -341,15 +347,10 @@ export class Log {
   async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
     for (let attempt = 0;; attempt++) {
       const t = this.#tiers();
-      const earliest = earliestOffset(t);
-      // Rows below the earliest held were dropped (retention): a time before
-      // the earliest row may have been theirs.
-      const dropped = (earliest ?? t.end) > this.firstOffset;
-      const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup => ({
-        offset,
-        ts,
-        exact,
-        evicted: dropped && (earliest === null || offset === earliest),
+      const answer = lookupAnswers(sinceUs, {
+        earliest: earliestOffset(t),
+        end: t.end,
+        firstOffset: this.firstOffset,
       });
       if (sinceUs > this.#committer.lastTimeUs) {
         return { offset: t.end, ts: null, exact: true, evicted: false };

@@ -217,10 +217,57 @@ export interface TimeLookup {
   exact: boolean;
   /**
    * Whether rows older than `offset` that the log no longer holds (dropped by
-   * retention) may have been at or after the time: the answer is the earliest
-   * row held, and rows below it were dropped.
+   * retention) may have been at or after the time (see
+   * {@linkcode lookupAnswers}).
    */
   evicted: boolean;
+}
+
+/** What a lookup knows of the log's extent when it answers. */
+export interface LookupExtent {
+  /** The earliest offset held, or `null` when no row is held. */
+  earliest: number | null;
+  /** The offset after the last row (the durable end). */
+  end: number;
+  /** The log's first offset: rows below `earliest` and from here on were dropped. */
+  firstOffset: number;
+}
+
+/**
+ * Makes a lookup's answers for `sinceUs`, with `evicted` — whether rows the
+ * log dropped (retention) may have been appended at or after the time — set
+ * by one rule: rows below the earliest held were dropped, and either nothing
+ * is held or the time is at or before the answer's row, which is the earliest
+ * held. Dropped rows are older than that row, so a time past it was reached by
+ * none of them: a chunk-grained answer (the first row of a chunk straddling the
+ * time, `ts` its first time) is not evicted merely because it is coarse.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { lookupAnswers } from "./time_seek.ts";
+ * // The earliest row held is offset 100, appended at 5000 µs; rows 1-99 were dropped.
+ * const at = (us: number) => lookupAnswers(us, { earliest: 100, end: 200, firstOffset: 1 });
+ * equal(at(4000)(100, 5000, true).evicted, true);
+ * equal(at(6000)(100, 5000, false).evicted, false); // chunk-grained: starts before the time
+ * equal(at(6000)(140, 6000, true).evicted, false);
+ * const kept = lookupAnswers(4000, { earliest: 1, end: 200, firstOffset: 1 });
+ * equal(kept(1, 5000, true).evicted, false); // nothing was dropped
+ * ```
+ */
+export function lookupAnswers(
+  sinceUs: number,
+  extent: LookupExtent,
+): (offset: number, ts: number | null, exact: boolean) => TimeLookup {
+  const { earliest, end, firstOffset } = extent;
+  const dropped = (earliest ?? end) > firstOffset;
+  return (offset, ts, exact) => ({
+    offset,
+    ts,
+    exact,
+    evicted: dropped &&
+      (earliest === null || (offset === earliest && (ts === null || sinceUs <= ts))),
+  });
 }
 
 /**

@@ -19,8 +19,33 @@ function describe(v) {
 var RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 var MICROS = /^\d{1,16}$/;
 var MAX_SINCE_US = Number.MAX_SAFE_INTEGER;
+var MONTH_DAYS = [
+  31,
+  28,
+  31,
+  30,
+  31,
+  30,
+  31,
+  31,
+  30,
+  31,
+  30,
+  31
+];
+function isLeap(year) {
+  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+}
 function daysIn(year, month) {
-  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+  return month === 2 && isLeap(year) ? 29 : MONTH_DAYS[month - 1];
+}
+function daysFromCivil(year, month, day) {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146097 + dayOfEra - 719468;
 }
 function parseSince(text) {
   if (MICROS.test(text)) {
@@ -43,8 +68,8 @@ function parseSince(text) {
     if (oh > 23 || om > 59) throw new RangeError(`since has a bad UTC offset: ${text}`);
     offsetMin = (m[9] === "-" ? -1 : 1) * (oh * 60 + om);
   }
-  const ms = Date.UTC(year, month - 1, day, hour, minute, Math.min(second, 59)) - offsetMin * 6e4;
-  const us = ms * 1e3 + fraction;
+  const seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + Math.min(second, 59) - offsetMin * 60;
+  const us = seconds * 1e6 + fraction;
   if (!Number.isSafeInteger(us) || us < 0) {
     throw new RangeError(`since must be between 1970 and 2255, got ${text}`);
   }
@@ -1269,7 +1294,8 @@ function compileFilter(where, schema) {
       throw new FilterError(`column ${showName(name)} is nested (objects and arrays are not filtered)`);
     }
     const code = conditionCode(name, col, parsed[name], sets, count);
-    tests.push(`v = r[${JSON.stringify(name)}];
+    const read = `r[${JSON.stringify(name)}]${col.nullable ? " ?? null" : ""}`;
+    tests.push(`v = ${read};
   if (!(${code})) return false;`);
   }
   for (const name of [

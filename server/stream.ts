@@ -69,6 +69,7 @@ export type { StreamStats } from "./stream_metrics.ts";
 import type { StreamFollow, StreamServing } from "./stream_hosting.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { sharedFrames } from "./shared_frames.ts";
+import { IcebergTable } from "../iceberg/table_link.ts";
 
 export type { StreamFollow, StreamServing } from "./stream_hosting.ts";
 
@@ -153,6 +154,7 @@ export class Stream {
   #serving: StreamServing = { gate: null, logger: DEFAULT_LOGGER };
   /** @internal The follower replicating this stream (null: it takes rows from `send`). */
   _follow: StreamFollow | null = null;
+  #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
@@ -249,7 +251,10 @@ export class Stream {
   ): Promise<Stream> {
     try {
       const versions = await keepSchema(log, compiled);
-      return new Stream(name, { settings, compiled, log, ownsLog: true, versions });
+      const stream = new Stream(name, { settings, compiled, log, ownsLog: true, versions });
+      const { iceberg } = settings;
+      if (iceberg) stream.#iceberg = IcebergTable.start(log, name, settings.archive, iceberg);
+      return stream;
     } catch (err) {
       await log.close();
       throw err;
@@ -688,6 +693,7 @@ export class Stream {
     this.#closed = true;
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
+    await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
     if (this.log && this.#ownsLog) await this.log.close();
   }
 }

@@ -9,6 +9,8 @@ import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
 import type { ArchiveOptions, LogOptions } from "../log/mod.ts";
 import { DEFAULT_MAX_SUBSCRIBERS } from "./limits.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
+import { checkIcebergOptions, type IcebergOptions } from "../iceberg/options.ts";
+import { checkTableColumns } from "../iceberg/schema.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -61,6 +63,12 @@ export interface StreamOptions {
   archive?: string | ArchiveOptions | null;
   /** Serve offsets the local tier no longer holds from the archive. @default false */
   replayArchive?: boolean;
+  /**
+   * Keep an Apache Iceberg table of the log's sealed rows, at
+   * `ARCHIVE/NAME/iceberg/` with an archive, else `ROOT/NAME/iceberg/`
+   * (`true`, or its options). Durable streams only. @default false
+   */
+  iceberg?: boolean | IcebergOptions;
 }
 
 /**
@@ -99,6 +107,7 @@ export interface StreamSettings {
   replayArchive: boolean;
   root: string | undefined;
   logOptions: LogOptions | undefined;
+  iceberg: IcebergOptions | null;
 }
 
 const KEYS = [
@@ -111,6 +120,7 @@ const KEYS = [
   "maxSubscribers",
   "archive",
   "replayArchive",
+  "iceberg",
 ] as const;
 
 const RESTORE_KEYS = [...KEYS, "hydrate", "progress"] as const;
@@ -197,7 +207,27 @@ export function checkStreamOptions(
     replayArchive: o.bool("replayArchive", false),
     root,
     logOptions,
+    iceberg: icebergSetting(o.get("iceberg"), root, schema as Record<string, unknown>, where),
   };
+}
+
+function icebergSetting(
+  v: unknown,
+  root: string | undefined,
+  schema: Record<string, unknown>,
+  where: string,
+): IcebergOptions | null {
+  if (v === undefined || v === false) return null;
+  if (root === undefined) {
+    throw new TypeError(`${where}: options.iceberg is for a durable stream (one with root)`);
+  }
+  checkTableColumns(schema);
+  try {
+    return checkIcebergOptions(v);
+  } catch (err) {
+    (err as Error).message = `${where}: options.${(err as Error).message}`;
+    throw err;
+  }
 }
 
 /**

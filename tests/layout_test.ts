@@ -17,7 +17,8 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   schema: ["common"],
   arrow: ["common", "log", "client", "schema"],
   cluster: ["common", "log"],
-  server: ["common", "log", "client", "schema", "arrow", "cluster"],
+  iceberg: ["common", "log", "schema", "arrow"],
+  server: ["common", "log", "client", "schema", "arrow", "cluster", "iceberg"],
   cli: [
     "common",
     "log",
@@ -25,6 +26,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
     "schema",
     "arrow",
     "cluster",
+    "iceberg",
     "server",
     "cli.ts",
     "mod.ts",

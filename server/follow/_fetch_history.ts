@@ -12,6 +12,8 @@ import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
 import { checkManifest } from "../../log/chunk.ts";
 import type { ArchiveStore } from "../../log/archive.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
+import { maxTimesBytes } from "../../log/chunk_times.ts";
+import { progressGet, readBounded } from "./_progress_get.ts";
 
 /** Where a follower reads the primary's sealed history: its HTTP routes, or its S3 archive. */
 export interface HistorySource {
@@ -24,35 +26,55 @@ export interface HistorySource {
    * be hundreds of MB); null when it is not there (any more).
    */
   chunk(sha256: string): Promise<ReadableStream<Uint8Array> | null>;
-  /** A chunk's time index; null when there is none. */
-  times(sha256: string): Promise<Uint8Array | null>;
+  /**
+   * A chunk's time index; null when there is none. One of more than
+   * `maxBytes` is refused (`RangeError`) without being read whole.
+   */
+  times(sha256: string, maxBytes: number): Promise<Uint8Array | null>;
+}
+
+/** Options of {@linkcode httpSource}. */
+export interface HttpSourceOptions {
+  /** Headers of every request (the bearer token). @default {} */
+  headers?: HeadersInit;
+  /** The fetch to use. @default fetch */
+  fetch?: typeof fetch;
+  /** Aborts every request (the follower closing). */
+  signal: AbortSignal;
+  /** Longest wait for an answer's headers, then for each piece of its body, ms. */
+  idleMs: number;
+  /** Largest manifest read; a larger one fails the request. */
+  maxManifestBytes: number;
 }
 
 /**
  * The primary's HTTP routes: `GET {base}/manifest`, `{base}/chunks/{sha256}`
- * and `{base}/chunks/{sha256}.times`, with `headers` (the bearer token). Each
- * request, its body included, is given `timeoutMs` (a primary that accepts
- * and never answers would otherwise hold the follower's history, and with
- * it every reconnect, for good).
+ * and `{base}/chunks/{sha256}.times`. Each request is bounded by progress
+ * (`idleMs` of silence fails it; a slow but moving body takes as long as it
+ * needs) and each body by size: the manifest by `maxManifestBytes`, a time
+ * index by what its chunk's rows allow, a chunk by its entry's `bytes`
+ * (checked as it is stored).
  *
  * @example
  * ```ts
+ * import { equal } from "node:assert/strict";
  * import { httpSource } from "./_fetch_history.ts";
- * const src = httpSource("http://127.0.0.1:8765/trades", {}, fetch, new AbortController().signal);
- * console.log(src.name); // http://127.0.0.1:8765/trades
+ * const src = httpSource("http://127.0.0.1:8765/trades", {
+ *   signal: new AbortController().signal,
+ *   idleMs: 30_000,
+ *   maxManifestBytes: 1 << 20,
+ * });
+ * equal(src.name, "http://127.0.0.1:8765/trades");
  * ```
  */
-export function httpSource(
-  base: string,
-  headers: HeadersInit,
-  f: typeof fetch,
-  signal: AbortSignal,
-  timeoutMs: number = 30_000,
-): HistorySource {
+export function httpSource(base: string, options: HttpSourceOptions): HistorySource {
+  const maxManifestBytes = options.maxManifestBytes;
   const get = async (path: string): Promise<Response | null> => {
-    const res = await f(`${base}/${path}`, {
-      headers,
-      signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+    const res = await progressGet(`${base}/${path}`, {
+      headers: options.headers ?? {},
+      fetch: options.fetch ?? fetch,
+      signal: options.signal,
+      idleMs: options.idleMs,
     });
     if (res.status === 404) {
       await res.body?.cancel();
@@ -64,18 +86,16 @@ export function httpSource(
     }
     return res;
   };
-  const bytes = async (path: string) => {
-    const res = await get(path);
-    return res ? new Uint8Array(await res.arrayBuffer()) : null;
-  };
   return {
     name: base,
     async manifest() {
       const res = await get("manifest");
       if (!res) return null;
+      const what = `GET ${base}/manifest (--follow-max-manifest-bytes)`;
+      const bytes = await readBounded(res.body, maxManifestBytes, what);
       let m: Manifest;
       try {
-        m = await res.json() as Manifest;
+        m = JSON.parse(new TextDecoder().decode(bytes)) as Manifest;
       } catch {
         throw new Error(`GET ${base}/manifest is not JSON`);
       }
@@ -87,7 +107,10 @@ export function httpSource(
       const res = await get(`chunks/${sha}`);
       return res?.body ?? (res ? new Blob([]).stream() : null);
     },
-    times: (sha) => bytes(`chunks/${sha}.times`),
+    times: async (sha, maxBytes) => {
+      const res = await get(`chunks/${sha}.times`);
+      return res ? await readBounded(res.body, maxBytes, "the time index") : null;
+    },
   };
 }
 
@@ -134,11 +157,15 @@ async function fetchChunk(
   onRefused: (err: ChunkDigestError) => void,
 ): Promise<void> {
   for (let attempt = 1;; attempt++) {
-    // The time index first (small), then the chunk streamed to its file.
-    const times = await src.times(e.sha256);
-    const body = await src.chunk(e.sha256);
-    if (body === null) throw new Error(`${src.name} no longer has chunk ${e.sha256}`);
     try {
+      // The time index first (small: bounded by the entry's rows), then the
+      // chunk streamed to its file (bounded by the entry's bytes).
+      const times = await src.times(e.sha256, maxTimesBytes(e.rows)).catch((err) => {
+        if (!(err instanceof RangeError)) throw err;
+        throw new ChunkDigestError(e.sha256, `${err.message}, more than ${e.rows} rows can take`);
+      });
+      const body = await src.chunk(e.sha256);
+      if (body === null) throw new Error(`${src.name} no longer has chunk ${e.sha256}`);
       await storeAdoptedChunk(dir, e, body, times);
       return;
     } catch (err) {

@@ -49,8 +49,10 @@ export const FOLLOW_STATES: readonly FollowState[] = [
 export const DEFAULT_FOLLOW_POLL_MS = 2000;
 /** Default cap of the reconnect backoff, ms. */
 export const DEFAULT_FOLLOW_RETRY_MAX_MS = 10_000;
-/** Default bound of one history request (manifest or chunk, body included), ms. */
+/** Default longest silence of a history request (its answer, then each piece of its body), ms. */
 export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
+/** Default bound of the primary's manifest as a follower reads it, bytes (64 MiB). */
+export const DEFAULT_FOLLOW_MAX_MANIFEST_BYTES: number = 64 * 1024 * 1024;
 /** Frames received and not yet durable, beyond which the tail is reopened later. */
 export const MAX_QUEUED_FRAMES = 4096;
 
@@ -62,8 +64,14 @@ export interface FollowOptions {
   pollMs?: number;
   /** Cap of the reconnect backoff, ms. @default 10000 */
   retryMaxMs?: number;
-  /** Bound of one history request (manifest or chunk, body included), ms. @default 30000 */
+  /**
+   * Longest silence of one history request: its answer's headers, then each
+   * piece of its body, must come within it (a slow but moving body takes as
+   * long as it needs), ms. @default 30000
+   */
   timeoutMs?: number;
+  /** Largest manifest read from the primary, bytes. @default 64 MiB */
+  maxManifestBytes?: number;
   /** Where events go. @default a text Logger on stderr */
   logger?: Logger;
   /** The fetch for HTTP requests (tests). @default fetch */
@@ -160,6 +168,7 @@ export class Follower implements StreamFollow {
   readonly #pollMs: number;
   readonly #retryMaxMs: number;
   readonly #timeoutMs: number;
+  readonly #maxManifestBytes: number;
   readonly #fetch: typeof fetch;
   readonly #archive: ArchiveOptions | null;
   #store: ArchiveStore | null = null;
@@ -172,6 +181,9 @@ export class Follower implements StreamFollow {
   #running: Promise<void> | null = null;
   #poll: ReturnType<typeof setInterval> | undefined;
   #history: Promise<unknown> = Promise.resolve();
+  // Which parts of the periodic look still run: a tick skips a part still
+  // running rather than queue it behind a slow primary.
+  #looking = { head: false, history: false };
   // The live history poll's failing state: its error text (logged when it
   // changes) and how many polls failed in a row; null while polls succeed.
   #pollFailure: { error: string; count: number; sinceMs: number } | null = null;
@@ -198,6 +210,7 @@ export class Follower implements StreamFollow {
     this.#pollMs = options.pollMs ?? DEFAULT_FOLLOW_POLL_MS;
     this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_FOLLOW_RETRY_MAX_MS;
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
+    this.#maxManifestBytes = options.maxManifestBytes ?? DEFAULT_FOLLOW_MAX_MANIFEST_BYTES;
     this.#fetch = options.fetch ?? fetch;
     this.#archive = options.archive ?? null;
     const r = stream._metrics;
@@ -320,7 +333,13 @@ export class Follower implements StreamFollow {
     const headers: Record<string, string> = this.url.token
       ? { authorization: `Bearer ${this.url.token}` }
       : {};
-    return httpSource(this.url.http, headers, this.#fetch, this.#abort.signal, this.#timeoutMs);
+    return httpSource(this.url.http, {
+      headers,
+      fetch: this.#fetch,
+      signal: this.#abort.signal,
+      idleMs: this.#timeoutMs,
+      maxManifestBytes: this.#maxManifestBytes,
+    });
   }
 
   // Syncs take turns: one at a time, in call order.
@@ -368,14 +387,22 @@ export class Follower implements StreamFollow {
   }
 
   // The periodic look while the tail is open: the primary's end (lag) and
-  // new chunks (adopted when the replica holds their rows).
+  // new chunks (adopted when the replica holds their rows). Each part one at
+  // a time: a tick while the last one runs skips it, so that looks never pile
+  // up behind a slow primary (nor a reconnect's sync behind them).
   #look(): void {
     if (!this.#tailOpen || this.#state === "stopped") return;
-    this.primaryEnd().catch(() => {});
+    const looking = this.#looking;
+    if (!looking.head) {
+      looking.head = true;
+      this.primaryEnd().catch(() => {}).finally(() => looking.head = false);
+    }
+    if (looking.history) return;
+    looking.history = true;
     this.#syncHistory(true).then(() => this.#pollRecovered(), (err) => {
       if (this.#abort.signal.aborted) return;
       this.#pollFailed(err instanceof Error ? err.message : String(err));
-    });
+    }).finally(() => looking.history = false);
   }
 
   // A failing poll is logged at warn once per distinct error, not every poll.

@@ -195,12 +195,17 @@ export function startViewer(connect) {
     sub = next;
     old?.close();
     where = filter ?? undefined;
+    view = newView(next.greeting);
+    onGreeting(next.greeting);
+    // The table and chart switch now, with the line saying which rows they
+    // show: left to the next animation frame, the old subscription's rows
+    // would sit under the new filter's line until then.
+    render();
+    dirty = false;
     ui.filterError.textContent = "";
     ui.filterInfo.textContent = filter == null
       ? "All rows."
       : `Only rows where ${JSON.stringify(next.greeting.where)}; offsets skip the others.`;
-    view = newView(next.greeting);
-    onGreeting(next.greeting);
     run(next);
     return true;
   }

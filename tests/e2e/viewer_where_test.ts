@@ -1,6 +1,7 @@
 /// <reference lib="dom" />
 // The viewer's filter box in a real browser: its JSON goes into the
-// subscribe, and the server's refusal detail is shown when it is refused.
+// subscribe, the table switches to the filtered rows together with the line
+// that says so, and the server's refusal detail is shown when it is refused.
 import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
@@ -38,6 +39,29 @@ Deno.test({
       await page.waitForFunction(() =>
         document.querySelectorAll("#rows tbody tr[data-offset]").length >= 10
       );
+      // From the moment the page says it shows only matching rows, the table
+      // never holds another row: checked at every change of the info line or
+      // the table (a MutationObserver runs before the page can paint).
+      await page.evaluate(() => {
+        const seen: string[] = [];
+        (globalThis as unknown as { mixed: string[] }).mixed = seen;
+        const check = () => {
+          if (!document.getElementById("filter-info")!.textContent!.includes("Only rows where")) {
+            return;
+          }
+          const heads = [...document.querySelectorAll("#rows thead th")].map((th) =>
+            th.textContent
+          );
+          const col = heads.indexOf("symbol");
+          for (const tr of document.querySelectorAll("#rows tbody tr[data-offset]")) {
+            const symbol = tr.children[col]?.textContent;
+            if (symbol !== "ETH-USD") seen.push(`${tr.getAttribute("data-offset")}: ${symbol}`);
+          }
+        };
+        const watch = new MutationObserver(check);
+        watch.observe(document.getElementById("filter-info")!, { childList: true, subtree: true });
+        watch.observe(document.querySelector("#rows tbody")!, { childList: true });
+      });
       // A filter: the table then holds only matching rows.
       await page.fill("#filter-where", '{"symbol":"ETH-USD"}');
       await page.click('#filter button[type="submit"]');
@@ -54,6 +78,10 @@ Deno.test({
       });
       assert(symbols.length >= 10, JSON.stringify(symbols));
       assertEquals([...new Set(symbols)], ["ETH-USD"]);
+      assertEquals(
+        await page.evaluate(() => (globalThis as unknown as { mixed: string[] }).mixed),
+        [],
+      );
       // A filter the columns refuse: the server's detail, beside the box; the rows go on.
       await page.fill("#filter-where", '{"sym":"x"}');
       await page.click('#filter button[type="submit"]');

@@ -12,7 +12,11 @@ const mem = () => {
   const kb = (k: string) => Number(new RegExp(`${k}:\\s*(\\d+)`).exec(s)![1]) / 1024;
   return { hwm: kb("VmHWM"), rss: kb("VmRSS") };
 };
-const src = httpSource(base, {}, fetch, new AbortController().signal);
+const src = httpSource(base, {
+  signal: new AbortController().signal,
+  idleMs: 30_000,
+  maxManifestBytes: 1 << 20,
+});
 // Warm up what the adoption itself loads (fetch, zstd, the file APIs).
 await (await fetch(`${base}/ping`)).text();
 const before = mem();

@@ -5,6 +5,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { FolderReader, Log } from "../../log/mod.ts";
 import { lookupStats } from "../../log/time_seek.ts";
+import { timesPath } from "../../log/chunk_times.ts";
 import { planSince, type Tiers } from "../../log/tier_lookup.ts";
 import type { ChunkEntry } from "../../log/chunk.ts";
 import { rmrf, tempDir } from "../_util.ts";
@@ -179,6 +180,51 @@ Deno.test("log offsetAt through chunks: exact at chunk boundaries and inside one
     assertEquals(later.evicted, false);
     const f = await (await FolderReader.open(dir)).offsetAt(0);
     assertEquals([f.offset, f.evicted], [earliest, true]);
+    await log.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("log offsetAt: a time inside the earliest chunk held, answered chunk-grained, is not evicted", async () => {
+  const dir = await tempDir();
+  try {
+    const groups = 60;
+    const per = 10;
+    const log = await timedLog(dir, groups, per, { chunks: true, segmentBytes: 4 * 1024 });
+    await log.chunksSettled();
+    const chunks = log.manifest!.chunks;
+    assert(chunks.length >= 4, `${chunks.length} chunks`);
+    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunksSettled(true);
+    const first = log.manifest!.chunks[0];
+    assertEquals(log.earliest, first.first);
+    assert(first.first > 1, "rows were dropped");
+    assert(first.last_ts > first.first_ts, "the earliest chunk holds several commits");
+    // Without its time index (a chunk of an older log, or from the archive),
+    // a time inside the earliest chunk is answered with the chunk's first row.
+    await Deno.remove(timesPath(dir, first.sha256));
+    const folder = await FolderReader.open(dir);
+    for (const us of [first.first_ts + 1, first.last_ts]) {
+      for (
+        const [who, got] of [["log", await log.offsetAt(us)], [
+          "folder",
+          await folder.offsetAt(us),
+        ]] as const
+      ) {
+        // Every dropped row is older than the chunk's first: none was at or after the time.
+        assertEquals(
+          [got.offset, got.ts, got.exact, got.evicted],
+          [first.first, first.first_ts, false, false],
+          `${who}, since ${us}`,
+        );
+      }
+    }
+    // At or before the earliest row's time, dropped rows may have reached it.
+    for (const us of [0, first.first_ts]) {
+      assertEquals((await log.offsetAt(us)).evicted, true, `log, since ${us}`);
+      assertEquals((await folder.offsetAt(us)).evicted, true, `folder, since ${us}`);
+    }
     await log.close();
   } finally {
     await rmrf(dir);

@@ -748,13 +748,11 @@ Deno.test("follower fuzz: a history request to a primary that never answers fail
     },
   );
   try {
-    const src = httpSource(
-      `http://127.0.0.1:${server.addr.port}/trades`,
-      {},
-      fetch,
-      ac.signal,
-      300,
-    );
+    const src = httpSource(`http://127.0.0.1:${server.addr.port}/trades`, {
+      signal: ac.signal,
+      idleMs: 300,
+      maxManifestBytes: 1 << 20,
+    });
     const t0 = performance.now();
     const err = await src.manifest().then(() => null, (e) => e);
     const ms = performance.now() - t0;

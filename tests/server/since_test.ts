@@ -4,6 +4,8 @@
 // and chunks; every refusal; GET /{name}/at.
 import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
+import { join } from "node:path";
+import { timesPath } from "../../log/chunk_times.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { TestSub } from "./_sub.ts";
 
@@ -42,6 +44,7 @@ async function setup(opts: { chunks?: boolean; maxReplay?: number | null } = {})
   const port = server.addr.port;
   return {
     stream,
+    root,
     ws: `ws://127.0.0.1:${port}`,
     http: `http://127.0.0.1:${port}`,
     setNow(ms: number) {
@@ -170,6 +173,44 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
       assertEquals(within.first, Math.round(last.first_ts / S) * PER + 1);
       await within.sub.close();
     }
+  } finally {
+    await t.stop();
+  }
+});
+
+Deno.test("since: a time inside the earliest chunk held, without its time index, is served from that chunk, not evicted", async () => {
+  const t = await setup({ chunks: true });
+  try {
+    const log = t.stream.log!;
+    await log.roll();
+    await log.chunksSettled();
+    const chunks = log.manifest!.chunks;
+    assert(chunks.length >= 3, `${chunks.length} chunks`);
+    log.setRetention({ retainBytes: chunks.slice(1).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunksSettled(true);
+    const first = log.manifest!.chunks[0];
+    assertEquals(log.earliest, first.first);
+    assert(first.first > 1, "rows were dropped");
+    assert(first.last_ts > first.first_ts, "the earliest chunk holds several commits");
+    // A chunk of an older log (or one adopted from an archive) has no time index.
+    await Deno.remove(timesPath(join(t.root, "trades"), first.sha256));
+    const since = first.first_ts + 1;
+    // Chunk-grained: the whole chunk comes, an earlier start, never a later one.
+    const { sub, first: got } = await firstOffset(`${t.ws}/trades?since=${since}`);
+    assertEquals(got, first.first);
+    assertEquals(sub.greeting!.since, since);
+    await sub.close();
+    const at = await (await fetch(`${t.http}/trades/at?since=${since}`)).json();
+    assertEquals(at, { offset: first.first, ts: first.first_ts });
+    // At the earliest row's own time, dropped rows may have reached it: evicted.
+    const old = await TestSub.open(`${t.ws}/trades?since=${first.first_ts}`);
+    await until(() => old.closed !== null);
+    assertEquals(reason(old), {
+      error: "not_replayable",
+      why: "evicted",
+      since: first.first_ts,
+      earliest: first.first,
+    });
   } finally {
     await t.stop();
   }

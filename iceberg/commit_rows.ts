@@ -1,0 +1,197 @@
+/**
+ * The rows a commit takes: every sealed row of the log past the table's
+ * last offset, read from the log's chunks (not its segments: a row reaches
+ * the table once it is sealed), with its append time.
+ *
+ * The chunks are those the log's manifest lists (in the log folder, read
+ * without the writer's lock, as export reads beside a live server), after
+ * the archive's older ones when the table is behind the local tier (a log
+ * restored from its archive, or one whose retention dropped chunks the
+ * table had not taken yet). A chunk merged away between the manifest's
+ * read and its own is a {@linkcode Deno.errors.NotFound}: the commit is
+ * tried again on a fresh manifest.
+ *
+ * Append times come from each chunk's time index (`chunks/SHA256.times`,
+ * see `log/chunk_times.ts`). A chunk without one (from the archive, or an
+ * older log) gives its rows its first append time and its last row its
+ * last: the times stay within the chunk's and never decrease.
+ *
+ * @module
+ */
+
+import type { ArchiveStore } from "../log/archive.ts";
+import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "../log/chunk_times.ts";
+import { readManifest } from "../log/fs.ts";
+import type { RecordBatch } from "../log/mod.ts";
+
+/**
+ * A chunk holding rows past the table's end, and where it is read from.
+ *
+ * @example
+ * ```ts
+ * import type { PendingChunk } from "./commit_rows.ts";
+ * const p: PendingChunk = {
+ *   entry: { first: 1, last: 2, rows: 2, bytes: 9, sha256: "ab", first_ts: 1, last_ts: 2 },
+ *   archived: false,
+ * };
+ * console.log(p.archived);
+ * ```
+ */
+export interface PendingChunk {
+  /** The chunk, as its manifest lists it. */
+  entry: ChunkEntry;
+  /** Read from the archive (the local tier no longer holds it). */
+  archived: boolean;
+}
+
+/**
+ * The chunks holding rows past offset `after`, in offset order: the local
+ * manifest's, after the archive's older ones when the local chunks do not
+ * reach back to `after + 1` and `archive` is given — unless the archive was
+ * already found to hold nothing below `known` (its older chunks never
+ * change: the archive grows only with chunks the local tier makes), so a
+ * restored log whose table is up to date does not read the archive's
+ * manifest at every commit. `localFirst` is the local tier's first offset
+ * (Infinity without a chunk), to pass as `known` once the archive had none.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import { pendingChunks } from "./commit_rows.ts";
+ * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), { chunks: [], localFirst: Infinity });
+ * ```
+ */
+export async function pendingChunks(
+  dir: string,
+  after: number,
+  archive: ArchiveStore | null,
+  known = 0,
+): Promise<{ chunks: PendingChunk[]; localFirst: number }> {
+  const local = (await readManifest(dir))?.chunks ?? [];
+  const chunks: PendingChunk[] = local.filter((c) => c.last > after).map((entry) => ({
+    entry,
+    archived: false,
+  }));
+  const localFirst = local[0]?.first ?? Infinity;
+  if (archive && localFirst > after + 1 && localFirst > known) {
+    const archived = (await archive.getManifest())?.chunks ?? [];
+    const older = archived
+      .filter((c) => c.last > after && c.last < localFirst)
+      .map((entry) => ({ entry, archived: true }));
+    chunks.unshift(...older);
+  }
+  return { chunks, localFirst };
+}
+
+/**
+ * Sets `batch.times` from a chunk's runs (or, without them, from the
+ * chunk's first and last times), for rows in offset order.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import { fillTimes } from "./commit_rows.ts";
+ * const entry = { first: 1, last: 4, rows: 4, bytes: 9, sha256: "ab", first_ts: 10, last_ts: 40 };
+ * const batch = {
+ *   buf: new Uint8Array(0), count: 3, offsets: new Float64Array([2, 3, 4]),
+ *   times: new Float64Array(3), starts: new Int32Array(3), lengths: new Int32Array(3),
+ * };
+ * fillTimes(batch, { first: 1, offsets: [1, 3], times: [10, 30] }, entry);
+ * deepEqual([...batch.times], [10, 30, 30]);
+ * fillTimes(batch, null, entry);
+ * deepEqual([...batch.times], [10, 10, 40]);
+ * ```
+ */
+export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: ChunkEntry): void {
+  const { offsets, times, count } = batch;
+  if (runs === null) {
+    for (let i = 0; i < count; i++) {
+      times[i] = offsets[i] === entry.last ? entry.last_ts : entry.first_ts;
+    }
+    return;
+  }
+  let r = 0;
+  for (let i = 0; i < count; i++) {
+    const o = offsets[i];
+    while (r + 1 < runs.offsets.length && runs.offsets[r + 1] <= o) r++;
+    times[i] = runs.times[r];
+  }
+}
+
+/**
+ * The rows of `chunks` past offset `after`, with their append times, in
+ * batches, until at least `maxBytes` of rows were given (then at the end of
+ * a batch): a commit's rows.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "../log/mod.ts";
+ * import { pendingChunks, readRows } from "./commit_rows.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { chunks: true, timers: false });
+ * await log.appendMany(['{"n":1}', '{"n":2}', '{"n":3}']);
+ * await log.roll();
+ * await log.chunksSettled();
+ * await log.close();
+ * let rows = 0;
+ * const { chunks } = await pendingChunks(dir, 1, null);
+ * for await (const b of readRows(dir, chunks, 1, null, 1 << 20)) {
+ *   rows += b.count;
+ *   equal(b.offsets[0], 2);
+ *   equal(b.times[0] > 0, true);
+ * }
+ * equal(rows, 2);
+ * ```
+ */
+export async function* readRows(
+  dir: string,
+  chunks: readonly PendingChunk[],
+  after: number,
+  archive: ArchiveStore | null,
+  maxBytes: number,
+): AsyncGenerator<RecordBatch> {
+  let given = 0;
+  for (const { entry, archived } of chunks) {
+    let cursor: ChunkCursor;
+    let runs: ChunkTimes | null = null;
+    if (archived) {
+      if (!archive) {
+        throw new Error(`chunk ${entry.sha256} is only in the archive, which is not set`);
+      }
+      cursor = new ChunkCursor(
+        `${archive.uri} ${entry.sha256}`,
+        entry,
+        () => archive.getChunk(entry.sha256),
+      );
+    } else {
+      cursor = new ChunkCursor(chunkPath(dir, entry.sha256), entry);
+      runs = await readChunkTimes(dir, entry);
+    }
+    await cursor.open();
+    try {
+      while (true) {
+        const b = await cursor.read(1 << 20);
+        if (b.count === 0) break;
+        let from = 0;
+        while (from < b.count && b.offsets[from] <= after) from++;
+        if (from === b.count) continue;
+        const batch = from === 0 ? b : {
+          buf: b.buf,
+          count: b.count - from,
+          offsets: b.offsets.subarray(from),
+          times: b.times.subarray(from),
+          starts: b.starts.subarray(from),
+          lengths: b.lengths.subarray(from),
+        };
+        fillTimes(batch, runs, entry);
+        yield batch;
+        for (let i = 0; i < batch.count; i++) given += batch.lengths[i];
+        if (given >= maxBytes) return;
+      }
+    } finally {
+      cursor.close();
+    }
+  }
+}

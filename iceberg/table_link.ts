@@ -1,0 +1,225 @@
+/**
+ * A log's Iceberg table, seen from the writer's thread: it hands the table
+ * to the process's Iceberg worker (one `Worker`, started with the first
+ * table and stopped with the last), tells the worker whenever the log's
+ * manifest changes (a chunk sealed), and keeps the worker's last report.
+ *
+ * Only a stream's writer links its table: a follower's log (a replica)
+ * is refused, so one process at most commits to a table. This side loads
+ * nothing of the table's formats: those are the worker's.
+ *
+ * @module
+ */
+
+import { Logger } from "../common/logger.ts";
+import type { ArchiveOptions } from "../common/s3.ts";
+import type { Log } from "../log/mod.ts";
+import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
+import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
+
+// The process's Iceberg worker, shared by every table, reference-counted.
+class SharedWorker {
+  static #shared: SharedWorker | null = null;
+  readonly #worker: Worker;
+  readonly #handlers = new Map<string, (m: FromIcebergWorker) => void>();
+  #refs = 0;
+
+  private constructor() {
+    this.#worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
+    this.#worker.onmessage = (e: MessageEvent<FromIcebergWorker>) => {
+      this.#handlers.get(e.data.dir)?.(e.data);
+    };
+    this.#worker.onerror = (e) => {
+      e.preventDefault();
+      // A worker that failed has let go of every table.
+      for (const [dir, h] of this.#handlers) h({ type: "failed", dir, message: e.message });
+    };
+  }
+
+  static acquire(dir: string, handler: (m: FromIcebergWorker) => void): SharedWorker {
+    const w = (SharedWorker.#shared ??= new SharedWorker());
+    w.#refs++;
+    w.#handlers.set(dir, handler);
+    return w;
+  }
+
+  post(msg: ToIcebergWorker): void {
+    this.#worker.postMessage(msg);
+  }
+
+  release(dir: string): void {
+    this.#handlers.delete(dir);
+    if (--this.#refs === 0) {
+      this.#worker.terminate();
+      SharedWorker.#shared = null;
+    }
+  }
+}
+
+/**
+ * A log's Iceberg table, kept up with its sealed chunks by the process's
+ * Iceberg worker: at `ARCHIVE/NAME/iceberg/` when the log has an archive,
+ * else at `DIR/iceberg/` in the log's folder.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "../log/mod.ts";
+ * import { writeSchemaHistory } from "../log/schema_history.ts";
+ * import { IcebergTable } from "./table_link.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { name: "t", chunks: true, timers: false });
+ * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }]);
+ * const table = IcebergTable.start(log, "t", null);
+ * await log.appendMany(['{"n":1}', '{"n":2}']);
+ * await log.roll();
+ * await log.chunksSettled();
+ * equal(await table.settled(30_000), true);
+ * equal(table.state?.lastOffset, 2);
+ * await table.close(10_000);
+ * await log.close();
+ * ```
+ */
+export class IcebergTable {
+  readonly #log: Log;
+  readonly #dir: string;
+  #worker: SharedWorker | null;
+  #state: TableState | null = null;
+  #generation = -1;
+  readonly #timer: ReturnType<typeof setInterval>;
+  #waiters: (() => void)[] = [];
+  #onClosed: (() => void) | null = null;
+  readonly #logger: Logger;
+  readonly #stream: string;
+
+  private constructor(log: Log, stream: string, archive: ArchiveOptions | null, o: IcebergOptions) {
+    this.#log = log;
+    this.#dir = log.dir;
+    this.#stream = stream;
+    this.#logger = o.logger ?? new Logger({ level: "warn" });
+    this.#worker = SharedWorker.acquire(log.dir, (m) => this.#fromWorker(m));
+    this.#worker.post({
+      type: "open",
+      spec: {
+        dir: log.dir,
+        stream,
+        streamId: log.streamId,
+        archive,
+        maxCommitBytes: o.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES,
+      },
+    });
+    this.#timer = setInterval(() => this.#poll(), o.pollMs ?? 250);
+    Deno.unrefTimer(this.#timer);
+  }
+
+  /**
+   * Starts keeping the table of `log` (stream `stream`, archived to
+   * `archive` — an `s3://` URI or archive options — or not) up with its
+   * sealed chunks.
+   *
+   * @throws {TypeError} If `log` is a replica (a follower's): only the
+   *   stream's writer commits to its table.
+   */
+  static start(
+    log: Log,
+    stream: string,
+    archive: string | ArchiveOptions | null,
+    options: IcebergOptions = {},
+  ): IcebergTable {
+    if (log.replica) {
+      throw new TypeError(
+        `the log of "${stream}" is a follower's: only the stream's writer commits to its Iceberg table`,
+      );
+    }
+    const a = typeof archive === "string" ? { uri: archive } : archive;
+    return new IcebergTable(log, stream, a, checkIcebergOptions(options));
+  }
+
+  /** The worker's last report (null before the first). */
+  get state(): TableState | null {
+    return this.#state;
+  }
+
+  #poll(): void {
+    const g = this.#log.closed ? this.#generation : this.#log.manifest?.generation ?? -1;
+    if (g === this.#generation) return;
+    this.#generation = g;
+    this.#worker?.post({ type: "kick", dir: this.#dir });
+  }
+
+  /**
+   * Resolves true once the table holds every row the log had sealed when
+   * asked (false after `ms`).
+   */
+  async settled(ms: number): Promise<boolean> {
+    const through = this.#log.chunksThrough ?? 0;
+    this.#poll();
+    const deadline = Date.now() + ms;
+    while ((this.#state?.lastOffset ?? -1) < through || this.#state?.lastOffset === -1) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((r) => {
+        this.#waiters.push(r);
+        timer = setTimeout(r, Math.min(left, 1000));
+      });
+      clearTimeout(timer);
+    }
+    return true;
+  }
+
+  #fromWorker(m: FromIcebergWorker): void {
+    if (m.type === "state") {
+      const before = this.#state?.lastError ?? null;
+      this.#state = m.state;
+      const now = m.state.lastError;
+      if (now !== null && now !== before) {
+        this.#logger.error(
+          "iceberg_commit_failed",
+          { stream: this.#stream, table: m.state.location, error: now },
+          `streamcast: the Iceberg table of "${this.#stream}" cannot take its rows (retrying): ${now}`,
+        );
+      }
+    } else if (m.type === "failed") {
+      this.#logger.error(
+        "iceberg_worker_failed",
+        { stream: this.#stream, error: m.message },
+        `streamcast: the Iceberg worker failed; the table of "${this.#stream}" is no longer kept ` +
+          `(a restart resumes it): ${m.message}`,
+      );
+      this.#onClosed?.();
+    } else this.#onClosed?.();
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const r of w) r();
+  }
+
+  /**
+   * A planned stop: seals the log's tail (the table takes sealed rows), lets
+   * the worker commit everything sealed (for at most `waitMs`), then lets go
+   * of the worker. Call it before closing the log; a closed log is not sealed.
+   */
+  async close(waitMs: number): Promise<void> {
+    clearInterval(this.#timer);
+    const worker = this.#worker;
+    if (!worker) return;
+    if (!this.#log.closed) {
+      try {
+        await this.#log.roll();
+        await this.#log.chunksSettled();
+      } catch (err) {
+        // A log that cannot seal (a full disk) keeps its tail for the next start.
+        this.#logger.warn(
+          "iceberg_tail_not_sealed",
+          { stream: this.#stream, error: err instanceof Error ? err.message : String(err) },
+          `streamcast: cannot seal the tail of "${this.#stream}" for its Iceberg table: ${err}`,
+        );
+      }
+    }
+    this.#worker = null;
+    const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
+    worker.post({ type: "close", dir: this.#dir, waitMs });
+    await closed;
+    worker.release(this.#dir);
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The messages between the streams' tables (on the writer's thread) and the
+ * Iceberg worker, which does the table's work — reading chunks, writing
+ * Parquet, committing — off that thread. One worker serves every table of a
+ * process; a table is named by its log folder.
+ *
+ * @module
+ */
+
+import type { ArchiveOptions } from "../common/s3.ts";
+
+/**
+ * Where a table lives and what it takes.
+ *
+ * @example
+ * ```ts
+ * import type { TableSpec } from "./worker_protocol.ts";
+ * const spec: TableSpec = {
+ *   dir: "data/trades", stream: "trades", streamId: "0".repeat(32),
+ *   archive: null, maxCommitBytes: 64 << 20,
+ * };
+ * console.log(spec.archive === null ? `${spec.dir}/iceberg` : "in the archive");
+ * ```
+ */
+export interface TableSpec {
+  /** The log folder (the table is `DIR/iceberg` without an archive). */
+  dir: string;
+  /** The stream's name. */
+  stream: string;
+  /** The log's stream id. */
+  streamId: string;
+  /** The log's archive: the table is `ARCHIVE/NAME/iceberg` with one. */
+  archive: ArchiveOptions | null;
+  /** Rows (bytes as stored) per commit at most. */
+  maxCommitBytes: number;
+}
+
+/**
+ * How far a table has got.
+ *
+ * @example
+ * ```ts
+ * import type { TableState } from "./worker_protocol.ts";
+ * const lag = (s: TableState, through: number): number => through - s.lastOffset;
+ * console.log(typeof lag);
+ * ```
+ */
+export interface TableState {
+  /** The table's location (an absolute URI). */
+  location: string;
+  /** The last offset the table holds (0: none; -1: not read yet). */
+  lastOffset: number;
+  /** The table's current version (0: not read yet). */
+  version: number;
+  /** Commits made by this process. */
+  commits: number;
+  /** Rows committed by this process. */
+  rows: number;
+  /** When the last commit was made, ms since the epoch (0: none yet). */
+  lastCommitMs: number;
+  /** Failed attempts so far. */
+  errors: number;
+  /** The last failure, or null after a success. */
+  lastError: string | null;
+}
+
+/**
+ * Messages to the worker.
+ *
+ * @example
+ * ```ts
+ * import type { ToIcebergWorker } from "./worker_protocol.ts";
+ * const kick: ToIcebergWorker = { type: "kick", dir: "data/trades" };
+ * console.log(kick.type);
+ * ```
+ */
+export type ToIcebergWorker =
+  | { type: "open"; spec: TableSpec }
+  | { type: "kick"; dir: string }
+  | { type: "close"; dir: string; waitMs: number };
+
+/**
+ * Messages from the worker (`failed` is made on the writer's thread when the
+ * worker itself dies: every table it held is let go).
+ *
+ * @example
+ * ```ts
+ * import type { FromIcebergWorker } from "./worker_protocol.ts";
+ * const closed: FromIcebergWorker = { type: "closed", dir: "data/trades" };
+ * console.log(closed.type);
+ * ```
+ */
+export type FromIcebergWorker =
+  | { type: "state"; dir: string; state: TableState }
+  | { type: "failed"; dir: string; message: string }
+  | { type: "closed"; dir: string };

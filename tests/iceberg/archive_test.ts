@@ -1,0 +1,67 @@
+// Rows only the archive still holds reach the table: a log restored on a new
+// machine (no chunk copied back) whose table had not taken its last rows.
+import { assertEquals } from "../_assert.ts";
+import { rmrf, tempDir } from "../_util.ts";
+import { startS3, stopS3 } from "../_s3.ts";
+import { Stream } from "../../mod.ts";
+import { LocalTableStore } from "../../iceberg/table_store.ts";
+import { TableWriter } from "../../iceberg/table_writer.ts";
+import { row, SCHEMA } from "./_fixture.ts";
+import { duckRows, icebirdRows, localFiles, viewTable } from "./_read_table.ts";
+
+Deno.test("iceberg rows that only the archive holds (a restored log) are read from it, each once", async () => {
+  const s3 = await startS3();
+  const rootA = await tempDir();
+  const rootB = await tempDir();
+  const archive = { uri: "s3://archive/lost", endpoint: s3.endpoint, forcePathStyle: true };
+  const schema = SCHEMA as unknown as Record<string, unknown>;
+  try {
+    const a = await Stream.open("trades", {
+      schema,
+      root: rootA,
+      archive,
+      logOptions: { timers: false },
+    });
+    for (let i = 0; i < 3; i++) await a.send(row(i));
+    await a.log!.roll();
+    for (let i = 3; i < 8; i++) await a.send(row(i));
+    await a.close(); // seals and archives the rest: two chunks in the archive
+    const { stream: b, report } = await Stream.restore("trades", { schema, root: rootB, archive });
+    try {
+      assertEquals(report.archivedThrough, 8);
+      assertEquals(b.log!.manifest?.chunks.length ?? 0, 0, "no chunk was copied back");
+      const w = new TableWriter({
+        store: new LocalTableStore(`${rootB}/trades/iceberg`),
+        dir: `${rootB}/trades`,
+        stream: "trades",
+        streamId: b.log!.streamId,
+        archive,
+      });
+      while (await w.commit());
+      const view = await viewTable(w.location, localFiles);
+      const rows = await duckRows(
+        view.dataFiles,
+        localFiles,
+        "streamcast_offset, trade_id, epoch_us(streamcast_time) AS t",
+      );
+      assertEquals(rows.map((r) => Number(r.streamcast_offset)), [1, 2, 3, 4, 5, 6, 7, 8]);
+      assertEquals(
+        rows.map((r) => String(r.trade_id)),
+        [0, 1, 2, 3, 4, 5, 6, 7].map((i) => String(row(i).trade_id)),
+      );
+      // Without the time index the times stay within each chunk's and never decrease.
+      for (let i = 1; i < rows.length; i++) {
+        assertEquals(Number(rows[i].t) >= Number(rows[i - 1].t), true);
+      }
+      const ice = await icebirdRows(w.location, localFiles);
+      assertEquals(ice.map((r) => Number(r.streamcast_offset)), [1, 2, 3, 4, 5, 6, 7, 8]);
+      w.close();
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await rmrf(rootA);
+    await rmrf(rootB);
+    await stopS3(s3);
+  }
+});
