@@ -52,11 +52,14 @@ export class CommitGate {
   #waiters: Waiter[] = [];
   #head = 0;
 
-  /** A gate over a log whose rows below `end` are all durable and committed. */
-  constructor(end: number) {
-    this.#durable = end;
-    this.#target = end;
-    this.#visible = end;
+  /**
+   * A gate over a log durable below `durable`, of which every row below
+   * `committed` is known to be committed (default: all of them).
+   */
+  constructor(durable: number, committed: number = durable) {
+    this.#durable = durable;
+    this.#target = committed;
+    this.#visible = Math.min(durable, committed);
   }
 
   /** The visible end (exclusive): every row below it is durable here and committed. */

@@ -13,6 +13,7 @@ import type { ArchiveStore } from "./archive.ts";
 import type { Layout } from "./format.ts";
 import { LogEvictedError } from "./errors.ts";
 import {
+  clipBatch,
   type CursorStart,
   EMPTY_BATCH,
   type RecordBatch,
@@ -38,6 +39,8 @@ export interface ReaderSource {
   locate(offset: number): Located;
   /** Where a cursor can start for `offset` in segment `seg`, open as `file`. */
   seek(seg: SegmentInfo, file: Deno.FsFile, offset: number): Promise<CursorStart>;
+  /** While the log's tail is being cut in place: resolves once it is done (else null). */
+  cutting?(): Promise<void> | null;
 }
 
 /** Default bytes read per call. */
@@ -85,6 +88,8 @@ export class LogReader {
   #src: Source | null = null;
   #closed = false;
   #waiters: (() => void)[] = [];
+  #held: RecordBatch | null = null;
+  #resets = 0;
 
   /** @internal Use {@linkcode Log.reader}. */
   constructor(log: ReaderSource, offset: number, onClose: () => void) {
@@ -155,27 +160,47 @@ export class LogReader {
   async read(maxBytes: number = DEFAULT_READ_BYTES): Promise<RecordBatch> {
     const log = this.#log;
     while (!this.#closed && this.#offset < log.endOffset) {
+      const cut = log.cutting?.();
+      if (cut) {
+        await cut; // the files are changing: read what the log holds after
+        continue;
+      }
+      if (this.#held !== null) {
+        const held = this.#held;
+        this.#held = null;
+        return this.#upToEnd(held);
+      }
+      const resets = this.#resets;
       if (!this.#src && !(await this.#open())) return EMPTY_BATCH;
+      if (resets !== this.#resets) {
+        this.#release(); // opened from what the log held before a cut
+        continue;
+      }
       const src = this.#src!;
       let batch: RecordBatch;
-      if (src.kind === "segment") {
-        // Right after a seek the cursor may stand up to one beacon interval
-        // (1 MiB) before the offset wanted: that is skipped `maxBytes` at a
-        // time (the loop goes on while a read holds only skipped records),
-        // not in one read of the whole interval, whose buffer the batch
-        // handed out would keep alive: a thousand subscribers falling back
-        // to the log at once held a gigabyte that way.
-        batch = await src.cursor.read(src.size(), maxBytes);
-      } else {
-        batch = await src.cursor.read(maxBytes);
+      try {
+        if (src.kind === "segment") {
+          // Right after a seek the cursor may stand up to one beacon interval
+          // (1 MiB) before the offset wanted: that is skipped `maxBytes` at a
+          // time (the loop goes on while a read holds only skipped records),
+          // not in one read of the whole interval, whose buffer the batch
+          // handed out would keep alive: a thousand subscribers falling back
+          // to the log at once held a gigabyte that way.
+          batch = await src.cursor.read(src.size(), maxBytes);
+        } else {
+          batch = await src.cursor.read(maxBytes);
+        }
+      } catch (err) {
+        if (resets === this.#resets && !log.cutting?.()) throw err;
+        continue; // the tail was cut under the read: found afresh
       }
+      if (resets !== this.#resets) continue; // read before a cut: maybe rows that went
       if (batch.count > 0) {
         let skip = 0;
         while (skip < batch.count && batch.offsets[skip] < this.#offset) skip++;
         const out = sliceBatch(batch, skip);
         if (out.count === 0) continue;
-        this.#offset = out.offsets[out.count - 1] + 1;
-        return out;
+        return this.#upToEnd(out);
       }
       if (src.kind === "chunk" || src.cursor.endMark) {
         // The end of a chunk or of a sealed segment: on to whatever holds the next offset.
@@ -185,6 +210,25 @@ export class LogReader {
       return EMPTY_BATCH;
     }
     return EMPTY_BATCH;
+  }
+
+  // The rows of `batch` below the end readers may see; the others are held
+  // for a later read (a replicated log's rows durable here, not committed yet).
+  #upToEnd(batch: RecordBatch): RecordBatch {
+    const end = this.#log.endOffset;
+    let n = batch.count;
+    while (n > 0 && batch.offsets[n - 1] >= end) n--;
+    if (n < batch.count) {
+      this.#held = sliceBatch(batch, n);
+      // Nothing below the end but a fenced gap: the reader is at the end.
+      if (n === 0) {
+        this.#offset = Math.max(this.#offset, end);
+        return EMPTY_BATCH;
+      }
+      batch = clipBatch(batch, batch.offsets[0], batch.offsets[n - 1]);
+    }
+    this.#offset = batch.offsets[batch.count - 1] + 1;
+    return batch;
   }
 
   /** Resolves when the log commits more rows (or closes). */
@@ -199,6 +243,17 @@ export class LogReader {
     if (w.length === 0) return;
     this.#waiters = [];
     for (const f of w) f();
+  }
+
+  /**
+   * @internal Called by the log when its tail was cut in place: the file
+   * this reader had open may hold other rows now; it finds its next offset
+   * afresh (never past the cut: readers stop at the rows shown).
+   */
+  _reset(): void {
+    this.#resets++;
+    this.#held = null;
+    this.#release();
   }
 
   #release(): void {
