@@ -6,9 +6,10 @@
  * @module
  */
 
-import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/wire.ts";
 import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
 import { DEFAULT_MAX_PUBLISH_BYTES } from "../server/limits.ts";
+import { DEFAULT_MAX_PUBLISH_SERVER_BYTES } from "../server/publish/budget.ts";
 import { integer } from "./_serve_values.ts";
 
 const LIMITS = "limits (docs/CLI.md has the table)";
@@ -51,6 +52,8 @@ export const PUBLISH_STREAM_SETTINGS = [
  * deepStrictEqual(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag), [
  *   "max-publish-bytes",
  *   "max-in-flight",
+ *   "max-publish-inflight-bytes",
+ *   "max-publish-server-bytes",
  *   "max-producers",
  * ]);
  * ```
@@ -79,6 +82,32 @@ export const PUBLISH_LIMIT_SETTINGS = [
       ["", `wait, unread [${DEFAULT_MAX_IN_FLIGHT}]`],
     ] as [string, string][],
     docs: "frames a publish socket may have awaiting their ack; see [Limits](#limits).",
+  },
+  {
+    flag: "max-publish-inflight-bytes",
+    key: "maxPublishInflightBytes",
+    type: "string" as const,
+    read: integer(1),
+    group: LIMITS,
+    usage: [
+      ["--max-publish-inflight-bytes N", "bytes of frames a publish socket may have"],
+      ["", `awaiting their ack; more wait, unread [${DEFAULT_MAX_IN_FLIGHT_BYTES}]`],
+    ] as [string, string][],
+    docs: "bytes of frames a publish socket may have awaiting their ack (one frame always may); " +
+      "see [Limits](#limits).",
+  },
+  {
+    flag: "max-publish-server-bytes",
+    key: "maxPublishServerBytes",
+    type: "string" as const,
+    read: integer(1),
+    group: LIMITS,
+    usage: [
+      ["--max-publish-server-bytes N", "bytes of publish frames and POST bodies the"],
+      ["", `server holds at once; more wait, unread [${DEFAULT_MAX_PUBLISH_SERVER_BYTES}]`],
+    ] as [string, string][],
+    docs: "bytes of publish frames and `POST` bodies the server holds at once, all sockets " +
+      "together; see [Limits](#limits).",
   },
   {
     flag: "max-producers",

@@ -680,6 +680,8 @@ export interface Settings {
   stallTimeout?: number;
   maxPublishBytes?: number;
   maxInFlight?: number;
+  maxPublishInflightBytes?: number;
+  maxPublishServerBytes?: number;
   maxProducers?: number;
   icebergCommitBytes?: number;
   /** The tokens file, or null for no access control. */

@@ -35,15 +35,20 @@ pipelined. The server must be started with --publish NAME.
   --batch N       rows per frame, at most [100]; a frame also goes as soon as
                   stdin has nothing more buffered.
   --acks          print one line per acknowledged frame on stdout:
-                  {"seq":S,"first":F,"last":L} (first/last null for a frame
-                  whose answer was lost across a reconnect; it is stored).
+                  {"seq":S,"first":F,"last":L}.
   --token TOKEN   a bearer token with a "publish" grant (or STREAMCAST_TOKEN).
   --no-reconnect  exit 1 when the connection drops, instead of reconnecting
                   with backoff and resending what was not acknowledged.
 
+A frame whose answer was lost across a reconnect, after which the server
+had stored later lines, is named on stderr and the rest is sent: its lines
+are stored unless one was refused, and a rerun with the same --producer
+sends only the lines after the server's last_seq.
+
 Exit status: 0 once every row is acknowledged; 1 when a row is refused (the
 message names its stdin line; frames sent before the refusal answer may
-still be stored) or the connection fails; 2 on a bad command line.`;
+still be stored), a frame's answer was lost as above, or the connection
+fails; 2 on a bad command line.`;
 
 const MAX_OUTSTANDING = 1024;
 
@@ -116,6 +121,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
   const enc = new TextEncoder();
   let refused: string | null = null;
   let failed: string | null = null;
+  let lost = 0;
   const outstanding: Promise<void>[] = [];
   const send = (rows: unknown[], lines: number[]) => {
     const p = pub.publish(rows, lines[lines.length - 1]).then(
@@ -129,6 +135,11 @@ export async function cmdPublish(args: string[]): Promise<number> {
       (err: unknown) => {
         if (err instanceof PublishError && err.error === "invalid_row" && err.index !== null) {
           refused ??= `line ${lines[err.index]}: ${err.message}`;
+        } else if (err instanceof PublishError && err.error === "answer_lost") {
+          lost++;
+          console.error(
+            `publish: lines ${lines[0]}-${lines[lines.length - 1]}: ${err.message}`,
+          );
         } else failed ??= err instanceof Error ? err.message : String(err);
       },
     );
@@ -181,6 +192,13 @@ export async function cmdPublish(args: string[]): Promise<number> {
   }
   if (failed) {
     console.error(`streamcast publish: ${failed}`);
+    return 1;
+  }
+  if (lost > 0) {
+    console.error(
+      `streamcast publish: the answers of ${lost} frame(s) were lost across a reconnect ` +
+        `(named above); every other row is acknowledged`,
+    );
     return 1;
   }
   return 0;

@@ -137,6 +137,12 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       publish: [...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
       ...(s.maxPublishBytes !== undefined ? { maxPublishBytes: s.maxPublishBytes } : {}),
       ...(s.maxInFlight !== undefined ? { maxInFlight: s.maxInFlight } : {}),
+      ...(s.maxPublishInflightBytes !== undefined
+        ? { maxPublishInflightBytes: s.maxPublishInflightBytes }
+        : {}),
+      ...(s.maxPublishServerBytes !== undefined
+        ? { maxPublishServerBytes: s.maxPublishServerBytes }
+        : {}),
       ...(tls ? { tls } : {}),
       tokens,
       logger,

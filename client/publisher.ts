@@ -1,16 +1,23 @@
 /**
  * `publisher(url, {producer})`: put rows into a stream over its publish
- * socket (docs/SPEC.md §9) and learn, from each answer, that they are durable and
- * at which offsets. Frames are pipelined up to the server's `max_in_flight`;
- * after a dropped connection the publisher reconnects with backoff and sends
- * again every frame not yet answered, from the producer's `last_seq + 1` —
- * the server answers a resent last seq as a duplicate, so no row is stored
- * twice. Runs in Deno and in browsers (no Deno API).
+ * socket (DESIGN §13) and learn, from each answer, that they are durable and
+ * at which offsets. Frames are pipelined up to the server's `max_in_flight`
+ * (and its `max_in_flight_bytes`); after a dropped connection the publisher
+ * reconnects with backoff and sends again every frame not yet answered — the
+ * server stores none twice. Runs in Deno and in browsers (no Deno API).
  *
- * A frame whose answer was lost with the connection and that is older than
- * the producer's last seq when the publisher is back is durable, but the
- * server no longer holds its offsets: its `send` resolves with `null`
- * offsets then (see docs/API.md).
+ * Only an answer says what became of a frame. A frame sent again after its
+ * answer was lost with the connection is answered by the server again: as
+ * stored, or as a duplicate with its original offsets (the producer's last
+ * seq) — both resolve its `send` with offsets — or, when the producer has
+ * stored later seqs since, `stale_seq`: the server no longer knows that
+ * frame's offsets, and its `send` rejects with an `answer_lost`
+ * {@linkcode PublishError} naming it (it was stored unless the server
+ * refused it as `invalid_row`; docs/SPEC.md §9.3). A frame that fails to be
+ * stored (`write_failed`) makes the server refuse the producer's later
+ * frames already sent; the ones not sent yet are refused here, and the
+ * next publish takes the failed frame's seq again, so the producer's seqs
+ * go on without a hole.
  *
  * @module
  */
@@ -81,7 +88,7 @@ export interface PublisherOptions {
  * ```
  */
 export class PublishError extends Error {
-  /** `invalid_row`, `stale_seq`, `write_failed`, `closed` or `protocol`. */
+  /** `invalid_row`, `stale_seq`, `write_failed`, `answer_lost`, `closed` or `protocol`. */
   readonly error: string;
   /** The frame's seq, when one was refused. */
   readonly seq: number | null;
@@ -106,23 +113,23 @@ export class PublishError extends Error {
 }
 
 /**
- * The offsets a publish got: `[first, last]`, or null when known durable but not where (see the module doc).
+ * The offsets a publish got: `[first, last]`, as the server answered.
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
  * import type { Published } from "./publisher.ts";
  * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
- * equal(p.last! - p.first! + 1, 100);
+ * equal(p.last - p.first + 1, 100);
  * ```
  */
 export interface Published {
   /** The frame's seq. */
   seq: number;
-  /** First offset, or null. */
-  first: number | null;
-  /** Last offset, or null. */
-  last: number | null;
+  /** First offset. */
+  first: number;
+  /** Last offset. */
+  last: number;
   /** Whether the server answered it as a duplicate of a frame it had stored. */
   duplicate: boolean;
 }
@@ -131,6 +138,8 @@ interface Pending {
   seq: number;
   text: string;
   sent: boolean;
+  /** Sent on a connection that ended before its answer came: that answer is lost. */
+  lost: boolean;
   resolve: (p: Published) => void;
   reject: (e: Error) => void;
 }
@@ -171,6 +180,8 @@ export class Publisher {
   #nextSeq = 1;
   #queue: Pending[] = [];
   #window = 64;
+  // Bytes of frames (their text) that may await their answer (the greeting's).
+  #windowBytes = Infinity;
   #closing = false;
   #failed: Error | null = null;
   #attempt = 0;
@@ -245,6 +256,7 @@ export class Publisher {
           const g = JSON.parse(e.data) as PublishGreeting;
           this.#greeting = g;
           this.#window = Math.max(1, Math.min(this.#opts.maxInFlight ?? 64, g.max_in_flight));
+          this.#windowBytes = g.max_in_flight_bytes ?? Infinity;
           this.#attempt = 0;
           resolve(g);
           return;
@@ -255,7 +267,10 @@ export class Publisher {
         if (this.#ws === ws) this.#ws = null;
         // Nothing is sent again before the next connection's greeting.
         this.#greeting = null;
-        for (const p of this.#queue) p.sent = false;
+        for (const p of this.#queue) {
+          if (p.sent) p.lost = true;
+          p.sent = false;
+        }
         if (!greeted) {
           clearTimeout(timer);
           const why = e.reason || error || `closed with ${e.code}`;
@@ -280,7 +295,17 @@ export class Publisher {
     if (i === -1) return; // an answer to a frame already settled across a reconnect
     const p = this.#queue[i];
     this.#queue.splice(i, 1);
-    if ("error" in a) {
+    if ("error" in a && a.error === "stale_seq" && p.lost) {
+      p.reject(
+        new PublishError(
+          "answer_lost",
+          `its answer was lost with the connection, and the producer has stored seq ` +
+            `${a.last_seq} since: the server no longer knows this frame's offsets — it was ` +
+            `stored unless the server refused it (invalid_row)`,
+          { seq: a.seq, lastSeq: a.last_seq },
+        ),
+      );
+    } else if ("error" in a) {
       const detail = a.error === "invalid_row"
         ? `row ${a.index}: ${a.detail}`
         : a.error === "stale_seq"
@@ -293,11 +318,30 @@ export class Publisher {
           ...(a.error === "stale_seq" ? { lastSeq: a.last_seq } : {}),
         }),
       );
+      if (a.error === "write_failed") this.#failedAt(a.seq, a.detail);
     } else {
       p.resolve({ seq: a.seq, first: a.first, last: a.last, duplicate: a.duplicate === true });
     }
     this.#pump();
     this.#checkIdle();
+  }
+
+  // Frame `seq` failed to be stored: the server refuses the producer's later
+  // frames until it sends `seq` (or one below) again. Those not sent yet are
+  // refused here; the next publish takes `seq` again.
+  #failedAt(seq: number, detail: string): void {
+    for (const p of [...this.#queue]) {
+      if (p.sent || p.seq <= seq) continue;
+      this.#queue.splice(this.#queue.indexOf(p), 1);
+      p.reject(
+        new PublishError(
+          "write_failed",
+          `not sent: seq ${seq} before it failed to be stored (${detail})`,
+          { seq: p.seq },
+        ),
+      );
+    }
+    this.#nextSeq = Math.min(this.#nextSeq, seq);
   }
 
   // A connection that ended after its greeting: reconnect and resend, or fail.
@@ -336,13 +380,7 @@ export class Publisher {
         this.#ws?.close(1000);
         return;
       }
-      // Frames older than the last seq were stored; their answers were lost.
-      for (const p of [...this.#queue]) {
-        if (this.producer !== null && p.seq < g.last_seq) {
-          this.#queue.splice(this.#queue.indexOf(p), 1);
-          p.resolve({ seq: p.seq, first: null, last: null, duplicate: true });
-        }
-      }
+      // Every frame not answered is sent again, and only its answer decides.
       this.#opts.onReconnect?.(g.last_seq);
       this.#pump();
       this.#checkIdle();
@@ -363,27 +401,34 @@ export class Publisher {
     }
   }
 
-  // Sends queued frames while the window has room.
+  // Sends queued frames while the window has room, in frames and in bytes
+  // (one frame always goes when none awaits its answer).
   #pump(): void {
     const ws = this.#ws;
     if (!ws || ws.readyState !== WebSocket.OPEN || this.#greeting === null) return;
     let inFlight = 0;
+    let bytes = 0;
     for (const p of this.#queue) {
       if (p.sent) {
         inFlight++;
+        bytes += p.text.length;
         continue;
       }
       if (inFlight >= this.#window) break;
+      if (inFlight > 0 && bytes + p.text.length > this.#windowBytes) break;
       ws.send(p.text);
       p.sent = true;
       inFlight++;
+      bytes += p.text.length;
     }
   }
 
   /**
    * Publishes `rows` as one frame (one commit); resolves once they are
    * durable with their offsets. Rejects with {@linkcode PublishError} when
-   * the server refuses the frame (nothing of it is stored). `seq` chooses
+   * the server refuses the frame (nothing of it is stored), or with an
+   * `answer_lost` one when its answer was lost and the server can no longer
+   * tell (see the module doc). `seq` chooses
    * the frame's seq (at least {@linkcode Publisher.nextSeq}; later frames
    * continue above it), e.g. to number frames by their place in an input
    * so that a rerun can skip what the producer's `last_seq` says is stored.
@@ -402,20 +447,20 @@ export class Publisher {
     this.#nextSeq = seq + 1;
     const text = JSON.stringify({ seq, rows });
     return new Promise((resolve, reject) => {
-      this.#queue.push({ seq, text, sent: false, resolve, reject });
+      this.#queue.push({ seq, text, sent: false, lost: false, resolve, reject });
       this.#pump();
     });
   }
 
-  /** Publishes one row; resolves with its offset once durable (null: see the module doc). */
-  async send(row: unknown): Promise<number | null> {
+  /** Publishes one row; resolves with its offset once durable. */
+  async send(row: unknown): Promise<number> {
     return (await this.publish([row])).first;
   }
 
   /** Publishes rows in one commit; resolves with their offsets once durable. */
-  async sendMany(rows: readonly unknown[]): Promise<(number | null)[]> {
+  async sendMany(rows: readonly unknown[]): Promise<number[]> {
     const p = await this.publish(rows);
-    return rows.map((_, i) => (p.first === null ? null : p.first + i));
+    return rows.map((_, i) => p.first + i);
   }
 
   // Ends a reconnect loop's backoff sleep now (the loop sees #failed and stops).

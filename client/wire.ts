@@ -583,15 +583,15 @@ export const PRODUCER_RULE = "1-128 printable ASCII characters, no space";
 
 /** The HTTP header naming the producer of a `POST /{name}`. */
 export const PRODUCER_HEADER = "streamcast-producer";
-
 /** The HTTP header giving the sequence number of a `POST /{name}`. */
 export const SEQ_HEADER = "streamcast-seq";
-
 /** The query parameters a publish upgrade accepts. */
 export const PUBLISH_PARAMS: readonly string[] = ["producer", "access_token"];
 
 /** Default most frames a WebSocket publisher may have awaiting their ack. */
 export const DEFAULT_MAX_IN_FLIGHT = 64;
+/** Default most bytes of frame text awaiting their ack (one frame always may): 16 MiB. */
+export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 << 20;
 
 /**
  * The server's first frame on a publish socket.
@@ -620,6 +620,8 @@ export interface PublishGreeting {
   last_seq: number;
   /** Frames that may await their ack at once. */
   max_in_flight: number;
+  /** Bytes of frame text that may await their ack (one frame always may); older servers: absent. */
+  max_in_flight_bytes?: number;
 }
 
 /**

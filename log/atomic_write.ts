@@ -7,28 +7,13 @@
  */
 
 import { join } from "node:path";
-import { writeAll } from "../common/write_all.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
+
+export { syncDir } from "./log_io.ts";
 
 /**
- * fsync a directory so that a create or rename in it is durable.
- *
- * @example
- * ```ts
- * import { syncDir } from "./atomic_write.ts";
- * await syncDir(await Deno.makeTempDir());
- * ```
- */
-export async function syncDir(dir: string): Promise<void> {
-  const d = await Deno.open(dir, { read: true });
-  try {
-    await d.sync();
-  } finally {
-    d.close();
-  }
-}
-
-/**
- * Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir.
+ * Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir,
+ * each through `io`.
  *
  * @example
  * ```ts
@@ -39,16 +24,20 @@ export async function syncDir(dir: string): Promise<void> {
  * equal(await Deno.readTextFile(path), "hello\n");
  * ```
  */
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+export async function writeFileAtomic(
+  path: string,
+  data: Uint8Array | string,
+  io: LogIo = REAL_IO,
+): Promise<void> {
   const tmp = `${path}.tmp-${crypto.randomUUID().slice(0, 8)}`;
   const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-  const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+  const f = await io.open(tmp, { write: true, create: true, truncate: true });
   try {
-    await writeAll(f, bytes);
-    await f.sync();
+    await io.write(f, bytes);
+    await io.syncData(f);
   } finally {
     f.close();
   }
-  await Deno.rename(tmp, path);
-  await syncDir(join(path, ".."));
+  await io.rename(tmp, path);
+  await io.syncDir(join(path, ".."));
 }

@@ -23,7 +23,7 @@ import { once } from "node:events";
 import zlib from "node:zlib";
 import { join } from "node:path";
 import type { RecordBatch } from "./segment_reader.ts";
-import { writeAll } from "../common/write_all.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 
 /** One chunk as the manifest lists it. */
 export interface ChunkEntry {
@@ -452,22 +452,23 @@ export class ChunkCursor {
 
 /**
  * Decompresses the chunks at `inputs` in order and compresses their lines
- * again as one zstd frame into `output` (synced), streaming with bounded
- * memory. Returns the output's SHA-256 and size.
+ * again as one zstd frame into `output` (synced; written through `io`),
+ * streaming with bounded memory. Returns the output's SHA-256 and size.
  */
 export async function mergeChunkFiles(
   inputs: string[],
   output: string,
+  io: LogIo = REAL_IO,
 ): Promise<{ sha256: string; bytes: number }> {
   const hash = createHash("sha256");
-  const out = await Deno.open(output, { write: true, create: true, truncate: true });
+  const out = await io.open(output, { write: true, create: true, truncate: true });
   try {
     const comp = zlib.createZstdCompress({ params: ZSTD_PARAMS });
     let bytes = 0;
     const written = (async () => {
       for await (const piece of comp) {
         hash.update(piece);
-        await writeAll(out, piece);
+        await io.write(out, piece);
         bytes += piece.length;
       }
     })();
@@ -490,7 +491,7 @@ export async function mergeChunkFiles(
     }
     comp.end();
     await written;
-    await out.sync();
+    await io.syncData(out);
     return { sha256: hash.digest("hex"), bytes };
   } finally {
     out.close();

@@ -1,17 +1,44 @@
 /**
  * The writer's side of the chunk worker: one `Worker` per process, shared by
  * every log that keeps chunks, started with the first and stopped with the
- * last.
+ * last — or, for a log given an I/O seam, the same steps on the log's own
+ * thread, through the seam (a `Worker` cannot be handed functions).
  *
  * @module
  */
 
 import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
+import { ChunkHost } from "./chunk_host.ts";
+import type { LogIo } from "./log_io.ts";
 
 type Handler = (msg: FromWorker) => void;
 
+/**
+ * What a log's link talks to: messages in, messages out, per log folder.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { type ChunkPort, InlineChunkWorker } from "./chunk_client.ts";
+ * import { REAL_IO } from "./log_io.ts";
+ * const port: ChunkPort = new InlineChunkWorker(REAL_IO);
+ * const said = new Promise((r) => port.register("/nowhere", r));
+ * port.post({ type: "sync", dir: "/nowhere", id: 1 });
+ * equal(((await said) as { type: string }).type, "error"); // never opened
+ * port.release("/nowhere");
+ * ```
+ */
+export interface ChunkPort {
+  /** Routes the messages about `dir` to `handler`. */
+  register(dir: string, handler: Handler): void;
+  /** Sends a message. */
+  post(msg: ToWorker): void;
+  /** Lets go of `dir`. */
+  release(dir: string): void;
+}
+
 /** The process's chunk worker, reference-counted. */
-export class ChunkWorker {
+export class ChunkWorker implements ChunkPort {
   static #shared: ChunkWorker | null = null;
   readonly #worker: Worker;
   readonly #handlers = new Map<string, Handler>();
@@ -55,5 +82,53 @@ export class ChunkWorker {
       this.#worker.terminate();
       ChunkWorker.#shared = null;
     }
+  }
+}
+
+/**
+ * The chunk worker's steps on this thread, writing through `io`: messages
+ * go both ways as copies, in order, a microtask later, as with a `Worker`.
+ * One per log.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "./mod.ts";
+ * import { REAL_IO } from "./log_io.ts";
+ * // A log given an io other than REAL_IO itself chunks on its own thread.
+ * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false, io: { ...REAL_IO } });
+ * await log.append("{}");
+ * await log.roll();
+ * await log.chunksSettled();
+ * equal(log.manifest?.chunks.length, 1);
+ * await log.close();
+ * ```
+ */
+export class InlineChunkWorker implements ChunkPort {
+  readonly #handlers = new Map<string, Handler>();
+  readonly #host: ChunkHost;
+
+  /** Steps writing through `io`. */
+  constructor(io: LogIo) {
+    this.#host = new ChunkHost(io, (msg) => {
+      const copy = structuredClone(msg);
+      queueMicrotask(() => this.#handlers.get(copy.dir)?.(copy));
+    });
+  }
+
+  /** Routes the messages about `dir` to `handler`. */
+  register(dir: string, handler: Handler): void {
+    this.#handlers.set(dir, handler);
+  }
+
+  /** Hands a message to the steps. */
+  post(msg: ToWorker): void {
+    const copy = structuredClone(msg);
+    queueMicrotask(() => this.#host.receive(copy));
+  }
+
+  /** Lets go of `dir`. */
+  release(dir: string): void {
+    this.#handlers.delete(dir);
   }
 }

@@ -12,7 +12,8 @@ import { readManifest } from "./fs.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { ChunkWorker } from "./chunk_client.ts";
+import { type ChunkPort, ChunkWorker, InlineChunkWorker } from "./chunk_client.ts";
+import { REAL_IO } from "./log_io.ts";
 import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "./options.ts";
 import { nowUs, type Segment } from "./segment_state.ts";
 
@@ -53,7 +54,7 @@ export class ChunkLink {
   readonly #log: LinkedLog;
   readonly #opts: ResolvedOptions;
   #policy: ChunkPolicy;
-  #worker: ChunkWorker | null = null;
+  #worker: ChunkPort | null = null;
   #manifest: Manifest | null = null;
   #workerError: string | null = null;
   #workerErrors = 0;
@@ -66,6 +67,8 @@ export class ChunkLink {
   #archiveState: ArchiveState | null = null;
   #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
+  // Deletions of chunked segments under way (settled() waits for them).
+  readonly #removing = new Set<Promise<void>>();
 
   /** A link for `log` (not started). */
   constructor(log: LinkedLog, opts: ResolvedOptions, policy: ChunkPolicy) {
@@ -113,7 +116,8 @@ export class ChunkLink {
       const { ArchiveStore } = await import("./archive.ts");
       this.#archiveStore = new ArchiveStore(policy.archive, log.name);
     }
-    const worker = ChunkWorker.acquire();
+    const io = this.#opts.io;
+    const worker = io === REAL_IO ? ChunkWorker.acquire() : new InlineChunkWorker(io);
     this.#worker = worker;
     this.#lastMaintain = this.#opts.clock();
     worker.register(log.dir, (m) => this.#fromWorker(m));
@@ -187,7 +191,8 @@ export class ChunkLink {
 
   /**
    * Resolves once the worker has done everything asked of it so far (with
-   * `maintain`, a maintenance round now) and the log has taken the results in.
+   * `maintain`, a maintenance round now) and the log has taken the results
+   * in, the segments now chunked deleted.
    */
   async settled(maintain = false): Promise<void> {
     if (!this.#worker) return;
@@ -200,6 +205,7 @@ export class ChunkLink {
     const done = this.#wait((m) => m.type === "synced" && m.id === id);
     this.#worker.post({ type: "sync", dir, id });
     await done;
+    await Promise.all(this.#removing);
   }
 
   /** Resolves once the archive holds everything chunked so far (or after `ms`). */
@@ -230,6 +236,7 @@ export class ChunkLink {
       worker.release(this.#log.dir);
       this.#worker = null;
     }
+    await Promise.all(this.#removing);
     this.#archiveStore?.close();
   }
 
@@ -292,7 +299,7 @@ export class ChunkLink {
         const i = segs.findIndex((s) => s.info.path === m.segmentPath);
         if (i >= 0 && segs[i].info.sealed) {
           segs.splice(i, 1);
-          Deno.remove(m.segmentPath).catch((err) => {
+          const removed: Promise<void> = this.#opts.io.remove(m.segmentPath).catch((err) => {
             if (!(err instanceof Deno.errors.NotFound)) {
               this.#opts.logger.warn(
                 "segment_delete_failed",
@@ -300,7 +307,8 @@ export class ChunkLink {
                 `streamcast: cannot delete ${m.segmentPath}: ${err}`,
               );
             }
-          });
+          }).finally(() => this.#removing.delete(removed));
+          this.#removing.add(removed);
         }
         break;
       }

@@ -354,7 +354,7 @@ export class Committer {
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
           }
         } catch (err) {
-          this.#failWrite(a, group, err, roll);
+          await this.#failWrite(a, group, err, roll);
           break;
         }
         this.lastCommitMs = performance.now() - t0;
@@ -376,7 +376,7 @@ export class Committer {
           a.file!.close();
           a.file = null;
           try {
-            const file = await createSegmentFile(next);
+            const file = await createSegmentFile(next, this.#opts.io);
             this.#segments.push(next);
             this.#active.file = file;
           } catch (err) {
@@ -409,7 +409,10 @@ export class Committer {
   // A write failed (e.g. a full disk): nothing of this group or of the appends
   // queued behind it is kept; the file is cut back to its durable size so the
   // log stays usable. If even that fails, the log refuses further appends.
-  #failWrite(a: Active, group: Group | null, cause: unknown, rolled: boolean): void {
+  // What is pending is settled first, with no await: an append made while the
+  // file is being cut gets the next offset after the durable end, and its
+  // commit runs after this one's loop, once the cut is done.
+  async #failWrite(a: Active, group: Group | null, cause: unknown, rolled: boolean): Promise<void> {
     const err = new LogWriteError(
       `append to ${this.#dir} failed: ${cause instanceof Error ? cause.message : cause}`,
       cause,
@@ -425,13 +428,13 @@ export class Committer {
     }
     a.writer.reset(a.durable);
     if (a.durable.count === 0) a.seg.info.firstTimeUs = 0;
+    this.#host.discarded(from);
     try {
-      a.file!.truncateSync(a.durable.physEnd);
+      await this.#opts.io.truncate(a.file!, a.durable.physEnd);
       a.file!.seekSync(a.durable.physEnd, Deno.SeekMode.Start);
     } catch (e) {
       this.fail(new LogWriteError(`log ${this.#dir} cannot recover from a failed write: ${e}`, e));
     }
-    this.#host.discarded(from);
   }
 
   /** Refuses every further append with `err` (and drops what is pending). */

@@ -8,7 +8,6 @@
  */
 
 import { join } from "node:path";
-import { syncDir } from "./atomic_write.ts";
 import { writeCheckedJson } from "./meta_file.ts";
 import { META_FILE, readMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -45,15 +44,15 @@ export async function fenceSegment(
   const meta = (await readMeta(log.dir))?.meta;
   if (meta) {
     meta.fenced = [...(meta.fenced ?? []).slice(-7), old.seg.info.firstOffset];
-    await writeCheckedJson(join(log.dir, META_FILE), meta);
+    await writeCheckedJson(join(log.dir, META_FILE), meta, opts.io);
   }
   const seg = newSegmentState(log.dir, log.streamId, log.name, offset, opts);
   // Make the fenced segment first: a crash before the removal below leaves an
   // empty unsealed segment, which open removes.
-  const file = await createSegmentFile(seg);
+  const file = await createSegmentFile(seg, opts.io);
   old.file?.close();
-  await Deno.remove(old.seg.info.path);
-  await syncDir(log.dir);
+  await opts.io.remove(old.seg.info.path);
+  await opts.io.syncDir(log.dir);
   const st = initialState();
   return { seg, writer: new SegmentWriter(seg.layout.interval, st), file, durable: st };
 }

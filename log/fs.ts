@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { checkManifest, type Manifest, MANIFEST_FILE } from "./chunk.ts";
 import { LogCorruptError } from "./errors.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 
 export { syncDir, writeFileAtomic } from "./atomic_write.ts";
 
@@ -57,7 +58,8 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
 }
 
 /**
- * Writes the manifest of the log in `dir`, with its checksum, atomically.
+ * Writes the manifest of the log in `dir`, with its checksum, atomically
+ * (through `io`).
  *
  * @example
  * ```ts
@@ -69,6 +71,10 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
  * equal((await readManifest(dir))?.generation, 0);
  * ```
  */
-export async function writeManifest(dir: string, m: Manifest): Promise<void> {
-  await writeCheckedJson(join(dir, MANIFEST_FILE), m);
+export async function writeManifest(
+  dir: string,
+  m: Manifest,
+  io: LogIo = REAL_IO,
+): Promise<void> {
+  await writeCheckedJson(join(dir, MANIFEST_FILE), m, io);
 }

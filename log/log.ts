@@ -17,28 +17,20 @@
  * @module
  */
 
-import { join } from "node:path";
 import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
 import { LogWriteError } from "./errors.ts";
-import { LOCK_FILE, takeWriterLock } from "./writer_lock.ts";
+import { claimLogFolder, LOCK_FILE } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
-import { writeAll } from "../common/write_all.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
 import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
 import { appendAt } from "./append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
-import { recoverLog } from "./recovery.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import { ProducerJournal, type ProducerRecord } from "./producer_journal.ts";
-import {
-  type ProducerState,
-  type ProducerTable,
-  type PublishResult,
-  recoverProducers,
-} from "./producers.ts";
-import { cutActiveAt } from "./tail_cut.ts";
+import type { ProducerJournal, ProducerRecord } from "./producer_journal.ts";
+import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
+import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
 import { Replication } from "./replication.ts";
 import { cutOpenLog } from "./truncate.ts";
 import { type ChunkLink, openChunkLink } from "./chunk_link.ts";
@@ -105,14 +97,14 @@ export class Log {
   #timer: ReturnType<typeof setInterval> | undefined;
   #readers = new Set<LogReader>();
   readonly #source: ReaderSource;
-  // Swapped whole when a replicated log's tail is cut in place.
-  #p: { table: ProducerTable; journal: ProducerJournal };
+  // Both replaced when a replicated log's tail is cut in place.
+  readonly #p: { table: ProducerTable; journal: ProducerJournal };
   #rep: Replication | null = null;
   #cutting: Promise<void> | null = null;
 
   private constructor(
     dir: string,
-    recovered: Awaited<ReturnType<typeof recoverLog>>,
+    recovered: Recovered,
     opts: ResolvedOptions,
     lock: Deno.FsFile,
     producers: { table: ProducerTable; journal: ProducerJournal },
@@ -147,7 +139,7 @@ export class Log {
       // without waits only while the journal is being put back after a failure.
       beforeWrite: (tags) => {
         const own = tags !== null
-          ? this.#p.journal.append(tags, () => this.#remembered())
+          ? this.#p.journal.append(tags, this.#remembered)
           : this.#p.journal.busy
           ? this.#p.journal.settled()
           : null;
@@ -155,11 +147,10 @@ export class Log {
         return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
       },
     });
-    const committer = this.#committer;
-    const visible = () => this.#rep?.gate.end ?? committer.end;
+    const end = () => this.endOffset;
     this.#source = {
       get endOffset() {
-        return visible();
+        return end();
       },
       maxPayloadBytes: opts.maxPayloadBytes,
       locate: (offset) => this.#locate(offset),
@@ -183,22 +174,8 @@ export class Log {
    */
   static async open(dir: string, options: LogOptions = {}): Promise<Log> {
     const opts = resolveOptions(options);
-    const create = options.create ?? true;
-    if (create) await Deno.mkdir(dir, { recursive: true });
-    else {
-      try {
-        await Deno.stat(join(dir, META_FILE));
-      } catch (err) {
-        if (err instanceof Deno.errors.NotFound) {
-          throw new Deno.errors.NotFound(`no log in ${dir} (${META_FILE} is missing)`);
-        }
-        throw err;
-      }
-    }
-    const lock = await takeWriterLock(dir);
+    const lock = await claimLogFolder(dir, options.create ?? true);
     try {
-      await lock.truncate(0);
-      await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
       const [recovered, producers] = await recoverWithProducers(dir, options, opts);
       const log = new Log(dir, recovered, opts, lock, producers);
       if (options.replicated) await log.#replicate(options);
@@ -460,9 +437,8 @@ export class Log {
   }
 
   // What a rewrite of the producer journal keeps (replication.ts for a replicated log).
-  #remembered(): ProducerRecord[] {
-    return this.#rep?.keptRecords() ?? this.#p.table.snapshot();
-  }
+  readonly #remembered = (): ProducerRecord[] =>
+    this.#rep?.keptRecords() ?? this.#p.table.snapshot();
 
   // A failed write dropped appends from `from` on: the journal records of
   // their producers are put back to the committed state, before any later
@@ -470,7 +446,7 @@ export class Log {
   #rollBackProducers(from: number): void {
     const back = this.#p.table.discarded(from);
     if (back.length === 0) return;
-    this.#p.journal.append(back, () => this.#remembered()).catch((err) => {
+    this.#p.journal.append(back, this.#remembered).catch((err) => {
       this.#committer.fail(
         new LogWriteError(`log ${this.dir}: cannot write the producer journal: ${err}`, err),
       );
@@ -595,8 +571,7 @@ export class Log {
   // Makes this log replicated (replication.ts): rows are shown once committed.
   async #replicate(options: LogOptions): Promise<void> {
     const c = this.#committer;
-    const durable: ReaderSource = { ...this.#source, endOffset: 0 };
-    Object.defineProperty(durable, "endOffset", { get: () => c.end });
+    const durable = Object.defineProperty({ ...this.#source }, "endOffset", { get: () => c.end });
     this.#rep = await Replication.open({
       dir: this.dir,
       name: this.name,
@@ -710,7 +685,7 @@ export class Log {
     await this.#link?.close();
     const active = this.#committer.active;
     try {
-      if (active.file && !this.#opts.fsync) await active.file.syncData();
+      if (active.file && !this.#opts.fsync) await this.#opts.io.syncData(active.file);
     } finally {
       active.file?.close();
       active.file = null;
@@ -721,37 +696,5 @@ export class Log {
   /** Whether the log is closed. */
   get closed(): boolean {
     return this.#closed;
-  }
-}
-
-// Recovers the segments, then the producer table from the journal; when the
-// journal says rows of an unacknowledged commit survived (producers.ts), cuts
-// them off the active segment and recovers again.
-async function recoverWithProducers(
-  dir: string,
-  options: LogOptions,
-  opts: ResolvedOptions,
-): Promise<
-  [Awaited<ReturnType<typeof recoverLog>>, { table: ProducerTable; journal: ProducerJournal }]
-> {
-  let recovered = await recoverLog(dir, options, opts);
-  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
-  try {
-    const info = recovered.active.seg.info;
-    const end = info.firstOffset + info.count;
-    const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
-    if (cut !== null && cut < end) {
-      opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
-      await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes);
-      recovered.active.file?.close();
-      recovered = await recoverLog(dir, options, opts);
-    }
-    // Before the log grows past them, or the dropped records would pass for committed.
-    if (dropped > 0) await journal.rewrite(table.snapshot());
-    return [recovered, { table, journal }];
-  } catch (err) {
-    journal.close();
-    recovered.active.file?.close();
-    throw err;
   }
 }

@@ -31,6 +31,7 @@
 import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { writeFileAtomic } from "./atomic_write.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 import { LogCorruptError } from "./errors.ts";
 
 /** The name of the checksum member of a checked JSON file. */
@@ -78,7 +79,7 @@ export function encodeCheckedJson(body: object): string {
 }
 
 /**
- * Writes `body` to `path` as a checked JSON file, atomically.
+ * Writes `body` to `path` as a checked JSON file, atomically (through `io`).
  *
  * @example
  * ```ts
@@ -89,8 +90,12 @@ export function encodeCheckedJson(body: object): string {
  * equal((await readCheckedJson(path, ["stream_id"]))?.checked, true);
  * ```
  */
-export async function writeCheckedJson(path: string, body: object): Promise<void> {
-  await writeFileAtomic(path, encodeCheckedJson(body));
+export async function writeCheckedJson(
+  path: string,
+  body: object,
+  io: LogIo = REAL_IO,
+): Promise<void> {
+  await writeFileAtomic(path, encodeCheckedJson(body), io);
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The options of a log, their defaults, and the I/O seam commits go through.
+ * The options of a log and their defaults.
  *
  * @module
  */
@@ -9,6 +9,10 @@ import type { ChunkPolicy } from "./chunk_protocol.ts";
 import type { ArchiveOptions } from "./archive.ts";
 import { Logger } from "../common/logger.ts";
 import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
+import { DEFAULT_JOURNAL_BYTES } from "./producer_journal.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
+
+export { type LogIo, REAL_IO };
 
 /** Largest payload accepted by default: 16 MiB. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 16 << 20;
@@ -45,6 +49,12 @@ export interface LogOptions {
    * it, the one whose last publish is oldest is forgotten. @default 10000
    */
   maxProducers?: number;
+  /**
+   * Size of the producer journal (`producers.log`) past which the next
+   * producer commit rewrites it, one record per producer remembered.
+   * @default 1 MiB
+   */
+  producerJournalBytes?: number;
   /** The clock, in ms since the epoch (inject one in tests). @default Date.now */
   clock?: () => number;
   /** Check the age rule on a timer; turn off to drive it with `tick()`. @default true */
@@ -62,8 +72,11 @@ export interface LogOptions {
   /** How often the worker merges, expires and applies retention, ms. @default 60000 */
   maintainEveryMs?: number;
   /**
-   * The writes and syncs of commits go through here: a seam for tests to
-   * inject filesystem faults. @default the real `write` and `syncData`
+   * Every change the log and its chunk worker make on disk goes through here
+   * (`log_io.ts`): a seam for tests to see each write and sync, fail one, or
+   * compute what a crash would leave. With another than the real one, the
+   * chunk worker's steps run on the log's thread, through it (a `Worker`
+   * cannot be handed functions). @default the real filesystem
    */
   io?: LogIo;
   /** Archive chunks and the manifest to S3 (turns chunks on). */
@@ -98,54 +111,6 @@ export interface LogOptions {
   logger?: Logger;
 }
 
-/**
- * How a log writes and syncs its active segment (see {@linkcode LogOptions.io}).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { LogIo } from "./options.ts";
- * const counting: LogIo = {
- *   write: (file, bytes) => file.write(bytes).then(() => {}),
- *   syncData: (file) => file.syncData(),
- * };
- * equal(typeof counting.write, "function");
- * ```
- */
-export interface LogIo {
-  /** Writes all of `bytes` at the file's position. */
-  write(file: Deno.FsFile, bytes: Uint8Array): Promise<void>;
-  /** Flushes the file's data to disk. */
-  syncData(file: Deno.FsFile): Promise<void>;
-}
-
-/**
- * The real filesystem. The write is synchronous: it only copies into the OS's
- * page cache (microseconds), while an async write pays a thread hand-off
- * that, measured, left the committer idle most of the time; the sync, which
- * waits on the disk, stays asynchronous.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { REAL_IO } from "./options.ts";
- * const path = await Deno.makeTempFile();
- * const file = await Deno.open(path, { write: true });
- * await REAL_IO.write(file, new TextEncoder().encode("x"));
- * await REAL_IO.syncData(file);
- * file.close();
- * equal(await Deno.readTextFile(path), "x");
- * ```
- */
-export const REAL_IO: LogIo = {
-  write: (file, bytes) => {
-    let done = 0;
-    while (done < bytes.length) done += file.writeSync(bytes.subarray(done));
-    return Promise.resolve();
-  },
-  syncData: (file) => file.syncData(),
-};
-
 /** Default chunk policy. */
 export const DEFAULT_CHUNK_POLICY: ChunkPolicy = {
   fanIn: 4,
@@ -166,7 +131,7 @@ export type ResolvedOptions =
 /**
  * Fills in the defaults of `options` and checks the ranges.
  *
- * @throws {RangeError} for a beacon interval, payload limit or segment size out of range.
+ * @throws {RangeError} for a beacon interval, payload limit, producer bound, journal size or segment size out of range.
  *
  * @example
  * ```ts
@@ -183,6 +148,7 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
     beaconInterval: options.beaconInterval ?? DEFAULT_BEACON_INTERVAL,
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     maxProducers: options.maxProducers ?? DEFAULT_MAX_PRODUCERS,
+    producerJournalBytes: options.producerJournalBytes ?? DEFAULT_JOURNAL_BYTES,
     clock: options.clock ?? Date.now,
     timers: options.timers ?? true,
     verify: options.verify ?? "all",
@@ -212,6 +178,11 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
   }
   if (!Number.isSafeInteger(opts.maxProducers) || opts.maxProducers < 1) {
     throw new RangeError(`maxProducers must be an integer ≥ 1, got ${opts.maxProducers}`);
+  }
+  if (!Number.isSafeInteger(opts.producerJournalBytes) || opts.producerJournalBytes < 0) {
+    throw new RangeError(
+      `producerJournalBytes must be an integer ≥ 0, got ${opts.producerJournalBytes}`,
+    );
   }
   if (opts.segmentBytes < HEADER_BYTES * 2) {
     throw new RangeError(`segmentBytes must be at least ${HEADER_BYTES * 2}`);

@@ -12,20 +12,29 @@
  * ```
  *
  * All integers big-endian. Records are appended; a record that is cut short
- * or fails its checksum ends the journal (a torn append: the commit it
- * belonged to never wrote its rows, see `producers.ts`), and is cut off when
- * the journal is opened. When the file grows past its bound it is rewritten
- * whole — one record per producer remembered, then the new records — to a
+ * or fails its checksum at the end is a torn append (the commit it belonged
+ * to never wrote its rows, see `producers.ts`) and is cut off when the
+ * journal is opened. A failed append (a short write, a full disk, a failed
+ * sync) is cut back at once to the journal's last good length, so later
+ * records never follow torn bytes; a journal that cannot be cut back refuses
+ * every later append. Damaged bytes with good records after them (a torn
+ * append left by an older version, or damage) are skipped on open, keeping
+ * the records after them ({@linkcode readJournal}).
+ *
+ * When the file grows past its bound it is rewritten whole — one record per
+ * producer remembered (the committed state), then the new records — to a
  * temporary file that is synced, renamed over it, and the folder synced, so a
- * crash leaves the old journal or the new one.
+ * crash leaves the old journal or the new one, and either holds every
+ * producer's last acknowledged record. Until that folder sync has succeeded,
+ * every later append syncs the folder again before it counts as written.
  *
  * @module
  */
 
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
-import { syncDir } from "./atomic_write.ts";
 import { LogCorruptError } from "./errors.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 
 /** The journal's file name in a log folder. */
 export const PRODUCERS_FILE = "producers.log";
@@ -33,6 +42,8 @@ export const PRODUCERS_FILE = "producers.log";
 const MAGIC = 0x5343504a; // "SCPJ"
 const VERSION = 1;
 const HEADER_BYTES = 8;
+/** Size past which an append rewrites the journal, by default: 1 MiB. */
+export const DEFAULT_JOURNAL_BYTES = 1 << 20;
 /** Longest body a record may claim (a producer id is at most 128 bytes). */
 const MAX_BODY_BYTES = 4096;
 
@@ -128,6 +139,41 @@ export interface JournalStop {
   next: number | null;
 }
 
+// The record at byte `at` of the bytes `v` views: the record and the
+// position after it, or why it is not one (`next` as in JournalStop).
+function recordAt(
+  bytes: Uint8Array,
+  v: DataView,
+  at: number,
+): { record: ProducerRecord; next: number } | JournalStop {
+  if (at + 8 > bytes.length) return { at, why: "record header cut short", next: null };
+  const n = v.getUint32(at);
+  if (n === 0 || n > MAX_BODY_BYTES) {
+    return { at, why: `record length ${n} is not 1..${MAX_BODY_BYTES}`, next: null };
+  }
+  if (at + 8 + n > bytes.length) return { at, why: `record of ${n} bytes cut short`, next: null };
+  const next = at + 8 + n;
+  const body = bytes.subarray(at + 8, next);
+  if ((crc32(body) >>> 0) !== v.getUint32(at + 4)) return { at, why: "checksum mismatch", next };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(dec.decode(body));
+  } catch {
+    return { at, why: "body is not UTF-8 JSON", next };
+  }
+  if (!isRecord(parsed)) {
+    return { at, why: 'body is not {"p":string,"s":seq,"f":offset,"l":offset}', next };
+  }
+  return { record: { producer: parsed.p, seq: parsed.s, first: parsed.f, last: parsed.l }, next };
+}
+
+function checkHeader(v: DataView, path: string): void {
+  if (v.getUint32(0) !== MAGIC) throw new LogCorruptError(path, 0, "not a producer journal");
+  if (v.getUint32(4) !== VERSION) {
+    throw new LogCorruptError(path, 4, `producer journal version ${v.getUint32(4)} is unknown`);
+  }
+}
+
 /**
  * Parses journal bytes: the records up to the first one that is cut short
  * or damaged, the byte length of that good prefix, and why it stopped there
@@ -136,13 +182,12 @@ export interface JournalStop {
  *
  * @example
  * ```ts
- * import { equal, ok } from "node:assert/strict";
+ * import { deepEqual } from "node:assert/strict";
  * import { encodeRecords, parseJournal } from "./producer_journal.ts";
  * const rec = encodeRecords([{ producer: "a", seq: 3, first: 5, last: 9 }]);
  * const bytes = new Uint8Array([0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1, ...rec, 0, 0]);
  * const j = parseJournal(bytes, "producers.log");
- * equal(j.records.length, 1);
- * ok(j.goodBytes === bytes.length - 2);
+ * deepEqual([j.records.length, j.goodBytes, j.stop?.why], [1, bytes.length - 2, "record header cut short"]);
  * ```
  */
 export function parseJournal(
@@ -154,65 +199,132 @@ export function parseJournal(
     return { records: [], goodBytes: 0, stop };
   }
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-  if (v.getUint32(0) !== MAGIC) throw new LogCorruptError(path, 0, "not a producer journal");
-  if (v.getUint32(4) !== VERSION) {
-    throw new LogCorruptError(path, 4, `producer journal version ${v.getUint32(4)} is unknown`);
-  }
+  checkHeader(v, path);
   const records: ProducerRecord[] = [];
   let at = HEADER_BYTES;
   let stop: JournalStop | null = null;
   while (at < bytes.length) {
-    if (at + 8 > bytes.length) {
-      stop = { at, why: "record header cut short", next: null };
+    const r = recordAt(bytes, v, at);
+    if ("why" in r) {
+      stop = r;
       break;
     }
-    const n = v.getUint32(at);
-    if (n === 0 || n > MAX_BODY_BYTES) {
-      stop = { at, why: `record length ${n} is not 1..${MAX_BODY_BYTES}`, next: null };
-      break;
-    }
-    if (at + 8 + n > bytes.length) {
-      stop = { at, why: `record of ${n} bytes cut short`, next: null };
-      break;
-    }
-    const next = at + 8 + n;
-    const body = bytes.subarray(at + 8, next);
-    if ((crc32(body) >>> 0) !== v.getUint32(at + 4)) {
-      stop = { at, why: "checksum mismatch", next };
-      break;
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(dec.decode(body));
-    } catch {
-      stop = { at, why: "body is not UTF-8 JSON", next };
-      break;
-    }
-    if (!isRecord(parsed)) {
-      stop = { at, why: 'body is not {"p":string,"s":seq,"f":offset,"l":offset}', next };
-      break;
-    }
-    records.push({ producer: parsed.p, seq: parsed.s, first: parsed.f, last: parsed.l });
-    at = next;
+    records.push(r.record);
+    at = r.next;
   }
   return { records, goodBytes: at, stop };
 }
 
 /**
- * The journal file of one log, open for appending. Writes are serialised:
- * each waits for the one before it.
+ * The first byte position at or after `from` where a whole, good record
+ * starts, or null. A record body always starts with `{"p":`, which keeps the
+ * search cheap; a false match would need that and a CRC-32 to agree by chance.
  *
  * @example
  * ```ts
- * import { deepStrictEqual, equal } from "node:assert/strict";
+ * import { equal } from "node:assert/strict";
+ * import { encodeRecords, nextGoodRecord } from "./producer_journal.ts";
+ * const rec = encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]);
+ * equal(nextGoodRecord(new Uint8Array([9, 9, 9, ...rec]), 0), 3);
+ * ```
+ */
+export function nextGoodRecord(bytes: Uint8Array, from: number): number | null {
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  for (let p = from; p + 8 + BODY_START.length <= bytes.length; p++) {
+    let starts = true;
+    for (let k = 0; k < BODY_START.length && starts; k++) {
+      starts = bytes[p + 8 + k] === BODY_START[k];
+    }
+    if (starts && !("why" in recordAt(bytes, v, p))) return p;
+  }
+  return null;
+}
+
+const BODY_START = enc.encode('{"p":');
+
+/**
+ * Damaged bytes {@linkcode readJournal} skipped: where they start, how many,
+ * and what was wrong with the record that should have started there.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { JournalDamage } from "./producer_journal.ts";
+ * const d: JournalDamage = { at: 40, bytes: 13, why: "checksum mismatch" };
+ * equal(d.at + d.bytes, 53); // the first byte after the damage
+ * ```
+ */
+export interface JournalDamage {
+  /** Byte position of the damage. */
+  at: number;
+  /** Bytes skipped. */
+  bytes: number;
+  /** What was wrong at `at`. */
+  why: string;
+}
+
+/**
+ * Reads journal bytes as open does: every good record, skipping damaged bytes
+ * that good records follow (`skipped`; a torn append of an older version
+ * that appended after torn bytes, or damage), and stopping at damage that
+ * runs to the end (a torn append: `goodBytes` is where it starts). Throws
+ * {@linkcode LogCorruptError} when the header is not a journal's.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import { encodeRecords, readJournal } from "./producer_journal.ts";
+ * const a = encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]);
+ * const b = encodeRecords([{ producer: "a", seq: 2, first: 2, last: 2 }]);
+ * const torn = a.subarray(0, 5);
+ * const bytes = new Uint8Array([0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1, ...a, ...torn, ...b, ...torn]);
+ * const j = readJournal(bytes, "producers.log");
+ * deepEqual(j.records.map((r) => r.seq), [1, 2]);
+ * deepEqual([j.skipped.length, j.skipped[0].bytes, j.goodBytes], [1, 5, bytes.length - 5]);
+ * ```
+ */
+export function readJournal(
+  bytes: Uint8Array,
+  path: string,
+): { records: ProducerRecord[]; goodBytes: number; skipped: JournalDamage[] } {
+  const records: ProducerRecord[] = [];
+  const skipped: JournalDamage[] = [];
+  let part = parseJournal(bytes, path);
+  let base = 0;
+  while (true) {
+    records.push(...part.records);
+    const stop = part.stop;
+    if (stop === null || base + stop.at < HEADER_BYTES) {
+      return { records, goodBytes: base + part.goodBytes, skipped };
+    }
+    const at = base + stop.at;
+    const next = nextGoodRecord(bytes, at + 1);
+    if (next === null) return { records, goodBytes: at, skipped };
+    skipped.push({ at, bytes: next - at, why: stop.why });
+    // The rest parsed as a journal of its own: a header-sized window before it.
+    const rest = new Uint8Array(HEADER_BYTES + bytes.length - next);
+    rest.set(header(), 0);
+    rest.set(bytes.subarray(next), HEADER_BYTES);
+    base = next - HEADER_BYTES;
+    part = parseJournal(rest, path);
+  }
+}
+
+/**
+ * The journal file of one log, open for appending. Writes are serialised:
+ * each waits for the one before it. Every change on disk goes through the
+ * log's {@linkcode LogIo}.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
  * import { ProducerJournal } from "./producer_journal.ts";
  * const dir = await Deno.makeTempDir();
  * const { journal, records } = await ProducerJournal.open(dir, { sync: true });
  * await journal.append([{ producer: "a", seq: 1, first: 1, last: 2 }], () => []);
  * journal.close();
  * const again = await ProducerJournal.open(dir, { sync: true });
- * equal(records.length, 0);
- * deepStrictEqual(again.records, [{ producer: "a", seq: 1, first: 1, last: 2 }]);
+ * deepEqual([records.length, again.records], [0, [{ producer: "a", seq: 1, first: 1, last: 2 }]]);
  * again.journal.close();
  * ```
  */
@@ -222,63 +334,75 @@ export class ProducerJournal {
   readonly #dir: string;
   readonly #sync: boolean;
   readonly #compactBytes: number;
+  readonly #io: LogIo;
   #file: Deno.FsFile | null;
   #size: number;
   #tail: Promise<void> = Promise.resolve();
   #busy = 0;
+  // A rename whose folder sync has not succeeded yet: the next append syncs
+  // the folder before it counts, or a crash could bring the old file back
+  // and lose that append.
+  #dirDirty = false;
+  // Set when a failed append could not be cut back: every later one fails.
+  #broken: Error | null = null;
 
   private constructor(
     dir: string,
     file: Deno.FsFile | null,
     size: number,
-    sync: boolean,
-    compactBytes: number,
+    options: { sync: boolean; compactBytes: number; io: LogIo },
   ) {
     this.#dir = dir;
     this.path = join(dir, PRODUCERS_FILE);
     this.#file = file;
     this.#size = size;
-    this.#sync = sync;
-    this.#compactBytes = compactBytes;
+    this.#sync = options.sync;
+    this.#compactBytes = options.compactBytes;
+    this.#io = options.io;
   }
 
   /**
    * Opens (or, on the first write, creates) the journal of the log in `dir`,
-   * cutting off a torn tail; returns it with the records it holds, in order.
-   * `sync: false` (a log without fsync) writes without syncing.
+   * cutting off a torn tail; returns it with the records it holds, in order,
+   * and the damaged bytes it skipped ({@linkcode readJournal}: the caller
+   * rewrites the journal when there are any). `sync: false` (a log without
+   * fsync) writes without syncing; `compactBytes` is the size past which an
+   * append rewrites it (default 1 MiB).
    */
   static async open(
     dir: string,
-    options: { sync: boolean; compactBytes?: number },
-  ): Promise<{ journal: ProducerJournal; records: ProducerRecord[] }> {
+    options: { sync: boolean; compactBytes?: number; io?: LogIo },
+  ): Promise<{ journal: ProducerJournal; records: ProducerRecord[]; skipped: JournalDamage[] }> {
     const path = join(dir, PRODUCERS_FILE);
-    const compactBytes = options.compactBytes ?? 1 << 20;
-    let file: Deno.FsFile;
+    const opts = {
+      sync: options.sync,
+      compactBytes: options.compactBytes ?? DEFAULT_JOURNAL_BYTES,
+      io: options.io ?? REAL_IO,
+    };
+    let bytes: Uint8Array;
     try {
-      file = await Deno.open(path, { read: true, write: true });
+      bytes = await Deno.readFile(path);
     } catch (err) {
       if (!(err instanceof Deno.errors.NotFound)) throw err;
       // No journal yet: nothing was ever published with a producer name.
-      return {
-        journal: new ProducerJournal(dir, null, 0, options.sync, compactBytes),
-        records: [],
-      };
+      return { journal: new ProducerJournal(dir, null, 0, opts), records: [], skipped: [] };
     }
+    const { records, goodBytes, skipped } = readJournal(bytes, path);
+    const io = opts.io;
+    const file = await io.open(path, { read: true, write: true });
     try {
-      const bytes = await Deno.readFile(path);
-      const { records, goodBytes } = parseJournal(bytes, path);
       if (goodBytes < bytes.length || bytes.length < HEADER_BYTES) {
         // A torn append: its commit never wrote its rows (see producers.ts).
-        await file.truncate(goodBytes);
-        if (goodBytes === 0) await file.write(header());
-        await file.syncData();
+        await io.truncate(file, goodBytes);
+        if (goodBytes === 0) {
+          file.seekSync(0, Deno.SeekMode.Start);
+          await io.write(file, header());
+        }
+        await io.syncData(file);
       }
       const size = Math.max(goodBytes, HEADER_BYTES);
-      await file.seek(size, Deno.SeekMode.Start);
-      return {
-        journal: new ProducerJournal(dir, file, size, options.sync, compactBytes),
-        records,
-      };
+      file.seekSync(size, Deno.SeekMode.Start);
+      return { journal: new ProducerJournal(dir, file, size, opts), records, skipped };
     } catch (err) {
       file.close();
       throw err;
@@ -297,8 +421,10 @@ export class ProducerJournal {
 
   /**
    * Appends `records` and syncs them (unless opened with `sync: false`);
-   * when the file has grown past its bound, rewrites it instead as
-   * `remembered()` (the table's state before these records) then `records`.
+   * when the file has grown past its bound (or does not exist yet), rewrites
+   * it instead as `remembered()` — the committed state before these records,
+   * each producer's last acknowledged record — then `records`. A failed
+   * append is cut back before the promise rejects.
    */
   append(
     records: readonly ProducerRecord[],
@@ -314,49 +440,83 @@ export class ProducerJournal {
     records: readonly ProducerRecord[],
     remembered: () => readonly ProducerRecord[],
   ): Promise<void> {
-    if (this.#size > this.#compactBytes) {
-      const named = new Set(records.map((r) => r.producer));
-      const kept = remembered().filter((r) => !named.has(r.producer));
-      return await this.#rewrite([...kept, ...records]);
+    if (this.#broken) throw this.#broken;
+    if (records.length === 0 && this.#file === null) return;
+    if (this.#file === null || this.#size > this.#compactBytes) {
+      // Every remembered record is kept, those of the producers named in
+      // `records` too: until this commit is durable, theirs is what holds.
+      return await this.#rewrite([...remembered(), ...records]);
     }
     if (records.length === 0) return;
+    const io = this.#io;
+    const file = this.#file;
     const bytes = encodeRecords(records);
-    if (this.#file === null) return await this.#rewrite(records);
-    let done = 0;
-    while (done < bytes.length) done += this.#file.writeSync(bytes.subarray(done));
+    try {
+      if (this.#dirDirty && this.#sync) {
+        await io.syncDir(this.#dir);
+        this.#dirDirty = false;
+      }
+      await io.write(file, bytes);
+      if (this.#sync) await io.syncData(file);
+    } catch (err) {
+      await this.#cutBack(file);
+      throw err;
+    }
     this.#size += bytes.length;
-    if (this.#sync) await this.#file.syncData();
+  }
+
+  // A failed append: the file goes back to its last good length, so that the
+  // next record does not follow torn bytes (open would stop at them and drop
+  // it). If even that fails, the journal refuses every later append.
+  async #cutBack(file: Deno.FsFile): Promise<void> {
+    try {
+      await this.#io.truncate(file, this.#size);
+      file.seekSync(this.#size, Deno.SeekMode.Start);
+    } catch (err) {
+      this.#broken = new Error(
+        `cannot cut ${this.path} back to ${this.#size} bytes after a failed write: ${err}`,
+      );
+    }
   }
 
   /** Rewrites the journal whole as `records` (after the writes asked for so far; see the module doc). */
   rewrite(records: readonly ProducerRecord[]): Promise<void> {
     this.#busy++;
-    const run = this.#tail.then(() => this.#rewrite(records));
+    const run = this.#tail.then(() => {
+      if (this.#broken) throw this.#broken;
+      return this.#rewrite(records);
+    });
     this.#tail = run.catch(() => {}).finally(() => this.#busy--);
     return run;
   }
 
   // The whole journal anew: temporary file, sync, rename, sync the folder.
+  // Once renamed, the new file is the journal whatever follows: it is taken
+  // at once, and a failed folder sync is retried by the next append.
   async #rewrite(records: readonly ProducerRecord[]): Promise<void> {
+    const io = this.#io;
     const body = encodeRecords(records);
     const bytes = new Uint8Array(HEADER_BYTES + body.length);
     bytes.set(header(), 0);
     bytes.set(body, HEADER_BYTES);
     const tmp = `${this.path}.tmp`;
-    const f = await Deno.open(tmp, { write: true, create: true, truncate: true });
+    const f = await io.open(tmp, { read: true, write: true, create: true, truncate: true });
     try {
-      let done = 0;
-      while (done < bytes.length) done += f.writeSync(bytes.subarray(done));
-      if (this.#sync) await f.sync();
-    } finally {
+      await io.write(f, bytes);
+      if (this.#sync) await io.syncData(f);
+      await io.rename(tmp, this.path);
+    } catch (err) {
       f.close();
+      throw err;
     }
-    await Deno.rename(tmp, this.path);
-    if (this.#sync) await syncDir(this.#dir);
     this.#file?.close();
-    this.#file = await Deno.open(this.path, { read: true, write: true });
-    await this.#file.seek(bytes.length, Deno.SeekMode.Start);
+    this.#file = f;
     this.#size = bytes.length;
+    this.#dirDirty = true;
+    if (this.#sync) {
+      await io.syncDir(this.#dir);
+      this.#dirDirty = false;
+    }
   }
 
   /** Resolves once every write asked for so far is done. */

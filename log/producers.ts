@@ -18,6 +18,13 @@
  * - a seq is assigned synchronously, in call order, with its offsets; until
  *   its commit is durable it is *pending*: a retry of it waits for the
  *   commit, then is answered as a duplicate (or fails with it);
+ * - a producer commits without holes: once a commit of its seq S fails (a
+ *   failed write, a log that stopped), its later seqs are refused
+ *   (`blocked`), not stored, until it sends a seq at or below S again — its
+ *   publisher resends from `last_seq + 1` — so its last seq never passes a
+ *   seq that was not stored. Frames it sent before it learnt of the failure
+ *   are refused, not stored out of order. The mark is in memory only: a
+ *   restart ends every connection, and with it every frame in flight;
  * - at most `max` producers are remembered; the one whose last publish is
  *   oldest is forgotten first (its next publish starts it anew).
  *
@@ -52,21 +59,24 @@ export interface ProducerState {
 /**
  * What a publish did: stored (offsets assigned, `done` resolves once
  * durable), a duplicate of the producer's last seq (its original offsets,
- * `done` resolves once that commit is durable), or a stale seq (below the
- * last one; nothing stored).
+ * `done` resolves once that commit is durable), a stale seq (below the
+ * last one; nothing stored), or blocked (an earlier seq of the producer,
+ * `failedSeq`, failed to be stored, and this one is above it: nothing
+ * stored; the producer sends again from `lastSeq + 1`).
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
  * import type { PublishResult } from "./producers.ts";
- * const r: PublishResult = { status: "stale", lastSeq: 9 };
- * equal(r.status, "stale");
+ * const r: PublishResult = { status: "blocked", failedSeq: 5, lastSeq: 4 };
+ * equal(r.status === "blocked" && r.lastSeq + 1, 5);
  * ```
  */
 export type PublishResult =
   | { status: "stored"; first: number; last: number; done: Promise<void> }
   | { status: "duplicate"; seq: number; first: number; last: number; done: Promise<void> }
-  | { status: "stale"; lastSeq: number };
+  | { status: "stale"; lastSeq: number }
+  | { status: "blocked"; failedSeq: number; lastSeq: number };
 
 /**
  * The producer table: committed state (oldest use first) and pending seqs.
@@ -86,6 +96,9 @@ export class ProducerTable {
   readonly max: number;
   readonly #committed = new Map<string, ProducerState>();
   readonly #pending = new Map<string, { state: ProducerState; done: Promise<void> }>();
+  // Producers whose commit failed: the highest seq that failed, above which
+  // nothing is stored until a seq at or below it is (see the module doc).
+  readonly #blocked = new Map<string, number>();
 
   /** A table remembering at most `max` producers. */
   constructor(max: number) {
@@ -118,7 +131,11 @@ export class ProducerTable {
   check(producer: string, seq: number): PublishResult | null {
     const p = this.#pending.get(producer);
     const state = p?.state ?? this.#committed.get(producer);
-    if (!state || seq > state.seq) return null;
+    if (!state || seq > state.seq) {
+      const failed = this.#blocked.get(producer);
+      if (failed === undefined || seq <= failed) return null;
+      return { status: "blocked", failedSeq: failed, lastSeq: state?.seq ?? 0 };
+    }
     if (seq === state.seq) {
       return {
         status: "duplicate",
@@ -135,6 +152,12 @@ export class ProducerTable {
   assign(producer: string, state: ProducerState, done: Promise<void>): void {
     done.catch(() => {}); // the publisher sees the failure through its own promise
     this.#pending.set(producer, { state, done });
+    this.#blocked.delete(producer); // sent again from at or below the failed seq
+  }
+
+  /** The highest seq of `producer` that failed to be stored while it is blocked, or null. */
+  blockedAt(producer: string): number | null {
+    return this.#blocked.get(producer) ?? null;
   }
 
   /** Journal records of a commit made durable: they become the committed state. */
@@ -158,14 +181,19 @@ export class ProducerTable {
 
   /**
    * Appends from offset `from` on were dropped by a failed write: forgets
-   * their pending seqs, and returns the records that put the journal back to
-   * the committed state of those producers (their state, or seq 0).
+   * their pending seqs, blocks their producers above them (see the module
+   * doc), and returns the records that put the journal back to the committed
+   * state of those producers (their state, or seq 0).
    */
   discarded(from: number): ProducerRecord[] {
     const back: ProducerRecord[] = [];
     for (const [producer, p] of [...this.#pending]) {
       if (p.state.first < from) continue;
       this.#pending.delete(producer);
+      this.#blocked.delete(producer);
+      this.#blocked.set(producer, p.state.seq);
+      // Bounded like the table: the oldest block goes first.
+      if (this.#blocked.size > this.max) this.#blocked.delete(this.#blocked.keys().next().value!);
       const c = this.#committed.get(producer);
       back.push(c ? { producer, ...c } : { producer, seq: 0, first: 0, last: 0 });
     }
@@ -217,7 +245,8 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  * dropped record would later pass for committed). `cut` is where the log must
  * be cut back to (the first offset of a dropped record that starts below the
  * end), or null. Superseded records ({@linkcode supersededRecords}) never
- * cut.
+ * cut. `kept` are the records not dropped and not superseded, in journal
+ * order: what a replicated log's journal is rewritten as.
  *
  * @example
  * ```ts
@@ -227,17 +256,18 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  *   { producer: "a", seq: 1, first: 1, last: 10 },
  *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15
  * ];
- * const { table, cut, dropped } = recoverProducers(records, 16, 100);
+ * const { table, cut, dropped, kept } = recoverProducers(records, 16, 100);
  * equal(table.committedState("a")?.seq, 1);
  * equal(cut, 11);
  * equal(dropped, 1);
+ * equal(kept.length, 1);
  * ```
  */
 export function recoverProducers(
   records: readonly ProducerRecord[],
   end: number,
   max: number,
-): { table: ProducerTable; cut: number | null; dropped: number } {
+): { table: ProducerTable; cut: number | null; dropped: number; kept: ProducerRecord[] } {
   const superseded = supersededRecords(records);
   let limit = end;
   let cut: number | null = null;
@@ -252,8 +282,15 @@ export function recoverProducers(
       }
     }
   }
-  const kept = records.filter((r) => r.seq === 0 || r.last < limit);
+  const kept: ProducerRecord[] = [];
+  const lasting: ProducerRecord[] = []; // kept, and not superseded
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i];
+    if (r.seq !== 0 && r.last >= limit) continue;
+    kept.push(r);
+    if (!superseded[i]) lasting.push(r);
+  }
   const table = new ProducerTable(max);
   table.committed(kept);
-  return { table, cut, dropped: records.length - kept.length };
+  return { table, cut, dropped: records.length - kept.length, kept: lasting };
 }

@@ -105,7 +105,7 @@ export async function recoverLog(
       first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
       fenced: [],
     };
-    await writeCheckedJson(join(dir, META_FILE), meta);
+    await writeCheckedJson(join(dir, META_FILE), meta, opts.io);
   }
   const segments: Segment[] = [];
   let tailState: WriterState = initialState();
@@ -137,7 +137,7 @@ export async function recoverLog(
     segments.push(tail);
     tailState = initialState();
   }
-  const file = await Deno.open(tail.info.path, { read: true, write: true });
+  const file = await opts.io.open(tail.info.path, { read: true, write: true });
   await file.seek(tail.info.size, Deno.SeekMode.Start);
   const state = tailState;
   const active: Active = {
@@ -159,7 +159,9 @@ async function scanSegment(
   last: boolean,
   opts: ResolvedOptions,
 ): Promise<{ segment: Segment; state: WriterState } | null> {
-  const file = await Deno.open(path, { read: true, write: last });
+  const file = last
+    ? await opts.io.open(path, { read: true, write: true })
+    : await Deno.open(path, { read: true });
   try {
     const size = (await file.stat()).size;
     let header: SegmentHeader;
@@ -170,7 +172,7 @@ async function scanSegment(
         // Torn while being created: it never held a row. Make it anew.
         const first = parseSegmentFileName(path.split("/").pop()!)!;
         file.close();
-        await Deno.remove(path);
+        await opts.io.remove(path);
         return {
           segment: await createSegment(join(path, ".."), meta, first, opts),
           state: initialState(),
@@ -209,7 +211,7 @@ async function scanSegment(
     if (!sealed && !last && count === 0 && cursor.physicalEnd === size && leftover) {
       // A fence made the next segment before removing this empty one.
       file.close();
-      await Deno.remove(path);
+      await opts.io.remove(path);
       return null;
     }
     if (!sealed && !last) {
@@ -221,8 +223,8 @@ async function scanSegment(
         throw new LogCorruptError(path, end, `${size - end} bytes after the end mark`);
       }
       // The torn tail was never acknowledged: cut it off.
-      await file.truncate(end);
-      await file.syncData();
+      await opts.io.truncate(file, end);
+      await opts.io.syncData(file);
     }
     if (start.phys !== HEADER_BYTES && firstTimeUs === 0 && count > 0) {
       firstTimeUs = header.createdUs;

@@ -16,8 +16,7 @@ import {
   type SegmentHeader,
 } from "./format.ts";
 import type { SegmentWriter, WriterState } from "./segment_writer.ts";
-import { syncDir } from "./atomic_write.ts";
-import { writeAll } from "../common/write_all.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 import type { LogMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -145,7 +144,8 @@ export function newSegmentState(
 }
 
 /**
- * Creates the file of `seg`: its header, synced, and the folder synced.
+ * Creates the file of `seg` through `io`: its header, synced, and the folder
+ * synced.
  *
  * @example
  * ```ts
@@ -158,17 +158,17 @@ export function newSegmentState(
  * file.close();
  * ```
  */
-export async function createSegmentFile(seg: Segment): Promise<Deno.FsFile> {
-  const file = await Deno.open(seg.info.path, {
+export async function createSegmentFile(seg: Segment, io: LogIo = REAL_IO): Promise<Deno.FsFile> {
+  const file = await io.open(seg.info.path, {
     read: true,
     write: true,
     create: true,
     truncate: true,
   });
   try {
-    await writeAll(file, encodeHeader(seg.header));
-    await file.syncData();
-    await syncDir(join(seg.info.path, ".."));
+    await io.write(file, encodeHeader(seg.header));
+    await io.syncData(file);
+    await io.syncDir(join(seg.info.path, ".."));
   } catch (err) {
     file.close();
     throw err;
@@ -196,6 +196,6 @@ export async function createSegment(
   opts: ResolvedOptions,
 ): Promise<Segment> {
   const seg = newSegmentState(dir, meta.stream_id, meta.name, first, opts);
-  (await createSegmentFile(seg)).close();
+  (await createSegmentFile(seg, opts.io)).close();
   return seg;
 }

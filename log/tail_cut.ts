@@ -12,9 +12,11 @@ import { LogCorruptError } from "./errors.ts";
 import { seekStart, segmentStart } from "./segment_reader.ts";
 import { readSegmentRecords } from "./segment_scan.ts";
 import type { Active } from "./segment_state.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
 
 /**
- * Truncates the active segment so that its last record is `offset - 1`.
+ * Truncates the active segment so that its last record is `offset - 1`
+ * (through `io`).
  * Throws {@linkcode LogCorruptError} when `offset` is not in it.
  *
  * @example
@@ -41,6 +43,7 @@ export async function cutActiveAt(
   active: Active,
   offset: number,
   maxPayloadBytes: number,
+  io: LogIo = REAL_IO,
 ): Promise<void> {
   const { info, header, layout } = active.seg;
   const end = info.firstOffset + info.count;
@@ -82,6 +85,6 @@ export async function cutActiveAt(
   if (cut === null) {
     throw new LogCorruptError(info.path, info.size, `offset ${offset} was not found to cut at`);
   }
-  await file.truncate(cut);
-  await file.syncData();
+  await io.truncate(file, cut);
+  await io.syncData(file);
 }

@@ -5,7 +5,8 @@
  *
  * What is a finding, and what is not:
  * - a record that fails its checksum (or does not parse) with bytes after it
- *   is damage: open would cut the journal there and lose every later record.
+ *   is damage: the record is lost (open skips the damaged bytes and keeps the
+ *   good records after them, or cuts the journal there when none follow).
  *   A damaged or cut-short record at the very end is a torn append (its
  *   commit never wrote its rows), which open cuts: not a finding;
  * - a record whose rows are not `1 ≤ first ≤ last` is damage;
@@ -32,7 +33,7 @@
  */
 
 import { LogCorruptError } from "./errors.ts";
-import { parseJournal, type ProducerRecord } from "./producer_journal.ts";
+import { nextGoodRecord, parseJournal, type ProducerRecord } from "./producer_journal.ts";
 import { ProducerTable, supersededRecords } from "./producers.ts";
 
 /**
@@ -102,11 +103,15 @@ export function checkProducerJournal(
       ? stop.why.includes("cut short") || allZero(rest)
       : rest.length === 0 || allZero(rest);
     if (!torn) {
+      const good = nextGoodRecord(bytes, stop.at + 1);
       throw new LogCorruptError(
         path,
         stop.at,
         `record ${records.length + 1}: ${stop.why}, with ${bytes.length - goodBytes} bytes ` +
-          `from there that open would cut off`,
+          (good === null
+            ? "from there that open would cut off"
+            : `from there; open skips ${good - stop.at} damaged bytes and keeps the records ` +
+              `from byte ${good} on`),
       );
     }
     tailBytes = bytes.length - goodBytes;

@@ -157,6 +157,8 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       streams: o.publish,
       maxPublishBytes: o.maxPublishBytes,
       maxInFlight: o.maxInFlight,
+      maxInFlightBytes: o.maxPublishInflightBytes,
+      maxServerBytes: o.maxPublishServerBytes,
     },
   });
   const scheme = o.tls ? "https" : "http";

@@ -19,7 +19,8 @@ import {
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
-import { DEFAULT_MAX_IN_FLIGHT } from "../client/wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/wire.ts";
+import { DEFAULT_MAX_PUBLISH_SERVER_BYTES } from "./publish/budget.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 
 /** Default `pingIntervalS`: idle sockets are pinged this often (seconds). */
@@ -108,6 +109,16 @@ export interface ServeOptions {
   maxPublishBytes?: number;
   /** Frames a publish socket may have awaiting their ack. @default 64 */
   maxInFlight?: number;
+  /**
+   * Bytes of frames (their text) a publish socket may have awaiting their
+   * ack; one frame always may. @default 16 MiB
+   */
+  maxPublishInflightBytes?: number;
+  /**
+   * Bytes of publishing (frames taken, `POST` bodies) the server holds at
+   * once; past it frames wait unread and bodies unread. @default 64 MiB
+   */
+  maxPublishServerBytes?: number;
 }
 
 /** {@linkcode ServeOptions} checked, with the defaults applied. */
@@ -130,6 +141,8 @@ export interface ServeSettings {
   publish: string[];
   maxPublishBytes: number;
   maxInFlight: number;
+  maxPublishInflightBytes: number;
+  maxPublishServerBytes: number;
 }
 
 const KEYS = [
@@ -151,6 +164,8 @@ const KEYS = [
   "publish",
   "maxPublishBytes",
   "maxInFlight",
+  "maxPublishInflightBytes",
+  "maxPublishServerBytes",
 ] as const;
 
 /**
@@ -194,6 +209,13 @@ export function checkServeOptions(options: unknown): ServeSettings {
     publish: [...publish],
     maxPublishBytes: o.int("maxPublishBytes", 1, max, DEFAULT_MAX_PUBLISH_BYTES),
     maxInFlight: o.int("maxInFlight", 1, 1 << 20, DEFAULT_MAX_IN_FLIGHT),
+    maxPublishInflightBytes: o.int(
+      "maxPublishInflightBytes",
+      1,
+      max,
+      DEFAULT_MAX_IN_FLIGHT_BYTES,
+    ),
+    maxPublishServerBytes: o.int("maxPublishServerBytes", 1, max, DEFAULT_MAX_PUBLISH_SERVER_BYTES),
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,

@@ -12,6 +12,7 @@ import type { TokenTable } from "../auth.ts";
 import type { Stream } from "../stream.ts";
 import type { ServerMetrics } from "./metrics.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
+import type { PublishBudget } from "../publish/budget.ts";
 
 /**
  * What the publish routes share (DESIGN §13).
@@ -30,6 +31,10 @@ export interface Publishing {
   readonly maxPublishBytes: number;
   /** Frames a publish socket may have awaiting their ack. */
   readonly maxInFlight: number;
+  /** Bytes of frames a publish socket may have awaiting their ack. */
+  readonly maxInFlightBytes: number;
+  /** The bytes of publishing the server holds at once (`publish/budget.ts`). */
+  readonly budget: PublishBudget;
   /** The series of publishing. */
   readonly metrics: PublishMetrics;
 }

@@ -48,7 +48,8 @@ import { handleSubscribe } from "./subscribe.ts";
 import { handlePublishPost } from "./publish.ts";
 import { handlePublishSocket } from "./publish_socket.ts";
 import { PublishMetrics } from "../publish/publish_metrics.ts";
-import { DEFAULT_MAX_IN_FLIGHT } from "../../client/wire.ts";
+import { DEFAULT_MAX_PUBLISH_SERVER_BYTES, PublishBudget } from "../publish/budget.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../client/wire.ts";
 import { viewerAssetResponse, viewerPageResponse } from "./viewer.ts";
 import { json, notFound, splitPath } from "./_respond.ts";
 
@@ -76,10 +77,18 @@ export interface HttpHandlerOptions {
   tokens: TokenTable | null;
   /**
    * Publishing (DESIGN §13): the streams opened for it, the largest body or
-   * frame (bytes, default 16 MiB) and the frames a socket may have awaiting
-   * their ack (default 64). Absent: no stream is opened for publishing.
+   * frame (bytes, default 16 MiB), the frames and bytes a socket may have
+   * awaiting their ack (default 64, 16 MiB), and the bytes of publishing the
+   * server holds at once (default 64 MiB). Absent: no stream is opened for
+   * publishing.
    */
-  publish?: { streams: Iterable<string>; maxPublishBytes?: number; maxInFlight?: number };
+  publish?: {
+    streams: Iterable<string>;
+    maxPublishBytes?: number;
+    maxInFlight?: number;
+    maxInFlightBytes?: number;
+    maxServerBytes?: number;
+  };
 }
 
 /**
@@ -146,6 +155,10 @@ export class HttpHandler {
         streams: new Set(options.publish?.streams ?? []),
         maxPublishBytes: options.publish?.maxPublishBytes ?? DEFAULT_MAX_PUBLISH_BYTES,
         maxInFlight: options.publish?.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT,
+        maxInFlightBytes: options.publish?.maxInFlightBytes ?? DEFAULT_MAX_IN_FLIGHT_BYTES,
+        budget: new PublishBudget(
+          options.publish?.maxServerBytes ?? DEFAULT_MAX_PUBLISH_SERVER_BYTES,
+        ),
         metrics: new PublishMetrics(options.registry, options.streams.values()),
       },
     };

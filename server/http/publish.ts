@@ -7,7 +7,9 @@
  * rows parsed (400 `invalid_row`), each row validated and encoded (400
  * `invalid_row`); then stored: 200 `{"first","last","count"}` (with
  * `"duplicate":true` for a producer's last seq sent again), 409 `stale_seq`,
- * or 503 `write_failed`. Nothing of a refused body is stored.
+ * or 503 `write_failed`. Nothing of a refused body is stored. The body is
+ * read only once the server's publish budget (`publish/budget.ts`) has room
+ * for it.
  *
  * @module
  */
@@ -104,48 +106,64 @@ export async function handlePublishPost(
   const tooLarge = () =>
     refuse("too_large", 413, { error: "too_large", max_bytes: p.maxPublishBytes });
   if (declared > p.maxPublishBytes) return tooLarge();
-  const body = await readBody(req.body, p.maxPublishBytes);
-  if (!body.ok) return tooLarge();
-  const parsed = array ? parseJsonArray(body.bytes) : parseNdjson(body.bytes);
-  if (!parsed.ok) {
-    if (parsed.line === 0) {
-      return refuse("invalid_body", 400, { error: "invalid_body", detail: parsed.detail });
+  // The body counts in the server's publish budget from before it is read
+  // (by its declared length, else the largest it may be) until it is
+  // answered: while the budget is full it is not read, and TCP pushes back.
+  let held = declared > 0 ? declared : p.maxPublishBytes;
+  await p.budget.take(held);
+  try {
+    const body = await readBody(req.body, p.maxPublishBytes);
+    if (!body.ok) return tooLarge();
+    if (body.bytes.length < held) {
+      p.budget.release(held - body.bytes.length);
+      held = body.bytes.length;
     }
-    return refuse("invalid_row", 400, {
-      error: "invalid_row",
-      line: parsed.line,
-      detail: parsed.detail,
+    const parsed = array ? parseJsonArray(body.bytes) : parseNdjson(body.bytes);
+    if (!parsed.ok) {
+      if (parsed.line === 0) {
+        return refuse("invalid_body", 400, { error: "invalid_body", detail: parsed.detail });
+      }
+      return refuse("invalid_row", 400, {
+        error: "invalid_row",
+        line: parsed.line,
+        detail: parsed.detail,
+      });
+    }
+    if (parsed.rows.length === 0) {
+      return refuse("invalid_body", 400, {
+        error: "invalid_body",
+        detail: "the body holds no row",
+      });
+    }
+    const rows = encodeRows(stream, parsed.rows);
+    if (!rows.ok) {
+      return refuse("invalid_row", 400, {
+        error: "invalid_row",
+        line: parsed.lines[rows.index],
+        detail: rows.detail,
+      });
+    }
+    const tag = producer !== null && seq !== null ? { producer, seq } : null;
+    const out = await commitPublish(stream, rows.jsons, tag);
+    m.acked("http", t0);
+    if (out.kind === "stale") {
+      return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });
+    }
+    if (out.kind === "failed") {
+      ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });
+      m.refused(name, "write_failed");
+      return json({ error: "write_failed", detail: out.detail }, 503);
+    }
+    const count = out.last - out.first + 1;
+    if (out.duplicate) m.duplicate(name);
+    else m.published(name, "http", count);
+    return json({
+      first: out.first,
+      last: out.last,
+      count,
+      ...(out.duplicate ? { duplicate: true } : {}),
     });
+  } finally {
+    p.budget.release(held);
   }
-  if (parsed.rows.length === 0) {
-    return refuse("invalid_body", 400, { error: "invalid_body", detail: "the body holds no row" });
-  }
-  const rows = encodeRows(stream, parsed.rows);
-  if (!rows.ok) {
-    return refuse("invalid_row", 400, {
-      error: "invalid_row",
-      line: parsed.lines[rows.index],
-      detail: rows.detail,
-    });
-  }
-  const tag = producer !== null && seq !== null ? { producer, seq } : null;
-  const out = await commitPublish(stream, rows.jsons, tag);
-  m.acked("http", t0);
-  if (out.kind === "stale") {
-    return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });
-  }
-  if (out.kind === "failed") {
-    ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });
-    m.refused(name, "write_failed");
-    return json({ error: "write_failed", detail: out.detail }, 503);
-  }
-  const count = out.last - out.first + 1;
-  if (out.duplicate) m.duplicate(name);
-  else m.published(name, "http", count);
-  return json({
-    first: out.first,
-    last: out.last,
-    count,
-    ...(out.duplicate ? { duplicate: true } : {}),
-  });
 }

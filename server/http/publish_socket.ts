@@ -3,7 +3,8 @@
  * unnamed stream; DESIGN §13). Before the upgrade: the connection limit
  * (503), the publish grant (403), the stream (404), whether it is opened for
  * publishing (405). After it: the query (4400), then the greeting
- * `{"streamcast":2,…,"publish":true,"producer","last_seq","max_in_flight"}`
+ * `{"streamcast":2,…,"publish":true,"producer","last_seq","max_in_flight",
+ * "max_in_flight_bytes"}`
  * once the producer's pending commit, if any, has settled.
  *
  * Then each text frame `{"seq":S,"rows":[…]}` is checked, stored in one
@@ -14,11 +15,15 @@
  * socket stays open. A frame of another shape closes it with 1008, a binary
  * frame too, one over `max_publish_bytes` with 1009.
  *
- * Backpressure: at most `max_in_flight` frames are stored and awaiting their
- * ack; frames beyond it are held, unread, until acks free the window. Deno's
- * WebSocket cannot stop reading its socket, so what is held is bounded: more
- * than `max_publish_bytes` held closes the socket with 1008
- * `too_many_in_flight` (a publisher that keeps to the window never is).
+ * Backpressure: at most `max_in_flight` frames, and `max_in_flight_bytes`
+ * bytes of them (one frame always may), are stored and awaiting their ack;
+ * and the server as a whole takes frames only while its publish budget
+ * (`publish/budget.ts`) has room. Frames beyond are held, unread, until acks
+ * free room. Deno's WebSocket cannot stop reading its socket, so what is
+ * held is bounded by the most a publisher keeping to both windows can have
+ * sent unanswered (`max_in_flight` frames of at most `max_publish_bytes`,
+ * and at most the larger of `max_in_flight_bytes` and one frame): more
+ * closes the socket with 1008 `too_many_in_flight`.
  *
  * @module
  */
@@ -26,6 +31,7 @@
 import {
   CloseCode,
   DEFAULT_MAX_IN_FLIGHT,
+  DEFAULT_MAX_IN_FLIGHT_BYTES,
   encodeCloseReason,
   PRODUCER_PATTERN,
   PRODUCER_RULE,
@@ -97,6 +103,8 @@ export function parsePublishFrame(text: string): ParsedFrame {
 interface InFlight {
   seq: number;
   t0: number;
+  /** The frame's size, taken from the window and the server's budget. */
+  bytes: number;
   answer: PublishAnswer | null;
 }
 
@@ -181,12 +189,18 @@ class PublishSession {
   readonly #producer: string | null;
   readonly #who: LogFields;
   readonly #maxInFlight: number;
+  readonly #maxInFlightBytes: number;
   readonly #maxBytes: number;
+  // The most a publisher keeping to both windows can have sent unanswered.
+  readonly #heldLimit: number;
   #ready = false;
   #ended = false;
   #held: { text: string; t0: number }[] = [];
   #heldBytes = 0;
   #inFlight: InFlight[] = [];
+  #inFlightBytes = 0;
+  // Waiting for the server's budget to free room (see #pump).
+  #waitingForBudget = false;
   #closing: { code: number; error: string; detail: string } | null = null;
 
   constructor(
@@ -202,7 +216,12 @@ class PublishSession {
     this.#producer = producer;
     this.#who = who;
     this.#maxInFlight = ctx.publishing.maxInFlight || DEFAULT_MAX_IN_FLIGHT;
+    this.#maxInFlightBytes = ctx.publishing.maxInFlightBytes || DEFAULT_MAX_IN_FLIGHT_BYTES;
     this.#maxBytes = ctx.publishing.maxPublishBytes;
+    this.#heldLimit = Math.min(
+      this.#maxInFlight * this.#maxBytes,
+      Math.max(this.#maxInFlightBytes, this.#maxBytes),
+    );
     socket.onopen = () => void this.#open();
     socket.onmessage = (e) => this.#message(e);
     socket.onclose = () => this.#end();
@@ -227,6 +246,7 @@ class PublishSession {
       producer: this.#producer,
       last_seq: this.#producer === null ? 0 : log.producerState(this.#producer)?.seq ?? 0,
       max_in_flight: this.#maxInFlight,
+      max_in_flight_bytes: this.#maxInFlightBytes,
     };
     this.#socket.send(JSON.stringify(greeting));
     ctx.logger.info("publish_open", { ...this.#who, last_seq: greeting.last_seq });
@@ -236,16 +256,9 @@ class PublishSession {
 
   // Refuses the rest of the input; the frames already taken are still
   // answered, then the socket is closed with `code`.
+  // Counted as refused when decided, not once the answers have gone out.
   #close(code: number, error: string, detail: string): void {
     if (this.#ended || this.#closing !== null) return;
-    this.#closing = { code, error, detail };
-    this.#held = [];
-    this.#heldBytes = 0;
-    this.#flush();
-  }
-
-  #closeNow(code: number, error: string, detail: string): void {
-    if (this.#ended) return;
     this.#ctx.publishing.metrics.refused(
       this.#stream.name,
       error === "protocol"
@@ -254,6 +267,14 @@ class PublishSession {
         ? "too_large"
         : "too_many_in_flight",
     );
+    this.#closing = { code, error, detail };
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#flush();
+  }
+
+  #closeNow(code: number, error: string, detail: string): void {
+    if (this.#ended) return;
     this.#ctx.logger.info("dropped", { ...this.#who, code, error, detail });
     try {
       this.#socket.close(code, encodeCloseReason({ error, detail } as never));
@@ -285,46 +306,67 @@ class PublishSession {
     this.#held.push({ text, t0 });
     this.#heldBytes += text.length;
     this.#pump();
-    if (this.#heldBytes > this.#maxBytes && !this.#ended) {
+    if (this.#heldBytes > this.#heldLimit && !this.#ended) {
       this.#close(
         CloseCode.PolicyViolation,
         "too_many_in_flight",
-        `more than max_in_flight (${this.#maxInFlight}) frames sent without waiting for acks`,
+        `more than max_in_flight (${this.#maxInFlight}) frames or max_in_flight_bytes ` +
+          `(${this.#maxInFlightBytes}) sent without waiting for acks`,
       );
     }
   }
 
-  // Takes held frames into the window while it has room.
+  // Takes held frames into the window while it has room, in frames and in
+  // bytes, and the server's budget has room for them; else waits for either.
   #pump(): void {
+    const budget = this.#ctx.publishing.budget;
     while (
       this.#ready && !this.#ended && this.#closing === null && this.#held.length > 0 &&
       this.#inFlight.length < this.#maxInFlight
     ) {
-      const { text, t0 } = this.#held.shift()!;
-      this.#heldBytes -= text.length;
-      this.#handle(text, t0);
+      const { text, t0 } = this.#held[0];
+      const bytes = text.length;
+      if (this.#inFlightBytes > 0 && this.#inFlightBytes + bytes > this.#maxInFlightBytes) break;
+      if (!budget.tryTake(bytes)) {
+        if (!this.#waitingForBudget) {
+          this.#waitingForBudget = true;
+          budget.whenFreed(() => {
+            this.#waitingForBudget = false;
+            this.#pump();
+          });
+        }
+        break;
+      }
+      this.#held.shift();
+      this.#heldBytes -= bytes;
+      this.#handle(text, t0, bytes);
     }
   }
 
-  #handle(text: string, t0: number): void {
+  #handle(text: string, t0: number, bytes: number): void {
+    const budget = this.#ctx.publishing.budget;
     const f = parsePublishFrame(text);
     if (!f.ok) {
+      budget.release(bytes);
       this.#close(CloseCode.PolicyViolation, "protocol", f.detail);
       return;
     }
-    const entry: InFlight = { seq: f.seq, t0, answer: null };
+    const entry: InFlight = { seq: f.seq, t0, bytes, answer: null };
+    this.#inFlightBytes += bytes;
     this.#inFlight.push(entry);
     const stream = this.#stream;
     const m = this.#ctx.publishing.metrics;
     const rows = encodeRows(stream, f.rows);
     if (!rows.ok) {
       m.refused(stream.name, "invalid_row");
+      budget.release(bytes);
       entry.answer = { seq: f.seq, error: "invalid_row", index: rows.index, detail: rows.detail };
       this.#flush();
       return;
     }
     const tag = this.#producer !== null ? { producer: this.#producer, seq: f.seq } : null;
     void commitPublish(stream, rows.jsons, tag).then((out) => {
+      budget.release(bytes); // committed or refused: what it held is freed
       if (out.kind === "ack") {
         if (out.duplicate) m.duplicate(stream.name);
         else m.published(stream.name, "websocket", out.last - out.first + 1);
@@ -348,6 +390,7 @@ class PublishSession {
     const m = this.#ctx.publishing.metrics;
     while (this.#inFlight.length > 0 && this.#inFlight[0].answer !== null) {
       const e = this.#inFlight.shift()!;
+      this.#inFlightBytes -= e.bytes;
       if (!this.#ended && this.#socket.readyState === WebSocket.OPEN) {
         this.#socket.send(JSON.stringify(e.answer));
         m.acked("websocket", e.t0);

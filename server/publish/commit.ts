@@ -1,7 +1,9 @@
 /**
  * Storing a checked publish and waiting for it to be durable: the one step
  * the HTTP and WebSocket routes share. The answer is the rows' offsets (for
- * a duplicate, the original commit's), a stale seq, or a failed write.
+ * a duplicate, the original commit's), a stale seq, or a failed write —
+ * also for a seq sent after one of its producer's failed, which the log
+ * refuses so that the producer commits without holes.
  *
  * @module
  */
@@ -54,6 +56,14 @@ export async function commitPublish(
   try {
     const r = stream._publish(jsons, tag);
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
+    if (r.status === "blocked") {
+      // The producer commits without holes (log/producers.ts).
+      return {
+        kind: "failed",
+        detail: `not stored: seq ${r.failedSeq} of producer ${tag!.producer} failed to be ` +
+          `stored before it; send again from seq ${r.lastSeq + 1}`,
+      };
+    }
     await r.done;
     return { kind: "ack", first: r.first, last: r.last, duplicate: r.status === "duplicate" };
   } catch (err) {

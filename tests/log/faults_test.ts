@@ -12,6 +12,12 @@ function enospc(): Error {
 
 /** Real I/O that can be told to fail the next write (after writing part of it) or sync. */
 class FaultyIo implements LogIo {
+  open = REAL_IO.open;
+  truncate = REAL_IO.truncate;
+  rename = REAL_IO.rename;
+  remove = REAL_IO.remove;
+  mkdir = REAL_IO.mkdir;
+  syncDir = REAL_IO.syncDir;
   failWrite = false;
   failSync = false;
   async write(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {

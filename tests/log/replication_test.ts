@@ -168,3 +168,40 @@ Deno.test("replicated log: a restart shows the rows known committed, and no othe
   assertEquals(plain.endOffset, 5);
   await plain.close();
 });
+
+Deno.test("replicated log: a journal rewritten many times still gives each producer its record to fall back to after a cut", async () => {
+  const dir = await tempDir();
+  // A journal rewritten at every commit with producer records.
+  const log = await Log.open(dir, {
+    replicated: true,
+    timers: false,
+    producerJournalBytes: 0,
+  });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const publish = async (producer: string, seq: number, n: number) => {
+    const r = log.publish(Array(n).fill("{}"), { producer, seq });
+    await log.flush();
+    return r;
+  };
+  await publish("a", 1, 2); // 1..2
+  await publish("b", 1, 1); // 3
+  await publish("a", 2, 1); // 4
+  rep.commitThrough(5); // a@2 and b@1 committed
+  await publish("a", 3, 2); // 5..6, not committed
+  await publish("b", 2, 1); // 7
+  await publish("a", 4, 1); // 8
+  assertEquals(log.producerState("a"), { seq: 4, first: 8, last: 8 });
+  // A new leader parted from this log at 6: a@3 stays, b@2 and a@4 go.
+  await rep.cutTail(7);
+  assertEquals(log.producerState("a"), { seq: 3, first: 5, last: 6 });
+  assertEquals(log.producerState("b"), { seq: 1, first: 3, last: 3 });
+  // Again, deeper, after another reopen: a falls back to a@2.
+  await log.close();
+  const again = await Log.open(dir, { replicated: true, timers: false, producerJournalBytes: 0 });
+  await again.replication!.cutTail(5);
+  assertEquals(again.producerState("a"), { seq: 2, first: 4, last: 4 });
+  assertEquals(again.producerState("b"), { seq: 1, first: 3, last: 3 });
+  await again.close();
+});

@@ -1,5 +1,6 @@
 // An in-process server with a durable stream opened for publishing, for the publish tests.
 import { serve, type Server, Stream, TokenTable } from "../../mod.ts";
+import type { LogOptions } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
 import { rmrf, tempDir } from "../_util.ts";
 
@@ -23,12 +24,19 @@ export async function startFixture(
     publish?: boolean;
     maxPublishBytes?: number;
     maxInFlight?: number;
+    maxPublishInflightBytes?: number;
+    maxPublishServerBytes?: number;
     tokens?: unknown;
     root?: string;
+    logOptions?: LogOptions;
   } = {},
 ): Promise<Fixture> {
   const root = o.root ?? await tempDir();
-  const stream = await Stream.open("t", { root, schema: SCHEMA });
+  const stream = await Stream.open("t", {
+    root,
+    schema: SCHEMA,
+    ...(o.logOptions ? { logOptions: o.logOptions } : {}),
+  });
   const other = await Stream.open("ro", { root, schema: SCHEMA });
   const server = serve([stream, other], {
     port: 0,
@@ -37,6 +45,8 @@ export async function startFixture(
     publish: o.publish === false ? [] : ["t"],
     ...(o.maxPublishBytes ? { maxPublishBytes: o.maxPublishBytes } : {}),
     ...(o.maxInFlight ? { maxInFlight: o.maxInFlight } : {}),
+    ...(o.maxPublishInflightBytes ? { maxPublishInflightBytes: o.maxPublishInflightBytes } : {}),
+    ...(o.maxPublishServerBytes ? { maxPublishServerBytes: o.maxPublishServerBytes } : {}),
     ...(o.tokens ? { tokens: TokenTable.parse(o.tokens) } : {}),
   });
   const http = server.url;
