@@ -111,7 +111,7 @@ export interface ClusterView {
   term: number;
   /** R. */
   replicas: number;
-  /** The in-sync set, as the leader keeps it (as last read, on a follower). */
+  /** The in-sync set, as the leader keeps it (on a follower: as the leader last sent it). */
   in_sync: string[];
 }
 
@@ -236,7 +236,7 @@ export class ClusterNode {
       leader: leader?.url ?? null,
       term: Math.max(this.#term, leader?.term ?? 0),
       replicas: this.#replicas,
-      in_sync: this.#leading ? this.#leading.tracker.inSync : [...this.#inSync],
+      in_sync: [...this.#inSync],
     };
   }
 
@@ -328,8 +328,10 @@ export class ClusterNode {
     };
     tracker.onSet = (nodes) => {
       this.#inSync = nodes;
+      source.inSync(nodes);
       this.onRole?.(this.view);
     };
+    source.inSync(set.nodes);
     this.#inSync = set.nodes;
     this.#leading = { leadership, tracker, source };
     this.counters.elected++;
@@ -406,6 +408,7 @@ export class ClusterNode {
         append: this.#o.append,
         logger: this.#logger,
         onCut: (_at, rows) => (this.counters.rowsCut += rows),
+        onInSync: (nodes) => (this.#inSync = nodes),
       });
       try {
         const end = await sink.run(signal);

@@ -87,6 +87,8 @@ export interface ReplicaSinkOptions {
    * fan-out). @default `rep.appendCommit`
    */
   append?: (commit: ReplicaCommit) => Promise<number>;
+  /** Told the leader's in-sync set, at the handshake and on each change. */
+  onInSync?: (nodes: string[]) => void;
   /** Told each cut of this log's tail: where, and how many rows went. */
   onCut?: (at: number, rows: number) => void;
   /** How long to wait for the socket and the hello, ms. @default 10000 */
@@ -217,6 +219,7 @@ export class ReplicaSink {
       const m = parseControl(data);
       if (m.type === "hello" && !this.#handshaken) return await this.#hello(m);
       if (m.type === "commit" && this.#handshaken) return this.#rep.commitThrough(m.index);
+      if (m.type === "in_sync" && this.#handshaken) return this.#o.onInSync?.(m.nodes);
       throw new ReplicationWireError(`unexpected ${m.type} from the leader`);
     }
     if (!this.#handshaken) throw new ReplicationWireError("rows before the hello");

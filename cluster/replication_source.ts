@@ -123,6 +123,7 @@ export class ReplicationSource {
   readonly #links = new Set<Link>();
   #index = 0;
   #indexQueued = false;
+  #inSync: string[] = [];
   #closed = false;
   readonly #previous: ((c: DurableCommit) => void) | null;
 
@@ -187,6 +188,13 @@ export class ReplicationSource {
     return ring[lo].first === offset ? ring[lo] : null;
   }
 
+  /** Tells every follower the in-sync set (for their `/head`), now and on each change. */
+  inSync(nodes: readonly string[]): void {
+    this.#inSync = [...nodes];
+    const msg = JSON.stringify({ type: "in_sync", nodes: this.#inSync });
+    for (const l of this.#links) if (l.from !== null) l.send(msg);
+  }
+
   /** Tells every follower that rows below `index` are committed. */
   commitIndex(index: number): void {
     if (index <= this.#index) return;
@@ -244,6 +252,7 @@ export class ReplicationSource {
       handshakeMs: this.#handshakeMs,
       logger: this.#logger,
       index: () => this.#index,
+      inSync: () => this.#inSync,
       closed: () => this.#closed,
       ring: (offset) => this._fromRing(offset),
     };
@@ -259,6 +268,7 @@ interface LinkContext {
   handshakeMs: number;
   logger: Logger;
   index(): number;
+  inSync(): string[];
   closed(): boolean;
   ring(offset: number): Shipped | null;
 }
@@ -366,6 +376,7 @@ class Link {
     // What it holds from: durable there (its log was cut and synced, or never grew).
     ctx.events.durable(this.node, this.from!);
     this.send(JSON.stringify({ type: "commit", index: ctx.index() }));
+    this.send(JSON.stringify({ type: "in_sync", nodes: ctx.inSync() }));
     this.#next = this.from!;
     await this.#ship();
   }

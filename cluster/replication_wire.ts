@@ -9,6 +9,7 @@
  *   text    {"type":"hello","stream_id":ID,"term":T,"terms":[{"term","start"}…],"end":E,"commit":C}
  *   binary  commit (below), in offset order, each after the leader's fsync
  *   text    {"type":"commit","index":C}        rows below C are committed
+ *   text    {"type":"in_sync","nodes":[…]}      the in-sync set, when it changes
  * follower → leader
  *   text    {"type":"from","from":F}            after cutting its tail: ship from F
  *   text    {"type":"durable","end":E}          its fsync covers every row below E
@@ -343,6 +344,7 @@ export type ControlMessage =
     commit: number;
   }
   | { type: "commit"; index: number }
+  | { type: "in_sync"; nodes: string[] }
   | { type: "from"; from: number }
   | { type: "durable"; end: number };
 
@@ -393,6 +395,11 @@ export function parseControl(text: string): ControlMessage {
     case "commit":
       if (!isOffset(v.index)) throw new ReplicationWireError(`bad commit index: ${text}`);
       return { type: "commit", index: v.index };
+    case "in_sync":
+      if (!Array.isArray(v.nodes) || !v.nodes.every((n) => typeof n === "string")) {
+        throw new ReplicationWireError(`bad in-sync set: ${text.slice(0, 120)}`);
+      }
+      return { type: "in_sync", nodes: v.nodes };
     case "from":
       if (!isOffset(v.from)) throw new ReplicationWireError(`bad from: ${text}`);
       return { type: "from", from: v.from };

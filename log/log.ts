@@ -511,8 +511,8 @@ export class Log {
     return this.#reader(this.#source, offset);
   }
 
-  #reader(source: ReaderSource, offset: number): LogReader {
-    const r = new LogReader(source, offset, () => this.#readers.delete(r));
+  #reader(source: ReaderSource, offset: number, times = false): LogReader {
+    const r = new LogReader(source, offset, () => this.#readers.delete(r), times);
     this.#readers.add(r);
     return r;
   }
@@ -578,7 +578,7 @@ export class Log {
       streamId: this.streamId,
       committer: c,
       segments: this.#segments,
-      durableReader: (offset) => this.#reader(durable, offset),
+      durableReader: (offset) => this.#reader(durable, offset, true),
       fence: (offset) => this.fence(offset),
       cut: (offset) =>
         this.#whileCutting(() =>

@@ -8,7 +8,9 @@
  * @module
  */
 
+import { join } from "node:path";
 import { ChunkCursor, type ChunkEntry } from "./chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "./chunk_times.ts";
 import type { ArchiveStore } from "./archive.ts";
 import type { Layout } from "./format.ts";
 import { LogEvictedError } from "./errors.ts";
@@ -61,7 +63,16 @@ function sliceBatch(b: RecordBatch, from: number): RecordBatch {
 
 type Source =
   | { kind: "segment"; cursor: SegmentCursor; file: Deno.FsFile; size: () => number }
-  | { kind: "chunk"; cursor: ChunkCursor };
+  | { kind: "chunk"; cursor: ChunkCursor; times?: ChunkTimes | null };
+
+// Sets each row's append time from a chunk's time index (its runs).
+function fillTimes(b: RecordBatch, t: ChunkTimes): void {
+  let run = 0;
+  for (let i = 0; i < b.count; i++) {
+    while (run + 1 < t.offsets.length && t.offsets[run + 1] <= b.offsets[i]) run++;
+    (b.times as Float64Array)[i] = t.times[run];
+  }
+}
 
 /**
  * Reads a log forward from an offset. Gaps left by a fence are skipped; an
@@ -89,13 +100,19 @@ export class LogReader {
   #closed = false;
   #waiters: (() => void)[] = [];
   #held: RecordBatch | null = null;
+  readonly #withTimes: boolean;
   #resets = 0;
 
-  /** @internal Use {@linkcode Log.reader}. */
-  constructor(log: ReaderSource, offset: number, onClose: () => void) {
+  /**
+   * @internal Use {@linkcode Log.reader}. With `times`, rows read from a
+   * local chunk carry their append times from its time index (chunk lines
+   * carry none; without it they read as 0).
+   */
+  constructor(log: ReaderSource, offset: number, onClose: () => void, times = false) {
     this.#log = log;
     this.#offset = Math.max(1, offset);
     this.#onClose = onClose;
+    this.#withTimes = times;
   }
 
   /** The next offset this reader will return (or the first after it). */
@@ -130,7 +147,10 @@ export class LogReader {
           if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
           const cursor = new ChunkCursor(loc.path, loc.entry);
           await cursor.open();
-          this.#src = { kind: "chunk", cursor };
+          const times = this.#withTimes
+            ? await readChunkTimes(join(loc.path, "../.."), loc.entry)
+            : null;
+          this.#src = { kind: "chunk", cursor, times };
         } else {
           // Below the local tier: stream the chunk from the archive.
           if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
@@ -189,6 +209,7 @@ export class LogReader {
           batch = await src.cursor.read(src.size(), maxBytes);
         } else {
           batch = await src.cursor.read(maxBytes);
+          if (src.times) fillTimes(batch, src.times);
         }
       } catch (err) {
         if (resets === this.#resets && !log.cutting?.()) throw err;

@@ -63,6 +63,12 @@ Deno.test("replication: a commit waits for R nodes; a lagging follower leaves th
     const etcdSet = await readInSync(new EtcdClient(etcd.url), streamKeys("s"));
     assertEquals(etcdSet?.nodes, [leader.name, f1.name].sort());
     assertEquals((await leader.state()).in_sync, [leader.name, f1.name].sort());
+    // The followers learn the set from the leader (their /head shows it).
+    await until(
+      async () => (await f1.state()).in_sync.join() === [leader.name, f1.name].sort().join(),
+      5_000,
+      "the follower to learn the in-sync set",
+    );
 
     // f1 stops too: fewer than R in sync, nothing is committed.
     f1.pause();

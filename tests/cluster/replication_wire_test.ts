@@ -74,6 +74,10 @@ Deno.test("replication wire: records outside the commit's rows, and trailing byt
 
 Deno.test("replication wire: control messages are checked field by field", () => {
   assertEquals(parseControl('{"type":"durable","end":12}'), { type: "durable", end: 12 });
+  assertEquals(parseControl('{"type":"in_sync","nodes":["n1"]}'), {
+    type: "in_sync",
+    nodes: ["n1"],
+  });
   assertEquals(
     parseControl(
       '{"type":"hello","stream_id":"x","term":2,"terms":[{"term":2,"start":1}],"end":5,"commit":3}',
@@ -95,6 +99,7 @@ Deno.test("replication wire: control messages are checked field by field", () =>
       '{"type":"commit"}',
       '{"type":"hello","stream_id":1,"term":1,"terms":[],"end":1,"commit":1}',
       '{"type":"what"}',
+      '{"type":"in_sync","nodes":[1]}',
     ]
   ) {
     assertThrows(() => parseControl(bad), ReplicationWireError);
