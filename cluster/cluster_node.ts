@@ -317,9 +317,8 @@ export class ClusterNode {
       disconnected: (n) => tracker.disconnected(n),
       durable: (n, end) => tracker.followerDurable(n, end),
     }, { term: leadership.term, stream: this.#o.stream, logger: this.#logger });
-    const ownDurable = rep.onDurable;
     rep.onDurable = (c) => {
-      ownDurable?.(c);
+      source.ship(c);
       tracker.leaderDurable(c.end);
     };
     tracker.onIndex = (index) => {
@@ -356,6 +355,7 @@ export class ClusterNode {
     this.#leading = null;
     const rep = this.#rep;
     rep.writable = false;
+    rep.onDurable = null;
     l.tracker.close();
     l.source.close();
     const waiting = rep.waiting;

@@ -103,6 +103,7 @@ export function termAt(terms: readonly { term: number; start: number }[], offset
  * @example
  * ```ts ignore
  * const source = new ReplicationSource(log.replication!, events, { term: 7 });
+ * log.replication!.onDurable = (c) => source.ship(c);
  * // the server's replicate route, after the upgrade:
  * source.accept(socket, "n2");
  * source.commitIndex(120); // tell the followers
@@ -125,9 +126,11 @@ export class ReplicationSource {
   #indexQueued = false;
   #inSync: string[] = [];
   #closed = false;
-  readonly #previous: ((c: DurableCommit) => void) | null;
 
-  /** Ships the commits `rep` makes durable from now on, and catches followers up from its log. */
+  /**
+   * Ships the commits it is given ({@linkcode ReplicationSource.ship}: the
+   * owner hands it `rep.onDurable`'s), and catches followers up from `rep`'s log.
+   */
   constructor(rep: Replication, events: SourceEvents, options: ReplicationSourceOptions) {
     this.#rep = rep;
     this.#events = events;
@@ -138,11 +141,6 @@ export class ReplicationSource {
     this.#handshakeMs = options.handshakeMs ?? 10_000;
     this.#logger = options.logger ?? new Logger();
     this.#index = rep.commitIndex;
-    this.#previous = rep.onDurable;
-    rep.onDurable = (c) => {
-      this.#previous?.(c);
-      this.#shipped(c);
-    };
   }
 
   /** The term this source ships. */
@@ -155,8 +153,8 @@ export class ReplicationSource {
     return [...this.#links].filter((l) => l.from !== null).map((l) => l.node);
   }
 
-  // A commit of the leader's is durable: encode it once, keep it, wake the links.
-  #shipped(c: DurableCommit): void {
+  /** One of the leader's commits is durable: encoded once, kept in the ring, shipped. */
+  ship(c: DurableCommit): void {
     if (this.#closed) return;
     const bytes = encodeCommit({
       term: this.#term,
@@ -237,7 +235,6 @@ export class ReplicationSource {
   close(code = 4409, reason = "not_leader"): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#rep.onDurable = this.#previous;
     for (const l of this.#links) l.close(code, reason);
   }
 
