@@ -241,3 +241,56 @@ Deno.test("replication: a leader SIGSTOPped past its lease acknowledges nothing 
     await rmrf(root);
   }
 });
+
+Deno.test("replication: etcd killed — publishes refused once no lease can be held, nothing acknowledged lost; etcd back — an election, publishes again", async () => {
+  await using etcd = await startEtcd();
+  const root = await tempDir();
+  await using nodes = await startNodes(root, ["n1", "n2", "n3"], {
+    etcd: etcd.url,
+    replicas: 2,
+    leaseSeconds: 2,
+  });
+  try {
+    let leader = await leaderOf(nodes);
+    await inSync(leader, 3);
+    const acked: number[] = [];
+    for (let i = 1; i <= 5; i++) {
+      const r = await leader.publish([row(i)], "p", i);
+      assertEquals(r.status, 200);
+      acked.push(r.body.first!);
+    }
+    await etcd.kill();
+    // The leader's lease runs out on its own clock: it stops taking publishes.
+    await until(
+      async () => {
+        const r = await leader.publish([row(6)], "p", 6);
+        return r.status === 503;
+      },
+      15_000,
+      "publishes to be refused without etcd",
+    );
+    for (const n of nodes) {
+      const s = await n.state();
+      assertEquals(s.role, "follower", `${n.name} leads without etcd`);
+      // Every node goes on serving what it showed.
+      assert(s.end >= acked.at(-1)! + 1, `${n.name} shows every acknowledged row`);
+    }
+    await etcd.start();
+    leader = await leaderOf(nodes, 30_000);
+    const s = await leader.state();
+    assert(s.term > 1, "a new term after etcd is back");
+    const r = await leader.publish([row(6)], "p", 6);
+    assertEquals(r.status, 200);
+    const rows = await converged(nodes);
+    for (const [i, offset] of acked.entries()) {
+      assertEquals(rows.find((x) => x[0] === offset)?.[2], row(i + 1));
+    }
+    assertEquals(rows.filter((x) => x[2] === row(6)).length, 1);
+  } catch (err) {
+    console.error(await dumpLogs(nodes));
+    throw err;
+  } finally {
+    await nodes[Symbol.asyncDispose]();
+    await rmrf(root);
+  }
+});
