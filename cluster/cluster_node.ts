@@ -281,12 +281,15 @@ export class ClusterNode {
   }
 
   #queue(step: () => Promise<void>): void {
-    this.#chain = this.#chain.then(step).catch((err) => {
+    this.#chain = this.#chain.then(step).catch(async (err) => {
       this.#logger.error("cluster_transition_failed", {
         stream: this.#o.stream,
         node: this.#o.node,
         error: err instanceof Error ? err.message : String(err),
       });
+      // A leadership this node could not take up must not hold the stream:
+      // another node (or this one, afresh) takes it.
+      if (!this.#leading && this.#election.leadership) await this.#election.resign();
     });
   }
 
@@ -300,7 +303,8 @@ export class ClusterNode {
     await rep.beginTerm(leadership.term);
     const keys = this.#election.keys;
     const set = await readInSync(this.#etcd, keys);
-    if (!set || !leadership.valid()) return;
+    if (!leadership.valid()) return;
+    if (!set) throw new Error(`${keys.inSync} is missing after this node won term ${leadership.term}`);
     this.#term = leadership.term;
     const tracker = new CommitTracker(etcdInSyncStore(this.#etcd, keys, leadership), leadership, {
       node: this.#o.node,

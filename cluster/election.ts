@@ -241,6 +241,15 @@ export class Election {
     });
   }
 
+  /**
+   * Gives up a leadership this node holds (its lease is revoked, so another
+   * node may take over at once) and campaigns again with a new lease.
+   */
+  async resign(): Promise<void> {
+    const lease = this.#lease;
+    if (lease && this.#leadership) await lease.revoke();
+  }
+
   /** Stops campaigning and resigns (the lease is revoked, so another node takes over at once). */
   async close(): Promise<void> {
     this.#stop.abort();

@@ -122,6 +122,8 @@ export class ReplicationSource {
   readonly #ring: Shipped[] = [];
   #ringSize = 0;
   readonly #links = new Set<Link>();
+  // Each follower's latest socket: only its closing says the follower left.
+  readonly #current = new Map<string, Link>();
   #index = 0;
   #indexQueued = false;
   #inSync: string[] = [];
@@ -218,6 +220,7 @@ export class ReplicationSource {
     }
     const link = new Link(this, socket, node);
     this.#links.add(link);
+    this.#current.set(node, link);
     link.run().catch((err) => {
       this.#logger.warn("replication_link_failed", {
         stream: this.#stream,
@@ -227,7 +230,10 @@ export class ReplicationSource {
     }).finally(() => {
       this.#links.delete(link);
       link.close(1001, "closed");
-      if (link.from !== null) this.#events.disconnected(node);
+      if (this.#current.get(node) === link) {
+        this.#current.delete(node);
+        this.#events.disconnected(node);
+      }
     });
   }
 

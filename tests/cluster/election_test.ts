@@ -227,3 +227,29 @@ Deno.test("etcd killed: the leader stops leading when its lease clock runs out; 
     for (const e of es) await e.close();
   }
 });
+
+Deno.test("election: a leader that resigns gives the stream to another node and campaigns again", async () => {
+  await using etcd = await startEtcd();
+  const client = new EtcdClient(etcd.url);
+  const es = contenders(client, "s", ["n1", "n2"], 5);
+  try {
+    for (const e of es) e.start();
+    await until(() => leaders(es).length === 1, 15_000, "one leader");
+    const [first] = leaders(es);
+    const other = es.find((e) => e !== first)!;
+    const term = first.leadership!.term;
+    // Both may lead: the first leader adds the other to the in-sync set.
+    const set = await readInSync(client, first.keys);
+    assert((await writeInSync(client, first.keys, first.leadership!, set, ["n1", "n2"])).written);
+    await first.resign();
+    await until(() => other.leadership !== null, 15_000, "the other node to lead");
+    assertEquals(other.leadership!.term, term + 1);
+    assertEquals(first.leadership, null);
+    // The one that resigned still campaigns: it leads once the other goes.
+    await other.close();
+    await until(() => first.leadership !== null, 15_000, "the first node to lead again");
+    assertEquals(first.leadership!.term, term + 2);
+  } finally {
+    for (const e of es) await e.close();
+  }
+});
