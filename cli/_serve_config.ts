@@ -9,14 +9,8 @@ import { dirname, resolve } from "node:path";
 import { isStreamName } from "../client/wire.ts";
 import { UsageError } from "./_args.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import {
-  CONFIG_KEYS,
-  READ_SETTINGS,
-  type SchemaSource,
-  type Settings,
-  type StreamDecl,
-  type UpstreamDecl,
-} from "./_serve_settings.ts";
+import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";
+import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./_serve_run_settings.ts";
 import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
 import { followUrl } from "../server/follow/follower.ts";
 

@@ -24,7 +24,7 @@ import {
 } from "../server/ingest/mod.ts";
 import type { Server } from "../server/serve.ts";
 import { Fatal, oneLine, show } from "./_serve_fatal.ts";
-import type { Settings } from "./_serve_settings.ts";
+import type { Settings } from "./_serve_run_settings.ts";
 
 /**
  * Every handler module the upstreams use, by path, loaded before anything is

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
 import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
 import { DEFAULT_MAX_PUBLISH_BYTES } from "../server/limits.ts";
 import { DEFAULT_MAX_PUBLISH_SERVER_BYTES } from "../server/publish/budget.ts";

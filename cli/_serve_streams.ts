@@ -13,7 +13,7 @@ import { SchemaError } from "../schema/schema_error.ts";
 import { Stream } from "../server/stream.ts";
 import { type Follower, openFollowed } from "../server/follow/follower.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import type { SchemaSource, Settings } from "./_serve_settings.ts";
+import type { SchemaSource, Settings } from "./_serve_run_settings.ts";
 
 async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
   let json: unknown;

@@ -26,7 +26,7 @@
  * is not a bad row). See docs/CLI.md.
  *
  * The parts: `_serve_settings.ts` (the settings table: usage, flags, config
- * keys), `_serve_values.ts` (reading each kind of value), `_serve_config.ts`
+ * keys), `_serve_run_settings.ts` (what serve runs with), `_serve_values.ts` (reading each kind of value), `_serve_config.ts`
  * (the config file, and the flags over it),
  * `_serve_streams.ts` (schemas and logs), `_serve_ingest.ts` (stdin and
  * upstreams), `_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
@@ -45,7 +45,8 @@ import { parse, UsageError } from "./_args.ts";
 import { settingsFrom } from "./_serve_config.ts";
 import { Fatal, fileError, oneLine } from "./_serve_fatal.ts";
 import { type Ingest, loadHandlers, startIngest } from "./_serve_ingest.ts";
-import { SERVE_FLAGS, SERVE_USAGE, type Settings } from "./_serve_settings.ts";
+import { SERVE_FLAGS, SERVE_USAGE } from "./_serve_settings.ts";
+import type { Settings } from "./_serve_run_settings.ts";
 import { onSignals, tokensReloader } from "./_signals.ts";
 import { loadSchemas, openFollowers, openStreams } from "./_serve_streams.ts";
 import type { Follower } from "../server/follow/follower.ts";

@@ -108,10 +108,8 @@ export {
   type NotReplayableWhy,
   PROTOCOL_VERSION,
   type ProtocolReason,
-  type PublishAnswer,
-  type PublishFrame,
-  type PublishGreeting,
   type StreamHead,
   SUBPROTOCOL,
   type TooSlowReason,
 } from "./wire.ts";
+export { type PublishAnswer, type PublishFrame, type PublishGreeting } from "./publish_wire.ts";

@@ -25,7 +25,7 @@
 import { backoffDelay } from "../common/backoff.ts";
 import type { WebSocketConstructor } from "./_connection.ts";
 import { withToken } from "./_token.ts";
-import { type PublishAnswer, type PublishGreeting, publishUrl } from "./wire.ts";
+import { type PublishAnswer, type PublishGreeting, publishUrl } from "./publish_wire.ts";
 
 /**
  * Options of {@linkcode publisher}.

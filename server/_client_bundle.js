@@ -166,7 +166,6 @@ function subscribeUrl(url, query) {
 function splitBatch(frame) {
   return frame.split("\n");
 }
-var DEFAULT_MAX_IN_FLIGHT_BYTES = 16 << 20;
 
 // client/errors.ts
 var RECONNECT_CODES = [

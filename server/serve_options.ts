@@ -19,7 +19,7 @@ import {
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
 import { DEFAULT_MAX_PUBLISH_SERVER_BYTES } from "./publish/budget.ts";
 import { checkKeys, OptionCheck, shown } from "./_options.ts";
 

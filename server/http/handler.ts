@@ -49,7 +49,7 @@ import { handlePublishPost } from "./publish.ts";
 import { handlePublishSocket } from "./publish_socket.ts";
 import { PublishMetrics } from "../publish/publish_metrics.ts";
 import { DEFAULT_MAX_PUBLISH_SERVER_BYTES, PublishBudget } from "../publish/budget.ts";
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../client/wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../client/publish_wire.ts";
 import { viewerAssetResponse, viewerPageResponse } from "./viewer.ts";
 import { json, notFound, splitPath } from "./_respond.ts";
 

@@ -20,7 +20,7 @@ import {
   PRODUCER_PATTERN,
   PRODUCER_RULE,
   SEQ_HEADER,
-} from "../../client/wire.ts";
+} from "../../client/publish_wire.ts";
 import type { Grant } from "../auth.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";

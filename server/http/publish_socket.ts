@@ -28,19 +28,16 @@
  * @module
  */
 
+import { CloseCode, encodeCloseReason, PROTOCOL_VERSION, SUBPROTOCOL } from "../../client/wire.ts";
 import {
-  CloseCode,
   DEFAULT_MAX_IN_FLIGHT,
   DEFAULT_MAX_IN_FLIGHT_BYTES,
-  encodeCloseReason,
   PRODUCER_PATTERN,
   PRODUCER_RULE,
-  PROTOCOL_VERSION,
   PUBLISH_PARAMS,
   type PublishAnswer,
   type PublishGreeting,
-  SUBPROTOCOL,
-} from "../../client/wire.ts";
+} from "../../client/publish_wire.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { type Grant, offeredProtocols } from "../auth.ts";
 import type { Stream } from "../stream.ts";

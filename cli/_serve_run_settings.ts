@@ -1,0 +1,133 @@
+/**
+ * What `serve` runs with once its flags and config file are read and merged:
+ * the declared streams and upstreams, and the whole {@linkcode Settings}
+ * object whose scalar fields are named by the settings table's config keys.
+ *
+ * @module
+ */
+
+import type { LogFormat, LogLevel } from "../common/logger.ts";
+import type { ArchiveOptions } from "../log/mod.ts";
+
+/**
+ * A stream's schema: the path of its file, or an inline schema from the config.
+ *
+ * @example
+ * ```ts
+ * import { ok } from "node:assert/strict";
+ * import type { SchemaSource } from "./_serve_run_settings.ts";
+ * const src: SchemaSource = { path: "schemas/trades.json" };
+ * ok("path" in src);
+ * ```
+ */
+export type SchemaSource = { path: string } | { inline: Record<string, unknown>; where: string };
+
+/**
+ * A declared stream.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import type { StreamDecl } from "./_serve_run_settings.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({ stream: ["book=book.json"], ephemeral: ["book"] });
+ * const decl: StreamDecl | undefined = s.streams.get("book");
+ * deepStrictEqual(decl, { schema: { path: "book.json" }, ephemeral: true, publish: false });
+ * ```
+ */
+export interface StreamDecl {
+  schema: SchemaSource;
+  ephemeral: boolean;
+  /** Opened for network publishing (`--publish`, config `"publish": true`). */
+  publish?: boolean;
+  /** Keeps an Iceberg table (`--iceberg`, config `"iceberg": true`). */
+  iceberg?: boolean;
+}
+
+/**
+ * A stream's upstream.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import type { UpstreamDecl } from "./_serve_run_settings.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({
+ *   stream: ["book=book.json"],
+ *   upstream: ["book=wss://feed.example/book"],
+ * });
+ * const up: UpstreamDecl | undefined = s.upstreams.get("book");
+ * deepStrictEqual(up, { url: "wss://feed.example/book", handler: null }); // the default handler
+ * ```
+ */
+export interface UpstreamDecl {
+  url: string;
+  /** This upstream's own handler module, or null for the default one. */
+  handler: string | null;
+}
+
+/**
+ * Everything `serve` runs with, after the config file and the flags are
+ * merged. The scalar fields are named by their config keys in the settings table (`SETTINGS`, `_serve_settings.ts`).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { Settings } from "./_serve_run_settings.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const where = (s: Settings): string => `${s.host}:${s.port}`;
+ * equal(where(await settingsFrom({ stream: ["t=t.json"], port: "9000" })), "127.0.0.1:9000");
+ * ```
+ */
+export interface Settings {
+  root: string;
+  host: string;
+  port: number;
+  streams: Map<string, StreamDecl>;
+  stdin: string | null;
+  upstreams: Map<string, UpstreamDecl>;
+  handler: string | null;
+  maxBacklog?: number;
+  maxReplay?: number | null;
+  segmentBytes?: number;
+  /** Seconds. */
+  sealEvery?: number;
+  fsync: boolean;
+  /** Seconds. */
+  pingInterval?: number;
+  archive: ArchiveOptions | null;
+  replayArchive: boolean;
+  maxConnections?: number;
+  maxSubscribers?: number;
+  maxUrlBytes?: number;
+  maxRowBytes?: number;
+  maxReplayReaders?: number;
+  sendBufferBytes?: number;
+  fanoutTurnBytes?: number;
+  /** Seconds. */
+  stallTimeout?: number;
+  maxPublishBytes?: number;
+  maxInFlight?: number;
+  maxPublishInflightBytes?: number;
+  maxPublishServerBytes?: number;
+  maxProducers?: number;
+  icebergCommitBytes?: number;
+  /** The tokens file, or null for no access control. */
+  tokens: string | null;
+  tlsCert: string | null;
+  tlsKey: string | null;
+  logLevel: LogLevel;
+  logFormat: LogFormat;
+  // Followers (_serve_follow_settings.ts): followed stream → primary URL.
+  follow: Map<string, string>;
+  followToken: string | null;
+  /** Seconds. */
+  followPoll: number;
+  /** Seconds. */
+  followRetryMax: number;
+  /** Seconds. */
+  followTimeout: number;
+  followMaxManifestBytes: number;
+  /** Seconds. */
+  followStartWait: number;
+}
