@@ -125,7 +125,7 @@ export class Log {
         if (rep === null) return this.onCommit?.(first, end);
         if (tags !== null) rep.recorded(tags);
         if (runs !== null) rep.onDurable?.({ first, end, runs, records: tags ? [...tags] : [] });
-        rep.gate.durable(end); // shown (onCommit) once committed too
+        rep.durable(end); // shown (onCommit) once committed too
       },
       wake: () => {
         for (const r of this.#readers) r._wake();

@@ -181,6 +181,11 @@ export class Replication {
   onDurable: ((commit: DurableCommit) => void) | null = null;
   /** Whether local appends are taken (this node leads). */
   writable = false;
+  /**
+   * Told, for each commit of this node's, how long it waited between being
+   * durable here and being committed in the cluster, ms (for metrics).
+   */
+  onCommitWait: ((ms: number) => void) | null = null;
   /** Where rows become visible. */
   readonly gate: CommitGate;
   readonly #host: ReplicationHost;
@@ -191,6 +196,8 @@ export class Replication {
   readonly #below = new Map<string, ProducerRecord>();
   #recent: ProducerRecord[] = [];
   #maxProducers: number;
+  // Ends of commits durable here and not yet shown, with when (for onCommitWait).
+  #waits: { end: number; at: number }[] = [];
   #checkpointTimer: ReturnType<typeof setTimeout> | undefined;
   #checkpointing: Promise<void> | null = null;
 
@@ -210,6 +217,7 @@ export class Replication {
     this.#checkpointed = committed;
     host.committer.capture = true;
     this.gate.onVisible = (first, end) => {
+      this.#timeWaits(end);
       this.#show(first, end);
       host.visible();
     };
@@ -278,6 +286,21 @@ export class Replication {
    */
   checkWritable(): void {
     if (!this.writable) throw new NotLeaderError(this.#host.name, null);
+  }
+
+  /** @internal This node's fsync covers every row below `end` (the log's committer says). */
+  durable(end: number): void {
+    if (this.onCommitWait) this.#waits.push({ end, at: performance.now() });
+    this.gate.durable(end);
+  }
+
+  #timeWaits(visible: number): void {
+    const w = this.#waits;
+    if (w.length === 0) return;
+    const now = performance.now();
+    let i = 0;
+    while (i < w.length && w[i].end <= visible) this.onCommitWait?.(now - w[i++].at);
+    if (i > 0) this.#waits = w.slice(i);
   }
 
   /** Every row below `index` is committed in the cluster (shown once durable here too). */
@@ -373,6 +396,7 @@ export class Replication {
     this.gate.cut(t.end);
     this.#terms = await TermHistory.open(this.#host.dir);
     this.#recent = this.#recent.filter((r) => r.last < t.end);
+    this.#waits = this.#waits.filter((w) => w.end <= t.end);
     return t;
   }
 

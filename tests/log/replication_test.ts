@@ -45,6 +45,8 @@ Deno.test("replicated log: rows are shown (readers, onCommit, acks) only once co
   const { log, rep } = await leaderLog(dir, () => 1000);
   const shown: [number, number][] = [];
   log.onCommit = (first, end) => shown.push([first, end]);
+  const waits: number[] = [];
+  rep.onCommitWait = (ms) => waits.push(ms);
   let acked: number | null = null;
   log.appendMany(["{}", "{}"]).then((f) => (acked = f));
   await log.flush();
@@ -63,6 +65,8 @@ Deno.test("replicated log: rows are shown (readers, onCommit, acks) only once co
   await new Promise((r) => setTimeout(r, 0));
   assertEquals(acked, 1);
   assertEquals(shown, [[1, 2], [2, 3]]);
+  assertEquals(waits.length, 1); // one commit, timed from its fsync to its commit
+  assert(waits[0] >= 0);
   // A duplicate is answered only once its commit is committed too.
   const p = log.publish(["{}"], { producer: "a", seq: 1 });
   await log.flush();
