@@ -304,7 +304,9 @@ export class ClusterNode {
     const keys = this.#election.keys;
     const set = await readInSync(this.#etcd, keys);
     if (!leadership.valid()) return;
-    if (!set) throw new Error(`${keys.inSync} is missing after this node won term ${leadership.term}`);
+    if (!set) {
+      throw new Error(`${keys.inSync} is missing after this node won term ${leadership.term}`);
+    }
     this.#term = leadership.term;
     const tracker = new CommitTracker(etcdInSyncStore(this.#etcd, keys, leadership), leadership, {
       node: this.#o.node,

@@ -158,6 +158,13 @@ export class ReplicationSource {
   /** One of the leader's commits is durable: encoded once, kept in the ring, shipped. */
   ship(c: DurableCommit): void {
     if (this.#closed) return;
+    if (this.#links.size === 0) {
+      // No follower to send it to (R = 1, or all away): not encoded at all;
+      // one that connects later is caught up from the log.
+      this.#ring.length = 0;
+      this.#ringSize = 0;
+      return;
+    }
     const bytes = encodeCommit({
       term: this.#term,
       first: c.first,
