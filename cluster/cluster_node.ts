@@ -68,6 +68,13 @@ export interface ClusterNodeOptions {
    * the rows for its fan-out). @default `log.replication.appendCommit`
    */
   append?: (commit: ReplicaCommit) => Promise<number>;
+  /**
+   * This node's log was made now for a stream the cluster already had (a
+   * new node, or one whose disk was lost): it campaigns only once it holds
+   * every row the leader says is committed — a node named in the in-sync set
+   * with an empty disk must not lead. @default false
+   */
+  joining?: boolean;
   /** Where transitions are reported. @default a text Logger on stderr */
   logger?: Logger;
 }
@@ -277,7 +284,7 @@ export class ClusterNode {
     };
     this.#watch.onChange = (leader) => this.#queue(() => this.#follow(leader));
     this.#watch.start();
-    this.#election.start();
+    if (!this.#o.joining) this.#election.start();
   }
 
   #queue(step: () => Promise<void>): void {
@@ -415,6 +422,11 @@ export class ClusterNode {
         logger: this.#logger,
         onCut: (_at, rows) => (this.counters.rowsCut += rows),
         onInSync: (nodes) => (this.#inSync = nodes),
+        onCaughtUp: () => {
+          if (this.#stop.signal.aborted || this.#election.started) return;
+          this.#logger.info("cluster_joined", { stream: this.#o.stream, node: this.#o.node });
+          this.#election.start();
+        },
       });
       try {
         const end = await sink.run(signal);

@@ -224,6 +224,11 @@ export class Election {
     this.#running ??= this.#run();
   }
 
+  /** Whether {@linkcode Election.start} was called. */
+  get started(): boolean {
+    return this.#running !== null;
+  }
+
   /** Resolves with the next leadership this node wins (null once closed). */
   elected(): Promise<Leadership | null> {
     const now = this.leadership;

@@ -89,6 +89,11 @@ export interface ReplicaSinkOptions {
   append?: (commit: ReplicaCommit) => Promise<number>;
   /** Told the leader's in-sync set, at the handshake and on each change. */
   onInSync?: (nodes: string[]) => void;
+  /**
+   * Told once, when this log holds every row the leader said was committed
+   * (a node that joined with a new log may campaign from then on).
+   */
+  onCaughtUp?: () => void;
   /** Told each cut of this log's tail: where, and how many rows went. */
   onCut?: (at: number, rows: number) => void;
   /** How long to wait for the socket and the hello, ms. @default 10000 */
@@ -139,6 +144,8 @@ export class ReplicaSink {
   #error: Error | null = null;
   #handshaken = false;
   #stopped = false;
+  #leaderCommit = Infinity;
+  #caughtUp = false;
   #ended: ((code: number, reason: string) => void) | null = null;
 
   /** A sink (not connected) writing into `rep`. */
@@ -218,7 +225,11 @@ export class ReplicaSink {
     if (typeof data === "string") {
       const m = parseControl(data);
       if (m.type === "hello" && !this.#handshaken) return await this.#hello(m);
-      if (m.type === "commit" && this.#handshaken) return this.#rep.commitThrough(m.index);
+      if (m.type === "commit" && this.#handshaken) {
+        this.#leaderCommit = m.index;
+        this.#checkCaughtUp();
+        return this.#rep.commitThrough(m.index);
+      }
       if (m.type === "in_sync" && this.#handshaken) return this.#o.onInSync?.(m.nodes);
       throw new ReplicationWireError(`unexpected ${m.type} from the leader`);
     }
@@ -254,6 +265,8 @@ export class ReplicaSink {
     this.#handshaken = true;
     this.#socket?.send(JSON.stringify({ type: "from", from: rep.durableEnd }));
     rep.commitThrough(m.commit);
+    this.#leaderCommit = m.commit;
+    this.#checkCaughtUp();
   }
 
   async #take(commit: WireCommit): Promise<void> {
@@ -273,7 +286,14 @@ export class ReplicaSink {
     done.catch((err) => this.#fail(err)).finally(() => this.#pending.delete(done));
   }
 
+  #checkCaughtUp(): void {
+    if (this.#caughtUp || this.#rep.durableEnd < this.#leaderCommit) return;
+    this.#caughtUp = true;
+    this.#o.onCaughtUp?.();
+  }
+
   #ack(): void {
+    this.#checkCaughtUp();
     if (this.#ackQueued) return;
     this.#ackQueued = true;
     setImmediate(() => {

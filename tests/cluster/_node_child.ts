@@ -41,6 +41,8 @@ const cluster = new ClusterNode(etcd, log, {
   leaseSeconds: Number(lease),
   replicaLagMs: Number(lag),
   pollMs: 500,
+  // A log made now for a stream the cluster had: no campaign before catching up.
+  joining: local === null && id.by !== node,
   logger,
 });
 const rep = log.replication!;
