@@ -122,7 +122,17 @@ export interface ClusterView {
   in_sync: string[];
 }
 
-/** Counters of a node's transitions (for metrics). */
+/**
+ * Counters of a node's transitions (for metrics).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { ClusterCounters } from "./cluster_node.ts";
+ * const c: ClusterCounters = { elected: 2, deposed: 1, rowsCut: 30, refused: 4 };
+ * equal(c.elected - c.deposed, 1); // leads now
+ * ```
+ */
 export interface ClusterCounters {
   /** Times this node became leader. */
   elected: number;

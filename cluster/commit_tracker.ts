@@ -52,7 +52,22 @@ export interface CommitTrackerOptions {
   stream?: string;
 }
 
-/** What a tracker writes the in-sync set through (the leader's etcd). */
+/**
+ * What a tracker writes the in-sync set through (the leader's etcd,
+ * {@linkcode etcdInSyncStore}).
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import type { InSyncStore } from "./commit_tracker.ts";
+ * // A store that takes every write (what the tracker's own tests do without etcd).
+ * const store: InSyncStore = {
+ *   write: (e, nodes) => Promise.resolve({ term: e.term, nodes: [...nodes], modRevision: e.modRevision + 1 }),
+ * };
+ * const set = await store.write({ term: 2, nodes: ["n1"], modRevision: 5 }, ["n1", "n2"]);
+ * deepEqual(set?.nodes, ["n1", "n2"]);
+ * ```
+ */
 export interface InSyncStore {
   /** Writes `nodes` over `expected`; the new set, or null when refused (deposed). */
   write(expected: InSyncSet, nodes: readonly string[]): Promise<InSyncSet | null>;

@@ -44,7 +44,25 @@ export const DEFAULT_WINDOW_BYTES = 8 << 20;
 /** Bytes of the leader's log read at once to catch a follower up. */
 const CATCH_UP_READ_BYTES = 1 << 20;
 
-/** What a source tells its owner about followers. */
+/**
+ * What a source tells its owner about followers (the node hands them to its
+ * commit tracker).
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import type { SourceEvents } from "./replication_source.ts";
+ * const seen: string[] = [];
+ * const events: SourceEvents = {
+ *   connected: (n) => seen.push(`+${n}`),
+ *   disconnected: (n) => seen.push(`-${n}`),
+ *   durable: (n, end) => seen.push(`${n}@${end}`),
+ * };
+ * events.connected("n2");
+ * events.durable("n2", 41);
+ * deepEqual(seen, ["+n2", "n2@41"]);
+ * ```
+ */
 export interface SourceEvents {
   /** `node` finished its handshake and is shipped from now on. */
   connected(node: string): void;
