@@ -75,6 +75,8 @@ export interface ClusterNodeOptions {
    * with an empty disk must not lead. @default false
    */
   joining?: boolean;
+  /** A bearer token for the leader's replicate route. @default none */
+  token?: string;
   /** Where transitions are reported. @default a text Logger on stderr */
   logger?: Logger;
 }
@@ -429,6 +431,7 @@ export class ClusterNode {
         stream: this.#o.stream,
         leaderUrl: url,
         append: this.#o.append,
+        token: this.#o.token,
         logger: this.#logger,
         onCut: (_at, rows) => (this.counters.rowsCut += rows),
         onInSync: (nodes) => (this.#inSync = nodes),

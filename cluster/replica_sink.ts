@@ -98,6 +98,11 @@ export interface ReplicaSinkOptions {
   onCut?: (at: number, rows: number) => void;
   /** How long to wait for the socket and the hello, ms. @default 10000 */
   connectMs?: number;
+  /**
+   * A bearer token for a leader that guards its replicate route, sent as the
+   * `bearer.TOKEN` subprotocol (beside `streamcast`). @default none
+   */
+  token?: string;
   /** Where events are reported. @default a text Logger on stderr */
   logger?: Logger;
 }
@@ -170,7 +175,8 @@ export class ReplicaSink {
    */
   async run(signal?: AbortSignal): Promise<SinkEnd> {
     const url = replicateUrl(this.#o.leaderUrl, this.#o.stream, this.#o.node);
-    const socket = new WebSocket(url);
+    const token = this.#o.token;
+    const socket = new WebSocket(url, token ? ["streamcast", `bearer.${token}`] : undefined);
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const connectMs = this.#o.connectMs ?? 10_000;
