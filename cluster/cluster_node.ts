@@ -360,6 +360,7 @@ export class ClusterNode {
     this.#leading = { leadership, tracker, source };
     this.counters.elected++;
     rep.writable = true;
+    this.#archiveAs(leadership.term);
     // Rows this node held past the commit index count once the set holds them.
     tracker.leaderDurable(rep.durableEnd);
     this.#logger.info("cluster_leader", {
@@ -380,6 +381,7 @@ export class ClusterNode {
     this.#leading = null;
     const rep = this.#rep;
     rep.writable = false;
+    this.#archiveAs(null);
     rep.onDurable = null;
     l.tracker.close();
     l.source.close();
@@ -397,6 +399,12 @@ export class ClusterNode {
       end: rep.durableEnd,
     });
     this.onRole?.(this.view);
+  }
+
+  // Only the leader uploads to the archive, each manifest carrying its term
+  // (none over a later term's); null: this node uploads nothing.
+  #archiveAs(term: number | null): void {
+    if (this.#log.archiveUri !== null) this.#log.setRetention({ archiveTerm: term });
   }
 
   // Follows `leader` (replicating from it), unless this node leads.

@@ -459,7 +459,7 @@ export class Log {
     this.#link?.tick();
   }
 
-  /** Changes how chunks are merged and retained (takes effect at the next maintenance). */
+  /** Changes the chunk policy: merges and retention (next maintenance), `archiveTerm` (at once). */
   setRetention(policy: Partial<ChunkPolicy>): void {
     if (!this.#link?.running || !this.#opts.chunks) {
       throw new TypeError(`log ${this.dir} keeps no chunks`);

@@ -158,6 +158,8 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
         ...(typeof options.chunks === "object" ? options.chunks : {}),
         archive: options.archive ?? null,
         replica: options.replica ?? false,
+        // A cluster's log uploads only while its node leads (Log.archiveAs).
+        ...(options.replicated ? { archiveTerm: null } : {}),
       }
       : null,
     replica: options.replica ?? false,
