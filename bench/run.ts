@@ -30,6 +30,7 @@ const BENCHES = [
   "compress",
   "zstd_stream",
   "follow",
+  "cluster",
   "iceberg",
   "nats_peer",
   "profile",
