@@ -40,8 +40,11 @@ export interface MeasuredNode {
  *   counters: { elected: 1, deposed: 0, rowsCut: 3, refused: 0 },
  *   view: { node: "n1", role: "leader" as const, leader: "http://h1", term: 4, replicas: 2, in_sync: ["n1", "n2"] },
  * };
- * const rep = { onCommitWait: null, commitIndex: 11 };
- * const m = new ClusterMetrics("trades", registry, node, rep as never);
+ * const rep: { onCommitWait: ((ms: number) => void) | null; commitIndex: number } = {
+ *   onCommitWait: null,
+ *   commitIndex: 11,
+ * };
+ * const m = new ClusterMetrics("trades", registry, node, rep);
  * rep.onCommitWait!(2); // a commit waited 2 ms for the cluster
  * const text = registry.render();
  * ok(text.includes('streamcast_cluster_leader{stream="trades"} 1'));

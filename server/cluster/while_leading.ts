@@ -27,8 +27,8 @@ export interface LeadingNode {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { whileLeading } from "./while_leading.ts";
- * const node = { role: "follower" as "leader" | "follower", onRole: null as ((v: never) => void) | null };
+ * import { type LeadingNode, whileLeading } from "./while_leading.ts";
+ * const node: { -readonly [K in keyof LeadingNode]: LeadingNode[K] } = { role: "follower", onRole: null };
  * let runs = 0;
  * const stop = new AbortController();
  * const done = whileLeading(node, (signal) => {
