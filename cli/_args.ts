@@ -10,6 +10,9 @@ export class UsageError extends Error {
   }
 }
 
+/** Most URLs `tail` and `publish` take (the stream's nodes). */
+export const MAX_URLS = 64;
+
 /** Parses `args` strictly against `options` (plus `--help`); at most `positionals` positionals. */
 export function parse(
   args: string[],

@@ -10,21 +10,30 @@
  * last row. With `--producer ID`, a rerun over the same input skips the
  * lines the server says are stored (its `last_seq`) and sends the rest; a
  * reconnect resends what was not acknowledged, from `last_seq + 1`. Either
- * way no row is stored twice.
+ * way no row is stored twice. Given several URLs (a cluster's nodes), it
+ * finds the node that takes the publish itself (client/publisher.ts).
  *
  * @module
  */
 
-import { parse, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, UsageError } from "./_args.ts";
 import { type Published, publisher, PublishError } from "../client/publisher.ts";
+import { nodeUrls } from "../client/node_urls.ts";
 
 const USAGE =
-  `usage: deno run -A cli.ts publish URL [--producer ID] [--batch N] [--acks] [--token TOKEN]
+  `usage: deno run -A cli.ts publish URL[,URL…] [URL…] [--producer ID] [--batch N] [--acks] [--token TOKEN]
 
 Reads NDJSON rows from stdin (one JSON object per line; blank lines are
 skipped) and publishes them to the stream at URL (ws://HOST:PORT/NAME, or
 http://…; ws://HOST:PORT/ for the unnamed stream) over its publish socket,
 pipelined. The server must be started with --publish NAME.
+
+Several URLs (separated by commas, or as several arguments) are the stream
+on the nodes of a cluster: publish finds the leader itself — it follows a
+follower's redirect (at most --max-redirects hops), and when a node answers
+503 (no_leader, not_enough_replicas) or cannot be reached it tries the next,
+with backoff, resending what was not acknowledged (never stored twice with
+--producer).
 
   --producer ID   the producer's name (1-128 printable ASCII, no space). Frames
                   are numbered by stdin line (a frame's seq is the line number
@@ -39,6 +48,12 @@ pipelined. The server must be started with --publish NAME.
   --token TOKEN   a bearer token with a "publish" grant (or STREAMCAST_TOKEN).
   --no-reconnect  exit 1 when the connection drops, instead of reconnecting
                   with backoff and resending what was not acknowledged.
+  --retry-timeout-ms MS
+                  give up (exit 1, naming each URL and what it answered last)
+                  after MS milliseconds without a node that takes the publish
+                  [60000].
+  --max-redirects N
+                  most redirects followed from one URL [5].
 
 A frame whose answer was lost across a reconnect, after which the server
 had stored later lines, is named on stderr and the rest is sent: its lines
@@ -51,6 +66,23 @@ still be stored), a frame's answer was lost as above, or the connection
 fails; 2 on a bad command line.`;
 
 const MAX_OUTSTANDING = 1024;
+
+// An integer flag from `min` to `max`, or `fallback` when absent.
+function intFlag(
+  values: Record<string, unknown>,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const text = values[name] as string | undefined;
+  if (text === undefined) return fallback;
+  const n = /^\d{1,9}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= min && n <= max)) {
+    throw new UsageError(`--${name} must be an integer ${min}-${max}, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
 
 /**
  * Runs `publish`; resolves with the exit code.
@@ -69,22 +101,26 @@ export async function cmdPublish(args: string[]): Promise<number> {
     acks: { type: "boolean" },
     token: { type: "string" },
     "no-reconnect": { type: "boolean" },
-  }, 1);
+    "retry-timeout-ms": { type: "string" },
+    "max-redirects": { type: "string" },
+  }, MAX_URLS);
   if (values.help) {
     console.log(USAGE);
     return 0;
   }
-  if (positionals.length !== 1) throw new UsageError("publish takes one URL");
+  if (positionals.length === 0) throw new UsageError("publish takes a URL (or several)");
+  const retryTimeoutMs = intFlag(values, "retry-timeout-ms", 60_000, 1, 86_400_000);
+  const maxRedirects = intFlag(values, "max-redirects", 5, 0, 100);
   const batchText = (values.batch as string | undefined) ?? "100";
   const batch = /^\d+$/.test(batchText) ? Number(batchText) : NaN;
   if (!Number.isInteger(batch) || batch < 1 || batch > 1_000_000) {
     throw new UsageError(`--batch must be an integer 1-1000000, got ${JSON.stringify(batchText)}`);
   }
-  let url: string;
+  let urls: string[];
   try {
-    url = new URL(positionals[0]).toString();
-  } catch {
-    throw new UsageError(`not a URL: ${positionals[0]}`);
+    urls = nodeUrls(positionals, "publish");
+  } catch (err) {
+    throw new UsageError((err as Error).message);
   }
   let token = values.token as string | undefined;
   if (token === undefined) {
@@ -100,7 +136,9 @@ export async function cmdPublish(args: string[]): Promise<number> {
   }
   let pub;
   try {
-    pub = await publisher(url, {
+    pub = await publisher(urls, {
+      retryTimeoutMs,
+      maxRedirects,
       ...(producer !== undefined ? { producer } : {}),
       ...(token ? { token } : {}),
       reconnect: !values["no-reconnect"],

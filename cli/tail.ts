@@ -2,7 +2,7 @@
  * `cli.ts tail` and `cli.ts head`.
  *
  * ```text
- * deno run -A cli.ts tail URL [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
+ * deno run -A cli.ts tail URL[,URL…] [URL…] [--offset N|earliest | --since T] [--cursor FILE]
  * deno run -A cli.ts head URL
  * ```
  *
@@ -13,7 +13,7 @@
  * @module
  */
 
-import { parse, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
 import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
@@ -21,13 +21,20 @@ import { FileCursor } from "../client/file_cursor.ts";
 import type { CursorStore } from "../client/cursor.ts";
 import { fetchHead, headUrl } from "../client/head.ts";
 import { parseSince } from "../client/since.ts";
+import { nodeUrls } from "../client/node_urls.ts";
 
 const TAIL_USAGE =
-  `usage: deno run -A cli.ts tail URL [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
+  `usage: deno run -A cli.ts tail URL[,URL…] [URL…] [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
 
 Prints the stream at URL (ws://HOST:PORT/NAME, ws://HOST:PORT/ for the unnamed
 stream; http:// works too) as NDJSON: one [offset,msg] line per row, exactly as
 the server sent it. Status messages go to stderr.
+
+Several URLs (separated by commas, or as several arguments) are the stream on
+several nodes — a cluster, or a primary and its followers: every node serves
+reads, so tail moves to the next URL when one cannot be reached or its
+connection drops, and resumes after the last row printed. Every node must
+serve the same stream (stream_id); one that serves another is an error.
 
   --offset N|earliest  start at offset N (inclusive; 0 = the stream's first) or at
                        the earliest offset still served. Default: live, from the
@@ -184,7 +191,7 @@ function describeReconnect(e: ReconnectEvent): string {
     ? `at offset ${e.resumeAt}`
     : "live (ephemeral stream: rows sent meanwhile are lost)";
   return `streamcast tail: ${e.error.message}\nstreamcast tail: reconnecting in ${e.delayMs} ms ` +
-    `${at} (attempt ${e.attempt})`;
+    `${at} (attempt ${e.attempt}) to ${e.url}`;
 }
 
 /**
@@ -229,8 +236,8 @@ export async function cmdTail(args: string[]): Promise<number> {
     where: { type: "string" },
     compress: { type: "boolean" },
     "no-compress": { type: "boolean" },
-  }, 1);
-  if (values.help || positionals.length !== 1) {
+  }, MAX_URLS);
+  if (values.help || positionals.length === 0) {
     console.log(TAIL_USAGE);
     return values.help ? 0 : 2;
   }
@@ -240,12 +247,14 @@ export async function cmdTail(args: string[]): Promise<number> {
   if (values.compress && values["no-compress"]) {
     throw new UsageError("--compress and --no-compress contradict each other");
   }
-  const url = positionals[0];
+  let urls: string[];
   try {
-    headUrl(url); // checks the URL's shape
+    urls = nodeUrls(positionals, "tail");
+    for (const u of urls) headUrl(u); // checks the URL's shape
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  const url = urls[0];
   const offset = parseOffset(values.offset);
   const where = parseWhere(values.where);
   const since = parseSinceFlag(values.since, values.offset);
@@ -290,7 +299,7 @@ export async function cmdTail(args: string[]): Promise<number> {
         );
       }
     }
-    sub = await connect(url, {
+    sub = await connect(urls, {
       offset,
       ...(since !== undefined ? { since } : {}),
       cursor,

@@ -22,7 +22,8 @@ export class CompressChoice {
       _zstdDefault?: boolean;
       token?: string;
     },
-    url: string,
+    /** The stream's URL on the node connected to (dictionaries come from there). */
+    url: () => string,
   ) {
     this.#zstd = opts._zstd ?? null;
     this.#fallBack = opts._zstdDefault ?? false;
@@ -31,7 +32,7 @@ export class CompressChoice {
     const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
     this.#dict = decompress && {
       decompress,
-      load: (id: string) => fetchDictionary(url, id, headers),
+      load: (id: string) => fetchDictionary(url(), id, headers),
     };
   }
 

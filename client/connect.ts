@@ -42,6 +42,7 @@ import { TOKEN_PATTERN } from "./wire.ts";
 import { sinceMicros } from "./since.ts";
 import { loadZstd } from "./_zstd.ts";
 import { loadDictZstd } from "./_zstd_dict.ts";
+import { type NodeUrls, nodeUrls } from "./node_urls.ts";
 
 export { Subscription } from "./subscription.ts";
 export type { Line, Row } from "./subscription.ts";
@@ -322,14 +323,16 @@ async function cursorStore(
  * ```
  */
 export function connect<T = unknown>(
-  url: string | URL,
+  urls: NodeUrls,
   options: ConnectOptions = {},
 ): Promise<Subscription<T>> {
-  return open<T>(url, options);
+  return open<T>(urls, options);
 }
 
-async function open<T>(url: string | URL, options: ConnectOptions): Promise<Subscription<T>> {
-  const u = checkUrl(url);
+async function open<T>(urls: NodeUrls, options: ConnectOptions): Promise<Subscription<T>> {
+  const u = Array.isArray(urls) || (typeof urls === "string" && urls.includes(","))
+    ? nodeUrls(urls).map(checkUrl)
+    : [checkUrl(urls as string | URL)];
   const o = checkOptions(options);
   const resolved: SubscriptionOptions = {
     ...o,

@@ -123,6 +123,8 @@ export interface ReconnectEvent {
    * resumes with no gap.
    */
   lost: boolean;
+  /** The URL this attempt goes to: the next of the URLs given, in turn. */
+  url: string;
 }
 
 /**

@@ -251,7 +251,7 @@ function notReplayableMessage(url: string, i: NotReplayableInfo): string {
       return `${s} is ephemeral (it has no log), so ${at} cannot be replayed (4416 not_durable). ` +
         `Subscribe live: no offset and no cursor.`;
     case "other_stream":
-      return `${s} is not the log your position came from (4416 other_stream): you sent ` +
+      return `${s} at ${url} is not the log your position came from (4416 other_stream): you sent ` +
         `stream_id ${i.streamId ?? "(unknown)"}, and the server's log has another id (it was ` +
         `wiped and recreated, or this is another server). Your offset means nothing here: ` +
         `delete the saved cursor and start again at offset "earliest" or live, knowing that ` +

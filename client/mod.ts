@@ -68,6 +68,8 @@ export {
   TooSlow,
 } from "./errors.ts";
 export { fetchHead, headUrl } from "./head.ts";
+// A stream on several nodes: the URLs connect() and publisher() take.
+export { type NodeUrls, nodeUrls } from "./node_urls.ts";
 // Publishing (docs/SPEC.md §9): rows in, acknowledged once durable, never stored twice.
 export {
   type Published,

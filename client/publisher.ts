@@ -19,98 +19,27 @@
  * next publish takes the failed frame's seq again, so the producer's seqs
  * go on without a hole.
  *
+ * Given several URLs (the nodes of a cluster, docs/SPEC.md §9.5), the
+ * publisher finds the node that takes the publish itself: it follows a
+ * node's 307 to the leader (at most `maxRedirects` hops), and on a 503
+ * (`no_leader`, `not_enough_replicas`), a refused connection or a dropped
+ * socket it tries the next URL, with backoff, for at most `retryTimeoutMs`;
+ * what was not answered is sent again there, as after any reconnect.
+ *
  * @module
  */
 
-import { backoffDelay } from "../common/backoff.ts";
+import { backoffDelay, sleep } from "../common/backoff.ts";
 import type { WebSocketConstructor } from "./_connection.ts";
 import { withToken } from "./_token.ts";
+import type { PublisherOptions } from "./publisher_options.ts";
+import { PublishError } from "./publish_error.ts";
+import { type NodeUrls, nodeUrls } from "./node_urls.ts";
+import { askUpgrade, PublishRoute, redirectTarget, refusedStatus } from "./_publish_route.ts";
 import { type PublishAnswer, type PublishGreeting, publishUrl } from "./publish_wire.ts";
 
-/**
- * Options of {@linkcode publisher}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublisherOptions } from "./publisher.ts";
- * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
- * equal(o.producer, "collector-1");
- * ```
- */
-export interface PublisherOptions {
-  /**
-   * The producer's name (1–128 printable ASCII characters, no space): the
-   * server remembers its last seq, so a resend is never stored twice, also
-   * across restarts of this process when the name is kept.
-   * `null`: at-least-once publishing. @default a random name for this publisher
-   */
-  producer?: string | null;
-  /** A bearer token with a `"publish"` grant for the stream. */
-  token?: string;
-  /** Most frames awaiting their answer at once (the server's `max_in_flight` caps it). @default 64 */
-  maxInFlight?: number;
-  /** Reconnect after a dropped connection and resend what was not answered. @default true */
-  reconnect?: boolean;
-  /** Reconnect delays. @default { minMs: 100, maxMs: 5000 } */
-  backoff?: { minMs?: number; maxMs?: number };
-  /**
-   * Longest wait for a connection's greeting, after which that attempt
-   * counts as failed (a host that takes the connection but never answers).
-   * @default 10000
-   */
-  connectTimeoutMs?: number;
-  /**
-   * Longest wait of {@linkcode Publisher.close} for the answers still
-   * outstanding (e.g. while the server is down and reconnects fail); then
-   * their sends reject with a `closed` {@linkcode PublishError} saying why,
-   * and `close` resolves. @default 10000
-   */
-  closeTimeoutMs?: number;
-  /** Called after each reconnect with the producer's `last_seq` the server reported. */
-  onReconnect?: (lastSeq: number) => void;
-  /** The WebSocket constructor. @default globalThis.WebSocket */
-  WebSocket?: WebSocketConstructor;
-}
-
-/**
- * A publish the server refused (nothing of it was stored), or a publisher
- * that cannot go on.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { PublishError } from "./publisher.ts";
- * const e = new PublishError("invalid_row", "row 0: price must be number", { seq: 3, index: 0 });
- * equal(e.error, "invalid_row");
- * equal(e.seq, 3);
- * equal(e.index, 0);
- * ```
- */
-export class PublishError extends Error {
-  /** `invalid_row`, `stale_seq`, `write_failed`, `answer_lost`, `closed` or `protocol`. */
-  readonly error: string;
-  /** The frame's seq, when one was refused. */
-  readonly seq: number | null;
-  /** For `invalid_row`: the 0-based index of the refused row in the frame. */
-  readonly index: number | null;
-  /** For `stale_seq`: the producer's last seq. */
-  readonly lastSeq: number | null;
-
-  /** An error `error` saying `detail`. */
-  constructor(
-    error: string,
-    detail: string,
-    at: { seq?: number; index?: number; lastSeq?: number } = {},
-  ) {
-    super(`publish ${error}${at.seq !== undefined ? ` (seq ${at.seq})` : ""}: ${detail}`);
-    this.name = "PublishError";
-    this.error = error;
-    this.seq = at.seq ?? null;
-    this.index = at.index ?? null;
-    this.lastSeq = at.lastSeq ?? null;
-  }
-}
+export type { PublisherOptions } from "./publisher_options.ts";
+export { PublishError } from "./publish_error.ts";
 
 /**
  * The offsets a publish got: `[first, last]`, as the server answered.
@@ -172,7 +101,7 @@ function randomProducer(): string {
 export class Publisher {
   /** The producer's name, or null. */
   readonly producer: string | null;
-  readonly #url: string;
+  readonly #route: PublishRoute;
   readonly #opts: PublisherOptions;
   readonly #WS: WebSocketConstructor;
   #ws: WebSocket | null = null;
@@ -190,14 +119,24 @@ export class Publisher {
   #lastProblem = "";
   #failedAttempts = 0;
   #sleep: { timer: ReturnType<typeof setTimeout>; wake: () => void } | null = null;
+  // The stream the first connection served: every node must serve the same.
+  #streamId: string | null = null;
 
   /** Use {@linkcode publisher}. */
-  constructor(url: string, options: PublisherOptions) {
+  constructor(urls: NodeUrls, options: PublisherOptions) {
     this.producer = options.producer === undefined ? randomProducer() : options.producer;
-    this.#url = publishUrl(url, this.producer);
+    const producer = this.producer;
+    this.#route = new PublishRoute(
+      nodeUrls(urls, "publisher").map((u) => publishUrl(u, producer)),
+    );
     this.#opts = options;
     const WS = options.WebSocket ?? (globalThis.WebSocket as unknown as WebSocketConstructor);
     this.#WS = options.token ? withToken(WS, options.token) : WS;
+  }
+
+  /** The publish socket URL of the node connected to, or tried first. */
+  get url(): string {
+    return this.#route.current;
   }
 
   /** The greeting of the current connection. */
@@ -217,18 +156,78 @@ export class Publisher {
 
   /** @internal Opens the first connection; rejects when it cannot. */
   async _start(): Promise<void> {
-    const g = await this.#connect();
-    this.#nextSeq = g.last_seq + 1;
+    const started = Date.now();
+    for (let attempt = 1;; attempt++) {
+      const g = await this.#pass();
+      if (g !== null) {
+        this.#nextSeq = g.last_seq + 1;
+        return;
+      }
+      const limit = this.#opts.retryTimeoutMs ?? 60_000;
+      if (!this.#route.waiting || Date.now() - started >= limit) {
+        throw new PublishError("closed", this.#route.summary());
+      }
+      const { minMs = 100, maxMs = 5000 } = this.#opts.backoff ?? {};
+      await sleep(backoffDelay(attempt, minMs, maxMs));
+    }
+  }
+
+  // One pass over the nodes, from the one tried first, following redirects:
+  // the greeting of the first that takes the publish, or null (what each
+  // answered is in the route). Rejects when going on is pointless.
+  async #pass(): Promise<PublishGreeting | null> {
+    const maxHops = this.#opts.maxRedirects ?? 5;
+    const waitMs = this.#opts.connectTimeoutMs ?? 10_000;
+    for (const first of this.#route.order()) {
+      let url = first;
+      const chain = [url];
+      while (true) {
+        try {
+          const g = await this.#connect(url);
+          this.#route.took(url);
+          return g;
+        } catch (err) {
+          const e = err as PublishError;
+          if (e.error === "protocol" || e.error === "other_stream") throw e;
+          const status = refusedStatus(e.message);
+          const a = status === null ? null : await askUpgrade(url, this.#opts.token, waitMs);
+          if (a === null || typeof a === "string") {
+            this.#route.answered(url, this.#lastProblem);
+            break;
+          }
+          if (a.status === 503) this.#route.waiting = true;
+          if (a.status < 300 || a.status > 399 || a.location === null) {
+            this.#route.answered(url, a.said);
+            break;
+          }
+          this.#route.waiting = true;
+          const to = redirectTarget(a.location, url);
+          if (typeof to !== "string") {
+            this.#route.answered(url, `${a.status} with a bad Location: ${to.bad}`);
+            break;
+          }
+          if (chain.length > maxHops || chain.includes(to)) {
+            const why = chain.includes(to) ? "a redirect loop" : `more than ${maxHops} redirects`;
+            this.#route.answered(first, `${why}: ${[...chain, to].join(" → ")}`);
+            break;
+          }
+          chain.push(to);
+          url = to;
+        }
+      }
+    }
+    return null;
   }
 
   // One connection, resolved with its greeting (rejected if it closes first).
-  #connect(): Promise<PublishGreeting> {
+  #connect(url: string): Promise<PublishGreeting> {
     return new Promise((resolve, reject) => {
       let ws: WebSocket;
       try {
-        ws = new this.#WS(this.#url);
+        ws = new this.#WS(url);
       } catch (err) {
-        reject(new PublishError("closed", `cannot open ${this.#url}: ${err}`));
+        this.#lastProblem = `cannot open it: ${err}`;
+        reject(new PublishError("closed", `cannot open ${url}: ${err}`));
         return;
       }
       this.#ws = ws;
@@ -238,7 +237,7 @@ export class Publisher {
       const timer = setTimeout(() => {
         error = `no greeting within ${waitMs} ms`;
         this.#lastProblem = error;
-        reject(new PublishError("closed", `cannot connect to ${this.#url}: ${error}`));
+        reject(new PublishError("closed", `cannot connect to ${url}: ${error}`));
         try {
           ws.close();
         } catch {
@@ -254,6 +253,22 @@ export class Publisher {
           greeted = true;
           clearTimeout(timer);
           const g = JSON.parse(e.data) as PublishGreeting;
+          if (this.#streamId !== null && g.stream_id !== this.#streamId) {
+            // Another stream: its producer state is not this one's, so nothing goes there.
+            ws.onclose = () => {
+              if (this.#ws === ws) this.#ws = null;
+            };
+            ws.close(1000);
+            reject(
+              new PublishError(
+                "other_stream",
+                `${url} serves stream_id ${g.stream_id}, not ${this.#streamId}, the stream this ` +
+                  `publisher began on; nothing is sent there`,
+              ),
+            );
+            return;
+          }
+          this.#streamId = g.stream_id;
           this.#greeting = g;
           this.#window = Math.max(1, Math.min(this.#opts.maxInFlight ?? 64, g.max_in_flight));
           this.#windowBytes = g.max_in_flight_bytes ?? Infinity;
@@ -278,7 +293,7 @@ export class Publisher {
           reject(
             new PublishError(
               e.code === 4400 ? "protocol" : "closed",
-              `cannot connect to ${this.#url}: ${why}`,
+              `cannot connect to ${url}: ${why}`,
             ),
           );
           return;
@@ -358,6 +373,8 @@ export class Publisher {
   async #reconnect(): Promise<void> {
     const min = this.#opts.backoff?.minMs ?? 100;
     const max = this.#opts.backoff?.maxMs ?? 5000;
+    const limit = this.#opts.retryTimeoutMs ?? 60_000;
+    const started = Date.now();
     while (!this.#failed) {
       await new Promise<void>((wake) => {
         const timer = setTimeout(() => {
@@ -367,12 +384,23 @@ export class Publisher {
         this.#sleep = { timer, wake };
       });
       if (this.#failed) return;
-      let g: PublishGreeting;
+      let g: PublishGreeting | null;
       try {
-        g = await this.#connect();
+        g = await this.#pass();
       } catch (err) {
+        return this.#fail(err as Error);
+      }
+      if (g === null) {
         this.#failedAttempts++;
-        if (err instanceof PublishError && err.error === "protocol") return this.#fail(err);
+        if (Date.now() - started >= limit) {
+          return this.#fail(
+            new PublishError(
+              "closed",
+              `no node took the publish within ${limit} ms (retryTimeoutMs): ` +
+                this.#route.summary(),
+            ),
+          );
+        }
         continue;
       }
       if (this.#failed) {
@@ -475,14 +503,14 @@ export class Publisher {
   // What keeps the outstanding frames unanswered, for close()'s error.
   #why(): string {
     if (this.#ws?.readyState === WebSocket.OPEN && this.#greeting !== null) {
-      return `the server at ${this.#url} did not answer them`;
+      return `the server at ${this.url} did not answer them`;
     }
     const tries = this.#failedAttempts > 0
       ? `; ${this.#failedAttempts} reconnect attempt(s) failed, the last: ${this.#lastProblem}`
       : this.#lastProblem
       ? ` (${this.#lastProblem})`
       : "";
-    return `the connection to ${this.#url} is down${tries}`;
+    return `the connection to ${this.url} is down${tries}`;
   }
 
   #checkIdle(): void {
@@ -543,8 +571,10 @@ export class Publisher {
 }
 
 /**
- * Opens a publisher on the stream at `url` (its `ws://` or `http://` URL,
- * as for subscribing); resolves once the server's greeting arrived.
+ * Opens a publisher on the stream at `urls` (its `ws://` or `http://` URL,
+ * as for subscribing; or the stream's URLs on several nodes, as an array or
+ * separated by commas — see the module doc); resolves once a server's
+ * greeting arrived.
  *
  * @example
  * ```ts
@@ -562,8 +592,11 @@ export class Publisher {
  * await server.shutdown();
  * ```
  */
-export async function publisher(url: string, options: PublisherOptions = {}): Promise<Publisher> {
-  const p = new Publisher(url, options);
+export async function publisher(
+  urls: NodeUrls,
+  options: PublisherOptions = {},
+): Promise<Publisher> {
+  const p = new Publisher(urls, options);
   await p._start();
   return p;
 }

@@ -11,7 +11,9 @@
  *   counts as handled only when the loop asks for the next one (or
  *   `commit()` is called), so `break`, an exception or a crash re-delivers it;
  * - a reconnect resumes at the offset after the last row received, with the
- *   stream id the subscription started with, and never crosses a change of it.
+ *   stream id the subscription started with, and never crosses a change of it;
+ *   given several URLs (one stream on several nodes), each attempt goes to
+ *   the next of them, so a dead node is left for another.
  *
  * Web APIs only (WebSocket, URL, AbortSignal, timers): this runs in Deno and in
  * browsers. The options arrive checked (`connect.ts` checks them).
@@ -21,6 +23,8 @@
 
 import { Connection, type WebSocketConstructor } from "./_connection.ts";
 import { CursorSaver } from "./_cursor_saver.ts";
+import { NodeRing } from "./_node_ring.ts";
+import type { Line, Row } from "./row.ts";
 import { CompressChoice } from "./_compress_choice.ts";
 import {
   closeError,
@@ -52,36 +56,9 @@ import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./w
 import { sinceMicros } from "./since.ts";
 import { backoffDelay, sleep } from "../common/backoff.ts";
 
+export type { Line, Row } from "./row.ts";
+
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
-
-/**
- * A data row: its offset (`null` on an ephemeral stream) and the message.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Row } from "./subscription.ts";
- * const [offset, msg]: Row<{ price: number }> = [1861, { price: 85565 }];
- * equal(offset, 1861);
- * equal(msg.price, 85565);
- * ```
- */
-export type Row<T = unknown> = [offset: number | null, msg: T];
-
-/**
- * A data line as received, from `Subscription.lines()`: its offset and the
- * original `[offset,msg]` text.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Line } from "./subscription.ts";
- * const [offset, text]: Line = [1861, '[1861,{"price":85565}]'];
- * equal(offset, 1861);
- * equal(text.length, 22);
- * ```
- */
-export type Line = [offset: number | null, line: string];
 
 /**
  * A subscription to one stream: iterate it with `for await` to get
@@ -116,7 +93,7 @@ export type Line = [offset: number | null, line: string];
  * ```
  */
 export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> {
-  readonly #url: string;
+  readonly #nodes: NodeRing;
   readonly #opts: SubscriptionOptions;
   readonly #WS: WebSocketConstructor;
   #conn: Connection | null = null;
@@ -149,8 +126,8 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   readonly #onAbort = (): void => this.#abort();
   readonly #compress: CompressChoice; // compress= (§16): asked for, decoded, fallen back
 
-  private constructor(url: URL, options: SubscriptionOptions) {
-    this.#url = url.toString();
+  private constructor(urls: readonly URL[], options: SubscriptionOptions) {
+    this.#nodes = new NodeRing(urls.map((u) => u.toString()));
     this.#opts = options;
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
@@ -160,16 +137,19 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       everyMs: options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS,
       ...(options.beforeSave ? { beforeSave: options.beforeSave } : {}),
     }, () => this.#conn?.wakeUp());
-    this.#compress = new CompressChoice(options, this.#url);
+    this.#compress = new CompressChoice(options, () => this.#url);
   }
 
   /**
    * @internal Use `connect`, which checks `url` and `options` (this trusts them).
    */
-  static async _open<T>(u: URL, options: SubscriptionOptions): Promise<Subscription<T>> {
+  static async _open<T>(
+    urls: readonly URL[],
+    options: SubscriptionOptions,
+  ): Promise<Subscription<T>> {
     const signal = options.signal;
     signal?.throwIfAborted();
-    const sub = new Subscription<T>(u, options);
+    const sub = new Subscription<T>(urls, options);
     signal?.addEventListener("abort", sub.#onAbort, { once: true });
     try {
       await sub.#start();
@@ -188,7 +168,20 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== undefined) this.#since = sinceMicros(this.#opts.since);
-    await this.#openOrCatchUp(offset, streamId, null);
+    // Each node in turn while the one tried cannot be reached.
+    const failures: string[] = [];
+    for (let i = 1;; i++) {
+      try {
+        await this.#openOrCatchUp(offset, streamId, null);
+        break;
+      } catch (err) {
+        const n = this.#nodes;
+        if (n.size === 1 || !(err instanceof SubscriptionError) || !n.moveOn(err)) throw err;
+        failures.push(err.message);
+        if (i >= n.size) throw n.unreachable(failures);
+        n.next();
+      }
+    }
     if (this.#opts.cursor && !this.#durable) {
       throw new NotReplayable(this.#url, { why: "not_durable", offset: saved?.offset });
     }
@@ -350,6 +343,16 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       const floor = g.replay ? g.replay[0] : (g.end_offset as number);
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
     }
+  }
+
+  // The stream's URL on the node connected to (or tried).
+  get #url(): string {
+    return this.#nodes.current;
+  }
+
+  /** The URL of the node connected to (or tried next), as a WebSocket URL. */
+  get url(): string {
+    return this.#url;
   }
 
   /** The greeting of the current connection (updated on reconnect). */
@@ -623,7 +626,16 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     for (let attempt = 1;; attempt++) {
       const delayMs = backoffDelay(attempt, minMs, maxMs);
       const resumeAt = this.#durable ? this.#expect : null;
-      this.#opts.onReconnect?.({ error: err, attempt, delayMs, resumeAt, lost: !this.#durable });
+      this.#nodes.next();
+      const url = this.#url;
+      this.#opts.onReconnect?.({
+        error: err,
+        attempt,
+        delayMs,
+        resumeAt,
+        lost: !this.#durable,
+        url,
+      });
       const sleeping = (this.#sleeping = new AbortController());
       await sleep(delayMs, sleeping.signal);
       this.#sleeping = null;
@@ -631,7 +643,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       try {
         await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
       } catch (e) {
-        if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
+        if (e instanceof SubscriptionError && this.#nodes.moveOn(e) && !this.#aborted) {
           err = e;
           continue;
         }

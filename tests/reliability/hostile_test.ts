@@ -3,8 +3,9 @@
 // frames — from a separate process (_hostile.ts), while this process feeds
 // rows stamped with their send time and a normal subscriber measures
 // send→receive latency, calm first, then under attack. Timings are reported,
-// and only gross failures are asserted (a stall over 1 s, a lost row, the
-// server's memory or descriptors running away).
+// and only gross failures are asserted (a stall over 1 s beyond what the
+// machine itself stalled this process, a lost row, the server's memory or
+// descriptors running away).
 import { assert, assertEquals } from "../_assert.ts";
 import {
   fdCount,
@@ -100,6 +101,16 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
   let feeding = true;
   let feeder: Promise<void> = Promise.resolve();
   let sub: LatencySub | null = null;
+  // How late this process's own timers ran: on a machine busy with other
+  // work the server is starved as much, and a stall that long is the
+  // machine's, not the server's.
+  let starvedMs = 0;
+  let tick = performance.now();
+  const lagProbe = setInterval(() => {
+    const t = performance.now();
+    starvedMs = Math.max(starvedMs, t - tick - 20);
+    tick = t;
+  }, 20);
   try {
     let seq = 0;
     let history = "";
@@ -165,7 +176,8 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
         `  latency after:   ${summary(sub.latencies.after)}\n` +
         `  worst gap between rows ${sub.worstGapMs.toFixed(0)} ms; server RSS peak calm ` +
         `${peak(rss.calm).toFixed(1)} MiB, hostile ${peak(rss.hostile).toFixed(1)} MiB, after ` +
-        `${peak(rss.after).toFixed(1)} MiB; server fds ${fdsBefore} before, ${fdsAfter} after`,
+        `${peak(rss.after).toFixed(1)} MiB; server fds ${fdsBefore} before, ${fdsAfter} after; ` +
+        `this process's timers ran up to ${starvedMs.toFixed(0)} ms late`,
     );
     const result = JSON.parse(hostile);
     assertEquals(result.stillOpen, 0, "the attackers closed every socket");
@@ -175,11 +187,13 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
       assertEquals(sub.offsets[i], first + i, "the normal subscriber's rows are contiguous");
     }
     assertEquals(sub.offsets.at(-1), end - 1, "the normal subscriber got every row");
-    assert(sub.worstGapMs < 1000, `the normal subscriber stalled for ${sub.worstGapMs} ms`);
+    const stallBound = 1000 + 2 * starvedMs;
     assert(
-      quantile([...sub.latencies.hostile], 0.99) < 1000,
-      `p99 latency under attack ${quantile([...sub.latencies.hostile], 0.99)} ms`,
+      sub.worstGapMs < stallBound,
+      `the normal subscriber stalled for ${sub.worstGapMs} ms (bound ${stallBound} ms)`,
     );
+    const p99 = quantile([...sub.latencies.hostile], 0.99);
+    assert(p99 < stallBound, `p99 latency under attack ${p99} ms (bound ${stallBound} ms)`);
     assert(fdsAfter <= fdsBefore + 4, `server fds: ${fdsBefore} before, ${fdsAfter} after`);
     assert(!/request failed|Uncaught|panicked/.test(s.stderr()), `server errors:\n${s.stderr()}`);
     await sub.close();
@@ -191,6 +205,7 @@ Deno.test("hostile clients: churn, slow loris and oversized frames neither stall
       `server RSS peaked at ${peakAll.toFixed(1)} MiB (bound under attack: ${RSS_LIMIT_MIB} MiB)`,
     );
   } finally {
+    clearInterval(lagProbe);
     feeding = false;
     await feeder;
     await sub?.close();

@@ -1,0 +1,64 @@
+/**
+ * The options of `publisher()` (client/publisher.ts). Browser-safe.
+ *
+ * @module
+ */
+
+import type { WebSocketConstructor } from "./_connection.ts";
+
+/**
+ * Options of `publisher()`.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { PublisherOptions } from "./publisher_options.ts";
+ * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
+ * equal(o.producer, "collector-1");
+ * ```
+ */
+export interface PublisherOptions {
+  /**
+   * The producer's name (1–128 printable ASCII characters, no space): the
+   * server remembers its last seq, so a resend is never stored twice, also
+   * across restarts of this process when the name is kept.
+   * `null`: at-least-once publishing. @default a random name for this publisher
+   */
+  producer?: string | null;
+  /** A bearer token with a `"publish"` grant for the stream. */
+  token?: string;
+  /** Most frames awaiting their answer at once (the server's `max_in_flight` caps it). @default 64 */
+  maxInFlight?: number;
+  /** Reconnect after a dropped connection and resend what was not answered. @default true */
+  reconnect?: boolean;
+  /** Reconnect delays. @default { minMs: 100, maxMs: 5000 } */
+  backoff?: { minMs?: number; maxMs?: number };
+  /**
+   * Longest wait for a connection's greeting, after which that attempt
+   * counts as failed (a host that takes the connection but never answers).
+   * @default 10000
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Longest wait of `Publisher.close` for the answers still
+   * outstanding (e.g. while the server is down and reconnects fail); then
+   * their sends reject with a `closed` `PublishError` saying why,
+   * and `close` resolves. @default 10000
+   */
+  closeTimeoutMs?: number;
+  /**
+   * Longest time without a node that takes the publish, retrying across the
+   * URLs with backoff, before the publisher fails: every unanswered send
+   * rejects with a `closed` `PublishError` naming each URL and
+   * what it answered last. At start, retries go on only while a node
+   * answers that it waits for a leader (a 503 or a redirect); a start at
+   * which no node can be reached rejects after one pass. @default 60000
+   */
+  retryTimeoutMs?: number;
+  /** Most redirects (307 from a follower to the leader) followed from one URL. @default 5 */
+  maxRedirects?: number;
+  /** Called after each reconnect with the producer's `last_seq` the server reported. */
+  onReconnect?: (lastSeq: number) => void;
+  /** The WebSocket constructor. @default globalThis.WebSocket */
+  WebSocket?: WebSocketConstructor;
+}
