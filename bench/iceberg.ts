@@ -148,6 +148,7 @@ async function commitLag(
     const sealed: number[] = [];
     let sent = 0;
     let stop = false;
+    let end = Infinity; // when the publishing ended
     // Watches the table and the manifest, matching each ack to when it became visible.
     const watch = (async () => {
       let t = 0;
@@ -162,7 +163,6 @@ async function commitLag(
       }
     })();
     const t0 = performance.now();
-    let end = Infinity;
     for (let k = 0; performance.now() - t0 < seconds * 1000; k++) {
       const due = t0 + k * everyMs;
       const wait = due - performance.now();

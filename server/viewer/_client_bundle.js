@@ -246,7 +246,7 @@ function notReplayableMessage(url, i) {
     case "not_durable":
       return `${s} is ephemeral (it has no log), so ${at} cannot be replayed (4416 not_durable). Subscribe live: no offset and no cursor.`;
     case "other_stream":
-      return `${s} is not the log your position came from (4416 other_stream): you sent stream_id ${i.streamId ?? "(unknown)"}, and the server's log has another id (it was wiped and recreated, or this is another server). Your offset means nothing here: delete the saved cursor and start again at offset "earliest" or live, knowing that rows of the old log are not on this one.`;
+      return `${s} at ${url} is not the log your position came from (4416 other_stream): you sent stream_id ${i.streamId ?? "(unknown)"}, and the server's log has another id (it was wiped and recreated, or this is another server). Your offset means nothing here: delete the saved cursor and start again at offset "earliest" or live, knowing that rows of the old log are not on this one.`;
     case "ahead":
       return `${at} is ahead of ${s}, whose end is ${i.endOffset ?? "(unknown)"} (the next offset to be written) (4416 ahead). The position came from a longer or another log, or is a typo: check the stream_id, then subscribe at ${i.endOffset ?? "the end"} to go live or at "earliest" to re-read what is there.`;
     case "empty":
@@ -1103,6 +1103,40 @@ var CursorSaver = class {
   }
 };
 
+// client/_node_ring.ts
+var NodeRing = class {
+  #urls;
+  #at = 0;
+  constructor(urls) {
+    this.#urls = urls;
+  }
+  /** The URL connected to, or tried next. */
+  get current() {
+    return this.#urls[this.#at];
+  }
+  /** How many nodes there are. */
+  get size() {
+    return this.#urls.length;
+  }
+  /** Moves to the next node (one node: stays). */
+  next() {
+    this.#at = (this.#at + 1) % this.#urls.length;
+  }
+  /**
+   * Whether an open that failed with `err` is tried again, or on the next
+   * node: a node that cannot be reached, or (given several) one whose end is
+   * still behind the position — a follower a little behind the node left.
+   */
+  moveOn(err) {
+    return err.reconnectable || this.#urls.length > 1 && err instanceof NotReplayable && err.why === "ahead";
+  }
+  /** The error of a start at which no node could be reached, naming what each said. */
+  unreachable(failures) {
+    const detail = `no node could be reached: ${failures.join("; ")}`;
+    return new ConnectionClosed(this.#urls.join(", "), null, "", null, detail);
+  }
+};
+
 // client/_zstd_dict.ts
 var loaded2 = null;
 function loadDictZstd() {
@@ -1170,7 +1204,7 @@ var CompressChoice = class {
     };
     this.#dict = decompress && {
       decompress,
-      load: (id) => fetchDictionary(url, id, headers)
+      load: (id) => fetchDictionary(url(), id, headers)
     };
   }
   /** The `compress=` value to send, or null. */
@@ -1549,7 +1583,7 @@ var DONE = {
   value: void 0
 };
 var Subscription = class _Subscription {
-  #url;
+  #nodes;
   #opts;
   #WS;
   #conn = null;
@@ -1581,8 +1615,8 @@ var Subscription = class _Subscription {
   #since = null;
   #onAbort = () => this.#abort();
   #compress;
-  constructor(url, options) {
-    this.#url = url.toString();
+  constructor(urls, options) {
+    this.#nodes = new NodeRing(urls.map((u) => u.toString()));
     this.#opts = options;
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
@@ -1594,15 +1628,15 @@ var Subscription = class _Subscription {
         beforeSave: options.beforeSave
       } : {}
     }, () => this.#conn?.wakeUp());
-    this.#compress = new CompressChoice(options, this.#url);
+    this.#compress = new CompressChoice(options, () => this.#url);
   }
   /**
    * @internal Use `connect`, which checks `url` and `options` (this trusts them).
    */
-  static async _open(u, options) {
+  static async _open(urls, options) {
     const signal = options.signal;
     signal?.throwIfAborted();
-    const sub = new _Subscription(u, options);
+    const sub = new _Subscription(urls, options);
     signal?.addEventListener("abort", sub.#onAbort, {
       once: true
     });
@@ -1622,7 +1656,19 @@ var Subscription = class _Subscription {
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== void 0) this.#since = sinceMicros(this.#opts.since);
-    await this.#openOrCatchUp(offset, streamId, null);
+    const failures = [];
+    for (let i = 1; ; i++) {
+      try {
+        await this.#openOrCatchUp(offset, streamId, null);
+        break;
+      } catch (err) {
+        const n = this.#nodes;
+        if (n.size === 1 || !(err instanceof SubscriptionError) || !n.moveOn(err)) throw err;
+        failures.push(err.message);
+        if (i >= n.size) throw n.unreachable(failures);
+        n.next();
+      }
+    }
     if (this.#opts.cursor && !this.#durable) {
       throw new NotReplayable(this.#url, {
         why: "not_durable",
@@ -1755,6 +1801,14 @@ var Subscription = class _Subscription {
       const floor = g.replay ? g.replay[0] : g.end_offset;
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
     }
+  }
+  // The stream's URL on the node connected to (or tried).
+  get #url() {
+    return this.#nodes.current;
+  }
+  /** The URL of the node connected to (or tried next), as a WebSocket URL. */
+  get url() {
+    return this.#url;
   }
   /** The greeting of the current connection (updated on reconnect). */
   get greeting() {
@@ -2010,12 +2064,15 @@ var Subscription = class _Subscription {
     for (let attempt = 1; ; attempt++) {
       const delayMs = backoffDelay(attempt, minMs, maxMs);
       const resumeAt = this.#durable ? this.#expect : null;
+      this.#nodes.next();
+      const url = this.#url;
       this.#opts.onReconnect?.({
         error: err,
         attempt,
         delayMs,
         resumeAt,
-        lost: !this.#durable
+        lost: !this.#durable,
+        url
       });
       const sleeping = this.#sleeping = new AbortController();
       await sleep(delayMs, sleeping.signal);
@@ -2024,7 +2081,7 @@ var Subscription = class _Subscription {
       try {
         await this.#openOrCatchUp(resumeAt, this.#streamId, resumeAt);
       } catch (e) {
-        if (e instanceof SubscriptionError && e.reconnectable && !this.#aborted) {
+        if (e instanceof SubscriptionError && this.#nodes.moveOn(e) && !this.#aborted) {
           err = e;
           continue;
         }
@@ -2064,6 +2121,34 @@ var Subscription = class _Subscription {
     return this.#closing;
   }
 };
+
+// client/node_urls.ts
+var SEPARATOR = /\s*,\s*(?=[A-Za-z][A-Za-z0-9+.-]*:\/\/)/;
+function nodeUrls(urls, who = "connect") {
+  const pieces = [];
+  const add = (u) => {
+    if (u instanceof URL) pieces.push(u.toString());
+    else if (typeof u === "string") pieces.push(...u.trim().split(SEPARATOR));
+    else throw new TypeError(`${who}: a URL must be a string or URL, got ${typeof u}`);
+  };
+  if (Array.isArray(urls)) {
+    for (const u of urls) add(u);
+  } else add(urls);
+  const out = [];
+  for (const p of pieces) {
+    if (p === "") continue;
+    let u;
+    try {
+      u = new URL(p);
+    } catch {
+      throw new TypeError(`${who}: not a URL: ${JSON.stringify(p)}`);
+    }
+    const s = u.toString();
+    if (!out.includes(s)) out.push(s);
+  }
+  if (out.length === 0) throw new TypeError(`${who}: no URL given`);
+  return out;
+}
 
 // client/connect.ts
 var OPTION_KEYS = {
@@ -2250,11 +2335,13 @@ async function cursorStore(cursor) {
   }
   return new mod.FileCursor(cursor);
 }
-function connect(url, options = {}) {
-  return open(url, options);
+function connect(urls, options = {}) {
+  return open(urls, options);
 }
-async function open(url, options) {
-  const u = checkUrl(url);
+async function open(urls, options) {
+  const u = Array.isArray(urls) || typeof urls === "string" && urls.includes(",") ? nodeUrls(urls).map(checkUrl) : [
+    checkUrl(urls)
+  ];
   const o = checkOptions(options);
   const resolved = {
     ...o,
