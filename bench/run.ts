@@ -31,6 +31,7 @@ const BENCHES = [
   "zstd_stream",
   "zstd_stream_e2e",
   "follow",
+  "cluster",
   "iceberg",
   "nats_peer",
   "profile",

@@ -13,6 +13,7 @@ import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";
 import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./_serve_run_settings.ts";
 import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
 import { followUrl } from "../server/follow/follower.ts";
+import { checkClusterSettings, CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -321,6 +322,10 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   if (s.handler !== null && s.upstreams.size === 0) {
     throw new RangeError(`a handler is given but no --upstream: handlers apply to upstream frames`);
   }
+  checkClusterSettings(s, (key) => {
+    const c = CLUSTER_SETTINGS.find((c) => c.key === key)!;
+    return values[c.flag] !== undefined || key in file.values;
+  });
   if (typeof uri === "string") {
     s.archive = {
       uri,

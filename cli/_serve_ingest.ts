@@ -23,6 +23,7 @@ import {
   type RejectSink,
 } from "../server/ingest/mod.ts";
 import type { Server } from "../server/serve.ts";
+import { type LeadingNode, whileLeading } from "../server/cluster/while_leading.ts";
 import { Fatal, oneLine, show } from "./_serve_fatal.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 
@@ -125,7 +126,9 @@ function logEvents(
 }
 
 /**
- * Starts feeding stdin and the upstreams into `server`'s streams.
+ * Starts feeding stdin and the upstreams into `server`'s streams; the
+ * upstream of a stream a cluster node runs (`nodes`) only while that node
+ * leads it.
  *
  * @example
  * ```ts
@@ -150,6 +153,7 @@ export function startIngest(
   server: Server,
   handlers: Map<string, FrameHandler>,
   logger: Logger,
+  nodes?: ReadonlyMap<string, LeadingNode>,
 ): Ingest {
   const stop = new AbortController();
   const tasks: Promise<void>[] = [];
@@ -201,14 +205,19 @@ export function startIngest(
   }
   for (const [name, up] of s.upstreams) {
     const handlerPath = up.handler ?? s.handler;
-    watch(
-      `ingest from the upstream of ${show(name)}`,
+    const sink = onReject(name, "upstream");
+    const run = (signal: AbortSignal) =>
       ingestUpstream(up.url, server.streams.get(name)!, {
         handler: handlerPath === null ? undefined : handlers.get(handlerPath),
-        onReject: onReject(name, "upstream"),
+        onReject: sink,
         onEvent: logEvents(logger, name, "upstream"),
-        signal: stop.signal,
-      }),
+        signal,
+      });
+    // A cluster's stream: only its leader connects the upstream.
+    const node = nodes?.get(name);
+    watch(
+      `ingest from the upstream of ${show(name)}`,
+      node ? whileLeading(node, run, stop.signal) : run(stop.signal),
     );
   }
   return {

@@ -131,4 +131,15 @@ export interface Settings {
   followMaxManifestBytes: number;
   /** Seconds. */
   followStartWait: number;
+  // A cluster (_serve_cluster_settings.ts): etcd endpoints, comma-separated, or null.
+  cluster: string | null;
+  node: string | null;
+  /** `http://HOST:PORT`, or null for the listening address. */
+  advertise: string | null;
+  replicas: number;
+  /** Whole seconds. */
+  leaseSeconds: number;
+  replicaLagMs: number;
+  clusterPrefix: string;
+  clusterToken: string | null;
 }

@@ -9,6 +9,7 @@
  */
 
 import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
+import { CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
 import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
 import {
   DEFAULT_MAX_BACKLOG,
@@ -475,6 +476,8 @@ export const SETTINGS: readonly Setting[] = [
   },
   // Followers (--follow): their own file.
   ...FOLLOW_SETTINGS,
+  // A cluster (--cluster): its own file.
+  ...CLUSTER_SETTINGS,
 ];
 
 // ---- what the table makes ----

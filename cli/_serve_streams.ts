@@ -13,7 +13,8 @@ import { SchemaError } from "../schema/schema_error.ts";
 import { Stream } from "../server/stream/stream.ts";
 import { type Follower, openFollowed } from "../server/follow/follower.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import type { SchemaSource, Settings } from "./_serve_run_settings.ts";
+import type { SchemaSource, Settings, StreamDecl } from "./_serve_run_settings.ts";
+import type { StreamOptions } from "../server/stream/stream_options.ts";
 
 async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
   let json: unknown;
@@ -144,6 +145,42 @@ export async function openFollowers(
 }
 
 /**
+ * The options of declared stream `decl` but its schema and root: its log's
+ * (the log's own events — chunk worker, deletions — go through the server's
+ * logger), its archive, its Iceberg table, its limits.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { streamOptionsOf } from "./_serve_streams.ts";
+ * import { settingsFrom } from "./_serve_config.ts";
+ * const s = await settingsFrom({ stream: ["t=t.json"], "max-backlog": "7" });
+ * equal(streamOptionsOf(s, s.streams.get("t")!).maxBacklog, 7);
+ * ```
+ */
+export function streamOptionsOf(
+  s: Settings,
+  decl: StreamDecl,
+  logger?: Logger,
+): Omit<StreamOptions, "schema"> {
+  return {
+    logOptions: baseLogOptions(s, logger),
+    ...(s.archive && !decl.ephemeral ? { archive: s.archive, replayArchive: s.replayArchive } : {}),
+    ...(decl.iceberg
+      ? {
+        iceberg: s.icebergCommitBytes === undefined
+          ? true
+          : { maxCommitBytes: s.icebergCommitBytes },
+      }
+      : {}),
+    ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
+    ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
+    ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
+    ...(s.stallTimeout !== undefined ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) } : {}),
+  };
+}
+
+/**
  * Opens every declared stream (its log under `s.root` unless ephemeral); on
  * a failure closes those opened and throws a {@linkcode Fatal}.
  *
@@ -165,33 +202,15 @@ export async function openStreams(
   schemas: Map<string, Record<string, unknown>>,
   logger?: Logger,
 ): Promise<Stream[]> {
-  // The log's own events (chunk worker, deletions) go through the server's logger.
-  const logOptions = baseLogOptions(s, logger);
   const opened: Stream[] = [];
   try {
     for (const [name, decl] of s.streams) {
       try {
         opened.push(
           await Stream.open(name, {
+            ...streamOptionsOf(s, decl, logger),
             schema: schemas.get(name)!,
             root: decl.ephemeral ? undefined : s.root,
-            logOptions,
-            ...(s.archive && !decl.ephemeral
-              ? { archive: s.archive, replayArchive: s.replayArchive }
-              : {}),
-            ...(decl.iceberg
-              ? {
-                iceberg: s.icebergCommitBytes === undefined
-                  ? true
-                  : { maxCommitBytes: s.icebergCommitBytes },
-              }
-              : {}),
-            ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
-            ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
-            ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
-            ...(s.stallTimeout !== undefined
-              ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) }
-              : {}),
           }),
         );
       } catch (err) {

@@ -28,7 +28,8 @@
  * The parts: `_serve_settings.ts` (the settings table: usage, flags, config
  * keys), `_serve_run_settings.ts` (what serve runs with), `_serve_values.ts` (reading each kind of value), `_serve_config.ts`
  * (the config file, and the flags over it),
- * `_serve_streams.ts` (schemas and logs), `_serve_ingest.ts` (stdin and
+ * `_serve_streams.ts` (schemas and logs), `_serve_cluster.ts` (a cluster's
+ * node and its streams), `_serve_ingest.ts` (stdin and
  * upstreams), `_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
  * (one-line failures); this file starts them in order and runs the command.
  *
@@ -49,12 +50,15 @@ import { SERVE_FLAGS, SERVE_USAGE } from "./_serve_settings.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 import { onSignals, tokensReloader } from "./_signals.ts";
 import { loadSchemas, openFollowers, openStreams } from "./_serve_streams.ts";
+import { joinCluster } from "./_serve_cluster.ts";
 import type { Follower } from "../server/follow/follower.ts";
 
 interface Running extends Ingest {
   server: Server;
   streams: Stream[];
   followers: Follower[];
+  /** Stops this node's cluster nodes and removes its record (nothing without `--cluster`). */
+  leaveCluster(): Promise<void>;
 }
 
 function listenError(s: Settings, err: unknown): Fatal {
@@ -114,13 +118,16 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       throw listenError(s, err);
     }
   }
-  const own = await openStreams(s, schemas, logger);
+  // A cluster's node: its streams are replicas of the cluster's, each with its node.
+  const cluster = s.cluster !== null ? await joinCluster(s, schemas, logger, tls !== null) : null;
+  const own = cluster ? cluster.streams : await openStreams(s, schemas, logger);
   // Followed streams (--follow): replicas, fed by their followers only.
   let followed: Awaited<ReturnType<typeof openFollowers>>;
   try {
     followed = await openFollowers(s, logger);
   } catch (err) {
     await Promise.allSettled(own.map((st) => st.close()));
+    await cluster?.leave();
     throw err;
   }
   const streams = [...own, ...followed.streams];
@@ -151,14 +158,17 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     });
   } catch (err) {
     await Promise.allSettled(streams.map((st) => st.close()));
+    await cluster?.leave();
     throw listenError(s, err);
   }
   for (const f of followed.followers) f.start();
+  for (const node of cluster?.nodes.values() ?? []) node.start();
   return {
     server,
     streams,
     followers: followed.followers,
-    ...startIngest(s, server, handlers, logger),
+    leaveCluster: () => cluster?.leave() ?? Promise.resolve(),
+    ...startIngest(s, server, handlers, logger, cluster?.nodes),
   };
 }
 
@@ -222,6 +232,7 @@ export async function cmdServe(args: string[]): Promise<number> {
         code = 1;
       }
       await running.server.shutdown();
+      await running.leaveCluster();
       await running.closeRejects();
     } catch (err) {
       logger.error(

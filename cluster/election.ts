@@ -224,6 +224,11 @@ export class Election {
     this.#running ??= this.#run();
   }
 
+  /** Whether {@linkcode Election.start} was called. */
+  get started(): boolean {
+    return this.#running !== null;
+  }
+
   /** Resolves with the next leadership this node wins (null once closed). */
   elected(): Promise<Leadership | null> {
     const now = this.leadership;
@@ -239,6 +244,15 @@ export class Election {
         resolve(l);
       };
     });
+  }
+
+  /**
+   * Gives up a leadership this node holds (its lease is revoked, so another
+   * node may take over at once) and campaigns again with a new lease.
+   */
+  async resign(): Promise<void> {
+    const lease = this.#lease;
+    if (lease && this.#leadership) await lease.revoke();
   }
 
   /** Stops campaigning and resigns (the lease is revoked, so another node takes over at once). */

@@ -8,6 +8,7 @@
  * PREFIX/streams/NAME/term             7            the last term begun (only grows)
  * PREFIX/streams/NAME/in_sync          {"term":7,"nodes":["n1","n2"]}
  * PREFIX/streams/NAME/schema           {"schema":{…},"by":"n1"}
+ * PREFIX/streams/NAME/stream_id        {"stream_id":"…","by":"n1"}   the log's id on every node
  * ```
  *
  * NAME is the stream's name, `_` for the unnamed stream (as its log folder).
@@ -41,6 +42,8 @@ export interface StreamKeys {
   readonly inSync: string;
   /** The stream's schema, as the first node wrote it. */
   readonly schema: string;
+  /** The stream id every node's log has, as the first node wrote it. */
+  readonly streamId: string;
 }
 
 function checkPrefix(prefix: string): string {
@@ -70,6 +73,7 @@ export function streamKeys(stream: string, prefix: string = DEFAULT_PREFIX): Str
     term: `${dir}term`,
     inSync: `${dir}in_sync`,
     schema: `${dir}schema`,
+    streamId: `${dir}stream_id`,
   };
 }
 

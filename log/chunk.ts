@@ -67,6 +67,8 @@ export interface Manifest {
   chunks: ChunkEntry[];
   /** Chunks replaced by merges, still readable for a while. */
   retired: RetiredChunk[];
+  /** The term of the cluster leader that archived it (a cluster's archive only). */
+  term?: number;
 }
 
 /** The manifest's file name in a log folder. */
@@ -111,6 +113,7 @@ export function checkManifest(m: unknown): string | null {
     prev = c.last;
   }
   if (x.chunks.length > 0 && x.through !== prev) return `through ${x.through} is not ${prev}`;
+  if (x.term !== undefined && !(Number.isSafeInteger(x.term) && x.term >= 0)) return "bad term";
   if (!Array.isArray(x.retired)) x.retired = [];
   return null;
 }

@@ -111,6 +111,9 @@ export class Archiver {
 
   async #sync(): Promise<void> {
     const st = this.st;
+    // A cluster's node that does not lead uploads nothing (kicked again when it leads).
+    const term = st.policy.archiveTerm;
+    if (term === null) return;
     if (!this.store) {
       const { ArchiveStore } = await import("./archive.ts");
       this.store = new ArchiveStore(st.policy.archive!, st.stream);
@@ -125,9 +128,12 @@ export class Archiver {
       }
       this.uploaded = await store.listChunks();
     }
+    // The term changed meanwhile (this node stopped leading): the next sync decides.
+    const moved = () => st.policy.archiveTerm !== term && (this.#dirty = true);
     const local = structuredClone(st.manifest);
     for (const c of local.chunks) {
       if (this.uploaded.has(c.sha256)) continue;
+      if (moved()) return;
       let bytes: Uint8Array;
       try {
         bytes = await Deno.readFile(chunkPath(st.dir, c.sha256));
@@ -146,7 +152,19 @@ export class Archiver {
       this.state.uploadedBytes += bytes.length;
     }
     const { mergeManifests } = await import("./archive.ts");
+    if (moved()) return;
+    if (term !== undefined) {
+      // Never over a manifest of a later term: that leader's archive is the stream's now.
+      const current = await store.getManifest();
+      if ((current?.term ?? 0) > term) {
+        throw new Error(
+          `${store.uri} holds the manifest of term ${current!.term}; this node led term ${term}`,
+        );
+      }
+      this.archived = current;
+    }
     const merged = mergeManifests(this.archived, local);
+    if (term !== undefined) merged.term = term;
     const same = this.archived && this.archived.through === merged.through &&
       JSON.stringify(this.archived.chunks) === JSON.stringify(merged.chunks);
     if (!same) {
@@ -158,6 +176,7 @@ export class Archiver {
         throw err;
       });
       if (journal !== null) await store.putFile(PRODUCERS_FILE, journal);
+      if (moved()) return;
       await store.putManifest(merged);
       this.archived = merged;
     }

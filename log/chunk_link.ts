@@ -6,13 +6,15 @@
  * @module
  */
 
-import type { ChunkEntry, Manifest } from "./chunk.ts";
+import { join } from "node:path";
+import { type ChunkEntry, type Manifest, MANIFEST_FILE } from "./chunk.ts";
+import { readManifest } from "./fs.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { type ChunkPort, ChunkWorker, InlineChunkWorker } from "./chunk_client.ts";
 import { REAL_IO } from "./log_io.ts";
-import type { ResolvedOptions } from "./options.ts";
+import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "./options.ts";
 import { nowUs, type Segment } from "./segment_state.ts";
 
 /** The log a link serves. */
@@ -24,6 +26,12 @@ export interface LinkedLog {
   segments: Segment[];
   /** Resolves once what was appended so far is committed. */
   flush(): Promise<void>;
+  /**
+   * The end of the rows shown (a replicated log's commit index): a sealed
+   * segment is chunked only once all its rows are below it, so chunks hold
+   * committed rows only and a cut of the uncommitted tail never meets one.
+   */
+  shownEnd(): number;
 }
 
 /**
@@ -150,9 +158,11 @@ export class ChunkLink {
       this.#dropCovered();
       return;
     }
+    const shown = this.#log.shownEnd();
     for (const s of this.#log.segments) {
       const info = s.info;
       if (!info.sealed || info.firstOffset < this.#handedFrom) continue;
+      if (info.firstOffset + info.count > shown) break; // chunks are made in offset order
       this.#handedFrom = info.firstOffset + info.count;
       this.#worker.post({
         type: "seal",
@@ -325,4 +335,37 @@ export class ChunkLink {
     }
     this.#waiters = keep;
   }
+}
+
+/**
+ * The chunk link of a log being opened, started; null when the log keeps
+ * no chunks. A log that already keeps chunks (it has a manifest) is read
+ * through them whatever `opts` asked, unless `mayTurnOn` is false (the
+ * caller said `chunks: false`): its history would otherwise look evicted.
+ * A damaged manifest is named here, as `LogCorruptError`.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "./log.ts";
+ * // Log.open starts its link here; a log without chunks has none.
+ * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * equal(log.manifest, null);
+ * await log.close();
+ * ```
+ */
+export async function openChunkLink(
+  log: LinkedLog,
+  opts: ResolvedOptions,
+  mayTurnOn: boolean,
+): Promise<ChunkLink | null> {
+  if (!opts.chunks && mayTurnOn) {
+    const has = await Deno.stat(join(log.dir, MANIFEST_FILE)).then(() => true, () => false);
+    if (has) opts.chunks = { ...DEFAULT_CHUNK_POLICY };
+  }
+  if (!opts.chunks) return null;
+  await readManifest(log.dir);
+  const link = new ChunkLink(log, opts, opts.chunks);
+  await link.start();
+  return link;
 }

@@ -29,6 +29,13 @@ export interface ChunkPolicy {
    * retention only. @default false
    */
   replica?: boolean;
+  /**
+   * A cluster's replicated log (docs/SPEC.md §11.12): the term this node
+   * leads, whose number each manifest it uploads carries, or null while it
+   * does not lead (nothing is uploaded). Absent: not a cluster's log; the
+   * archive takes every manifest.
+   */
+  archiveTerm?: number | null;
 }
 
 /** How far the archive has got. */

@@ -26,9 +26,15 @@ import {
 export interface CommitHost {
   /**
    * Offsets `[first, end)` are durable (called before their callers resolve);
-   * `tags` are the producer records of the commit (null: none).
+   * `tags` are the producer records of the commit (null: none); `runs` its
+   * rows by append time when the committer keeps them (`capture`), else null.
    */
-  committed(first: number, end: number, tags: readonly ProducerRecord[] | null): void;
+  committed(
+    first: number,
+    end: number,
+    tags: readonly ProducerRecord[] | null,
+    runs: CommitRun[] | null,
+  ): void;
   /** A commit round ended: readers may look again. */
   wake(): void;
   /** The active segment was sealed and the next one made. */
@@ -51,6 +57,24 @@ export interface ProducerTag {
   seq: number;
 }
 
+/**
+ * Rows of one commit written at one append time.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { CommitRun } from "./committer.ts";
+ * const run: CommitRun = { timeUs: 5, payloads: ["{}"] };
+ * equal(run.payloads.length, 1);
+ * ```
+ */
+export interface CommitRun {
+  /** Append time of the rows, µs. */
+  timeUs: number;
+  /** The rows, in offset order. */
+  payloads: (Uint8Array | string)[];
+}
+
 /** The identity of the log a committer writes. */
 export interface CommitLog {
   dir: string;
@@ -65,6 +89,8 @@ interface Group {
   timeUs: number;
   /** Producer records of tagged appends in the group (null: none). */
   tags: ProducerRecord[] | null;
+  /** The group's rows by append time, when the committer keeps them. */
+  runs: CommitRun[] | null;
   promise: Promise<void>;
   resolve: () => void;
   reject: (err: Error) => void;
@@ -101,6 +127,8 @@ function utf8Length(s: string): number {
 export class Committer {
   /** Duration of the last commit's write + sync, ms (for metrics). */
   lastCommitMs = 0;
+  /** Keep each commit's rows until durable, for `CommitHost.committed` (a replicated log ships them). */
+  capture = false;
   readonly #host: CommitHost;
   readonly #opts: ResolvedOptions;
   readonly #dir: string;
@@ -208,15 +236,37 @@ export class Committer {
     return g.promise.then(() => first);
   }
 
+  /**
+   * Appends a leader's commit as it was made (a follower of a cluster): its
+   * runs of rows at their own append times, and its producer records, in
+   * one commit; resolves with the first offset once all are durable.
+   */
+  appendRuns(runs: readonly CommitRun[], records: readonly ProducerRecord[]): Promise<number> {
+    for (const r of runs) for (const p of r.payloads) this.#checkAppend(p);
+    const first = this.#next;
+    let g: Group | null = null;
+    for (const r of runs) if (r.payloads.length > 0) g = this.#encode(r.payloads, r.timeUs);
+    if (g === null) return Promise.resolve(first);
+    if (records.length > 0) (g.tags ??= []).push(...records);
+    return g.promise.then(() => first);
+  }
+
   // Encodes checked payloads into the pending group at the next offsets. The
   // append time is read once per group (the clock showed in profiles when
   // read per row): rows of one commit share it, clamped to the previous
-  // group's so that it never decreases.
-  #encode(payloads: readonly (Uint8Array | string)[]): Group {
+  // group's so that it never decreases. A leader's rows keep their own time.
+  #encode(payloads: readonly (Uint8Array | string)[], timeUs?: number): Group {
     const g = this.#group ?? this.#newGroup(this.#next);
+    const time = timeUs ?? g.timeUs;
+    if (time > this.#lastTimeUs) this.#lastTimeUs = time;
     const info = this.#active.seg.info;
-    if (info.firstTimeUs === 0) info.firstTimeUs = g.timeUs;
-    this.#active.writer.appendMany(this.#next, g.timeUs, payloads);
+    if (info.firstTimeUs === 0) info.firstTimeUs = time;
+    this.#active.writer.appendMany(this.#next, time, payloads);
+    if (g.runs !== null) {
+      const run = g.runs[g.runs.length - 1];
+      if (run?.timeUs === time) { for (const p of payloads) run.payloads.push(p); }
+      else g.runs.push({ timeUs: time, payloads: payloads.slice() });
+    }
     this.#next += payloads.length;
     g.count += payloads.length;
     this.schedule();
@@ -247,7 +297,8 @@ export class Committer {
     promise.catch(() => {});
     const timeUs = Math.max(nowUs(this.#opts.clock), this.#lastTimeUs);
     this.#lastTimeUs = timeUs;
-    this.#group = { first, count: 0, timeUs, promise, resolve, reject, tags: null };
+    const runs = this.capture ? [] : null;
+    this.#group = { first, count: 0, timeUs, promise, resolve, reject, tags: null, runs };
     return this.#group;
   }
 
@@ -314,7 +365,7 @@ export class Committer {
         if (group) {
           this.#end = group.first + group.count;
           try {
-            this.#host.committed(group.first, this.#end, group.tags);
+            this.#host.committed(group.first, this.#end, group.tags, group.runs);
           } finally {
             group.resolve();
           }

@@ -103,3 +103,36 @@ export class LogWriteError extends Error {
     this.name = "LogWriteError";
   }
 }
+
+/**
+ * A replicated log refused an append, or a wait for one to be committed:
+ * this node does not lead the stream (any more). Nothing it refused was
+ * acknowledged; rows it had written stay until the new leader's log decides
+ * (they are kept if the leader has them, else cut). `leader` is where the
+ * stream is led now, when known.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { NotLeaderError } from "./errors.ts";
+ * const err = new NotLeaderError("trades", "http://10.0.0.2:8801");
+ * equal(err.leader, "http://10.0.0.2:8801");
+ * equal(err.name, "NotLeaderError");
+ * ```
+ */
+export class NotLeaderError extends Error {
+  /** The stream. */
+  readonly stream: string;
+  /** The leader's URL, or null when none is known. */
+  readonly leader: string | null;
+  /** Makes the error. */
+  constructor(stream: string, leader: string | null) {
+    super(
+      `this node does not lead stream "${stream}"` +
+        (leader ? `; ${leader} does` : "; no leader is known"),
+    );
+    this.name = "NotLeaderError";
+    this.stream = stream;
+    this.leader = leader;
+  }
+}

@@ -17,38 +17,28 @@
  * @module
  */
 
-import { join } from "node:path";
 import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
-import { LogLockedError, LogWriteError } from "./errors.ts";
+import { LogWriteError } from "./errors.ts";
+import { claimLogFolder, LOCK_FILE } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
-import { writeAll } from "../common/write_all.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
-import { type ChunkEntry, chunkPath, type Manifest, MANIFEST_FILE } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
 import { appendAt } from "./append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
-import {
-  DEFAULT_CHUNK_POLICY,
-  type LogOptions,
-  type ResolvedOptions,
-  resolveOptions,
-} from "./options.ts";
+import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import type { ProducerJournal } from "./producer_journal.ts";
+import type { ProducerJournal, ProducerRecord } from "./producer_journal.ts";
 import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
 import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
-import { ChunkLink } from "./chunk_link.ts";
+import { type ChunkLink, openChunkLink } from "./chunk_link.ts";
 import type { LogListener } from "./log_listener.ts";
+import { Replication } from "./replication.ts";
+import { cutOpenLog } from "./truncate.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment_state.ts";
-import { earliestOffset, locateOffset, planSince, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import {
-  chunkTimeHit,
-  lookupAnswers,
-  type LookupStats,
-  seekTimeIn,
-  type TimeLookup,
-} from "./time_seek.ts";
+import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
+import { type LookupStats, offsetAtTime, type TimeLookup } from "./time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -63,8 +53,7 @@ export {
   type LogOptions,
 } from "./options.ts";
 
-/** The name of the lock file in a log folder. */
-export const LOCK_FILE = "LOCK";
+export { LOCK_FILE };
 
 /**
  * A stream's durable log: a folder of segment files, appended with group
@@ -100,9 +89,11 @@ export class Log {
   #timer: ReturnType<typeof setInterval> | undefined;
   #readers = new Set<LogReader>();
   readonly #source: ReaderSource;
-  readonly #producers: ProducerTable;
-  readonly #journal: ProducerJournal;
+  // Both replaced when a replicated log's tail is cut in place.
+  readonly #p: { table: ProducerTable; journal: ProducerJournal };
   #listener: LogListener | null = null;
+  #rep: Replication | null = null;
+  #cutting: Promise<void> | null = null;
 
   private constructor(
     dir: string,
@@ -119,12 +110,15 @@ export class Log {
     this.#opts = opts;
     this.#lock = lock;
     this.#segments = segments;
-    this.#producers = producers.table;
-    this.#journal = producers.journal;
+    this.#p = producers;
     this.#committer = new Committer(this, opts, segments, active, {
-      committed: (first, end, tags) => {
-        if (tags !== null) this.#producers.committed(tags);
-        this.#listener?.committed?.(first, end);
+      committed: (first, end, tags, runs) => {
+        if (tags !== null) this.#p.table.committed(tags);
+        const rep = this.#rep;
+        if (rep === null) return this.#listener?.committed?.(first, end);
+        if (tags !== null) rep.recorded(tags);
+        if (runs !== null) rep.onDurable?.({ first, end, runs, records: tags ? [...tags] : [] });
+        rep.durable(end); // shown (the listener's committed) once committed too
       },
       wake: () => {
         for (const r of this.#readers) r._wake();
@@ -138,22 +132,23 @@ export class Log {
       // without waits only while the journal is being put back after a failure.
       beforeWrite: (tags) => {
         const own = tags !== null
-          ? this.#journal.append(tags, () => this.#producers.snapshot())
-          : this.#journal.busy
-          ? this.#journal.settled()
+          ? this.#p.journal.append(tags, this.#remembered)
+          : this.#p.journal.busy
+          ? this.#p.journal.settled()
           : null;
         const gate = this.#listener?.beforeCommit?.() ?? null; // a stream's paced fan-out
         return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
       },
     });
-    const committer = this.#committer;
+    const end = () => this.endOffset;
     this.#source = {
       get endOffset() {
-        return committer.end;
+        return end();
       },
       maxPayloadBytes: opts.maxPayloadBytes,
       locate: (offset) => this.#locate(offset),
       seek: (seg, file, offset) => this.#seek(seg, file, offset),
+      cutting: () => this.#cutting,
     };
     if (opts.timers && (opts.sealEveryMs > 0 || opts.chunks)) {
       const every = Math.min(1000, (opts.sealEveryMs || 4000) / 4);
@@ -178,59 +173,31 @@ export class Log {
    */
   static async open(dir: string, options: LogOptions = {}): Promise<Log> {
     const opts = resolveOptions(options);
-    const create = options.create ?? true;
-    if (create) await Deno.mkdir(dir, { recursive: true });
-    else {
-      try {
-        await Deno.stat(join(dir, META_FILE));
-      } catch (err) {
-        if (err instanceof Deno.errors.NotFound) {
-          throw new Deno.errors.NotFound(`no log in ${dir} (${META_FILE} is missing)`);
-        }
-        throw err;
-      }
-    }
-    const lock = await Deno.open(join(dir, LOCK_FILE), { read: true, write: true, create: true });
-    if (!(await lock.tryLock(true))) {
-      const holder = new TextDecoder().decode(await Deno.readFile(join(dir, LOCK_FILE))).trim();
-      lock.close();
-      throw new LogLockedError(dir, holder);
-    }
+    const lock = await claimLogFolder(dir, options.create ?? true);
     try {
-      await lock.truncate(0);
-      await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
       const [recovered, producers] = await recoverWithProducers(dir, options, opts);
       const log = new Log(dir, recovered, opts, lock, producers);
+      if (options.replicated) await log.#replicate(options);
       // Rows already chunked (their segments deleted) still set the floor of
       // the next append time.
       const kept = await readManifest(dir).catch(() => null);
       log.#committer.seedTime(kept?.chunks.at(-1)?.last_ts ?? 0);
-      if (!opts.chunks && options.chunks !== false) {
-        // A log that already keeps chunks is read through them, whatever
-        // the caller asked (its history would otherwise look evicted).
-        const has = await Deno.stat(join(dir, MANIFEST_FILE)).then(() => true, () => false);
-        if (has) opts.chunks = { ...DEFAULT_CHUNK_POLICY };
-      }
-      if (opts.chunks) {
-        try {
-          // A damaged manifest is named here, as LogCorruptError.
-          await readManifest(dir);
-          log.#link = new ChunkLink(
-            {
-              dir,
-              name: log.name,
-              streamId: log.streamId,
-              segments: log.#segments,
-              flush: () => log.flush(),
-            },
-            opts,
-            opts.chunks,
-          );
-          await log.#link.start();
-        } catch (err) {
-          await log.close();
-          throw err;
-        }
+      try {
+        log.#link = await openChunkLink(
+          {
+            dir,
+            name: log.name,
+            streamId: log.streamId,
+            segments: log.#segments,
+            flush: () => log.flush(),
+            shownEnd: () => log.endOffset,
+          },
+          opts,
+          options.chunks !== false,
+        );
+      } catch (err) {
+        await log.close();
+        throw err;
       }
       return log;
     } catch (err) {
@@ -245,9 +212,18 @@ export class Log {
     }
   }
 
-  /** The durable end: the next offset to be made durable (exclusive end). */
+  /**
+   * The durable end: the next offset to be made durable (exclusive end). In
+   * a replicated log, the end of the rows committed in the cluster (and
+   * durable here): what readers and the fan-out see.
+   */
   get endOffset(): number {
-    return this.#committer.end;
+    return this.#rep?.gate.end ?? this.#committer.end;
+  }
+
+  /** A replicated log's side of the cluster (`replicated: true`), else null. */
+  get replication(): Replication | null {
+    return this.#rep;
   }
 
   /** The next offset `append` will assign. */
@@ -337,44 +313,20 @@ export class Log {
    * await log.close();
    * ```
    */
-  async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
-    for (let attempt = 0;; attempt++) {
-      const t = this.#tiers();
-      const answer = lookupAnswers(sinceUs, {
-        earliest: earliestOffset(t),
-        end: t.end,
+  offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
+    const c = this.#committer;
+    return offsetAtTime(
+      {
+        dir: this.dir,
         firstOffset: this.firstOffset,
-      });
-      if (sinceUs > this.#committer.lastTimeUs) {
-        return { offset: t.end, ts: null, exact: true, evicted: false };
-      }
-      const plan = planSince(t, sinceUs);
-      if (plan.kind === "end") return answer(t.end, null, true);
-      if (plan.kind === "row") {
-        const entry = plan.exact || plan.tier !== "chunk"
-          ? undefined
-          : t.chunks.find((c) => c.first === plan.offset);
-        const hit = entry ? await chunkTimeHit(this.dir, entry, sinceUs, stats) : null;
-        return hit ? answer(hit.offset, hit.ts, true) : answer(plan.offset, plan.ts, plan.exact);
-      }
-      const seg = this.#segments[plan.index];
-      try {
-        const hit = await seekTimeIn(seg.info.path, seg.header, sinceUs, {
-          size: seg.info.size,
-          maxPayloadBytes: this.#opts.maxPayloadBytes,
-          stats,
-        });
-        if (hit) return answer(hit.offset, hit.ts, true);
-      } catch (err) {
-        // Chunked and deleted under us: plan again from the tiers as they are now.
-        if (!(err instanceof Deno.errors.NotFound) || attempt >= 3) throw err;
-        continue;
-      }
-      // Rows appended meanwhile: the next segment (or the end) starts it.
-      const next = this.#segments[plan.index + 1];
-      if (!next || next.info.count === 0) return answer(t.end, null, true);
-      if (attempt >= 3) return answer(next.info.firstOffset, next.info.firstTimeUs, true);
-    }
+        lastTimeUs: c.lastTimeUs,
+        maxPayloadBytes: this.#opts.maxPayloadBytes,
+        tiers: () => ({ ...this.#tiers(), end: this.endOffset }),
+        segments: this.#segments,
+      },
+      sinceUs,
+      stats,
+    );
   }
 
   /** Total durable bytes of the segments. */
@@ -391,7 +343,10 @@ export class Log {
    * @throws {RangeError} (synchronously) for a payload over the size limit.
    */
   append(payload: Uint8Array | string): Promise<number> {
-    return this.#committer.append(payload);
+    const rep = this.#rep;
+    if (rep === null) return this.#committer.append(payload);
+    rep.checkWritable();
+    return this.#committer.append(payload).then((o) => rep.gate.until(o + 1).then(() => o));
   }
 
   /**
@@ -399,7 +354,11 @@ export class Log {
    * are durable (they are consecutive).
    */
   appendMany(payloads: readonly (Uint8Array | string)[]): Promise<number> {
-    return this.#committer.appendMany(payloads);
+    const rep = this.#rep;
+    if (rep === null) return this.#committer.appendMany(payloads);
+    rep.checkWritable();
+    const end = this.#committer.next + payloads.length;
+    return this.#committer.appendMany(payloads).then((f) => rep.gate.until(end).then(() => f));
   }
 
   /** Seals the active segment now if it holds rows (after what is pending). */
@@ -428,43 +387,65 @@ export class Log {
    * ```
    */
   publish(payloads: readonly (Uint8Array | string)[], tag: ProducerTag | null): PublishResult {
+    const rep = this.#rep;
+    if (rep === null) return this.#publish(payloads, tag);
+    rep.checkWritable();
+    const r = this.#publish(payloads, tag);
+    // Answered (stored or a duplicate) only once committed in the cluster.
+    return r.status === "stored" || r.status === "duplicate"
+      ? { ...r, done: r.done.then(() => rep.gate.until(r.last + 1)) }
+      : r;
+  }
+
+  #publish(payloads: readonly (Uint8Array | string)[], tag: ProducerTag | null): PublishResult {
     const c = this.#committer;
     if (tag === null) {
       const first = c.next;
       const done = c.appendMany(payloads).then(() => {});
       return { status: "stored", first, last: first + payloads.length - 1, done };
     }
-    const answer = this.#producers.check(tag.producer, tag.seq);
+    const answer = this.#p.table.check(tag.producer, tag.seq);
     if (answer !== null) return answer;
     const first = c.next;
     const done = c.appendMany(payloads, tag).then(() => {});
     const last = first + payloads.length - 1;
-    this.#producers.assign(tag.producer, { seq: tag.seq, first, last }, done);
+    this.#p.table.assign(tag.producer, { seq: tag.seq, first, last }, done);
     return { status: "stored", first, last, done };
   }
 
   /** What `producer` last committed, or null (never seen, or forgotten). */
   producerState(producer: string): ProducerState | null {
-    return this.#producers.committedState(producer);
+    return this.#p.table.committedState(producer);
   }
 
-  /** Resolves once `producer`'s pending publish, if any, is durable or failed. */
-  producerSettled(producer: string): Promise<void> {
-    return this.#producers.settled(producer);
+  /**
+   * Resolves once `producer`'s pending publish, if any, is durable or failed
+   * (in a replicated log: once its last commit is committed in the cluster;
+   * rejects with `NotLeaderError` when this node stops leading first).
+   */
+  async producerSettled(producer: string): Promise<void> {
+    await this.#p.table.settled(producer);
+    const last = this.#p.table.committedState(producer)?.last;
+    // A replicated log: settled once committed in the cluster too.
+    if (this.#rep && last !== undefined) await this.#rep.gate.until(last + 1);
   }
 
   /** Producers remembered. */
   get producers(): number {
-    return this.#producers.size;
+    return this.#p.table.size;
   }
+
+  // What a rewrite of the producer journal keeps (replication.ts for a replicated log).
+  readonly #remembered = (): ProducerRecord[] =>
+    this.#rep?.keptRecords() ?? this.#p.table.snapshot();
 
   // A failed write dropped appends from `from` on: the journal records of
   // their producers are put back to the committed state, before any later
   // commit is written (beforeWrite waits while the journal is busy).
   #rollBackProducers(from: number): void {
-    const back = this.#producers.discarded(from);
+    const back = this.#p.table.discarded(from);
     if (back.length === 0) return;
-    this.#journal.append(back, () => this.#producers.snapshot()).catch((err) => {
+    this.#p.journal.append(back, this.#remembered).catch((err) => {
       this.#committer.fail(
         new LogWriteError(`log ${this.dir}: cannot write the producer journal: ${err}`, err),
       );
@@ -478,7 +459,7 @@ export class Log {
     this.#link?.tick();
   }
 
-  /** Changes how chunks are merged and retained (takes effect at the next maintenance). */
+  /** Changes the chunk policy: merges and retention (next maintenance), `archiveTerm` (at once). */
   setRetention(policy: Partial<ChunkPolicy>): void {
     if (!this.#link?.running || !this.#opts.chunks) {
       throw new TypeError(`log ${this.dir} keeps no chunks`);
@@ -526,7 +507,11 @@ export class Log {
 
   /** Opens a reader starting at `offset` (clamped to what the log holds). */
   reader(offset: number): LogReader {
-    const r = new LogReader(this.#source, offset, () => this.#readers.delete(r));
+    return this.#reader(this.#source, offset);
+  }
+
+  #reader(source: ReaderSource, offset: number, times = false): LogReader {
+    const r = new LogReader(source, offset, () => this.#readers.delete(r), times);
     this.#readers.add(r);
     return r;
   }
@@ -577,7 +562,60 @@ export class Log {
     const active = await fenceSegment(this, old, offset, this.#opts);
     this.#segments.splice(this.#segments.indexOf(old.seg), 1, active.seg);
     c.restartAt(active, offset);
-    this.#listener?.fenced?.(offset);
+    // A replicated log tells of the gap once it is committed (#visible).
+    if (this.#rep) this.#rep.gate.durable(offset);
+    else this.#listener?.fenced?.(offset);
+  }
+
+  // Makes this log replicated (replication.ts): rows are shown once committed.
+  async #replicate(options: LogOptions): Promise<void> {
+    const c = this.#committer;
+    const durable = Object.defineProperty({ ...this.#source }, "endOffset", { get: () => c.end });
+    this.#rep = await Replication.open({
+      dir: this.dir,
+      name: this.name,
+      streamId: this.streamId,
+      committer: c,
+      segments: this.#segments,
+      durableReader: (offset) => this.#reader(durable, offset, true),
+      fence: (offset) => this.fence(offset),
+      cut: (offset) =>
+        this.#whileCutting(() =>
+          cutOpenLog({
+            dir: this.dir,
+            opts: this.#opts,
+            recover: () => recoverWithProducers(this.dir, options, this.#opts),
+            committer: c,
+            segments: this.#segments,
+            producers: this.#p,
+            flush: () => this.flush(),
+            discarded: (from) => {
+              for (const r of this.#readers) r._reset();
+              this.#listener?.discarded?.(from);
+            },
+          }, offset)
+        ),
+      shown: (first, end) => this.#listener?.committed?.(first, end),
+      fenced: (offset) => this.#listener?.fenced?.(offset),
+      visible: () => {
+        this.#link?.handOver();
+        for (const r of this.#readers) r._wake();
+      },
+    }, this.#opts.maxProducers);
+  }
+
+  // Runs a cut of the tail in place: readers wait meanwhile, and drop what
+  // they read before it.
+  async #whileCutting<T>(cut: () => Promise<T>): Promise<T> {
+    let done!: () => void;
+    this.#cutting = new Promise((r) => (done = r));
+    for (const r of this.#readers) r._reset();
+    try {
+      return await cut();
+    } finally {
+      this.#cutting = null;
+      done();
+    }
   }
 
   // Replicas (followers): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
@@ -638,8 +676,9 @@ export class Log {
     }
     this.#closed = true;
     this.#committer.close();
-    await this.#journal.settled();
-    this.#journal.close();
+    await this.#rep?.close();
+    await this.#p.journal.settled();
+    this.#p.journal.close();
     clearInterval(this.#timer);
     for (const r of this.#readers) r._wake();
     await this.#link?.close();

@@ -8,11 +8,14 @@
  * @module
  */
 
+import { join } from "node:path";
 import { ChunkCursor, type ChunkEntry } from "./chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "./chunk_times.ts";
 import type { ArchiveStore } from "./archive.ts";
 import type { Layout } from "./format.ts";
 import { LogEvictedError } from "./errors.ts";
 import {
+  clipBatch,
   type CursorStart,
   EMPTY_BATCH,
   type RecordBatch,
@@ -38,6 +41,8 @@ export interface ReaderSource {
   locate(offset: number): Located;
   /** Where a cursor can start for `offset` in segment `seg`, open as `file`. */
   seek(seg: SegmentInfo, file: Deno.FsFile, offset: number): Promise<CursorStart>;
+  /** While the log's tail is being cut in place: resolves once it is done (else null). */
+  cutting?(): Promise<void> | null;
 }
 
 /** Default bytes read per call. */
@@ -58,7 +63,16 @@ function sliceBatch(b: RecordBatch, from: number): RecordBatch {
 
 type Source =
   | { kind: "segment"; cursor: SegmentCursor; file: Deno.FsFile; size: () => number }
-  | { kind: "chunk"; cursor: ChunkCursor };
+  | { kind: "chunk"; cursor: ChunkCursor; times?: ChunkTimes | null };
+
+// Sets each row's append time from a chunk's time index (its runs).
+function fillTimes(b: RecordBatch, t: ChunkTimes): void {
+  let run = 0;
+  for (let i = 0; i < b.count; i++) {
+    while (run + 1 < t.offsets.length && t.offsets[run + 1] <= b.offsets[i]) run++;
+    (b.times as Float64Array)[i] = t.times[run];
+  }
+}
 
 /**
  * Reads a log forward from an offset. Gaps left by a fence are skipped; an
@@ -85,12 +99,20 @@ export class LogReader {
   #src: Source | null = null;
   #closed = false;
   #waiters: (() => void)[] = [];
+  #held: RecordBatch | null = null;
+  readonly #withTimes: boolean;
+  #resets = 0;
 
-  /** @internal Use {@linkcode Log.reader}. */
-  constructor(log: ReaderSource, offset: number, onClose: () => void) {
+  /**
+   * @internal Use {@linkcode Log.reader}. With `times`, rows read from a
+   * local chunk carry their append times from its time index (chunk lines
+   * carry none; without it they read as 0).
+   */
+  constructor(log: ReaderSource, offset: number, onClose: () => void, times = false) {
     this.#log = log;
     this.#offset = Math.max(1, offset);
     this.#onClose = onClose;
+    this.#withTimes = times;
   }
 
   /** The next offset this reader will return (or the first after it). */
@@ -125,7 +147,10 @@ export class LogReader {
           if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
           const cursor = new ChunkCursor(loc.path, loc.entry);
           await cursor.open();
-          this.#src = { kind: "chunk", cursor };
+          const times = this.#withTimes
+            ? await readChunkTimes(join(loc.path, "../.."), loc.entry)
+            : null;
+          this.#src = { kind: "chunk", cursor, times };
         } else {
           // Below the local tier: stream the chunk from the archive.
           if (this.#offset < loc.entry.first) this.#offset = loc.entry.first;
@@ -155,27 +180,48 @@ export class LogReader {
   async read(maxBytes: number = DEFAULT_READ_BYTES): Promise<RecordBatch> {
     const log = this.#log;
     while (!this.#closed && this.#offset < log.endOffset) {
+      const cut = log.cutting?.();
+      if (cut) {
+        await cut; // the files are changing: read what the log holds after
+        continue;
+      }
+      if (this.#held !== null) {
+        const held = this.#held;
+        this.#held = null;
+        return this.#upToEnd(held);
+      }
+      const resets = this.#resets;
       if (!this.#src && !(await this.#open())) return EMPTY_BATCH;
+      if (resets !== this.#resets) {
+        this.#release(); // opened from what the log held before a cut
+        continue;
+      }
       const src = this.#src!;
       let batch: RecordBatch;
-      if (src.kind === "segment") {
-        // Right after a seek the cursor may stand up to one beacon interval
-        // (1 MiB) before the offset wanted: that is skipped `maxBytes` at a
-        // time (the loop goes on while a read holds only skipped records),
-        // not in one read of the whole interval, whose buffer the batch
-        // handed out would keep alive: a thousand subscribers falling back
-        // to the log at once held a gigabyte that way.
-        batch = await src.cursor.read(src.size(), maxBytes);
-      } else {
-        batch = await src.cursor.read(maxBytes);
+      try {
+        if (src.kind === "segment") {
+          // Right after a seek the cursor may stand up to one beacon interval
+          // (1 MiB) before the offset wanted: that is skipped `maxBytes` at a
+          // time (the loop goes on while a read holds only skipped records),
+          // not in one read of the whole interval, whose buffer the batch
+          // handed out would keep alive: a thousand subscribers falling back
+          // to the log at once held a gigabyte that way.
+          batch = await src.cursor.read(src.size(), maxBytes);
+        } else {
+          batch = await src.cursor.read(maxBytes);
+          if (src.times) fillTimes(batch, src.times);
+        }
+      } catch (err) {
+        if (resets === this.#resets && !log.cutting?.()) throw err;
+        continue; // the tail was cut under the read: found afresh
       }
+      if (resets !== this.#resets) continue; // read before a cut: maybe rows that went
       if (batch.count > 0) {
         let skip = 0;
         while (skip < batch.count && batch.offsets[skip] < this.#offset) skip++;
         const out = sliceBatch(batch, skip);
         if (out.count === 0) continue;
-        this.#offset = out.offsets[out.count - 1] + 1;
-        return out;
+        return this.#upToEnd(out);
       }
       if (src.kind === "chunk" || src.cursor.endMark) {
         // The end of a chunk or of a sealed segment: on to whatever holds the next offset.
@@ -185,6 +231,25 @@ export class LogReader {
       return EMPTY_BATCH;
     }
     return EMPTY_BATCH;
+  }
+
+  // The rows of `batch` below the end readers may see; the others are held
+  // for a later read (a replicated log's rows durable here, not committed yet).
+  #upToEnd(batch: RecordBatch): RecordBatch {
+    const end = this.#log.endOffset;
+    let n = batch.count;
+    while (n > 0 && batch.offsets[n - 1] >= end) n--;
+    if (n < batch.count) {
+      this.#held = sliceBatch(batch, n);
+      // Nothing below the end but a fenced gap: the reader is at the end.
+      if (n === 0) {
+        this.#offset = Math.max(this.#offset, end);
+        return EMPTY_BATCH;
+      }
+      batch = clipBatch(batch, batch.offsets[0], batch.offsets[n - 1]);
+    }
+    this.#offset = batch.offsets[batch.count - 1] + 1;
+    return batch;
   }
 
   /** Resolves when the log commits more rows (or closes). */
@@ -199,6 +264,17 @@ export class LogReader {
     if (w.length === 0) return;
     this.#waiters = [];
     for (const f of w) f();
+  }
+
+  /**
+   * @internal Called by the log when its tail was cut in place: the file
+   * this reader had open may hold other rows now; it finds its next offset
+   * afresh (never past the cut: readers stop at the rows shown).
+   */
+  _reset(): void {
+    this.#resets++;
+    this.#held = null;
+    this.#release();
   }
 
   #release(): void {

@@ -88,6 +88,13 @@ export interface LogOptions {
    * its own. Turns chunks on. @default false
    */
   replica?: boolean;
+  /**
+   * One replica of a cluster's stream (`replication.ts`, `Log.replication`):
+   * a row is shown — to readers, to `onCommit`, to the caller awaiting its
+   * append — only once the cluster's commit index passes it, and local
+   * appends are taken only while the node leads. @default false
+   */
+  replicated?: boolean;
   /** Serve offsets the local tier dropped from the archive. @default false */
   replayArchive?: boolean;
   /**
@@ -151,9 +158,12 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
         ...(typeof options.chunks === "object" ? options.chunks : {}),
         archive: options.archive ?? null,
         replica: options.replica ?? false,
+        // A cluster's log uploads only while its node leads (Log.archiveAs).
+        ...(options.replicated ? { archiveTerm: null } : {}),
       }
       : null,
     replica: options.replica ?? false,
+    replicated: options.replicated ?? false,
     maintainEveryMs: options.maintainEveryMs ?? 60_000,
     replayArchive: options.replayArchive ?? false,
     archiveWaitMs: options.archiveWaitMs ?? 10_000,

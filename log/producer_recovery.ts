@@ -58,7 +58,7 @@ export async function recoverWithProducers(
     }
     const info = recovered.active.seg.info;
     const end = info.firstOffset + info.count;
-    const { table, cut, dropped } = recoverProducers(records, end, opts.maxProducers);
+    const { table, cut, dropped, kept } = recoverProducers(records, end, opts.maxProducers);
     if (cut !== null && cut < end) {
       opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
       await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes, opts.io);
@@ -66,8 +66,12 @@ export async function recoverWithProducers(
       recovered = await recoverLog(dir, options, opts);
     }
     // Before the log grows past them, or the dropped records would pass for
-    // committed; damaged bytes go too, so that they are not read again.
-    if (dropped > 0 || skipped.length > 0) await journal.rewrite(table.snapshot());
+    // committed; damaged bytes go too, so that they are not read again. A
+    // replicated log keeps every other record: a producer whose latest
+    // records a cut took falls back to its earlier one (replication.ts).
+    if (dropped > 0 || skipped.length > 0) {
+      await journal.rewrite(opts.replicated ? kept : table.snapshot());
+    }
     return [recovered, { table, journal }];
   } catch (err) {
     journal.close();

@@ -245,7 +245,8 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  * dropped record would later pass for committed). `cut` is where the log must
  * be cut back to (the first offset of a dropped record that starts below the
  * end), or null. Superseded records ({@linkcode supersededRecords}) never
- * cut.
+ * cut. `kept` are the records not dropped and not superseded, in journal
+ * order: what a replicated log's journal is rewritten as.
  *
  * @example
  * ```ts
@@ -255,17 +256,18 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  *   { producer: "a", seq: 1, first: 1, last: 10 },
  *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15
  * ];
- * const { table, cut, dropped } = recoverProducers(records, 16, 100);
+ * const { table, cut, dropped, kept } = recoverProducers(records, 16, 100);
  * equal(table.committedState("a")?.seq, 1);
  * equal(cut, 11);
  * equal(dropped, 1);
+ * equal(kept.length, 1);
  * ```
  */
 export function recoverProducers(
   records: readonly ProducerRecord[],
   end: number,
   max: number,
-): { table: ProducerTable; cut: number | null; dropped: number } {
+): { table: ProducerTable; cut: number | null; dropped: number; kept: ProducerRecord[] } {
   const superseded = supersededRecords(records);
   let limit = end;
   let cut: number | null = null;
@@ -280,8 +282,15 @@ export function recoverProducers(
       }
     }
   }
-  const kept = records.filter((r) => r.seq === 0 || r.last < limit);
+  const kept: ProducerRecord[] = [];
+  const lasting: ProducerRecord[] = []; // kept, and not superseded
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i];
+    if (r.seq !== 0 && r.last >= limit) continue;
+    kept.push(r);
+    if (!superseded[i]) lasting.push(r);
+  }
   const table = new ProducerTable(max);
   table.committed(kept);
-  return { table, cut, dropped: records.length - kept.length };
+  return { table, cut, dropped: records.length - kept.length, kept: lasting };
 }

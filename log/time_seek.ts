@@ -24,6 +24,8 @@
 
 import type { ChunkEntry } from "./chunk.ts";
 import { readChunkTimes, seekRuns } from "./chunk_times.ts";
+import type { Segment } from "./segment_state.ts";
+import { earliestOffset, planSince, type Tiers } from "./tier_lookup.ts";
 import { type Beacon, BEACON_BYTES, decodeBeacon, Layout, type SegmentHeader } from "./format.ts";
 import {
   type CursorStart,
@@ -305,5 +307,88 @@ export async function seekTimeIn(
     return await seekTime(file, path, header, sinceUs, options);
   } finally {
     file.close();
+  }
+}
+
+/** What {@linkcode offsetAtTime} reads of a log. */
+export interface TimeLookupView {
+  /** The log folder. */
+  dir: string;
+  /** The first offset the log was created with. */
+  firstOffset: number;
+  /** The append time of the newest commit, µs. */
+  lastTimeUs: number;
+  /** The largest payload a record may have. */
+  maxPayloadBytes: number;
+  /** The tiers as they are now (their `end`: the end readers see). */
+  tiers(): Tiers;
+  /** The segments, in the order of `tiers().segments`. */
+  segments: readonly Segment[];
+}
+
+/**
+ * Where `sinceUs` (µs since the epoch) starts in a log: the first offset
+ * whose append time is at or after it, or the end when every row is older —
+ * in O(log n): a binary search over the chunks' and segments' times, then
+ * over one segment's beacons, then at most about two beacon intervals of
+ * records. `stats` counts the reads. What `Log.offsetAt` answers.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "./log.ts";
+ * let now = 1000;
+ * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now, timers: false });
+ * await log.append("{}");
+ * now = 2000;
+ * await log.append("{}");
+ * equal((await log.offsetAt(1_500_000)).offset, 2); // through offsetAtTime
+ * await log.close();
+ * ```
+ */
+export async function offsetAtTime(
+  view: TimeLookupView,
+  sinceUs: number,
+  stats?: LookupStats,
+): Promise<TimeLookup> {
+  for (let attempt = 0;; attempt++) {
+    const t = view.tiers();
+    const answers = lookupAnswers(sinceUs, {
+      earliest: earliestOffset(t),
+      end: t.end,
+      firstOffset: view.firstOffset,
+    });
+    // A row past the end readers see (durable, not yet committed) answers as the end.
+    const answer = (offset: number, ts: number | null, exact: boolean): TimeLookup =>
+      offset >= t.end && ts !== null ? answers(t.end, null, true) : answers(offset, ts, exact);
+    if (sinceUs > view.lastTimeUs) {
+      return { offset: t.end, ts: null, exact: true, evicted: false };
+    }
+    const plan = planSince(t, sinceUs);
+    if (plan.kind === "end") return answer(t.end, null, true);
+    if (plan.kind === "row") {
+      const entry = plan.exact || plan.tier !== "chunk"
+        ? undefined
+        : t.chunks.find((c) => c.first === plan.offset);
+      const hit = entry ? await chunkTimeHit(view.dir, entry, sinceUs, stats) : null;
+      return hit ? answer(hit.offset, hit.ts, true) : answer(plan.offset, plan.ts, plan.exact);
+    }
+    const seg = view.segments[plan.index];
+    try {
+      const hit = await seekTimeIn(seg.info.path, seg.header, sinceUs, {
+        size: seg.info.size,
+        maxPayloadBytes: view.maxPayloadBytes,
+        stats,
+      });
+      if (hit) return answer(hit.offset, hit.ts, true);
+    } catch (err) {
+      // Chunked and deleted under us: plan again from the tiers as they are now.
+      if (!(err instanceof Deno.errors.NotFound) || attempt >= 3) throw err;
+      continue;
+    }
+    // Rows appended meanwhile: the next segment (or the end) starts it.
+    const next = view.segments[plan.index + 1];
+    if (!next || next.info.count === 0) return answer(t.end, null, true);
+    if (attempt >= 3) return answer(next.info.firstOffset, next.info.firstTimeUs, true);
   }
 }

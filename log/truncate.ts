@@ -23,18 +23,18 @@
  * @module
  */
 
-import { join } from "node:path";
 import { syncDir } from "./atomic_write.ts";
-import { LogCorruptError, LogLockedError } from "./errors.ts";
+import { LogCorruptError } from "./errors.ts";
 import { readManifest } from "./fs.ts";
-import { LOCK_FILE } from "./log.ts";
-import { type LogOptions, resolveOptions } from "./options.ts";
+import { takeWriterLock } from "./writer_lock.ts";
+import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { ProducerJournal } from "./producer_journal.ts";
-import { supersededRecords } from "./producers.ts";
-import { recoverLog } from "./recovery.ts";
+import { type ProducerTable, supersededRecords } from "./producers.ts";
+import { type Recovered, recoverLog } from "./recovery.ts";
+import type { Committer } from "./committer.ts";
 import { cutActiveAt } from "./tail_cut.ts";
 import { TermHistory } from "./term_history.ts";
-import { type Active, initialState } from "./segment_state.ts";
+import { type Active, initialState, type Segment } from "./segment_state.ts";
 import { META_FILE, readMeta } from "./log_meta.ts";
 import { SegmentWriter } from "./segment_writer.ts";
 
@@ -90,78 +90,162 @@ export async function truncateLog(
   if (await readMeta(dir) === null) {
     throw new Deno.errors.NotFound(`no log in ${dir} (${META_FILE} is missing)`);
   }
-  const lock = await Deno.open(join(dir, LOCK_FILE), { read: true, write: true, create: true });
+  const lock = await takeWriterLock(dir);
   try {
-    if (!(await lock.tryLock(true))) {
-      throw new LogLockedError(
-        dir,
-        new TextDecoder().decode(await Deno.readFile(join(dir, LOCK_FILE))).trim(),
-      );
-    }
-    const opts = resolveOptions({ ...options, timers: false });
-    const { segments, active } = await recoverLog(dir, { ...options, create: false }, opts);
-    active.file?.close();
-    const last = segments[segments.length - 1];
-    const end = last.info.firstOffset + last.info.count;
-    const terms = await TermHistory.open(dir);
-    if (offset >= end) {
-      await terms.truncateFrom(end + 1); // terms begun past the end held no row
-      return { end, rows: 0 };
-    }
-    const manifest = await readManifest(dir);
-    const chunk = manifest?.chunks.find((c) => c.last >= offset);
-    if (chunk) {
-      throw new RangeError(
-        `cannot cut log ${dir} at ${offset}: chunk ${chunk.sha256} holds rows ` +
-          `${chunk.first}..${chunk.last} (chunks are never cut)`,
-      );
-    }
-    const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
-    journal.close();
-    const superseded = supersededRecords(records);
-    const split = records.find((r, i) =>
-      !superseded[i] && r.seq > 0 && r.first < offset && offset <= r.last
-    );
-    if (split) {
-      throw new RangeError(
-        `cannot cut log ${dir} at ${offset}: producer ${JSON.stringify(split.producer)} seq ` +
-          `${split.seq} holds rows ${split.first}..${split.last} (a commit is cut whole)`,
-      );
-    }
-    let rows = 0;
-    // Newest first: each step leaves a log that opens.
-    while (segments.length > 1 && segments[segments.length - 1].info.firstOffset > offset) {
-      const seg = segments.pop()!;
-      rows += seg.info.count;
-      await Deno.remove(seg.info.path);
-      await syncDir(dir);
-    }
-    const seg = segments[segments.length - 1];
-    const segEnd = seg.info.firstOffset + seg.info.count;
-    const at = Math.max(Math.min(offset, segEnd), seg.info.firstOffset);
-    if (at < segEnd) {
-      const file = await Deno.open(seg.info.path, { read: true, write: true });
-      // The segment as cutActiveAt reads it: its header, layout, size and file.
-      const state = initialState();
-      const cut: Active = {
-        seg,
-        writer: new SegmentWriter(seg.layout.interval, state),
-        file,
-        durable: state,
-      };
-      try {
-        await cutActiveAt(cut, at, opts.maxPayloadBytes);
-      } catch (err) {
-        if (err instanceof LogCorruptError) throw err;
-        throw new LogCorruptError(seg.info.path, 0, `cannot cut at ${at}: ${err}`);
-      } finally {
-        file.close();
-      }
-      rows += segEnd - at;
-    }
-    await terms.truncateFrom(at);
-    return { end: at, rows };
+    return await cutClosedLog(dir, offset, resolveOptions({ ...options, timers: false }));
   } finally {
     lock.close();
+  }
+}
+
+/**
+ * {@linkcode truncateLog}'s work, for a caller that holds the log's lock and
+ * has closed its files (a replicated log cutting its own tail in place, see
+ * `replication.ts`); the caller recovers the log afterwards.
+ *
+ * @throws {RangeError} when a chunk or a producer commit would be cut.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "./log.ts";
+ * import { resolveOptions } from "./options.ts";
+ * import { cutClosedLog } from "./truncate.ts";
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
+ * await log.appendMany(["{}", "{}", "{}"]);
+ * await log.close();
+ * equal((await cutClosedLog(dir, 2, resolveOptions({ timers: false }))).end, 2);
+ * ```
+ */
+export async function cutClosedLog(
+  dir: string,
+  offset: number,
+  opts: ResolvedOptions,
+): Promise<Truncated> {
+  const { segments, active } = await recoverLog(dir, { create: false }, opts);
+  active.file?.close();
+  const last = segments[segments.length - 1];
+  const end = last.info.firstOffset + last.info.count;
+  const terms = await TermHistory.open(dir);
+  if (offset >= end) {
+    await terms.truncateFrom(end + 1); // terms begun past the end held no row
+    return { end, rows: 0 };
+  }
+  const manifest = await readManifest(dir);
+  const chunk = manifest?.chunks.find((c) => c.last >= offset);
+  if (chunk) {
+    throw new RangeError(
+      `cannot cut log ${dir} at ${offset}: chunk ${chunk.sha256} holds rows ` +
+        `${chunk.first}..${chunk.last} (chunks are never cut)`,
+    );
+  }
+  const { journal, records } = await ProducerJournal.open(dir, { sync: opts.fsync });
+  journal.close();
+  const superseded = supersededRecords(records);
+  const split = records.find((r, i) =>
+    !superseded[i] && r.seq > 0 && r.first < offset && offset <= r.last
+  );
+  if (split) {
+    throw new RangeError(
+      `cannot cut log ${dir} at ${offset}: producer ${JSON.stringify(split.producer)} seq ` +
+        `${split.seq} holds rows ${split.first}..${split.last} (a commit is cut whole)`,
+    );
+  }
+  let rows = 0;
+  // Newest first: each step leaves a log that opens.
+  while (segments.length > 1 && segments[segments.length - 1].info.firstOffset > offset) {
+    const seg = segments.pop()!;
+    rows += seg.info.count;
+    await Deno.remove(seg.info.path);
+    await syncDir(dir);
+  }
+  const seg = segments[segments.length - 1];
+  const segEnd = seg.info.firstOffset + seg.info.count;
+  const at = Math.max(Math.min(offset, segEnd), seg.info.firstOffset);
+  if (at < segEnd) {
+    const file = await Deno.open(seg.info.path, { read: true, write: true });
+    // The segment as cutActiveAt reads it: its header, layout, size and file.
+    const state = initialState();
+    const cut: Active = {
+      seg,
+      writer: new SegmentWriter(seg.layout.interval, state),
+      file,
+      durable: state,
+    };
+    try {
+      await cutActiveAt(cut, at, opts.maxPayloadBytes);
+    } catch (err) {
+      if (err instanceof LogCorruptError) throw err;
+      throw new LogCorruptError(seg.info.path, 0, `cannot cut at ${at}: ${err}`);
+    } finally {
+      file.close();
+    }
+    rows += segEnd - at;
+  }
+  await terms.truncateFrom(at);
+  return { end: at, rows };
+}
+
+/** What {@linkcode cutOpenLog} needs of an open log. */
+export interface OpenLogParts {
+  /** The log folder. */
+  dir: string;
+  /** Its resolved options. */
+  opts: ResolvedOptions;
+  /** Its committer (restarted at the new end). */
+  committer: Committer;
+  /** Its segments (the same array, refilled). */
+  segments: Segment[];
+  /** Its producer state (both members replaced). */
+  producers: { table: ProducerTable; journal: ProducerJournal };
+  /** Recovers the closed log as opening it does: its segments, then its producer state. */
+  recover(): Promise<[Recovered, { table: ProducerTable; journal: ProducerJournal }]>;
+  /** Resolves once what was appended is committed. */
+  flush(): Promise<void>;
+  /** Told that appends from `from` on are gone; its readers start afresh where they are. */
+  discarded(from: number): void;
+}
+
+/**
+ * Cuts an open log's tail in place (a replicated log rejoining as a
+ * follower, `replication.ts`): what is pending is committed first, the
+ * files are closed, {@linkcode cutClosedLog} cuts them, and the log is
+ * recovered again into the same objects — its readers and chunk link keep
+ * working. A refused cut (a chunk, a producer commit) leaves the log as it
+ * was, recovered.
+ *
+ * @throws {RangeError} when a chunk or a producer commit would be cut.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Log } from "./log.ts";
+ * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
+ * log.replication!.writable = true;
+ * log.appendMany(["{}", "{}", "{}"]);
+ * await log.flush();
+ * equal((await log.replication!.cutTail(2)).rows, 2); // through cutOpenLog
+ * equal(log.nextOffset, 2);
+ * await log.close();
+ * ```
+ */
+export async function cutOpenLog(parts: OpenLogParts, offset: number): Promise<Truncated> {
+  await parts.flush();
+  const c = parts.committer;
+  c.active.file?.close();
+  c.active.file = null;
+  await parts.producers.journal.settled();
+  parts.producers.journal.close();
+  try {
+    return await cutClosedLog(parts.dir, offset, parts.opts);
+  } finally {
+    const [recovered, producers] = await parts.recover();
+    parts.segments.splice(0, parts.segments.length, ...recovered.segments);
+    const info = recovered.active.seg.info;
+    c.restartAt(recovered.active, info.firstOffset + info.count);
+    parts.producers.table = producers.table;
+    parts.producers.journal = producers.journal;
+    parts.discarded(c.end);
   }
 }

@@ -50,6 +50,7 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   stream: ["fanout", "frames", "."],
   publish: ["stream", "."],
   follow: ["stream", "."],
+  cluster: ["stream", "."],
   ingest: ["stream", "."],
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],
 };

@@ -1,8 +1,10 @@
 /**
  * The stream a publish route names, once the handler granted the publish
  * (403 comes first, so that a 404 does not say which names exist): 404 for
- * an unknown stream, 405 for one not opened for publishing. Private to
- * `server/http/`.
+ * an unknown stream, 405 for one not opened for publishing; on a cluster
+ * node that does not take it now (DESIGN §18), 307 to the leader's same
+ * path and query (`Location`), or 503 `no_leader` / `not_enough_replicas`
+ * (`Retry-After: 1`). Private to `server/http/`.
  *
  * @module
  */
@@ -16,11 +18,11 @@ import { json, notFound } from "./_respond.ts";
  *
  * @example
  * ```ts ignore
- * const stream = publishTarget(ctx, name);
+ * const stream = publishTarget(ctx, name, url);
  * if (stream instanceof Response) return stream;
  * ```
  */
-export function publishTarget(ctx: HttpContext, name: string): Stream | Response {
+export function publishTarget(ctx: HttpContext, name: string, url: URL): Stream | Response {
   const stream = ctx.streams.get(name);
   if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
   if (!isPublishable(ctx, stream)) {
@@ -35,5 +37,12 @@ export function publishTarget(ctx: HttpContext, name: string): Stream | Response
       { allow: "GET, HEAD" },
     );
   }
-  return stream;
+  const refusal = stream._cluster?.publishable() ?? null;
+  if (refusal === null) return stream;
+  ctx.publishMetrics.refused(name, refusal.error);
+  if (refusal.error === "not_leader") {
+    const location = new URL(url.pathname + url.search, refusal.leader).href;
+    return json({ error: "not_leader", leader: refusal.leader }, 307, { location });
+  }
+  return json({ error: refusal.error }, 503, { "retry-after": "1" });
 }

@@ -209,7 +209,8 @@ export class HttpHandler {
       if (a instanceof Response) return a;
       grant = a;
     }
-    if (upgrade) {
+    // A cluster follower's replication socket is never refused for a crowd of subscribers.
+    if (upgrade && route?.name !== "replicate") {
       const full = refuseWhenFull(ctx, remote);
       if (full) return full;
     }

@@ -29,7 +29,8 @@ export type RouteName =
   | "manifest"
   | "chunk"
   | "dictionary"
-  | "publish";
+  | "publish"
+  | "replicate";
 
 /** Why access control denied a request. */
 export type DenyWhy = "missing_token" | "invalid_token" | "bad_request" | "forbidden";

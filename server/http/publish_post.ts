@@ -7,7 +7,10 @@
  * rows parsed (400 `invalid_row`), each row validated and encoded (400
  * `invalid_row`); then stored: 200 `{"first","last","count"}` (with
  * `"duplicate":true` for a producer's last seq sent again), 409 `stale_seq`,
- * or 503 `write_failed`. Nothing of a refused body is stored. The body is
+ * or 503 `write_failed`. On a cluster node, after the 405: 307 to the
+ * leader, or 503 `no_leader` / `not_enough_replicas`, before the body is
+ * read; 503 `no_leader` too when the node stops leading before the rows
+ * are committed (then nothing was acknowledged). Nothing of a refused body is stored. The body is
  * read only once the server's publish budget (`../publish/budget.ts`) has
  * room for it.
  *
@@ -61,7 +64,7 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
     });
     return json(body, status);
   };
-  const stream = publishTarget(ctx, name);
+  const stream = publishTarget(ctx, name, r.url);
   if (stream instanceof Response) return stream;
   const type = (req.headers.get("content-type") ?? "application/x-ndjson").split(";")[0].trim()
     .toLowerCase();
@@ -142,6 +145,10 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
     m.acked("http", t0);
     if (out.kind === "stale") {
       return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });
+    }
+    if (out.kind === "not_leader") {
+      // This node stopped leading before the rows were committed: nothing was acknowledged.
+      return refuse("no_leader", 503, { error: "no_leader", detail: out.detail });
     }
     if (out.kind === "failed") {
       ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });

@@ -13,7 +13,12 @@
  * or `{"seq","error":…}` (`invalid_row` with its 0-based `index`,
  * `stale_seq`, `write_failed`); nothing of a refused frame is stored and the
  * socket stays open. A frame of another shape closes it with 1008, a binary
- * frame too, one over `max_publish_bytes` with 1009.
+ * frame too, one over `max_publish_bytes` with 1009. On a cluster node, the
+ * upgrade is answered 307 (to the leader) or 503 (`no_leader`,
+ * `not_enough_replicas`) as a `POST` is; a node that stops leading answers
+ * the frames it has not acknowledged with nothing and closes the socket with
+ * 1013 `no_leader` once the earlier answers are out: the publisher
+ * reconnects (to the leader) and sends them again.
  *
  * Backpressure: at most `max_in_flight` frames, and `max_in_flight_bytes`
  * bytes of them (one frame always may), are stored and awaiting their ack;
@@ -37,6 +42,7 @@ import {
   type PublishGreeting,
 } from "../../client/publish_wire.ts";
 import type { LogFields } from "../../common/logger.ts";
+import { NotLeaderError } from "../../log/mod.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import type { HttpContext } from "./context.ts";
@@ -106,7 +112,8 @@ interface InFlight {
   t0: number;
   /** The frame's size, taken from the window and the server's budget. */
   bytes: number;
-  answer: PublishAnswer | null;
+  /** Its answer once decided; `unanswered`: none goes out (the node stopped leading). */
+  answer: PublishAnswer | "unanswered" | null;
 }
 
 /**
@@ -120,7 +127,7 @@ interface InFlight {
 export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response {
   const { req, url, grant, remote } = r;
   const name = r.params.name;
-  const stream = publishTarget(ctx, name);
+  const stream = publishTarget(ctx, name, url);
   if (stream instanceof Response) return stream;
   let problem: string | null = null;
   for (const k of new Set(url.searchParams.keys())) {
@@ -192,7 +199,19 @@ class PublishSession implements SocketSession {
     const ctx = this.#ctx;
     const log = this.#stream.log!;
     // A seq still being committed decides what last_seq is: wait for it.
-    if (this.#producer !== null) await log.producerSettled(this.#producer);
+    if (this.#producer !== null) {
+      try {
+        // On a cluster node, until the cluster committed it.
+        await log.producerSettled(this.#producer);
+      } catch (err) {
+        const detail = err instanceof Error ? err.message : String(err);
+        // This node stopped leading first: the publisher goes to the leader.
+        if (err instanceof NotLeaderError) {
+          this.#closeNow(CloseCode.TryAgainLater, "no_leader", detail);
+        } else this.#closeNow(CloseCode.InternalError, "write_failed", detail);
+        return;
+      }
+    }
     if (this.#socket.readyState !== WebSocket.OPEN) return;
     const greeting: PublishGreeting = {
       streamcast: PROTOCOL_VERSION,
@@ -217,10 +236,8 @@ class PublishSession implements SocketSession {
     if (this.#ended || this.#closing !== null) return;
     this.#ctx.publishMetrics.refused(
       this.#stream.name,
-      error === "protocol"
-        ? "protocol"
-        : error === "too_large"
-        ? "too_large"
+      error === "protocol" || error === "too_large" || error === "no_leader"
+        ? error
         : "too_many_in_flight",
     );
     this.#closing = { code, error, detail };
@@ -324,6 +341,11 @@ class PublishSession implements SocketSession {
         entry.answer = out.duplicate
           ? { seq: f.seq, first: out.first, last: out.last, duplicate: true }
           : { seq: f.seq, first: out.first, last: out.last };
+      } else if (out.kind === "not_leader") {
+        // Not acknowledged: the publisher sends it again to the leader.
+        entry.answer = "unanswered";
+        this.#close(CloseCode.TryAgainLater, "no_leader", out.detail);
+        return;
       } else if (out.kind === "stale") {
         m.refused(stream.name, "stale_seq");
         entry.answer = { seq: f.seq, error: "stale_seq", last_seq: out.lastSeq };
@@ -342,6 +364,7 @@ class PublishSession implements SocketSession {
     while (this.#inFlight.length > 0 && this.#inFlight[0].answer !== null) {
       const e = this.#inFlight.shift()!;
       this.#inFlightBytes -= e.bytes;
+      if (e.answer === "unanswered") continue;
       if (!this.#ended && this.#socket.readyState === WebSocket.OPEN) {
         this.#socket.send(JSON.stringify(e.answer));
         m.acked("websocket", e.t0);

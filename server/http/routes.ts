@@ -15,6 +15,7 @@
  * | `GET /` | viewer | any token |
  * | WebSocket `/{name}` | upgrade | a token that reads the stream |
  * | WebSocket `/{name}/publish` | upgrade | a token that publishes to it |
+ * | WebSocket `/{name}/replicate` | replicate | a token that publishes to it |
  * | `POST /{name}` | publish | a token that publishes to it |
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
@@ -37,6 +38,7 @@ import { healthResponse } from "./health.ts";
 import { metricsResponse } from "./metrics.ts";
 import { publishPostRoute } from "./publish_post.ts";
 import { publishSocketRoute } from "./publish_socket.ts";
+import { replicateRoute } from "./replicate.ts";
 import type { Access, Route } from "./router.ts";
 import { subscribeRoute } from "./subscribe.ts";
 import { VIEWER_ASSETS, viewerAssetRoute, viewerPageRoute } from "./viewer.ts";
@@ -84,6 +86,15 @@ export const ROUTES: readonly Route[] = Object.freeze([
     access: "publish",
     stream: false,
     handle: publishSocketRoute,
+  },
+  {
+    method: "GET",
+    upgrade: true,
+    pattern: "/{name}/replicate",
+    name: "replicate",
+    access: "publish",
+    stream: false,
+    handle: replicateRoute,
   },
   {
     method: "POST",

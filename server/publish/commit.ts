@@ -5,12 +5,16 @@
  * rows' offsets (for a duplicate, the original commit's), a refused row, a
  * stale seq, or a failed write — also for a seq sent after one of its
  * producer's failed, which the log refuses so that the producer commits
- * without holes.
+ * without holes. On a cluster node the rows are answered once the cluster
+ * committed them (the log's promises resolve then); a node that does not
+ * lead, or stopped leading before they were committed, answers `not_leader`:
+ * nothing was acknowledged, and the publisher sends them to the leader
+ * (a row the next leader holds is answered there as a duplicate).
  *
  * @module
  */
 
-import type { ProducerTag } from "../../log/mod.ts";
+import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
 import type { Stream } from "../stream/stream.ts";
 
 /**
@@ -28,7 +32,8 @@ export type PublishOutcome =
   | { kind: "ack"; first: number; last: number; duplicate: boolean }
   | { kind: "invalid"; index: number; detail: string }
   | { kind: "stale"; lastSeq: number }
-  | { kind: "failed"; detail: string };
+  | { kind: "failed"; detail: string }
+  | { kind: "not_leader"; detail: string };
 
 /**
  * Stores `rows` in `stream` as `tag`'s sequence and resolves once they are
@@ -73,6 +78,7 @@ export async function commitPublish(
     await r.done;
     return { kind: "ack", first: r.first, last: r.last, duplicate: r.status === "duplicate" };
   } catch (err) {
+    if (err instanceof NotLeaderError) return { kind: "not_leader", detail: err.message };
     return { kind: "failed", detail: err instanceof Error ? err.message : String(err) };
   }
 }

@@ -44,7 +44,10 @@ export type PublishRefusal =
   | "unsupported_media_type"
   | "protocol"
   | "too_many_in_flight"
-  | "write_failed";
+  | "write_failed"
+  | "not_leader"
+  | "no_leader"
+  | "not_enough_replicas";
 
 // Ack latency buckets, seconds: 0.1 ms to 5 s.
 const ACK_BUCKETS_S = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000]

@@ -6,9 +6,13 @@
  * together, as one commit would.
  *
  * Invariants:
- * - the pending rows are exactly the rows appended past the durable end, in
- *   offset order: each commit takes its rows from the front, a failed write
- *   drops those it dropped;
+ * - the pending rows are exactly the rows appended past the shown end (the
+ *   durable end; on a replicated log, the end of what the cluster committed),
+ *   in offset order: each commit takes its rows from the front, a failed
+ *   write or a cut of the tail drops those it dropped; a cluster follower's
+ *   rows come from the leader's commits (`appendCommit`), and when a failed
+ *   one leaves them unknown the commits reach the live subscribers through
+ *   the log until everything placed is shown;
  * - the fan-out of a commit happens after its sync and before its callers
  *   are resolved; the next commit of the log waits until the previous one is
  *   handed out (the fan-out's `idle`), so a publisher cannot outrun it.
@@ -17,7 +21,10 @@
  */
 
 import type { Log, LogListener, ProducerTag, PublishResult } from "../../log/mod.ts";
+import type { ReplicaCommit } from "../../log/replication.ts";
 import type { Fanout } from "../fanout/fanout.ts";
+
+const decoder = new TextDecoder();
 
 /** What an appender counts (a stream's series). */
 export interface AppendCounts {
@@ -53,6 +60,8 @@ export class Appender implements LogListener {
   #pending: string[] = [];
   #pendingHead = 0;
   #ephemeral: string[] = [];
+  // A replica's failed append left the pending rows unknown (see appendCommit).
+  #untracked = false;
 
   /** The appender of a stream with `log` (null: ephemeral); it listens to the log. */
   constructor(log: Log | null, fanout: Fanout, counts: AppendCounts) {
@@ -106,8 +115,38 @@ export class Appender implements LogListener {
     }
   }
 
+  /**
+   * A cluster follower's write: the leader's commit as it made it (see
+   * `Replication.appendCommit`); its rows this log does not hold yet wait
+   * here, as text, until the cluster commits them, then fan out as any
+   * commit. Resolves with the durable end.
+   */
+  appendCommit(commit: ReplicaCommit): Promise<number> {
+    const rep = this.#log!.replication!;
+    // The rows the log skips (it holds them already) are pending or shown already.
+    let skip = Math.max(0, rep.nextOffset - commit.first);
+    const done = rep.appendCommit(commit);
+    if (!this.#untracked) {
+      for (const run of commit.runs) {
+        for (const p of run.payloads) {
+          if (skip > 0) skip--;
+          else this.#pending.push(typeof p === "string" ? p : decoder.decode(p));
+        }
+      }
+    }
+    return done.catch((err) => {
+      // Which of its rows were placed is not known here: until everything
+      // placed is shown, commits reach live subscribers through the log.
+      this.#pending = [];
+      this.#pendingHead = 0;
+      this.#untracked = true;
+      throw err;
+    });
+  }
+
   // Rows appended past the durable end; an array is adopted whole when nothing is pending.
   #pend(jsons: string[]): void {
+    if (this.#untracked) return;
     if (this.#pending.length === 0) this.#pending = jsons;
     else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
   }
@@ -128,8 +167,23 @@ export class Appender implements LogListener {
   /** The log made `[first, end)` durable: count it, and hand its rows to the fan-out. */
   committed(first: number, end: number): void {
     const n = end - first;
+    if (this.#untracked) {
+      this.#counts.appended(n);
+      this.#counts.committed(this.#log!.lastCommitMs);
+      this.#fanout.toLog();
+      if (end >= this.#log!.replication!.nextOffset) this.#untracked = false;
+      return;
+    }
     const pending = this.#pending;
     const head = this.#pendingHead;
+    if (pending.length - head < n) {
+      // Rows shown that were never handed here: the live subscribers read them from the log.
+      this.#pending = [];
+      this.#pendingHead = 0;
+      this.#counts.appended(n);
+      this.#fanout.toLog();
+      return;
+    }
     this.#pendingHead += n;
     if (this.#pendingHead === this.#pending.length) {
       this.#pending = [];

@@ -34,6 +34,7 @@ import {
   restoreLog,
   type RestoreReport,
 } from "../../log/mod.ts";
+import type { ReplicaCommit } from "../../log/replication.ts";
 import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../../log/schema_history.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
@@ -77,6 +78,32 @@ export interface StreamFollow {
   primaryEnd(): Promise<number | null>;
   /** Resolves true once the replica's end passes `offset`, false if `signal` aborts first. */
   reached(offset: number, signal: AbortSignal): Promise<boolean>;
+}
+
+/**
+ * Why a cluster node does not take a publish now: another node leads (send
+ * the publisher to `leader`), none is known, or fewer than R nodes are in
+ * sync.
+ */
+export type ClusterRefusal =
+  | { error: "not_leader"; leader: string }
+  | { error: "no_leader"; leader: null }
+  | { error: "not_enough_replicas"; leader: null };
+
+/**
+ * What a cluster node (`server/cluster/`) lends the stream it runs: the
+ * `/head` fields it adds, whether it takes a publish now, the followers'
+ * replication sockets, and its stop (before the log closes).
+ */
+export interface StreamCluster {
+  /** `cluster`: the node's view (role, leader, term, in-sync set, commit index). */
+  head(): Record<string, unknown>;
+  /** Null when this node may take a publish now, else why not. */
+  publishable(): ClusterRefusal | null;
+  /** Takes a follower's replication socket (the follower's node name). */
+  accept(socket: WebSocket, node: string): void;
+  /** Stops the node: resigns a leadership, stops following. */
+  close(): Promise<void>;
 }
 
 /**
@@ -148,6 +175,7 @@ export class Stream {
   readonly #fanout: Fanout;
   readonly #appender: Appender;
   #follow: StreamFollow | null = null;
+  #cluster: StreamCluster | null = null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
 
@@ -304,6 +332,20 @@ export class Stream {
   _followedBy(follow: StreamFollow): void {
     if (this.#follow !== null) throw new TypeError(`stream "${this.name}" has a follower already`);
     this.#follow = follow;
+  }
+
+  /** @internal The cluster node running this stream (null: none). */
+  get _cluster(): StreamCluster | null {
+    return this.#cluster;
+  }
+
+  /** @internal Makes the stream `cluster`'s, once: it takes rows only while that node leads. */
+  _clusteredBy(cluster: StreamCluster): void {
+    if (this.#cluster !== null) throw new TypeError(`stream "${this.name}" has a cluster already`);
+    if (this.log?.replication == null) {
+      throw new TypeError(`stream "${this.name}": a cluster needs a replicated log`);
+    }
+    this.#cluster = cluster;
   }
 
   /** @internal The registry of this stream's series (the server includes it). */
@@ -480,6 +522,14 @@ export class Stream {
     return this.#appender.appendAt(offsets, jsons);
   }
 
+  /**
+   * @internal A cluster follower's write: the leader's commit as it made it
+   * (see `Replication.appendCommit`), fanned out once the cluster commits it.
+   */
+  _appendCommit(commit: ReplicaCommit): Promise<number> {
+    return this.#appender.appendCommit(commit);
+  }
+
   /** compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`). */
   dictionary(): Promise<FrameDictionary | null> {
     return this.#frames.dictionary();
@@ -531,6 +581,8 @@ export class Stream {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // A leader resigns first (another node takes over at once), and waits for nothing more.
+    await this.#cluster?.close();
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes

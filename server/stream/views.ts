@@ -33,6 +33,8 @@ export interface StreamView {
   readonly subscribers: number;
   /** The follower replicating it, whose fields its head carries (null: none). */
   readonly _follow: { head(): Record<string, unknown> } | null;
+  /** The cluster node running it, whose fields its head carries (null: none). */
+  readonly _cluster: { head(): Record<string, unknown> } | null;
 }
 
 /**
@@ -105,6 +107,7 @@ export function headOf(s: StreamView, publish: boolean): StreamHead {
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
     ...s._follow?.head(),
+    ...s._cluster?.head(),
     schema_versions: s.schemaVersions,
     publish,
   };

@@ -227,3 +227,34 @@ Deno.test("etcd killed: the leader stops leading when its lease clock runs out; 
     for (const e of es) await e.close();
   }
 });
+
+Deno.test("election: a leader that resigns frees the stream at once and campaigns again", async () => {
+  await using etcd = await startEtcd();
+  const client = new EtcdClient(etcd.url);
+  const ttl = 10;
+  const es = contenders(client, "s", ["n1", "n2"], ttl);
+  try {
+    for (const e of es) e.start();
+    await until(() => leaders(es).length === 1, 15_000, "one leader");
+    const [first] = leaders(es);
+    const resigned = first.leadership!;
+    // Both may lead: the first leader adds the other to the in-sync set.
+    const set = await readInSync(client, first.keys);
+    assert((await writeInSync(client, first.keys, resigned, set, ["n1", "n2"])).written);
+    await first.resign();
+    assertEquals(resigned.valid(), false);
+    assert(resigned.ended.aborted);
+    // Not a lease TTL later: the next term is won at once, by either node.
+    await until(() => leaders(es).length === 1, ttl * 800, "a leader of the next term");
+    const [next] = leaders(es);
+    assertEquals(next.leadership!.term, resigned.term + 1);
+    // The one that resigned campaigns still: it leads once the other goes.
+    if (next !== first) {
+      await next.close();
+      await until(() => first.leadership !== null, 15_000, "the first node to lead again");
+      assertEquals(first.leadership!.term, resigned.term + 2);
+    }
+  } finally {
+    for (const e of es) await e.close();
+  }
+});

@@ -1,0 +1,130 @@
+/**
+ * `serve --cluster`: this node joins the cluster (its record in etcd, on a
+ * lease of its own) and opens every declared stream as its replica of the
+ * cluster's (`server/cluster/clustered_stream.ts`), each with its cluster
+ * node, not started: `serve` starts them once it listens, so that the first
+ * follower to connect finds the replicate route.
+ *
+ * @module
+ */
+
+import type { Logger } from "../common/logger.ts";
+import type { ClusterNode } from "../cluster/cluster_node.ts";
+import { EtcdClient } from "../cluster/etcd_client.ts";
+import { NodeNameTakenError } from "../cluster/nodes.ts";
+import { LogCorruptError, LogLockedError } from "../log/mod.ts";
+import type { Stream } from "../server/stream/stream.ts";
+import { ClusterRefusedError, openClustered } from "../server/cluster/clustered_stream.ts";
+import { NodeRegistration } from "../server/cluster/node_registration.ts";
+import { Fatal, oneLine, show } from "./_serve_fatal.ts";
+import type { Settings } from "./_serve_run_settings.ts";
+import { streamOptionsOf } from "./_serve_streams.ts";
+
+/** This node in its cluster: its streams, their nodes, and its registration. */
+export interface ClusterJoined {
+  /** The streams, each a replica of the cluster's. */
+  streams: Stream[];
+  /** Each stream's cluster node, by stream name (not started). */
+  nodes: Map<string, ClusterNode>;
+  /** Stops the nodes (they resign what they lead) and removes this node's record. */
+  leave(): Promise<void>;
+}
+
+/**
+ * The URL this node is reached at: `--advertise`, else `http(s)://HOST:PORT`.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { advertisedUrl } from "./_serve_cluster.ts";
+ * equal(advertisedUrl({ advertise: null, host: "10.0.0.1", port: 8801 }, false), "http://10.0.0.1:8801");
+ * ```
+ */
+export function advertisedUrl(
+  s: Pick<Settings, "advertise" | "host" | "port">,
+  tls: boolean,
+): string {
+  if (s.advertise !== null) return s.advertise;
+  if (s.port === 0) throw new Fatal("--cluster with --port 0 needs --advertise URL", 2);
+  if (s.host === "0.0.0.0" || s.host === "::") {
+    throw new Fatal(`--cluster with --host ${s.host} needs --advertise URL`, 2);
+  }
+  const host = s.host.includes(":") ? `[${s.host}]` : s.host;
+  return `${tls ? "https" : "http"}://${host}:${s.port}`;
+}
+
+/**
+ * Joins the cluster of `s.cluster` and opens every declared stream in it;
+ * a {@linkcode Fatal} when etcd cannot be reached, the node's name is
+ * taken, or a stream's schema or log differs from the cluster's (one line
+ * each, exit 1; nothing is left registered or open).
+ */
+export async function joinCluster(
+  s: Settings,
+  schemas: Map<string, Record<string, unknown>>,
+  logger: Logger,
+  tls: boolean,
+): Promise<ClusterJoined> {
+  const url = advertisedUrl(s, tls);
+  const etcd = new EtcdClient(s.cluster!);
+  const me = { node: s.node!, url };
+  let registration: NodeRegistration;
+  try {
+    registration = await NodeRegistration.start(etcd, me, s.leaseSeconds, s.clusterPrefix, logger);
+  } catch (err) {
+    if (err instanceof NodeNameTakenError) throw new Fatal(oneLine(err), 1);
+    throw new Fatal(`cannot join the cluster at ${s.cluster}: ${oneLine(err)}`, 1);
+  }
+  const streams: Stream[] = [];
+  const nodes = new Map<string, ClusterNode>();
+  const membership = {
+    etcd,
+    node: me.node,
+    url,
+    replicas: s.replicas,
+    leaseSeconds: s.leaseSeconds,
+    replicaLagMs: s.replicaLagMs,
+    prefix: s.clusterPrefix,
+    token: s.clusterToken,
+    logger,
+  };
+  try {
+    for (const [name, decl] of s.streams) {
+      try {
+        const { stream, node } = await openClustered(name, {
+          ...streamOptionsOf(s, decl, logger),
+          schema: schemas.get(name)!,
+          root: s.root,
+        }, membership);
+        streams.push(stream);
+        nodes.set(name, node);
+      } catch (err) {
+        if (err instanceof ClusterRefusedError) throw new Fatal(err.message, 1);
+        if (err instanceof LogLockedError || err instanceof LogCorruptError) {
+          throw new Fatal(`${show(name)}: ${oneLine(err)}`, 1);
+        }
+        throw new Fatal(`${show(name)}: cannot join it to the cluster: ${oneLine(err)}`, 1);
+      }
+    }
+  } catch (err) {
+    await Promise.allSettled(streams.map((st) => st.close()));
+    await registration.close();
+    throw err;
+  }
+  logger.info("cluster_joined_node", {
+    node: me.node,
+    url,
+    cluster: s.cluster,
+    replicas: s.replicas,
+    lease_seconds: s.leaseSeconds,
+    streams: [...nodes.keys()],
+  });
+  return {
+    streams,
+    nodes,
+    async leave() {
+      await Promise.allSettled(streams.map((st) => st.close()));
+      await registration.close();
+    },
+  };
+}

@@ -1,0 +1,567 @@
+/**
+ * The leader's side of replication: each follower holds one WebSocket to the
+ * leader (`replication_wire.ts`), and the leader ships it every commit, in
+ * offset order, right after its own fsync.
+ *
+ * - A commit the leader makes is encoded once ({@linkcode encodeCommit}) and
+ *   kept in a ring of recent commits (bounded by `ringBytes`); every follower
+ *   that is caught up is sent those same bytes.
+ * - A follower that asks from an offset the ring no longer holds (a node
+ *   that was away, a slow one) is caught up from the leader's log — its
+ *   segments, then its chunks, through the log's reader — with the producer
+ *   records of those rows from the leader's journal, and the terms they were
+ *   written in; then it is served from the ring again.
+ * - At most `windowBytes` are sent and not yet reported durable by a
+ *   follower, and nothing is sent while its socket holds more than that:
+ *   a slow follower costs reads of the leader's log, not its memory.
+ * - The commit index goes to every follower when it moves
+ *   (`{"type":"commit","index":C}`), at most once per turn of the event loop.
+ *
+ * @module
+ */
+
+import { setImmediate } from "node:timers";
+import { Logger } from "../common/logger.ts";
+import type { LogReader, RecordBatch } from "../log/mod.ts";
+import { LogEvictedError } from "../log/errors.ts";
+import type { DurableCommit, Replication } from "../log/replication.ts";
+import type { ProducerRecord } from "../log/producer_journal.ts";
+import { termEnd } from "../log/term_history.ts";
+import {
+  commitEnd,
+  type ControlMessage,
+  encodeCommit,
+  parseControl,
+  ReplicationWireError,
+  type WireCommit,
+  type WireRun,
+} from "./replication_wire.ts";
+
+/** Default bytes of recent commits the leader keeps for followers: 16 MiB. */
+export const DEFAULT_RING_BYTES = 16 << 20;
+/** Default bytes sent to a follower and not yet durable there: 8 MiB. */
+export const DEFAULT_WINDOW_BYTES = 8 << 20;
+/** Bytes of the leader's log read at once to catch a follower up. */
+const CATCH_UP_READ_BYTES = 1 << 20;
+
+/**
+ * What a source tells its owner about followers (the node hands them to its
+ * commit tracker).
+ *
+ * @example
+ * ```ts
+ * import { deepEqual } from "node:assert/strict";
+ * import type { SourceEvents } from "./replication_source.ts";
+ * const seen: string[] = [];
+ * const events: SourceEvents = {
+ *   connected: (n) => seen.push(`+${n}`),
+ *   disconnected: (n) => seen.push(`-${n}`),
+ *   durable: (n, end) => seen.push(`${n}@${end}`),
+ * };
+ * events.connected("n2");
+ * events.durable("n2", 41);
+ * deepEqual(seen, ["+n2", "n2@41"]);
+ * ```
+ */
+export interface SourceEvents {
+  /** `node` finished its handshake and is shipped from now on. */
+  connected(node: string): void;
+  /** `node`'s socket closed. */
+  disconnected(node: string): void;
+  /** `node` holds every row below `end` fsync'd. */
+  durable(node: string, end: number): void;
+}
+
+/** Options of a {@linkcode ReplicationSource}. */
+export interface ReplicationSourceOptions {
+  /** The leader's term. */
+  term: number;
+  /** The stream's name (log lines). @default "" */
+  stream?: string;
+  /** Bytes of recent commits kept for followers. @default DEFAULT_RING_BYTES */
+  ringBytes?: number;
+  /** Bytes sent to a follower and not yet durable there. @default DEFAULT_WINDOW_BYTES */
+  windowBytes?: number;
+  /** How long a follower has to say where to start, ms. @default 10000 */
+  handshakeMs?: number;
+  /** Where events are reported. @default a text Logger on stderr */
+  logger?: Logger;
+}
+
+interface Shipped {
+  first: number;
+  end: number;
+  bytes: Uint8Array;
+}
+
+/**
+ * The term each offset of `terms` was written in (0 before the first).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { termAt } from "./replication_source.ts";
+ * const terms = [{ term: 1, start: 1 }, { term: 4, start: 50 }];
+ * equal(termAt(terms, 49), 1);
+ * equal(termAt(terms, 50), 4);
+ * ```
+ */
+export function termAt(terms: readonly { term: number; start: number }[], offset: number): number {
+  let t = 0;
+  for (const e of terms) {
+    if (e.start > offset) break;
+    t = e.term;
+  }
+  return t;
+}
+
+/**
+ * Shipping one stream's commits to its followers.
+ *
+ * @example
+ * ```ts ignore
+ * const source = new ReplicationSource(log.replication!, events, { term: 7 });
+ * log.replication!.onDurable = (c) => source.ship(c);
+ * // the server's replicate route, after the upgrade:
+ * source.accept(socket, "n2");
+ * source.commitIndex(120); // tell the followers
+ * source.close();
+ * ```
+ */
+export class ReplicationSource {
+  readonly #rep: Replication;
+  readonly #events: SourceEvents;
+  readonly #term: number;
+  readonly #stream: string;
+  readonly #ringBytes: number;
+  readonly #windowBytes: number;
+  readonly #handshakeMs: number;
+  readonly #logger: Logger;
+  readonly #ring: Shipped[] = [];
+  #ringSize = 0;
+  readonly #links = new Set<Link>();
+  // Each follower's latest socket: only its closing says the follower left.
+  readonly #current = new Map<string, Link>();
+  #index = 0;
+  #indexQueued = false;
+  #inSync: string[] = [];
+  #closed = false;
+
+  /**
+   * Ships the commits it is given ({@linkcode ReplicationSource.ship}: the
+   * owner hands it `rep.onDurable`'s), and catches followers up from `rep`'s log.
+   */
+  constructor(rep: Replication, events: SourceEvents, options: ReplicationSourceOptions) {
+    this.#rep = rep;
+    this.#events = events;
+    this.#term = options.term;
+    this.#stream = options.stream ?? "";
+    this.#ringBytes = options.ringBytes ?? DEFAULT_RING_BYTES;
+    this.#windowBytes = options.windowBytes ?? DEFAULT_WINDOW_BYTES;
+    this.#handshakeMs = options.handshakeMs ?? 10_000;
+    this.#logger = options.logger ?? new Logger();
+    this.#index = rep.commitIndex;
+  }
+
+  /** The term this source ships. */
+  get term(): number {
+    return this.#term;
+  }
+
+  /** Followers connected (handshake done). */
+  get followers(): string[] {
+    return [...this.#links].filter((l) => l.from !== null).map((l) => l.node);
+  }
+
+  /** One of the leader's commits is durable: encoded once, kept in the ring, shipped. */
+  ship(c: DurableCommit): void {
+    if (this.#closed) return;
+    if (this.#links.size === 0) {
+      // No follower to send it to (R = 1, or all away): not encoded at all;
+      // one that connects later is caught up from the log.
+      this.#ring.length = 0;
+      this.#ringSize = 0;
+      return;
+    }
+    const bytes = encodeCommit({
+      term: this.#term,
+      first: c.first,
+      runs: c.runs,
+      records: c.records,
+    });
+    this.#ring.push({ first: c.first, end: c.end, bytes });
+    this.#ringSize += bytes.length;
+    while (this.#ringSize > this.#ringBytes && this.#ring.length > 1) {
+      this.#ringSize -= this.#ring.shift()!.bytes.length;
+    }
+    for (const l of this.#links) l.wake();
+  }
+
+  /** The ring's commit starting at `offset`, or null. */
+  _fromRing(offset: number): Shipped | null {
+    const ring = this.#ring;
+    if (ring.length === 0 || offset < ring[0].first || offset >= ring[ring.length - 1].end) {
+      return null;
+    }
+    let lo = 0;
+    let hi = ring.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (ring[mid].end <= offset) lo = mid + 1;
+      else hi = mid;
+    }
+    return ring[lo].first === offset ? ring[lo] : null;
+  }
+
+  /** Tells every follower the in-sync set (for their `/head`), now and on each change. */
+  inSync(nodes: readonly string[]): void {
+    this.#inSync = [...nodes];
+    const msg = JSON.stringify({ type: "in_sync", nodes: this.#inSync });
+    for (const l of this.#links) if (l.from !== null) l.send(msg);
+  }
+
+  /** Tells every follower that rows below `index` are committed. */
+  commitIndex(index: number): void {
+    if (index <= this.#index) return;
+    this.#index = index;
+    if (this.#indexQueued) return;
+    this.#indexQueued = true;
+    setImmediate(() => {
+      this.#indexQueued = false;
+      const msg = JSON.stringify({ type: "commit", index: this.#index });
+      for (const l of this.#links) if (l.from !== null) l.send(msg);
+    });
+  }
+
+  /** Takes a follower's replication socket (open or opening); `node` is its name. */
+  accept(socket: WebSocket, node: string): void {
+    if (this.#closed) {
+      closeSocket(socket, 4409, "not_leader");
+      return;
+    }
+    for (const l of this.#links) {
+      // The same node again: its old socket is stale.
+      if (l.node === node) l.close(4409, "replaced");
+    }
+    const link = new Link(this, socket, node);
+    this.#links.add(link);
+    this.#current.set(node, link);
+    link.run().catch((err) => {
+      this.#logger.warn("replication_link_failed", {
+        stream: this.#stream,
+        node,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }).finally(() => {
+      this.#links.delete(link);
+      link.close(1001, "closed");
+      if (this.#current.get(node) === link) {
+        this.#current.delete(node);
+        this.#events.disconnected(node);
+      }
+    });
+  }
+
+  /** Closes every follower's socket (the leader steps down, or stops). */
+  close(code = 4409, reason = "not_leader"): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const l of this.#links) l.close(code, reason);
+  }
+
+  /** @internal What a link needs of its source. */
+  get _ctx(): LinkContext {
+    return {
+      rep: this.#rep,
+      events: this.#events,
+      term: this.#term,
+      stream: this.#stream,
+      windowBytes: this.#windowBytes,
+      handshakeMs: this.#handshakeMs,
+      logger: this.#logger,
+      index: () => this.#index,
+      inSync: () => this.#inSync,
+      closed: () => this.#closed,
+      ring: (offset) => this._fromRing(offset),
+    };
+  }
+}
+
+interface LinkContext {
+  rep: Replication;
+  events: SourceEvents;
+  term: number;
+  stream: string;
+  windowBytes: number;
+  handshakeMs: number;
+  logger: Logger;
+  index(): number;
+  inSync(): string[];
+  closed(): boolean;
+  ring(offset: number): Shipped | null;
+}
+
+function closeSocket(socket: WebSocket, code: number, reason: string): void {
+  try {
+    socket.close(code, reason);
+  } catch {
+    // already closing
+  }
+}
+
+// One follower's socket: the handshake, then shipping until it closes.
+class Link {
+  readonly node: string;
+  readonly #ctx: LinkContext;
+  readonly #socket: WebSocket;
+  /** Where the follower asked to start (null until it said). */
+  from: number | null = null;
+  #next = 0;
+  #closed = false;
+  #wake: (() => void) | null = null;
+  // Sent and not yet reported durable: the end of each message and its size.
+  readonly #unacked: { end: number; bytes: number }[] = [];
+  #unackedBytes = 0;
+  #reader: LogReader | null = null;
+  #records: { list: ProducerRecord[]; through: number } | null = null;
+  #carry: RecordBatch[] = [];
+
+  constructor(source: ReplicationSource, socket: WebSocket, node: string) {
+    this.#ctx = source._ctx;
+    this.#socket = socket;
+    this.node = node;
+  }
+
+  wake(): void {
+    const w = this.#wake;
+    this.#wake = null;
+    w?.();
+  }
+
+  send(data: string | Uint8Array): void {
+    if (this.#closed || this.#socket.readyState !== WebSocket.OPEN) return;
+    try {
+      this.#socket.send(data);
+    } catch {
+      this.close(1011, "send failed");
+    }
+  }
+
+  close(code: number, reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    closeSocket(this.#socket, code, reason);
+    this.#reader?.close();
+    this.#reader = null;
+    this.wake();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(() => {
+        this.#wake = null;
+        resolve();
+      }, ms);
+      this.#wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+
+  async run(): Promise<void> {
+    const ctx = this.#ctx;
+    const socket = this.#socket;
+    socket.binaryType = "arraybuffer";
+    const opened = new Promise<boolean>((resolve) => {
+      if (socket.readyState === WebSocket.OPEN) resolve(true);
+      socket.addEventListener("open", () => resolve(true), { once: true });
+      socket.addEventListener("close", () => resolve(false), { once: true });
+    });
+    socket.addEventListener("close", () => this.close(1000, ""));
+    socket.addEventListener("message", (e) => this.#onMessage(e));
+    if (!(await opened) || this.#closed) return;
+    const rep = ctx.rep;
+    this.send(JSON.stringify({
+      type: "hello",
+      stream_id: rep.streamId,
+      term: ctx.term,
+      terms: rep.terms,
+      end: rep.durableEnd,
+      commit: ctx.index(),
+    }));
+    const deadline = performance.now() + ctx.handshakeMs;
+    while (this.from === null && !this.#closed) {
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        this.close(4408, "no from within the handshake time");
+        return;
+      }
+      await this.#sleep(left);
+    }
+    if (this.#closed) return;
+    ctx.events.connected(this.node);
+    // What it holds from: durable there (its log was cut and synced, or never grew).
+    ctx.events.durable(this.node, this.from!);
+    this.send(JSON.stringify({ type: "commit", index: ctx.index() }));
+    this.send(JSON.stringify({ type: "in_sync", nodes: ctx.inSync() }));
+    this.#next = this.from!;
+    await this.#ship();
+  }
+
+  #onMessage(e: MessageEvent): void {
+    if (this.#closed) return;
+    let m: ControlMessage;
+    try {
+      if (typeof e.data !== "string") throw new ReplicationWireError("a follower sends text only");
+      m = parseControl(e.data);
+    } catch (err) {
+      this.close(4400, String(err instanceof Error ? err.message : err).slice(0, 120));
+      return;
+    }
+    const rep = this.#ctx.rep;
+    if (m.type === "from" && this.from === null) {
+      if (m.from < 1 || m.from > rep.durableEnd) {
+        this.close(4416, JSON.stringify({ error: "ahead", from: m.from, end: rep.durableEnd }));
+        return;
+      }
+      this.from = m.from;
+      this.wake();
+    } else if (m.type === "durable" && this.from !== null) {
+      while (this.#unacked.length > 0 && this.#unacked[0].end <= m.end) {
+        this.#unackedBytes -= this.#unacked.shift()!.bytes;
+      }
+      this.#ctx.events.durable(this.node, m.end);
+      this.wake();
+    } else {
+      this.close(4400, `unexpected ${m.type}`);
+    }
+  }
+
+  // Ships from #next on until the socket closes.
+  async #ship(): Promise<void> {
+    const ctx = this.#ctx;
+    const rep = ctx.rep;
+    while (!this.#closed && !ctx.closed()) {
+      if (
+        this.#unackedBytes >= ctx.windowBytes ||
+        this.#socket.bufferedAmount >= ctx.windowBytes
+      ) {
+        await this.#sleep(this.#unackedBytes >= ctx.windowBytes ? 1000 : 5);
+        continue;
+      }
+      if (this.#next >= rep.durableEnd) {
+        this.#reader?.close();
+        this.#reader = null;
+        await this.#sleep(1000);
+        continue;
+      }
+      const shipped = this.#reader === null ? ctx.ring(this.#next) : null;
+      if (shipped) {
+        this.#sent(shipped.end, shipped.bytes);
+        continue;
+      }
+      const commit = await this.#catchUp();
+      if (commit === null) continue;
+      this.#sent(commitEnd(commit), encodeCommit(commit));
+      // Back on the ring as soon as it holds the next commit.
+      if (ctx.ring(this.#next)) {
+        this.#reader?.close();
+        this.#reader = null;
+        this.#carry = [];
+      }
+    }
+  }
+
+  #sent(end: number, bytes: Uint8Array): void {
+    this.send(bytes);
+    this.#next = end;
+    this.#unacked.push({ end, bytes: bytes.length });
+    this.#unackedBytes += bytes.length;
+  }
+
+  // The next stretch of the leader's log from #next, as one commit that
+  // splits no producer commit and no term; null when nothing could be read.
+  async #catchUp(): Promise<WireCommit | null> {
+    const rep = this.#ctx.rep;
+    if (this.#reader === null) {
+      this.#reader = rep.reader(this.#next);
+      this.#carry = [];
+    }
+    let batch: RecordBatch;
+    try {
+      batch = await this.#reader.read(CATCH_UP_READ_BYTES);
+    } catch (err) {
+      if (!(err instanceof LogEvictedError) || err.earliest === null) throw err;
+      // Rows the leader no longer holds: the follower starts past them (a fenced gap).
+      this.#reader.close();
+      this.#reader = null;
+      this.#next = err.earliest;
+      return null;
+    }
+    if (batch.count === 0) {
+      await this.#sleep(5);
+      return null;
+    }
+    const rows = [...this.#carry, batch];
+    this.#carry = [];
+    const first = rows[0].offsets[0];
+    const last = batch.offsets[batch.count - 1];
+    const records = await this.#recordsOf(first, last + 1);
+    // A producer commit that goes on past this read: keep its rows for the next.
+    let end = last + 1;
+    for (const r of records) if (r.first <= last && r.last > last) end = Math.min(end, r.first);
+    if (end <= first) {
+      this.#carry = rows;
+      return null;
+    }
+    const terms = rep.terms;
+    const term = termAt(terms, first);
+    // Rows of one term only: the next term begins a commit of its own.
+    const termStop = termEnd(terms, term, end).end;
+    if (termStop > first) end = Math.min(end, termStop);
+    const runs: WireRun[] = [];
+    const keep: RecordBatch[] = [];
+    for (const b of rows) {
+      for (let i = 0; i < b.count; i++) {
+        const o = b.offsets[i];
+        if (o >= end) {
+          keep.push(sliceFrom(b, i));
+          break;
+        }
+        const t = b.times[i];
+        const p = b.buf.subarray(b.starts[i], b.starts[i] + b.lengths[i]);
+        const run = runs[runs.length - 1];
+        if (run && run.timeUs === t) run.payloads.push(p);
+        else runs.push({ timeUs: t, payloads: [p] });
+      }
+    }
+    this.#carry = keep;
+    // Past a fenced gap of the leader's log `first` is above #next: the
+    // follower fences too, so its offsets stay the leader's.
+    const inRange = records.filter((r) => r.first >= first && r.last < end);
+    return { term, first, runs, records: inRange };
+  }
+
+  // The leader's journal records of rows in [from, to): read afresh when the
+  // copy held was read before those rows were durable (a commit's records
+  // reach the journal before its rows).
+  async #recordsOf(from: number, to: number): Promise<ProducerRecord[]> {
+    if (this.#records === null || this.#records.through < to) {
+      const through = this.#ctx.rep.durableEnd;
+      this.#records = { list: await this.#ctx.rep.producerRecords(), through };
+    }
+    return this.#records.list.filter((r) => r.seq > 0 && r.last >= from && r.first < to);
+  }
+}
+
+function sliceFrom(b: RecordBatch, i: number): RecordBatch {
+  return {
+    buf: b.buf,
+    count: b.count - i,
+    offsets: b.offsets.subarray(i),
+    times: b.times.subarray(i),
+    starts: b.starts.subarray(i),
+    lengths: b.lengths.subarray(i),
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * A stream run by a cluster (DESIGN §18, docs/SPEC.md §11): its log is one
+ * replica of the cluster's, and a `ClusterNode` (`cluster/cluster_node.ts`)
+ * decides whether this node leads it or follows the node that does.
+ *
+ * Opening one, in order: the cluster's `stream_id` is claimed (this node's
+ * log's, or a fresh one, when it is the first; a log holding another id is
+ * refused); the schema is checked against the cluster's (written when this
+ * node is the first; a difference is refused in one line naming it); the
+ * log is opened replicated with that id; the node is made — a follower's
+ * commits reach the stream's fan-out through `Stream._appendCommit`, and a
+ * log made now for a stream the cluster already had joins (campaigns only
+ * once caught up) — and lent to the stream (`Stream._clusteredBy`): the
+ * publish routes ask it first, the replicate route hands it the sockets,
+ * `/head` shows its view, and the stream's close stops it. The caller
+ * starts it once the server listens.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import type { Logger } from "../../common/logger.ts";
+import type { EtcdClient } from "../../cluster/etcd_client.ts";
+import { ClusterNode } from "../../cluster/cluster_node.ts";
+import { checkClusterSchema } from "../../cluster/schema_check.ts";
+import { claimStreamId, newStreamId, streamIdRefusal } from "../../cluster/stream_identity.ts";
+import { readMeta } from "../../log/log_meta.ts";
+import { Stream } from "../stream/stream.ts";
+import type { StreamOptions } from "../stream/stream_options.ts";
+import { ClusterMetrics } from "./cluster_metrics.ts";
+
+/** Where a node of a cluster is, and how it runs its streams. */
+export interface ClusterMembership {
+  /** The cluster's etcd. */
+  etcd: EtcdClient;
+  /** This node's name, unique in the cluster. */
+  node: string;
+  /** The URL other nodes and clients reach this node at. */
+  url: string;
+  /** Nodes that must hold a row before it is committed. */
+  replicas: number;
+  /** The leader's lease, s. */
+  leaseSeconds: number;
+  /** How long a follower may lag before it leaves the in-sync set, ms. */
+  replicaLagMs: number;
+  /** The prefix of the cluster's keys in etcd. */
+  prefix: string;
+  /** The token this node shows the leader's replicate route (null: none). */
+  token: string | null;
+  /** Where transitions are reported. */
+  logger: Logger;
+}
+
+/**
+ * Thrown when this node may not run a stream of the cluster: its schema or
+ * its log's `stream_id` differs from the cluster's. The message is one line.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { ClusterRefusedError } from "./clustered_stream.ts";
+ * equal(new ClusterRefusedError("x").name, "ClusterRefusedError");
+ * ```
+ */
+export class ClusterRefusedError extends Error {
+  /** A refusal saying `message`. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ClusterRefusedError";
+  }
+}
+
+/**
+ * Opens stream `name` as this node's replica of the cluster's (see the
+ * module doc); the node is made, not started.
+ *
+ * @throws {ClusterRefusedError} when the schema or the log's id differs from the cluster's.
+ *
+ * @example
+ * ```ts ignore
+ * const { stream, node } = await openClustered("trades", { root, schema }, membership);
+ * const server = serve([stream], { publish: ["trades"] });
+ * node.start();
+ * ```
+ */
+export async function openClustered(
+  name: string,
+  options: StreamOptions & { root: string },
+  m: ClusterMembership,
+): Promise<{ stream: Stream; node: ClusterNode }> {
+  const dir = join(options.root, name === "" ? "_" : name);
+  const local = (await readMeta(dir).catch(() => null))?.meta.stream_id ?? null;
+  const prefix = { prefix: m.prefix };
+  const id = await claimStreamId(m.etcd, name, m.node, local ?? newStreamId(), prefix);
+  if (local !== null && local !== id.streamId) {
+    throw new ClusterRefusedError(streamIdRefusal(name, local, id));
+  }
+  const difference = await checkClusterSchema(m.etcd, name, m.node, options.schema, prefix);
+  if (difference !== null) throw new ClusterRefusedError(difference);
+  const stream = await Stream.open(name, {
+    ...options,
+    logOptions: { ...options.logOptions, replicated: true, streamId: id.streamId },
+  });
+  const log = stream.log!;
+  const node = new ClusterNode(m.etcd, log, {
+    stream: name,
+    node: m.node,
+    url: m.url,
+    replicas: m.replicas,
+    leaseSeconds: m.leaseSeconds,
+    replicaLagMs: m.replicaLagMs,
+    prefix: m.prefix,
+    token: m.token ?? undefined,
+    append: (commit) => stream._appendCommit(commit),
+    // A log made now for a stream the cluster had: no campaign before it is caught up.
+    joining: local === null && id.by !== m.node,
+    logger: m.logger,
+  });
+  const metrics = new ClusterMetrics(name, stream._metrics, node, log.replication!);
+  stream._clusteredBy({
+    head: () => ({
+      cluster: {
+        ...node.view,
+        commit_index: log.replication!.commitIndex,
+        durable_end: log.replication!.durableEnd,
+      },
+    }),
+    publishable: () => node.publishable(),
+    accept: (socket, follower) => node.accept(socket, follower),
+    close: async () => {
+      await node.close();
+      metrics.close();
+    },
+  });
+  return { stream, node };
+}

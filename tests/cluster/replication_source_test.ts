@@ -1,0 +1,176 @@
+// The replication source and sink on a real WebSocket on 127.0.0.1 and real
+// log folders, in one process (no etcd: the source and sink are below the
+// election): a new follower is caught up from the leader's chunks and
+// segments — rows, append times, producer records and terms, byte for byte —
+// then shipped live from the ring; a follower holding rows of a term the
+// leader never had cuts them at the handshake.
+import { assert, assertEquals } from "../_assert.ts";
+import { tempDir, text, until } from "../_util.ts";
+import { Log } from "../../log/log.ts";
+import { Logger } from "../../common/logger.ts";
+import { ReplicationSource } from "../../cluster/replication_source.ts";
+import { ReplicaSink } from "../../cluster/replica_sink.ts";
+
+const quiet = new Logger({ level: "error" });
+type Row = [number, number, string];
+
+async function rowsOf(log: Log): Promise<Row[]> {
+  const reader = log.replication!.reader(1);
+  const out: Row[] = [];
+  try {
+    for (;;) {
+      const b = await reader.read();
+      if (b.count === 0) return out;
+      for (let i = 0; i < b.count; i++) {
+        const p = text(b.buf.subarray(b.starts[i], b.starts[i] + b.lengths[i]));
+        out.push([b.offsets[i], b.times[i], p]);
+      }
+    }
+  } finally {
+    reader.close();
+  }
+}
+
+// A leader's log and its source behind a real socket.
+async function leaderWith(dir: string, now: () => number) {
+  const log = await Log.open(dir, { replicated: true, timers: false, chunks: true, clock: now });
+  const rep = log.replication!;
+  rep.writable = true;
+  const followers: Record<string, number> = {};
+  const open = () => {
+    const source = new ReplicationSource(rep, {
+      connected: () => {},
+      disconnected: () => {},
+      durable: (node, end) => (followers[node] = end),
+    }, { term: rep.terms.at(-1)?.term ?? 0, ringBytes: 1, logger: quiet });
+    rep.onDurable = (c) => source.ship(c);
+    const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
+      const { socket, response } = Deno.upgradeWebSocket(req);
+      source.accept(socket, new URL(req.url).searchParams.get("node")!);
+      return response;
+    });
+    return { source, server, url: `http://127.0.0.1:${server.addr.port}` };
+  };
+  return { log, rep, followers, open };
+}
+
+Deno.test("replication source catches a new follower up from chunks and segments, byte for byte, then ships live", async () => {
+  let now = 1_000;
+  const { log, rep, followers, open } = await leaderWith(await tempDir(), () => now);
+  // Term 1: two segments, chunked once committed; term 2: more rows, unsealed.
+  await rep.beginTerm(1);
+  for (let i = 1; i <= 30; i++) {
+    now += 1;
+    log.publish([`{"i":${i}}`, `{"j":${i}}`], i % 3 ? { producer: `p${i % 3}`, seq: i } : null);
+    if (i % 10 === 0) {
+      await log.flush();
+      rep.commitThrough(rep.durableEnd);
+      await log.roll();
+    }
+  }
+  await log.chunksSettled();
+  assertEquals(log.manifest!.chunks.length, 3);
+  await rep.beginTerm(2);
+  for (let i = 31; i <= 40; i++) {
+    now += 1;
+    log.publish([`{"i":${i}}`], { producer: "p1", seq: 100 + i });
+  }
+  await log.flush();
+  rep.commitThrough(rep.durableEnd - 3); // the last rows are not committed yet
+  const { source, server, url } = open();
+  const follower = await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: log.streamId,
+  });
+  const frep = follower.replication!;
+  const stop = new AbortController();
+  const sink = new ReplicaSink(frep, { node: "f", stream: "s", leaderUrl: url, logger: quiet });
+  const running = sink.run(stop.signal);
+  try {
+    await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to catch up");
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assert((await rowsOf(log)).every(([, t]) => t > 0), "append times from the chunks' index");
+    for (const p of ["p1", "p2"]) assertEquals(follower.producerState(p), log.producerState(p));
+    assertEquals(frep.terms, rep.terms);
+    assertEquals(follower.endOffset, log.endOffset); // shown up to the commit index
+    await until(() => followers.f === rep.durableEnd, 5_000, "the follower's durable end reported");
+    // Live: the ring's commits, and the commit index with them.
+    now += 1;
+    log.publish(['{"live":1}', '{"live":2}'], { producer: "p2", seq: 1000 });
+    await log.flush();
+    await until(() => frep.durableEnd === rep.durableEnd, 5_000, "the live commit");
+    rep.commitThrough(rep.durableEnd);
+    source.commitIndex(rep.durableEnd);
+    await until(() => follower.endOffset === rep.durableEnd, 5_000, "the commit index");
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assertEquals(follower.producerState("p2"), log.producerState("p2"));
+  } finally {
+    stop.abort();
+    await running;
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
+
+Deno.test("replica sink cuts the rows of a term the leader never had, then takes the leader's", async () => {
+  let now = 1_000;
+  const { log, rep, open } = await leaderWith(await tempDir(), () => now);
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(4);
+  // The follower shared 1..3, then led term 2 alone: 4..6 were never committed.
+  const follower = await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: log.streamId,
+    clock: () => now,
+  });
+  const frep = follower.replication!;
+  await frep.beginTerm(1, 1);
+  const sunk: Row[] = (await rowsOf(log)).map(([o, t, p]) => [o, t, p]);
+  await frep.appendCommit({
+    first: 1,
+    runs: sunk.map(([, t, p]) => ({ timeUs: t, payloads: [p] })),
+    records: [],
+  });
+  frep.commitThrough(4);
+  await frep.beginTerm(2);
+  frep.writable = true;
+  follower.publish(['{"mine":1}', '{"mine":2}', '{"mine":3}'], { producer: "x", seq: 1 });
+  await follower.flush();
+  frep.writable = false;
+  // Meanwhile the leader began term 3 at 4.
+  await rep.beginTerm(3);
+  now += 5;
+  log.publish(['{"theirs":1}'], { producer: "x", seq: 1 });
+  await log.flush();
+  const { source, server, url } = open();
+  const cuts: [number, number][] = [];
+  const stop = new AbortController();
+  const sink = new ReplicaSink(frep, {
+    node: "f",
+    stream: "s",
+    leaderUrl: url,
+    logger: quiet,
+    onCut: (at, rows) => cuts.push([at, rows]),
+  });
+  const running = sink.run(stop.signal);
+  try {
+    await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to converge");
+    assertEquals(cuts, [[4, 3]]);
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assertEquals(follower.producerState("x"), { seq: 1, first: 4, last: 4 });
+    assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
+  } finally {
+    stop.abort();
+    await running;
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});

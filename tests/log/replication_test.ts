@@ -1,0 +1,211 @@
+// A replicated log on real files: rows are shown only once committed, a
+// follower appends a leader's commits byte for byte (times and producer
+// records included), the tail is cut in place with the producer state put
+// back, and the commit index survives a restart.
+import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts";
+import { tempDir, text } from "../_util.ts";
+import { Log } from "../../log/log.ts";
+import { NotLeaderError } from "../../log/errors.ts";
+import type { DurableCommit } from "../../log/replication.ts";
+
+type Row = [number, number, string];
+
+async function rowsOf(log: Log, from = 1): Promise<Row[]> {
+  const reader = log.replication!.reader(from);
+  const out: Row[] = [];
+  try {
+    for (;;) {
+      const b = await reader.read();
+      if (b.count === 0) return out;
+      for (let i = 0; i < b.count; i++) {
+        out.push([
+          b.offsets[i],
+          b.times[i],
+          text(b.buf.subarray(b.starts[i], b.starts[i] + b.lengths[i])),
+        ]);
+      }
+    }
+  } finally {
+    reader.close();
+  }
+}
+
+async function leaderLog(dir: string, clock: () => number) {
+  const log = await Log.open(dir, { replicated: true, timers: false, clock });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const shipped: DurableCommit[] = [];
+  rep.onDurable = (c) => shipped.push(c);
+  return { log, rep, shipped };
+}
+
+Deno.test("replicated log: rows are shown (readers, onCommit, acks) only once committed", async () => {
+  const dir = await tempDir();
+  const { log, rep } = await leaderLog(dir, () => 1000);
+  const shown: [number, number][] = [];
+  log.listen({ committed: (first, end) => void shown.push([first, end]) });
+  const waits: number[] = [];
+  rep.onCommitWait = (ms) => waits.push(ms);
+  let acked: number | null = null;
+  log.appendMany(["{}", "{}"]).then((f) => (acked = f));
+  await log.flush();
+  assertEquals(rep.durableEnd, 3);
+  assertEquals(log.endOffset, 1);
+  assertEquals((await log.reader(1).read()).count, 0);
+  assertEquals(shown, []);
+  assertEquals(acked, null);
+  rep.commitThrough(2);
+  await Promise.resolve();
+  assertEquals(log.endOffset, 2);
+  assertEquals(shown, [[1, 2]]);
+  assertEquals(acked, null); // its second row is not committed
+  rep.commitThrough(3);
+  await log.flush();
+  await new Promise((r) => setTimeout(r, 0));
+  assertEquals(acked, 1);
+  assertEquals(shown, [[1, 2], [2, 3]]);
+  assertEquals(waits.length, 1); // one commit, timed from its fsync to its commit
+  assert(waits[0] >= 0);
+  // A duplicate is answered only once its commit is committed too.
+  const p = log.publish(["{}"], { producer: "a", seq: 1 });
+  await log.flush();
+  const dup = log.publish(["{}"], { producer: "a", seq: 1 });
+  assertEquals(dup.status, "duplicate");
+  let dupDone = false;
+  (dup as { done: Promise<void> }).done.then(() => (dupDone = true));
+  await new Promise((r) => setTimeout(r, 10));
+  assertEquals(dupDone, false);
+  rep.commitThrough(4);
+  await (p as { done: Promise<void> }).done;
+  await (dup as { done: Promise<void> }).done;
+  // Not leading: appends refused; waiters refused, their rows kept.
+  const w = log.append("{}");
+  await log.flush();
+  rep.failWaiters(new NotLeaderError("s", "http://other"));
+  await assertRejects(() => w, NotLeaderError);
+  rep.writable = false;
+  assertThrows(() => log.append("{}"), NotLeaderError);
+  assertEquals(rep.durableEnd, 5);
+  await log.close();
+});
+
+Deno.test("replicated log: a follower appends the leader's commits byte for byte, producer records included", async () => {
+  let now = 5_000;
+  const { log: leader, rep, shipped } = await leaderLog(await tempDir(), () => now);
+  const follower = await Log.open(await tempDir(), { replicated: true, timers: false });
+  const frep = follower.replication!;
+  leader.publish(['{"a":1}', '{"a":2}'], { producer: "p", seq: 1 });
+  now = 5_001;
+  await leader.flush();
+  leader.append('{"b":1}');
+  leader.publish(['{"c":1}'], { producer: "q", seq: 7 });
+  await leader.flush();
+  assert(shipped.length >= 2);
+  await frep.beginTerm(1, 1);
+  for (const c of shipped) await frep.appendCommit(c);
+  assertEquals(await rowsOf(follower), await rowsOf(leader));
+  assertEquals(follower.producerState("p"), leader.producerState("p"));
+  assertEquals(follower.producerState("q"), { seq: 7, first: 4, last: 4 });
+  // A commit sent again (a reconnect) changes nothing; a gap is fenced.
+  await frep.appendCommit(shipped[0]);
+  assertEquals(frep.durableEnd, rep.durableEnd);
+  await frep.appendCommit({ first: 10, runs: [{ timeUs: 9, payloads: ["{}"] }], records: [] });
+  assertEquals(frep.durableEnd, 11);
+  assertEquals(follower.rowsBetween(1, 11), 5);
+  await leader.close();
+  await follower.close();
+});
+
+Deno.test("replicated log: the tail is cut in place, readers and producer state kept right", async () => {
+  const dir = await tempDir();
+  const { log, rep } = await leaderLog(dir, () => 1);
+  log.publish(["{}", "{}"], { producer: "p", seq: 1 });
+  log.publish(["{}"], { producer: "p", seq: 2 });
+  await log.flush();
+  rep.commitThrough(3);
+  await log.roll(); // the cut reaches back into a sealed segment
+  log.publish(["{}", "{}"], { producer: "p", seq: 3 });
+  await log.flush();
+  assertEquals(rep.durableEnd, 6);
+  const reader = log.reader(1);
+  assertEquals((await reader.read()).count, 2);
+  await assertRejects(() => rep.cutTail(2), RangeError, "committed");
+  await assertRejects(() => rep.cutTail(5), RangeError, "a commit is cut whole");
+  const cut = await rep.cutTail(3);
+  assertEquals(cut, { end: 3, rows: 3 });
+  assertEquals(rep.durableEnd, 3);
+  assertEquals(log.producerState("p"), { seq: 1, first: 1, last: 2 });
+  // The same reader goes on with what the leader sends next.
+  rep.commitThrough(5);
+  await rep.beginTerm(2, 3);
+  await rep.appendCommit({
+    first: 3,
+    runs: [{ timeUs: 7, payloads: ['{"new":1}', '{"new":2}'] }],
+    records: [{ producer: "p", seq: 2, first: 3, last: 4 }],
+  });
+  const b = await reader.read();
+  assertEquals([...b.offsets], [3, 4]);
+  reader.close();
+  assertEquals(log.producerState("p"), { seq: 2, first: 3, last: 4 });
+  assertEquals(rep.terms, [{ term: 1, start: 1 }, { term: 2, start: 3 }]);
+  await log.close();
+  const again = await Log.open(dir, { replicated: true, timers: false });
+  assertEquals(again.producerState("p"), { seq: 2, first: 3, last: 4 });
+  assertEquals(again.endOffset, 5);
+  await again.close();
+});
+
+Deno.test("replicated log: a restart shows the rows known committed, and no others", async () => {
+  const dir = await tempDir();
+  const { log, rep } = await leaderLog(dir, () => 1);
+  log.appendMany(["{}", "{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(3);
+  await log.close(); // writes commit.json
+  const again = await Log.open(dir, { replicated: true, timers: false });
+  assertEquals(again.endOffset, 3);
+  assertEquals(again.replication!.durableEnd, 5);
+  await again.close();
+  // Opened as a plain log it is all there.
+  const plain = await Log.open(dir, { timers: false });
+  assertEquals(plain.endOffset, 5);
+  await plain.close();
+});
+
+Deno.test("replicated log: a journal rewritten many times still gives each producer its record to fall back to after a cut", async () => {
+  const dir = await tempDir();
+  // A journal rewritten at every commit with producer records.
+  const log = await Log.open(dir, {
+    replicated: true,
+    timers: false,
+    producerJournalBytes: 0,
+  });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const publish = async (producer: string, seq: number, n: number) => {
+    const r = log.publish(Array(n).fill("{}"), { producer, seq });
+    await log.flush();
+    return r;
+  };
+  await publish("a", 1, 2); // 1..2
+  await publish("b", 1, 1); // 3
+  await publish("a", 2, 1); // 4
+  rep.commitThrough(5); // a@2 and b@1 committed
+  await publish("a", 3, 2); // 5..6, not committed
+  await publish("b", 2, 1); // 7
+  await publish("a", 4, 1); // 8
+  assertEquals(log.producerState("a"), { seq: 4, first: 8, last: 8 });
+  // A new leader parted from this log at 6: a@3 stays, b@2 and a@4 go.
+  await rep.cutTail(7);
+  assertEquals(log.producerState("a"), { seq: 3, first: 5, last: 6 });
+  assertEquals(log.producerState("b"), { seq: 1, first: 3, last: 3 });
+  // Again, deeper, after another reopen: a falls back to a@2.
+  await log.close();
+  const again = await Log.open(dir, { replicated: true, timers: false, producerJournalBytes: 0 });
+  await again.replication!.cutTail(5);
+  assertEquals(again.producerState("a"), { seq: 2, first: 4, last: 4 });
+  assertEquals(again.producerState("b"), { seq: 1, first: 3, last: 3 });
+  await again.close();
+});
