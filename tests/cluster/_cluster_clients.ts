@@ -148,6 +148,11 @@ export class WsProducer {
     });
   }
 
+  /** The seqs sent and neither acknowledged nor known stored. */
+  get unacked(): number[] {
+    return [...this.#unacked.keys()];
+  }
+
   /** Stops sending new frames; resolves once every frame sent is acknowledged or known stored. */
   async stop(): Promise<void> {
     this.#stop = true;

@@ -49,6 +49,8 @@ export class ServeNode {
   readonly #args: string[];
   #proc: ServeProc | null = null;
   #paused = false;
+  // What the node's earlier processes printed (it may be killed and started again).
+  #earlier = "";
 
   constructor(name: string, root: string, schemaPath: string, o: ServeNodeOptions) {
     this.name = name;
@@ -91,8 +93,9 @@ export class ServeNode {
     return this.#proc!.proc.pid;
   }
 
+  /** Everything this node printed on stderr, across restarts. */
   stderr(): string {
-    return this.#proc?.stderr() ?? "";
+    return this.#earlier + (this.#proc?.stderr() ?? "");
   }
 
   async start(): Promise<void> {
@@ -116,6 +119,7 @@ export class ServeNode {
     this.#proc = null;
     this.#paused = false;
     await p.stop();
+    this.#earlier += p.stderr();
   }
 
   /** SIGTERM and a clean exit (SIGKILL after 10 s). */
@@ -128,6 +132,7 @@ export class ServeNode {
       await p.signal("SIGTERM", 10_000);
     } finally {
       await p.stop();
+      this.#earlier += p.stderr();
     }
   }
 

@@ -1,0 +1,241 @@
+// One run of the Jepsen-style cluster test: a real etcd, three real
+// `cli.ts serve --cluster` processes (R = 2, lease 2 s), each reaching etcd
+// through its own proxy in this process; producers with producer ids over
+// HTTP, the publish socket and `publisher(urls)`; subscribers on every node
+// (raw WebSocket and `connect(urls)` with its zstd-stream, some filtered).
+// For `seconds`, faults drawn from the seed one at a time, each healed and
+// the cluster seen taking publishes again before the next; then the clients
+// stop, the nodes converge, and the checks run against the final log, and
+// `cli.ts verify` on each node's folder once the nodes are stopped. Returns
+// every problem found and the history; it throws only when the run could not
+// be carried out (a service that does not start, a cluster that never heals).
+import { join } from "node:path";
+import { startEtcd } from "../_etcd.ts";
+import { rng, tempDir, until } from "../_util.ts";
+import { CLI, withTimeout } from "../cli/_serve.ts";
+import { HttpProducer, WsProducer } from "./_cluster_clients.ts";
+import { EtcdProxy } from "./_etcd_proxy.ts";
+import {
+  checkLibraryProducer,
+  checkOnce,
+  checkSeen,
+  checkSeqProducer,
+  logOf,
+} from "./_jepsen_checks.ts";
+import { type Filter, LibraryProducer, LibrarySub, RawSub, type Seen } from "./_jepsen_clients.ts";
+import { type Cluster, currentLeader, faultAndHeal, History } from "./_jepsen_nemesis.ts";
+import { leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
+
+/** The lease of the run's nodes, s. */
+export const LEASE_SECONDS = 2;
+
+/** What a run found. */
+export interface RunReport {
+  problems: string[];
+  history: History;
+  /** Rows in the final log, faults applied. */
+  rows: number;
+  faults: number;
+  /** Where the nodes' folders and stderr are kept when a problem was found. */
+  kept: string | null;
+}
+
+/** Producers' rows: WebSocket producers' rows (prefix "w"). */
+const FILTER_WS: Filter = {
+  where: { p: { prefix: "w" } },
+  matches: (r) => r.p.startsWith("w"),
+};
+/** An HTTP producer's and the library producer's rows from seq 5 on. */
+const FILTER_SOME: Filter = {
+  where: { p: ["h1", "lib"], seq: { gte: 5 } },
+  matches: (r) => (r.p === "h1" || r.p === "lib") && r.seq >= 5,
+};
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// Waits until every running node shows the same end, all of it committed and durable.
+async function converged(nodes: ServeNode[], ms: number): Promise<number> {
+  let end = 0;
+  await until(
+    async () => {
+      const heads = await Promise.all(nodes.map((n) => n.head()));
+      if (heads.some((h) => h === null)) return false;
+      end = heads[0]!.end;
+      return heads.every((h) =>
+        h!.end === end && h!.commit_index === end && h!.durable_end === end
+      );
+    },
+    ms,
+    "the nodes to converge",
+  );
+  return end;
+}
+
+async function recordHeads(nodes: ServeNode[], history: History): Promise<void> {
+  for (const n of nodes) {
+    const h = await n.head();
+    history.add(`${n.name}: ${h ? JSON.stringify(h) : "no answer"}`);
+  }
+}
+
+async function verify(dir: string): Promise<string | null> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "verify", dir],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  if (out.code === 0) return null;
+  const text = new TextDecoder().decode(out.stderr) + new TextDecoder().decode(out.stdout);
+  return `verify ${dir} exited ${out.code}: ${text.trim().split("\n").slice(-3).join(" | ")}`;
+}
+
+/** Runs the test for `seed`, with faults for `seconds`. */
+export async function jepsenRun(seed: number, seconds: number): Promise<RunReport> {
+  const rand = rng(seed);
+  const history = new History();
+  const problems: string[] = [];
+  const root = await tempDir("streamcast-jepsen-");
+  await using etcd = await startEtcd();
+  const etcdPort = Number(new URL(etcd.url).port);
+  const proxies = ["n1", "n2", "n3"].map(() =>
+    new EtcdProxy({ hostname: "127.0.0.1", port: etcdPort })
+  );
+  const schemaPath = join(root, "schema.json");
+  await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
+  const nodes = ["n1", "n2", "n3"].map((name, i) =>
+    new ServeNode(name, root, schemaPath, {
+      etcd: proxies[i].url,
+      replicas: 2,
+      leaseSeconds: LEASE_SECONDS,
+      lagMs: 1000,
+    })
+  );
+  const cluster: Cluster = { nodes, proxies, etcd, leaseMs: LEASE_SECONDS * 1000 };
+  const clients: { stop(): Promise<void> }[] = [];
+  let faults = 0;
+  let rows = 0;
+  let failed = true;
+  try {
+    await Promise.all(nodes.map((n) => n.start()));
+    const first = await leaderOf(nodes);
+    history.add(`started; ${first.name} leads term ${(await first.head())?.term}`);
+
+    const http = ["h1", "h2"].map((id) => new HttpProducer(id, nodes, 3));
+    const ws = ["w1", "w2"].map((id) => new WsProducer(id, nodes, 2, 8));
+    const lib = new LibraryProducer("lib", 8);
+    clients.push(...http, ...ws, lib);
+    await lib.start(nodes);
+    const subs: Seen[] = [];
+    for (const [i, node] of nodes.entries()) {
+      subs.push(new RawSub(`raw@${node.name}`, null, nodes, node));
+      const l = new LibrarySub(`zstd@${node.name}`, null);
+      await l.start(nodes, node);
+      subs.push(l);
+      const f = i === 1 ? FILTER_SOME : FILTER_WS;
+      const lf = new LibrarySub(`zstd+where@${node.name}`, i === 2 ? FILTER_SOME : f);
+      await lf.start(nodes, node);
+      subs.push(lf, new RawSub(`raw+where@${node.name}`, f, nodes, node));
+    }
+    clients.push(...subs);
+    const acked = () =>
+      [...http, ...ws].reduce((s, p) => s + p.acks.length, 0) + lib.resolved.size;
+    await until(() => acked() >= 20, 30_000, "the first acknowledgements");
+
+    const deadline = performance.now() + seconds * 1000;
+    while (performance.now() < deadline) {
+      await pause(Math.round(500 + rand() * 2500));
+      await faultAndHeal(cluster, rand, history);
+      faults++;
+      // Healed: the cluster agrees on a leader and acknowledges again.
+      const before = acked();
+      const healedAt = performance.now();
+      const leader = await leaderOf(nodes, 30_000).catch(() => null);
+      await until(() => acked() >= before + 10, 30_000, "acknowledgements after the fault")
+        .catch(() => {});
+      const now = await currentLeader(nodes);
+      const took = Math.round(performance.now() - healedAt);
+      if (!leader || acked() < before + 10) {
+        problems.push(`no acknowledgements within 30 s of healing fault ${faults}`);
+        history.add(`NOT HEALED after ${took} ms (${acked() - before} acks)`);
+        break;
+      }
+      history.add(
+        `acknowledging again after ${took} ms; ${now?.name ?? "?"} leads term ${
+          (await now?.head())?.term
+        }`,
+      );
+    }
+
+    history.add("faults over; stopping the producers");
+    const stopped = await Promise.allSettled([...http, ...ws, lib].map((p) =>
+      withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)
+    ));
+    const stuck = stopped.flatMap((s, i) => s.status === "rejected" ? [i] : []);
+    if (stuck.length > 0) {
+      const what = stuck.map((i) => {
+        const p = [...http, ...ws, lib][i];
+        return p instanceof WsProducer
+          ? `${p.id} (unanswered seqs ${p.unacked.join(",")})`
+          : p instanceof LibraryProducer
+          ? `${p.id} (${p.sent - p.answered} sends unanswered)`
+          : p.id;
+      });
+      history.add(`STUCK: ${what.join("; ")}`);
+      problems.push(`producers never got every send answered: ${what.join("; ")}`);
+      await recordHeads(nodes, history);
+      return { problems, history, rows, faults, kept: root };
+    }
+    for (const p of [...http, ...ws, lib]) {
+      for (const x of p.problems) problems.push(`${p.id}: ${x}`);
+    }
+    const end = await converged(nodes, 30_000);
+    rows = end - 1;
+    history.add(`converged at end ${end}`);
+    const shown = await Promise.all(nodes.map((n) => rowsShown(n.url, end)));
+    for (const [i, s] of shown.entries()) {
+      if (JSON.stringify(s) !== JSON.stringify(shown[0])) {
+        problems.push(`${nodes[i].name}'s log differs from ${nodes[0].name}'s`);
+      }
+    }
+    const log = logOf(shown[0], problems);
+    if (log.size !== end - 1) problems.push(`final log: ${log.size} rows, end ${end}`);
+    const at = checkOnce(log, problems);
+    for (const p of http) checkSeqProducer(p.id, p.acks, 3, log, problems);
+    for (const p of ws) checkSeqProducer(p.id, p.acks, 2, log, problems);
+    checkLibraryProducer(lib.id, lib.resolved, lib.answerLost, lib.sent, at, problems);
+    history.add(`library producer: ${lib.resolved.size} resolved, ${lib.answerLost.size} lost`);
+
+    // Subscribers: each gets to its end of the final log (or is reported as stuck).
+    const lastOf = (s: Seen) => {
+      const want = [...log].filter(([, r]) => !s.filter || s.filter.matches(r));
+      return want.length;
+    };
+    await until(
+      () => subs.every((s) => s.rows.length >= lastOf(s) || s.ended !== null),
+      30_000,
+    ).catch(() => {});
+    await Promise.allSettled(subs.map((s) => s.stop()));
+    for (const s of subs) checkSeen(s, log, problems);
+
+    // verify, on each node's folder, with the nodes stopped.
+    await Promise.all(nodes.map((n) => n.stop()));
+    for (const n of nodes) {
+      const bad = await verify(join(n.root, "t"));
+      if (bad) problems.push(bad);
+    }
+    failed = problems.length > 0;
+  } finally {
+    // Bounded: a client that cannot finish is reported above, not waited for.
+    await Promise.allSettled(clients.map((c) => withTimeout(c.stop(), 5000, "a client to stop")));
+    if (failed) {
+      for (const n of nodes) {
+        await Deno.writeTextFile(join(root, `${n.name}.stderr`), n.stderr()).catch(() => {});
+      }
+    }
+    await Promise.allSettled(nodes.map((n) => n.kill()));
+    await Promise.allSettled(proxies.map((p) => p.close()));
+    if (!failed) await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+  return { problems, history, rows, faults, kept: failed ? root : null };
+}

@@ -1,0 +1,62 @@
+// A cluster under faults in the manner of Jepsen (DESIGN §22): three real
+// `cli.ts serve --cluster` nodes and a real etcd, producers with producer ids
+// over HTTP, the publish socket and `publisher(urls)`, subscribers on every
+// node (raw WebSocket and `connect(urls)` with zstd-stream, some filtered),
+// and, one at a time at moments drawn from a seed, a node SIGKILLed or
+// SIGSTOPped past its lease (the leader or a follower), etcd SIGSTOPped or
+// SIGKILLed, or one node cut from etcd — each healed before the next. Then:
+// every acknowledged row once at its offset (an `answer_lost` row once), no
+// subscriber saw a row the final log lacks, a row twice or a gap (filtered
+// ones exactly the matching rows), every node's log the same, and `verify`
+// passing on each. (A cluster's Iceberg table is not checked: `--iceberg` is
+// refused with `--cluster`.)
+//
+// Each run takes a fresh seed, printed; `STREAMCAST_JEPSEN_SEED=N` replays
+// seed N alone (the same faults at the same moments of the run; the timing of
+// the processes around them is the machine's). Seeds that once failed run
+// every time. Faults go on for `STREAMCAST_JEPSEN_SECONDS` (default 40: about
+// 60–90 s a run with the start and the checks); set it to minutes to run it
+// as a benchmark of endurance.
+import { jepsenRun } from "./_jepsen_run.ts";
+
+const SEED_VARIABLE = "STREAMCAST_JEPSEN_SEED";
+const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
+
+/** Seeds that once found a problem: each runs every time, beside the fresh one. */
+const REGRESSION_SEEDS: readonly number[] = [];
+
+function envNumber(name: string, fallback: number): number {
+  const v = Deno.env.get(name);
+  if (v === undefined || v === "") return fallback;
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw new RangeError(`${name} must be a non-negative integer, got ${v}`);
+  }
+  return n;
+}
+
+const replay = Deno.env.get(SEED_VARIABLE) ? envNumber(SEED_VARIABLE, 0) >>> 0 : null;
+const fresh = replay ?? crypto.getRandomValues(new Uint32Array(1))[0];
+const seconds = envNumber(SECONDS_VARIABLE, 40);
+const seeds = replay !== null ? [fresh] : [fresh, ...REGRESSION_SEEDS];
+
+for (const seed of seeds) {
+  const kind = seed === fresh && replay === null ? "fresh seed" : "seed";
+  Deno.test(`jepsen: a 3-node cluster under faults, ${kind} ${seed}`, async () => {
+    console.log(
+      `jepsen: ${kind} ${seed} (replay with ${SEED_VARIABLE}=${seed}), faults for ${seconds} s`,
+    );
+    const report = await jepsenRun(seed, seconds);
+    console.log(
+      `jepsen: seed ${seed}: ${report.faults} faults, ${report.rows} rows in the final log\n` +
+        report.history.toString(),
+    );
+    if (report.problems.length > 0) {
+      throw new Error(
+        `jepsen seed ${seed} (replay with ${SEED_VARIABLE}=${seed}): ` +
+          `${report.problems.length} problems; node folders and stderr kept at ${report.kept}\n` +
+          report.problems.slice(0, 40).join("\n"),
+      );
+    }
+  });
+}
