@@ -346,7 +346,10 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#committer.append(payload);
     rep.checkWritable();
-    return this.#committer.append(payload).then((o) => rep.gate.until(o + 1).then(() => o));
+    const mark = rep.leadership;
+    return this.#committer.append(payload).then((o) =>
+      rep.untilCommitted(mark, o + 1).then(() => o)
+    );
   }
 
   /**
@@ -357,8 +360,11 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#committer.appendMany(payloads);
     rep.checkWritable();
+    const mark = rep.leadership;
     const end = this.#committer.next + payloads.length;
-    return this.#committer.appendMany(payloads).then((f) => rep.gate.until(end).then(() => f));
+    return this.#committer.appendMany(payloads).then((f) =>
+      rep.untilCommitted(mark, end).then(() => f)
+    );
   }
 
   /** Seals the active segment now if it holds rows (after what is pending). */
@@ -390,10 +396,12 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#publish(payloads, tag);
     rep.checkWritable();
+    const mark = rep.leadership;
     const r = this.#publish(payloads, tag);
-    // Answered (stored or a duplicate) only once committed in the cluster.
+    // Answered (stored or a duplicate) only once committed in the cluster,
+    // and only while the leadership it was taken under lasts.
     return r.status === "stored" || r.status === "duplicate"
-      ? { ...r, done: r.done.then(() => rep.gate.until(r.last + 1)) }
+      ? { ...r, done: r.done.then(() => rep.untilCommitted(mark, r.last + 1)) }
       : r;
   }
 
@@ -424,10 +432,15 @@ export class Log {
    * rejects with `NotLeaderError` when this node stops leading first).
    */
   async producerSettled(producer: string): Promise<void> {
+    const rep = this.#rep;
+    // Read before waiting: a leadership that ends meanwhile refuses it.
+    const mark = rep?.writable ? rep.leadership : null;
     await this.#p.table.settled(producer);
     const last = this.#p.table.committedState(producer)?.last;
     // A replicated log: settled once committed in the cluster too.
-    if (this.#rep && last !== undefined) await this.#rep.gate.until(last + 1);
+    if (rep && last !== undefined) {
+      await (mark !== null ? rep.untilCommitted(mark, last + 1) : rep.gate.until(last + 1));
+    }
   }
 
   /** Producers remembered. */

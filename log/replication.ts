@@ -198,6 +198,11 @@ export class Replication {
   #maxProducers: number;
   // Ends of commits durable here and not yet shown, with when (for onCommitWait).
   #waits: { end: number; at: number }[] = [];
+  // How many times this node's leadership ended (each failWaiters), and the
+  // error its waiters were refused with: a local append made under an
+  // earlier one is refused when it asks to wait for its commit.
+  #ended = 0;
+  #endedWith: Error | null = null;
   #checkpointTimer: ReturnType<typeof setTimeout> | undefined;
   #checkpointing: Promise<void> | null = null;
 
@@ -316,9 +321,35 @@ export class Replication {
     }
   }
 
-  /** Refuses every caller waiting for a commit with `err` (the rows stay as they are). */
+  /**
+   * Refuses every caller waiting for a commit with `err` (the rows stay as
+   * they are): this node's leadership ended. So are the local appends made
+   * under it that ask to wait later ({@linkcode Replication.untilCommitted}).
+   */
   failWaiters(err: Error): void {
+    this.#ended++;
+    this.#endedWith = err;
     this.gate.fail(err);
+  }
+
+  /** A mark of the leadership local appends are made under now (see `untilCommitted`). */
+  get leadership(): number {
+    return this.#ended;
+  }
+
+  /**
+   * Resolves once every row below `end` is visible, for a local append made
+   * under leadership `mark` (read when it was taken); rejects as the
+   * waiters were refused when that leadership has ended since. An append
+   * whose fsync completes after its node stopped leading would otherwise
+   * wait past the step-down, and be answered once the next leader's rows
+   * fill the offsets it was given — rows that may be others after a cut.
+   */
+  untilCommitted(mark: number, end: number): Promise<void> {
+    if (mark !== this.#ended) {
+      return Promise.reject(this.#endedWith ?? new NotLeaderError(this.#host.name, null));
+    }
+    return this.gate.until(end);
   }
 
   /**

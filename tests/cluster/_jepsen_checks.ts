@@ -74,7 +74,9 @@ export function checkLibraryProducer(
 ): void {
   for (const [k, offset] of resolved) {
     const o = at.get(`${id}/${k}/0`);
-    if (o !== offset) problems.push(`${id} row ${k} resolved with ${offset}, the log has it at ${o}`);
+    if (o !== offset) {
+      problems.push(`${id} row ${k} resolved with ${offset}, the log has it at ${o}`);
+    }
   }
   for (const k of answerLost) {
     if (!at.has(`${id}/${k}/0`)) problems.push(`${id} row ${k} (answer_lost) is not in the log`);
@@ -114,9 +116,7 @@ export function checkSeen(s: Seen, log: Log, problems: string[]): void {
     problems.push(`${s.name}: saw ${got.length - want.length} rows past the log's end`);
   } else if (got.length < want.length) {
     problems.push(
-      `${s.name}: stopped at ${got.length} of ${want.length} rows${
-        s.ended ? ` (${s.ended})` : ""
-      }`,
+      `${s.name}: stopped at ${got.length} of ${want.length} rows${s.ended ? ` (${s.ended})` : ""}`,
     );
   }
 }

@@ -6,7 +6,7 @@
 // raw WebSocket subscriber (plain text frames, with or without a filter) that
 // moves to another node with its cursor. Each records what it was told.
 import { connect } from "../../client/connect.ts";
-import { publisher, type Publisher } from "../../client/publisher.ts";
+import { type Publisher, publisher } from "../../client/publisher.ts";
 import type { Subscription } from "../../client/subscription.ts";
 import type { ServeNode } from "./_serve_nodes.ts";
 

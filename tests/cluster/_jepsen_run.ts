@@ -138,8 +138,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
       subs.push(lf, new RawSub(`raw+where@${node.name}`, f, nodes, node));
     }
     clients.push(...subs);
-    const acked = () =>
-      [...http, ...ws].reduce((s, p) => s + p.acks.length, 0) + lib.resolved.size;
+    const acked = () => [...http, ...ws].reduce((s, p) => s + p.acks.length, 0) + lib.resolved.size;
     await until(() => acked() >= 20, 30_000, "the first acknowledgements");
 
     const deadline = performance.now() + seconds * 1000;
@@ -168,9 +167,11 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
     }
 
     history.add("faults over; stopping the producers");
-    const stopped = await Promise.allSettled([...http, ...ws, lib].map((p) =>
-      withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)
-    ));
+    const stopped = await Promise.allSettled(
+      [...http, ...ws, lib].map((p) =>
+        withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)
+      ),
+    );
     const stuck = stopped.flatMap((s, i) => s.status === "rejected" ? [i] : []);
     if (stuck.length > 0) {
       const what = stuck.map((i) => {

@@ -209,3 +209,35 @@ Deno.test("replicated log: a journal rewritten many times still gives each produ
   assertEquals(again.producerState("b"), { seq: 1, first: 3, last: 3 });
   await again.close();
 });
+
+Deno.test("replicated log: an append durable only after its node stopped leading is refused, never answered by the next leader's rows at its offsets", async () => {
+  const dir = await tempDir();
+  const { log, rep } = await leaderLog(dir, () => 1);
+  log.publish(["{}"], { producer: "p", seq: 1 });
+  await log.flush();
+  rep.commitThrough(2);
+  // Taken while leading; its fsync has not run when the leadership ends.
+  const published = log.publish(['{"old":1}', '{"old":2}'], { producer: "p", seq: 2 });
+  assert(published.status === "stored");
+  const appended = log.append('{"old":3}');
+  const sent = log.appendMany(['{"old":4}']);
+  const refused = new NotLeaderError("t", "http://next");
+  rep.writable = false;
+  rep.failWaiters(refused);
+  const outcomes = Promise.allSettled([published.done, appended, sent]);
+  await log.flush(); // now durable here, after the step-down
+  // The next leader never had them: cut, then its own rows fill the offsets.
+  await rep.cutTail(2);
+  await rep.beginTerm(2, 2);
+  await rep.appendCommit({
+    first: 2,
+    runs: [{ timeUs: 7, payloads: ['{"new":1}', '{"new":2}', '{"new":3}', '{"new":4}'] }],
+    records: [],
+  });
+  rep.commitThrough(6);
+  assertEquals(log.endOffset, 6);
+  const settled = await outcomes;
+  assertEquals(settled.map((s) => s.status), ["rejected", "rejected", "rejected"]);
+  for (const s of settled) assertEquals((s as PromiseRejectedResult).reason, refused);
+  await log.close();
+});
