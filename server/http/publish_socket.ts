@@ -342,10 +342,11 @@ class PublishSession implements SocketSession {
           ? { seq: f.seq, first: out.first, last: out.last, duplicate: true }
           : { seq: f.seq, first: out.first, last: out.last };
       } else if (out.kind === "not_leader") {
-        // Not acknowledged: the publisher sends it again to the leader.
+        // Not acknowledged: the publisher sends it again to the leader. The
+        // flush below closes the socket once this was the last one waiting
+        // (only the first refusal starts the closing, which flushes too).
         entry.answer = "unanswered";
         this.#close(CloseCode.TryAgainLater, "no_leader", out.detail);
-        return;
       } else if (out.kind === "stale") {
         m.refused(stream.name, "stale_seq");
         entry.answer = { seq: f.seq, error: "stale_seq", last_seq: out.lastSeq };
