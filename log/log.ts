@@ -346,10 +346,7 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#committer.append(payload);
     rep.checkWritable();
-    const mark = rep.leadership;
-    return this.#committer.append(payload).then((o) =>
-      rep.untilCommitted(mark, o + 1).then(() => o)
-    );
+    return rep.committed(this.#committer.append(payload), (o) => o + 1);
   }
 
   /**
@@ -360,11 +357,7 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#committer.appendMany(payloads);
     rep.checkWritable();
-    const mark = rep.leadership;
-    const end = this.#committer.next + payloads.length;
-    return this.#committer.appendMany(payloads).then((f) =>
-      rep.untilCommitted(mark, end).then(() => f)
-    );
+    return rep.committed(this.#committer.appendMany(payloads), (f) => f + payloads.length);
   }
 
   /** Seals the active segment now if it holds rows (after what is pending). */
@@ -396,12 +389,10 @@ export class Log {
     const rep = this.#rep;
     if (rep === null) return this.#publish(payloads, tag);
     rep.checkWritable();
-    const mark = rep.leadership;
     const r = this.#publish(payloads, tag);
-    // Answered (stored or a duplicate) only once committed in the cluster,
-    // and only while the leadership it was taken under lasts.
+    // Answered (stored or a duplicate) only once committed in the cluster.
     return r.status === "stored" || r.status === "duplicate"
-      ? { ...r, done: r.done.then(() => rep.untilCommitted(mark, r.last + 1)) }
+      ? { ...r, done: rep.committed(r.done, () => r.last + 1) }
       : r;
   }
 
@@ -432,15 +423,10 @@ export class Log {
    * rejects with `NotLeaderError` when this node stops leading first).
    */
   async producerSettled(producer: string): Promise<void> {
-    const rep = this.#rep;
-    // Read before waiting: a leadership that ends meanwhile refuses it.
-    const mark = rep?.writable ? rep.leadership : null;
-    await this.#p.table.settled(producer);
-    const last = this.#p.table.committedState(producer)?.last;
+    const settled = this.#p.table.settled(producer);
+    const last = () => this.#p.table.committedState(producer)?.last ?? 0;
     // A replicated log: settled once committed in the cluster too.
-    if (rep && last !== undefined) {
-      await (mark !== null ? rep.untilCommitted(mark, last + 1) : rep.gate.until(last + 1));
-    }
+    await (this.#rep ? this.#rep.committed(settled, () => last() + 1) : settled);
   }
 
   /** Producers remembered. */

@@ -324,7 +324,7 @@ export class Replication {
   /**
    * Refuses every caller waiting for a commit with `err` (the rows stay as
    * they are): this node's leadership ended. So are the local appends made
-   * under it that ask to wait later ({@linkcode Replication.untilCommitted}).
+   * under it that ask to wait later ({@linkcode Replication.committed}).
    */
   failWaiters(err: Error): void {
     this.#ended++;
@@ -332,24 +332,22 @@ export class Replication {
     this.gate.fail(err);
   }
 
-  /** A mark of the leadership local appends are made under now (see `untilCommitted`). */
-  get leadership(): number {
-    return this.#ended;
-  }
-
   /**
-   * Resolves once every row below `end` is visible, for a local append made
-   * under leadership `mark` (read when it was taken); rejects as the
-   * waiters were refused when that leadership has ended since. An append
-   * whose fsync completes after its node stopped leading would otherwise
-   * wait past the step-down, and be answered once the next leader's rows
-   * fill the offsets it was given — rows that may be others after a cut.
+   * For a local append taken now, `done` its durability: resolves with its
+   * value once every row below `end(value)` is visible; rejects as the
+   * waiters were refused when this node's leadership ended in between. An
+   * append whose fsync completes after its node stopped leading would
+   * otherwise wait past the step-down, and be answered once the next
+   * leader's rows fill the offsets it was given — other rows, after a cut.
    */
-  untilCommitted(mark: number, end: number): Promise<void> {
-    if (mark !== this.#ended) {
-      return Promise.reject(this.#endedWith ?? new NotLeaderError(this.#host.name, null));
-    }
-    return this.gate.until(end);
+  committed<T>(done: Promise<T>, end: (value: T) => number): Promise<T> {
+    const mark = this.#ended;
+    return done.then((value) => {
+      if (mark !== this.#ended) {
+        throw this.#endedWith ?? new NotLeaderError(this.#host.name, null);
+      }
+      return this.gate.until(end(value)).then(() => value);
+    });
   }
 
   /**

@@ -27,7 +27,7 @@ const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
  * They found two bugs. A deposed leader answered a publish whose fsync
  * completed after it stepped down, once the next leader's rows filled the
  * offsets it had given it (acknowledged rows lost: 3664698107, 2864350693;
- * fixed by `Replication.untilCommitted`). A publish socket with several
+ * fixed by `Replication.committed`). A publish socket with several
  * frames refused at a step-down was never closed: only the first refusal
  * flushed its answers (the producers hung: 128391271, 2157140864,
  * 3529604593; fixed in `server/http/publish_socket.ts`).
