@@ -235,7 +235,8 @@ export async function post(
       signal: AbortSignal.timeout(ms),
     });
     return { status: res.status, body: await res.json(), url: new URL(res.url).origin };
-  } catch {
+  } catch (err) {
+    console.log(`POST ${url}/t (${tag?.producer} seq ${tag?.seq}): no answer: ${err}`);
     return null;
   }
 }
