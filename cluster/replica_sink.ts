@@ -249,6 +249,9 @@ export class ReplicaSink {
     if (m.stream_id !== rep.streamId) {
       throw new OtherStreamError(this.#o.stream, rep.streamId, m.stream_id);
     }
+    // Rows this node wrote while it led, still in flight, land before the
+    // comparison: the cut must cover them.
+    await rep.settled();
     const mine = rep.terms;
     const latest = mine.at(-1)?.term ?? 0;
     if (m.term < latest) {

@@ -351,6 +351,31 @@ export class Replication {
   }
 
   /**
+   * Resolves once every row issued to this log is durable or has failed: a
+   * node that stopped leading may still have a commit on its way to disk,
+   * and compares its tail with a new leader's only after it lands (else the
+   * rows would land past the point where it decided to cut).
+   *
+   * @example
+   * ```ts
+   * import { equal } from "node:assert/strict";
+   * import { Log } from "./log.ts";
+   * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
+   * const rep = log.replication!;
+   * rep.writable = true;
+   * await rep.beginTerm(1);
+   * log.append("{}").catch(() => {}); // answered once committed, never here
+   * rep.writable = false; // deposed, with that commit in flight
+   * await rep.settled();
+   * equal(rep.durableEnd, 2);
+   * await log.close();
+   * ```
+   */
+  async settled(): Promise<void> {
+    await this.#host.committer.flush();
+  }
+
+  /**
    * Records, durably, that `term` begins at `start` (default: the next
    * offset), before any row of it is appended.
    */

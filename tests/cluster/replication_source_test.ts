@@ -10,6 +10,7 @@ import { Log } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";
 import { ReplicaSink } from "../../cluster/replica_sink.ts";
+import { REAL_IO } from "../../log/log_io.ts";
 
 const quiet = new Logger({ level: "error" });
 type Row = [number, number, string];
@@ -166,6 +167,100 @@ Deno.test("replica sink cuts the rows of a term the leader never had, then takes
     assertEquals(follower.producerState("x"), { seq: 1, first: 4, last: 4 });
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
   } finally {
+    stop.abort();
+    await running;
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
+
+Deno.test("replica sink: a deposed leader's commit still in flight at the handshake lands first and is cut with its term", async () => {
+  let now = 1_000;
+  const { log, rep } = await leaderWith(await tempDir(), () => now);
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(4);
+  // The follower's fsyncs wait, once armed, until the leader has sent its hello.
+  let armed = false;
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const follower = await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: log.streamId,
+    clock: () => now,
+    io: { ...REAL_IO, syncData: async (f) => (armed && await held, await REAL_IO.syncData(f)) },
+  });
+  const frep = follower.replication!;
+  await frep.beginTerm(1, 1);
+  const sunk: Row[] = await rowsOf(log);
+  await frep.appendCommit({
+    first: 1,
+    runs: sunk.map(([, t, p]) => ({ timeUs: t, payloads: [p] })),
+    records: [],
+  });
+  frep.commitThrough(4);
+  // It led term 2 alone and was deposed with three rows on their way to disk.
+  await frep.beginTerm(2);
+  frep.writable = true;
+  armed = true;
+  const mine = follower.publish(['{"mine":1}', '{"mine":2}', '{"mine":3}'], {
+    producer: "x",
+    seq: 1,
+  });
+  assertEquals(mine.status, "stored");
+  if (mine.status === "stored") mine.done.catch(() => {}); // never committed: refused once cut
+  frep.writable = false;
+  assertEquals(frep.durableEnd, 4);
+  await rep.beginTerm(3);
+  now += 5;
+  log.publish(['{"theirs":1}'], { producer: "x", seq: 1 });
+  await log.flush();
+  // The leader's source, its hello seen going out.
+  let helloSent = false;
+  const source = new ReplicationSource(rep, {
+    connected: () => {},
+    disconnected: () => {},
+    durable: () => {},
+  }, { term: 3, ringBytes: 1, logger: quiet });
+  rep.onDurable = (c) => source.ship(c);
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    const send = socket.send.bind(socket);
+    socket.send = (d) => {
+      if (typeof d === "string" && d.includes('"hello"')) helloSent = true;
+      send(d);
+    };
+    source.accept(socket, new URL(req.url).searchParams.get("node")!);
+    return response;
+  });
+  const url = `http://127.0.0.1:${server.addr.port}`;
+  const cuts: [number, number][] = [];
+  const stop = new AbortController();
+  const sink = new ReplicaSink(frep, {
+    node: "f",
+    stream: "s",
+    leaderUrl: url,
+    logger: quiet,
+    onCut: (at, rows) => cuts.push([at, rows]),
+  });
+  const running = sink.run(stop.signal);
+  try {
+    // The hello is out, and (a moment later) in: a sink that did not wait for
+    // the commit in flight would find nothing to cut, and the three rows would
+    // land where the leader's are.
+    await until(() => helloSent, 10_000, "the leader's hello");
+    await new Promise((r) => setTimeout(r, 200));
+    release();
+    await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to converge");
+    assertEquals(cuts, [[4, 3]]);
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
+  } finally {
+    release();
     stop.abort();
     await running;
     source.close();
