@@ -53,7 +53,7 @@ const LEASE_S = 2;
 const FRAME_ROWS = 100;
 const FRAMES_IN_FLIGHT = 64;
 // How long each throughput case publishes, ms (2 s with --quick).
-const THROUGHPUT_MS = 6000;
+const THROUGHPUT_MS = 4000;
 // JetStream's async publishes in flight, one row a message.
 const JS_WINDOW = 1024;
 
