@@ -24,37 +24,49 @@ import { decodeLine } from "../server/ingest/_decode.ts";
 import { type BenchRow, type BenchSection, human, median, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import { publishUnacked, startNats } from "./_nats.ts";
-import { procCpuMs } from "./_harness.ts";
+import { procCpuMs, rssOf } from "./_harness.ts";
 
-const CLI = new URL("../cli.ts", import.meta.url).pathname;
+/** This checkout's `cli.ts`. */
+export const CLI: string = new URL("../cli.ts", import.meta.url).pathname;
 
 /** The NDJSON input: `n` trade rows, one a line, and each row's encoded JSON. */
-function makeInput(n: number): { bytes: Uint8Array; jsons: string[] } {
+export function makeInput(n: number): { bytes: Uint8Array; jsons: string[] } {
   const make = tradeRows(7);
   const jsons = new Array<string>(n);
   for (let i = 0; i < n; i++) jsons[i] = JSON.stringify(make(i));
   return { bytes: new TextEncoder().encode(jsons.join("\n") + "\n"), jsons };
 }
 
-interface ServeRun {
+/** One `serve --stdin` run: rows/s, server CPU (% of one core), wall time, peak RSS (MiB). */
+export interface ServeRun {
   rate: number;
   cpu: number;
   wallMs: number;
+  hwmMiB: number;
 }
 
 /** The least server CPU a row took over the runs, µs (CPU is steadier than wall time on a shared machine). */
-function cpuPerRow(runs: ServeRun[], n: number): string {
+function cpuPerRow(runs: Omit<ServeRun, "hwmMiB">[], n: number): string {
   return (Math.min(...runs.map((x) => x.cpu / 100 * x.wallMs)) * 1000 / n).toFixed(2);
 }
 
-/** Feeds `bytes` to a fresh `cli` serve --stdin and times it until every row is durable. */
-async function serveStdin(cli: string, bytes: Uint8Array, n: number): Promise<ServeRun> {
+/**
+ * Feeds `bytes` to a fresh `cli` serve --stdin and times it until every row
+ * is durable; `denoFlags` go to the server's `deno run` (e.g. `--cpu-prof`).
+ */
+export async function serveStdin(
+  cli: string,
+  bytes: Uint8Array,
+  n: number,
+  denoFlags: string[] = [],
+): Promise<ServeRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ingest-" });
   await Deno.writeTextFile(`${dir}/trades.json`, JSON.stringify(SCHEMA));
   const proc = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "-A",
+      ...denoFlags,
       cli,
       "serve",
       "--stream",
@@ -107,11 +119,12 @@ async function serveStdin(cli: string, bytes: Uint8Array, n: number): Promise<Se
     await waitFor(/end of stdin/, 300_000);
     const wallMs = performance.now() - t0;
     const cpuMs = procCpuMs(proc.pid) - cpu0;
+    const hwmMiB = rssOf(proc.pid).hwm;
     const m = /\((\d+) rows accepted, (\d+) rejected\)/.exec(text);
     if (!m || Number(m[1]) !== n || Number(m[2]) !== 0) {
       throw new Error(`serve stored ${m?.[1]} of ${n} rows (${m?.[2]} rejected)`);
     }
-    return { rate: n / (wallMs / 1000), cpu: cpuMs / wallMs * 100, wallMs };
+    return { rate: n / (wallMs / 1000), cpu: cpuMs / wallMs * 100, wallMs, hwmMiB };
   } finally {
     try {
       proc.kill("SIGTERM");
@@ -143,7 +156,7 @@ async function bareAppend(jsons: string[], batch: number): Promise<number> {
 }
 
 /** The peer's run: rows/s, its server's CPU (% of one core), wall time. */
-interface NatsRun extends ServeRun {
+interface NatsRun extends Omit<ServeRun, "hwmMiB"> {
   /** Acks outstanding (0: published without acks). */
   window: number;
 }
@@ -354,7 +367,8 @@ export async function run(quick = false): Promise<BenchSection> {
   } finally {
     await peer.close();
   }
-  const best = <T extends ServeRun>(xs: T[]): T => xs.reduce((a, b) => (b.rate > a.rate ? b : a));
+  const best = <T extends Omit<ServeRun, "hwmMiB">>(xs: T[]): T =>
+    xs.reduce((a, b) => (b.rate > a.rate ? b : a));
   const o = best(ours);
   const ceiling = Math.max(...bare);
   const rows: BenchSection["rows"] = [{

@@ -57,8 +57,12 @@ export class Appender implements LogListener {
   readonly #log: Log | null;
   readonly #fanout: Fanout;
   readonly #counts: AppendCounts;
-  #pending: string[] = [];
-  #pendingHead = 0;
+  // The pending rows: the arrays handed in (adopted whole, never copied per
+  // row), oldest first; `#at` rows of the first are shown already.
+  #pending: string[][] = [];
+  #head = 0;
+  #at = 0;
+  #count = 0;
   #ephemeral: string[] = [];
   // A replica's failed append left the pending rows unknown (see appendCommit).
   #untracked = false;
@@ -105,12 +109,11 @@ export class Appender implements LogListener {
   async appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
     try {
       return await this.#log!.appendAt(offsets, jsons, (from, to) => {
-        for (let i = from; i < to; i++) this.#pending.push(jsons[i]);
+        if (to > from) this.#pend(jsons.slice(from, to));
       });
     } catch (err) {
       // Nothing else appends to a replica: whatever was pending is gone.
-      this.#pending = [];
-      this.#pendingHead = 0;
+      this.#forget();
       throw err;
     }
   }
@@ -127,28 +130,70 @@ export class Appender implements LogListener {
     let skip = Math.max(0, rep.nextOffset - commit.first);
     const done = rep.appendCommit(commit);
     if (!this.#untracked) {
+      const rows: string[] = [];
       for (const run of commit.runs) {
         for (const p of run.payloads) {
           if (skip > 0) skip--;
-          else this.#pending.push(typeof p === "string" ? p : decoder.decode(p));
+          else rows.push(typeof p === "string" ? p : decoder.decode(p));
         }
       }
+      if (rows.length > 0) this.#pend(rows);
     }
     return done.catch((err) => {
       // Which of its rows were placed is not known here: until everything
       // placed is shown, commits reach live subscribers through the log.
-      this.#pending = [];
-      this.#pendingHead = 0;
+      this.#forget();
       this.#untracked = true;
       throw err;
     });
   }
 
-  // Rows appended past the durable end; an array is adopted whole when nothing is pending.
+  // Rows appended past the durable end: the array is adopted whole.
   #pend(jsons: string[]): void {
-    if (this.#untracked) return;
-    if (this.#pending.length === 0) this.#pending = jsons;
-    else for (let i = 0; i < jsons.length; i++) this.#pending.push(jsons[i]);
+    if (this.#untracked || jsons.length === 0) return;
+    this.#pending.push(jsons);
+    this.#count += jsons.length;
+  }
+
+  #forget(): void {
+    this.#pending = [];
+    this.#head = 0;
+    this.#at = 0;
+    this.#count = 0;
+  }
+
+  // Takes the `n` oldest pending rows (there are at least `n`); with `keep`,
+  // returns them in one array (the adopted array itself when it is exactly
+  // those rows), else null. The arrays taken are let go at once.
+  #take(n: number, keep: boolean): string[] | null {
+    const pending = this.#pending;
+    let out: string[] | null = null;
+    if (keep) {
+      const first = pending[this.#head];
+      out = this.#at === 0 && first.length === n ? first : [];
+    }
+    this.#count -= n;
+    while (n > 0) {
+      const batch = pending[this.#head];
+      const k = Math.min(n, batch.length - this.#at);
+      if (out !== null && out !== batch) {
+        for (let i = this.#at; i < this.#at + k; i++) out.push(batch[i]);
+      }
+      n -= k;
+      this.#at += k;
+      if (this.#at === batch.length) {
+        pending[this.#head++] = undefined as unknown as string[];
+        this.#at = 0;
+      }
+    }
+    if (this.#head === pending.length) {
+      this.#pending = [];
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > pending.length) {
+      this.#pending = pending.slice(this.#head);
+      this.#head = 0;
+    }
+    return out;
   }
 
   // An ephemeral stream's rows: those sent in one turn go out together, like a commit.
@@ -174,34 +219,26 @@ export class Appender implements LogListener {
       if (end >= this.#log!.replication!.nextOffset) this.#untracked = false;
       return;
     }
-    const pending = this.#pending;
-    const head = this.#pendingHead;
-    if (pending.length - head < n) {
+    if (this.#count < n) {
       // Rows shown that were never handed here: the live subscribers read them from the log.
-      this.#pending = [];
-      this.#pendingHead = 0;
+      this.#forget();
       this.#counts.appended(n);
       this.#fanout.toLog();
       return;
     }
-    this.#pendingHead += n;
-    if (this.#pendingHead === this.#pending.length) {
-      this.#pending = [];
-      this.#pendingHead = 0;
-    } else if (this.#pendingHead > 65536) {
-      this.#pending = this.#pending.slice(this.#pendingHead);
-      this.#pendingHead = 0;
-    }
+    const live = this.#fanout.live;
+    const rows = this.#take(n, live);
     this.#counts.appended(n);
     this.#counts.committed(this.#log!.lastCommitMs);
-    if (this.#fanout.live) this.#fanout.send(pending.slice(head, head + n), first);
+    if (live) this.#fanout.send(rows!, first);
   }
 
   /** A failed write dropped the appends from `from` on: forget their rows. */
   discarded(from: number): void {
-    const keep = from - this.#log!.endOffset;
-    this.#pending = this.#pending.slice(this.#pendingHead, this.#pendingHead + Math.max(0, keep));
-    this.#pendingHead = 0;
+    const keep = Math.max(0, Math.min(this.#count, from - this.#log!.endOffset));
+    const kept = keep > 0 ? this.#take(keep, true)! : [];
+    this.#forget();
+    if (kept.length > 0) this.#pend(kept);
   }
 
   /** The log's end moved with no commit (a follower adopted rows): live subscribers read them. */
