@@ -30,7 +30,9 @@
  * `beforeCommit`, asked just before step 4 (and before the table's first
  * version is created): when it answers false nothing is created and the
  * commit is refused ({@linkcode CommitRefusedError}); what steps 1–3 wrote is
- * left for whoever writes next, which writes the same names again.
+ * left for whoever writes next, which writes the same names again. It is
+ * asked again before step 5: a writer whose right ended after its version
+ * was created leaves the hint alone (the next writer finds the version).
  *
  * @module
  */
@@ -341,10 +343,13 @@ export class TableWriter {
     return m;
   }
 
+  async #allowed(): Promise<boolean> {
+    return (await this.#o.beforeCommit?.()) ?? true;
+  }
+
   // Refuses the creation of `version` when the writer may not commit now.
   async #mayCommit(version: number): Promise<void> {
-    const ask = this.#o.beforeCommit;
-    if (ask && !(await ask())) {
+    if (!(await this.#allowed())) {
       // Another writer may commit meanwhile: read the table afresh next time.
       this.#metadata = null;
       throw new CommitRefusedError(this.#o.store.location, version);
@@ -451,7 +456,11 @@ export class TableWriter {
     this.#version = version + 1;
     this.#metadata = next.metadata;
     await afterStep?.("metadata-written");
-    await store.write(HINT, new TextEncoder().encode(`${version + 1}\n`));
+    // A writer whose right ended meanwhile leaves the hint to the next one:
+    // a late hint would name a version older than the next writer's.
+    if (await this.#allowed()) {
+      await store.write(HINT, new TextEncoder().encode(`${version + 1}\n`));
+    }
     await afterStep?.("hint-written");
     // What no kept snapshot or metadata log refers to any more.
     for (const uri of next.expired) {

@@ -7,9 +7,10 @@
 // SIGKILLed, or one node cut from etcd — each healed before the next. Then:
 // every acknowledged row once at its offset (an `answer_lost` row once), no
 // subscriber saw a row the final log lacks, a row twice or a gap (filtered
-// ones exactly the matching rows), every node's log the same, and `verify`
-// passing on each. (A cluster's Iceberg table is not checked: `--iceberg` is
-// refused with `--cluster`.)
+// ones exactly the matching rows), every node's log the same, the stream's
+// Iceberg table (in the S3 archive the nodes share, committed by whichever
+// node leads) holding each row of the final log once, read by DuckDB and
+// icebird, and `verify` passing on each node's folder.
 //
 // Each run takes a fresh seed, printed; `STREAMCAST_JEPSEN_SEED=N` replays
 // seed N alone (the same faults at the same moments of the run; the timing of
