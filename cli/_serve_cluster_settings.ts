@@ -97,7 +97,7 @@ export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
       "(comma-separated `http://HOST:PORT`, v3 API): one leader per stream takes the " +
       "publishes, each row is committed once `--replicas` nodes hold it, and another node " +
       "takes over by itself when the leader goes. Needs `--node`; refuses `--stdin`, " +
-      "`--follow`, `--ephemeral` and `--iceberg`. See docs/SCALING.md.",
+      "`--follow`, `--ephemeral`, and `--iceberg` without `--archive`. See docs/SCALING.md.",
   },
   {
     flag: "node",
@@ -204,7 +204,8 @@ export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
 /**
  * The rules of `--cluster` with the other settings: every cluster setting
  * but `--cluster` needs it, `--cluster` needs `--node`, and it refuses the
- * feeds and streams a cluster cannot run (each in one line saying why).
+ * feeds and streams a cluster cannot run (each in one line saying why): an
+ * Iceberg table needs the archive, where every node finds the one table.
  *
  * @example
  * ```ts
@@ -244,10 +245,11 @@ export function checkClusterSettings(s: Settings, given: (key: string) => boolea
           "and an ephemeral stream keeps none",
       );
     }
-    if (decl.iceberg) {
+    if (decl.iceberg && s.archive === null) {
       throw new RangeError(
-        `--iceberg ${JSON.stringify(name)} with --cluster: a cluster's Iceberg table is not ` +
-          "supported yet (every node would commit to it)",
+        `--iceberg ${JSON.stringify(name)} with --cluster needs --archive s3://…: a cluster's ` +
+          "table is shared by every node (its leader commits to it), and without an archive " +
+          "each node's own disk would hold a separate table; give every node the same --archive",
       );
     }
   }

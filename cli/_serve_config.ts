@@ -322,10 +322,6 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   if (s.handler !== null && s.upstreams.size === 0) {
     throw new RangeError(`a handler is given but no --upstream: handlers apply to upstream frames`);
   }
-  checkClusterSettings(s, (key) => {
-    const c = CLUSTER_SETTINGS.find((c) => c.key === key)!;
-    return values[c.flag] !== undefined || key in file.values;
-  });
   if (typeof uri === "string") {
     s.archive = {
       uri,
@@ -335,5 +331,10 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   } else if (s.replayArchive || endpoint || pathStyle) {
     throw new RangeError("--replay-archive, --s3-endpoint and --s3-path-style need --archive");
   }
+  // After the archive: a cluster's Iceberg table needs it.
+  checkClusterSettings(s, (key) => {
+    const c = CLUSTER_SETTINGS.find((c) => c.key === key)!;
+    return values[c.flag] !== undefined || key in file.values;
+  });
   return s;
 }

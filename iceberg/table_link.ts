@@ -5,7 +5,10 @@
  * manifest changes (a chunk sealed), and keeps the worker's last report.
  *
  * Only a stream's writer links its table: a follower's log (a replica)
- * is refused, so one process at most commits to a table. This side loads
+ * is refused, so one process at most commits to a table. A writer whose
+ * right to write can end (a cluster's leader) passes `mayCommit`: the worker
+ * asks it before creating each table version, and the table is let go at
+ * once ({@linkcode IcebergTable.release}) when it ends. This side loads
  * nothing of the table's formats: those are the worker's.
  *
  * @module
@@ -47,13 +50,65 @@ class SharedWorker {
     this.#worker.postMessage(msg);
   }
 
-  release(dir: string): void {
-    this.#handlers.delete(dir);
+  release(dir: string, handler: (m: FromIcebergWorker) => void): void {
+    if (this.#handlers.get(dir) === handler) this.#handlers.delete(dir);
     if (--this.#refs === 0) {
       this.#worker.terminate();
       SharedWorker.#shared = null;
     }
   }
+}
+
+/**
+ * Options of {@linkcode IcebergTable.start}: the table's options, and the
+ * guard of a writer whose right to write can end.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { IcebergTableOptions } from "./table_link.ts";
+ * let leads = true;
+ * const o: IcebergTableOptions = { mayCommit: () => leads };
+ * leads = false;
+ * equal(o.mayCommit?.(), false);
+ * ```
+ */
+export interface IcebergTableOptions extends IcebergOptions {
+  /**
+   * Asked before each table version is created: false and the version is
+   * not created (a cluster node whose leadership ended). @default none: always
+   */
+  mayCommit?: () => boolean;
+}
+
+/**
+ * What `/head` shows of a table (`"iceberg"`): where it is and how far it has
+ * got, as the worker last reported.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { tableHead } from "./table_link.ts";
+ * equal(tableHead(null).last_offset, null);
+ * ```
+ */
+export function tableHead(state: TableState | null): {
+  location: string | null;
+  last_offset: number | null;
+  version: number | null;
+  commits: number;
+  errors: number;
+  last_error: string | null;
+} {
+  const read = state !== null && state.lastOffset >= 0;
+  return {
+    location: state?.location || null,
+    last_offset: read ? state.lastOffset : null,
+    version: read ? state.version || null : null,
+    commits: state?.commits ?? 0,
+    errors: state?.errors ?? 0,
+    last_error: state?.lastError ?? null,
+  };
 }
 
 /**
@@ -84,6 +139,7 @@ export class IcebergTable {
   readonly #log: Log;
   readonly #dir: string;
   #worker: SharedWorker | null;
+  readonly #port: SharedWorker;
   #state: TableState | null = null;
   #generation = -1;
   readonly #timer: ReturnType<typeof setInterval>;
@@ -91,13 +147,22 @@ export class IcebergTable {
   #onClosed: (() => void) | null = null;
   readonly #logger: Logger;
   readonly #stream: string;
+  readonly #mayCommit: (() => boolean) | null;
+  readonly #handler = (m: FromIcebergWorker) => this.#fromWorker(m);
 
-  private constructor(log: Log, stream: string, archive: ArchiveOptions | null, o: IcebergOptions) {
+  private constructor(
+    log: Log,
+    stream: string,
+    archive: ArchiveOptions | null,
+    o: IcebergOptions,
+    mayCommit: (() => boolean) | null,
+  ) {
     this.#log = log;
     this.#dir = log.dir;
     this.#stream = stream;
     this.#logger = o.logger ?? new Logger({ level: "warn" });
-    this.#worker = SharedWorker.acquire(log.dir, (m) => this.#fromWorker(m));
+    this.#mayCommit = mayCommit;
+    this.#worker = this.#port = SharedWorker.acquire(log.dir, this.#handler);
     this.#worker.post({
       type: "open",
       spec: {
@@ -106,6 +171,7 @@ export class IcebergTable {
         streamId: log.streamId,
         archive,
         maxCommitBytes: o.maxCommitBytes ?? DEFAULT_MAX_COMMIT_BYTES,
+        guarded: mayCommit !== null,
       },
     });
     this.#timer = setInterval(() => this.#poll(), o.pollMs ?? 250);
@@ -124,7 +190,7 @@ export class IcebergTable {
     log: Log,
     stream: string,
     archive: string | ArchiveOptions | null,
-    options: IcebergOptions = {},
+    options: IcebergTableOptions = {},
   ): IcebergTable {
     if (log.replica) {
       throw new TypeError(
@@ -132,12 +198,18 @@ export class IcebergTable {
       );
     }
     const a = typeof archive === "string" ? { uri: archive } : archive;
-    return new IcebergTable(log, stream, a, checkIcebergOptions(options));
+    const { mayCommit, ...rest } = options;
+    return new IcebergTable(log, stream, a, checkIcebergOptions(rest), mayCommit ?? null);
   }
 
   /** The worker's last report (null before the first). */
   get state(): TableState | null {
     return this.#state;
+  }
+
+  /** What `/head` carries: `"iceberg"`, the table's state ({@linkcode tableHead}). */
+  head(): { iceberg: ReturnType<typeof tableHead> } {
+    return { iceberg: tableHead(this.#state) };
   }
 
   #poll(): void {
@@ -169,6 +241,13 @@ export class IcebergTable {
   }
 
   #fromWorker(m: FromIcebergWorker): void {
+    if (m.type === "may-commit") {
+      // Asked before a version is created: answered from the guard, now.
+      // Once let go (#worker null), no more versions: the answer is no.
+      const ok = this.#worker !== null && (this.#mayCommit?.() ?? true);
+      this.#port.post({ type: "may-commit", dir: this.#dir, id: m.id, ok });
+      return;
+    }
     if (m.type === "state") {
       const before = this.#state?.lastError ?? null;
       this.#state = m.state;
@@ -216,10 +295,26 @@ export class IcebergTable {
         );
       }
     }
+    await this.#letGo(worker, waitMs);
+  }
+
+  /**
+   * Lets go of the table at once: no seal, no commit waited for (a commit
+   * under way is refused by `mayCommit` before it creates a version). For a
+   * writer that stopped writing, a cluster node whose leadership ended.
+   */
+  async release(): Promise<void> {
+    clearInterval(this.#timer);
+    const worker = this.#worker;
+    if (!worker) return;
+    await this.#letGo(worker, 0);
+  }
+
+  async #letGo(worker: SharedWorker, waitMs: number): Promise<void> {
     this.#worker = null;
     const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
     worker.post({ type: "close", dir: this.#dir, waitMs });
     await closed;
-    worker.release(this.#dir);
+    worker.release(this.#dir, this.#handler);
   }
 }

@@ -26,6 +26,14 @@
  * later versions (as the file-system catalog does), so it finds N+1 and its
  * last offset, and commits nothing twice. After 5 the commit is done.
  *
+ * A writer whose right to write can end (a cluster's leader) is given
+ * `beforeCommit`, asked just before step 4 (and before the table's first
+ * version is created): when it answers false nothing is created and the
+ * commit is refused ({@linkcode CommitRefusedError}); what steps 1–3 wrote is
+ * left for whoever writes next, which writes the same names again. It is
+ * asked again before step 5: a writer whose right ended after its version
+ * was created leaves the hint alone (the next writer finds the version).
+ *
  * @module
  */
 
@@ -138,6 +146,11 @@ export interface TableWriterOptions {
   clock?: () => number;
   /** Called after each step of a commit (tests stop the writer there). */
   afterStep?: (step: CommitStep) => void | Promise<void>;
+  /**
+   * Asked just before a version is created: false refuses the commit
+   * ({@linkcode CommitRefusedError}), nothing created. @default always true
+   */
+  beforeCommit?: () => boolean | Promise<boolean>;
 }
 
 /**
@@ -186,9 +199,31 @@ export class CommitConflictError extends Error {
   }
 }
 
+/**
+ * The writer may not commit now (its `beforeCommit` said so: a cluster
+ * node that no longer leads the stream); nothing was created.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { CommitRefusedError } from "./table_writer.ts";
+ * equal(new CommitRefusedError("file:///t", 3).message.includes("version 3"), true);
+ * ```
+ */
+export class CommitRefusedError extends Error {
+  /** Makes the error. */
+  constructor(location: string, version: number) {
+    super(
+      `${location}: version ${version} not made: this writer may not commit now ` +
+        "(it no longer writes the stream)",
+    );
+    this.name = "CommitRefusedError";
+  }
+}
+
 type Settings =
-  & Required<Omit<TableWriterOptions, "archive" | "afterStep">>
-  & Pick<TableWriterOptions, "afterStep">;
+  & Required<Omit<TableWriterOptions, "archive" | "afterStep" | "beforeCommit">>
+  & Pick<TableWriterOptions, "afterStep" | "beforeCommit">;
 
 const pad = (n: number) => String(n).padStart(20, "0");
 
@@ -300,11 +335,25 @@ export class TableWriter {
       this.#o.clock(),
     );
     const bytes = new TextEncoder().encode(JSON.stringify(m, null, 2) + "\n");
+    await this.#mayCommit(1);
     if (!(await store.create(`metadata/${metadataFileName(1)}`, bytes))) {
       throw new CommitConflictError(store.location, 1);
     }
     await store.write(HINT, new TextEncoder().encode("1\n"));
     return m;
+  }
+
+  async #allowed(): Promise<boolean> {
+    return (await this.#o.beforeCommit?.()) ?? true;
+  }
+
+  // Refuses the creation of `version` when the writer may not commit now.
+  async #mayCommit(version: number): Promise<void> {
+    if (!(await this.#allowed())) {
+      // Another writer may commit meanwhile: read the table afresh next time.
+      this.#metadata = null;
+      throw new CommitRefusedError(this.#o.store.location, version);
+    }
   }
 
   async #history(): Promise<Record<string, unknown>[]> {
@@ -323,6 +372,7 @@ export class TableWriter {
    *
    * @throws {CommitConflictError} If another writer made the version first
    *   (the state is read again on the next call).
+   * @throws {CommitRefusedError} If `beforeCommit` answered false.
    */
   async commit(): Promise<CommitReport | null> {
     const { store, dir, afterStep } = this.#o;
@@ -398,6 +448,7 @@ export class TableWriter {
       },
     );
     const text = new TextEncoder().encode(JSON.stringify(next.metadata, null, 2) + "\n");
+    await this.#mayCommit(version + 1);
     if (!(await store.create(`metadata/${metadataFileName(version + 1)}`, text))) {
       this.#metadata = null;
       throw new CommitConflictError(store.location, version + 1);
@@ -405,7 +456,11 @@ export class TableWriter {
     this.#version = version + 1;
     this.#metadata = next.metadata;
     await afterStep?.("metadata-written");
-    await store.write(HINT, new TextEncoder().encode(`${version + 1}\n`));
+    // A writer whose right ended meanwhile leaves the hint to the next one:
+    // a late hint would name a version older than the next writer's.
+    if (await this.#allowed()) {
+      await store.write(HINT, new TextEncoder().encode(`${version + 1}\n`));
+    }
     await afterStep?.("hint-written");
     // What no kept snapshot or metadata log refers to any more.
     for (const uri of next.expired) {

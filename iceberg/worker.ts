@@ -11,6 +11,10 @@
  * On `close` the table is brought up to date once more, for at most
  * `waitMs`, then let go.
  *
+ * A guarded table (a cluster's leader) asks its writer's thread before each
+ * version it creates (`may-commit`); a refusal ends the round quietly: the
+ * thread is about to let the table go.
+ *
  * @module
  */
 
@@ -20,7 +24,7 @@ import { join } from "node:path";
 import { backoffDelay } from "../common/backoff.ts";
 import { s3ErrorMessage } from "../common/s3.ts";
 import { LocalTableStore, type TableStore } from "./table_store.ts";
-import { type CommitStep, TableWriter } from "./table_writer.ts";
+import { CommitRefusedError, type CommitStep, TableWriter } from "./table_writer.ts";
 import type {
   FromIcebergWorker,
   TableSpec,
@@ -61,6 +65,8 @@ class Table {
   #running: Promise<void> | null = null;
   #failures = 0;
   #wake: (() => void) | null = null;
+  // Questions to the writer's thread waiting for its answer, by id.
+  readonly #asked = new Map<number, (ok: boolean) => void>();
   closed = false;
 
   constructor(spec: TableSpec) {
@@ -90,6 +96,11 @@ class Table {
         await this.#catchUp();
         this.#failures = 0;
       } catch (err) {
+        if (err instanceof CommitRefusedError) {
+          // Not an error: the writer's thread no longer commits; it lets the table go.
+          this.#post();
+          break;
+        }
         this.state.errors++;
         this.state.lastError = err instanceof Error && "$metadata" in err
           ? s3ErrorMessage(err)
@@ -119,6 +130,7 @@ class Table {
       archive: this.spec.archive,
       maxCommitBytes: this.spec.maxCommitBytes,
       afterStep,
+      beforeCommit: this.spec.guarded ? () => this.#ask() : undefined,
     });
     const w = this.#writer;
     this.state.location = w.location;
@@ -138,9 +150,26 @@ class Table {
     this.#post();
   }
 
+  // Asks the writer's thread whether a version may be created now.
+  #ask(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    const id = nextQuestion++;
+    return new Promise((resolve) => {
+      this.#asked.set(id, resolve);
+      post({ type: "may-commit", dir: this.spec.dir, id });
+    });
+  }
+
+  /** The writer's thread's answer to question `id`. */
+  answered(id: number, ok: boolean): void {
+    const r = this.#asked.get(id);
+    this.#asked.delete(id);
+    r?.(ok && !this.closed);
+  }
+
   /** Brings the table up to date (for at most `ms`), then lets go. */
   async close(ms: number): Promise<void> {
-    this.kick();
+    if (ms > 0) this.kick();
     const deadline = Date.now() + ms;
     while (this.#running && Date.now() < deadline) {
       // Retry now rather than after the backoff: the stop is waiting on it.
@@ -149,6 +178,8 @@ class Table {
       await Promise.race([this.#running, new Promise((r) => setTimeout(r, 50))]);
     }
     this.closed = true;
+    for (const r of this.#asked.values()) r(false);
+    this.#asked.clear();
     this.#wake?.();
     await Promise.race([this.#running, new Promise((r) => setTimeout(r, 1000))]);
     this.#writer?.close();
@@ -160,6 +191,7 @@ class Table {
 }
 
 const tables = new Map<string, Table>();
+let nextQuestion = 1;
 
 self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
   const msg = e.data;
@@ -172,6 +204,9 @@ self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
     }
     case "kick":
       tables.get(msg.dir)?.kick();
+      break;
+    case "may-commit":
+      tables.get(msg.dir)?.answered(msg.id, msg.ok);
       break;
     case "close": {
       const t = tables.get(msg.dir);

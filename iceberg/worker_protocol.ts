@@ -33,6 +33,12 @@ export interface TableSpec {
   archive: ArchiveOptions | null;
   /** Rows (bytes as stored) per commit at most. */
   maxCommitBytes: number;
+  /**
+   * Ask the writer's thread before each commit (`may-commit`) whether this
+   * process may still make it: a cluster's leader, whose leadership can end
+   * at any moment. @default false
+   */
+  guarded?: boolean;
 }
 
 /**
@@ -77,11 +83,14 @@ export interface TableState {
 export type ToIcebergWorker =
   | { type: "open"; spec: TableSpec }
   | { type: "kick"; dir: string }
-  | { type: "close"; dir: string; waitMs: number };
+  | { type: "close"; dir: string; waitMs: number }
+  | { type: "may-commit"; dir: string; id: number; ok: boolean };
 
 /**
  * Messages from the worker (`failed` is made on the writer's thread when the
- * worker itself dies: every table it held is let go).
+ * worker itself dies: every table it held is let go). `may-commit` asks a
+ * guarded table's thread whether the commit about to be made may be made; the
+ * answer comes back as the `may-commit` message to the worker with the same id.
  *
  * @example
  * ```ts
@@ -93,4 +102,5 @@ export type ToIcebergWorker =
 export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }
   | { type: "failed"; dir: string; message: string }
+  | { type: "may-commit"; dir: string; id: number }
   | { type: "closed"; dir: string };

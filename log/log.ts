@@ -454,7 +454,9 @@ export class Log {
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
   tick(): void {
     if (this.#closed) return;
-    if (!this.#committer.failed && this.#committer.dueToRoll()) this.#committer.schedule();
+    const c = this.#committer;
+    // Not while the tail is cut in place: the active file is closed until the log is recovered.
+    if (this.#cutting === null && !c.failed && c.dueToRoll()) c.schedule();
     this.#link?.tick();
   }
 

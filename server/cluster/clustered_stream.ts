@@ -13,7 +13,9 @@
  * once caught up) — and lent to the stream (`Stream._clusteredBy`): the
  * publish routes ask it first, the replicate route hands it the sockets,
  * `/head` shows its view, and the stream's close stops it. The caller
- * starts it once the server listens.
+ * starts it once the server listens. A stream with an Iceberg table
+ * (`options.iceberg`, which needs `options.archive`: the table is shared by
+ * every node) keeps it only while this node leads (`leader_table.ts`).
  *
  * @module
  */
@@ -28,6 +30,9 @@ import { readMeta } from "../../log/log_meta.ts";
 import { Stream } from "../stream/stream.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { ClusterMetrics } from "./cluster_metrics.ts";
+import { LeaderTable } from "./leader_table.ts";
+import { checkIcebergOptions } from "../../iceberg/options.ts";
+import { checkTableColumns } from "../../iceberg/schema.ts";
 
 /** Where a node of a cluster is, and how it runs its streams. */
 export interface ClusterMembership {
@@ -75,6 +80,7 @@ export class ClusterRefusedError extends Error {
  * module doc); the node is made, not started.
  *
  * @throws {ClusterRefusedError} when the schema or the log's id differs from the cluster's.
+ * @throws {TypeError} when `options.iceberg` is asked without `options.archive`.
  *
  * @example
  * ```ts ignore
@@ -88,6 +94,17 @@ export async function openClustered(
   options: StreamOptions & { root: string },
   m: ClusterMembership,
 ): Promise<{ stream: Stream; node: ClusterNode }> {
+  const { iceberg, ...streamOptions } = options;
+  const tableOptions = iceberg === undefined || iceberg === false
+    ? null
+    : checkIcebergOptions(iceberg);
+  if (tableOptions !== null && (options.archive === undefined || options.archive === null)) {
+    throw new TypeError(
+      `stream "${name}": a cluster's Iceberg table needs an archive (each node's disk would ` +
+        "hold a table of its own)",
+    );
+  }
+  if (tableOptions !== null) checkTableColumns(options.schema);
   const dir = join(options.root, name === "" ? "_" : name);
   const local = (await readMeta(dir).catch(() => null))?.meta.stream_id ?? null;
   const prefix = { prefix: m.prefix };
@@ -97,8 +114,9 @@ export async function openClustered(
   }
   const difference = await checkClusterSchema(m.etcd, name, m.node, options.schema, prefix);
   if (difference !== null) throw new ClusterRefusedError(difference);
+  // The table is kept by the leader alone (below), not by the stream.
   const stream = await Stream.open(name, {
-    ...options,
+    ...streamOptions,
     logOptions: { ...options.logOptions, replicated: true, streamId: id.streamId },
   });
   const log = stream.log!;
@@ -117,6 +135,12 @@ export async function openClustered(
     logger: m.logger,
   });
   const metrics = new ClusterMetrics(name, stream._metrics, node, log.replication!);
+  const table = tableOptions === null ? null : LeaderTable.start(node, log, {
+    stream: name,
+    archive: options.archive!,
+    iceberg: tableOptions,
+    logger: m.logger,
+  });
   stream._clusteredBy({
     head: () => ({
       cluster: {
@@ -124,11 +148,13 @@ export async function openClustered(
         commit_index: log.replication!.commitIndex,
         durable_end: log.replication!.durableEnd,
       },
+      ...table?.head(),
     }),
     publishable: () => node.publishable(),
     accept: (socket, follower) => node.accept(socket, follower),
     close: async () => {
       await node.close();
+      await table?.close();
       metrics.close();
     },
   });

@@ -348,6 +348,11 @@ export class Stream {
     this.#cluster = cluster;
   }
 
+  /** @internal The stream's Iceberg table (null: none, or kept by a cluster's leader). */
+  get _iceberg(): IcebergTable | null {
+    return this.#iceberg;
+  }
+
   /** @internal The registry of this stream's series (the server includes it). */
   get _metrics(): Registry {
     return this.#metrics.registry;

@@ -35,6 +35,8 @@ export interface StreamView {
   readonly _follow: { head(): Record<string, unknown> } | null;
   /** The cluster node running it, whose fields its head carries (null: none). */
   readonly _cluster: { head(): Record<string, unknown> } | null;
+  /** Its Iceberg table, whose state its head carries (null: none, or a cluster's). */
+  readonly _iceberg: { head(): Record<string, unknown> } | null;
 }
 
 /**
@@ -107,6 +109,7 @@ export function headOf(s: StreamView, publish: boolean): StreamHead {
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
     ...s._follow?.head(),
+    ...s._iceberg?.head(),
     ...s._cluster?.head(),
     schema_versions: s.schemaVersions,
     publish,

@@ -1,19 +1,24 @@
 // One run of the Jepsen-style cluster test: a real etcd, three real
 // `cli.ts serve --cluster` processes (R = 2, lease 2 s), each reaching etcd
-// through its own proxy in this process; producers with producer ids over
+// through its own proxy in this process, sharing an S3 archive (s3rver) that
+// holds the stream's Iceberg table; producers with producer ids over
 // HTTP, the publish socket and `publisher(urls)`; subscribers on every node
 // (raw WebSocket and `connect(urls)` with its zstd-stream, some filtered).
 // For `seconds`, faults drawn from the seed one at a time, each healed and
 // the cluster seen taking publishes again before the next; then the clients
-// stop, the nodes converge, and the checks run against the final log, and
+// stop, the nodes converge, and the checks run against the final log — the
+// Iceberg table's once the leader has committed the log's end to it — and
 // `cli.ts verify` on each node's folder once the nodes are stopped. Returns
 // every problem found and the history; it throws only when the run could not
 // be carried out (a service that does not start, a cluster that never heals).
 import { join } from "node:path";
 import { startEtcd } from "../_etcd.ts";
+import { startS3, stopS3 } from "../_s3.ts";
+import { s3Files } from "../iceberg/_read_table.ts";
 import { rng, tempDir, until } from "../_util.ts";
 import { CLI, withTimeout } from "../cli/_serve.ts";
 import { HttpProducer, WsProducer } from "./_cluster_clients.ts";
+import { checkTable, tableFlags, tableLast, tableRows } from "./_cluster_table.ts";
 import { EtcdProxy } from "./_etcd_proxy.ts";
 import {
   checkLibraryProducer,
@@ -22,7 +27,14 @@ import {
   checkSeqProducer,
   logOf,
 } from "./_jepsen_checks.ts";
-import { type Filter, LibraryProducer, LibrarySub, RawSub, type Seen } from "./_jepsen_clients.ts";
+import {
+  type Filter,
+  LibraryProducer,
+  LibrarySub,
+  RawSub,
+  type Row,
+  type Seen,
+} from "./_jepsen_clients.ts";
 import { type Cluster, currentLeader, faultAndHeal, History } from "./_jepsen_nemesis.ts";
 import { leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
 
@@ -52,6 +64,9 @@ const FILTER_SOME: Filter = {
 };
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** How long the table may take to reach the final log's end, ms. */
+const TABLE_WAIT_MS = 30_000;
 
 // Waits until every running node shows the same end, all of it committed and durable.
 async function converged(nodes: ServeNode[], ms: number): Promise<number> {
@@ -90,6 +105,30 @@ async function verify(dir: string): Promise<string | null> {
   return `verify ${dir} exited ${out.code}: ${text.trim().split("\n").slice(-3).join(" | ")}`;
 }
 
+// The table holds each row of the final log once: checked once the leader has
+// sealed and committed the log's end (bounded: what is missing is named).
+async function checkIceberg(
+  endpoint: string,
+  log: Map<number, Row>,
+  history: History,
+  problems: string[],
+): Promise<void> {
+  const get = s3Files(endpoint);
+  const end = log.size;
+  const caught = await until(async () => (await tableLast(get)) >= end, TABLE_WAIT_MS)
+    .then(() => true, () => false);
+  const last = await tableLast(get);
+  history.add(
+    `iceberg table at ${last}${caught ? "" : ` (not at ${end} within ${TABLE_WAIT_MS / 1000} s)`}`,
+  );
+  if (!caught) problems.push(`iceberg: the table ends at ${last}, the log at ${end}`);
+  try {
+    checkTable(await tableRows(get, problems), log, problems);
+  } catch (err) {
+    problems.push(`iceberg: the table cannot be read: ${err}`);
+  }
+}
+
 /** Runs the test for `seed`, with faults for `seconds`. */
 export async function jepsenRun(seed: number, seconds: number): Promise<RunReport> {
   const rand = rng(seed);
@@ -97,6 +136,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
   const problems: string[] = [];
   const root = await tempDir("streamcast-jepsen-");
   await using etcd = await startEtcd();
+  const s3 = await startS3();
   const etcdPort = Number(new URL(etcd.url).port);
   const proxies = ["n1", "n2", "n3"].map(() =>
     new EtcdProxy({ hostname: "127.0.0.1", port: etcdPort })
@@ -109,6 +149,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
       replicas: 2,
       leaseSeconds: LEASE_SECONDS,
       lagMs: 1000,
+      extra: tableFlags(s3.endpoint),
     })
   );
   const cluster: Cluster = { nodes, proxies, etcd, leaseMs: LEASE_SECONDS * 1000 };
@@ -218,6 +259,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
     ).catch(() => {});
     await Promise.allSettled(subs.map((s) => s.stop()));
     for (const s of subs) checkSeen(s, log, problems);
+    await checkIceberg(s3.endpoint, log, history, problems);
 
     // verify, on each node's folder, with the nodes stopped.
     await Promise.all(nodes.map((n) => n.stop()));
@@ -236,6 +278,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
     }
     await Promise.allSettled(nodes.map((n) => n.kill()));
     await Promise.allSettled(proxies.map((p) => p.close()));
+    await stopS3(s3);
     if (!failed) await Deno.remove(root, { recursive: true }).catch(() => {});
   }
   return { problems, history, rows, faults, kept: failed ? root : null };

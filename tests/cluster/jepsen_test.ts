@@ -7,9 +7,10 @@
 // SIGKILLed, or one node cut from etcd — each healed before the next. Then:
 // every acknowledged row once at its offset (an `answer_lost` row once), no
 // subscriber saw a row the final log lacks, a row twice or a gap (filtered
-// ones exactly the matching rows), every node's log the same, and `verify`
-// passing on each. (A cluster's Iceberg table is not checked: `--iceberg` is
-// refused with `--cluster`.)
+// ones exactly the matching rows), every node's log the same, the stream's
+// Iceberg table (in the S3 archive the nodes share, committed by whichever
+// node leads) holding each row of the final log once, read by DuckDB and
+// icebird, and `verify` passing on each node's folder.
 //
 // Each run takes a fresh seed, printed; `STREAMCAST_JEPSEN_SEED=N` replays
 // seed N alone (the same faults at the same moments of the run; the timing of
@@ -30,7 +31,10 @@ const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
  * fixed by `Replication.committed`). A publish socket with several
  * frames refused at a step-down was never closed: only the first refusal
  * flushed its answers (the producers hung: 128391271, 2157140864,
- * 3529604593; fixed in `server/http/publish_socket.ts`).
+ * 3529604593; fixed in `server/http/publish_socket.ts`). With the Iceberg
+ * table's `--seal-every 1`, 3664698107 and 128391271 found a third: the seal
+ * timer rolled a follower's log while its tail was cut in place (the active
+ * file closed), and the log refused every later write (fixed in `Log.tick`).
  */
 const REGRESSION_SEEDS: readonly number[] = [
   3664698107,

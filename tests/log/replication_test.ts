@@ -241,3 +241,36 @@ Deno.test("replicated log: an append durable only after its node stopped leading
   for (const s of settled) assertEquals((s as PromiseRejectedResult).reason, refused);
   await log.close();
 });
+
+Deno.test("replicated log: the seal timer does not roll while the tail is cut in place (the active file is closed then)", async () => {
+  const dir = await tempDir();
+  let now = 1_000;
+  const log = await Log.open(dir, {
+    replicated: true,
+    timers: false,
+    clock: () => now,
+    sealEveryMs: 1000,
+  });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]).catch(() => {});
+  await log.flush();
+  rep.commitThrough(2);
+  rep.writable = false;
+  rep.failWaiters(new NotLeaderError("s", null));
+  let done = false;
+  const cut = rep.cutTail(2).finally(() => (done = true));
+  await Promise.resolve(); // the cut has started: it closed the active file
+  now += 5_000; // the active segment is due to be sealed by age
+  while (!done) {
+    log.tick(); // the log's timer, at every turn of the cut
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  assertEquals(await cut, { end: 2, rows: 2 });
+  await rep.beginTerm(2, 2);
+  await rep.appendCommit({ first: 2, runs: [{ timeUs: 9, payloads: ['{"n":2}'] }], records: [] });
+  rep.commitThrough(3);
+  assertEquals((await rowsOf(log)).map(([o, , t]) => [o, t]), [[1, "{}"], [2, '{"n":2}']]);
+  await log.close();
+});
