@@ -15,6 +15,8 @@ export interface S3Server {
   stop(): Promise<void>;
   /** Starts it again on the same port and folder. */
   start(): Promise<void>;
+  /** The process's PID (null while stopped). */
+  readonly pid: number | null;
 }
 
 /** The credentials s3rver accepts; set in the environment for the SDK's chain. */
@@ -71,6 +73,9 @@ export async function startS3(): Promise<S3Server> {
     dir,
     stop,
     start,
+    get pid() {
+      return (proc as Deno.ChildProcess | null)?.pid ?? null;
+    },
   };
 }
 

@@ -22,14 +22,22 @@ function rotation(nodes: ServeNode[], i: number): ServeNode[] {
   return live.map((_, k) => live[(i + k) % live.length]);
 }
 
-/** Publishes `rows` rows a seq over HTTP, one seq at a time, until stopped. */
+/**
+ * Publishes `rows` rows a seq over HTTP, one seq at a time, until stopped;
+ * with `paceMs`, waits that long after each acknowledgement (a steady feed).
+ */
 export class HttpProducer {
   readonly acks: Ack[] = [];
   readonly problems: string[] = [];
   #stop = false;
   #done: Promise<void>;
 
-  constructor(readonly id: string, nodes: ServeNode[], readonly rows = 3) {
+  constructor(
+    readonly id: string,
+    nodes: ServeNode[],
+    readonly rows = 3,
+    readonly paceMs = 0,
+  ) {
     this.#done = this.#run(nodes);
   }
 
@@ -47,6 +55,7 @@ export class HttpProducer {
         if (a?.status === 200) {
           const b = a.body as { first: number; last: number; duplicate?: boolean };
           this.acks.push({ seq, first: b.first, last: b.last, duplicate: b.duplicate === true });
+          if (this.paceMs > 0) await pause(this.paceMs);
           break;
         }
         if (a && a.status !== 503) {
@@ -65,7 +74,11 @@ export class HttpProducer {
   }
 }
 
-/** Publishes frames of `rows` rows over the publish socket, `window` in flight. */
+/**
+ * Publishes frames of `rows` rows over the publish socket, `window` in
+ * flight; with `paceMs`, each acknowledgement lets the next frame go that
+ * much later (a steady feed).
+ */
 export class WsProducer {
   readonly acks: Ack[] = [];
   readonly problems: string[] = [];
@@ -81,6 +94,7 @@ export class WsProducer {
     nodes: ServeNode[],
     readonly rows = 2,
     readonly window = 8,
+    readonly paceMs = 0,
   ) {
     this.#done = this.#run(nodes);
   }
@@ -141,7 +155,8 @@ export class WsProducer {
           last: m.last,
           duplicate: m.duplicate === true,
         });
-        fill();
+        if (this.paceMs > 0) setTimeout(fill, this.paceMs);
+        else fill();
       };
       ws.onerror = () => {};
       ws.onclose = () => resolve();

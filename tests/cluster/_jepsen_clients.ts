@@ -38,7 +38,8 @@ export class LibraryProducer {
   #pub: Publisher | null = null;
   #done: Promise<void> | null = null;
 
-  constructor(readonly id: string, readonly window = 8) {}
+  /** `window` sends in flight; with `paceMs`, that long between sends (a steady feed). */
+  constructor(readonly id: string, readonly window = 8, readonly paceMs = 0) {}
 
   /** Rows sent so far. */
   get sent(): number {
@@ -73,6 +74,7 @@ export class LibraryProducer {
         ),
       );
       if (inFlight.length >= this.window) await inFlight.shift();
+      if (this.paceMs > 0) await pause(this.paceMs);
     }
     await Promise.all(inFlight);
   }
@@ -190,6 +192,11 @@ export class RawSub implements Seen {
         resolve();
       };
     });
+  }
+
+  /** Leaves: closes the socket; it comes back on the next node from where it was. */
+  drop(): void {
+    this.#ws?.close();
   }
 
   async stop(): Promise<void> {

@@ -129,8 +129,30 @@ async function checkIceberg(
   }
 }
 
-/** Runs the test for `seed`, with faults for `seconds`. */
-export async function jepsenRun(seed: number, seconds: number): Promise<RunReport> {
+/** How a run goes beside its seed and length. */
+export interface RunOptions {
+  /** Faults (the test) or none (the soak: a steady feed, subscribers moving). @default true */
+  faults?: boolean;
+  /** Each producer's pause after each acknowledgement (a steady feed), ms. @default 0 */
+  paceMs?: number;
+  /** Told each process the run starts (node, etcd, s3rver): the soak samples their memory. */
+  started?: (name: string, pid: number, url: string | null) => void;
+  /** Told a line about the run every minute. */
+  progress?: (line: string) => void;
+}
+
+/**
+ * Runs the test for `seed` for `seconds`: with faults, or (`faults: false`)
+ * as a soak, in which every 10 s one raw subscriber leaves and comes back on
+ * the next node from where it was.
+ */
+export async function jepsenRun(
+  seed: number,
+  seconds: number,
+  options: RunOptions = {},
+): Promise<RunReport> {
+  const withFaults = options.faults ?? true;
+  const paceMs = options.paceMs ?? 0;
   const rand = rng(seed);
   const history = new History();
   const problems: string[] = [];
@@ -159,12 +181,15 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
   let failed = true;
   try {
     await Promise.all(nodes.map((n) => n.start()));
+    options.started?.("etcd", etcd.pid, null);
+    if (s3.pid !== null) options.started?.("s3rver", s3.pid, null);
+    for (const n of nodes) options.started?.(n.name, n.pid, n.url);
     const first = await leaderOf(nodes);
     history.add(`started; ${first.name} leads term ${(await first.head())?.term}`);
 
-    const http = ["h1", "h2"].map((id) => new HttpProducer(id, nodes, 3));
-    const ws = ["w1", "w2"].map((id) => new WsProducer(id, nodes, 2, 8));
-    const lib = new LibraryProducer("lib", 8);
+    const http = ["h1", "h2"].map((id) => new HttpProducer(id, nodes, 3, paceMs));
+    const ws = ["w1", "w2"].map((id) => new WsProducer(id, nodes, 2, paceMs ? 1 : 8, paceMs));
+    const lib = new LibraryProducer("lib", 8, paceMs);
     clients.push(...http, ...ws, lib);
     await lib.start(nodes);
     const subs: Seen[] = [];
@@ -182,8 +207,25 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
     const acked = () => [...http, ...ws].reduce((s, p) => s + p.acks.length, 0) + lib.resolved.size;
     await until(() => acked() >= 20, 30_000, "the first acknowledgements");
 
-    const deadline = performance.now() + seconds * 1000;
-    while (performance.now() < deadline) {
+    const started = performance.now();
+    const deadline = started + seconds * 1000;
+    if (!withFaults) {
+      const raw = subs.filter((s) => s instanceof RawSub);
+      let minute = 0;
+      for (let turn = 0; performance.now() < deadline; turn++) {
+        await pause(Math.min(10_000, Math.max(0, deadline - performance.now())));
+        raw[turn % raw.length].drop();
+        const m = Math.floor((performance.now() - started) / 60_000);
+        if (m > minute) {
+          minute = m;
+          const heads = await Promise.all(nodes.map((n) => n.head()));
+          options.progress?.(
+            `${m} min: ${acked()} acknowledgements; ends ${heads.map((h) => h?.end).join("/")}`,
+          );
+        }
+      }
+    }
+    while (withFaults && performance.now() < deadline) {
       await pause(Math.round(500 + rand() * 2500));
       await faultAndHeal(cluster, rand, history);
       faults++;
@@ -207,7 +249,7 @@ export async function jepsenRun(seed: number, seconds: number): Promise<RunRepor
       );
     }
 
-    history.add("faults over; stopping the producers");
+    history.add(`${withFaults ? "faults" : "the soak"} over; stopping the producers`);
     const stopped = await Promise.allSettled(
       [...http, ...ws, lib].map((p) =>
         withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)

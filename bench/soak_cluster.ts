@@ -1,0 +1,88 @@
+/**
+ * The soak of a cluster: three real `cli.ts serve --cluster` nodes (R = 2)
+ * on a real etcd, sharing an S3 archive (s3rver) that holds the stream's
+ * Iceberg table, fed steadily for `--seconds` by the Jepsen-style test's
+ * producers (HTTP, the publish socket, `publisher(urls)`, each with its
+ * producer id, pausing `--pace` ms after each acknowledgement) and read by
+ * its subscribers on every node (raw WebSocket and `connect(urls)` with
+ * zstd-stream, filtered and not), one raw subscriber leaving and coming back
+ * on the next node every 10 s. No faults: what it looks for is growth. At the
+ * end, every check of the Jepsen-style test (tests/cluster/_jepsen_run.ts):
+ * every acknowledged row once at its offset, every subscriber's rows, the
+ * three logs equal, the Iceberg table holding each row once, `verify` on
+ * each node.
+ *
+ * ```text
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--pace 20] [--seed N] [--out report.json]
+ * ```
+ *
+ * Prints a progress line every minute and, at the end, one line per process
+ * (the three nodes, etcd, s3rver): RSS first/last/max and its least-squares
+ * slope over the last two thirds of the run (the last 20 minutes of 30), with
+ * the nodes' JavaScript heap and external memory slopes beside it. `--out`
+ * writes every memory sample. Exits 1 when a check failed.
+ *
+ * @module
+ */
+
+import { parseArgs } from "node:util";
+import { jepsenRun } from "../tests/cluster/_jepsen_run.ts";
+import { MemorySampler } from "../tests/reliability/_memory_samples.ts";
+
+/** Runs the soak with command-line flags; resolves with the exit code. */
+export async function main(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      seconds: { type: "string", default: "1800" },
+      pace: { type: "string", default: "20" },
+      seed: { type: "string" },
+      out: { type: "string" },
+    },
+  });
+  const seed = values.seed === undefined
+    ? crypto.getRandomValues(new Uint32Array(1))[0]
+    : Number(values.seed) >>> 0;
+  const seconds = Number(values.seconds);
+  console.error(`soak-cluster: seed ${seed}, ${seconds} s, producers pause ${values.pace} ms`);
+  const sampler = new MemorySampler();
+  const t0 = Date.now();
+  const report = await jepsenRun(seed, seconds, {
+    faults: false,
+    paceMs: Number(values.pace),
+    started: (name, pid, url) => {
+      sampler.add(name, pid, url);
+      if (name === "n3") sampler.start(1000, 5);
+    },
+    progress: (line) => console.error(`soak-cluster: ${line}`),
+  });
+  sampler.stop();
+  const memory = sampler.report();
+  if (values.out) {
+    await Deno.writeTextFile(
+      values.out,
+      JSON.stringify({ seed, seconds, memory, samples: sampler.samples() }, null, 1),
+    );
+  }
+  console.error(report.history.toString());
+  console.error(
+    `soak-cluster: ${report.rows} rows in the final log, ${report.problems.length} problems, ` +
+      `${((Date.now() - t0) / 60000).toFixed(1)} min`,
+  );
+  for (const p of report.problems) console.error(`soak-cluster: PROBLEM ${p}`);
+  for (const [name, m] of Object.entries(memory)) {
+    const js = Number.isFinite(m.heapUsedSlopeMiBPerMin)
+      ? ` (heap used ${m.heapUsedSlopeMiBPerMin.toFixed(2)}, external ${
+        m.externalSlopeMiBPerMin.toFixed(2)
+      } MiB/min)`
+      : "";
+    console.error(
+      `soak-cluster: ${name}: RSS ${m.rssFirstMiB.toFixed(0)} -> ${m.rssLastMiB.toFixed(0)} MiB ` +
+        `(max ${m.rssMaxMiB.toFixed(0)}), slope over the last two thirds ` +
+        `${m.rssSlopeMiBPerMin.toFixed(2)} MiB/min${js}`,
+    );
+  }
+  return report.problems.length === 0 ? 0 : 1;
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));
