@@ -7,7 +7,10 @@
  * without the writer's lock, as export reads beside a live server), after
  * the archive's older ones when the table is behind the local tier (a log
  * restored from its archive, or one whose retention dropped chunks the
- * table had not taken yet). A chunk merged away between the manifest's
+ * table had not taken yet). An archived chunk may reach past where the
+ * local tier begins (another writer cut it: a cluster's earlier leader, or
+ * a merge): it is taken, and the rows both hold are read once. A chunk
+ * merged away between the manifest's
  * read and its own is a {@linkcode Deno.errors.NotFound}: the commit is
  * tried again on a fresh manifest.
  *
@@ -77,7 +80,7 @@ export async function pendingChunks(
   if (archive && localFirst > after + 1 && localFirst > known) {
     const archived = (await archive.getManifest())?.chunks ?? [];
     const older = archived
-      .filter((c) => c.last > after && c.last < localFirst)
+      .filter((c) => c.last > after && c.first < localFirst)
       .map((entry) => ({ entry, archived: true }));
     chunks.unshift(...older);
   }
@@ -122,7 +125,8 @@ export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: Ch
 /**
  * The rows of `chunks` past offset `after`, with their append times, in
  * batches, until at least `maxBytes` of rows were given (then at the end of
- * a batch): a commit's rows.
+ * a batch): a commit's rows. Each offset is given once: rows a chunk shares
+ * with one before it (an archived chunk cut elsewhere) are skipped.
  *
  * @example
  * ```ts
@@ -153,7 +157,9 @@ export async function* readRows(
   maxBytes: number,
 ): AsyncGenerator<RecordBatch> {
   let given = 0;
+  let through = after; // the last offset given
   for (const { entry, archived } of chunks) {
+    if (entry.last <= through) continue;
     let cursor: ChunkCursor;
     let runs: ChunkTimes | null = null;
     if (archived) {
@@ -175,7 +181,7 @@ export async function* readRows(
         const b = await cursor.read(1 << 20);
         if (b.count === 0) break;
         let from = 0;
-        while (from < b.count && b.offsets[from] <= after) from++;
+        while (from < b.count && b.offsets[from] <= through) from++;
         if (from === b.count) continue;
         const batch = from === 0 ? b : {
           buf: b.buf,
@@ -186,6 +192,7 @@ export async function* readRows(
           lengths: b.lengths.subarray(from),
         };
         fillTimes(batch, runs, entry);
+        through = batch.offsets[batch.count - 1];
         yield batch;
         for (let i = 0; i < batch.count; i++) given += batch.lengths[i];
         if (given >= maxBytes) return;
