@@ -260,7 +260,9 @@ export async function rowsShown(url: string, end: number): Promise<[number, stri
   };
   ws.onclose = () => (closed = true);
   try {
-    await until(() => out.length >= end - 1 || closed, 20_000, `rows 1..${end - 1} of ${url}`);
+    // 20 s, and a millisecond a row for a long log.
+    const ms = 20_000 + end;
+    await until(() => out.length >= end - 1 || closed, ms, `rows 1..${end - 1} of ${url}`);
   } finally {
     ws.close();
   }
