@@ -163,3 +163,8 @@ if (!only || update) {
   await new Deno.Command(Deno.execPath(), { args: ["fmt", "-q", path] }).output();
   console.error(`bench: wrote docs/PERFORMANCE.md (${minutes.toFixed(1)} minutes)`);
 }
+
+// The report is written and every benchmark has stopped the processes it
+// started; a peer's client library left holding a timer or socket must not
+// keep the finished run alive.
+Deno.exit(0);
