@@ -32,18 +32,9 @@
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only cluster [--quick]
  * STREAMCAST_BENCH_FAILOVER_TRIALS=N sets the trials (default 20; 3 with --quick).
  */
-import { join } from "node:path";
 import { publisher } from "../client/publisher.ts";
 import { startEtcd } from "../tests/_etcd.ts";
-import {
-  leaderOf,
-  post,
-  rowsOf,
-  ServeNode,
-  type ServeNodeOptions,
-  type ServeNodes,
-  startServeNodes,
-} from "../tests/cluster/_serve_nodes.ts";
+import { leaderOf, post, rowsOf, startServeNodes } from "../tests/cluster/_serve_nodes.ts";
 import { jetStreamAt, type JetStreamAtR } from "./_jetstream_publish.ts";
 import { type BenchRow, type BenchSection, median } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
@@ -68,27 +59,6 @@ interface AtR {
   p99: number;
 }
 
-// Three `cli.ts serve --cluster` nodes of stream `t` with the trade schema
-// (bench/_trades.ts), so that both sides of the JetStream comparison carry the
-// same rows; stopped by PID on dispose.
-async function startTradeNodes(root: string, o: ServeNodeOptions): Promise<ServeNodes> {
-  const schemaPath = join(root, "trades.json");
-  await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
-  const nodes = ["n1", "n2", "n3"].map((n) => new ServeNode(n, root, schemaPath, o));
-  const list = Object.assign(nodes, {
-    async [Symbol.asyncDispose]() {
-      await Promise.allSettled(nodes.map((n) => n.kill()));
-    },
-  });
-  try {
-    await Promise.all(nodes.map((n) => n.start()));
-  } catch (err) {
-    await list[Symbol.asyncDispose]();
-    throw err;
-  }
-  return list;
-}
-
 // Throughput and latency at R = `replicas`, on three fresh nodes.
 async function measureAt(
   etcd: string,
@@ -98,7 +68,7 @@ async function measureAt(
 ): Promise<AtR> {
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-cluster-" });
   try {
-    await using nodes = await startTradeNodes(root, {
+    await using nodes = await startServeNodes(root, ["n1", "n2", "n3"], {
       etcd,
       replicas,
       leaseSeconds: LEASE_S,
@@ -108,7 +78,7 @@ async function measureAt(
         "--log-level",
         "error",
       ],
-    });
+    }, SCHEMA);
     const leader = await leaderOf(nodes, 30_000);
     // Every follower connected and in the set first (R = 1 too: the same shipping).
     const deadline = Date.now() + 30_000;

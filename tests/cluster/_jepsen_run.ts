@@ -36,7 +36,7 @@ import {
   type Seen,
 } from "./_jepsen_clients.ts";
 import { type Cluster, currentLeader, faultAndHeal, History } from "./_jepsen_nemesis.ts";
-import { leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
+import { converged, leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
 
 /** The lease of the run's nodes, s. */
 export const LEASE_SECONDS = 2;
@@ -67,24 +67,6 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How long the table may take to reach the final log's end, ms. */
 const TABLE_WAIT_MS = 30_000;
-
-// Waits until every running node shows the same end, all of it committed and durable.
-async function converged(nodes: ServeNode[], ms: number): Promise<number> {
-  let end = 0;
-  await until(
-    async () => {
-      const heads = await Promise.all(nodes.map((n) => n.head()));
-      if (heads.some((h) => h === null)) return false;
-      end = heads[0]!.end;
-      return heads.every((h) =>
-        h!.end === end && h!.commit_index === end && h!.durable_end === end
-      );
-    },
-    ms,
-    "the nodes to converge",
-  );
-  return end;
-}
 
 async function recordHeads(nodes: ServeNode[], history: History): Promise<void> {
   for (const n of nodes) {

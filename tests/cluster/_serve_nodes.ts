@@ -151,14 +151,18 @@ export class ServeNode {
 /** A node's process set, stopped on dispose. */
 export type ServeNodes = ServeNode[] & AsyncDisposable;
 
-/** Starts nodes `names` of one cluster (in parallel); stops them all on dispose. */
+/**
+ * Starts nodes `names` of one cluster (in parallel), stream `t` with
+ * `schema`; stops them all on dispose.
+ */
 export async function startServeNodes(
   root: string,
   names: string[],
   o: ServeNodeOptions,
+  schema: Record<string, unknown> = SCHEMA,
 ): Promise<ServeNodes> {
   const schemaPath = join(root, "schema.json");
-  await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
+  await Deno.writeTextFile(schemaPath, JSON.stringify(schema));
   const nodes = names.map((n) => new ServeNode(n, root, schemaPath, o));
   const list = Object.assign(nodes, {
     async [Symbol.asyncDispose]() {
@@ -267,4 +271,25 @@ export async function rowsShown(url: string, end: number): Promise<[number, stri
     ws.close();
   }
   return out;
+}
+
+/**
+ * Waits until the running nodes show the same end, all of it committed and
+ * durable on each; returns that end.
+ */
+export async function converged(nodes: ServeNode[], ms = 30_000): Promise<number> {
+  let end = 0;
+  await until(
+    async () => {
+      const heads = await Promise.all(nodes.filter((n) => n.running).map((n) => n.head()));
+      if (heads.some((h) => h === null)) return false;
+      end = heads[0]!.end;
+      return heads.every((h) =>
+        h!.end === end && h!.commit_index === end && h!.durable_end === end
+      );
+    },
+    ms,
+    "the nodes to converge",
+  );
+  return end;
 }

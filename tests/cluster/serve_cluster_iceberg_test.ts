@@ -14,25 +14,14 @@ import { CLI, runServe } from "../cli/_serve.ts";
 import { s3Files } from "../iceberg/_read_table.ts";
 import { HttpProducer } from "./_cluster_clients.ts";
 import { checkTable, tableFlags, tableLast, tableRows } from "./_cluster_table.ts";
-import { leaderOf, rowsShown, SCHEMA, type ServeNode, startServeNodes } from "./_serve_nodes.ts";
-
-// Waits until the running nodes show the same end, all of it committed; returns it.
-async function converged(nodes: ServeNode[], ms = 30_000): Promise<number> {
-  let end = 0;
-  await until(
-    async () => {
-      const heads = await Promise.all(nodes.filter((n) => n.running).map((n) => n.head()));
-      if (heads.some((h) => h === null)) return false;
-      end = heads[0]!.end;
-      return heads.every((h) =>
-        h!.end === end && h!.commit_index === end && h!.durable_end === end
-      );
-    },
-    ms,
-    "the nodes to converge",
-  );
-  return end;
-}
+import {
+  converged,
+  leaderOf,
+  rowsShown,
+  SCHEMA,
+  type ServeNode,
+  startServeNodes,
+} from "./_serve_nodes.ts";
 
 // /head's iceberg object of node `n` (null on a follower; undefined: no answer).
 async function icebergHead(n: ServeNode): Promise<Record<string, unknown> | null | undefined> {

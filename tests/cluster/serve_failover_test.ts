@@ -9,26 +9,15 @@ import { assert, assertEquals } from "../_assert.ts";
 import { startEtcd } from "../_etcd.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { type Ack, HttpProducer, MovingSub, WsProducer } from "./_cluster_clients.ts";
-import { leaderOf, post, rowsOf, rowsShown, type ServeNode } from "./_serve_nodes.ts";
-import { startServeNodes } from "./_serve_nodes.ts";
-
-// Waits until the running nodes show the same end, all of it committed; returns it.
-async function converged(nodes: ServeNode[], ms = 20_000): Promise<number> {
-  let end = 0;
-  await until(
-    async () => {
-      const heads = await Promise.all(nodes.filter((n) => n.running).map((n) => n.head()));
-      if (heads.some((h) => h === null)) return false;
-      end = heads[0]!.end;
-      return heads.every((h) =>
-        h!.end === end && h!.commit_index === end && h!.durable_end === end
-      );
-    },
-    ms,
-    "the nodes to converge",
-  );
-  return end;
-}
+import {
+  converged,
+  leaderOf,
+  post,
+  rowsOf,
+  rowsShown,
+  type ServeNode,
+  startServeNodes,
+} from "./_serve_nodes.ts";
 
 // Every acknowledged seq's rows are at its offsets, in the final log.
 function checkAcks(
