@@ -107,8 +107,15 @@ async function loadgen(cfg: LoadConfig): Promise<Proc> {
     join(root, "bench/_fanout_client.ts"),
     JSON.stringify(cfg),
   ]);
-  await p.line((l) => l === "OPEN", 120_000);
-  await p.line((l) => l === "ALL", 60_000);
+  // Generous: with 1000 sockets on a loaded 2-core machine the handshakes
+  // alone have taken over a minute; a slow start is not a result.
+  try {
+    await p.line((l) => l === "OPEN", 300_000);
+    await p.line((l) => l === "ALL", 180_000);
+  } catch (err) {
+    p.kill();
+    throw new Error(`load generator for ${cfg.subs} subscribers did not start: ${err}`);
+  }
   return p;
 }
 
