@@ -18,11 +18,18 @@ import { Logger } from "../common/logger.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
-import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
+import type {
+  FromIcebergWorker,
+  TableState,
+  ToIcebergWorker,
+  WorkerMemory,
+} from "./worker_protocol.ts";
 
 // The process's Iceberg worker, shared by every table, reference-counted.
 class SharedWorker {
   static #shared: SharedWorker | null = null;
+  /** The running worker's last memory report (null: no worker). */
+  static memory: WorkerMemory | null = null;
   readonly #worker: Worker;
   readonly #handlers = new Map<string, (m: FromIcebergWorker) => void>();
   #refs = 0;
@@ -30,6 +37,10 @@ class SharedWorker {
   private constructor() {
     this.#worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
     this.#worker.onmessage = (e: MessageEvent<FromIcebergWorker>) => {
+      if (e.data.type === "memory") {
+        SharedWorker.memory = e.data.memory;
+        return;
+      }
       this.#handlers.get(e.data.dir)?.(e.data);
     };
     this.#worker.onerror = (e) => {
@@ -55,8 +66,24 @@ class SharedWorker {
     if (--this.#refs === 0) {
       this.#worker.terminate();
       SharedWorker.#shared = null;
+      SharedWorker.memory = null;
     }
   }
+}
+
+/**
+ * The process's Iceberg worker's JavaScript heap, from its last report (every
+ * few seconds), or null when no table runs.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { icebergWorkerMemory } from "./table_link.ts";
+ * equal(icebergWorkerMemory(), null); // no table started
+ * ```
+ */
+export function icebergWorkerMemory(): WorkerMemory | null {
+  return SharedWorker.memory;
 }
 
 /**

@@ -193,6 +193,16 @@ class Table {
 const tables = new Map<string, Table>();
 let nextQuestion = 1;
 
+// The worker's own heap, for the writer's metrics: its isolate is not the
+// main thread's, so nothing else shows what the tables' commits hold.
+const MEMORY_EVERY_MS = 5000;
+function postMemory(): void {
+  const { heapUsed, heapTotal, external } = Deno.memoryUsage();
+  post({ type: "memory", memory: { heapUsed, heapTotal, external } });
+}
+postMemory();
+Deno.unrefTimer(setInterval(postMemory, MEMORY_EVERY_MS));
+
 self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
   const msg = e.data;
   switch (msg.type) {

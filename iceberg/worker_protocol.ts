@@ -88,7 +88,8 @@ export type ToIcebergWorker =
 
 /**
  * Messages from the worker (`failed` is made on the writer's thread when the
- * worker itself dies: every table it held is let go). `may-commit` asks a
+ * worker itself dies: every table it held is let go). `memory` is the
+ * worker's own JavaScript heap, sent every few seconds for all its tables. `may-commit` asks a
  * guarded table's thread whether the commit about to be made may be made; the
  * answer comes back as the `may-commit` message to the worker with the same id.
  *
@@ -103,4 +104,23 @@ export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }
   | { type: "failed"; dir: string; message: string }
   | { type: "may-commit"; dir: string; id: number }
-  | { type: "closed"; dir: string };
+  | { type: "closed"; dir: string }
+  | { type: "memory"; memory: WorkerMemory };
+
+/**
+ * The Iceberg worker's JavaScript heap and external memory, bytes: its own
+ * isolate's, which the main thread's `Deno.memoryUsage()` does not count.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { WorkerMemory } from "./worker_protocol.ts";
+ * const m: WorkerMemory = { heapUsed: 1, heapTotal: 2, external: 0 };
+ * equal(m.heapTotal >= m.heapUsed, true);
+ * ```
+ */
+export interface WorkerMemory {
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+}

@@ -16,6 +16,7 @@ import {
 import { declareStreamMetrics } from "../stream/stream_metrics.ts";
 import type { Gate } from "../fanout/replay_gate.ts";
 import type { SendBudget } from "../fanout/send_budget.ts";
+import { icebergWorkerMemory } from "../../iceberg/table_link.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
 export type RouteName =
@@ -98,8 +99,9 @@ export class ServerMetrics {
     );
     const memory = r.gauge(
       "streamcast_process_memory_bytes",
-      "Memory of the server process: resident (RSS), and the JavaScript heap of the main thread " +
-        "(heap_total, heap_used) and outside it (external).",
+      "Memory of the server process: resident (RSS), the JavaScript heap of the main thread " +
+        "(heap_total, heap_used) and outside it (external), and while an Iceberg table runs, " +
+        "the same of its worker thread (iceberg_heap_total, iceberg_heap_used, iceberg_external).",
     );
     const buffered = sendBudget
       ? r.gauge(
@@ -118,6 +120,12 @@ export class ServerMetrics {
       memory.set(m.heapTotal, { kind: "heap_total" });
       memory.set(m.heapUsed, { kind: "heap_used" });
       memory.set(m.external, { kind: "external" });
+      const w = icebergWorkerMemory();
+      if (w !== null) {
+        memory.set(w.heapTotal, { kind: "iceberg_heap_total" });
+        memory.set(w.heapUsed, { kind: "iceberg_heap_used" });
+        memory.set(w.external, { kind: "iceberg_external" });
+      }
       buffered?.set(sendBudget!.buffered());
     });
   }
