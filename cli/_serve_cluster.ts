@@ -84,6 +84,7 @@ export async function joinCluster(
     replicas: s.replicas,
     leaseSeconds: s.leaseSeconds,
     replicaLagMs: s.replicaLagMs,
+    replicaRingBytes: s.replicaRingBytes,
     prefix: s.clusterPrefix,
     token: s.clusterToken,
     logger,

@@ -9,6 +9,7 @@
 
 import { parseEndpoints } from "../cluster/etcd_client.ts";
 import { DEFAULT_REPLICA_LAG_MS } from "../cluster/commit_tracker.ts";
+import { DEFAULT_RING_BYTES, MIN_RING_BYTES } from "../cluster/replication_source.ts";
 import { checkNodeName, DEFAULT_PREFIX } from "../cluster/keys.ts";
 import { integer, nonEmpty, type Reader, text } from "./_serve_values.ts";
 import type { Settings } from "./_serve_run_settings.ts";
@@ -165,6 +166,21 @@ export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
     ]],
     docs: "a follower not caught up for this long (or not connected) is dropped from the " +
       "in-sync set, and commits go on without it; ms, 100–3600000.",
+  },
+  {
+    flag: "replica-ring-bytes",
+    key: "replicaRingBytes",
+    type: "string",
+    read: integer(MIN_RING_BYTES, 1 << 30),
+    default: DEFAULT_RING_BYTES,
+    group: GROUP,
+    usage: [
+      ["--replica-ring-bytes N", "the leader's recent commits kept for followers,"],
+      ["", "bytes as shipped [{default}]"],
+    ],
+    docs: "bytes of its most recent commits (as shipped) a leader keeps for followers that fall " +
+      "behind or reconnect; one asking from further back is caught up from the log's files " +
+      "instead. 65536–1073741824.",
   },
   {
     flag: "cluster-prefix",

@@ -140,6 +140,8 @@ export interface Settings {
   /** Whole seconds. */
   leaseSeconds: number;
   replicaLagMs: number;
+  /** Bytes of recent commits a leader keeps for its followers. */
+  replicaRingBytes: number;
   clusterPrefix: string;
   clusterToken: string | null;
 }

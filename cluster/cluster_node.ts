@@ -59,6 +59,8 @@ export interface ClusterNodeOptions {
   marginMs?: number;
   /** How long a follower may lag before it leaves the in-sync set, ms. @default 2000 */
   replicaLagMs?: number;
+  /** Bytes of recent commits the leader keeps for followers. @default DEFAULT_RING_BYTES */
+  replicaRingBytes?: number;
   /** The prefix of the cluster's keys in etcd. @default "/streamcast" */
   prefix?: string;
   /** How often a follower reads the leader key besides its watch, ms. @default 2000 */
@@ -341,7 +343,12 @@ export class ClusterNode {
       connected: (n) => tracker.connected(n),
       disconnected: (n) => tracker.disconnected(n),
       durable: (n, end) => tracker.followerDurable(n, end),
-    }, { term: leadership.term, stream: this.#o.stream, logger: this.#logger });
+    }, {
+      term: leadership.term,
+      stream: this.#o.stream,
+      logger: this.#logger,
+      ringBytes: this.#o.replicaRingBytes,
+    });
     rep.onDurable = (c) => {
       source.ship(c);
       tracker.leaderDurable(c.end);

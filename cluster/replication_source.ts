@@ -36,9 +36,32 @@ import {
   type WireCommit,
   type WireRun,
 } from "./replication_wire.ts";
+import { CommitRing, type HeldCommit } from "./commit_ring.ts";
 
-/** Default bytes of recent commits the leader keeps for followers: 16 MiB. */
+/**
+ * Default bytes of recent commits the leader keeps for followers (the ring,
+ * `--replica-ring-bytes`): 16 MiB.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { DEFAULT_RING_BYTES } from "./replication_source.ts";
+ * equal(DEFAULT_RING_BYTES, 16 * 1024 * 1024);
+ * ```
+ */
 export const DEFAULT_RING_BYTES = 16 << 20;
+/**
+ * The smallest ring `--replica-ring-bytes` takes: 64 KiB. The ring always
+ * keeps the newest commit, whatever its size.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { MIN_RING_BYTES } from "./replication_source.ts";
+ * equal(MIN_RING_BYTES, 65536);
+ * ```
+ */
+export const MIN_RING_BYTES = 64 << 10;
 /** Default bytes sent to a follower and not yet durable there: 8 MiB. */
 export const DEFAULT_WINDOW_BYTES = 8 << 20;
 /** Bytes of the leader's log read at once to catch a follower up. */
@@ -88,12 +111,6 @@ export interface ReplicationSourceOptions {
   logger?: Logger;
 }
 
-interface Shipped {
-  first: number;
-  end: number;
-  bytes: Uint8Array;
-}
-
 /**
  * The term each offset of `terms` was written in (0 before the first).
  *
@@ -133,12 +150,10 @@ export class ReplicationSource {
   readonly #events: SourceEvents;
   readonly #term: number;
   readonly #stream: string;
-  readonly #ringBytes: number;
   readonly #windowBytes: number;
   readonly #handshakeMs: number;
   readonly #logger: Logger;
-  readonly #ring: Shipped[] = [];
-  #ringSize = 0;
+  readonly #ring: CommitRing;
   readonly #links = new Set<Link>();
   // Each follower's latest socket: only its closing says the follower left.
   readonly #current = new Map<string, Link>();
@@ -156,7 +171,7 @@ export class ReplicationSource {
     this.#events = events;
     this.#term = options.term;
     this.#stream = options.stream ?? "";
-    this.#ringBytes = options.ringBytes ?? DEFAULT_RING_BYTES;
+    this.#ring = new CommitRing(options.ringBytes ?? DEFAULT_RING_BYTES);
     this.#windowBytes = options.windowBytes ?? DEFAULT_WINDOW_BYTES;
     this.#handshakeMs = options.handshakeMs ?? 10_000;
     this.#logger = options.logger ?? new Logger();
@@ -179,8 +194,7 @@ export class ReplicationSource {
     if (this.#links.size === 0) {
       // No follower to send it to (R = 1, or all away): not encoded at all;
       // one that connects later is caught up from the log.
-      this.#ring.length = 0;
-      this.#ringSize = 0;
+      this.#ring.clear();
       return;
     }
     const bytes = encodeCommit({
@@ -189,28 +203,14 @@ export class ReplicationSource {
       runs: c.runs,
       records: c.records,
     });
-    this.#ring.push({ first: c.first, end: c.end, bytes });
-    this.#ringSize += bytes.length;
-    while (this.#ringSize > this.#ringBytes && this.#ring.length > 1) {
-      this.#ringSize -= this.#ring.shift()!.bytes.length;
-    }
+    if (this.#ring.end !== c.first) this.#ring.clear(); // not the next: start again from it
+    this.#ring.push(c.first, c.end, bytes);
     for (const l of this.#links) l.wake();
   }
 
   /** The ring's commit starting at `offset`, or null. */
-  _fromRing(offset: number): Shipped | null {
-    const ring = this.#ring;
-    if (ring.length === 0 || offset < ring[0].first || offset >= ring[ring.length - 1].end) {
-      return null;
-    }
-    let lo = 0;
-    let hi = ring.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (ring[mid].end <= offset) lo = mid + 1;
-      else hi = mid;
-    }
-    return ring[lo].first === offset ? ring[lo] : null;
+  _fromRing(offset: number): HeldCommit | null {
+    return this.#ring.get(offset);
   }
 
   /** Tells every follower the in-sync set (for their `/head`), now and on each change. */
@@ -298,7 +298,7 @@ interface LinkContext {
   index(): number;
   inSync(): string[];
   closed(): boolean;
-  ring(offset: number): Shipped | null;
+  ring(offset: number): HeldCommit | null;
 }
 
 function closeSocket(socket: WebSocket, code: number, reason: string): void {
@@ -485,6 +485,14 @@ class Link {
   async #catchUp(): Promise<WireCommit | null> {
     const rep = this.#ctx.rep;
     if (this.#reader === null) {
+      // Once per stretch read from the log: the ring no longer held #next
+      // (a follower far behind, or back after being away).
+      this.#ctx.logger.info("replication_catch_up", {
+        stream: this.#ctx.stream,
+        node: this.node,
+        from: this.#next,
+        to: rep.durableEnd,
+      });
       this.#reader = rep.reader(this.#next);
       this.#carry = [];
     }

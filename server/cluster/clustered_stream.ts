@@ -48,6 +48,8 @@ export interface ClusterMembership {
   leaseSeconds: number;
   /** How long a follower may lag before it leaves the in-sync set, ms. */
   replicaLagMs: number;
+  /** Bytes of recent commits a leader keeps for its followers. */
+  replicaRingBytes: number;
   /** The prefix of the cluster's keys in etcd. */
   prefix: string;
   /** The token this node shows the leader's replicate route (null: none). */
@@ -127,6 +129,7 @@ export async function openClustered(
     replicas: m.replicas,
     leaseSeconds: m.leaseSeconds,
     replicaLagMs: m.replicaLagMs,
+    replicaRingBytes: m.replicaRingBytes,
     prefix: m.prefix,
     token: m.token ?? undefined,
     append: (commit) => stream._appendCommit(commit),

@@ -8,7 +8,15 @@ import { assert, assertEquals } from "../_assert.ts";
 import { startEtcd } from "../_etcd.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { runServe } from "../cli/_serve.ts";
-import { leaderOf, post, rowsOf, rowsShown, SCHEMA, startServeNodes } from "./_serve_nodes.ts";
+import {
+  converged,
+  leaderOf,
+  post,
+  rowsOf,
+  rowsShown,
+  SCHEMA,
+  startServeNodes,
+} from "./_serve_nodes.ts";
 
 Deno.test("serve --cluster: one leader; a follower answers a publish with 307 to it, before an upgrade too; /head and metrics say so", async () => {
   const root = await tempDir();
@@ -135,6 +143,43 @@ Deno.test("serve --cluster: at R = 3 a paused follower leaves the in-sync set, p
     } finally {
       f1.resume();
     }
+  } finally {
+    await rmrf(root);
+  }
+});
+
+Deno.test("serve --cluster --replica-ring-bytes 65536: a follower back after the ring moved past it is caught up from the leader's log, every row once", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  try {
+    await using nodes = await startServeNodes(root, ["n1", "n2", "n3"], {
+      etcd: etcd.url,
+      extra: ["--replica-ring-bytes", "65536"],
+    });
+    const leader = await leaderOf(nodes);
+    const [away] = nodes.filter((n) => n !== leader);
+    assertEquals(
+      (await post(leader.url, rowsOf("a", 1, 10), { producer: "a", seq: 1 }))?.status,
+      200,
+    );
+    await converged(nodes);
+    await away.kill();
+    // 40 commits of 250 rows (about 30 bytes each): far more than the ring holds.
+    for (let seq = 2; seq <= 41; seq++) {
+      const a = await post(leader.url, rowsOf("a", seq, 250), { producer: "a", seq });
+      assertEquals(a?.status, 200, `seq ${seq}: ${JSON.stringify(a?.body)}`);
+    }
+    await away.start();
+    const end = await converged(nodes);
+    assertEquals(end, 1 + 10 + 40 * 250);
+    assert(
+      leader.stderr().includes(`"replication_catch_up"`) &&
+        new RegExp(`"replication_catch_up".*"node":"${away.name}"`).test(leader.stderr()),
+      `the leader did not catch ${away.name} up from its log:\n${leader.stderr().slice(-3000)}`,
+    );
+    const want = await rowsShown(leader.url, end);
+    assertEquals(await rowsShown(away.url, end), want);
+    assertEquals(want.map(([o]) => o), Array.from({ length: end - 1 }, (_, i) => i + 1));
   } finally {
     await rmrf(root);
   }
