@@ -13,7 +13,7 @@
  * each node.
  *
  * ```text
- * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--pace 20] [--seed N] [--out report.json]
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--pace 20] [--seed N] [--out report.json] [--node-flags "--flag value ..."]
  * ```
  *
  * Prints a progress line every minute and, at the end, one line per process
@@ -38,6 +38,7 @@ export async function main(args: string[]): Promise<number> {
       pace: { type: "string", default: "20" },
       seed: { type: "string" },
       out: { type: "string" },
+      "node-flags": { type: "string", default: "" },
     },
   });
   const seed = values.seed === undefined
@@ -55,6 +56,7 @@ export async function main(args: string[]): Promise<number> {
       if (name === "n3") sampler.start(1000, 5);
     },
     progress: (line) => console.error(`soak-cluster: ${line}`),
+    nodeFlags: values["node-flags"].split(" ").filter((f) => f !== ""),
   });
   sampler.stop();
   const memory = sampler.report();
@@ -76,10 +78,14 @@ export async function main(args: string[]): Promise<number> {
         m.externalSlopeMiBPerMin.toFixed(2)
       } MiB/min)`
       : "";
+    const worker = Number.isFinite(m.icebergHeapUsedLastMiB)
+      ? `; Iceberg worker heap used ${m.icebergHeapUsedLastMiB.toFixed(0)} MiB, ` +
+        `${m.icebergHeapUsedSlopeMiBPerMin.toFixed(2)} MiB/min`
+      : "";
     console.error(
       `soak-cluster: ${name}: RSS ${m.rssFirstMiB.toFixed(0)} -> ${m.rssLastMiB.toFixed(0)} MiB ` +
         `(max ${m.rssMaxMiB.toFixed(0)}), slope over the last two thirds ` +
-        `${m.rssSlopeMiBPerMin.toFixed(2)} MiB/min${js}`,
+        `${m.rssSlopeMiBPerMin.toFixed(2)} MiB/min${js}${worker}`,
     );
   }
   return report.problems.length === 0 ? 0 : 1;

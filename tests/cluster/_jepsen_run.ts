@@ -121,6 +121,8 @@ export interface RunOptions {
   started?: (name: string, pid: number, url: string | null) => void;
   /** Told a line about the run every minute. */
   progress?: (line: string) => void;
+  /** More `serve` flags for every node. @default none */
+  nodeFlags?: string[];
 }
 
 /**
@@ -154,7 +156,11 @@ export async function jepsenRun(
       leaseSeconds: LEASE_SECONDS,
       lagMs: 1000,
       // The soak's final reads replay its whole log (far past the default window).
-      extra: [...tableFlags(s3.endpoint), ...(withFaults ? [] : ["--max-replay", "none"])],
+      extra: [
+        ...tableFlags(s3.endpoint),
+        ...(withFaults ? [] : ["--max-replay", "none"]),
+        ...(options.nodeFlags ?? []),
+      ],
     })
   );
   const cluster: Cluster = { nodes, proxies, etcd, leaseMs: LEASE_SECONDS * 1000 };

@@ -5,7 +5,16 @@
 // outside the heap (native buffers, allocator fragmentation). The report
 // gives each process's slope over the last two thirds of the run (MiB/min,
 // least squares), which is what a soak's "flat" means.
-import { rssMiB } from "./_harness.ts";
+// VmRSS and RssAnon of `pid`, MiB (NaN once it is gone).
+function rssOf(pid: number): { rss: number; rssAnon: number } {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+    const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)\\s*kB`).exec(status)?.[1] ?? NaN);
+    return { rss: kb("VmRSS") / 1024, rssAnon: kb("RssAnon") / 1024 };
+  } catch {
+    return { rss: NaN, rssAnon: NaN };
+  }
+}
 
 /** One sample of one process. */
 export interface MemorySample {
@@ -17,6 +26,11 @@ export interface MemorySample {
   heapUsed: number;
   heapTotal: number;
   external: number;
+  /** The Iceberg worker thread's heap used / total, MiB (NaN: none, or not read). */
+  icebergHeapUsed: number;
+  icebergHeapTotal: number;
+  /** RssAnon from /proc (the rest of RSS is mapped files: the binary, libraries). */
+  rssAnon: number;
 }
 
 /** What the samples of one process say. */
@@ -32,6 +46,9 @@ export interface MemoryTrend {
   externalSlopeMiBPerMin: number;
   heapUsedLastMiB: number;
   externalLastMiB: number;
+  /** The Iceberg worker's heap used: slope and last (NaN without one). */
+  icebergHeapUsedSlopeMiBPerMin: number;
+  icebergHeapUsedLastMiB: number;
 }
 
 interface Tracked {
@@ -95,9 +112,18 @@ export class MemorySampler {
     try {
       const t = (performance.now() - this.#t0) / 1000;
       await Promise.all([...this.#procs.values()].map(async (p) => {
-        const rss = rssMiB(p.pid);
+        const { rss, rssAnon } = rssOf(p.pid);
         if (!Number.isFinite(rss)) return;
-        const s: MemorySample = { t, rss, heapUsed: NaN, heapTotal: NaN, external: NaN };
+        const s: MemorySample = {
+          t,
+          rss,
+          rssAnon,
+          heapUsed: NaN,
+          heapTotal: NaN,
+          external: NaN,
+          icebergHeapUsed: NaN,
+          icebergHeapTotal: NaN,
+        };
         if (withMetrics && p.metricsUrl) {
           try {
             const m = memoryFromMetrics(
@@ -106,6 +132,8 @@ export class MemorySampler {
             s.heapUsed = m.heap_used ?? NaN;
             s.heapTotal = m.heap_total ?? NaN;
             s.external = m.external ?? NaN;
+            s.icebergHeapUsed = m.iceberg_heap_used ?? NaN;
+            s.icebergHeapTotal = m.iceberg_heap_total ?? NaN;
           } catch {
             // the server is busy or stopping: RSS alone this time
           }
@@ -135,7 +163,7 @@ export class MemorySampler {
       const all = p.samples;
       const tail = all.slice(Math.floor(all.length / 3));
       const xs = tail.map((s) => s.t / 60);
-      const lastOf = (k: "heapUsed" | "external") =>
+      const lastOf = (k: "heapUsed" | "external" | "icebergHeapUsed") =>
         [...all].reverse().find((s) => Number.isFinite(s[k]))?.[k] ?? NaN;
       out[name] = {
         samples: all.length,
@@ -147,6 +175,8 @@ export class MemorySampler {
         externalSlopeMiBPerMin: slope(xs, tail.map((s) => s.external)),
         heapUsedLastMiB: lastOf("heapUsed"),
         externalLastMiB: lastOf("external"),
+        icebergHeapUsedSlopeMiBPerMin: slope(xs, tail.map((s) => s.icebergHeapUsed)),
+        icebergHeapUsedLastMiB: lastOf("icebergHeapUsed"),
       };
     }
     return out;
