@@ -19,7 +19,7 @@
 
 import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
 import { LogWriteError } from "./errors.ts";
-import { claimLogFolder, LOCK_FILE } from "./writer_lock.ts";
+import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
@@ -81,7 +81,7 @@ export class Log {
   /** The first offset this log was created with: what `offset=0` asks for. */
   readonly firstOffset: number;
   readonly #opts: ResolvedOptions;
-  readonly #lock: Deno.FsFile;
+  readonly #lock: WriterLock;
   readonly #segments: Segment[];
   readonly #committer: Committer;
   #link: ChunkLink | null = null;
@@ -99,7 +99,7 @@ export class Log {
     dir: string,
     recovered: Recovered,
     opts: ResolvedOptions,
-    lock: Deno.FsFile,
+    lock: WriterLock,
     producers: { table: ProducerTable; journal: ProducerJournal },
   ) {
     const { meta, segments, active } = recovered;
@@ -201,13 +201,7 @@ export class Log {
       }
       return log;
     } catch (err) {
-      // The log may have closed the lock already (a failure after recovery):
-      // never let that hide the real error.
-      try {
-        lock.close();
-      } catch {
-        // already closed
-      }
+      lock.close(); // the log may have closed it already: a second close does nothing
       throw err;
     }
   }

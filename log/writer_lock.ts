@@ -16,8 +16,68 @@ import { META_FILE } from "./log_meta.ts";
 export const LOCK_FILE = "LOCK";
 
 /**
+ * How long a lock that this process's id holds, but no log of this isolate,
+ * is tried again before it is refused, ms. Closing the lock file releases
+ * the lock only once every copy of its descriptor is closed, and a child
+ * process that another thread of this process is starting holds a copy from
+ * its fork until its exec: reopening a log right after closing it can find
+ * the lock held for that moment. Another isolate of this process (a worker,
+ * a test module beside this one) that really holds the log is refused after
+ * this wait.
+ */
+export const SELF_HELD_WAIT_MS = 2000;
+
+// The log folders whose lock this isolate holds (their real paths): a second
+// writer in the same isolate is refused at once.
+const held = new Set<string>();
+
+/**
+ * The writer's lock of one log, held until {@linkcode WriterLock.close}.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { takeWriterLock } from "./writer_lock.ts";
+ * const lock = await takeWriterLock(await Deno.makeTempDir());
+ * equal(lock.closed, false);
+ * lock.close();
+ * equal(lock.closed, true);
+ * ```
+ */
+export class WriterLock {
+  #file: Deno.FsFile | null;
+  readonly #key: string;
+
+  constructor(file: Deno.FsFile, key: string) {
+    this.#file = file;
+    this.#key = key;
+    held.add(key);
+  }
+
+  /** The lock file, open (for the holder's id); throws once closed. */
+  get file(): Deno.FsFile {
+    if (this.#file === null) throw new Deno.errors.BadResource(`lock ${this.#key} is closed`);
+    return this.#file;
+  }
+
+  /** Whether the lock is released. */
+  get closed(): boolean {
+    return this.#file === null;
+  }
+
+  /** Releases the lock; a second call does nothing. */
+  close(): void {
+    if (this.#file === null) return;
+    held.delete(this.#key);
+    const file = this.#file;
+    this.#file = null;
+    file.close();
+  }
+}
+
+/**
  * Takes the writer's lock of the log in `dir` (the folder exists); the
- * caller closes the file to release it.
+ * caller closes it to release it.
  *
  * @throws {LogLockedError} naming the holder when another writer has it.
  *
@@ -33,14 +93,26 @@ export const LOCK_FILE = "LOCK";
  * (await takeWriterLock(dir)).close();
  * ```
  */
-export async function takeWriterLock(dir: string): Promise<Deno.FsFile> {
-  const lock = await Deno.open(join(dir, LOCK_FILE), { read: true, write: true, create: true });
-  if (!(await lock.tryLock(true))) {
-    const holder = new TextDecoder().decode(await Deno.readFile(join(dir, LOCK_FILE))).trim();
+export async function takeWriterLock(dir: string): Promise<WriterLock> {
+  const key = await Deno.realPath(dir);
+  const path = join(dir, LOCK_FILE);
+  const holderOf = async () => new TextDecoder().decode(await Deno.readFile(path)).trim();
+  if (held.has(key)) throw new LogLockedError(dir, await holderOf());
+  const lock = await Deno.open(path, { read: true, write: true, create: true });
+  try {
+    const deadline = performance.now() + SELF_HELD_WAIT_MS;
+    while (!(await lock.tryLock(true))) {
+      const holder = await holderOf();
+      if (holder !== `pid ${Deno.pid}` || held.has(key) || performance.now() >= deadline) {
+        throw new LogLockedError(dir, holder);
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  } catch (err) {
     lock.close();
-    throw new LogLockedError(dir, holder);
+    throw err;
   }
-  return lock;
+  return new WriterLock(lock, key);
 }
 
 /**
@@ -60,7 +132,7 @@ export async function takeWriterLock(dir: string): Promise<Deno.FsFile> {
  * (await claimLogFolder(dir, true)).close();
  * ```
  */
-export async function claimLogFolder(dir: string, create: boolean): Promise<Deno.FsFile> {
+export async function claimLogFolder(dir: string, create: boolean): Promise<WriterLock> {
   if (create) await Deno.mkdir(dir, { recursive: true });
   else {
     try {
@@ -74,8 +146,8 @@ export async function claimLogFolder(dir: string, create: boolean): Promise<Deno
   }
   const lock = await takeWriterLock(dir);
   try {
-    await lock.truncate(0);
-    await writeAll(lock, new TextEncoder().encode(`pid ${Deno.pid}\n`));
+    await lock.file.truncate(0);
+    await writeAll(lock.file, new TextEncoder().encode(`pid ${Deno.pid}\n`));
   } catch (err) {
     lock.close();
     throw err;
