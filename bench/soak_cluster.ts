@@ -13,14 +13,18 @@
  * each node.
  *
  * ```text
- * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--pace 20] [--seed N] [--out report.json] [--node-flags "--flag value ..."]
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N] [--out report.json] [--node-flags "--flag value ..."]
  * ```
  *
- * Prints a progress line every minute and, at the end, one line per process
- * (the three nodes, etcd, s3rver): RSS first/last/max and its least-squares
- * slope over the last two thirds of the run (the last 20 minutes of 30), with
- * the nodes' JavaScript heap and external memory slopes beside it. `--out`
- * writes every memory sample. Exits 1 when a check failed.
+ * Prints a progress line every minute and, at the end, two lines per process
+ * (the three nodes, etcd, s3rver) about its memory over the last `--window`
+ * minutes of the feed (the checks after it are not sampled): RSS first, last
+ * and max, its least-squares slope and its means over the window's first and
+ * last fifth; then the slopes of RssAnon, of malloc's main heap, of its other
+ * arenas and of the rest of the anonymous memory (from /proc/PID/smaps every
+ * 30 s), and of the nodes' JavaScript heap, external memory and Iceberg
+ * worker heap. `--out` writes every memory sample. Exits 1 when a check
+ * failed.
  *
  * @module
  */
@@ -35,6 +39,7 @@ export async function main(args: string[]): Promise<number> {
     args,
     options: {
       seconds: { type: "string", default: "1800" },
+      window: { type: "string", default: "20" },
       pace: { type: "string", default: "20" },
       seed: { type: "string" },
       out: { type: "string" },
@@ -53,13 +58,14 @@ export async function main(args: string[]): Promise<number> {
     paceMs: Number(values.pace),
     started: (name, pid, url) => {
       sampler.add(name, pid, url);
-      if (name === "n3") sampler.start(1000, 5);
+      if (name === "n3") sampler.start(1000, 5, 30);
     },
+    fed: () => sampler.stop(),
     progress: (line) => console.error(`soak-cluster: ${line}`),
     nodeFlags: values["node-flags"].split(" ").filter((f) => f !== ""),
   });
   sampler.stop();
-  const memory = sampler.report();
+  const memory = sampler.report(Number(values.window));
   if (values.out) {
     await Deno.writeTextFile(
       values.out,
@@ -72,20 +78,25 @@ export async function main(args: string[]): Promise<number> {
       `${((Date.now() - t0) / 60000).toFixed(1)} min`,
   );
   for (const p of report.problems) console.error(`soak-cluster: PROBLEM ${p}`);
+  const f = (x: number) => Number.isFinite(x) ? x.toFixed(2) : "-";
   for (const [name, m] of Object.entries(memory)) {
-    const js = Number.isFinite(m.heapUsedSlopeMiBPerMin)
-      ? ` (heap used ${m.heapUsedSlopeMiBPerMin.toFixed(2)}, external ${
-        m.externalSlopeMiBPerMin.toFixed(2)
-      } MiB/min)`
-      : "";
-    const worker = Number.isFinite(m.icebergHeapUsedLastMiB)
-      ? `; Iceberg worker heap used ${m.icebergHeapUsedLastMiB.toFixed(0)} MiB, ` +
-        `${m.icebergHeapUsedSlopeMiBPerMin.toFixed(2)} MiB/min`
-      : "";
     console.error(
       `soak-cluster: ${name}: RSS ${m.rssFirstMiB.toFixed(0)} -> ${m.rssLastMiB.toFixed(0)} MiB ` +
-        `(max ${m.rssMaxMiB.toFixed(0)}), slope over the last two thirds ` +
-        `${m.rssSlopeMiBPerMin.toFixed(2)} MiB/min${js}${worker}`,
+        `(max ${m.rssMaxMiB.toFixed(0)}); over the last ${m.windowMinutes.toFixed(1)} min of the ` +
+        `feed ${f(m.rssSlopeMiBPerMin)} MiB/min, mean ${
+          m.rssWindowStartMiB.toFixed(0)
+        } MiB in its ` +
+        `first fifth and ${m.rssWindowEndMiB.toFixed(0)} in its last`,
+    );
+    console.error(
+      `soak-cluster: ${name}: slopes, MiB/min: RssAnon ${f(m.rssAnonSlopeMiBPerMin)}, ` +
+        `malloc heap ${f(m.mallocHeapSlopeMiBPerMin)}, other arenas ${
+          f(m.mallocArenasSlopeMiBPerMin)
+        }, other anonymous ${f(m.otherAnonSlopeMiBPerMin)}, JS heap used ${
+          f(m.heapUsedSlopeMiBPerMin)
+        }, external ${f(m.externalSlopeMiBPerMin)}, Iceberg worker heap used ${
+          f(m.icebergHeapUsedSlopeMiBPerMin)
+        }`,
     );
   }
   return report.problems.length === 0 ? 0 : 1;

@@ -123,6 +123,8 @@ export interface RunOptions {
   progress?: (line: string) => void;
   /** More `serve` flags for every node. @default none */
   nodeFlags?: string[];
+  /** Told when the feed ends, before the producers stop and the checks begin. */
+  fed?: () => void;
 }
 
 /**
@@ -238,6 +240,7 @@ export async function jepsenRun(
       );
     }
 
+    options.fed?.();
     history.add(`${withFaults ? "faults" : "the soak"} over; stopping the producers`);
     const stopped = await Promise.allSettled(
       [...http, ...ws, lib].map((p) =>

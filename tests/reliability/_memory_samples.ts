@@ -2,9 +2,13 @@
 // and the JavaScript heap (used, total) and external memory from the
 // server's own /_/metrics (streamcast_process_memory_bytes) every few
 // seconds, so heap growth (a leak in JavaScript) can be told from RSS growth
-// outside the heap (native buffers, allocator fragmentation). The report
-// gives each process's slope over the last two thirds of the run (MiB/min,
-// least squares), which is what a soak's "flat" means.
+// outside the heap (native buffers, allocator fragmentation); optionally
+// /proc/PID/smaps every so often (_smaps.ts: malloc's main heap, its other
+// arenas, the rest of the anonymous memory). The report gives each
+// process's slope over the last two thirds of the run, or over its last
+// minutes (MiB/min, least squares), which is what a soak's "flat" means.
+import { smapsOf } from "./_smaps.ts";
+
 // VmRSS and RssAnon of `pid`, MiB (NaN once it is gone).
 function rssOf(pid: number): { rss: number; rssAnon: number } {
   try {
@@ -31,6 +35,10 @@ export interface MemorySample {
   icebergHeapTotal: number;
   /** RssAnon from /proc (the rest of RSS is mapped files: the binary, libraries). */
   rssAnon: number;
+  /** From smaps (NaN when not read): malloc's main heap, its other arenas, other anonymous memory, MiB. */
+  mallocHeap: number;
+  mallocArenas: number;
+  otherAnon: number;
 }
 
 /** What the samples of one process say. */
@@ -39,8 +47,18 @@ export interface MemoryTrend {
   rssFirstMiB: number;
   rssMaxMiB: number;
   rssLastMiB: number;
-  /** Least-squares slope of RSS over the last two thirds of the run, MiB/min. */
+  /** The minutes the slopes are taken over (the end of the run's samples). */
+  windowMinutes: number;
+  /** Least-squares slope of RSS over the window, MiB/min. */
   rssSlopeMiBPerMin: number;
+  /** Mean RSS over the first and over the last fifth of the window, MiB. */
+  rssWindowStartMiB: number;
+  rssWindowEndMiB: number;
+  /** Slopes over the window of RssAnon and, from smaps, of malloc's main heap, its other arenas and the other anonymous memory (NaN when not sampled). */
+  rssAnonSlopeMiBPerMin: number;
+  mallocHeapSlopeMiBPerMin: number;
+  mallocArenasSlopeMiBPerMin: number;
+  otherAnonSlopeMiBPerMin: number;
   /** The same for the JavaScript heap used, and for external memory (from /metrics). */
   heapUsedSlopeMiBPerMin: number;
   externalSlopeMiBPerMin: number;
@@ -91,9 +109,12 @@ export class MemorySampler {
   #ticks = 0;
   #busy = false;
 
-  /** Starts sampling (RSS every `everyMs`, /metrics every `metricsEvery` ticks). */
-  start(everyMs = 1000, metricsEvery = 5): void {
-    this.#timer = setInterval(() => void this.#tick(metricsEvery), everyMs);
+  /**
+   * Starts sampling: RSS every `everyMs`, /metrics every `metricsEvery`
+   * ticks, smaps every `smapsEvery` ticks (0: never).
+   */
+  start(everyMs = 1000, metricsEvery = 5, smapsEvery = 0): void {
+    this.#timer = setInterval(() => void this.#tick(metricsEvery, smapsEvery), everyMs);
   }
 
   /** Tracks process `pid` under `name`; `baseUrl` (http://host:port) for its /_/metrics. */
@@ -105,9 +126,10 @@ export class MemorySampler {
     });
   }
 
-  async #tick(metricsEvery: number): Promise<void> {
+  async #tick(metricsEvery: number, smapsEvery: number): Promise<void> {
     if (this.#busy) return;
     this.#busy = true;
+    const withSmaps = smapsEvery > 0 && this.#ticks % smapsEvery === 0;
     const withMetrics = this.#ticks++ % metricsEvery === 0;
     try {
       const t = (performance.now() - this.#t0) / 1000;
@@ -123,7 +145,16 @@ export class MemorySampler {
           external: NaN,
           icebergHeapUsed: NaN,
           icebergHeapTotal: NaN,
+          mallocHeap: NaN,
+          mallocArenas: NaN,
+          otherAnon: NaN,
         };
+        const smaps = withSmaps ? smapsOf(p.pid) : null;
+        if (smaps) {
+          s.mallocHeap = smaps.heap;
+          s.mallocArenas = smaps.arenas;
+          s.otherAnon = smaps.otherAnon;
+        }
         if (withMetrics && p.metricsUrl) {
           try {
             const m = memoryFromMetrics(
@@ -156,26 +187,46 @@ export class MemorySampler {
     return Object.fromEntries([...this.#procs].map(([n, p]) => [n, p.samples]));
   }
 
-  /** The trend of each process over the last two thirds of its samples. */
-  report(): Record<string, MemoryTrend> {
+  /**
+   * The trend of each process over its last `lastMinutes` of samples, or
+   * (without) over the last two thirds of them.
+   */
+  report(lastMinutes?: number): Record<string, MemoryTrend> {
     const out: Record<string, MemoryTrend> = {};
     for (const [name, p] of this.#procs) {
       const all = p.samples;
-      const tail = all.slice(Math.floor(all.length / 3));
+      const tEnd = all.at(-1)?.t ?? 0;
+      const tail = lastMinutes === undefined
+        ? all.slice(Math.floor(all.length / 3))
+        : all.filter((s) => s.t >= tEnd - lastMinutes * 60);
       const xs = tail.map((s) => s.t / 60);
+      const along = (k: keyof MemorySample) => slope(xs, tail.map((s) => s[k]));
       const lastOf = (k: "heapUsed" | "external" | "icebergHeapUsed") =>
         [...all].reverse().find((s) => Number.isFinite(s[k]))?.[k] ?? NaN;
+      const span = tail.length > 0 ? tEnd - tail[0].t : 0;
+      const meanRss = (from: number, to: number) => {
+        const part = tail.filter((s) => s.t >= from && s.t <= to).map((s) => s.rss);
+        return part.length ? part.reduce((a, b) => a + b, 0) / part.length : NaN;
+      };
+      const t0 = tail[0]?.t ?? 0;
       out[name] = {
         samples: all.length,
         rssFirstMiB: all[0]?.rss ?? NaN,
         rssMaxMiB: all.reduce((m, s) => Math.max(m, s.rss), 0),
         rssLastMiB: all.at(-1)?.rss ?? NaN,
-        rssSlopeMiBPerMin: slope(xs, tail.map((s) => s.rss)),
-        heapUsedSlopeMiBPerMin: slope(xs, tail.map((s) => s.heapUsed)),
-        externalSlopeMiBPerMin: slope(xs, tail.map((s) => s.external)),
+        windowMinutes: span / 60,
+        rssSlopeMiBPerMin: along("rss"),
+        rssWindowStartMiB: meanRss(t0, t0 + span / 5),
+        rssWindowEndMiB: meanRss(tEnd - span / 5, tEnd),
+        rssAnonSlopeMiBPerMin: along("rssAnon"),
+        mallocHeapSlopeMiBPerMin: along("mallocHeap"),
+        mallocArenasSlopeMiBPerMin: along("mallocArenas"),
+        otherAnonSlopeMiBPerMin: along("otherAnon"),
+        heapUsedSlopeMiBPerMin: along("heapUsed"),
+        externalSlopeMiBPerMin: along("external"),
         heapUsedLastMiB: lastOf("heapUsed"),
         externalLastMiB: lastOf("external"),
-        icebergHeapUsedSlopeMiBPerMin: slope(xs, tail.map((s) => s.icebergHeapUsed)),
+        icebergHeapUsedSlopeMiBPerMin: along("icebergHeapUsed"),
         icebergHeapUsedLastMiB: lastOf("icebergHeapUsed"),
       };
     }
