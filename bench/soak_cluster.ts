@@ -52,6 +52,12 @@ export async function main(args: string[]): Promise<number> {
   const seconds = Number(values.seconds);
   console.error(`soak-cluster: seed ${seed}, ${seconds} s, producers pause ${values.pace} ms`);
   const sampler = new MemorySampler();
+  const outText = () =>
+    JSON.stringify(
+      { seed, seconds, memory: sampler.report(Number(values.window)), samples: sampler.samples() },
+      null,
+      1,
+    );
   const t0 = Date.now();
   const report = await jepsenRun(seed, seconds, {
     faults: false,
@@ -60,18 +66,16 @@ export async function main(args: string[]): Promise<number> {
       sampler.add(name, pid, url);
       if (name === "n3") sampler.start(1000, 5, 30);
     },
-    fed: () => sampler.stop(),
+    // The samples are written when the feed ends: a check that fails after it loses none.
+    fed: () => {
+      sampler.stop();
+      if (values.out) Deno.writeTextFileSync(values.out, outText());
+    },
     progress: (line) => console.error(`soak-cluster: ${line}`),
     nodeFlags: values["node-flags"].split(" ").filter((f) => f !== ""),
   });
   sampler.stop();
   const memory = sampler.report(Number(values.window));
-  if (values.out) {
-    await Deno.writeTextFile(
-      values.out,
-      JSON.stringify({ seed, seconds, memory, samples: sampler.samples() }, null, 1),
-    );
-  }
   console.error(report.history.toString());
   console.error(
     `soak-cluster: ${report.rows} rows in the final log, ${report.problems.length} problems, ` +
