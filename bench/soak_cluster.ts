@@ -84,14 +84,12 @@ export async function main(args: string[]): Promise<number> {
   for (const p of report.problems) console.error(`soak-cluster: PROBLEM ${p}`);
   const f = (x: number) => Number.isFinite(x) ? x.toFixed(2) : "-";
   for (const [name, m] of Object.entries(memory)) {
-    console.error(
-      `soak-cluster: ${name}: RSS ${m.rssFirstMiB.toFixed(0)} -> ${m.rssLastMiB.toFixed(0)} MiB ` +
-        `(max ${m.rssMaxMiB.toFixed(0)}); over the last ${m.windowMinutes.toFixed(1)} min of the ` +
-        `feed ${f(m.rssSlopeMiBPerMin)} MiB/min, mean ${
-          m.rssWindowStartMiB.toFixed(0)
-        } MiB in its ` +
-        `first fifth and ${m.rssWindowEndMiB.toFixed(0)} in its last`,
-    );
+    const rss = `RSS ${m.rssFirstMiB.toFixed(0)} -> ${m.rssLastMiB.toFixed(0)} MiB ` +
+      `(max ${m.rssMaxMiB.toFixed(0)})`;
+    const window = `over the last ${m.windowMinutes.toFixed(1)} min of the feed ` +
+      `${f(m.rssSlopeMiBPerMin)} MiB/min, mean ${m.rssWindowStartMiB.toFixed(0)} MiB in its ` +
+      `first fifth and ${m.rssWindowEndMiB.toFixed(0)} in its last`;
+    console.error(`soak-cluster: ${name}: ${rss}; ${window}`);
     console.error(
       `soak-cluster: ${name}: slopes, MiB/min: RssAnon ${f(m.rssAnonSlopeMiBPerMin)}, ` +
         `malloc heap ${f(m.mallocHeapSlopeMiBPerMin)}, other arenas ${
