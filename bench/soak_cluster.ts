@@ -13,7 +13,8 @@
  * each node.
  *
  * ```text
- * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N] [--out report.json] [--node-flags "--flag value ..."]
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N] [--out report.json] [--step 10] [--node-flags "--flag value ..."]
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts --levels report.json [--step 10]
  * ```
  *
  * Prints a progress line every minute and, at the end, two lines per process
@@ -23,7 +24,11 @@
  * last fifth; then the slopes of RssAnon, of malloc's main heap, of its other
  * arenas and of the rest of the anonymous memory (from /proc/PID/smaps every
  * 30 s), and of the nodes' JavaScript heap, external memory and Iceberg
- * worker heap. `--out` writes every memory sample. Exits 1 when a check
+ * worker heap; then each process's mean memory over every `--step` minutes
+ * of the feed (RSS, RssAnon, the arenas, the other anonymous memory, the
+ * JavaScript heap), which tells memory still rising from memory that has
+ * levelled off. `--out` writes every memory sample; `--levels FILE` prints
+ * that table again from such a file, without a run. Exits 1 when a check
  * failed.
  *
  * @module
@@ -31,7 +36,41 @@
 
 import { parseArgs } from "node:util";
 import { jepsenRun } from "../tests/cluster/_jepsen_run.ts";
-import { MemorySampler } from "../tests/reliability/_memory_samples.ts";
+import {
+  memoryLevels,
+  type MemorySample,
+  MemorySampler,
+} from "../tests/reliability/_memory_samples.ts";
+
+const USAGE = `usage: soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N]
+                       [--out report.json] [--step 10] [--node-flags "..."]
+       soak_cluster.ts --levels report.json [--step 10]
+  --seconds   how long the feed runs
+  --window    the last minutes of the feed the slopes are taken over
+  --pace      ms each producer pauses after an acknowledgement
+  --seed      the Jepsen-style run's seed (default: a fresh one, printed)
+  --out       write every memory sample to this JSON file when the feed ends
+  --step      minutes per row of the memory-levels table
+  --levels    print the memory-levels table of a file --out wrote, and exit
+  --node-flags  extra flags for each node's serve command`;
+
+// The mean memory of each process over every `step` minutes, a table.
+function printLevels(samples: Record<string, MemorySample[]>, step: number): void {
+  const f = (x: number) => Number.isFinite(x) ? x.toFixed(0).padStart(5) : "    -";
+  console.error(
+    `soak-cluster: memory by ${step}-minute step, mean MiB: ` +
+      "RSS, RssAnon, malloc heap, other arenas, other anonymous, JS heap used, external",
+  );
+  for (const [name, list] of Object.entries(samples)) {
+    for (const l of memoryLevels(list, step)) {
+      console.error(
+        `soak-cluster: ${name.padEnd(6)} min ${String(l.fromMinute).padStart(3)}` +
+          [l.rss, l.rssAnon, l.mallocHeap, l.mallocArenas, l.otherAnon, l.heapUsed, l.external]
+            .map(f).join(""),
+      );
+    }
+  }
+}
 
 /** Runs the soak with command-line flags; resolves with the exit code. */
 export async function main(args: string[]): Promise<number> {
@@ -44,8 +83,27 @@ export async function main(args: string[]): Promise<number> {
       seed: { type: "string" },
       out: { type: "string" },
       "node-flags": { type: "string", default: "" },
+      step: { type: "string", default: "10" },
+      levels: { type: "string" },
+      help: { type: "boolean", short: "h" },
     },
   });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const step = Number(values.step);
+  if (!(step > 0)) {
+    throw new Error(`--step must be a positive number of minutes, got ${values.step}`);
+  }
+  if (values.levels !== undefined) {
+    const saved = JSON.parse(Deno.readTextFileSync(values.levels));
+    if (typeof saved?.samples !== "object" || saved.samples === null) {
+      throw new Error(`${values.levels}: no "samples" (not a file soak_cluster.ts --out wrote)`);
+    }
+    printLevels(saved.samples, step);
+    return 0;
+  }
   const seed = values.seed === undefined
     ? crypto.getRandomValues(new Uint32Array(1))[0]
     : Number(values.seed) >>> 0;
@@ -101,6 +159,7 @@ export async function main(args: string[]): Promise<number> {
         }`,
     );
   }
+  printLevels(sampler.samples(), step);
   return report.problems.length === 0 ? 0 : 1;
 }
 

@@ -101,6 +101,50 @@ export function memoryFromMetrics(text: string): Record<string, number> {
   return out;
 }
 
+/** The mean memory of one process over one step of a run, MiB (NaN: not sampled in it). */
+export interface MemoryLevel {
+  /** The step's start, minutes since the sampler started. */
+  fromMinute: number;
+  rss: number;
+  rssAnon: number;
+  mallocHeap: number;
+  mallocArenas: number;
+  otherAnon: number;
+  heapUsed: number;
+  external: number;
+}
+
+/**
+ * The means of one process's samples over consecutive `stepMinutes` steps:
+ * where a slope says whether memory rises, the levels say whether it rises
+ * steadily or has levelled off. Samples read back from JSON carry `null`
+ * for a value not sampled; it counts as not sampled.
+ */
+export function memoryLevels(samples: MemorySample[], stepMinutes: number): MemoryLevel[] {
+  const out: MemoryLevel[] = [];
+  const keys = [
+    "rss",
+    "rssAnon",
+    "mallocHeap",
+    "mallocArenas",
+    "otherAnon",
+    "heapUsed",
+    "external",
+  ] as const;
+  const end = samples.at(-1)?.t ?? 0;
+  for (let from = 0; from * 60 <= end; from += stepMinutes) {
+    const part = samples.filter((s) => s.t >= from * 60 && s.t < (from + stepMinutes) * 60);
+    if (part.length === 0) continue;
+    const level = { fromMinute: from } as MemoryLevel;
+    for (const k of keys) {
+      const vs = part.map((s) => s[k] ?? NaN).filter(Number.isFinite);
+      level[k] = vs.length ? vs.reduce((a, b) => a + b, 0) / vs.length : NaN;
+    }
+    out.push(level);
+  }
+  return out;
+}
+
 /** Samples the memory of named server processes until stopped. */
 export class MemorySampler {
   #procs = new Map<string, Tracked>();
