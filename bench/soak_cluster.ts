@@ -26,10 +26,10 @@
  * 30 s), and of the nodes' JavaScript heap, external memory and Iceberg
  * worker heap; then each process's mean memory over every `--step` minutes
  * of the feed (RSS, RssAnon, the arenas, the other anonymous memory, the
- * JavaScript heap), which tells memory still rising from memory that has
- * levelled off. `--out` writes every memory sample; `--levels FILE` prints
- * that table again from such a file, without a run. Exits 1 when a check
- * failed.
+ * JavaScript heap used and reserved, external), which tells memory still
+ * rising from memory that has levelled off. `--out` writes every memory
+ * sample; `--levels FILE` prints that table again from such a file, without
+ * a run. Exits 1 when a check failed.
  *
  * @module
  */
@@ -59,13 +59,23 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
   const f = (x: number) => Number.isFinite(x) ? x.toFixed(0).padStart(5) : "    -";
   console.error(
     `soak-cluster: memory by ${step}-minute step, mean MiB: ` +
-      "RSS, RssAnon, malloc heap, other arenas, other anonymous, JS heap used, external",
+      "RSS, RssAnon, malloc heap, other arenas, other anonymous, JS heap used, JS heap total, " +
+      "external",
   );
   for (const [name, list] of Object.entries(samples)) {
     for (const l of memoryLevels(list, step)) {
       console.error(
         `soak-cluster: ${name.padEnd(6)} min ${String(l.fromMinute).padStart(3)}` +
-          [l.rss, l.rssAnon, l.mallocHeap, l.mallocArenas, l.otherAnon, l.heapUsed, l.external]
+          [
+            l.rss,
+            l.rssAnon,
+            l.mallocHeap,
+            l.mallocArenas,
+            l.otherAnon,
+            l.heapUsed,
+            l.heapTotal,
+            l.external,
+          ]
             .map(f).join(""),
       );
     }

@@ -111,6 +111,7 @@ export interface MemoryLevel {
   mallocArenas: number;
   otherAnon: number;
   heapUsed: number;
+  heapTotal: number;
   external: number;
 }
 
@@ -129,6 +130,7 @@ export function memoryLevels(samples: MemorySample[], stepMinutes: number): Memo
     "mallocArenas",
     "otherAnon",
     "heapUsed",
+    "heapTotal",
     "external",
   ] as const;
   const end = samples.at(-1)?.t ?? 0;
