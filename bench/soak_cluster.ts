@@ -26,10 +26,10 @@
  * 30 s), and of the nodes' JavaScript heap, external memory and Iceberg
  * worker heap; then each process's mean memory over every `--step` minutes
  * of the feed (RSS, RssAnon, the arenas, the other anonymous memory, the
- * JavaScript heap used and reserved, external), which tells memory still
- * rising from memory that has levelled off. `--out` writes every memory
- * sample; `--levels FILE` prints that table again from such a file, without
- * a run. Exits 1 when a check failed.
+ * JavaScript heap used and reserved, external, the worker threads' heaps
+ * reserved), which tells memory still rising from memory that has levelled
+ * off. `--out` writes every memory sample; `--levels FILE` prints that table
+ * again from such a file, without a run. Exits 1 when a check failed.
  *
  * @module
  */
@@ -75,6 +75,8 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
             l.heapUsed,
             l.heapTotal,
             l.external,
+            l.chunkHeapTotal,
+            l.icebergHeapTotal,
           ]
             .map(f).join(""),
       );

@@ -18,12 +18,8 @@ import { Logger } from "../common/logger.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
-import type {
-  FromIcebergWorker,
-  TableState,
-  ToIcebergWorker,
-  WorkerMemory,
-} from "./worker_protocol.ts";
+import type { WorkerMemory } from "../common/worker_memory.ts";
+import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
 
 // The process's Iceberg worker, shared by every table, reference-counted.
 class SharedWorker {

@@ -22,6 +22,7 @@
 
 import { join } from "node:path";
 import { backoffDelay } from "../common/backoff.ts";
+import { reportWorkerMemory } from "../common/worker_memory.ts";
 import { s3ErrorMessage } from "../common/s3.ts";
 import { LocalTableStore, type TableStore } from "./table_store.ts";
 import { CommitRefusedError, type CommitStep, TableWriter } from "./table_writer.ts";
@@ -195,13 +196,7 @@ let nextQuestion = 1;
 
 // The worker's own heap, for the writer's metrics: its isolate is not the
 // main thread's, so nothing else shows what the tables' commits hold.
-const MEMORY_EVERY_MS = 5000;
-function postMemory(): void {
-  const { heapUsed, heapTotal, external } = Deno.memoryUsage();
-  post({ type: "memory", memory: { heapUsed, heapTotal, external } });
-}
-postMemory();
-Deno.unrefTimer(setInterval(postMemory, MEMORY_EVERY_MS));
+reportWorkerMemory((memory) => post({ type: "memory", memory }));
 
 self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
   const msg = e.data;

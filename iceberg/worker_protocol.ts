@@ -8,6 +8,7 @@
  */
 
 import type { ArchiveOptions } from "../common/s3.ts";
+import type { WorkerMemory } from "../common/worker_memory.ts";
 
 /**
  * Where a table lives and what it takes.
@@ -106,21 +107,3 @@ export type FromIcebergWorker =
   | { type: "may-commit"; dir: string; id: number }
   | { type: "closed"; dir: string }
   | { type: "memory"; memory: WorkerMemory };
-
-/**
- * The Iceberg worker's JavaScript heap and external memory, bytes: its own
- * isolate's, which the main thread's `Deno.memoryUsage()` does not count.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WorkerMemory } from "./worker_protocol.ts";
- * const m: WorkerMemory = { heapUsed: 1, heapTotal: 2, external: 0 };
- * equal(m.heapTotal >= m.heapUsed, true);
- * ```
- */
-export interface WorkerMemory {
-  heapUsed: number;
-  heapTotal: number;
-  external: number;
-}

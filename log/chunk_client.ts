@@ -7,7 +7,8 @@
  * @module
  */
 
-import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
+import type { FromWorker, FromWorkerThread, ToWorker } from "./chunk_protocol.ts";
+import type { WorkerMemory } from "../common/worker_memory.ts";
 import { ChunkHost } from "./chunk_host.ts";
 import type { LogIo } from "./log_io.ts";
 
@@ -40,6 +41,8 @@ export interface ChunkPort {
 /** The process's chunk worker, reference-counted. */
 export class ChunkWorker implements ChunkPort {
   static #shared: ChunkWorker | null = null;
+  /** The running worker's last memory report (null: no worker). */
+  static memory: WorkerMemory | null = null;
   readonly #worker: Worker;
   readonly #handlers = new Map<string, Handler>();
   #refs = 0;
@@ -48,7 +51,11 @@ export class ChunkWorker implements ChunkPort {
     this.#worker = new Worker(new URL("./chunk_worker.ts", import.meta.url).href, {
       type: "module",
     });
-    this.#worker.onmessage = (e: MessageEvent<FromWorker>) => {
+    this.#worker.onmessage = (e: MessageEvent<FromWorkerThread>) => {
+      if (e.data.type === "memory") {
+        ChunkWorker.memory = e.data.memory;
+        return;
+      }
       this.#handlers.get(e.data.dir)?.(e.data);
     };
     this.#worker.onerror = (e) => {
@@ -81,8 +88,33 @@ export class ChunkWorker implements ChunkPort {
     if (--this.#refs === 0) {
       this.#worker.terminate();
       ChunkWorker.#shared = null;
+      ChunkWorker.memory = null;
     }
   }
+}
+
+/**
+ * The process's chunk worker's JavaScript heap, from its last report (every
+ * few seconds), or null when no worker runs (no log keeps chunks, or every
+ * such log chunks on its own thread).
+ *
+ * @example
+ * ```ts
+ * import { equal, ok } from "node:assert/strict";
+ * import { chunkWorkerMemory } from "./chunk_client.ts";
+ * import { Log } from "./mod.ts";
+ * equal(chunkWorkerMemory(), null); // no log keeps chunks yet
+ * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
+ * await log.append("{}");
+ * await log.roll();
+ * await log.chunksSettled(); // the worker has answered, so it has reported
+ * ok(chunkWorkerMemory()!.heapUsed > 0);
+ * await log.close();
+ * equal(chunkWorkerMemory(), null);
+ * ```
+ */
+export function chunkWorkerMemory(): WorkerMemory | null {
+  return ChunkWorker.memory;
 }
 
 /**

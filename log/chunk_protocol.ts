@@ -1,13 +1,15 @@
 /**
  * The messages between a log (on the writer's thread) and the chunk worker.
- * Nothing else passes between them: the worker owns the manifest and chunk
- * files, the log owns the segments.
+ * Nothing else passes between them (but the worker's report of its own
+ * memory): the worker owns the manifest and chunk files, the log owns the
+ * segments.
  *
  * @module
  */
 
 import type { ChunkEntry, Manifest } from "./chunk.ts";
 import type { ArchiveOptions } from "./archive.ts";
+import type { WorkerMemory } from "../common/worker_memory.ts";
 
 /** How a log's chunks are kept. */
 export interface ChunkPolicy {
@@ -87,3 +89,9 @@ export type FromWorker =
   | { type: "archive"; dir: string; state: ArchiveState }
   | { type: "closed"; dir: string }
   | { type: "error"; dir: string; message: string };
+
+/**
+ * What the worker thread posts: the messages about a log, and its own
+ * memory (every few seconds, for the process's metrics), about none.
+ */
+export type FromWorkerThread = FromWorker | { type: "memory"; memory: WorkerMemory };

@@ -12,9 +12,13 @@
 
 /// <reference lib="deno.worker" />
 
-import type { ToWorker } from "./chunk_protocol.ts";
+import type { FromWorkerThread, ToWorker } from "./chunk_protocol.ts";
 import { ChunkHost } from "./chunk_host.ts";
 import { REAL_IO } from "./log_io.ts";
+import { reportWorkerMemory } from "../common/worker_memory.ts";
 
-const host = new ChunkHost(REAL_IO, (msg) => self.postMessage(msg));
+const post = (msg: FromWorkerThread) => self.postMessage(msg);
+const host = new ChunkHost(REAL_IO, post);
 self.onmessage = (e: MessageEvent<ToWorker>) => host.receive(e.data);
+// Its own heap, for the process's metrics (the main thread's does not count it).
+reportWorkerMemory((memory) => post({ type: "memory", memory }));

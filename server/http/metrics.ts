@@ -17,6 +17,7 @@ import { declareStreamMetrics } from "../stream/stream_metrics.ts";
 import type { Gate } from "../fanout/replay_gate.ts";
 import type { SendBudget } from "../fanout/send_budget.ts";
 import { icebergWorkerMemory } from "../../iceberg/table_link.ts";
+import { chunkWorkerMemory } from "../../log/chunk_client.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
 export type RouteName =
@@ -100,8 +101,10 @@ export class ServerMetrics {
     const memory = r.gauge(
       "streamcast_process_memory_bytes",
       "Memory of the server process: resident (RSS), the JavaScript heap of the main thread " +
-        "(heap_total, heap_used) and outside it (external), and while an Iceberg table runs, " +
-        "the same of its worker thread (iceberg_heap_total, iceberg_heap_used, iceberg_external).",
+        "(heap_total, heap_used) and outside it (external); the same of the chunk worker thread " +
+        "while a stream keeps chunks (chunk_heap_total, chunk_heap_used, chunk_external) and of " +
+        "the Iceberg worker thread while a table runs (iceberg_heap_total, iceberg_heap_used, " +
+        "iceberg_external).",
     );
     const buffered = sendBudget
       ? r.gauge(
@@ -120,11 +123,16 @@ export class ServerMetrics {
       memory.set(m.heapTotal, { kind: "heap_total" });
       memory.set(m.heapUsed, { kind: "heap_used" });
       memory.set(m.external, { kind: "external" });
-      const w = icebergWorkerMemory();
-      if (w !== null) {
-        memory.set(w.heapTotal, { kind: "iceberg_heap_total" });
-        memory.set(w.heapUsed, { kind: "iceberg_heap_used" });
-        memory.set(w.external, { kind: "iceberg_external" });
+      for (
+        const [worker, w] of [["chunk", chunkWorkerMemory()], [
+          "iceberg",
+          icebergWorkerMemory(),
+        ]] as const
+      ) {
+        if (w === null) continue;
+        memory.set(w.heapTotal, { kind: `${worker}_heap_total` });
+        memory.set(w.heapUsed, { kind: `${worker}_heap_used` });
+        memory.set(w.external, { kind: `${worker}_external` });
       }
       buffered?.set(sendBudget!.buffered());
     });

@@ -33,6 +33,9 @@ export interface MemorySample {
   /** The Iceberg worker thread's heap used / total, MiB (NaN: none, or not read). */
   icebergHeapUsed: number;
   icebergHeapTotal: number;
+  /** The chunk worker thread's heap used / total, MiB (NaN: none, or not read). */
+  chunkHeapUsed: number;
+  chunkHeapTotal: number;
   /** RssAnon from /proc (the rest of RSS is mapped files: the binary, libraries). */
   rssAnon: number;
   /** From smaps (NaN when not read): malloc's main heap, its other arenas, other anonymous memory, MiB. */
@@ -113,6 +116,9 @@ export interface MemoryLevel {
   heapUsed: number;
   heapTotal: number;
   external: number;
+  /** The worker threads' JavaScript heaps reserved (their isolates are not the main thread's). */
+  chunkHeapTotal: number;
+  icebergHeapTotal: number;
 }
 
 /**
@@ -132,6 +138,8 @@ export function memoryLevels(samples: MemorySample[], stepMinutes: number): Memo
     "heapUsed",
     "heapTotal",
     "external",
+    "chunkHeapTotal",
+    "icebergHeapTotal",
   ] as const;
   const end = samples.at(-1)?.t ?? 0;
   for (let from = 0; from * 60 <= end; from += stepMinutes) {
@@ -191,6 +199,8 @@ export class MemorySampler {
           external: NaN,
           icebergHeapUsed: NaN,
           icebergHeapTotal: NaN,
+          chunkHeapUsed: NaN,
+          chunkHeapTotal: NaN,
           mallocHeap: NaN,
           mallocArenas: NaN,
           otherAnon: NaN,
@@ -211,6 +221,8 @@ export class MemorySampler {
             s.external = m.external ?? NaN;
             s.icebergHeapUsed = m.iceberg_heap_used ?? NaN;
             s.icebergHeapTotal = m.iceberg_heap_total ?? NaN;
+            s.chunkHeapUsed = m.chunk_heap_used ?? NaN;
+            s.chunkHeapTotal = m.chunk_heap_total ?? NaN;
           } catch {
             // the server is busy or stopping: RSS alone this time
           }

@@ -14,6 +14,8 @@ const at = (t: number, rss: number): MemorySample => ({
   external: NaN,
   icebergHeapUsed: NaN,
   icebergHeapTotal: NaN,
+  chunkHeapUsed: NaN,
+  chunkHeapTotal: NaN,
   mallocHeap: NaN,
   mallocArenas: NaN,
   otherAnon: NaN,

@@ -298,6 +298,14 @@ Deno.test("serve answers head, streams, health and metrics", async () => {
     );
     assert(rss > 10 * 2 ** 20 && rss < 64 * 2 ** 30, `resident memory ${rss}`);
     assert(/streamcast_process_memory_bytes\{kind="heap_used"\} \d+/.test(metrics), metrics);
+    // The chunk worker thread's own heap, reported as it starts and every 5 s.
+    const chunkHeap = async () =>
+      Number(
+        /streamcast_process_memory_bytes\{kind="chunk_heap_used"\} (\d+)/.exec(
+          await (await fetch(`${http}/_/metrics`)).text(),
+        )?.[1] ?? 0,
+      );
+    await until(async () => await chunkHeap() > 0, 10_000, "the chunk worker's heap in /_/metrics");
     const page = await fetch(`${http}/`);
     assertEquals(page.headers.get("content-type"), "text/html; charset=utf-8");
     await page.body?.cancel();
