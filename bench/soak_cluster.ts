@@ -27,9 +27,10 @@
  * worker heap; then each process's mean memory over every `--step` minutes
  * of the feed (RSS, RssAnon, the arenas, the other anonymous memory, the
  * JavaScript heap used and reserved, external, the worker threads' heaps
- * reserved), which tells memory still rising from memory that has levelled
- * off. `--out` writes every memory sample; `--levels FILE` prints that table
- * again from such a file, without a run. Exits 1 when a check failed.
+ * reserved, and malloc's in use and free from its own account), which tells
+ * memory still rising from memory that has levelled off. `--out` writes
+ * every memory sample; `--levels FILE` prints that table again from such a
+ * file, without a run. Exits 1 when a check failed.
  *
  * @module
  */
@@ -77,6 +78,8 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
             l.external,
             l.chunkHeapTotal,
             l.icebergHeapTotal,
+            l.mallocInUse,
+            l.mallocFree,
           ]
             .map(f).join(""),
       );

@@ -18,6 +18,7 @@ import type { Gate } from "../fanout/replay_gate.ts";
 import type { SendBudget } from "../fanout/send_budget.ts";
 import { icebergWorkerMemory } from "../../iceberg/table_link.ts";
 import { chunkWorkerMemory } from "../../log/chunk_client.ts";
+import { mallocInfo } from "../malloc_info.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
 export type RouteName =
@@ -104,7 +105,9 @@ export class ServerMetrics {
         "(heap_total, heap_used) and outside it (external); the same of the chunk worker thread " +
         "while a stream keeps chunks (chunk_heap_total, chunk_heap_used, chunk_external) and of " +
         "the Iceberg worker thread while a table runs (iceberg_heap_total, iceberg_heap_used, " +
-        "iceberg_external).",
+        "iceberg_external); and glibc malloc's own account, where it can be read: what its " +
+        "arenas hold (malloc_arenas), of it in use (malloc_in_use) and free (malloc_free), and " +
+        "allocations mapped on their own (malloc_mmapped).",
     );
     const buffered = sendBudget
       ? r.gauge(
@@ -133,6 +136,13 @@ export class ServerMetrics {
         memory.set(w.heapTotal, { kind: `${worker}_heap_total` });
         memory.set(w.heapUsed, { kind: `${worker}_heap_used` });
         memory.set(w.external, { kind: `${worker}_external` });
+      }
+      const c = mallocInfo();
+      if (c !== null) {
+        memory.set(c.arenas, { kind: "malloc_arenas" });
+        memory.set(c.inUse, { kind: "malloc_in_use" });
+        memory.set(c.free, { kind: "malloc_free" });
+        memory.set(c.mmapped, { kind: "malloc_mmapped" });
       }
       buffered?.set(sendBudget!.buffered());
     });

@@ -36,6 +36,9 @@ export interface MemorySample {
   /** The chunk worker thread's heap used / total, MiB (NaN: none, or not read). */
   chunkHeapUsed: number;
   chunkHeapTotal: number;
+  /** glibc malloc's own account from /metrics, MiB: in use and free in its arenas (NaN: not read). */
+  mallocInUse: number;
+  mallocFree: number;
   /** RssAnon from /proc (the rest of RSS is mapped files: the binary, libraries). */
   rssAnon: number;
   /** From smaps (NaN when not read): malloc's main heap, its other arenas, other anonymous memory, MiB. */
@@ -119,6 +122,9 @@ export interface MemoryLevel {
   /** The worker threads' JavaScript heaps reserved (their isolates are not the main thread's). */
   chunkHeapTotal: number;
   icebergHeapTotal: number;
+  /** glibc malloc's in use and free, across its arenas. */
+  mallocInUse: number;
+  mallocFree: number;
 }
 
 /**
@@ -140,6 +146,8 @@ export function memoryLevels(samples: MemorySample[], stepMinutes: number): Memo
     "external",
     "chunkHeapTotal",
     "icebergHeapTotal",
+    "mallocInUse",
+    "mallocFree",
   ] as const;
   const end = samples.at(-1)?.t ?? 0;
   for (let from = 0; from * 60 <= end; from += stepMinutes) {
@@ -201,6 +209,8 @@ export class MemorySampler {
           icebergHeapTotal: NaN,
           chunkHeapUsed: NaN,
           chunkHeapTotal: NaN,
+          mallocInUse: NaN,
+          mallocFree: NaN,
           mallocHeap: NaN,
           mallocArenas: NaN,
           otherAnon: NaN,
@@ -223,6 +233,8 @@ export class MemorySampler {
             s.icebergHeapTotal = m.iceberg_heap_total ?? NaN;
             s.chunkHeapUsed = m.chunk_heap_used ?? NaN;
             s.chunkHeapTotal = m.chunk_heap_total ?? NaN;
+            s.mallocInUse = m.malloc_in_use ?? NaN;
+            s.mallocFree = m.malloc_free ?? NaN;
           } catch {
             // the server is busy or stopping: RSS alone this time
           }

@@ -16,6 +16,8 @@ const at = (t: number, rss: number): MemorySample => ({
   icebergHeapTotal: NaN,
   chunkHeapUsed: NaN,
   chunkHeapTotal: NaN,
+  mallocInUse: NaN,
+  mallocFree: NaN,
   mallocHeap: NaN,
   mallocArenas: NaN,
   otherAnon: NaN,

@@ -306,6 +306,13 @@ Deno.test("serve answers head, streams, health and metrics", async () => {
         )?.[1] ?? 0,
       );
     await until(async () => await chunkHeap() > 0, 10_000, "the chunk worker's heap in /_/metrics");
+    // glibc malloc's own account (this process has FFI; the in-process server reads it).
+    if (Deno.build.os === "linux") {
+      const bytes = (kind: string) =>
+        Number(new RegExp(`memory_bytes\\{kind="malloc_${kind}"\\} (\\d+)`).exec(metrics)?.[1]);
+      assert(bytes("in_use") > 0 && bytes("in_use") + bytes("free") <= bytes("arenas"), metrics);
+      assert(bytes("mmapped") >= 0, metrics);
+    }
     const page = await fetch(`${http}/`);
     assertEquals(page.headers.get("content-type"), "text/html; charset=utf-8");
     await page.body?.cancel();
