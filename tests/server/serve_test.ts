@@ -305,7 +305,7 @@ Deno.test("serve answers head, streams, health and metrics", async () => {
           await (await fetch(`${http}/_/metrics`)).text(),
         )?.[1] ?? 0,
       );
-    await until(async () => await chunkHeap() > 0, 10_000, "the chunk worker's heap in /_/metrics");
+    await until(async () => await chunkHeap() > 0, 30_000, "the chunk worker's heap in /_/metrics");
     // glibc malloc's own account (this process has FFI; the in-process server reads it).
     if (Deno.build.os === "linux") {
       const bytes = (kind: string) =>
