@@ -95,6 +95,8 @@ export interface Settings {
   fsync: boolean;
   /** Seconds. */
   pingInterval?: number;
+  /** Seconds. */
+  mallocTrimEvery?: number;
   archive: ArchiveOptions | null;
   replayArchive: boolean;
   maxConnections?: number;

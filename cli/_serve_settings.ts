@@ -17,6 +17,7 @@ import {
   DEFAULT_STALL_TIMEOUT_MS,
 } from "../server/stream/stream_options.ts";
 import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../server/serve_options.ts";
+import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../server/allocator.ts";
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
@@ -286,6 +287,19 @@ export const SETTINGS: readonly Setting[] = [
       `ping idle subscribers this often (0: never) [${DEFAULT_PING_INTERVAL_S}]`,
     ]],
     docs: "ping idle subscribers this often and drop those that do not answer (`0`: never).",
+  },
+  {
+    flag: "malloc-trim-every",
+    key: "mallocTrimEvery",
+    type: "string",
+    read: seconds,
+    group: "where and how",
+    usage: [
+      ["--malloc-trim-every SECONDS", "give malloc's free memory back to the system"],
+      ["", `this often (0: never) [${DEFAULT_MALLOC_TRIM_EVERY_S}]`],
+    ],
+    docs: "give the free memory glibc's malloc holds back to the system this often " +
+      "(`malloc_trim`; Linux with glibc and the `ffi` permission; `0`: never).",
   },
   {
     flag: "config",

@@ -40,7 +40,12 @@ import { Logger } from "../common/logger.ts";
 import { TokenTable } from "../server/auth.ts";
 import type { FrameHandler } from "../server/ingest/mod.ts";
 import { serve, type Server } from "../server/serve.ts";
-import { DEFAULT_MMAP_THRESHOLD_BYTES, pinMmapThreshold } from "../server/allocator.ts";
+import {
+  DEFAULT_MALLOC_TRIM_EVERY_S,
+  DEFAULT_MMAP_THRESHOLD_BYTES,
+  pinMmapThreshold,
+  trimMallocEvery,
+} from "../server/allocator.ts";
 import type { Stream } from "../server/stream/stream.ts";
 import { parse, UsageError } from "./_args.ts";
 import { settingsFrom } from "./_serve_config.ts";
@@ -109,6 +114,12 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   if (pinMmapThreshold()) {
     logger.debug("malloc_mmap_threshold", { bytes: DEFAULT_MMAP_THRESHOLD_BYTES });
   }
+  // And give back what the threads' arenas hold free (see trimMallocEvery); the
+  // timer does not keep the process alive, and it ends with it.
+  trimMallocEvery(
+    s.mallocTrimEvery ?? DEFAULT_MALLOC_TRIM_EVERY_S,
+    (ms) => logger.debug("malloc_trim", { ms: Math.round(ms * 100) / 100 }),
+  );
   // Probe the port first, so that a busy one is reported before any log is
   // created; serve() below still handles losing a race for it.
   if (s.port !== 0) {

@@ -63,3 +63,75 @@ export function pinMmapThreshold(bytes: number = DEFAULT_MMAP_THRESHOLD_BYTES): 
     return false;
   }
 }
+
+/** How often `serve` returns the free memory malloc holds to the system, seconds (0: never). */
+export const DEFAULT_MALLOC_TRIM_EVERY_S = 60;
+
+/**
+ * Calls glibc's `malloc_trim(0)` every `seconds`, through FFI, on a thread
+ * of the runtime's blocking pool (the event loop does not wait for it), and
+ * `onTrim` with how long each call took, ms. Returns a function that stops
+ * it, or null where it cannot run: `seconds` 0, off Linux, without the `ffi`
+ * permission already granted (it never prompts), or where `libc.so.6` is
+ * not glibc's. The timer does not keep the process alive.
+ *
+ * Why: each thread other than the main one allocates from a malloc arena of
+ * its own, and an arena keeps the memory freed in it (only its top is ever
+ * given back), so a long-running server's arenas hold their high-water mark
+ * — measured at the end of a 90-minute cluster soak: 55 of a follower's
+ * 82 MiB of malloc memory and 142 of a leader's 208 MiB were free chunks.
+ * `malloc_trim(0)` returns the whole free pages inside every arena to the
+ * system (`madvise`), so RSS follows what is in use.
+ *
+ * @example
+ * ```ts
+ * import { equal, ok } from "node:assert/strict";
+ * import { trimMallocEvery } from "./allocator.ts";
+ * equal(trimMallocEvery(0), null); // never
+ * const took: number[] = [];
+ * const stop = trimMallocEvery(0.01, (ms) => took.push(ms));
+ * if (stop !== null) { // Linux with glibc, FFI granted
+ *   while (took.length < 2) await new Promise((r) => setTimeout(r, 10));
+ *   stop();
+ *   ok(took.every((ms) => ms >= 0));
+ * }
+ * ```
+ */
+export function trimMallocEvery(
+  seconds: number,
+  onTrim: (ms: number) => void = () => {},
+): (() => void) | null {
+  if (!Number.isFinite(seconds) || seconds < 0) {
+    throw new RangeError(`malloc trim interval must be seconds >= 0, got ${seconds}`);
+  }
+  if (seconds === 0 || Deno.build.os !== "linux") return null;
+  let lib: Deno.DynamicLibrary<{
+    malloc_trim: { parameters: ["usize"]; result: "i32"; nonblocking: true };
+  }>;
+  try {
+    if (Deno.permissions.querySync({ name: "ffi" }).state !== "granted") return null;
+    lib = Deno.dlopen("libc.so.6", {
+      malloc_trim: { parameters: ["usize"], result: "i32", nonblocking: true },
+    });
+  } catch {
+    return null; // not glibc
+  }
+  let stopped = false;
+  let running: Promise<unknown> | null = null;
+  const timer = setInterval(() => {
+    if (running !== null) return; // the last one still runs
+    const t0 = performance.now();
+    running = lib.symbols.malloc_trim(0n).then(() => {
+      running = null;
+      if (stopped) lib.close();
+      else onTrim(performance.now() - t0);
+    });
+  }, seconds * 1000);
+  Deno.unrefTimer(timer);
+  return () => {
+    if (stopped) return;
+    stopped = true;
+    clearInterval(timer);
+    if (running === null) lib.close();
+  };
+}

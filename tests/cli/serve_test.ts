@@ -395,6 +395,31 @@ Deno.test("serve --handler unwraps upstream frames, skips heartbeats, and reject
   }
 });
 
+// The arenas' free memory given back on a timer, off the event loop: each
+// call is logged at debug level, and a call in flight does not hold up a stop.
+Deno.test("serve --malloc-trim-every trims on its timer and stops cleanly", async () => {
+  if (Deno.build.os !== "linux") return; // glibc's malloc_trim
+  const w = await workspace();
+  try {
+    const s = await startServe([
+      ...["--root", w.root, "--stream", `trades=${w.schema}`, "--port", String(freePort())],
+      ...["--log-level", "debug", "--malloc-trim-every", "0.05"],
+    ]);
+    try {
+      await until(
+        () => (s.stderr().match(/malloc_trim ms=\d/g)?.length ?? 0) >= 3,
+        10_000,
+        "3 trims",
+      );
+      assertEquals((await s.signal("SIGINT")).code, 0);
+    } finally {
+      await s.stop();
+    }
+  } finally {
+    await w.rm();
+  }
+});
+
 Deno.test("serve refuses bad starts with one line naming the problem", async () => {
   const w = await workspace();
   const busy = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -415,6 +440,11 @@ Deno.test("serve refuses bad starts with one line naming the problem", async () 
   // [args, exit code, what the line must say]
   const cases: [string[], number, RegExp][] = [
     [[...trades, "--bogus"], 2, /Unknown option '--bogus'/],
+    [
+      [...trades, "--malloc-trim-every", "often", ...port()],
+      2,
+      /--malloc-trim-every must be a number of seconds >= 0, got "often"/,
+    ],
     [["--root", w.root, ...port()], 2, /no stream declared/],
     [["--stream", `trades=${missing}`, ...port()], 2, /cannot read schema file .*missing\.json/],
     [["--stream", `trades=${notJson}`, ...port()], 2, /schema file .*not\.json is not JSON/],

@@ -38,6 +38,10 @@ import {
 import { type Cluster, currentLeader, faultAndHeal, History } from "./_jepsen_nemesis.ts";
 import { converged, leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
 
+// A node's log lines that say its leadership or its lease changed.
+const LEADERSHIP_EVENTS =
+  /"(leader_elected|leader_ended|cluster_step_down|cluster_node_lease_lost)"/;
+
 /** The lease of the run's nodes, s. */
 export const LEASE_SECONDS = 2;
 
@@ -203,6 +207,7 @@ export async function jepsenRun(
     if (!withFaults) {
       const raw = subs.filter((s) => s instanceof RawSub);
       let minute = 0;
+      let lastTerm = 1;
       for (let turn = 0; performance.now() < deadline; turn++) {
         await pause(Math.min(10_000, Math.max(0, deadline - performance.now())));
         raw[turn % raw.length].drop();
@@ -210,8 +215,14 @@ export async function jepsenRun(
         if (m > minute) {
           minute = m;
           const heads = await Promise.all(nodes.map((n) => n.head()));
+          // Without faults the leadership should not move: a new term is worth a line.
+          const lead = heads.find((h) => h?.role === "leader");
+          const term = Math.max(...heads.map((h) => h?.term ?? 0));
+          if (term !== lastTerm) history.add(`term ${term}, ${lead?.node ?? "no node"} leading`);
+          lastTerm = term;
           options.progress?.(
-            `${m} min: ${acked()} acknowledgements; ends ${heads.map((h) => h?.end).join("/")}`,
+            `${m} min: ${acked()} acknowledgements; ends ${heads.map((h) => h?.end).join("/")}; ` +
+              `term ${term}, leader ${lead?.node ?? "-"}`,
           );
         }
       }
@@ -308,6 +319,14 @@ export async function jepsenRun(
     if (failed) {
       for (const n of nodes) {
         await Deno.writeTextFile(join(root, `${n.name}.stderr`), n.stderr()).catch(() => {});
+      }
+    }
+    if (!withFaults) {
+      // Without faults, leadership should not move: each node's own word on why it did.
+      for (const n of nodes) {
+        for (const line of n.stderr().split("\n")) {
+          if (LEADERSHIP_EVENTS.test(line)) history.add(`${n.name} said: ${line.trim()}`);
+        }
       }
     }
     await Promise.allSettled(nodes.map((n) => n.kill()));
