@@ -295,7 +295,7 @@ export const SETTINGS: readonly Setting[] = [
     read: seconds,
     group: "where and how",
     usage: [
-      ["--malloc-trim-every SECONDS", "give malloc's free memory back to the system"],
+      ["--malloc-trim-every S", "give malloc's free memory back to the system"],
       ["", `this often (0: never) [${DEFAULT_MALLOC_TRIM_EVERY_S}]`],
     ],
     docs: "give the free memory glibc's malloc holds back to the system this often " +
