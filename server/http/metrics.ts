@@ -126,12 +126,8 @@ export class ServerMetrics {
       memory.set(m.heapTotal, { kind: "heap_total" });
       memory.set(m.heapUsed, { kind: "heap_used" });
       memory.set(m.external, { kind: "external" });
-      for (
-        const [worker, w] of [["chunk", chunkWorkerMemory()], [
-          "iceberg",
-          icebergWorkerMemory(),
-        ]] as const
-      ) {
+      const workers = { chunk: chunkWorkerMemory(), iceberg: icebergWorkerMemory() };
+      for (const [worker, w] of Object.entries(workers)) {
         if (w === null) continue;
         memory.set(w.heapTotal, { kind: `${worker}_heap_total` });
         memory.set(w.heapUsed, { kind: `${worker}_heap_used` });
