@@ -47,6 +47,27 @@ export interface MemorySample {
   otherAnon: number;
 }
 
+/** A sample at `t` s with RSS and RssAnon read and nothing else yet (NaN). */
+export function rssSample(t: number, rss: number, rssAnon: number): MemorySample {
+  return {
+    t,
+    rss,
+    rssAnon,
+    heapUsed: NaN,
+    heapTotal: NaN,
+    external: NaN,
+    icebergHeapUsed: NaN,
+    icebergHeapTotal: NaN,
+    chunkHeapUsed: NaN,
+    chunkHeapTotal: NaN,
+    mallocInUse: NaN,
+    mallocFree: NaN,
+    mallocHeap: NaN,
+    mallocArenas: NaN,
+    otherAnon: NaN,
+  };
+}
+
 /** What the samples of one process say. */
 export interface MemoryTrend {
   samples: number;
@@ -198,23 +219,7 @@ export class MemorySampler {
       await Promise.all([...this.#procs.values()].map(async (p) => {
         const { rss, rssAnon } = rssOf(p.pid);
         if (!Number.isFinite(rss)) return;
-        const s: MemorySample = {
-          t,
-          rss,
-          rssAnon,
-          heapUsed: NaN,
-          heapTotal: NaN,
-          external: NaN,
-          icebergHeapUsed: NaN,
-          icebergHeapTotal: NaN,
-          chunkHeapUsed: NaN,
-          chunkHeapTotal: NaN,
-          mallocInUse: NaN,
-          mallocFree: NaN,
-          mallocHeap: NaN,
-          mallocArenas: NaN,
-          otherAnon: NaN,
-        };
+        const s = rssSample(t, rss, rssAnon);
         const smaps = withSmaps ? smapsOf(p.pid) : null;
         if (smaps) {
           s.mallocHeap = smaps.heap;

@@ -2,26 +2,10 @@
 // (means per step) that tell memory still rising from memory that has
 // levelled off, including samples read back from JSON with nulls.
 import { assert, assertEquals } from "../_assert.ts";
-import { memoryLevels, type MemorySample, slope } from "./_memory_samples.ts";
+import { memoryLevels, type MemorySample, rssSample, slope } from "./_memory_samples.ts";
 
-// A sample at `t` seconds with RSS `rss` and the smaps fields unread.
-const at = (t: number, rss: number): MemorySample => ({
-  t,
-  rss,
-  rssAnon: rss - 50,
-  heapUsed: NaN,
-  heapTotal: NaN,
-  external: NaN,
-  icebergHeapUsed: NaN,
-  icebergHeapTotal: NaN,
-  chunkHeapUsed: NaN,
-  chunkHeapTotal: NaN,
-  mallocInUse: NaN,
-  mallocFree: NaN,
-  mallocHeap: NaN,
-  mallocArenas: NaN,
-  otherAnon: NaN,
-});
+// A sample at `t` seconds with RSS `rss` and nothing else read.
+const at = (t: number, rss: number): MemorySample => rssSample(t, rss, rss - 50);
 
 Deno.test("memory samples: the slope of a line is its slope; of one point, NaN", () => {
   assertEquals(slope([0, 1, 2, 3], [5, 7, 9, 11]), 2);
