@@ -7,8 +7,9 @@
  *    ({@linkcode OtherStreamError}). A leader of a term older than this log's
  *    latest is stale: the sink closes and the caller tries again later.
  * 2. The follower cuts its tail where its history and the leader's part
- *    (`truncationPoint`): what it wrote in a term the leader never had, or
- *    past that term's end in the leader's log, was never committed. The cut
+ *    (`truncationPoint`, every term of both compared): what it holds under
+ *    a term the leader never had, or past where a term ended in the
+ *    leader's log, was never committed. The cut
  *    is counted and logged. Then it asks for the rows from its end.
  * 3. Each commit is appended as the leader made it — its rows' bytes, its
  *    append times, its producer records (`Replication.appendCommit`) — with
@@ -24,7 +25,7 @@
 import { setImmediate } from "node:timers";
 import { Logger } from "../common/logger.ts";
 import type { ReplicaCommit, Replication } from "../log/replication.ts";
-import { termEnd, truncationPoint } from "../log/term_history.ts";
+import { truncationPoint } from "../log/term_history.ts";
 import {
   type ControlMessage,
   decodeCommit,
@@ -258,7 +259,7 @@ export class ReplicaSink {
       throw new Error(`the leader's term ${m.term} is older than this log's ${latest}`);
     }
     const end = rep.durableEnd;
-    const at = truncationPoint(mine, end, termEnd(m.terms, latest, m.end));
+    const at = truncationPoint(mine, end, m.terms, m.end);
     if (at < end) {
       const cut = await rep.cutTail(at);
       this.#logger.warn("replica_tail_cut", {

@@ -26,7 +26,7 @@ import type { LogReader, RecordBatch } from "../log/mod.ts";
 import { LogEvictedError } from "../log/errors.ts";
 import type { DurableCommit, Replication } from "../log/replication.ts";
 import type { ProducerRecord } from "../log/producer_journal.ts";
-import { termEnd } from "../log/term_history.ts";
+import { termAt, termEnd } from "../log/term_history.ts";
 import {
   commitEnd,
   type ControlMessage,
@@ -109,27 +109,6 @@ export interface ReplicationSourceOptions {
   handshakeMs?: number;
   /** Where events are reported. @default a text Logger on stderr */
   logger?: Logger;
-}
-
-/**
- * The term each offset of `terms` was written in (0 before the first).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { termAt } from "./replication_source.ts";
- * const terms = [{ term: 1, start: 1 }, { term: 4, start: 50 }];
- * equal(termAt(terms, 49), 1);
- * equal(termAt(terms, 50), 4);
- * ```
- */
-export function termAt(terms: readonly { term: number; start: number }[], offset: number): number {
-  let t = 0;
-  for (const e of terms) {
-    if (e.start > offset) break;
-    t = e.term;
-  }
-  return t;
 }
 
 /**
@@ -507,20 +486,24 @@ class Link {
       this.#next = err.earliest;
       return null;
     }
-    if (batch.count === 0) {
+    // At the log's end, rows kept from the last read (the next term's, past
+    // a commit split at a term) still go out.
+    if (batch.count === 0 && this.#carry.length === 0) {
       await this.#sleep(5);
       return null;
     }
-    const rows = [...this.#carry, batch];
+    const rows = batch.count === 0 ? this.#carry : [...this.#carry, batch];
     this.#carry = [];
     const first = rows[0].offsets[0];
-    const last = batch.offsets[batch.count - 1];
+    const tail = rows[rows.length - 1];
+    const last = tail.offsets[tail.count - 1];
     const records = await this.#recordsOf(first, last + 1);
     // A producer commit that goes on past this read: keep its rows for the next.
     let end = last + 1;
     for (const r of records) if (r.first <= last && r.last > last) end = Math.min(end, r.first);
     if (end <= first) {
       this.#carry = rows;
+      if (batch.count === 0) await this.#sleep(5); // its other rows are not durable yet
       return null;
     }
     const terms = rep.terms;

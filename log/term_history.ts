@@ -1,10 +1,10 @@
 /**
  * The term history of a replicated log: which leader term began at which
  * offset, kept beside the segments as Kafka keeps its leader-epoch
- * checkpoint. A follower that rejoins asks the leader where the follower's
- * last term ended in the leader's log ({@linkcode termEnd}), cuts its own
- * log there ({@linkcode truncationPoint}), and copies the rest: what it
- * wrote in a term the leader never had, or past that term's end in the
+ * checkpoint. A follower that rejoins gets the leader's history, cuts its
+ * own log at the first offset whose row the two logs wrote in different
+ * terms ({@linkcode truncationPoint}), and copies the rest: what it holds
+ * under a term the leader never had, or past where a term ended in the
  * leader's log, was never committed, and goes.
  *
  * ```text
@@ -82,31 +82,74 @@ export function termEnd(
 }
 
 /**
- * Where a rejoining log (history `local`, end `localEnd`) must be cut,
- * given the leader's answer `leader` = `termEnd(leaderTerms, T, leaderEnd)`
- * for the local last term T: at the leader's end of the last term both
- * have, and never past where that term ends locally. Returns `localEnd`
- * when nothing must go.
+ * The term the row at `offset` was written in, in a log with history
+ * `terms` (0 before the first recorded term: rows written before the
+ * cluster).
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { termEnd, truncationPoint } from "./term_history.ts";
+ * import { termAt } from "./term_history.ts";
+ * const terms = [{ term: 1, start: 1 }, { term: 4, start: 50 }];
+ * equal(termAt(terms, 0), 0);
+ * equal(termAt(terms, 49), 1);
+ * equal(termAt(terms, 50), 4);
+ * ```
+ */
+export function termAt(terms: readonly TermStart[], offset: number): number {
+  let t = 0;
+  for (const e of terms) {
+    if (e.start > offset) break;
+    t = e.term;
+  }
+  return t;
+}
+
+/**
+ * Where a rejoining log (history `local`, end `localEnd`) must be cut to
+ * match the leader's (history `leader`, end `leaderEnd`): the first offset
+ * whose row was written in a different term in the two logs, and never past
+ * either end. Returns `localEnd` when nothing must go.
+ *
+ * One leader writes each term, in offset order, so rows written in the same
+ * term at the same offset are the same row (Raft's log matching), and the
+ * logs agree below the first offset whose terms differ. Every term of both
+ * histories is compared, not only the local log's last one: a log may hold,
+ * under a term the leader never had, rows of an earlier term past where that
+ * term ended in the leader's log (Kafka answers that case with more than one
+ * round of OffsetsForLeaderEpoch, KIP-279; the leader's whole history is at
+ * hand here).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { truncationPoint } from "./term_history.ts";
  * // A deposed leader wrote 101..130 in term 1; the new leader began term 2 at 101.
- * const mine = [{ term: 1, start: 1 }];
  * const leader = [{ term: 1, start: 1 }, { term: 2, start: 101 }];
- * equal(truncationPoint(mine, 131, termEnd(leader, 1, 180)), 101);
+ * equal(truncationPoint([{ term: 1, start: 1 }], 131, leader, 180), 101);
  * // A follower that lags (it ends at 90) keeps everything.
- * equal(truncationPoint(mine, 90, termEnd(leader, 1, 180)), 90);
+ * equal(truncationPoint([{ term: 1, start: 1 }], 90, leader, 180), 90);
+ * // Term 1's rows 101..119 here, then a term 3 the leader never had: the
+ * // rows part at 101, where the leader's term 2 began, not at 120.
+ * equal(truncationPoint([{ term: 1, start: 1 }, { term: 3, start: 120 }], 125, leader, 180), 101);
  * ```
  */
 export function truncationPoint(
   local: readonly TermStart[],
   localEnd: number,
-  leader: { term: number; end: number },
+  leader: readonly TermStart[],
+  leaderEnd: number,
 ): number {
-  const mine = termEnd(local, leader.term, localEnd);
-  return Math.min(localEnd, leader.end, mine.end);
+  const end = Math.min(localEnd, leaderEnd);
+  // The terms only change where one history begins a term: the first such
+  // offset (or the log's start) where they differ is where the logs part.
+  const points = [0, ...local.map((e) => e.start), ...leader.map((e) => e.start)]
+    .filter((p) => p < end)
+    .sort((a, b) => a - b);
+  for (const p of points) {
+    if (termAt(local, p) !== termAt(leader, p)) return p;
+  }
+  return end;
 }
 
 function check(entries: unknown, path: string): TermStart[] {

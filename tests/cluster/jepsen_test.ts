@@ -35,6 +35,11 @@ const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
  * table's `--seal-every 1`, 3664698107 and 128391271 found a third: the seal
  * timer rolled a follower's log while its tail was cut in place (the active
  * file closed), and the log refused every later write (fixed in `Log.tick`).
+ * 1652135988 found a fourth: subscribers of one node saw a row that the
+ * final log holds elsewhere. A rejoining node compared the leader's history
+ * with its own at its last term only, and kept rows of an earlier term past
+ * where the leader's copy of that term ended — counted as held, and shown
+ * (fixed in `truncationPoint`: every term of both histories is compared).
  */
 const REGRESSION_SEEDS: readonly number[] = [
   3664698107,
@@ -42,6 +47,7 @@ const REGRESSION_SEEDS: readonly number[] = [
   128391271,
   2157140864,
   3529604593,
+  1652135988,
 ];
 
 function envNumber(name: string, fallback: number): number {

@@ -269,3 +269,87 @@ Deno.test("replica sink: a deposed leader's commit still in flight at the handsh
     await log.close();
   }
 });
+
+Deno.test("replica sink: under a term the leader never had, rows of an earlier term past the leader's copy of it are cut too", async () => {
+  let now = 1_000;
+  const { log, rep, open } = await leaderWith(await tempDir(), () => now);
+  // Term 1 (another node led it): rows 1..3 reached this leader.
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(4);
+  const follower = await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: log.streamId,
+    clock: () => now,
+  });
+  const frep = follower.replication!;
+  await frep.beginTerm(1, 1);
+  // The follower got one row more of term 1 (4, never committed).
+  const sunk: Row[] = await rowsOf(log);
+  await frep.appendCommit({
+    first: 1,
+    runs: [...sunk.map(([, t, p]) => ({ timeUs: t, payloads: [p] })), {
+      timeUs: sunk[2][1],
+      payloads: ['{"term1":4}'],
+    }],
+    records: [],
+  });
+  frep.commitThrough(4);
+  // This leader led term 2 from 4, alone.
+  await rep.beginTerm(2);
+  now += 5;
+  log.publish(['{"term2":4}'], { producer: "x", seq: 1 });
+  await log.flush();
+  // The follower led term 3 from 5, alone.
+  await frep.beginTerm(3);
+  frep.writable = true;
+  follower.publish(['{"term3":5}', '{"term3":6}'], { producer: "y", seq: 1 });
+  await follower.flush();
+  frep.writable = false;
+  // This leader leads term 4 from 5.
+  await rep.beginTerm(4);
+  now += 5;
+  log.publish(['{"term4":5}', '{"term4":6}'], { producer: "x", seq: 2 });
+  await log.flush();
+  rep.commitThrough(rep.durableEnd);
+  // Term 3 ends where term 2 does in the leader's log (5), and term 2 where
+  // term 1 does in the follower's (5): a cut at 5 would keep the follower's
+  // row 4 of term 1 where the leader holds its row 4 of term 2, and show it.
+  const { source, server, url } = open();
+  const cuts: [number, number][] = [];
+  const stop = new AbortController();
+  const sink = new ReplicaSink(frep, {
+    node: "f",
+    stream: "s",
+    leaderUrl: url,
+    logger: quiet,
+    onCut: (at, rows) => cuts.push([at, rows]),
+  });
+  const running = sink.run(stop.signal);
+  try {
+    // Both logs end at 7 before the handshake: converged is after a cut.
+    await until(
+      () => sink.live && frep.durableEnd === rep.durableEnd && frep.terms.length === 3,
+      10_000,
+      "the follower to converge",
+    );
+    assertEquals(cuts, [[4, 3]]);
+    const want = await rowsOf(log);
+    assertEquals(
+      want.map(([o, , p]) => `${o}${p}`).slice(3).join(" "),
+      '4{"term2":4} 5{"term4":5} 6{"term4":6}',
+    );
+    assertEquals(await rowsOf(follower), want);
+    assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 4 }, { term: 4, start: 5 }]);
+    assertEquals(follower.producerState("y"), null);
+  } finally {
+    stop.abort();
+    await running;
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});

@@ -70,10 +70,19 @@ Deno.test("term history: where a term ends, and where a rejoining log is cut, fo
   for (let t = 0; t <= 7; t++) assertEquals(termEnd(leader, t, end), want[t], `term ${t}`);
   // A deposed leader of term 5 (never seen by the leader) wrote 25..40.
   const mine = [{ term: 1, start: 1 }, { term: 3, start: 11 }, { term: 5, start: 25 }];
-  assertEquals(truncationPoint(mine, 41, termEnd(leader, 5, end)), 25);
-  // Asked again with term 3 after that cut: nothing more goes.
-  assertEquals(truncationPoint(mine.slice(0, 2), 25, termEnd(leader, 3, end)), 25);
+  assertEquals(truncationPoint(mine, 41, leader, end), 25);
+  // Asked again after that cut: nothing more goes.
+  assertEquals(truncationPoint(mine.slice(0, 2), 25, leader, end), 25);
   // A log from before any term (term 0) against a leader whose first term began at 1.
-  assertEquals(truncationPoint([], 20, termEnd(leader, 0, end)), 1);
-  assertEquals(truncationPoint([], 20, termEnd([{ term: 1, start: 20 }], 0, 30)), 20);
+  assertEquals(truncationPoint([], 20, leader, end), 1);
+  assertEquals(truncationPoint([], 20, [{ term: 1, start: 20 }], 30), 20);
+  // Term 1 ran on here past where the leader began term 3 (11..18), then a
+  // term 4 the leader never had: the logs part at 11.
+  assertEquals(
+    truncationPoint([{ term: 1, start: 1 }, { term: 4, start: 19 }], 22, leader, end),
+    11,
+  );
+  // The same logs, the leader shorter than this one: cut at the leader's end.
+  assertEquals(truncationPoint(leader, 60, leader, end), 50);
+  assertEquals(truncationPoint(leader, 40, leader, end), 40);
 });

@@ -8,7 +8,7 @@ import { assertEquals, assertRejects } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, LogLockedError, type PublishResult, verifyLog } from "../../log/mod.ts";
 import { truncateLog } from "../../log/truncate.ts";
-import { termEnd, TermHistory, truncationPoint } from "../../log/term_history.ts";
+import { TermHistory, truncationPoint } from "../../log/term_history.ts";
 
 const dec = new TextDecoder();
 const row = (tag: string, i: number) => `{"i":${i},"from":"${tag}"}`;
@@ -176,18 +176,14 @@ Deno.test("a deposed leader cuts its uncommitted tail by the term histories and 
     // a rejoins: where did its last term end in b's log?
     const aEnd = a.endOffset;
     await a.close();
-    const cut = truncationPoint(
-      ta.entries,
-      aEnd,
-      termEnd(tb.entries, ta.latest!.term, b.endOffset),
-    );
+    const cut = truncationPoint(ta.entries, aEnd, tb.entries, b.endOffset);
     assertEquals(cut, 6);
     assertEquals(await truncateLog(a.dir, cut), { end: 6, rows: 3 });
     const a2 = await Log.open(a.dir, { timers: false, replica: true });
     const ta2 = await TermHistory.open(a.dir);
     await follow(a2, ta2, b, tb);
     // c lags: nothing to cut, it copies the rest.
-    assertEquals(truncationPoint(tc.entries, c.endOffset, termEnd(tb.entries, 1, b.endOffset)), 4);
+    assertEquals(truncationPoint(tc.entries, c.endOffset, tb.entries, b.endOffset), 4);
     await follow(c, tc, b, tb);
 
     const want = await rowsOf(b);
@@ -203,6 +199,57 @@ Deno.test("a deposed leader cuts its uncommitted tail by the term histories and 
     await a2.close();
     await b.close();
     await c.close();
+    for (const d of [a.dir, b.dir, c.dir]) assertEquals((await verifyLog(d)).error, null, d);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("a log whose last term the leader never had is cut where an earlier term parts, not where that term ended", async () => {
+  const dir = await tempDir();
+  try {
+    const a = await Log.open(join(dir, "a"), { timers: false });
+    const b = await Log.open(join(dir, "b"), { timers: false, replica: true });
+    const c = await Log.open(join(dir, "c"), { timers: false, replica: true });
+    const ta = await TermHistory.open(a.dir);
+    const tb = await TermHistory.open(b.dir);
+    const tc = await TermHistory.open(c.dir);
+    // Term 1: a leads; rows 1..5 on every node, row 6 reaches c only.
+    await ta.begin(1, 1);
+    await a.appendMany([1, 2, 3, 4, 5].map((i) => row("a", i)));
+    await follow(b, tb, a, ta);
+    await follow(c, tc, a, ta);
+    await a.appendMany([row("a", 6)]);
+    await follow(c, tc, a, ta);
+    await a.close();
+    // Term 2: b leads from 6 and writes 6..7, which nobody else gets.
+    await tb.begin(2, 6);
+    await b.appendMany([row("b", 6), row("b", 7)]);
+    // Term 3: c leads from 7 and writes 7, which nobody else gets.
+    await tc.begin(3, 7);
+    await c.appendMany([row("c", 7)]);
+    // Term 4: b leads again and writes 8..9.
+    await tb.begin(4, 8);
+    await b.appendMany([row("b", 8), row("b", 9)]);
+
+    // c rejoins b. Its last term (3) ends, in b's history, where term 2 ends
+    // (8); term 2, in c's, where term 1 does (7): one round of that answer
+    // would keep c's row 6 of term 1, which b wrote in term 2. The rows part at 6.
+    const cEnd = c.endOffset;
+    await c.close();
+    const cut = truncationPoint(tc.entries, cEnd, tb.entries, b.endOffset);
+    assertEquals(cut, 6);
+    assertEquals(await truncateLog(c.dir, cut), { end: 6, rows: 2 });
+    const c2 = await Log.open(c.dir, { timers: false, replica: true });
+    const tc2 = await TermHistory.open(c.dir);
+    assertEquals(tc2.entries, [{ term: 1, start: 1 }]);
+    await follow(c2, tc2, b, tb);
+    const want = await rowsOf(b);
+    assertEquals(want.map(([, p]) => JSON.parse(p).from).join(""), "aaaaabbbb");
+    assertEquals(await rowsOf(c2), want);
+    assertEquals(tc2.entries, tb.entries);
+    await c2.close();
+    await b.close();
     for (const d of [a.dir, b.dir, c.dir]) assertEquals((await verifyLog(d)).error, null, d);
   } finally {
     await rmrf(dir);
