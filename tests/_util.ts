@@ -35,6 +35,30 @@ export const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
 /** A string of UTF-8 bytes. */
 export const text = (b: Uint8Array): string => new TextDecoder().decode(b);
 
+/**
+ * Waits until `check()` is true, polling every 100 ms, for as long as
+ * `progress()` keeps changing: throws once it has stayed the same for
+ * `stallMs`. For work whose length depends on the machine's load (a slow
+ * machine gets the time it needs; a stuck process is still reported).
+ */
+export async function untilProgressing(
+  check: () => boolean | Promise<boolean>,
+  progress: () => unknown | Promise<unknown>,
+  stallMs = 20_000,
+  what = "condition",
+): Promise<void> {
+  let last = JSON.stringify(await progress());
+  let since = Date.now();
+  while (!(await check())) {
+    const now = JSON.stringify(await progress());
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since > stallMs) {
+      throw new Error(`no progress for ${stallMs} ms waiting for ${what} (at ${last})`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Waits until `check()` is true, polling; throws after `ms`. */
 export async function until(
   check: () => boolean | Promise<boolean>,

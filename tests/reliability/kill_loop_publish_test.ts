@@ -20,7 +20,7 @@
 // Seeded: a fresh seed each run, printed; STREAMCAST_KILL_SEED replays one.
 import { join } from "node:path";
 import { assert, assertEquals } from "../_assert.ts";
-import { freePort, rmrf, rng, tempDir, until } from "../_util.ts";
+import { freePort, rmrf, rng, tempDir, until, untilProgressing } from "../_util.ts";
 import { type ServeProc, startServe, withTimeout } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
 import {
@@ -39,6 +39,9 @@ import { type PostAnswer, postFrame } from "./_post_frame.ts";
 // - 3926834337, 709428761 (and 7 more runs): a follower's live subscribers
 //   missed the rows of chunks it adopted past its end on reconnecting to a
 //   restarted primary — tests/follow/adopt_live_test.ts.
+// - 3820510544: under the whole suite's load the follower took more than a
+//   fixed 20 s to chunk what the primary had; the test now waits for as long
+//   as either manifest grows (a test's timing, not a bug).
 const SEED_ENV = Deno.env.get("STREAMCAST_KILL_SEED");
 const SEED = SEED_ENV ? Number(SEED_ENV) >>> 0 : crypto.getRandomValues(new Uint32Array(1))[0];
 const ROUNDS = 8;
@@ -411,8 +414,11 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
       const m = await (await fetch(`${p.url}/${NAME}/manifest`)).json();
       return (m.chunks as { sha256: string }[]).map((c) => c.sha256).join();
     };
-    await until(
+    // The follower seals and chunks at its own pace (slow under a loaded
+    // machine): waited for as long as either manifest still grows.
+    await untilProgressing(
       async () => (await chunks(follower!)) === (await chunks(primary!)),
+      async () => [await chunks(follower!), await chunks(primary!)],
       20_000,
       `${ctx}: the follower's chunks equal the primary's`,
     );
