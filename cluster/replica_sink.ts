@@ -259,7 +259,9 @@ export class ReplicaSink {
       throw new Error(`the leader's term ${m.term} is older than this log's ${latest}`);
     }
     const end = rep.durableEnd;
-    const at = truncationPoint(mine, end, m.terms, m.end);
+    // Rows this node knows committed are the leader's too: the comparison
+    // starts at their end.
+    const at = truncationPoint(mine, end, m.terms, m.end, rep.gate.end);
     if (at < end) {
       const cut = await rep.cutTail(at);
       this.#logger.warn("replica_tail_cut", {

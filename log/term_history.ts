@@ -108,8 +108,11 @@ export function termAt(terms: readonly TermStart[], offset: number): number {
 /**
  * Where a rejoining log (history `local`, end `localEnd`) must be cut to
  * match the leader's (history `leader`, end `leaderEnd`): the first offset
- * whose row was written in a different term in the two logs, and never past
- * either end. Returns `localEnd` when nothing must go.
+ * at or after `from` whose row was written in a different term in the two
+ * logs, and never past either end. Returns `localEnd` when nothing must go.
+ * `from` is where the rows this log knows committed end: those are the same
+ * in every log, and below them a log may lack rows it never copied (a gap
+ * past rows the leader no longer held) whose terms it never recorded.
  *
  * One leader writes each term, in offset order, so rows written in the same
  * term at the same offset are the same row (Raft's log matching), and the
@@ -132,6 +135,9 @@ export function termAt(terms: readonly TermStart[], offset: number): number {
  * // Term 1's rows 101..119 here, then a term 3 the leader never had: the
  * // rows part at 101, where the leader's term 2 began, not at 120.
  * equal(truncationPoint([{ term: 1, start: 1 }, { term: 3, start: 120 }], 125, leader, 180), 101);
+ * // A log that copied from 150 on (the leader no longer held 1..149) and
+ * // knows 1..159 committed: nothing of what it holds parts.
+ * equal(truncationPoint([{ term: 2, start: 150 }], 170, leader, 180, 160), 170);
  * ```
  */
 export function truncationPoint(
@@ -139,12 +145,13 @@ export function truncationPoint(
   localEnd: number,
   leader: readonly TermStart[],
   leaderEnd: number,
+  from = 0,
 ): number {
   const end = Math.min(localEnd, leaderEnd);
   // The terms only change where one history begins a term: the first such
-  // offset (or the log's start) where they differ is where the logs part.
-  const points = [0, ...local.map((e) => e.start), ...leader.map((e) => e.start)]
-    .filter((p) => p < end)
+  // offset (or `from`) where they differ is where the logs part.
+  const points = [from, ...local.map((e) => e.start), ...leader.map((e) => e.start)]
+    .filter((p) => p >= from && p < end)
     .sort((a, b) => a - b);
   for (const p of points) {
     if (termAt(local, p) !== termAt(leader, p)) return p;

@@ -85,4 +85,14 @@ Deno.test("term history: where a term ends, and where a rejoining log is cut, fo
   // The same logs, the leader shorter than this one: cut at the leader's end.
   assertEquals(truncationPoint(leader, 60, leader, end), 50);
   assertEquals(truncationPoint(leader, 40, leader, end), 40);
+  // A log that copied from 35 on (a gap past rows the leader no longer held),
+  // its first term recorded at 35, knowing 1..39 committed: nothing goes; the
+  // rows after 40 part only where the terms do.
+  assertEquals(truncationPoint([{ term: 6, start: 35 }], 45, leader, end, 40), 45);
+  assertEquals(
+    truncationPoint([{ term: 6, start: 35 }, { term: 8, start: 42 }], 45, leader, end, 40),
+    42,
+  );
+  // Without what it knows committed, the gap's missing terms would cut it all.
+  assertEquals(truncationPoint([{ term: 6, start: 35 }], 45, leader, end), 1);
 });
