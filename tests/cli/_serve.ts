@@ -38,6 +38,12 @@ export interface ListenOptions {
   readyMs?: number;
   /** What to call the child in errors (default `serve`). */
   name?: string;
+  /**
+   * Variables for the child's environment only (say `STREAMCAST_CRASH_AT`):
+   * never set in the test runner's, which every test file of a parallel run
+   * shares — the crash hook there would kill the runner itself.
+   */
+  env?: Record<string, string>;
 }
 
 interface Spawned {
@@ -49,13 +55,18 @@ interface Spawned {
 }
 
 /** Spawns `deno run -A RUNARGS` with stdout discarded and stderr collected. */
-function spawn(runArgs: string[], stdin: boolean, cwd?: string): Spawned {
+function spawn(
+  runArgs: string[],
+  stdin: boolean,
+  cwd?: string,
+  env: Record<string, string> = {},
+): Spawned {
   const proc = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", ...runArgs],
     stdin: stdin ? "piped" : "null",
     stdout: "null",
     stderr: "piped",
-    env: { NO_COLOR: "1" },
+    env: { ...env, NO_COLOR: "1" },
     cwd,
   }).spawn();
   let text = "";
@@ -93,7 +104,7 @@ export async function startListening(
   options: ListenOptions = {},
 ): Promise<ServeProc> {
   const name = options.name ?? "serve";
-  const s = spawn(runArgs, options.stdin ?? false, options.cwd);
+  const s = spawn(runArgs, options.stdin ?? false, options.cwd, options.env);
   const writer = options.stdin ? s.proc.stdin.getWriter() : null;
   let stdinOpen = writer !== null;
   const closeStdin = async () => {

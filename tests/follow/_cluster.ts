@@ -52,6 +52,7 @@ export async function startFollower(
   of: string,
   port = freePort(),
   extra: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<ServeProc> {
   return await startServe([
     "--root",
@@ -69,7 +70,7 @@ export async function startFollower(
     "--log-format",
     "json",
     ...extra,
-  ]);
+  ], { env });
 }
 
 export async function head(p: ServeProc): Promise<Record<string, unknown>> {

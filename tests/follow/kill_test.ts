@@ -144,13 +144,9 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
     const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "2"]);
     procs.add(p);
     const port = freePort();
-    Deno.env.set("STREAMCAST_CRASH_AT", "adopt-manifest-written");
-    let f: ServeProc;
-    try {
-      f = await startFollower(`${dir}/f`, p.ws, port);
-    } finally {
-      Deno.env.delete("STREAMCAST_CRASH_AT");
-    }
+    let f = await startFollower(`${dir}/f`, p.ws, port, [], {
+      STREAMCAST_CRASH_AT: "adopt-manifest-written",
+    });
     procs.add(f);
     await until(async () => (await head(f)).state === "live", 20_000, "live");
     await p.write(rows(1, 500));

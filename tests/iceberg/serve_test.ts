@@ -140,13 +140,7 @@ for (const step of COMMIT_STEPS) {
       String(SEAL_EVERY_S),
     ];
     const location = pathToFileURL(`${root}/data/trades/iceberg`).href;
-    Deno.env.set("STREAMCAST_CRASH_AT", `iceberg-${step}`);
-    let crashing;
-    try {
-      crashing = await startServe(args);
-    } finally {
-      Deno.env.delete("STREAMCAST_CRASH_AT");
-    }
+    const crashing = await startServe(args, { env: { STREAMCAST_CRASH_AT: `iceberg-${step}` } });
     try {
       await post(crashing.url, 0, 30);
       const status = await crashing.exit(30_000);
