@@ -13,7 +13,7 @@
  * each node.
  *
  * ```text
- * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N] [--out report.json] [--step 10] [--node-flags "--flag value ..."]
+ * deno run --config deno.dev.json -A bench/soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N] [--out report.json] [--step 10] [--node-flags="--flag value ..."]
  * deno run --config deno.dev.json -A bench/soak_cluster.ts --levels report.json [--step 10]
  * ```
  *
@@ -44,7 +44,7 @@ import {
 } from "../tests/reliability/_memory_samples.ts";
 
 const USAGE = `usage: soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20] [--seed N]
-                       [--out report.json] [--step 10] [--node-flags "..."]
+                       [--out report.json] [--step 10] [--node-flags="..."]
        soak_cluster.ts --levels report.json [--step 10]
   --seconds   how long the feed runs
   --window    the last minutes of the feed the slopes are taken over
@@ -53,7 +53,8 @@ const USAGE = `usage: soak_cluster.ts [--seconds 1800] [--window 20] [--pace 20]
   --out       write every memory sample to this JSON file when the feed ends
   --step      minutes per row of the memory-levels table
   --levels    print the memory-levels table of a file --out wrote, and exit
-  --node-flags  extra flags for each node's serve command`;
+  --node-flags  extra flags for each node's serve command, after its own (a later
+              flag wins); written --node-flags="--lease-seconds 5", with "="`;
 
 // The mean memory of each process over every `step` minutes, a table.
 function printLevels(samples: Record<string, MemorySample[]>, step: number): void {
