@@ -353,3 +353,40 @@ Deno.test("replica sink: under a term the leader never had, rows of an earlier t
     await log.close();
   }
 });
+
+Deno.test("replication source: a catch-up read that ends in a new term sends that term's rows with no new write", async () => {
+  let now = 1_000;
+  const { log, rep, open } = await leaderWith(await tempDir(), () => now);
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}", "{}", "{}"]);
+  await log.flush();
+  await rep.beginTerm(2);
+  now += 5;
+  log.publish(['{"t2":1}', '{"t2":2}', '{"t2":3}'], { producer: "x", seq: 1 });
+  await log.flush();
+  rep.commitThrough(rep.durableEnd);
+  // One read takes 1..8; 1..5 go out as term 1's commit and 6..8 are kept
+  // for the next. Nothing more is written: the next read finds the log's end.
+  const { source, server, url } = open();
+  const follower = await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: log.streamId,
+  });
+  const frep = follower.replication!;
+  const stop = new AbortController();
+  const sink = new ReplicaSink(frep, { node: "f", stream: "s", leaderUrl: url, logger: quiet });
+  const running = sink.run(stop.signal);
+  try {
+    await until(() => frep.durableEnd === rep.durableEnd, 10_000, "term 2's rows on the follower");
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 6 }]);
+  } finally {
+    stop.abort();
+    await running;
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
