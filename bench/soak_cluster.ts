@@ -62,7 +62,7 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
   console.error(
     `soak-cluster: memory by ${step}-minute step, mean MiB: ` +
       "RSS, RssAnon, malloc heap, other arenas, other anonymous, JS heap used, JS heap total, " +
-      "external",
+      "external, chunk worker heap total, Iceberg worker heap total, malloc in use, malloc free",
   );
   for (const [name, list] of Object.entries(samples)) {
     for (const l of memoryLevels(list, step)) {
