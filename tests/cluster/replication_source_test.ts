@@ -6,7 +6,7 @@
 // leader never had cuts them at the handshake.
 import { assert, assertEquals } from "../_assert.ts";
 import { tempDir, text, until } from "../_util.ts";
-import { Log } from "../../log/log.ts";
+import { Log, type LogOptions } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";
 import { ReplicaSink } from "../../cluster/replica_sink.ts";
@@ -55,6 +55,39 @@ async function leaderWith(dir: string, now: () => number) {
   return { log, rep, followers, open };
 }
 
+// A new log in the leader's stream, to follow it.
+async function followerOf(leader: Log, options: LogOptions = {}): Promise<Log> {
+  return await Log.open(await tempDir(), {
+    replicated: true,
+    timers: false,
+    streamId: leader.streamId,
+    ...options,
+  });
+}
+
+// A sink running on `follower` against the leader at `url`, with the cuts it
+// makes; `halt()` stops it and waits for it.
+function sinkOf(follower: Log, url: string) {
+  const cuts: [number, number][] = [];
+  const stop = new AbortController();
+  const sink = new ReplicaSink(follower.replication!, {
+    node: "f",
+    stream: "s",
+    leaderUrl: url,
+    logger: quiet,
+    onCut: (at, rows) => cuts.push([at, rows]),
+  });
+  const running = sink.run(stop.signal);
+  return {
+    sink,
+    cuts,
+    halt: async () => {
+      stop.abort();
+      await running;
+    },
+  };
+}
+
 Deno.test("replication source catches a new follower up from chunks and segments, byte for byte, then ships live", async () => {
   let now = 1_000;
   const { log, rep, followers, open } = await leaderWith(await tempDir(), () => now);
@@ -79,15 +112,9 @@ Deno.test("replication source catches a new follower up from chunks and segments
   await log.flush();
   rep.commitThrough(rep.durableEnd - 3); // the last rows are not committed yet
   const { source, server, url } = open();
-  const follower = await Log.open(await tempDir(), {
-    replicated: true,
-    timers: false,
-    streamId: log.streamId,
-  });
+  const follower = await followerOf(log);
   const frep = follower.replication!;
-  const stop = new AbortController();
-  const sink = new ReplicaSink(frep, { node: "f", stream: "s", leaderUrl: url, logger: quiet });
-  const running = sink.run(stop.signal);
+  const { halt } = sinkOf(follower, url);
   try {
     await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to catch up");
     assertEquals(await rowsOf(follower), await rowsOf(log));
@@ -107,8 +134,7 @@ Deno.test("replication source catches a new follower up from chunks and segments
     assertEquals(await rowsOf(follower), await rowsOf(log));
     assertEquals(follower.producerState("p2"), log.producerState("p2"));
   } finally {
-    stop.abort();
-    await running;
+    await halt();
     source.close();
     await server.shutdown();
     await follower.close();
@@ -124,12 +150,7 @@ Deno.test("replica sink cuts the rows of a term the leader never had, then takes
   await log.flush();
   rep.commitThrough(4);
   // The follower shared 1..3, then led term 2 alone: 4..6 were never committed.
-  const follower = await Log.open(await tempDir(), {
-    replicated: true,
-    timers: false,
-    streamId: log.streamId,
-    clock: () => now,
-  });
+  const follower = await followerOf(log, { clock: () => now });
   const frep = follower.replication!;
   await frep.beginTerm(1, 1);
   const sunk: Row[] = (await rowsOf(log)).map(([o, t, p]) => [o, t, p]);
@@ -150,16 +171,7 @@ Deno.test("replica sink cuts the rows of a term the leader never had, then takes
   log.publish(['{"theirs":1}'], { producer: "x", seq: 1 });
   await log.flush();
   const { source, server, url } = open();
-  const cuts: [number, number][] = [];
-  const stop = new AbortController();
-  const sink = new ReplicaSink(frep, {
-    node: "f",
-    stream: "s",
-    leaderUrl: url,
-    logger: quiet,
-    onCut: (at, rows) => cuts.push([at, rows]),
-  });
-  const running = sink.run(stop.signal);
+  const { cuts, halt } = sinkOf(follower, url);
   try {
     await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to converge");
     assertEquals(cuts, [[4, 3]]);
@@ -167,8 +179,7 @@ Deno.test("replica sink cuts the rows of a term the leader never had, then takes
     assertEquals(follower.producerState("x"), { seq: 1, first: 4, last: 4 });
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
   } finally {
-    stop.abort();
-    await running;
+    await halt();
     source.close();
     await server.shutdown();
     await follower.close();
@@ -187,10 +198,7 @@ Deno.test("replica sink: a deposed leader's commit still in flight at the handsh
   let armed = false;
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
-  const follower = await Log.open(await tempDir(), {
-    replicated: true,
-    timers: false,
-    streamId: log.streamId,
+  const follower = await followerOf(log, {
     clock: () => now,
     io: { ...REAL_IO, syncData: async (f) => (armed && await held, await REAL_IO.syncData(f)) },
   });
@@ -238,16 +246,7 @@ Deno.test("replica sink: a deposed leader's commit still in flight at the handsh
     return response;
   });
   const url = `http://127.0.0.1:${server.addr.port}`;
-  const cuts: [number, number][] = [];
-  const stop = new AbortController();
-  const sink = new ReplicaSink(frep, {
-    node: "f",
-    stream: "s",
-    leaderUrl: url,
-    logger: quiet,
-    onCut: (at, rows) => cuts.push([at, rows]),
-  });
-  const running = sink.run(stop.signal);
+  const { cuts, halt } = sinkOf(follower, url);
   try {
     // The hello is out, and (a moment later) in: a sink that did not wait for
     // the commit in flight would find nothing to cut, and the three rows would
@@ -261,8 +260,7 @@ Deno.test("replica sink: a deposed leader's commit still in flight at the handsh
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
   } finally {
     release();
-    stop.abort();
-    await running;
+    await halt();
     source.close();
     await server.shutdown();
     await follower.close();
@@ -278,12 +276,7 @@ Deno.test("replica sink: under a term the leader never had, rows of an earlier t
   log.appendMany(["{}", "{}", "{}"]);
   await log.flush();
   rep.commitThrough(4);
-  const follower = await Log.open(await tempDir(), {
-    replicated: true,
-    timers: false,
-    streamId: log.streamId,
-    clock: () => now,
-  });
+  const follower = await followerOf(log, { clock: () => now });
   const frep = follower.replication!;
   await frep.beginTerm(1, 1);
   // The follower got one row more of term 1 (4, never committed).
@@ -318,16 +311,7 @@ Deno.test("replica sink: under a term the leader never had, rows of an earlier t
   // term 1 does in the follower's (5): a cut at 5 would keep the follower's
   // row 4 of term 1 where the leader holds its row 4 of term 2, and show it.
   const { source, server, url } = open();
-  const cuts: [number, number][] = [];
-  const stop = new AbortController();
-  const sink = new ReplicaSink(frep, {
-    node: "f",
-    stream: "s",
-    leaderUrl: url,
-    logger: quiet,
-    onCut: (at, rows) => cuts.push([at, rows]),
-  });
-  const running = sink.run(stop.signal);
+  const { sink, cuts, halt } = sinkOf(follower, url);
   try {
     // Both logs end at 7 before the handshake: converged is after a cut.
     await until(
@@ -345,8 +329,7 @@ Deno.test("replica sink: under a term the leader never had, rows of an earlier t
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 4 }, { term: 4, start: 5 }]);
     assertEquals(follower.producerState("y"), null);
   } finally {
-    stop.abort();
-    await running;
+    await halt();
     source.close();
     await server.shutdown();
     await follower.close();
@@ -368,22 +351,15 @@ Deno.test("replication source: a catch-up read that ends in a new term sends tha
   // One read takes 1..8; 1..5 go out as term 1's commit and 6..8 are kept
   // for the next. Nothing more is written: the next read finds the log's end.
   const { source, server, url } = open();
-  const follower = await Log.open(await tempDir(), {
-    replicated: true,
-    timers: false,
-    streamId: log.streamId,
-  });
+  const follower = await followerOf(log);
   const frep = follower.replication!;
-  const stop = new AbortController();
-  const sink = new ReplicaSink(frep, { node: "f", stream: "s", leaderUrl: url, logger: quiet });
-  const running = sink.run(stop.signal);
+  const { halt } = sinkOf(follower, url);
   try {
     await until(() => frep.durableEnd === rep.durableEnd, 10_000, "term 2's rows on the follower");
     assertEquals(await rowsOf(follower), await rowsOf(log));
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 6 }]);
   } finally {
-    stop.abort();
-    await running;
+    await halt();
     source.close();
     await server.shutdown();
     await follower.close();
