@@ -22,12 +22,66 @@ export async function rmrf(path: string): Promise<void> {
   await Deno.remove(path, { recursive: true }).catch(() => {});
 }
 
-/** A free TCP port on 127.0.0.1. */
+/**
+ * How long a port handed out by {@link freePort} stays claimed: longer than a
+ * whole test run, so no two tests in one run (or in two runs at once) are
+ * given the same port while one of them holds it or will bind it again.
+ */
+const PORT_CLAIM_MS = 60 * 60_000;
+
+/** The kernel's range for outgoing connections' local ports (Linux). */
+function ephemeralLow(): number {
+  try {
+    const low = Number(
+      Deno.readTextFileSync("/proc/sys/net/ipv4/ip_local_port_range").split(/\s+/)[0],
+    );
+    return Number.isInteger(low) && low > 2048 ? low : 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+/** Claims `port` for this caller across every test process: false if another holds it. */
+function claimPort(dir: string, port: number): boolean {
+  const file = `${dir}/${port}`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      Deno.openSync(file, { write: true, createNew: true }).close();
+      return true;
+    } catch (err) {
+      if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+      const age = Date.now() - (Deno.statSync(file).mtime?.getTime() ?? 0);
+      if (age < PORT_CLAIM_MS) return false;
+      Deno.removeSync(file);
+    }
+  }
+  return false;
+}
+
+/**
+ * A free TCP port on 127.0.0.1 for a server a test starts later (often in a
+ * child process, often more than once). A port the kernel picks for
+ * `port: 0` comes from the range it also gives outgoing connections, so by
+ * the time the server binds it a connection (to etcd, to S3) may hold it;
+ * ports here come from below that range, each claimed by a file under the
+ * temp dir so that parallel tests never get the same one.
+ */
 export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
+  const dir = `${Deno.env.get("TMPDIR") ?? "/tmp"}/streamcast-test-ports`;
+  Deno.mkdirSync(dir, { recursive: true });
+  const low = 20_000;
+  const span = Math.max(1000, ephemeralLow() - low);
+  for (let tries = 0; tries < 200; tries++) {
+    const port = low + Math.floor(Math.random() * span);
+    if (!claimPort(dir, port)) continue;
+    try {
+      Deno.listen({ hostname: "127.0.0.1", port }).close();
+      return port;
+    } catch {
+      // Held by a process outside the tests: keep the claim, try another.
+    }
+  }
+  throw new Error(`freePort: no free port claimed in ${dir} after 200 tries`);
 }
 
 /** UTF-8 bytes of a string. */
