@@ -19,6 +19,7 @@ import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
 import type { WorkerMemory } from "../common/worker_memory.ts";
+import { WorkerThread } from "../common/worker_thread.ts";
 import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
 
 // The process's Iceberg worker, shared by every table, reference-counted.
@@ -26,24 +27,25 @@ class SharedWorker {
   static #shared: SharedWorker | null = null;
   /** The running worker's last memory report (null: no worker). */
   static memory: WorkerMemory | null = null;
-  readonly #worker: Worker;
+  readonly #worker: WorkerThread<ToIcebergWorker, FromIcebergWorker>;
   readonly #handlers = new Map<string, (m: FromIcebergWorker) => void>();
   #refs = 0;
 
   private constructor() {
-    this.#worker = new Worker(new URL("./worker.ts", import.meta.url).href, { type: "module" });
-    this.#worker.onmessage = (e: MessageEvent<FromIcebergWorker>) => {
-      if (e.data.type === "memory") {
-        SharedWorker.memory = e.data.memory;
-        return;
-      }
-      this.#handlers.get(e.data.dir)?.(e.data);
-    };
-    this.#worker.onerror = (e) => {
-      e.preventDefault();
-      // A worker that failed has let go of every table.
-      for (const [dir, h] of this.#handlers) h({ type: "failed", dir, message: e.message });
-    };
+    this.#worker = new WorkerThread(
+      new URL("./worker.ts", import.meta.url),
+      (msg) => {
+        if (msg.type === "memory") {
+          SharedWorker.memory = msg.memory;
+          return;
+        }
+        this.#handlers.get(msg.dir)?.(msg);
+      },
+      (message) => {
+        // A worker that failed has let go of every table.
+        for (const [dir, h] of this.#handlers) h({ type: "failed", dir, message });
+      },
+    );
   }
 
   static acquire(dir: string, handler: (m: FromIcebergWorker) => void): SharedWorker {
@@ -54,13 +56,13 @@ class SharedWorker {
   }
 
   post(msg: ToIcebergWorker): void {
-    this.#worker.postMessage(msg);
+    this.#worker.post(msg);
   }
 
   release(dir: string, handler: (m: FromIcebergWorker) => void): void {
     if (this.#handlers.get(dir) === handler) this.#handlers.delete(dir);
     if (--this.#refs === 0) {
-      this.#worker.terminate();
+      void this.#worker.terminate();
       SharedWorker.#shared = null;
       SharedWorker.memory = null;
     }

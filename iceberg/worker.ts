@@ -1,5 +1,5 @@
 /**
- * The Iceberg worker: a Deno `Worker` that keeps each table it is given up
+ * The Iceberg worker: a worker thread (`common/worker_thread.ts`) that keeps each table it is given up
  * with its log's chunks, committing whatever is sealed and not yet in the
  * table, off the writer's thread. It talks to the tables only through the
  * messages of `worker_protocol.ts`.
@@ -18,11 +18,10 @@
  * @module
  */
 
-/// <reference lib="deno.worker" />
-
 import { join } from "node:path";
 import { backoffDelay } from "../common/backoff.ts";
 import { reportWorkerMemory } from "../common/worker_memory.ts";
+import { parentChannel } from "../common/worker_thread.ts";
 import { s3ErrorMessage } from "../common/s3.ts";
 import { LocalTableStore, type TableStore } from "./table_store.ts";
 import { CommitRefusedError, type CommitStep, TableWriter } from "./table_writer.ts";
@@ -47,9 +46,7 @@ function afterStep(step: CommitStep): void {
   if (crashAt === `iceberg-${step}`) Deno.kill(Deno.pid, "SIGKILL");
 }
 
-function post(msg: FromIcebergWorker): void {
-  self.postMessage(msg);
-}
+const post = parentChannel<ToIcebergWorker, FromIcebergWorker>(receive);
 
 async function storeOf(spec: TableSpec): Promise<TableStore> {
   if (spec.archive === null) return new LocalTableStore(join(spec.dir, "iceberg"));
@@ -198,8 +195,7 @@ let nextQuestion = 1;
 // main thread's, so nothing else shows what the tables' commits hold.
 reportWorkerMemory((memory) => post({ type: "memory", memory }));
 
-self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
-  const msg = e.data;
+function receive(msg: ToIcebergWorker): void {
   switch (msg.type) {
     case "open": {
       const t = new Table(msg.spec);
@@ -224,4 +220,4 @@ self.onmessage = (e: MessageEvent<ToIcebergWorker>) => {
       break;
     }
   }
-};
+}

@@ -10,6 +10,7 @@
 import type { FromWorker, FromWorkerThread, ToWorker } from "./chunk_protocol.ts";
 import type { WorkerMemory } from "../common/worker_memory.ts";
 import { ChunkHost } from "./chunk_host.ts";
+import { WorkerThread } from "../common/worker_thread.ts";
 import type { LogIo } from "./log_io.ts";
 
 type Handler = (msg: FromWorker) => void;
@@ -43,26 +44,25 @@ export class ChunkWorker implements ChunkPort {
   static #shared: ChunkWorker | null = null;
   /** The running worker's last memory report (null: no worker). */
   static memory: WorkerMemory | null = null;
-  readonly #worker: Worker;
+  readonly #worker: WorkerThread<ToWorker, FromWorkerThread>;
   readonly #handlers = new Map<string, Handler>();
   #refs = 0;
 
   private constructor() {
-    this.#worker = new Worker(new URL("./chunk_worker.ts", import.meta.url).href, {
-      type: "module",
-    });
-    this.#worker.onmessage = (e: MessageEvent<FromWorkerThread>) => {
-      if (e.data.type === "memory") {
-        ChunkWorker.memory = e.data.memory;
-        return;
-      }
-      this.#handlers.get(e.data.dir)?.(e.data);
-    };
-    this.#worker.onerror = (e) => {
-      e.preventDefault();
-      const message = `chunk worker failed: ${e.message}`;
-      for (const [dir, h] of this.#handlers) h({ type: "error", dir, message });
-    };
+    this.#worker = new WorkerThread(
+      new URL("./chunk_worker.ts", import.meta.url),
+      (msg) => {
+        if (msg.type === "memory") {
+          ChunkWorker.memory = msg.memory;
+          return;
+        }
+        this.#handlers.get(msg.dir)?.(msg);
+      },
+      (failure) => {
+        const message = `chunk worker failed: ${failure}`;
+        for (const [dir, h] of this.#handlers) h({ type: "error", dir, message });
+      },
+    );
   }
 
   /** Takes a reference to the shared worker, starting it if needed. */
@@ -79,14 +79,14 @@ export class ChunkWorker implements ChunkPort {
 
   /** Sends a message to the worker. */
   post(msg: ToWorker): void {
-    this.#worker.postMessage(msg);
+    this.#worker.post(msg);
   }
 
   /** Drops the reference taken for `dir`; the last one stops the worker. */
   release(dir: string): void {
     this.#handlers.delete(dir);
     if (--this.#refs === 0) {
-      this.#worker.terminate();
+      void this.#worker.terminate();
       ChunkWorker.#shared = null;
       ChunkWorker.memory = null;
     }

@@ -1,5 +1,5 @@
 /**
- * The chunk worker: a Deno `Worker` that turns sealed segments into chunks,
+ * The chunk worker: a worker thread (`common/worker_thread.ts`) that turns sealed segments into chunks,
  * keeps the manifest, merges small chunks, deletes replaced ones after a grace
  * period and applies retention — off the writer's thread. One worker serves
  * every log of a process; it talks to the logs only through the typed
@@ -10,15 +10,13 @@
  * @module
  */
 
-/// <reference lib="deno.worker" />
-
 import type { FromWorkerThread, ToWorker } from "./chunk_protocol.ts";
 import { ChunkHost } from "./chunk_host.ts";
 import { REAL_IO } from "./log_io.ts";
 import { reportWorkerMemory } from "../common/worker_memory.ts";
+import { parentChannel } from "../common/worker_thread.ts";
 
-const post = (msg: FromWorkerThread) => self.postMessage(msg);
+const post = parentChannel<ToWorker, FromWorkerThread>((msg) => host.receive(msg));
 const host = new ChunkHost(REAL_IO, post);
-self.onmessage = (e: MessageEvent<ToWorker>) => host.receive(e.data);
 // Its own heap, for the process's metrics (the main thread's does not count it).
 reportWorkerMemory((memory) => post({ type: "memory", memory }));
