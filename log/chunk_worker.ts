@@ -2,11 +2,11 @@
  * The chunk worker: a worker thread (`common/worker_thread.ts`) that turns
  * sealed segments into chunks, keeps the manifest, merges small chunks,
  * deletes replaced ones after a grace period and applies retention — off the
- * writer's thread. One worker serves
- * every log of a process; it talks to the logs only through the typed
- * messages of `chunk_protocol.ts` and holds no state shared with them. What
- * it does with them is `chunk_host.ts`, on the real filesystem; the steps,
- * and why each survives a crash, are `chunk_steps.ts`.
+ * writer's thread. One worker serves every log of a process; it talks to
+ * the logs only through the typed messages of `chunk_protocol.ts` and holds
+ * no state shared with them. What it does with them is `chunk_host.ts`, on
+ * the real filesystem; the steps, and why each survives a crash, are
+ * `chunk_steps.ts`.
  *
  * @module
  */
