@@ -1,8 +1,8 @@
 /**
  * The Iceberg worker: a worker thread (`common/worker_thread.ts`) that
  * keeps each table it is given up with its log's chunks, committing whatever
- * is sealed and not yet in the table, off the writer's thread. It talks to the tables only through the
- * messages of `worker_protocol.ts`.
+ * is sealed and not yet in the table, off the writer's thread. It talks to
+ * the tables only through the messages of `worker_protocol.ts`.
  *
  * A table is brought up to date when asked (`kick`, after its log's
  * manifest changed) and when opened (what a crash or a stop left behind).
