@@ -8,9 +8,8 @@
  * it again only after quieter stretches; a worker that works in bursts (a
  * segment sealed, a table version written) kept growing and shrinking it,
  * and the process's resident memory rose and fell by some 50 MiB with it.
- * Capped, the worker collects its short-lived garbage more often (making
- * the chunks of 3 million rows took as long either way, measured here) and
- * its memory stays level. The main thread's heap is not touched: its flags are the
+ * Capped, the worker collects its short-lived garbage more often and its
+ * memory stays level. The main thread's heap is not touched: its flags are the
  * process's.
  *
  * @module
