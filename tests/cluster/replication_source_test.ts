@@ -366,3 +366,42 @@ Deno.test("replication source: a catch-up read that ends in a new term sends tha
     await log.close();
   }
 });
+
+Deno.test("replication source: a follower shipped commit after commit costs the source no timer per commit", async () => {
+  // V8 kept a timer armed and cleared at each idle wait (hundreds a second on a
+  // busy leader) into its old generation; the link keeps one armed instead.
+  const { log, rep, open } = await leaderWith(await tempDir(), () => 1_000);
+  await rep.beginTerm(1);
+  const { source, server, url } = open();
+  const follower = await followerOf(log);
+  const frep = follower.replication!;
+  const { halt } = sinkOf(follower, url);
+  const real = globalThis.setTimeout;
+  let fromSource = 0;
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    if (new Error().stack?.includes("replication_source.ts")) fromSource++;
+    return real(...args);
+  }) as typeof setTimeout;
+  const commits = 300;
+  try {
+    for (let i = 0; i < commits; i++) {
+      log.publish([`{"i":${i}}`], { producer: "p", seq: i + 1 });
+      await log.flush();
+      rep.commitThrough(rep.durableEnd);
+      // The follower holds it: the source has gone back to waiting.
+      await until(() => frep.durableEnd === rep.durableEnd, 5_000, `commit ${i} on the follower`);
+    }
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assert(
+      fromSource < commits / 10,
+      `${fromSource} timers made by the source for ${commits} commits`,
+    );
+  } finally {
+    globalThis.setTimeout = real;
+    await halt();
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
