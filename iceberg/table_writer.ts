@@ -24,7 +24,8 @@
  * (writing the same names again). A crash after 4 leaves the commit made
  * and the hint one behind: opening the table reads the hint, then looks for
  * later versions (as the file-system catalog does), so it finds N+1 and its
- * last offset, and commits nothing twice. After 5 the commit is done.
+ * last offset, commits nothing twice, and writes the hint forward (readers
+ * such as DuckDB follow the hint alone). After 5 the commit is done.
  *
  * A writer whose right to write can end (a cluster's leader) is given
  * `beforeCommit`, asked just before step 4 (and before the table's first
@@ -32,7 +33,9 @@
  * commit is refused ({@linkcode CommitRefusedError}); what steps 1–3 wrote is
  * left for whoever writes next, which writes the same names again. It is
  * asked again before step 5: a writer whose right ended after its version
- * was created leaves the hint alone (the next writer finds the version).
+ * was created leaves the hint alone (the next writer finds the version and
+ * writes the hint forward when it opens the table, with or without rows to
+ * commit).
  *
  * @module
  */
@@ -296,6 +299,7 @@ export class TableWriter {
       ? await store.read(`metadata/${metadataFileName(n)}`)
       : null;
     if (text === null) n = 0;
+    const hinted = n;
     // Later versions than the hint says (a commit whose hint was not written).
     while (true) {
       const later = await store.read(`metadata/${metadataFileName(n + 1)}`);
@@ -322,6 +326,12 @@ export class TableWriter {
     }
     this.#version = n;
     this.#metadata = m;
+    if (n > hinted && text !== null && (await this.#allowed())) {
+      // The hint is behind the table (a crash, or a writer whose right ended,
+      // between steps 4 and 5): readers that follow the hint would see an
+      // older version until the next commit, which may never come.
+      await store.write(HINT, new TextEncoder().encode(`${n}\n`));
+    }
     return m;
   }
 

@@ -286,6 +286,39 @@ for (const step of COMMIT_STEPS) {
   }
 }
 
+for (const how of ["crashed", "lost its right to write"] as const) {
+  Deno.test(`iceberg a writer that ${how} between creating a version and its hint: the next writer, with nothing to commit, moves the hint forward`, async () => {
+    const f = await fedLog();
+    await f.feed(4, T0);
+    const w0 = writer(f.dir, f.log.streamId);
+    assertEquals(await commitAll(w0), 1);
+    w0.close();
+    await f.feed(3, T0 + 1000);
+    let allowed = true;
+    const first = writer(f.dir, f.log.streamId, {
+      beforeCommit: () => allowed,
+      afterStep: (s: CommitStep) => {
+        if (s !== "metadata-written") return;
+        if (how === "crashed") throw new Crash(s);
+        allowed = false;
+      },
+    });
+    if (how === "crashed") await assertRejects(() => first.commit(), Crash);
+    else assertEquals((await first.commit())?.version, 3);
+    first.close();
+    const hint = async () =>
+      new TextDecoder().decode(await Deno.readFile(`${f.dir}/iceberg/metadata/version-hint.text`));
+    assertEquals(await hint(), "2\n"); // version 3 exists, the hint names 2
+    // The next writer: every sealed row is already in version 3.
+    const next = writer(f.dir, f.log.streamId);
+    assertEquals(await next.commit(), null);
+    assertEquals(await hint(), "3\n");
+    assertEquals(await offsetsOf(next.location), range(1, 7)); // as a reader following the hint
+    next.close();
+    await f.log.close();
+  });
+}
+
 Deno.test("iceberg schema evolution: an added nullable column is a new schema with a new field id", async () => {
   const v1 = SCHEMA as unknown as Record<string, unknown>;
   const v2 = {
