@@ -392,8 +392,11 @@ Deno.test("replication source: a follower shipped commit after commit costs the 
       await until(() => frep.durableEnd === rep.durableEnd, 5_000, `commit ${i} on the follower`);
     }
     assertEquals(await rowsOf(follower), await rowsOf(log));
+    // The old code made two a commit. The kept timer fires (and is armed
+    // again) at most once a second while the link idles, so half that holds
+    // unless the commits take over two minutes (a few seconds here).
     assert(
-      fromSource < commits / 10,
+      fromSource < commits / 2,
       `${fromSource} timers made by the source for ${commits} commits`,
     );
   } finally {
