@@ -71,6 +71,27 @@ export interface Manifest {
   term?: number;
 }
 
+/**
+ * A manifest as a running log shows it: the log's own, shared with every
+ * caller without a copy (it is replaced whole at each change, never changed
+ * in place), so it must not be changed by them either.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { emptyManifest, type SharedManifest } from "./chunk.ts";
+ * const m: SharedManifest = emptyManifest("t", "id");
+ * equal(m.chunks.length, 0);
+ * // m.chunks.push(...) and m.generation = 1 do not type-check.
+ * ```
+ */
+export type SharedManifest =
+  & Readonly<Omit<Manifest, "chunks" | "retired">>
+  & {
+    readonly chunks: readonly Readonly<ChunkEntry>[];
+    readonly retired: readonly Readonly<RetiredChunk>[];
+  };
+
 /** The manifest's file name in a log folder. */
 export const MANIFEST_FILE = "manifest.json";
 /** The folder of chunk files in a log folder. */

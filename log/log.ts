@@ -23,7 +23,7 @@ import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
-import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk.ts";
 import { appendAt } from "./append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
@@ -260,10 +260,9 @@ export class Log {
     return Math.max(m.through, a);
   }
 
-  /** The chunk manifest (null when the log keeps no chunks). */
-  get manifest(): Manifest | null {
-    const m = this.#link?.manifest;
-    return m ? structuredClone(m) : null;
+  /** The chunk manifest, shared, not copied (null when the log keeps no chunks). */
+  get manifest(): SharedManifest | null {
+    return this.#link?.manifest ?? null;
   }
 
   /** Whether commits are synced to disk before they are acknowledged. */

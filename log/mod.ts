@@ -54,6 +54,7 @@ export {
   type Manifest,
   MANIFEST_FILE,
   type RetiredChunk,
+  type SharedManifest,
 } from "./chunk.ts";
 export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
 export type { ArchiveOptions } from "./archive.ts";

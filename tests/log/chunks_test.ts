@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { join } from "node:path";
 import zlib from "node:zlib";
-import { chunkPath, Log, LogEvictedError, type Manifest, verifyLog } from "../../log/mod.ts";
+import { chunkPath, Log, LogEvictedError, verifyLog } from "../../log/mod.ts";
 import { readChunkTimes } from "../../log/chunk_times.ts";
 import { readManifest } from "../../log/fs.ts";
 import { rmrf, tempDir, text, utf8 } from "../_util.ts";
@@ -209,7 +209,7 @@ for (
       assert(end >= 1, "rows survived");
       checkAll(rows, 1, end);
       // The manifest's chunks exist and hold exactly what they claim.
-      const m: Manifest = log.manifest!;
+      const m = log.manifest!;
       let prev = 0;
       for (const c of m.chunks) {
         assert(c.first > prev);

@@ -129,7 +129,7 @@ Deno.test("replica log: a merge upstream replaces the chunks it merged", async (
     await primary.appendMany(range(1, 10).map(row));
     await primary.roll();
     await primary.chunksSettled();
-    const first = primary.manifest!.chunks;
+    const first = [...primary.manifest!.chunks];
     for (const c of first) {
       await storeAdoptedChunk(rdir, c, await Deno.readFile(chunkPath(primary.dir, c.sha256)), null);
     }
@@ -137,7 +137,7 @@ Deno.test("replica log: a merge upstream replaces the chunks it merged", async (
     await primary.appendMany(range(11, 20).map(row));
     await primary.roll();
     await primary.chunksSettled();
-    const merged = primary.manifest!.chunks;
+    const merged = [...primary.manifest!.chunks];
     assertEquals(merged.length, 1);
     for (const c of merged) {
       await storeAdoptedChunk(rdir, c, await Deno.readFile(chunkPath(primary.dir, c.sha256)), null);
