@@ -24,6 +24,22 @@ export interface WorkerMemory {
   external: number;
 }
 
+/**
+ * The message a worker posts with its memory, beside its own messages.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import type { MemoryMessage } from "./worker_memory.ts";
+ * const m: MemoryMessage = { type: "memory", memory: { heapUsed: 1, heapTotal: 2, external: 0 } };
+ * equal(m.type, "memory");
+ * ```
+ */
+export interface MemoryMessage {
+  type: "memory";
+  memory: WorkerMemory;
+}
+
 /** How often a worker reports its memory, ms. */
 export const WORKER_MEMORY_EVERY_MS = 5000;
 

@@ -19,54 +19,20 @@ import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
 import type { WorkerMemory } from "../common/worker_memory.ts";
-import { WorkerThread } from "../common/worker_thread.ts";
+import { SharedWorkerThread } from "../common/shared_worker_thread.ts";
 import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
 
-// The process's Iceberg worker, shared by every table, reference-counted.
-class SharedWorker {
-  static #shared: SharedWorker | null = null;
-  /** The running worker's last memory report (null: no worker). */
-  static memory: WorkerMemory | null = null;
-  readonly #worker: WorkerThread<ToIcebergWorker, FromIcebergWorker>;
-  readonly #handlers = new Map<string, (m: FromIcebergWorker) => void>();
-  #refs = 0;
+const ICEBERG_WORKER = new URL("./worker.ts", import.meta.url);
 
-  private constructor() {
-    this.#worker = new WorkerThread(
-      new URL("./worker.ts", import.meta.url),
-      (msg) => {
-        if (msg.type === "memory") {
-          SharedWorker.memory = msg.memory;
-          return;
-        }
-        this.#handlers.get(msg.dir)?.(msg);
-      },
-      (message) => {
-        // A worker that failed has let go of every table.
-        for (const [dir, h] of this.#handlers) h({ type: "failed", dir, message });
-      },
-    );
-  }
+type IcebergWorker = SharedWorkerThread<ToIcebergWorker, FromIcebergWorker>;
 
-  static acquire(dir: string, handler: (m: FromIcebergWorker) => void): SharedWorker {
-    const w = (SharedWorker.#shared ??= new SharedWorker());
-    w.#refs++;
-    w.#handlers.set(dir, handler);
-    return w;
-  }
-
-  post(msg: ToIcebergWorker): void {
-    this.#worker.post(msg);
-  }
-
-  release(dir: string, handler: (m: FromIcebergWorker) => void): void {
-    if (this.#handlers.get(dir) === handler) this.#handlers.delete(dir);
-    if (--this.#refs === 0) {
-      void this.#worker.terminate();
-      SharedWorker.#shared = null;
-      SharedWorker.memory = null;
-    }
-  }
+// The process's Iceberg worker, shared by every table: a worker that failed
+// has let go of every table.
+function acquireWorker(): IcebergWorker {
+  return SharedWorkerThread.acquire<ToIcebergWorker, FromIcebergWorker>(
+    ICEBERG_WORKER,
+    (dir, message) => ({ type: "failed", dir, message }),
+  );
 }
 
 /**
@@ -81,7 +47,7 @@ class SharedWorker {
  * ```
  */
 export function icebergWorkerMemory(): WorkerMemory | null {
-  return SharedWorker.memory;
+  return SharedWorkerThread.memoryOf(ICEBERG_WORKER);
 }
 
 /**
@@ -163,8 +129,8 @@ export function tableHead(state: TableState | null): {
 export class IcebergTable {
   readonly #log: Log;
   readonly #dir: string;
-  #worker: SharedWorker | null;
-  readonly #port: SharedWorker;
+  #worker: IcebergWorker | null;
+  readonly #port: IcebergWorker;
   #state: TableState | null = null;
   #generation = -1;
   readonly #timer: ReturnType<typeof setInterval>;
@@ -187,7 +153,8 @@ export class IcebergTable {
     this.#stream = stream;
     this.#logger = o.logger ?? new Logger({ level: "warn" });
     this.#mayCommit = mayCommit;
-    this.#worker = this.#port = SharedWorker.acquire(log.dir, this.#handler);
+    this.#worker = this.#port = acquireWorker();
+    this.#worker.register(log.dir, this.#handler);
     this.#worker.post({
       type: "open",
       spec: {
@@ -335,7 +302,7 @@ export class IcebergTable {
     await this.#letGo(worker, 0);
   }
 
-  async #letGo(worker: SharedWorker, waitMs: number): Promise<void> {
+  async #letGo(worker: IcebergWorker, waitMs: number): Promise<void> {
     this.#worker = null;
     const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
     worker.post({ type: "close", dir: this.#dir, waitMs });

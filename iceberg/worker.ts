@@ -26,7 +26,7 @@ import { s3ErrorMessage } from "../common/s3.ts";
 import { LocalTableStore, type TableStore } from "./table_store.ts";
 import { CommitRefusedError, type CommitStep, TableWriter } from "./table_writer.ts";
 import type {
-  FromIcebergWorker,
+  FromIcebergThread,
   TableSpec,
   TableState,
   ToIcebergWorker,
@@ -46,7 +46,7 @@ function afterStep(step: CommitStep): void {
   if (crashAt === `iceberg-${step}`) Deno.kill(Deno.pid, "SIGKILL");
 }
 
-const post = parentChannel<ToIcebergWorker, FromIcebergWorker>(receive);
+const post = parentChannel<ToIcebergWorker, FromIcebergThread>(receive);
 
 async function storeOf(spec: TableSpec): Promise<TableStore> {
   if (spec.archive === null) return new LocalTableStore(join(spec.dir, "iceberg"));

@@ -8,7 +8,7 @@
  */
 
 import type { ArchiveOptions } from "../common/s3.ts";
-import type { WorkerMemory } from "../common/worker_memory.ts";
+import type { MemoryMessage } from "../common/worker_memory.ts";
 
 /**
  * Where a table lives and what it takes.
@@ -89,8 +89,7 @@ export type ToIcebergWorker =
 
 /**
  * Messages from the worker (`failed` is made on the writer's thread when the
- * worker itself dies: every table it held is let go). `memory` is the
- * worker's own JavaScript heap, sent every few seconds for all its tables. `may-commit` asks a
+ * worker itself dies: every table it held is let go). `may-commit` asks a
  * guarded table's thread whether the commit about to be made may be made; the
  * answer comes back as the `may-commit` message to the worker with the same id.
  *
@@ -105,5 +104,17 @@ export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }
   | { type: "failed"; dir: string; message: string }
   | { type: "may-commit"; dir: string; id: number }
-  | { type: "closed"; dir: string }
-  | { type: "memory"; memory: WorkerMemory };
+  | { type: "closed"; dir: string };
+
+/**
+ * What the worker thread posts: the messages about a table, and its own
+ * memory (every few seconds, for the process's metrics), about none.
+ *
+ * @example
+ * ```ts
+ * import type { FromIcebergThread } from "./worker_protocol.ts";
+ * const m: FromIcebergThread = { type: "memory", memory: { heapUsed: 1, heapTotal: 2, external: 0 } };
+ * console.log(m.type);
+ * ```
+ */
+export type FromIcebergThread = FromIcebergWorker | MemoryMessage;

@@ -7,10 +7,10 @@
  * @module
  */
 
-import type { FromWorker, FromWorkerThread, ToWorker } from "./chunk_protocol.ts";
+import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
 import type { WorkerMemory } from "../common/worker_memory.ts";
 import { ChunkHost } from "./chunk_host.ts";
-import { WorkerThread } from "../common/worker_thread.ts";
+import { SharedWorkerThread } from "../common/shared_worker_thread.ts";
 import type { LogIo } from "./log_io.ts";
 
 type Handler = (msg: FromWorker) => void;
@@ -39,58 +39,30 @@ export interface ChunkPort {
   release(dir: string): void;
 }
 
-/** The process's chunk worker, reference-counted. */
-export class ChunkWorker implements ChunkPort {
-  static #shared: ChunkWorker | null = null;
-  /** The running worker's last memory report (null: no worker). */
-  static memory: WorkerMemory | null = null;
-  readonly #worker: WorkerThread<ToWorker, FromWorkerThread>;
-  readonly #handlers = new Map<string, Handler>();
-  #refs = 0;
+const CHUNK_WORKER = new URL("./chunk_worker.ts", import.meta.url);
 
-  private constructor() {
-    this.#worker = new WorkerThread(
-      new URL("./chunk_worker.ts", import.meta.url),
-      (msg) => {
-        if (msg.type === "memory") {
-          ChunkWorker.memory = msg.memory;
-          return;
-        }
-        this.#handlers.get(msg.dir)?.(msg);
-      },
-      (failure) => {
-        const message = `chunk worker failed: ${failure}`;
-        for (const [dir, h] of this.#handlers) h({ type: "error", dir, message });
-      },
-    );
-  }
-
-  /** Takes a reference to the shared worker, starting it if needed. */
-  static acquire(): ChunkWorker {
-    const w = (ChunkWorker.#shared ??= new ChunkWorker());
-    w.#refs++;
-    return w;
-  }
-
-  /** Routes the worker's messages about `dir` to `handler`. */
-  register(dir: string, handler: Handler): void {
-    this.#handlers.set(dir, handler);
-  }
-
-  /** Sends a message to the worker. */
-  post(msg: ToWorker): void {
-    this.#worker.post(msg);
-  }
-
-  /** Drops the reference taken for `dir`; the last one stops the worker. */
-  release(dir: string): void {
-    this.#handlers.delete(dir);
-    if (--this.#refs === 0) {
-      void this.#worker.terminate();
-      ChunkWorker.#shared = null;
-      ChunkWorker.memory = null;
-    }
-  }
+/**
+ * Takes a reference to the process's chunk worker, shared by every log that
+ * keeps chunks (started with the first, stopped with the last `release`).
+ * An error the worker did not catch reaches each log as an `error` message.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { sharedChunkWorker } from "./chunk_client.ts";
+ * const port = sharedChunkWorker();
+ * const said = new Promise((r) => port.register("/nowhere", r));
+ * port.post({ type: "sync", dir: "/nowhere", id: 1 });
+ * equal(((await said) as { type: string }).type, "error"); // never opened
+ * port.release("/nowhere");
+ * ```
+ */
+export function sharedChunkWorker(): ChunkPort {
+  return SharedWorkerThread.acquire<ToWorker, FromWorker>(CHUNK_WORKER, (dir, failure) => ({
+    type: "error",
+    dir,
+    message: `chunk worker failed: ${failure}`,
+  }));
 }
 
 /**
@@ -114,7 +86,7 @@ export class ChunkWorker implements ChunkPort {
  * ```
  */
 export function chunkWorkerMemory(): WorkerMemory | null {
-  return ChunkWorker.memory;
+  return SharedWorkerThread.memoryOf(CHUNK_WORKER);
 }
 
 /**

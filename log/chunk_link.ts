@@ -12,7 +12,7 @@ import { readManifest } from "./fs.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { type ChunkPort, ChunkWorker, InlineChunkWorker } from "./chunk_client.ts";
+import { type ChunkPort, InlineChunkWorker, sharedChunkWorker } from "./chunk_client.ts";
 import { REAL_IO } from "./log_io.ts";
 import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "./options.ts";
 import { nowUs, type Segment } from "./segment_state.ts";
@@ -117,7 +117,7 @@ export class ChunkLink {
       this.#archiveStore = new ArchiveStore(policy.archive, log.name);
     }
     const io = this.#opts.io;
-    const worker = io === REAL_IO ? ChunkWorker.acquire() : new InlineChunkWorker(io);
+    const worker = io === REAL_IO ? sharedChunkWorker() : new InlineChunkWorker(io);
     this.#worker = worker;
     this.#lastMaintain = this.#opts.clock();
     worker.register(log.dir, (m) => this.#fromWorker(m));

@@ -9,7 +9,7 @@
 
 import type { ChunkEntry, Manifest } from "./chunk.ts";
 import type { ArchiveOptions } from "./archive.ts";
-import type { WorkerMemory } from "../common/worker_memory.ts";
+import type { MemoryMessage } from "../common/worker_memory.ts";
 
 /** How a log's chunks are kept. */
 export interface ChunkPolicy {
@@ -94,4 +94,4 @@ export type FromWorker =
  * What the worker thread posts: the messages about a log, and its own
  * memory (every few seconds, for the process's metrics), about none.
  */
-export type FromWorkerThread = FromWorker | { type: "memory"; memory: WorkerMemory };
+export type FromWorkerThread = FromWorker | MemoryMessage;
