@@ -27,6 +27,14 @@ async function workerFile(): Promise<URL> {
 
 const failed = (dir: string, failure: string): Msg => ({ dir, n: -1, failure });
 
+// Routes `dir` on `w`, sends it `n` and resolves with what the worker answers.
+function roundTrip(w: SharedWorkerThread<Msg, Msg>, dir: string, n: number): Promise<number> {
+  const answer = Promise.withResolvers<Msg>();
+  w.register(dir, answer.resolve);
+  w.post({ dir, n });
+  return answer.promise.then((m) => m.n);
+}
+
 Deno.test("shared worker thread: one thread per module, messages routed by folder, memory kept, stopped by the last release", async () => {
   const url = await workerFile();
   const a = SharedWorkerThread.acquire<Msg, Msg>(url, failed);
@@ -55,10 +63,7 @@ Deno.test("shared worker thread: one thread per module, messages routed by folde
   // The next acquire starts a new thread.
   const c = SharedWorkerThread.acquire<Msg, Msg>(url, failed);
   notEqual(c, a);
-  const answer = Promise.withResolvers<Msg>();
-  c.register("/c", answer.resolve);
-  c.post({ dir: "/c", n: 1 });
-  equal((await answer.promise).n, 2);
+  equal(await roundTrip(c, "/c", 1), 2);
   c.release("/c");
   await Deno.remove(url);
 });
@@ -94,10 +99,7 @@ Deno.test("shared worker thread: a folder's next user keeps its route when the l
   // The failed thread is not handed out again: the next user gets a new one.
   const after = SharedWorkerThread.acquire<Msg, Msg>(url, failed);
   notEqual(after, next);
-  const answer = Promise.withResolvers<Msg>();
-  after.register("/v", answer.resolve);
-  after.post({ dir: "/v", n: 7 });
-  equal((await answer.promise).n, 8);
+  equal(await roundTrip(after, "/v", 7), 8);
   next.release("/t", onT);
   other.release("/u");
   after.release("/v");
