@@ -210,6 +210,7 @@ for (
       checkAll(rows, 1, end);
       // The manifest's chunks exist and hold exactly what they claim.
       const m = log.manifest!;
+      assert(log.manifest === m, "the log shares its manifest until it changes, no copy per call");
       let prev = 0;
       for (const c of m.chunks) {
         assert(c.first > prev);
