@@ -62,7 +62,7 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
   console.error(
     `soak-cluster: memory by ${step}-minute step, mean MiB: ` +
       "RSS, RssAnon, malloc heap, other arenas, other anonymous, JS heap used, JS heap total, " +
-      "external, chunk worker heap total, Iceberg worker heap total, malloc in use, malloc free",
+      "external, background thread heap total, malloc in use, malloc free",
   );
   for (const [name, list] of Object.entries(samples)) {
     for (const l of memoryLevels(list, step)) {
@@ -77,8 +77,7 @@ function printLevels(samples: Record<string, MemorySample[]>, step: number): voi
             l.heapUsed,
             l.heapTotal,
             l.external,
-            l.chunkHeapTotal,
-            l.icebergHeapTotal,
+            l.backgroundHeapTotal,
             l.mallocInUse,
             l.mallocFree,
           ]
@@ -170,8 +169,8 @@ export async function main(args: string[]): Promise<number> {
           f(m.mallocArenasSlopeMiBPerMin)
         }, other anonymous ${f(m.otherAnonSlopeMiBPerMin)}, JS heap used ${
           f(m.heapUsedSlopeMiBPerMin)
-        }, external ${f(m.externalSlopeMiBPerMin)}, Iceberg worker heap used ${
-          f(m.icebergHeapUsedSlopeMiBPerMin)
+        }, external ${f(m.externalSlopeMiBPerMin)}, background thread heap used ${
+          f(m.backgroundHeapUsedSlopeMiBPerMin)
         }`,
     );
   }

@@ -1,7 +1,8 @@
 /**
  * A log's Iceberg table, seen from the writer's thread: it hands the table
- * to the process's Iceberg worker (one `Worker`, started with the first
- * table and stopped with the last), tells the worker whenever the log's
+ * to the process's Iceberg worker (a service on the process's background
+ * thread, `common/background_thread.ts`, beside the chunk worker), tells the
+ * worker whenever the log's
  * manifest changes (a chunk sealed), and keeps the worker's last report.
  *
  * Only a stream's writer links its table: a follower's log (a replica)
@@ -18,36 +19,20 @@ import { Logger } from "../common/logger.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import type { Log } from "../log/mod.ts";
 import { checkIcebergOptions, DEFAULT_MAX_COMMIT_BYTES, type IcebergOptions } from "./options.ts";
-import type { WorkerMemory } from "../common/worker_memory.ts";
-import { SharedWorkerThread } from "../common/shared_worker_thread.ts";
+import { BackgroundService } from "../common/background_thread.ts";
 import type { FromIcebergWorker, TableState, ToIcebergWorker } from "./worker_protocol.ts";
 
 const ICEBERG_WORKER = new URL("./worker.ts", import.meta.url);
 
-type IcebergWorker = SharedWorkerThread<ToIcebergWorker, FromIcebergWorker>;
+type IcebergWorker = BackgroundService<ToIcebergWorker, FromIcebergWorker>;
 
-// The process's Iceberg worker, shared by every table: a worker that failed
-// has let go of every table.
+// A port to the process's Iceberg worker, shared by every table: a thread
+// that failed has let go of every table.
 function acquireWorker(): IcebergWorker {
-  return SharedWorkerThread.acquire<ToIcebergWorker, FromIcebergWorker>(
+  return BackgroundService.acquire<ToIcebergWorker, FromIcebergWorker>(
     ICEBERG_WORKER,
     (dir, message) => ({ type: "failed", dir, message }),
   );
-}
-
-/**
- * The process's Iceberg worker's JavaScript heap, from its last report (every
- * few seconds), or null when no table runs.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { icebergWorkerMemory } from "./table_link.ts";
- * equal(icebergWorkerMemory(), null); // no table started
- * ```
- */
-export function icebergWorkerMemory(): WorkerMemory | null {
-  return SharedWorkerThread.memoryOf(ICEBERG_WORKER);
 }
 
 /**
@@ -307,6 +292,6 @@ export class IcebergTable {
     const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
     worker.post({ type: "close", dir: this.#dir, waitMs });
     await closed;
-    worker.release(this.#dir, this.#handler);
+    worker.release(this.#dir);
   }
 }

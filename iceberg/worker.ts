@@ -1,8 +1,9 @@
 /**
- * The Iceberg worker: a worker thread (`common/worker_thread.ts`) that
- * keeps each table it is given up with its log's chunks, committing whatever
- * is sealed and not yet in the table, off the writer's thread. It talks to
- * the tables only through the messages of `worker_protocol.ts`.
+ * The Iceberg worker: the service (`common/background_thread.ts`) that keeps
+ * each table it is given up with its log's chunks, committing whatever is
+ * sealed and not yet in the table — on the process's background thread, off
+ * the writer's (beside the chunk worker). It talks to the tables only
+ * through the messages of `worker_protocol.ts`.
  *
  * A table is brought up to date when asked (`kick`, after its log's
  * manifest changed) and when opened (what a crash or a stop left behind).
@@ -20,13 +21,11 @@
 
 import { join } from "node:path";
 import { backoffDelay } from "../common/backoff.ts";
-import { reportWorkerMemory } from "../common/worker_memory.ts";
-import { parentChannel } from "../common/worker_thread.ts";
 import { s3ErrorMessage } from "../common/s3.ts";
 import { LocalTableStore, type TableStore } from "./table_store.ts";
 import { CommitRefusedError, type CommitStep, TableWriter } from "./table_writer.ts";
 import type {
-  FromIcebergThread,
+  FromIcebergWorker,
   TableSpec,
   TableState,
   ToIcebergWorker,
@@ -46,7 +45,10 @@ function afterStep(step: CommitStep): void {
   if (crashAt === `iceberg-${step}`) Deno.kill(Deno.pid, "SIGKILL");
 }
 
-const post = parentChannel<ToIcebergWorker, FromIcebergThread>(receive);
+// Answers the tables; set by `serve`.
+let post: (msg: FromIcebergWorker) => void = () => {
+  throw new Error("iceberg worker: not started");
+};
 
 async function storeOf(spec: TableSpec): Promise<TableStore> {
   if (spec.archive === null) return new LocalTableStore(join(spec.dir, "iceberg"));
@@ -191,9 +193,24 @@ class Table {
 const tables = new Map<string, Table>();
 let nextQuestion = 1;
 
-// The worker's own heap, for the writer's metrics: its isolate is not the
-// main thread's, so nothing else shows what the tables' commits hold.
-reportWorkerMemory((memory) => post({ type: "memory", memory }));
+/**
+ * Starts the Iceberg worker on the calling thread: `answer` reaches the
+ * tables; the returned function takes their messages.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { serve } from "./worker.ts";
+ * import type { FromIcebergWorker } from "./worker_protocol.ts";
+ * const said: FromIcebergWorker[] = [];
+ * serve((m) => said.push(m))({ type: "close", dir: "/never-opened", waitMs: 0 });
+ * equal(said[0].type, "closed");
+ * ```
+ */
+export function serve(answer: (msg: FromIcebergWorker) => void): (msg: ToIcebergWorker) => void {
+  post = answer;
+  return receive;
+}
 
 function receive(msg: ToIcebergWorker): void {
   switch (msg.type) {

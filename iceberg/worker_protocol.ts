@@ -8,7 +8,6 @@
  */
 
 import type { ArchiveOptions } from "../common/s3.ts";
-import type { MemoryMessage } from "../common/worker_memory.ts";
 
 /**
  * Where a table lives and what it takes.
@@ -105,16 +104,3 @@ export type FromIcebergWorker =
   | { type: "failed"; dir: string; message: string }
   | { type: "may-commit"; dir: string; id: number }
   | { type: "closed"; dir: string };
-
-/**
- * What the worker thread posts: the messages about a table, and its own
- * memory (every few seconds, for the process's metrics), about none.
- *
- * @example
- * ```ts
- * import type { FromIcebergThread } from "./worker_protocol.ts";
- * const m: FromIcebergThread = { type: "memory", memory: { heapUsed: 1, heapTotal: 2, external: 0 } };
- * console.log(m.type);
- * ```
- */
-export type FromIcebergThread = FromIcebergWorker | MemoryMessage;

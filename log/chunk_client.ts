@@ -1,16 +1,15 @@
 /**
- * The writer's side of the chunk worker: one `Worker` per process, shared by
- * every log that keeps chunks, started with the first and stopped with the
- * last — or, for a log given an I/O seam, the same steps on the log's own
- * thread, through the seam (a `Worker` cannot be handed functions).
+ * The writer's side of the chunk worker: a service on the process's
+ * background thread (`common/background_thread.ts`), shared by every log
+ * that keeps chunks — or, for a log given an I/O seam, the same steps on the
+ * log's own thread, through the seam (a thread cannot be handed functions).
  *
  * @module
  */
 
 import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
-import type { WorkerMemory } from "../common/worker_memory.ts";
 import { ChunkHost } from "./chunk_host.ts";
-import { SharedWorkerThread } from "../common/shared_worker_thread.ts";
+import { BackgroundService } from "../common/background_thread.ts";
 import type { LogIo } from "./log_io.ts";
 
 type Handler = (msg: FromWorker) => void;
@@ -42,9 +41,10 @@ export interface ChunkPort {
 const CHUNK_WORKER = new URL("./chunk_worker.ts", import.meta.url);
 
 /**
- * Takes a reference to the process's chunk worker, shared by every log that
- * keeps chunks (started with the first, stopped with the last `release`).
- * An error the worker did not catch reaches each log as an `error` message.
+ * A port to the process's chunk worker, shared by every log that keeps
+ * chunks (its background thread started with the first user, stopped with
+ * the last `release`). An error the thread did not catch reaches each log as
+ * an `error` message.
  *
  * @example
  * ```ts
@@ -58,35 +58,11 @@ const CHUNK_WORKER = new URL("./chunk_worker.ts", import.meta.url);
  * ```
  */
 export function sharedChunkWorker(): ChunkPort {
-  return SharedWorkerThread.acquire<ToWorker, FromWorker>(CHUNK_WORKER, (dir, failure) => ({
+  return BackgroundService.acquire<ToWorker, FromWorker>(CHUNK_WORKER, (dir, failure) => ({
     type: "error",
     dir,
     message: `chunk worker failed: ${failure}`,
   }));
-}
-
-/**
- * The process's chunk worker's JavaScript heap, from its last report (every
- * few seconds), or null when no worker runs (no log keeps chunks, or every
- * such log chunks on its own thread).
- *
- * @example
- * ```ts
- * import { equal, ok } from "node:assert/strict";
- * import { chunkWorkerMemory } from "./chunk_client.ts";
- * import { Log } from "./mod.ts";
- * equal(chunkWorkerMemory(), null); // no log keeps chunks yet
- * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
- * await log.append("{}");
- * await log.roll();
- * await log.chunksSettled(); // the worker has answered, so it has reported
- * ok(chunkWorkerMemory()!.heapUsed > 0);
- * await log.close();
- * equal(chunkWorkerMemory(), null);
- * ```
- */
-export function chunkWorkerMemory(): WorkerMemory | null {
-  return SharedWorkerThread.memoryOf(CHUNK_WORKER);
 }
 
 /**

@@ -9,7 +9,6 @@
 
 import type { ChunkEntry, Manifest } from "./chunk.ts";
 import type { ArchiveOptions } from "./archive.ts";
-import type { MemoryMessage } from "../common/worker_memory.ts";
 
 /** How a log's chunks are kept. */
 export interface ChunkPolicy {
@@ -89,9 +88,3 @@ export type FromWorker =
   | { type: "archive"; dir: string; state: ArchiveState }
   | { type: "closed"; dir: string }
   | { type: "error"; dir: string; message: string };
-
-/**
- * What the worker thread posts: the messages about a log, and its own
- * memory (every few seconds, for the process's metrics), about none.
- */
-export type FromWorkerThread = FromWorker | MemoryMessage;

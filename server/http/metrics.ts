@@ -16,8 +16,7 @@ import {
 import { declareStreamMetrics } from "../stream/stream_metrics.ts";
 import type { Gate } from "../fanout/replay_gate.ts";
 import type { SendBudget } from "../fanout/send_budget.ts";
-import { icebergWorkerMemory } from "../../iceberg/table_link.ts";
-import { chunkWorkerMemory } from "../../log/chunk_client.ts";
+import { BackgroundService } from "../../common/background_thread.ts";
 import { mallocInfo } from "../malloc_info.ts";
 
 /** Routes counted in `streamcast_http_requests_total{route}`. */
@@ -102,10 +101,10 @@ export class ServerMetrics {
     const memory = r.gauge(
       "streamcast_process_memory_bytes",
       "Memory of the server process: resident (RSS), the JavaScript heap of the main thread " +
-        "(heap_total, heap_used) and outside it (external); the same of the chunk worker thread " +
-        "while a stream keeps chunks (chunk_heap_total, chunk_heap_used, chunk_external) and of " +
-        "the Iceberg worker thread while a table runs (iceberg_heap_total, iceberg_heap_used, " +
-        "iceberg_external); and glibc malloc's own account, where it can be read: what its " +
+        "(heap_total, heap_used) and outside it (external); the same of the background thread " +
+        "while it runs the chunk worker or the Iceberg worker (background_heap_total, " +
+        "background_heap_used, background_external); and glibc malloc's own account, where it " +
+        "can be read: what its " +
         "arenas hold (malloc_arenas), of it in use (malloc_in_use) and free (malloc_free), and " +
         "allocations mapped on their own (malloc_mmapped).",
     );
@@ -126,12 +125,11 @@ export class ServerMetrics {
       memory.set(m.heapTotal, { kind: "heap_total" });
       memory.set(m.heapUsed, { kind: "heap_used" });
       memory.set(m.external, { kind: "external" });
-      const workers = { chunk: chunkWorkerMemory(), iceberg: icebergWorkerMemory() };
-      for (const [worker, w] of Object.entries(workers)) {
-        if (w === null) continue;
-        memory.set(w.heapTotal, { kind: `${worker}_heap_total` });
-        memory.set(w.heapUsed, { kind: `${worker}_heap_used` });
-        memory.set(w.external, { kind: `${worker}_external` });
+      const b = BackgroundService.memory();
+      if (b !== null) {
+        memory.set(b.heapTotal, { kind: "background_heap_total" });
+        memory.set(b.heapUsed, { kind: "background_heap_used" });
+        memory.set(b.external, { kind: "background_external" });
       }
       const c = mallocInfo();
       if (c !== null) {

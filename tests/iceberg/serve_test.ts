@@ -106,14 +106,14 @@ Deno.test('serve --iceberg (config "iceberg": true): published rows are in the t
       assertEquals([r.symbol, Number(r.price), r.venue], [want.symbol, want.price, want.venue]);
     }
     assertEquals(await tableOffsets(location, localFiles), range(1, 100));
-    // The worker thread's own heap is in the metrics (reported as it starts
-    // and every 5 s after).
+    // The background thread's own heap (the chunk and Iceberg workers') is in
+    // the metrics (reported as it starts and every 5 s after).
     const metrics = await (await fetch(`${server.url}/_/metrics`)).text();
-    for (const kind of ["iceberg_heap_used", "iceberg_heap_total", "iceberg_external"]) {
+    for (const kind of ["background_heap_used", "background_heap_total", "background_external"]) {
       const m = new RegExp(`^streamcast_process_memory_bytes\\{kind="${kind}"\\} (\\d+)$`, "m")
         .exec(metrics);
       assert(m !== null, `${kind} in /_/metrics:\n${metrics}`);
-      if (kind !== "iceberg_external") assert(Number(m[1]) > 0, `${kind} is ${m[1]}`);
+      if (kind !== "background_external") assert(Number(m[1]) > 0, `${kind} is ${m[1]}`);
     }
     assertEquals((await server.signal("SIGINT", 40_000)).code, 0);
   } finally {

@@ -30,12 +30,9 @@ export interface MemorySample {
   heapUsed: number;
   heapTotal: number;
   external: number;
-  /** The Iceberg worker thread's heap used / total, MiB (NaN: none, or not read). */
-  icebergHeapUsed: number;
-  icebergHeapTotal: number;
-  /** The chunk worker thread's heap used / total, MiB (NaN: none, or not read). */
-  chunkHeapUsed: number;
-  chunkHeapTotal: number;
+  /** The background thread's heap used / total (the chunk and Iceberg workers), MiB (NaN: none, or not read). */
+  backgroundHeapUsed: number;
+  backgroundHeapTotal: number;
   /** glibc malloc's own account from /metrics, MiB: in use and free in its arenas (NaN: not read). */
   mallocInUse: number;
   mallocFree: number;
@@ -56,10 +53,8 @@ export function rssSample(t: number, rss: number, rssAnon: number): MemorySample
     heapUsed: NaN,
     heapTotal: NaN,
     external: NaN,
-    icebergHeapUsed: NaN,
-    icebergHeapTotal: NaN,
-    chunkHeapUsed: NaN,
-    chunkHeapTotal: NaN,
+    backgroundHeapUsed: NaN,
+    backgroundHeapTotal: NaN,
     mallocInUse: NaN,
     mallocFree: NaN,
     mallocHeap: NaN,
@@ -91,9 +86,9 @@ export interface MemoryTrend {
   externalSlopeMiBPerMin: number;
   heapUsedLastMiB: number;
   externalLastMiB: number;
-  /** The Iceberg worker's heap used: slope and last (NaN without one). */
-  icebergHeapUsedSlopeMiBPerMin: number;
-  icebergHeapUsedLastMiB: number;
+  /** The background thread's heap used: slope and last (NaN without one). */
+  backgroundHeapUsedSlopeMiBPerMin: number;
+  backgroundHeapUsedLastMiB: number;
 }
 
 interface Tracked {
@@ -140,9 +135,8 @@ export interface MemoryLevel {
   heapUsed: number;
   heapTotal: number;
   external: number;
-  /** The worker threads' JavaScript heaps reserved (their isolates are not the main thread's). */
-  chunkHeapTotal: number;
-  icebergHeapTotal: number;
+  /** The background thread's JavaScript heap reserved (its isolate is not the main thread's). */
+  backgroundHeapTotal: number;
   /** glibc malloc's in use and free, across its arenas. */
   mallocInUse: number;
   mallocFree: number;
@@ -165,8 +159,7 @@ export function memoryLevels(samples: MemorySample[], stepMinutes: number): Memo
     "heapUsed",
     "heapTotal",
     "external",
-    "chunkHeapTotal",
-    "icebergHeapTotal",
+    "backgroundHeapTotal",
     "mallocInUse",
     "mallocFree",
   ] as const;
@@ -234,10 +227,8 @@ export class MemorySampler {
             s.heapUsed = m.heap_used ?? NaN;
             s.heapTotal = m.heap_total ?? NaN;
             s.external = m.external ?? NaN;
-            s.icebergHeapUsed = m.iceberg_heap_used ?? NaN;
-            s.icebergHeapTotal = m.iceberg_heap_total ?? NaN;
-            s.chunkHeapUsed = m.chunk_heap_used ?? NaN;
-            s.chunkHeapTotal = m.chunk_heap_total ?? NaN;
+            s.backgroundHeapUsed = m.background_heap_used ?? NaN;
+            s.backgroundHeapTotal = m.background_heap_total ?? NaN;
             s.mallocInUse = m.malloc_in_use ?? NaN;
             s.mallocFree = m.malloc_free ?? NaN;
           } catch {
@@ -276,7 +267,7 @@ export class MemorySampler {
         : all.filter((s) => s.t >= tEnd - lastMinutes * 60);
       const xs = tail.map((s) => s.t / 60);
       const along = (k: keyof MemorySample) => slope(xs, tail.map((s) => s[k]));
-      const lastOf = (k: "heapUsed" | "external" | "icebergHeapUsed") =>
+      const lastOf = (k: "heapUsed" | "external" | "backgroundHeapUsed") =>
         [...all].reverse().find((s) => Number.isFinite(s[k]))?.[k] ?? NaN;
       const span = tail.length > 0 ? tEnd - tail[0].t : 0;
       const meanRss = (from: number, to: number) => {
@@ -301,8 +292,8 @@ export class MemorySampler {
         externalSlopeMiBPerMin: along("external"),
         heapUsedLastMiB: lastOf("heapUsed"),
         externalLastMiB: lastOf("external"),
-        icebergHeapUsedSlopeMiBPerMin: along("icebergHeapUsed"),
-        icebergHeapUsedLastMiB: lastOf("icebergHeapUsed"),
+        backgroundHeapUsedSlopeMiBPerMin: along("backgroundHeapUsed"),
+        backgroundHeapUsedLastMiB: lastOf("backgroundHeapUsed"),
       };
     }
     return out;

@@ -298,14 +298,18 @@ Deno.test("serve answers head, streams, health and metrics", async () => {
     );
     assert(rss > 10 * 2 ** 20 && rss < 64 * 2 ** 30, `resident memory ${rss}`);
     assert(/streamcast_process_memory_bytes\{kind="heap_used"\} \d+/.test(metrics), metrics);
-    // The chunk worker thread's own heap, reported as it starts and every 5 s.
-    const chunkHeap = async () =>
+    // The background thread's own heap (the chunk worker's), reported as it starts and every 5 s.
+    const backgroundHeap = async () =>
       Number(
-        /streamcast_process_memory_bytes\{kind="chunk_heap_used"\} (\d+)/.exec(
+        /streamcast_process_memory_bytes\{kind="background_heap_used"\} (\d+)/.exec(
           await (await fetch(`${http}/_/metrics`)).text(),
         )?.[1] ?? 0,
       );
-    await until(async () => await chunkHeap() > 0, 30_000, "the chunk worker's heap in /_/metrics");
+    await until(
+      async () => await backgroundHeap() > 0,
+      30_000,
+      "the background thread's heap in /_/metrics",
+    );
     // glibc malloc's own account (this process has FFI; the in-process server reads it).
     if (Deno.build.os === "linux") {
       const bytes = (kind: string) =>
