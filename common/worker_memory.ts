@@ -1,8 +1,8 @@
 /**
  * A worker thread's own memory, for the process's metrics: each `Worker` has
  * its own V8 isolate, whose heap the main thread's `Deno.memoryUsage()` does
- * not count. The server's workers (the chunk worker, the Iceberg worker)
- * report theirs to the main thread as they start and every few seconds.
+ * not count. The server's background thread (which runs the chunk and
+ * Iceberg workers) reports its own as it starts and every few seconds.
  *
  * @module
  */

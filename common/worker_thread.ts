@@ -1,6 +1,6 @@
 /**
- * A thread for the server's background work (the chunk worker, the Iceberg
- * worker), started through `node:worker_threads` rather than as a Web
+ * The thread for the server's background work (`background_thread.ts`:
+ * the chunk and Iceberg workers), started through `node:worker_threads` rather than as a Web
  * `Worker` because only there can its heap be given limits: its young
  * generation is held to {@linkcode WORKER_YOUNG_GENERATION_MIB}. V8 lets a
  * busy isolate's new space grow to 64 MiB (measured here: a Web Worker
