@@ -2,8 +2,8 @@
  * A log's Iceberg table, seen from the writer's thread: it hands the table
  * to the process's Iceberg worker (a service on the process's background
  * thread, `common/background_thread.ts`, beside the chunk worker), tells the
- * worker whenever the log's
- * manifest changes (a chunk sealed), and keeps the worker's last report.
+ * worker whenever the log's manifest changes (a chunk sealed), and keeps the
+ * worker's last report.
  *
  * Only a stream's writer links its table: a follower's log (a replica)
  * is refused, so one process at most commits to a table. A writer whose
