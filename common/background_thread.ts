@@ -79,12 +79,7 @@ class Thread {
   constructor() {
     this.#worker = new WorkerThread<ServiceEnvelope, ServiceEnvelope | MemoryMessage>(
       BACKGROUND_WORKER,
-      (m) => {
-        if ("type" in m) this.memory = m.memory;
-        else {this.routes.get(m.service)?.get((m.msg as { dir: string }).dir)?.hear(
-            m.msg as { dir: string },
-          );}
-      },
+      (m) => "type" in m ? (this.memory = m.memory) : this.#route(m),
       (message) => {
         // The thread has stopped, and with it every service: the next user starts another.
         this.#forget();
@@ -93,6 +88,12 @@ class Thread {
         }
       },
     );
+  }
+
+  // Hands a service's message to the handler of the folder it names.
+  #route({ service, msg }: ServiceEnvelope): void {
+    const about = msg as { dir: string };
+    this.routes.get(service)?.get(about.dir)?.hear(about);
   }
 
   post(service: string, msg: unknown): void {
@@ -130,7 +131,7 @@ class Thread {
  * port.register("/a", (m) => heard.resolve(m.n));
  * port.post({ dir: "/a", n: 21 });
  * equal(await heard.promise, 42);
- * port.release("/a"); // the last reference: the thread stops
+ * port.release(); // the last reference: the thread stops
  * equal(BackgroundService.memory(), null);
  * ```
  */
@@ -138,6 +139,7 @@ export class BackgroundService<In, Out extends { dir: string }> {
   readonly #thread: Thread;
   readonly #service: string;
   readonly #failed: (dir: string, message: string) => Out;
+  // This port's routes, by folder.
   readonly #mine = new Map<string, Route>();
   #released = false;
 
@@ -180,14 +182,17 @@ export class BackgroundService<In, Out extends { dir: string }> {
   }
 
   /**
-   * Drops this port's route for `dir` — unless another port has registered
-   * the folder since (its next user) — and the port's reference to the thread.
+   * Drops this port's routes — each unless another port has registered its
+   * folder since (the folder's next user) — and its reference to the thread.
+   * Once: a second call does nothing.
    */
-  release(dir: string): void {
+  release(): void {
     if (this.#released) return;
     this.#released = true;
     const folders = this.#thread.routes.get(this.#service);
-    if (folders && folders.get(dir) === this.#mine.get(dir)) folders.delete(dir);
+    for (const [dir, route] of this.#mine) {
+      if (folders?.get(dir) === route) folders.delete(dir);
+    }
     if (folders?.size === 0) this.#thread.routes.delete(this.#service);
     this.#thread.unref();
   }

@@ -124,7 +124,6 @@ export class IcebergTable {
   readonly #logger: Logger;
   readonly #stream: string;
   readonly #mayCommit: (() => boolean) | null;
-  readonly #handler = (m: FromIcebergWorker) => this.#fromWorker(m);
 
   private constructor(
     log: Log,
@@ -139,7 +138,7 @@ export class IcebergTable {
     this.#logger = o.logger ?? new Logger({ level: "warn" });
     this.#mayCommit = mayCommit;
     this.#worker = this.#port = acquireWorker();
-    this.#worker.register(log.dir, this.#handler);
+    this.#worker.register(log.dir, (m) => this.#fromWorker(m));
     this.#worker.post({
       type: "open",
       spec: {
@@ -292,6 +291,6 @@ export class IcebergTable {
     const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
     worker.post({ type: "close", dir: this.#dir, waitMs });
     await closed;
-    worker.release(this.#dir);
+    worker.release();
   }
 }

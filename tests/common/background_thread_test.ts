@@ -76,17 +76,17 @@ Deno.test("background thread: two services on one thread, routed by service and 
   // The thread reports its memory as it starts.
   while (BackgroundService.memory() === null) await new Promise((r) => setTimeout(r, 10));
   ok(BackgroundService.memory()!.heapUsed > 0);
-  a.release("/a");
-  b.release("/a");
+  a.release();
+  b.release();
   notEqual(BackgroundService.memory(), null); // one port left: still running
-  c.release("/c");
+  c.release();
   equal(BackgroundService.memory(), null);
   // The next acquire starts a new thread.
   const d = BackgroundService.acquire<Msg, Msg>(thousand, failed);
   const again = await roundTrip(d, "/d", 1);
   equal(again.n, 1001);
   notEqual(again.thread, [...threads][0]);
-  d.release("/d");
+  d.release();
   await Deno.remove(one);
   await Deno.remove(thousand);
 });
@@ -102,7 +102,7 @@ Deno.test("background thread: a folder's next user keeps its route when the old 
   const next = BackgroundService.acquire<Msg, Msg>(one, failed);
   const got = collector(2);
   next.register("/t", got.hear);
-  first.release("/t"); // not the folder's route any more: it stays
+  first.release(); // not the folder's route any more: it stays
   const other = BackgroundService.acquire<Msg, Msg>(thousand, failed);
   equal((await roundTrip(other, "/u", 1)).n, 1001); // both services loaded
   other.register("/u", got.hear);
@@ -114,12 +114,36 @@ Deno.test("background thread: a folder's next user keeps its route when the old 
   // The failed thread is not used again: the next user gets a new one.
   const after = BackgroundService.acquire<Msg, Msg>(thousand, failed);
   equal((await roundTrip(after, "/v", 7)).n, 1007);
-  next.release("/t");
-  other.release("/u");
-  after.release("/v");
+  next.release();
+  other.release();
+  after.release();
   equal(BackgroundService.memory(), null);
   await Deno.remove(one);
   await Deno.remove(thousand);
+});
+
+Deno.test("background thread: a port's release drops every route it registered, once", async () => {
+  const one = await serviceFile(1);
+  const keeper = BackgroundService.acquire<Msg, Msg>(one, failed);
+  const { thread } = await roundTrip(keeper, "/keep", 0);
+  const leaving = BackgroundService.acquire<Msg, Msg>(one, () => {
+    throw new Error("a released port heard a failure");
+  });
+  const stale: Msg[] = [];
+  leaving.register("/p", (m) => stale.push(m));
+  leaving.register("/q", (m) => stale.push(m));
+  leaving.release();
+  leaving.release(); // the second call drops no other reference: the thread keeps running
+  // The service answers in order: once /keep's answer is heard, /p's and /q's came before it.
+  keeper.post({ dir: "/p", n: 1 });
+  keeper.post({ dir: "/q", n: 1 });
+  const after = await roundTrip(keeper, "/keep", 5);
+  equal(after.n, 6);
+  equal(after.thread, thread, "the same thread: the double release did not stop it");
+  equal(stale.length, 0, "no route of the released port is left");
+  keeper.release();
+  equal(BackgroundService.memory(), null);
+  await Deno.remove(one);
 });
 
 Deno.test("background thread: an error in a message held while its service loaded, or a service that cannot load, stops the thread and reaches every folder", async () => {
@@ -139,12 +163,12 @@ Deno.test("background thread: an error in a message held while its service loade
     ok(m.failure !== undefined, `${what}: the folder hears the failure`);
     ok(what !== "held message" || /negative -3/.test(m.failure!), m.failure);
     ok(what !== "missing module" || /nowhere/.test(m.failure!), m.failure);
-    port.release("/x");
+    port.release();
     equal(BackgroundService.memory(), null);
   }
   // And the next user works.
   const port = BackgroundService.acquire<Msg, Msg>(one, failed);
   equal((await roundTrip(port, "/y", 41)).n, 42);
-  port.release("/y");
+  port.release();
   await Deno.remove(one);
 });
