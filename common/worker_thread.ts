@@ -1,8 +1,8 @@
 /**
- * The thread for the server's background work (`background_thread.ts`:
- * the chunk and Iceberg workers), started through `node:worker_threads` rather than as a Web
- * `Worker` because only there can its heap be given limits: its young
- * generation is held to {@linkcode WORKER_YOUNG_GENERATION_MIB}. V8 lets a
+ * The thread for the server's background work (`background_thread.ts`: the
+ * chunk and Iceberg workers), started through `node:worker_threads` rather
+ * than as a Web `Worker` because only there can its heap be given limits:
+ * its young generation is held to {@linkcode WORKER_YOUNG_GENERATION_MIB}. V8 lets a
  * busy isolate's new space grow to 64 MiB (measured here: a Web Worker
  * making short-lived rows, tests/common/worker_thread_test.ts) and shrinks
  * it again only after quieter stretches; a worker that works in bursts (a

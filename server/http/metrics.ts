@@ -104,9 +104,8 @@ export class ServerMetrics {
         "(heap_total, heap_used) and outside it (external); the same of the background thread " +
         "while it runs the chunk worker or the Iceberg worker (background_heap_total, " +
         "background_heap_used, background_external); and glibc malloc's own account, where it " +
-        "can be read: what its " +
-        "arenas hold (malloc_arenas), of it in use (malloc_in_use) and free (malloc_free), and " +
-        "allocations mapped on their own (malloc_mmapped).",
+        "can be read: what its arenas hold (malloc_arenas), of it in use (malloc_in_use) and " +
+        "free (malloc_free), and allocations mapped on their own (malloc_mmapped).",
     );
     const buffered = sendBudget
       ? r.gauge(
