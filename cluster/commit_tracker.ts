@@ -18,12 +18,20 @@
  * A node of the set not heard from in this term counts as holding nothing,
  * so the index waits for it until it reports or is dropped.
  *
+ * While a write of the set is in flight, and after one whose answer was lost
+ * (it may or may not have applied), the index counts every node of both the
+ * old and the new set; the set is then read back from etcd, again until a
+ * read answers, and what etcd holds is the set from then on. No other change
+ * is made before that read. A refused write also adopts the set etcd holds;
+ * one refused because another node holds the leader key commits nothing
+ * more.
+ *
  * @module
  */
 
 import { Logger } from "../common/logger.ts";
 import type { EtcdClient } from "./etcd_client.ts";
-import { type InSyncSet, writeInSync } from "./in_sync.ts";
+import { type InSyncSet, type InSyncWrite, readInSyncAs, writeInSync } from "./in_sync.ts";
 import type { StreamKeys } from "./keys.ts";
 import type { Leadership } from "./election.ts";
 
@@ -61,16 +69,27 @@ export interface CommitTrackerOptions {
  * import { deepEqual } from "node:assert/strict";
  * import type { InSyncStore } from "./commit_tracker.ts";
  * // A store that takes every write (what the tracker's own tests do without etcd).
+ * let held = { term: 2, nodes: ["n1"], modRevision: 5 };
  * const store: InSyncStore = {
- *   write: (e, nodes) => Promise.resolve({ term: e.term, nodes: [...nodes], modRevision: e.modRevision + 1 }),
+ *   write: (e, nodes) => {
+ *     held = { term: e.term, nodes: [...nodes], modRevision: e.modRevision + 1 };
+ *     return Promise.resolve({ written: true, set: held });
+ *   },
+ *   read: () => Promise.resolve({ deposed: false, set: held }),
  * };
- * const set = await store.write({ term: 2, nodes: ["n1"], modRevision: 5 }, ["n1", "n2"]);
- * deepEqual(set?.nodes, ["n1", "n2"]);
+ * const r = await store.write(held, ["n1", "n2"]);
+ * deepEqual(r.set?.nodes, ["n1", "n2"]);
  * ```
  */
 export interface InSyncStore {
-  /** Writes `nodes` over `expected`; the new set, or null when refused (deposed). */
-  write(expected: InSyncSet, nodes: readonly string[]): Promise<InSyncSet | null>;
+  /**
+   * Writes `nodes` over `expected`: written (the new set), or refused (the
+   * set etcd holds; `deposed` when another node holds the leader key).
+   * Throws when etcd's answer is lost or etcd cannot be reached.
+   */
+  write(expected: InSyncSet, nodes: readonly string[]): Promise<InSyncWrite>;
+  /** The set as etcd holds it now, and whether this leader was deposed. */
+  read(): Promise<{ deposed: boolean; set: InSyncSet | null }>;
 }
 
 /**
@@ -89,10 +108,8 @@ export function etcdInSyncStore(
   leadership: Leadership,
 ): InSyncStore {
   return {
-    async write(expected, nodes) {
-      const r = await writeInSync(client, keys, leadership, expected, nodes);
-      return r.written ? r.set : null;
-    },
+    write: (expected, nodes) => writeInSync(client, keys, leadership, expected, nodes),
+    read: () => readInSyncAs(client, keys, leadership),
   };
 }
 
@@ -115,7 +132,11 @@ interface Follower {
  * import { Logger } from "../common/logger.ts";
  * const leadership = { valid: () => true };
  * const set = { term: 2, nodes: ["n1", "n2"], modRevision: 7 };
- * const store = { write: (_e: unknown, nodes: readonly string[]) => Promise.resolve({ term: 2, nodes: [...nodes], modRevision: 8 }) };
+ * const store = {
+ *   write: (_e: unknown, nodes: readonly string[]) =>
+ *     Promise.resolve({ written: true as const, set: { term: 2, nodes: [...nodes], modRevision: 8 } }),
+ *   read: () => Promise.resolve({ deposed: false, set }),
+ * };
  * const t = new CommitTracker(store, leadership, {
  *   node: "n1", replicas: 2, set, index: 1, durable: 1, logger: new Logger({ level: "error" }),
  * });
@@ -150,6 +171,8 @@ export class CommitTracker {
   #index: number;
   #writing: Promise<void> | null = null;
   #closed = false;
+  // Another node holds the leader key: nothing more is committed here.
+  #deposed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   readonly #startedAt: number;
 
@@ -184,7 +207,7 @@ export class CommitTracker {
     return this.#index;
   }
 
-  /** The in-sync set as last written to etcd. */
+  /** The in-sync set as etcd last answered it (written, refused with it, or read back). */
   get inSync(): string[] {
     return [...this.#set.nodes];
   }
@@ -256,7 +279,7 @@ export class CommitTracker {
   }
 
   #recompute(): void {
-    if (this.#closed) return;
+    if (this.#closed || this.#deposed) return;
     const members = this.#members();
     if (members.length < this.#replicas) return;
     let min = this.#durable;
@@ -273,7 +296,7 @@ export class CommitTracker {
   }
 
   #maybeAdd(node: string, f: Follower): void {
-    if (this.#writing || this.#closed || !this.#leadership.valid()) return;
+    if (this.#writing || this.#closed || this.#deposed || !this.#leadership.valid()) return;
     if (this.#members().includes(node) || !f.connected || f.durable < this.#index) return;
     // Counted here first: from now on the index waits for it; then etcd.
     this.#adding.add(node);
@@ -282,7 +305,7 @@ export class CommitTracker {
 
   /** Checks who lags (called every quarter of `lagMs`; tests call it with their clock). */
   tick(): void {
-    if (this.#closed || this.#writing) return;
+    if (this.#closed || this.#deposed || this.#writing) return;
     const now = this.#now();
     for (const f of this.#followers.values()) {
       if (f.connected && f.durable >= this.#durable) f.caughtUpAt = now;
@@ -307,7 +330,9 @@ export class CommitTracker {
   }
 
   // Writes the set `nodes` to etcd; a dropped node stops counting only once
-  // etcd has the smaller set.
+  // etcd has the smaller set, an added one counts from before the write.
+  // Until etcd's answer (or, when it is lost, a read of the set) says which
+  // set etcd holds, both count.
   #change(
     nodes: string[],
     event: string,
@@ -317,30 +342,86 @@ export class CommitTracker {
     if (!this.#leadership.valid()) return;
     const expected = this.#set;
     this.#writing = (async () => {
+      let held: { deposed: boolean; set: InSyncSet | null } | null;
+      let written = false;
       try {
-        const written = await this.#store.write(expected, nodes);
-        if (written === null) {
-          this.#logger.warn("in_sync_refused", { stream: this.#stream, node, event });
-          return;
-        }
-        this.#set = written;
-        this.#logger.info(event, { stream: this.#stream, node, nodes: written.nodes, ...fields });
-        this.onSet?.(written.nodes);
+        const r = await this.#store.write(expected, nodes);
+        written = r.written;
+        held = r.written ? { deposed: false, set: r.set } : r;
       } catch (err) {
-        this.#logger.warn("in_sync_write_failed", {
+        this.#logger.warn("in_sync_indeterminate", {
           stream: this.#stream,
           node,
           event,
+          nodes,
           error: err instanceof Error ? err.message : String(err),
         });
-      } finally {
-        // Not in etcd's set (refused or failed): it need not be waited for;
-        // in it: counted through the set from now on.
+        held = await this.#reread();
+      }
+      try {
+        if (held === null) return; // closed, or the lease lapsed: nothing more moves
+        this.#adopt(held, expected, nodes, written, event, node, fields);
+        // In etcd's set: counted through it from now on; not: not waited for.
         this.#adding.delete(node);
+      } finally {
         this.#writing = null;
         this.#recompute();
       }
     })();
+  }
+
+  // Reads the set until etcd answers; null once closed or the lease lapsed.
+  async #reread(): Promise<{ deposed: boolean; set: InSyncSet | null } | null> {
+    let delayMs = 50;
+    while (!this.#closed && this.#leadership.valid()) {
+      try {
+        return await this.#store.read();
+      } catch (err) {
+        this.#logger.warn("in_sync_read_failed", {
+          stream: this.#stream,
+          error: err instanceof Error ? err.message : String(err),
+        });
+        await new Promise((r) => setTimeout(r, delayMs));
+        delayMs = Math.min(delayMs * 2, 1000);
+      }
+    }
+    return null;
+  }
+
+  // Takes the set etcd holds as this tracker's set.
+  #adopt(
+    held: { deposed: boolean; set: InSyncSet | null },
+    expected: InSyncSet,
+    nodes: string[],
+    written: boolean,
+    event: string,
+    node: string,
+    fields: Record<string, unknown>,
+  ): void {
+    const log = { stream: this.#stream, node, event };
+    if (held.deposed) {
+      this.#deposed = true;
+      this.#logger.warn("in_sync_refused", { ...log, deposed: true });
+      return;
+    }
+    const set = held.set;
+    if (set === null) {
+      // The key is gone (not this leader's doing): keep counting every node.
+      this.#logger.warn("in_sync_missing", log);
+      return;
+    }
+    const want = [...new Set(nodes)].sort().join(",");
+    if (written || (set.term === expected.term && set.nodes.join(",") === want)) {
+      this.#set = set;
+      this.#logger.info(event, { ...log, nodes: set.nodes, ...fields });
+    } else {
+      const changed = set.nodes.join(",") !== this.#set.nodes.join(",");
+      this.#set = set;
+      this.#logger.warn("in_sync_refused", { ...log, held: set.nodes });
+      if (!changed) return;
+    }
+    for (const n of set.nodes) if (n !== this.#node) this.#follower(n);
+    this.onSet?.(set.nodes);
   }
 
   /** Resolves once no set write is in flight. */

@@ -17,7 +17,11 @@
  * ```
  *
  * so every election begins a new term, the term only grows, and two
- * candidates can never both win. A leader is leader while its lease is
+ * candidates can never both win. When the answer to that transaction is
+ * lost (it may have applied), the leader key is read back: held with the
+ * campaign's lease, the campaign won. A campaign that fails in any other way
+ * revokes the lease it was given (or, etcd unreachable, stops renewing it so
+ * it lapses): no lease is kept alive that nobody holds. A leader is leader while its lease is
  * valid on its own clock (`lease_keeper.ts`); it asks `valid()` before
  * every act of a leader. Once the lease is lost, that leadership is over for
  * good: the {@linkcode Election} loop revokes the old lease when etcd answers
@@ -28,7 +32,7 @@
 
 import { backoffDelay, sleep } from "../common/backoff.ts";
 import { Logger } from "../common/logger.ts";
-import type { EtcdClient } from "./etcd_client.ts";
+import { type EtcdClient, EtcdIndeterminateError } from "./etcd_client.ts";
 import { watchKeys } from "./etcd_watch.ts";
 import { encodeInSync, mayLead, parseInSync } from "./in_sync.ts";
 import { DEFAULT_PREFIX, type StreamKeys, streamKeys } from "./keys.ts";
@@ -100,24 +104,44 @@ export async function campaign(
     throw new TypeError(`${keys.term} in etcd is not a term number: ${termKv!.value.slice(0, 40)}`);
   }
   const term = last + 1;
-  const r = await client.txn(
-    [
-      { key: keys.leader, target: "create", op: "==", value: 0 },
-      { key: keys.term, target: "mod", op: "==", value: termKv?.modRevision ?? 0 },
-      { key: keys.inSync, target: "mod", op: "==", value: set?.modRevision ?? 0 },
-    ],
-    [
-      {
-        put: {
-          key: keys.leader,
-          value: JSON.stringify({ node: me.node, url: me.url, term }),
-          lease: leaseId,
+  let r;
+  try {
+    r = await client.txn(
+      [
+        { key: keys.leader, target: "create", op: "==", value: 0 },
+        { key: keys.term, target: "mod", op: "==", value: termKv?.modRevision ?? 0 },
+        { key: keys.inSync, target: "mod", op: "==", value: set?.modRevision ?? 0 },
+      ],
+      [
+        {
+          put: {
+            key: keys.leader,
+            value: JSON.stringify({ node: me.node, url: me.url, term }),
+            lease: leaseId,
+          },
         },
-      },
-      { put: { key: keys.term, value: String(term) } },
-      { put: { key: keys.inSync, value: encodeInSync(term, set?.nodes ?? [me.node]) } },
-    ],
-  );
+        { put: { key: keys.term, value: String(term) } },
+        { put: { key: keys.inSync, value: encodeInSync(term, set?.nodes ?? [me.node]) } },
+      ],
+    );
+  } catch (err) {
+    if (!(err instanceof EtcdIndeterminateError)) throw err;
+    // It may have applied: the leader key says. A failed read leaves it
+    // undecided, and the caller gives the lease up.
+    const again = await client.txn([], [{ range: { key: keys.leader } }]).catch(() => {
+      throw err;
+    });
+    const [kv] = again.ranges[0];
+    if (kv && kv.lease === leaseId) {
+      return { won: true, term: parseLeader(kv).term, revision: again.revision };
+    }
+    return {
+      won: false,
+      leader: kv ? parseLeader(kv) : null,
+      inSync: true,
+      revision: again.revision,
+    };
+  }
   if (r.succeeded) return { won: true, term, revision: r.revision };
   return { won: false, leader: null, inSync: true, revision: read.revision };
 }
@@ -279,7 +303,15 @@ export class Election {
         });
         this.#lease = lease;
         attempt = 0;
-        await this.#campaignWith(lease);
+        try {
+          await this.#campaignWith(lease);
+        } catch (err) {
+          // Whatever the campaign left in etcd with this lease (maybe the
+          // leader key, if its answer was lost) goes with it; unreachable,
+          // it is no longer renewed and lapses by its TTL.
+          await lease.revoke();
+          throw err;
+        }
         if (!signal.aborted) stale = lease;
       } catch (err) {
         if (signal.aborted) break;

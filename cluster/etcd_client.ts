@@ -13,10 +13,15 @@
  * Several endpoints (members of one etcd cluster) may be given; a request
  * goes to the one that answered last, and moves on to the next when that
  * one cannot be reached, does not answer within the timeout, or says it is
- * unavailable (no etcd leader, its own timeout). So a request may reach etcd
- * twice: every write this project makes is a compare-and-swap or idempotent,
- * and the callers read back what they find. Any other refusal is thrown
- * at once as {@linkcode EtcdError}, naming the endpoint.
+ * unavailable (no etcd leader, its own timeout). A read (and a lease renewal
+ * or revocation, which are idempotent) may be sent to every endpoint in turn.
+ * A write is moved on only while it surely was not applied (the connection
+ * was refused); once it may have reached etcd and its answer is lost — no
+ * answer within the timeout, the connection reset, a timeout or an
+ * unavailable reported by etcd — it is not resent: it is thrown as
+ * {@linkcode EtcdIndeterminateError} ("may have applied"), and the caller
+ * reads the key back before acting on it. Any other refusal is thrown at
+ * once as {@linkcode EtcdError}, naming the endpoint.
  *
  * @module
  */
@@ -94,6 +99,77 @@ export class EtcdUnavailableError extends Error {
     this.name = "EtcdUnavailableError";
     this.failures = failures;
   }
+}
+
+/**
+ * A write whose answer was lost after it may have reached etcd: it may or
+ * may not have applied. The caller reads the keys it wrote before it acts
+ * on them again; it is not resent for it.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { EtcdIndeterminateError } from "./etcd_client.ts";
+ * const err = new EtcdIndeterminateError("/v3/kv/txn", "http://a:2379", "no answer within 2000 ms");
+ * equal(err.message, "etcd http://a:2379 /v3/kv/txn: indeterminate: may have applied (no answer within 2000 ms)");
+ * ```
+ */
+export class EtcdIndeterminateError extends Error {
+  /** The request's path. */
+  readonly path: string;
+  /** The endpoint it was sent to last. */
+  readonly endpoint: string;
+  /** What happened to its answer. */
+  readonly detail: string;
+
+  /** The lost answer of `path` at `endpoint`. */
+  constructor(path: string, endpoint: string, detail: string) {
+    super(`etcd ${endpoint} ${path}: indeterminate: may have applied (${detail})`);
+    this.name = "EtcdIndeterminateError";
+    this.path = path;
+    this.endpoint = endpoint;
+    this.detail = detail;
+  }
+}
+
+/**
+ * Whether a request to `path` with `body` changes etcd (and so must not be
+ * resent once it may have applied): puts, deletes, grants, and transactions
+ * with a put or a delete. Reads, renewals and revocations may be resent.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { isWrite } from "./etcd_client.ts";
+ * equal(isWrite("/v3/kv/put", {}), true);
+ * equal(isWrite("/v3/kv/txn", { compare: [], success: [{ request_range: {} }], failure: [] }), false);
+ * equal(isWrite("/v3/lease/keepalive", { ID: "1" }), false);
+ * ```
+ */
+export function isWrite(path: string, body: unknown): boolean {
+  switch (path) {
+    case "/v3/kv/put":
+    case "/v3/kv/deleterange":
+    case "/v3/lease/grant":
+      return true;
+    case "/v3/kv/txn": {
+      const t = body as { success?: object[]; failure?: object[] };
+      return [...(t.success ?? []), ...(t.failure ?? [])].some((op) => !("request_range" in op));
+    }
+    default:
+      return false;
+  }
+}
+
+// A fetch failure that shows the request never left: no connection was made
+// (refused, no route, no such host) or fetch would not send to that port.
+const NOT_SENT = /client error \(Connect\)|connection refused|os error 111|are blocked|dns error/i;
+
+function notSent(err: unknown): boolean {
+  for (let e: unknown = err; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (NOT_SENT.test(e.message)) return true;
+  }
+  return false;
 }
 
 /** Options of {@linkcode EtcdClient}. */
@@ -230,6 +306,7 @@ export class EtcdClient {
     const failures: { endpoint: string; error: string }[] = [];
     const n = this.endpoints.length;
     const payload = JSON.stringify(body);
+    const write = isWrite(path, body);
     for (let k = 0; k < n; k++) {
       options.signal?.throwIfAborted();
       const i = (this.#current + k) % n;
@@ -263,7 +340,12 @@ export class EtcdClient {
         clearTimeout(t);
         options.signal?.throwIfAborted();
         if (err instanceof EtcdError) throw err;
-        failures.push({ endpoint, error: describe(err, timer.signal.aborted, timeoutMs) });
+        const error = describe(err, timer.signal.aborted, timeoutMs);
+        if (write && !notSent(err)) {
+          this.#current = (i + 1) % n; // the next request tries another endpoint first
+          throw new EtcdIndeterminateError(path, endpoint, error);
+        }
+        failures.push({ endpoint, error });
         continue;
       }
       clearTimeout(t);
@@ -272,6 +354,10 @@ export class EtcdClient {
         const code = typeof e.code === "number" ? e.code : 0;
         const detail = `${e.message ?? e.error ?? "error"} (HTTP ${response.status})`;
         if (TRY_NEXT_CODES.has(code) || response.status >= 502) {
+          if (write) {
+            this.#current = (i + 1) % n;
+            throw new EtcdIndeterminateError(path, endpoint, detail);
+          }
           failures.push({ endpoint, error: detail });
           continue;
         }

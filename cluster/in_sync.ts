@@ -11,6 +11,9 @@
  * Every write is a compare-and-swap on the set's `mod_revision` and on the
  * leader key still being attached to the writer's lease: a deposed leader's
  * write fails, and so does one based on a set read before another change.
+ * A write whose answer is lost may have applied: the set is read back, and
+ * what etcd holds is the answer (or, when it cannot be read either, the
+ * write throws and the leader counts both sets until a read settles it).
  *
  * ```text
  * PREFIX/streams/NAME/in_sync   {"term":7,"nodes":["n1","n2"]}
@@ -19,7 +22,7 @@
  * @module
  */
 
-import type { EtcdClient } from "./etcd_client.ts";
+import { type EtcdClient, EtcdIndeterminateError } from "./etcd_client.ts";
 import type { StreamKeys } from "./keys.ts";
 import type { KeyValue } from "./_etcd_wire.ts";
 
@@ -175,18 +178,63 @@ export async function writeInSync(
     throw new RangeError(`the leader of term ${leader.term} no longer holds its lease`);
   }
   const value = encodeInSync(leader.term, nodes);
-  const r = await client.txn(
-    [
-      { key: keys.inSync, target: "mod", op: "==", value: expected?.modRevision ?? 0 },
-      { key: keys.leader, target: "lease", op: "==", value: leader.leaseId },
-    ],
-    [{ put: { key: keys.inSync, value } }, { range: { key: keys.inSync } }],
-    [{ range: { key: keys.inSync } }, { range: { key: keys.leader } }],
-  );
+  let r;
+  try {
+    r = await client.txn(
+      [
+        { key: keys.inSync, target: "mod", op: "==", value: expected?.modRevision ?? 0 },
+        { key: keys.leader, target: "lease", op: "==", value: leader.leaseId },
+      ],
+      [{ put: { key: keys.inSync, value } }, { range: { key: keys.inSync } }],
+      [{ range: { key: keys.inSync } }, { range: { key: keys.leader } }],
+    );
+  } catch (err) {
+    if (!(err instanceof EtcdIndeterminateError)) throw err;
+    // It may have applied: what etcd holds now says whether it did. A read
+    // that fails too leaves it undecided: the original error goes up.
+    let now;
+    try {
+      now = await readInSyncAs(client, keys, leader);
+    } catch {
+      throw err;
+    }
+    const set = now.set;
+    // Only the leader of this term writes this term's value: finding it is
+    // finding this write (or an earlier one of the same set, which is as good).
+    const ours = !now.deposed && set !== null && set.term === leader.term &&
+      encodeInSync(set.term, set.nodes) === value;
+    return ours ? { written: true, set: set! } : { written: false, ...now };
+  }
   if (r.succeeded) return { written: true, set: parseInSync(r.ranges[1][0])! };
   const leaderKv = r.ranges[1][0];
   return {
     written: false,
+    deposed: !leaderKv || leaderKv.lease !== leader.leaseId,
+    set: parseInSync(r.ranges[0][0]),
+  };
+}
+
+/**
+ * The set as etcd holds it now, and whether `leader` no longer holds the
+ * leader key (one snapshot of both keys): what a leader re-reads after a
+ * write of the set whose answer was lost.
+ *
+ * @example
+ * ```ts ignore
+ * const { set, deposed } = await readInSyncAs(etcd, keys, leadership);
+ * if (!deposed) tracker.adopt(set);
+ * ```
+ */
+export async function readInSyncAs(
+  client: EtcdClient,
+  keys: StreamKeys,
+  leader: Pick<InSyncWriter, "leaseId">,
+): Promise<{ deposed: boolean; set: InSyncSet | null }> {
+  const r = await client.txn([], [{ range: { key: keys.inSync } }, {
+    range: { key: keys.leader },
+  }]);
+  const leaderKv = r.ranges[1][0];
+  return {
     deposed: !leaderKv || leaderKv.lease !== leader.leaseId,
     set: parseInSync(r.ranges[0][0]),
   };

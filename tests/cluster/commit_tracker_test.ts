@@ -79,10 +79,11 @@ Deno.test("commit tracker drops a lagging follower in etcd before committing wit
     let etcdSet = set.nodes;
     const store = {
       async write(expected: typeof set, nodes: readonly string[]) {
-        const s = await inner.write(expected, nodes);
-        if (s) etcdSet = s.nodes;
-        return s;
+        const r = await inner.write(expected, nodes);
+        if (r.written) etcdSet = r.set.nodes;
+        return r;
       },
+      read: () => inner.read(),
     };
     const t = new CommitTracker(store, leadership, {
       node: "n1",

@@ -4,7 +4,12 @@
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { until } from "../_util.ts";
 import { startEtcd } from "../_etcd.ts";
-import { EtcdClient, EtcdError, EtcdUnavailableError } from "../../cluster/etcd_client.ts";
+import {
+  EtcdClient,
+  EtcdError,
+  EtcdIndeterminateError,
+  EtcdUnavailableError,
+} from "../../cluster/etcd_client.ts";
 import { type WatchEvent, watchKeys } from "../../cluster/etcd_watch.ts";
 
 // A TCP port that accepts connections and never answers (a hung member).
@@ -83,6 +88,11 @@ Deno.test("etcd client fails over past a refused and a silent endpoint, and name
   try {
     // Long enough for a loaded machine's etcd to answer; the silent one costs that once.
     const c = new EtcdClient(`${refused},${silent.url},${etcd.url}`, { timeoutMs: 3000 });
+    // A write moves on past the refused endpoint; sent to the silent one, it
+    // may have applied: it is not resent, it is reported as indeterminate.
+    const lost = await assertRejects(() => c.put("/f", "1"), EtcdIndeterminateError);
+    assertEquals(lost.endpoint, silent.url);
+    assert(lost.message.includes("indeterminate: may have applied"), lost.message);
     await c.put("/f", "1");
     assertEquals(c.endpoint, etcd.url, "the endpoint that answered is used next");
     assertEquals((await c.get("/f"))?.value, "1");
