@@ -14,6 +14,13 @@
  * read and its own is a {@linkcode Deno.errors.NotFound}: the commit is
  * tried again on a fresh manifest.
  *
+ * The rows taken are whole: past the table's last offset, offsets that no
+ * chunk holds are taken over only when the log accounts for them — a fence
+ * of the local log (a gap between two of its chunks), or the gap below the
+ * log's first offset that a restore fences (`log/restore.ts`). Any other gap
+ * is a hole ({@linkcode OffsetHoleError}): the rows before it are committed,
+ * none past it, and the table stays as it is until the hole is filled.
+ *
  * Append times come from each chunk's time index (`chunks/SHA256.times`,
  * see `log/chunk_times.ts`). A chunk without one (from the archive, or an
  * older log) gives its rows its first append time and its last row its
@@ -26,6 +33,7 @@ import type { ArchiveStore } from "../log/archive.ts";
 import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk.ts";
 import { type ChunkTimes, readChunkTimes } from "../log/chunk_times.ts";
 import { readManifest } from "../log/fs.ts";
+import { readMeta } from "../log/log_meta.ts";
 import type { RecordBatch } from "../log/mod.ts";
 
 /**
@@ -49,6 +57,96 @@ export interface PendingChunk {
 }
 
 /**
+ * Offsets past the table's end that no chunk the table can read holds, and
+ * that no fence of the log accounts for: committing past them would leave
+ * those rows out of the table for good.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { OffsetHoleError } from "./commit_rows.ts";
+ * const err = new OffsetHoleError(61, 100, true);
+ * equal(err.message.startsWith("offsets 61..100 are missing"), true);
+ * ```
+ */
+export class OffsetHoleError extends Error {
+  /** The first offset missing. */
+  readonly from: number;
+  /** The last offset missing. */
+  readonly to: number;
+  /** Offsets `from..to` are missing; `archive`: an archive was searched too. */
+  constructor(from: number, to: number, archive: boolean) {
+    super(
+      `offsets ${from}..${to} are missing: no chunk of the log${
+        archive ? " or of its archive" : " (and no archive is set)"
+      } holds them, and no fence of the log accounts for them; the table takes nothing past ` +
+        `${from - 1} until they are found`,
+    );
+    this.name = "OffsetHoleError";
+    this.from = from;
+    this.to = to;
+  }
+}
+
+/** A hole in pending chunks: offsets `from..to`, just before `chunks[index]`. */
+export interface OffsetHole {
+  /** The first offset missing. */
+  from: number;
+  /** The last offset missing. */
+  to: number;
+  /** The pending chunk that begins past the hole. */
+  index: number;
+}
+
+/**
+ * The first hole in `chunks` (pending chunks, in offset order) past offset
+ * `after`, or `null`. A gap in offsets is not a hole when the log accounts for
+ * it: within one chunk (its span covers the fence), between two local chunks
+ * (a fence of this log), or below `firstOffset` (the log's first offset: a
+ * restore fences the offsets between the archive's end and it). Before the
+ * table's first row (`after` 0) nothing is missing: the table begins with
+ * the first row any chunk holds. `localFirst` is the local tier's first
+ * offset: the table's last row is in a local chunk when it is at or past it.
+ *
+ * @example
+ * ```ts
+ * import { deepEqual, equal } from "node:assert/strict";
+ * import { firstHole } from "./commit_rows.ts";
+ * const c = (first: number, last: number, archived: boolean) => ({
+ *   entry: { first, last, rows: last - first + 1, bytes: 1, sha256: "ab", first_ts: 0, last_ts: 0 },
+ *   archived,
+ * });
+ * // The archive lost 61..100: a hole.
+ * deepEqual(firstHole(0, [c(1, 60, true), c(101, 150, false)], 101, 1), { from: 61, to: 100, index: 1 });
+ * // Two local chunks with a gap between them: a fence of this log.
+ * equal(firstHole(0, [c(1, 60, false), c(101, 150, false)], 1, 1), null);
+ * // A restored log: the gap below its first offset is the restore's fence.
+ * equal(firstHole(50, [c(1051, 1100, false)], 1051, 1051), null);
+ * ```
+ */
+export function firstHole(
+  after: number,
+  chunks: readonly PendingChunk[],
+  localFirst: number,
+  firstOffset: number,
+): OffsetHole | null {
+  let through = after;
+  let prevLocal = after > 0 && localFirst <= after;
+  for (let i = 0; i < chunks.length; i++) {
+    const { entry, archived } = chunks[i];
+    if (entry.last <= through) continue;
+    if (through > 0 && entry.first > through + 1) {
+      const to = entry.first - 1;
+      const fenced = (prevLocal && !archived) || to < firstOffset;
+      if (!fenced) return { from: through + 1, to, index: i };
+    }
+    through = entry.last;
+    prevLocal = !archived;
+  }
+  return null;
+}
+
+/**
  * The chunks holding rows past offset `after`, in offset order: the local
  * manifest's, after the archive's older ones when the local chunks do not
  * reach back to `after + 1` and `archive` is given — unless the archive was
@@ -57,12 +155,18 @@ export interface PendingChunk {
  * restored log whose table is up to date does not read the archive's
  * manifest at every commit. `localFirst` is the local tier's first offset
  * (Infinity without a chunk), to pass as `known` once the archive had none.
+ * The chunks end before the first hole ({@linkcode firstHole}), given as
+ * `hole`.
  *
  * @example
  * ```ts
  * import { deepEqual } from "node:assert/strict";
  * import { pendingChunks } from "./commit_rows.ts";
- * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), { chunks: [], localFirst: Infinity });
+ * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), {
+ *   chunks: [],
+ *   localFirst: Infinity,
+ *   hole: null,
+ * });
  * ```
  */
 export async function pendingChunks(
@@ -70,7 +174,7 @@ export async function pendingChunks(
   after: number,
   archive: ArchiveStore | null,
   known = 0,
-): Promise<{ chunks: PendingChunk[]; localFirst: number }> {
+): Promise<{ chunks: PendingChunk[]; localFirst: number; hole: OffsetHole | null }> {
   const local = (await readManifest(dir))?.chunks ?? [];
   const chunks: PendingChunk[] = local.filter((c) => c.last > after).map((entry) => ({
     entry,
@@ -84,7 +188,10 @@ export async function pendingChunks(
       .map((entry) => ({ entry, archived: true }));
     chunks.unshift(...older);
   }
-  return { chunks, localFirst };
+  const firstOffset = (await readMeta(dir))?.meta.first_offset ?? 1;
+  const hole = firstHole(after, chunks, localFirst, firstOffset);
+  if (hole) chunks.length = hole.index;
+  return { chunks, localFirst, hole };
 }
 
 /**

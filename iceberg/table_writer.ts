@@ -43,7 +43,7 @@
 import { ArchiveStore } from "../log/archive.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import { readSchemaHistory } from "../log/schema_history.ts";
-import { pendingChunks, readRows } from "./commit_rows.ts";
+import { OffsetHoleError, pendingChunks, readRows } from "./commit_rows.ts";
 import { DataFileBuilder, dayText } from "./data_files.ts";
 import {
   addedEntry,
@@ -383,20 +383,27 @@ export class TableWriter {
    * @throws {CommitConflictError} If another writer made the version first
    *   (the state is read again on the next call).
    * @throws {CommitRefusedError} If `beforeCommit` answered false.
+   * @throws {OffsetHoleError} If the rows right past the table's last offset
+   *   are in no chunk the writer can read and no fence of the log accounts
+   *   for them (nothing is committed; rows before a later hole are).
    */
   async commit(): Promise<CommitReport | null> {
     const { store, dir, afterStep } = this.#o;
     const base = await this.#current();
     const version = this.#version;
     const after = lastOffset(base);
-    const { chunks, localFirst } = await pendingChunks(
+    const { chunks, localFirst, hole } = await pendingChunks(
       dir,
       after,
       this.#archive,
       this.#archiveKnown,
     );
-    if (!chunks.some((c) => c.archived)) this.#archiveKnown = localFirst;
-    if (chunks.length === 0) return null;
+    // With a hole, the archive is read again next time: it may be filled there.
+    if (!hole && !chunks.some((c) => c.archived)) this.#archiveKnown = localFirst;
+    if (chunks.length === 0) {
+      if (hole) throw new OffsetHoleError(hole.from, hole.to, this.#archive !== null);
+      return null;
+    }
     const history = await this.#history();
     const schemas = tableSchemas(history);
     const metadata = withSchemas(base, schemas);

@@ -7,7 +7,7 @@
  */
 
 import { join } from "node:path";
-import { chunkPath, type Manifest } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { PRODUCERS_FILE } from "./producer_journal.ts";
@@ -151,7 +151,7 @@ export class Archiver {
       this.state.uploadedChunks++;
       this.state.uploadedBytes += bytes.length;
     }
-    const { mergeManifests } = await import("./archive.ts");
+    const { mergeManifests, remakeBelow, straddlingChunk } = await import("./archive.ts");
     if (moved()) return;
     if (term !== undefined) {
       // Never over a manifest of a later term: that leader's archive is the stream's now.
@@ -163,7 +163,18 @@ export class Archiver {
       }
       this.archived = current;
     }
-    const merged = mergeManifests(this.archived, local);
+    // An archived chunk cut elsewhere that reaches into the local chunks: its
+    // rows below them become a chunk of their own, so no offset is dropped and
+    // none is listed twice.
+    const cut = straddlingChunk(this.archived, local);
+    let remade: ChunkEntry | null = null;
+    if (cut) {
+      const from = local.chunks[0];
+      remade = await remakeBelow(store, cut, from.first, from.first_ts);
+      this.uploaded.add(remade.sha256);
+      if (moved()) return;
+    }
+    const merged = mergeManifests(this.archived, local, remade);
     if (term !== undefined) merged.term = term;
     const same = this.archived && this.archived.through === merged.through &&
       JSON.stringify(this.archived.chunks) === JSON.stringify(merged.chunks);
