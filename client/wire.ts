@@ -157,33 +157,62 @@ export const MAX_CLOSE_REASON_BYTES = 123;
  */
 export function encodeCloseReason(reason: CloseReason): string {
   const entries = Object.entries(reason).filter(([, v]) => v !== undefined);
-  const utf8 = new TextEncoder();
   while (entries.length > 0) {
     const text = JSON.stringify(Object.fromEntries(entries));
-    if (utf8.encode(text).length <= MAX_CLOSE_REASON_BYTES) return text;
+    if (utf8Length(text) <= MAX_CLOSE_REASON_BYTES) return text;
     if (entries.length === 1) {
       // A single over-long field (a detail string): cut the string to fit.
       const [key, value] = entries[0];
-      let s = String(value);
-      while (s.length > 0) {
-        s = s.slice(0, -1);
-        const t = JSON.stringify({ [key]: s });
-        if (utf8.encode(t).length <= MAX_CLOSE_REASON_BYTES) return t;
-      }
-      return "";
+      const s = String(value);
+      const k = longestPrefix(s, utf8Length(JSON.stringify({ [key]: "" })));
+      return k === null ? "" : JSON.stringify({ [key]: s.slice(0, k) });
     }
     if (entries.length === 2 && typeof entries[1][1] === "string") {
       // Keep `error` and shorten the detail rather than lose it.
-      let s = entries[1][1];
-      while (s.length > 0) {
-        s = s.slice(0, -1);
-        const t = JSON.stringify({ [entries[0][0]]: entries[0][1], [entries[1][0]]: s });
-        if (utf8.encode(t).length <= MAX_CLOSE_REASON_BYTES) return t;
-      }
+      const [[k0, v0], [k1, s]] = entries as [[string, unknown], [string, string]];
+      const k = longestPrefix(s, utf8Length(JSON.stringify({ [k0]: v0, [k1]: "" })));
+      if (k !== null) return JSON.stringify({ [k0]: v0, [k1]: s.slice(0, k) });
     }
     entries.pop();
   }
   return "";
+}
+
+const utf8 = new TextEncoder();
+
+function utf8Length(text: string): number {
+  return utf8.encode(text).length;
+}
+
+// The UTF-8 bytes code unit `i` of `s` adds inside a JSON string, as
+// JSON.stringify writes it: escapes for quotes, backslashes and control
+// characters, `\uXXXX` for a lone surrogate. A surrogate pair's 4 bytes count
+// as 6 for its high half (alone, it would be escaped) and -2 for its low half,
+// so that the sum over any prefix is that prefix's length.
+function jsonUnitBytes(s: string, i: number): number {
+  const c = s.charCodeAt(i);
+  if (c === 0x22 || c === 0x5c) return 2;
+  if (c < 0x20) return c === 8 || c === 9 || c === 10 || c === 12 || c === 13 ? 2 : 6;
+  if (c < 0x80) return 1;
+  if (c < 0x800) return 2;
+  if (c >= 0xdc00 && c <= 0xdfff) {
+    const h = i > 0 ? s.charCodeAt(i - 1) : 0;
+    return h >= 0xd800 && h <= 0xdbff ? -2 : 6;
+  }
+  if (c >= 0xd800 && c <= 0xdbff) return 6;
+  return 3;
+}
+
+// The longest prefix length of `s` whose JSON text, added to `fixed` bytes,
+// fits a close reason; null when not even the empty string does. One pass
+// over `s` (the sums of a prefix are not monotonic around surrogate pairs,
+// so the longest fitting one is found by walking back from the end).
+function longestPrefix(s: string, fixed: number): number | null {
+  const sums = new Array<number>(s.length + 1);
+  sums[0] = fixed;
+  for (let i = 0; i < s.length; i++) sums[i + 1] = sums[i] + jsonUnitBytes(s, i);
+  for (let k = s.length; k >= 0; k--) if (sums[k] <= MAX_CLOSE_REASON_BYTES) return k;
+  return null;
 }
 
 /**
