@@ -8,8 +8,23 @@
 
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
 import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
-import { DEFAULT_MAX_PUBLISH_BYTES, DEFAULT_MAX_PUBLISH_SERVER_BYTES } from "../server/limits.ts";
-import { integer, LIMITS_GROUP } from "./_serve_values.ts";
+import {
+  DEFAULT_MAX_PUBLISH_BYTES,
+  DEFAULT_MAX_PUBLISH_SERVER_BYTES,
+  DEFAULT_PUBLISH_BODY_TIMEOUT_S,
+  MAX_PUBLISH_BODY_TIMEOUT_S,
+} from "../server/limits.ts";
+import { integer, LIMITS_GROUP, type Reader, stallSeconds } from "./_serve_values.ts";
+
+const bodyTimeout: Reader = (v, what) => {
+  const n = stallSeconds(v, what);
+  if (n > MAX_PUBLISH_BODY_TIMEOUT_S) {
+    throw new RangeError(
+      `${what} must be at most ${MAX_PUBLISH_BODY_TIMEOUT_S} seconds, got ${JSON.stringify(v)}`,
+    );
+  }
+  return n;
+};
 
 /**
  * The publishing rows, in the order of `--help`: `--publish` with the
@@ -51,6 +66,7 @@ export const PUBLISH_STREAM_SETTINGS = [
  *   "max-in-flight",
  *   "max-publish-inflight-bytes",
  *   "max-publish-server-bytes",
+ *   "publish-body-timeout",
  *   "max-producers",
  * ]);
  * ```
@@ -107,16 +123,30 @@ export const PUBLISH_LIMIT_SETTINGS = [
       "together; see [Limits](#limits).",
   },
   {
+    flag: "publish-body-timeout",
+    key: "publishBodyTimeout",
+    type: "string" as const,
+    read: bodyTimeout,
+    group: LIMITS_GROUP,
+    usage: [
+      ["--publish-body-timeout SECONDS", "cut a POST body with 408 when no byte of it"],
+      ["", `arrives for this long [${DEFAULT_PUBLISH_BODY_TIMEOUT_S}]`],
+    ] as [string, string][],
+    docs: "answer 408 `body_timeout` to a `POST` whose body sends no byte for this long " +
+      "(> 0), freeing what it held; see [Limits](#limits).",
+  },
+  {
     flag: "max-producers",
     key: "maxProducers",
     type: "string" as const,
     read: integer(1),
     group: LIMITS_GROUP,
     usage: [
-      ["--max-producers N", "producers remembered per stream for idempotent publishing;"],
-      ["", `the least recently used is forgotten first [${DEFAULT_MAX_PRODUCERS}]`],
+      ["--max-producers N", "producers remembered per stream (and per token holder with"],
+      ["", "--tokens) for idempotent publishing; the least recently used is"],
+      ["", `forgotten first [${DEFAULT_MAX_PRODUCERS}]`],
     ] as [string, string][],
-    docs:
-      "producers remembered per stream (oldest publish forgotten first); see [Limits](#limits).",
+    docs: "producers remembered per stream, and per token holder with `--tokens` (oldest " +
+      "publish forgotten first); see [Limits](#limits).",
   },
 ];

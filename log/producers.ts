@@ -25,8 +25,14 @@
  *   seq that was not stored. Frames it sent before it learnt of the failure
  *   are refused, not stored out of order. The mark is in memory only: a
  *   restart ends every connection, and with it every frame in flight;
- * - at most `max` producers are remembered; the one whose last publish is
- *   oldest is forgotten first (its next publish starts it anew).
+ * - at most `max` producers are remembered per holder; the holder's one
+ *   whose last publish is oldest is forgotten first (its next publish starts
+ *   it anew).
+ *
+ * A producer is known by its key ({@linkcode producerKey}): its id alone,
+ * or, when the server ties producers to token holders, the holder's name and
+ * the id. Another holder sending the same id is another producer, and one
+ * holder's new producers push out only its own (docs/SPEC.md §9.3).
  *
  * @module
  */
@@ -35,6 +41,107 @@ import type { ProducerRecord } from "./producer_journal.ts";
 
 /** Default of `maxProducers`: producers remembered per log. */
 export const DEFAULT_MAX_PRODUCERS = 10_000;
+
+/**
+ * The key a producer's state is kept under: the id it sent, or, for a
+ * publish by the token holder `holder`, the holder's name, a space and the
+ * id. An id holds no space (`PRODUCER_PATTERN`), so the key's last space
+ * splits it.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { producerHolder, producerId, producerKey } from "./producers.ts";
+ * const key = producerKey("alice", "feed-1");
+ * deepStrictEqual([key, producerHolder(key), producerId(key)], ["alice feed-1", "alice", "feed-1"]);
+ * deepStrictEqual([producerKey(null, "feed-1"), producerHolder("feed-1")], ["feed-1", ""]);
+ * ```
+ */
+export function producerKey(holder: string | null, producer: string): string {
+  return holder === null ? producer : `${holder} ${producer}`;
+}
+
+/** The holder a producer key belongs to ("" for a key with none). */
+export function producerHolder(key: string): string {
+  const at = key.lastIndexOf(" ");
+  return at === -1 ? "" : key.slice(0, at);
+}
+
+/** The producer id a key holds: what the publisher sent. */
+export function producerId(key: string): string {
+  return key.slice(key.lastIndexOf(" ") + 1);
+}
+
+/**
+ * Values by producer key, oldest use first, holding at most `max` keys per
+ * holder: setting one past it forgets that holder's oldest.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { ProducerLru } from "./producers.ts";
+ * const m = new ProducerLru<number>(2);
+ * m.set("bob b1", 1);
+ * for (const id of ["a1", "a2", "a3"]) m.set(`alice ${id}`, 1);
+ * deepStrictEqual([...m.keys()], ["bob b1", "alice a2", "alice a3"]);
+ * ```
+ */
+export class ProducerLru<V> {
+  /** Keys kept per holder. */
+  readonly max: number;
+  readonly #all = new Map<string, V>();
+  readonly #byHolder = new Map<string, Set<string>>();
+
+  /** A map of at most `max` keys per holder. */
+  constructor(max: number) {
+    this.max = max;
+  }
+
+  /** Keys held, every holder's. */
+  get size(): number {
+    return this.#all.size;
+  }
+
+  /** The value of `key`, or undefined. */
+  get(key: string): V | undefined {
+    return this.#all.get(key);
+  }
+
+  /** Sets `key` as the latest used of its holder; forgets the holder's oldest past `max`. */
+  set(key: string, value: V): void {
+    this.delete(key);
+    this.#all.set(key, value);
+    const holder = producerHolder(key);
+    let keys = this.#byHolder.get(holder);
+    if (keys === undefined) this.#byHolder.set(holder, keys = new Set());
+    keys.add(key);
+    if (keys.size > this.max) this.delete(keys.values().next().value!);
+  }
+
+  /** Forgets `key`. */
+  delete(key: string): void {
+    if (!this.#all.delete(key)) return;
+    const holder = producerHolder(key);
+    const keys = this.#byHolder.get(holder)!;
+    keys.delete(key);
+    if (keys.size === 0) this.#byHolder.delete(holder);
+  }
+
+  /** The keys, oldest use first. */
+  keys(): IterableIterator<string> {
+    return this.#all.keys();
+  }
+
+  /** The values, oldest use first. */
+  values(): IterableIterator<V> {
+    return this.#all.values();
+  }
+
+  /** The entries, oldest use first. */
+  entries(): IterableIterator<[string, V]> {
+    return this.#all.entries();
+  }
+}
 
 /**
  * What a producer last committed.
@@ -93,19 +200,23 @@ export type PublishResult =
  * ```
  */
 export class ProducerTable {
+  /** Producers remembered per holder. */
   readonly max: number;
-  readonly #committed = new Map<string, ProducerState>();
+  readonly #committed: ProducerLru<ProducerState>;
   readonly #pending = new Map<string, { state: ProducerState; done: Promise<void> }>();
   // Producers whose commit failed: the highest seq that failed, above which
   // nothing is stored until a seq at or below it is (see the module doc).
-  readonly #blocked = new Map<string, number>();
+  // Bounded like the table: a holder's oldest block goes first.
+  readonly #blocked: ProducerLru<number>;
 
-  /** A table remembering at most `max` producers. */
+  /** A table remembering at most `max` producers per holder. */
   constructor(max: number) {
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new RangeError(`maxProducers must be an integer ≥ 1, got ${max}`);
     }
     this.max = max;
+    this.#committed = new ProducerLru(max);
+    this.#blocked = new ProducerLru(max);
   }
 
   /** Producers remembered (committed state). */
@@ -170,13 +281,8 @@ export class ProducerTable {
   }
 
   #remember(r: ProducerRecord): void {
-    this.#committed.delete(r.producer);
-    if (r.seq === 0) return;
-    this.#committed.set(r.producer, { seq: r.seq, first: r.first, last: r.last });
-    while (this.#committed.size > this.max) {
-      // Oldest use first: a Map iterates in insertion order.
-      this.#committed.delete(this.#committed.keys().next().value!);
-    }
+    if (r.seq === 0) this.#committed.delete(r.producer);
+    else this.#committed.set(r.producer, { seq: r.seq, first: r.first, last: r.last });
   }
 
   /**
@@ -190,10 +296,7 @@ export class ProducerTable {
     for (const [producer, p] of [...this.#pending]) {
       if (p.state.first < from) continue;
       this.#pending.delete(producer);
-      this.#blocked.delete(producer);
       this.#blocked.set(producer, p.state.seq);
-      // Bounded like the table: the oldest block goes first.
-      if (this.#blocked.size > this.max) this.#blocked.delete(this.#blocked.keys().next().value!);
       const c = this.#committed.get(producer);
       back.push(c ? { producer, ...c } : { producer, seq: 0, first: 0, last: 0 });
     }
@@ -202,7 +305,7 @@ export class ProducerTable {
 
   /** The committed state as journal records, oldest use first (what a rewrite keeps). */
   snapshot(): ProducerRecord[] {
-    return [...this.#committed].map(([producer, s]) => ({ producer, ...s }));
+    return [...this.#committed.entries()].map(([producer, s]) => ({ producer, ...s }));
   }
 }
 

@@ -45,7 +45,7 @@ import { NotLeaderError } from "./errors.ts";
 import type { LogReader } from "./log_reader.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "./producer_journal.ts";
-import { supersededRecords } from "./producers.ts";
+import { ProducerLru, supersededRecords } from "./producers.ts";
 import type { Segment } from "./segment_state.ts";
 import { TermHistory, type TermStart } from "./term_history.ts";
 import type { Truncated } from "./truncate.ts";
@@ -193,9 +193,9 @@ export class Replication {
   #checkpointed: number;
   // Producer records for journal rewrites: each producer's last one known
   // committed (oldest use first), and those not known committed, in order.
-  readonly #below = new Map<string, ProducerRecord>();
+  // (at most maxProducers per holder, as the producer table keeps them).
+  readonly #below: ProducerLru<ProducerRecord>;
   #recent: ProducerRecord[] = [];
-  #maxProducers: number;
   // Ends of commits durable here and not yet shown, with when (for onCommitWait).
   #waits: { end: number; at: number }[] = [];
   // How many times this node's leadership ended (each failWaiters), and the
@@ -215,7 +215,7 @@ export class Replication {
     maxProducers: number,
   ) {
     this.#host = host;
-    this.#maxProducers = maxProducers;
+    this.#below = new ProducerLru(maxProducers);
     this.#recent = [...records];
     this.#terms = terms;
     this.gate = new CommitGate(host.committer.end, committed);
@@ -480,9 +480,6 @@ export class Replication {
       if (r.seq > 0) this.#below.set(r.producer, r);
     }
     if (i > 0) this.#recent = recent.slice(i);
-    while (this.#below.size > this.#maxProducers) {
-      this.#below.delete(this.#below.keys().next().value!);
-    }
   }
 
   /**

@@ -1,18 +1,21 @@
 /**
  * `POST /{name}` (`POST /` for the unnamed stream): rows in one commit,
- * answered once durable (DESIGN §13). Checked in this order, each answering
+ * answered once durable (docs/SPEC.md §9.1). Checked in this order, each answering
  * before the next runs: the publish grant (403, by the handler), the stream (404), whether it
  * is opened for publishing (405), the media type (415), the producer headers
- * (400), the declared length (413), the body read up to the limit (413), its
+ * (400), the declared length (413), the body read up to the limit (413) and
+ * without stalling (408 `body_timeout` once no byte came for
+ * `publishBodyTimeoutS`), its
  * rows parsed (400 `invalid_row`), each row validated and encoded (400
  * `invalid_row`); then stored: 200 `{"first","last","count"}` (with
- * `"duplicate":true` for a producer's last seq sent again), 409 `stale_seq`,
+ * `"duplicate":true` for a producer's last seq sent again; with tokens a
+ * producer id is scoped to the token's holder), 409 `stale_seq`,
  * or 503 `write_failed`. On a cluster node, after the 405: 307 to the
  * leader, or 503 `no_leader` / `not_enough_replicas`, before the body is
  * read; 503 `no_leader` too when the node stops leading before the rows
- * are committed (then nothing was acknowledged). Nothing of a refused body is stored. The body is
- * read only once the server's publish budget (`../publish/budget.ts`) has
- * room for it.
+ * are committed (then nothing was acknowledged). Nothing of a refused body is stored. The body
+ * counts in the server's publish budget (`../publish/budget.ts`) as it
+ * arrives; it is read further only while the budget has room.
  *
  * @module
  */
@@ -24,6 +27,7 @@ import {
   PRODUCER_RULE,
   SEQ_HEADER,
 } from "../../client/publish_wire.ts";
+import { producerKey } from "../../log/producers.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
@@ -103,19 +107,31 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
   const tooLarge = () =>
     refuse("too_large", 413, { error: "too_large", max_bytes: settings.maxPublishBytes });
   if (declared > settings.maxPublishBytes) return tooLarge();
-  // The body counts in the server's publish budget from before it is read
-  // (by its declared length, else the largest it may be) until it is
-  // answered: while the budget is full it is not read, and TCP pushes back.
+  // The body counts in the server's publish budget as its bytes arrive,
+  // until it is answered; it is read on only while the rest it declares (or
+  // the most it may be) fits, else it waits, and TCP pushes back. A body
+  // that stalls is cut, and what it held freed.
   const budget = ctx.publishBudget;
-  let held = declared > 0 ? declared : settings.maxPublishBytes;
-  await budget.take(held);
+  const expected = declared > 0 ? declared : settings.maxPublishBytes;
+  const owner = {};
+  let held = 0;
   try {
-    const body = await readBody(req.body, settings.maxPublishBytes);
-    if (!body.ok) return tooLarge();
-    if (body.bytes.length < held) {
-      budget.release(held - body.bytes.length);
-      held = body.bytes.length;
+    const body = await readBody(req.body, settings.maxPublishBytes, {
+      idleMs: settings.publishBodyTimeoutS * 1000,
+      beforeRead: (read) => budget.beforeRead(Math.max(0, expected - read), held, owner),
+      arrived: (bytes) => {
+        held += bytes;
+        budget.took(bytes);
+      },
+    });
+    if (!body.ok && body.error === "timeout") {
+      return refuse("body_timeout", 408, {
+        error: "body_timeout",
+        detail: `no byte of the body arrived for ${settings.publishBodyTimeoutS} s: ` +
+          "send the whole body without pausing",
+      });
     }
+    if (!body.ok) return tooLarge();
     const parsed = array ? parseJsonArray(body.bytes) : parseNdjson(body.bytes);
     if (!parsed.ok) {
       if (parsed.line === 0) {
@@ -133,7 +149,10 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
         detail: "the body holds no row",
       });
     }
-    const tag = producer !== null && seq !== null ? { producer, seq } : null;
+    // With tokens a producer id is the holder's own (log/producers.ts).
+    const tag = producer !== null && seq !== null
+      ? { producer: producerKey(grant?.name ?? null, producer), seq }
+      : null;
     const out = await commitPublish(stream, parsed.rows, tag);
     if (out.kind === "invalid") {
       return refuse("invalid_row", 400, {
@@ -165,6 +184,6 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
       ...(out.duplicate ? { duplicate: true } : {}),
     });
   } finally {
-    budget.release(held);
+    budget.endBody(held, owner);
   }
 }

@@ -1,6 +1,7 @@
 /**
  * The publish socket, `/{name}/publish?producer=ID` (`/_/publish` for the
- * unnamed stream; DESIGN §13). Before the upgrade: the connection limit
+ * unnamed stream; docs/SPEC.md §9.2). With tokens the producer id is scoped
+ * to the token's holder (docs/SPEC.md §9.3). Before the upgrade: the connection limit
  * (503) and the publish grant (403), checked by the handler, then the stream
  * (404) and whether it is opened for publishing (405). After it: the query (4400), then the greeting
  * `{"streamcast":2,…,"publish":true,"producer","last_seq","max_in_flight",
@@ -43,6 +44,7 @@ import {
 } from "../../client/publish_wire.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { NotLeaderError } from "../../log/mod.ts";
+import { producerKey } from "../../log/producers.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import type { HttpContext } from "./context.ts";
@@ -149,7 +151,13 @@ export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response 
     const reason = encodeCloseReason({ error: "protocol", detail: problem });
     return refuseSocket(ctx, req, CloseCode.Protocol, reason, who);
   }
-  return acceptSocket(ctx, req, (socket) => new PublishSession(ctx, socket, stream, producer, who));
+  // With tokens a producer id is the holder's own (log/producers.ts).
+  const key = producer === null ? null : producerKey(grant?.name ?? null, producer);
+  return acceptSocket(
+    ctx,
+    req,
+    (socket) => new PublishSession(ctx, socket, stream, producer, key, who),
+  );
 }
 
 // One publish socket: frames in, answers out in the same order.
@@ -157,7 +165,9 @@ class PublishSession implements SocketSession {
   readonly #ctx: HttpContext;
   readonly #socket: WebSocket;
   readonly #stream: Stream;
+  // The id the publisher sent, and the key its state is kept under.
   readonly #producer: string | null;
+  readonly #key: string | null;
   readonly #who: LogFields;
   readonly #maxInFlight: number;
   readonly #maxInFlightBytes: number;
@@ -179,12 +189,14 @@ class PublishSession implements SocketSession {
     socket: WebSocket,
     stream: Stream,
     producer: string | null,
+    key: string | null,
     who: LogFields,
   ) {
     this.#ctx = ctx;
     this.#socket = socket;
     this.#stream = stream;
     this.#producer = producer;
+    this.#key = key;
     this.#who = who;
     this.#maxInFlight = ctx.settings.maxInFlight;
     this.#maxInFlightBytes = ctx.settings.maxPublishInflightBytes;
@@ -199,10 +211,10 @@ class PublishSession implements SocketSession {
     const ctx = this.#ctx;
     const log = this.#stream.log!;
     // A seq still being committed decides what last_seq is: wait for it.
-    if (this.#producer !== null) {
+    if (this.#key !== null) {
       try {
         // On a cluster node, until the cluster committed it.
-        await log.producerSettled(this.#producer);
+        await log.producerSettled(this.#key);
       } catch (err) {
         const detail = err instanceof Error ? err.message : String(err);
         // This node stopped leading first: the publisher goes to the leader.
@@ -219,7 +231,7 @@ class PublishSession implements SocketSession {
       stream_id: log.streamId,
       publish: true,
       producer: this.#producer,
-      last_seq: this.#producer === null ? 0 : log.producerState(this.#producer)?.seq ?? 0,
+      last_seq: this.#key === null ? 0 : log.producerState(this.#key)?.seq ?? 0,
       max_in_flight: this.#maxInFlight,
       max_in_flight_bytes: this.#maxInFlightBytes,
     };
@@ -329,7 +341,7 @@ class PublishSession implements SocketSession {
     this.#inFlight.push(entry);
     const stream = this.#stream;
     const m = this.#ctx.publishMetrics;
-    const tag = this.#producer !== null ? { producer: this.#producer, seq: f.seq } : null;
+    const tag = this.#key !== null ? { producer: this.#key, seq: f.seq } : null;
     void commitPublish(stream, f.rows, tag).then((out) => {
       budget.release(bytes); // committed or refused: what it held is freed
       if (out.kind === "invalid") {

@@ -1,6 +1,7 @@
 /**
  * The body of a `POST /{name}`: read as a stream up to the limit (reading
- * stops there: a larger body is never held whole), then parsed as NDJSON
+ * stops there: a larger body is never held whole) and cut when it stalls
+ * (no byte for the idle time), then parsed as NDJSON
  * (one row per line; blank lines are skipped but counted) or as a JSON
  * array. Nothing is stored here.
  *
@@ -10,7 +11,8 @@
 const strict = new TextDecoder("utf-8", { fatal: true });
 
 /**
- * A body read: its bytes, or `too_large` once more than the limit arrived.
+ * A body read: its bytes, `too_large` once more than the limit arrived, or
+ * `timeout` when no byte arrived for the idle time.
  *
  * @example
  * ```ts
@@ -20,11 +22,26 @@ const strict = new TextDecoder("utf-8", { fatal: true });
  * equal(r.ok, false);
  * ```
  */
-export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "too_large" };
+export type BodyRead =
+  | { ok: true; bytes: Uint8Array }
+  | { ok: false; error: "too_large" | "timeout" };
 
 /**
- * Reads `body` whole, unless it holds more than `maxBytes`: then reading
- * stops (the rest is cancelled) and the answer is `too_large`.
+ * How {@linkcode readBody} reads: `idleMs`, the most time to wait for the
+ * next bytes (absent: no bound); `beforeRead`, awaited before each read with
+ * the bytes read so far (the server's publish budget waits there for room);
+ * `arrived`, told of each piece's length once it arrived.
+ */
+export interface BodyReading {
+  idleMs?: number;
+  beforeRead?: (read: number) => Promise<void>;
+  arrived?: (bytes: number) => void;
+}
+
+/**
+ * Reads `body` whole, unless it holds more than `maxBytes` or stalls for
+ * longer than `idleMs`: then reading stops (the rest is cancelled) and the
+ * answer says why.
  *
  * @example
  * ```ts
@@ -32,11 +49,15 @@ export type BodyRead = { ok: true; bytes: Uint8Array } | { ok: false; error: "to
  * import { readBody } from "./body.ts";
  * const r = await readBody(new Request("http://h/", { method: "POST", body: "abc" }).body, 2);
  * equal(r.ok, false);
+ * const idle = new ReadableStream<Uint8Array>({ start(c) { c.enqueue(new Uint8Array(1)); } });
+ * const t = await readBody(idle, 10, { idleMs: 10 });
+ * equal(!t.ok && t.error, "timeout");
  * ```
  */
 export async function readBody(
   body: ReadableStream<Uint8Array> | null,
   maxBytes: number,
+  reading: BodyReading = {},
 ): Promise<BodyRead> {
   if (body === null) return { ok: true, bytes: new Uint8Array(0) };
   const reader = body.getReader();
@@ -44,8 +65,15 @@ export async function readBody(
   let n = 0;
   try {
     while (true) {
-      const { done, value } = await reader.read();
+      await reading.beforeRead?.(n);
+      const next = await readWithin(reader, reading.idleMs);
+      if (next === "timeout") {
+        await reader.cancel().catch(() => {});
+        return { ok: false, error: "timeout" };
+      }
+      const { done, value } = next;
       if (done) break;
+      reading.arrived?.(value.length);
       n += value.length;
       if (n > maxBytes) {
         await reader.cancel().catch(() => {});
@@ -64,6 +92,21 @@ export async function readBody(
     at += p.length;
   }
   return { ok: true, bytes };
+}
+
+// The reader's next piece, or "timeout" when none came within `ms`.
+async function readWithin(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  ms: number | undefined,
+): Promise<ReadableStreamReadResult<Uint8Array> | "timeout"> {
+  if (ms === undefined) return await reader.read();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), ms)));
+  try {
+    return await Promise.race([reader.read(), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

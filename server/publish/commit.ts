@@ -15,6 +15,7 @@
  */
 
 import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
+import { producerId } from "../../log/producers.ts";
 import type { Stream } from "../stream/stream.ts";
 
 /**
@@ -36,8 +37,9 @@ export type PublishOutcome =
   | { kind: "not_leader"; detail: string };
 
 /**
- * Stores `rows` in `stream` as `tag`'s sequence and resolves once they are
- * durable; never rejects.
+ * Stores `rows` in `stream` as `tag`'s sequence (`tag.producer` is the
+ * producer's key, `producerKey` in log/producers.ts) and resolves once they
+ * are durable; never rejects.
  *
  * @example
  * ```ts
@@ -71,7 +73,8 @@ export async function commitPublish(
       // The producer commits without holes (log/producers.ts).
       return {
         kind: "failed",
-        detail: `not stored: seq ${r.failedSeq} of producer ${tag!.producer} failed to be ` +
+        detail:
+          `not stored: seq ${r.failedSeq} of producer ${producerId(tag!.producer)} failed to be ` +
           `stored before it; send again from seq ${r.lastSeq + 1}`,
       };
     }

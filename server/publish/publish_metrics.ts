@@ -39,6 +39,7 @@ export type PublishRefusal =
   | "invalid_body"
   | "stale_seq"
   | "too_large"
+  | "body_timeout"
   | "not_publishable"
   | "bad_request"
   | "unsupported_media_type"
@@ -76,8 +77,11 @@ export class PublishMetrics {
   readonly #children = new Map<string, CounterChild>();
   readonly #acks = new Map<string, HistogramChild>();
 
-  /** Registers the series in `registry`; the producer gauge reads `streams` at each render. */
-  constructor(registry: Registry, streams: Iterable<Stream>) {
+  /**
+   * Registers the series in `registry`; the producer gauge reads `streams`
+   * at each render, the held-bytes gauge `budget` (when given).
+   */
+  constructor(registry: Registry, streams: Iterable<Stream>, budget?: { readonly used: number }) {
     this.registry = registry;
     this.#rows = registry.counter(
       "streamcast_rows_published_total",
@@ -100,9 +104,15 @@ export class PublishMetrics {
       "streamcast_producers",
       "Producers remembered for idempotent publishing, by stream.",
     );
+    const held = budget === undefined ? null : registry.gauge(
+      "streamcast_publish_held_bytes",
+      "Bytes of publishing the server holds now (frames taken, POST bodies being read or " +
+        "committed), against --max-publish-server-bytes.",
+    );
     const durable = [...streams].filter((s) => s.log !== null);
     registry.collect(() => {
       for (const s of durable) producers.set(s.log!.producers, { stream: s.name });
+      held?.set(budget!.used);
     });
   }
 

@@ -1,0 +1,67 @@
+// Producer keys scoped to token holders (log/producers.ts): the table, its
+// recovery from the journal, a verify of that journal and a replicated log's
+// kept records each bound producers per holder, so one holder's many ids
+// never push out another's.
+import { assertEquals } from "../_assert.ts";
+import { rmrf, tempDir } from "../_util.ts";
+import { Log, verifyLog } from "../../log/mod.ts";
+import { producerKey, ProducerTable, recoverProducers } from "../../log/producers.ts";
+
+Deno.test("producer table: max counts per holder; unscoped keys are one holder as before", () => {
+  const t = new ProducerTable(3);
+  t.committed([{ producer: producerKey("alice", "feed"), seq: 7, first: 1, last: 1 }]);
+  for (let i = 0; i < 10; i++) {
+    t.committed([{ producer: producerKey("bob", `id-${i}`), seq: 1, first: 2 + i, last: 2 + i }]);
+  }
+  assertEquals(t.committedState("alice feed")?.seq, 7);
+  assertEquals(t.committedState("bob id-6"), null);
+  assertEquals(t.committedState("bob id-9")?.seq, 1);
+  assertEquals(t.size, 4);
+  // A holder's producer is not another's: bob's "feed" is new.
+  assertEquals(t.check(producerKey("bob", "feed"), 7), null);
+  assertEquals(t.check(producerKey("alice", "feed"), 7)?.status, "duplicate");
+  // Without holders, the oldest of all is forgotten, as before.
+  const u = new ProducerTable(2);
+  for (const p of ["a", "b", "c"]) u.committed([{ producer: p, seq: 1, first: 1, last: 1 }]);
+  assertEquals([u.committedState("a"), u.committedState("c")?.seq], [null, 1]);
+  // Recovery from the same records keeps the same state.
+  const records = [
+    { producer: "alice feed", seq: 7, first: 1, last: 1 },
+    ...Array.from({ length: 10 }, (_, i) => ({
+      producer: `bob id-${i}`,
+      seq: 1,
+      first: 2 + i,
+      last: 2 + i,
+    })),
+  ];
+  const r = recoverProducers(records, 12, 3);
+  assertEquals([r.table.committedState("alice feed")?.seq, r.table.size], [7, 4]);
+});
+
+Deno.test("producer keys with holders: a log's state survives a reopen and verify accepts its journal", async () => {
+  const root = await tempDir();
+  try {
+    const dir = `${root}/t`;
+    let log = await Log.open(dir, { maxProducers: 2 });
+    const publish = async (producer: string, seq: number) => {
+      const r = log.publish(["{}"], { producer, seq });
+      if (r.status === "stored" || r.status === "duplicate") await r.done;
+      return r.status;
+    };
+    assertEquals(await publish("alice feed", 1), "stored");
+    assertEquals(await publish("bob feed", 1), "stored");
+    for (let i = 0; i < 5; i++) assertEquals(await publish(`bob id-${i}`, 1), "stored");
+    assertEquals(await publish("alice feed", 1), "duplicate");
+    await log.close();
+    log = await Log.open(dir, { maxProducers: 2 });
+    assertEquals(log.producerState("alice feed")?.seq, 1);
+    assertEquals(log.producerState("bob feed"), null);
+    assertEquals(log.producerState("bob id-4")?.seq, 1);
+    assertEquals(log.producers, 3);
+    await log.close();
+    const report = await verifyLog(dir, { maxProducers: 2 });
+    assertEquals(report.producers?.producers, 3);
+  } finally {
+    await rmrf(root);
+  }
+});
