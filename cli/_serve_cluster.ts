@@ -87,6 +87,7 @@ export async function joinCluster(
     replicaRingBytes: s.replicaRingBytes,
     prefix: s.clusterPrefix,
     token: s.clusterToken,
+    instance: registration.instance,
     logger,
   };
   try {

@@ -11,6 +11,7 @@ import { parseEndpoints } from "../cluster/etcd_client.ts";
 import { DEFAULT_REPLICA_LAG_MS } from "../cluster/commit_tracker.ts";
 import { DEFAULT_RING_BYTES, MIN_RING_BYTES } from "../cluster/replication_source.ts";
 import { checkNodeName, DEFAULT_PREFIX } from "../cluster/keys.ts";
+import { DEFAULT_MAX_REPLICA_LINKS } from "../server/limits.ts";
 import { integer, nonEmpty, type Reader, text } from "./_serve_values.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 
@@ -207,13 +208,31 @@ export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
     read: text,
     default: null,
     group: GROUP,
-    usage: [[
-      "--cluster-token TOKEN",
-      "bearer token a follower shows the leader (with --tokens)",
-    ]],
-    docs: "the bearer token a follower presents to the leader's replicate route, which is " +
-      "guarded like publishing: with `--tokens` it must publish to every stream. Never " +
-      "shown in logs or `/head`.",
+    usage: [
+      ["--cluster-token TOKEN", "the cluster's credential: shown as a follower, asked of"],
+      ["", "followers as the leader (else a --tokens entry with"],
+      ["", '"cluster": true)'],
+    ],
+    docs: "the cluster's credential, the same on every node: a follower presents it to the " +
+      "leader's replicate route, and the leader opens that route only to it (or to a " +
+      '`--tokens` entry with `"cluster": true`); a token that reads or publishes is not ' +
+      "enough (403). Needed on the route whenever it is set or `--tokens` is. Never shown " +
+      "in logs or `/head`.",
+  },
+  {
+    flag: "max-replica-links",
+    key: "maxReplicaLinks",
+    type: "string",
+    read: integer(1, 1 << 20),
+    default: DEFAULT_MAX_REPLICA_LINKS,
+    group: GROUP,
+    usage: [
+      ["--max-replica-links N", "replication sockets open at once on this node (one per"],
+      ["", "stream and follower); more are answered HTTP 503 [{default}]"],
+    ],
+    docs: "replication sockets (`/{name}/replicate`, one per stream and follower) open at once " +
+      "on this node; past it HTTP 503 `overloaded` (`limit: max_replica_links`) before the " +
+      "upgrade. Counted apart from `--max-connections`. 1–1048576.",
   },
 ];
 
@@ -242,6 +261,12 @@ export function checkClusterSettings(s: Settings, given: (key: string) => boolea
     return;
   }
   if (s.node === null) throw new RangeError("--cluster needs --node NAME (unique in the cluster)");
+  if (!s.fsync) {
+    throw new RangeError(
+      "--no-fsync with --cluster: a cluster counts a row as held by a node only once it is " +
+        "synced to its disk; run cluster nodes with fsync on",
+    );
+  }
   if (s.stdin !== null) {
     throw new RangeError(
       "--stdin cannot feed a cluster: rows enter a cluster through the publish routes and " +

@@ -113,6 +113,8 @@ export interface Settings {
   maxInFlight?: number;
   maxPublishInflightBytes?: number;
   maxPublishServerBytes?: number;
+  /** Seconds. */
+  publishBodyTimeout?: number;
   maxProducers?: number;
   icebergCommitBytes?: number;
   /** The tokens file, or null for no access control. */
@@ -146,4 +148,6 @@ export interface Settings {
   replicaRingBytes: number;
   clusterPrefix: string;
   clusterToken: string | null;
+  /** Replication sockets open at once on this node. */
+  maxReplicaLinks: number;
 }

@@ -274,7 +274,8 @@ export const SETTINGS: readonly Setting[] = [
       ["", "survives a process crash, not a power loss"],
     ],
     docs: "write each commit to the OS before broadcast without syncing it: survives a crash " +
-      "of the process, not a power loss.",
+      "of the process, not a power loss. Refused with `--cluster` (a cluster counts a row as " +
+      "held only once it is synced).",
   },
   {
     flag: "ping-interval",

@@ -163,8 +163,10 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.maxPublishServerBytes !== undefined
         ? { maxPublishServerBytes: s.maxPublishServerBytes }
         : {}),
+      ...(s.publishBodyTimeout !== undefined ? { publishBodyTimeoutS: s.publishBodyTimeout } : {}),
       ...(tls ? { tls } : {}),
       tokens,
+      ...(s.cluster !== null ? { maxReplicaLinks: s.maxReplicaLinks } : {}),
       logger,
     });
   } catch (err) {

@@ -71,14 +71,24 @@ export interface ClusterNodeOptions {
    */
   append?: (commit: ReplicaCommit) => Promise<number>;
   /**
-   * This node's log was made now for a stream the cluster already had (a
-   * new node, or one whose disk was lost): it campaigns only once it holds
-   * every row the leader says is committed — a node named in the in-sync set
-   * with an empty disk must not lead. @default false
+   * This node's log may lack committed rows (made now for a stream the
+   * cluster already had — a new node, or one whose disk was wiped — or not
+   * the copy it recorded, `stream_identity.ts`): it campaigns only once it
+   * holds every row a leader says is committed — a node named in the
+   * in-sync set with an empty disk must not lead — and until then refuses
+   * publishes with `no_leader` while no other node leads. @default false
    */
   joining?: boolean;
+  /**
+   * Run once a joining node has caught up, before it campaigns (the server
+   * records its copy of the log as one that holds the committed rows);
+   * tried again, with backoff, until it succeeds. @default nothing
+   */
+  joined?: () => Promise<void>;
   /** A bearer token for the leader's replicate route. @default none */
   token?: string;
+  /** This node's registration instance id, shown to the leader (`nodes.ts`). @default none */
+  instance?: string;
   /** Where transitions are reported. @default a text Logger on stderr */
   logger?: Logger;
 }
@@ -97,7 +107,7 @@ export interface ClusterNodeOptions {
  */
 export type PublishRefusal =
   | { error: "not_leader"; leader: string }
-  | { error: "no_leader"; leader: null }
+  | { error: "no_leader"; leader: null; detail?: string }
   | { error: "not_enough_replicas"; leader: null };
 
 /**
@@ -107,7 +117,7 @@ export type PublishRefusal =
  * ```ts
  * import { equal } from "node:assert/strict";
  * import type { ClusterView } from "./cluster_node.ts";
- * const v: ClusterView = { node: "n1", role: "leader", leader: "http://h1:8801", term: 3, replicas: 2, in_sync: ["n1", "n2"] };
+ * const v: ClusterView = { node: "n1", role: "leader", leader: "http://h1:8801", term: 3, replicas: 2, in_sync: ["n1", "n2"], joining: false };
  * equal(v.in_sync.length, 2);
  * ```
  */
@@ -124,6 +134,11 @@ export interface ClusterView {
   replicas: number;
   /** The in-sync set, as the leader keeps it (on a follower: as the leader last sent it). */
   in_sync: string[];
+  /**
+   * This node's log may lack committed rows: it does not campaign before it
+   * has caught up from a leader.
+   */
+  joining: boolean;
 }
 
 /**
@@ -185,6 +200,9 @@ export class ClusterNode {
   #term = 0;
   #inSync: string[] = [];
   #stopped: Error | null = null;
+  #joining: boolean;
+  // The joining node caught up and is recording so (once).
+  #joinedRunning = false;
 
   /** A node (not started) for `log`, which must be opened with `replicated: true`. */
   constructor(etcd: EtcdClient, log: Log, options: ClusterNodeOptions) {
@@ -201,6 +219,7 @@ export class ClusterNode {
       throw new RangeError(`replicas must be an integer ≥ 1, got ${options.replicas}`);
     }
     this.#logger = options.logger ?? new Logger();
+    this.#joining = options.joining ?? false;
     this.#term = rep.terms.at(-1)?.term ?? 0;
     rep.writable = false;
     this.#election = new Election(etcd, {
@@ -243,6 +262,11 @@ export class ClusterNode {
     return l && l.node !== this.#o.node ? l : null;
   }
 
+  /** Whether this node's log may still lack committed rows (it does not campaign yet). */
+  get joining(): boolean {
+    return this.#joining;
+  }
+
   /** Why following stopped for good (a leader of another stream), or null. */
   get stopped(): Error | null {
     return this.#stopped;
@@ -258,13 +282,15 @@ export class ClusterNode {
       term: Math.max(this.#term, leader?.term ?? 0),
       replicas: this.#replicas,
       in_sync: [...this.#inSync],
+      joining: this.#joining,
     };
   }
 
   /**
    * Whether this node may take a publish now: null, or the refusal — another
-   * node leads (send the publisher there), none does, or fewer than R nodes
-   * are in sync.
+   * node leads (send the publisher there), none does (with why, when this
+   * node may not lead because its log may lack committed rows), or fewer
+   * than R nodes are in sync.
    */
   publishable(): PublishRefusal | null {
     const l = this.#leading;
@@ -272,9 +298,14 @@ export class ClusterNode {
       return l.tracker.enough ? null : { error: "not_enough_replicas", leader: null };
     }
     const leader = this.leader;
-    return leader
-      ? { error: "not_leader", leader: leader.url }
-      : { error: "no_leader", leader: null };
+    if (leader) return { error: "not_leader", leader: leader.url };
+    if (!this.#joining) return { error: "no_leader", leader: null };
+    return {
+      error: "no_leader",
+      leader: null,
+      detail: `node ${this.#o.node} may lack committed rows (its log was made anew or is ` +
+        "catching up) and does not lead before a node holding them does; start one",
+    };
   }
 
   /** Takes a follower's replication socket (refused with 4409 unless this node leads). */
@@ -298,7 +329,33 @@ export class ClusterNode {
     };
     this.#watch.onChange = (leader) => this.#queue(() => this.#follow(leader));
     this.#watch.start();
-    if (!this.#o.joining) this.#election.start();
+    if (!this.#joining) this.#election.start();
+  }
+
+  // A joining node caught up from the leader: once `joined` is done, it campaigns.
+  #caughtUp(): void {
+    if (!this.#joining || this.#joinedRunning || this.#stop.signal.aborted) return;
+    this.#joinedRunning = true;
+    void (async () => {
+      for (let attempt = 1; !this.#stop.signal.aborted; attempt++) {
+        try {
+          await this.#o.joined?.();
+          break;
+        } catch (err) {
+          this.#logger.warn("cluster_join_record_failed", {
+            stream: this.#o.stream,
+            node: this.#o.node,
+            error: err instanceof Error ? err.message : String(err),
+          });
+          await sleep(backoffDelay(attempt, 100, 2000), this.#stop.signal);
+        }
+      }
+      if (this.#stop.signal.aborted) return;
+      this.#joining = false;
+      this.#logger.info("cluster_joined", { stream: this.#o.stream, node: this.#o.node });
+      this.#election.start();
+      this.onRole?.(this.view);
+    })();
   }
 
   #queue(step: () => Promise<void>): void {
@@ -447,14 +504,11 @@ export class ClusterNode {
         leaderUrl: url,
         append: this.#o.append,
         token: this.#o.token,
+        instance: this.#o.instance,
         logger: this.#logger,
         onCut: (_at, rows) => (this.counters.rowsCut += rows),
         onInSync: (nodes) => (this.#inSync = nodes),
-        onCaughtUp: () => {
-          if (this.#stop.signal.aborted || this.#election.started) return;
-          this.#logger.info("cluster_joined", { stream: this.#o.stream, node: this.#o.node });
-          this.#election.start();
-        },
+        onCaughtUp: () => this.#caughtUp(),
       });
       try {
         const end = await sink.run(signal);

@@ -9,6 +9,7 @@
  * PREFIX/streams/NAME/in_sync          {"term":7,"nodes":["n1","n2"]}
  * PREFIX/streams/NAME/schema           {"schema":{…},"by":"n1"}
  * PREFIX/streams/NAME/stream_id        {"stream_id":"…","by":"n1"}   the log's id on every node
+ * PREFIX/streams/NAME/copies/NODE      {"created_us":1765…}   the copy of the log NODE vouches for
  * ```
  *
  * NAME is the stream's name, `_` for the unnamed stream (as its log folder).
@@ -44,6 +45,8 @@ export interface StreamKeys {
   readonly schema: string;
   /** The stream id every node's log has, as the first node wrote it. */
   readonly streamId: string;
+  /** The folder of each node's copy record (`copies/NODE`, ends with `/`). */
+  readonly copies: string;
 }
 
 function checkPrefix(prefix: string): string {
@@ -74,6 +77,7 @@ export function streamKeys(stream: string, prefix: string = DEFAULT_PREFIX): Str
     inSync: `${dir}in_sync`,
     schema: `${dir}schema`,
     streamId: `${dir}stream_id`,
+    copies: `${dir}copies/`,
   };
 }
 

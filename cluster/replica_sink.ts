@@ -29,6 +29,7 @@ import { truncationPoint } from "../log/term_history.ts";
 import {
   type ControlMessage,
   decodeCommit,
+  INSTANCE_HEADER,
   parseControl,
   ReplicationWireError,
   type WireCommit,
@@ -92,7 +93,9 @@ export interface ReplicaSinkOptions {
   onInSync?: (nodes: string[]) => void;
   /**
    * Told once, when this log holds every row the leader said was committed
-   * (a node that joined with a new log may campaign from then on).
+   * and every row the leader held when it greeted this node (a leader's
+   * commit index may lag after its restart; its log holds every committed
+   * row): a node that joined with a new log may campaign from then on.
    */
   onCaughtUp?: () => void;
   /** Told each cut of this log's tail: where, and how many rows went. */
@@ -100,10 +103,16 @@ export interface ReplicaSinkOptions {
   /** How long to wait for the socket and the hello, ms. @default 10000 */
   connectMs?: number;
   /**
-   * A bearer token for a leader that guards its replicate route, sent as the
-   * `bearer.TOKEN` subprotocol (beside `streamcast`). @default none
+   * The cluster's token, for a leader that guards its replicate route, sent
+   * as the `bearer.TOKEN` subprotocol (beside `streamcast`). @default none
    */
   token?: string;
+  /**
+   * This node's registration instance id (`nodes.ts`), sent in the
+   * {@linkcode INSTANCE_HEADER} header: the leader admits only the process
+   * that holds the node's live registration. @default none
+   */
+  instance?: string;
   /** Where events are reported. @default a text Logger on stderr */
   logger?: Logger;
 }
@@ -151,6 +160,8 @@ export class ReplicaSink {
   #handshaken = false;
   #stopped = false;
   #leaderCommit = Infinity;
+  // The leader's end at its hello: a joining node holds every committed row once past it.
+  #leaderEnd = Infinity;
   #caughtUp = false;
   #ended: ((code: number, reason: string) => void) | null = null;
 
@@ -177,7 +188,11 @@ export class ReplicaSink {
   async run(signal?: AbortSignal): Promise<SinkEnd> {
     const url = replicateUrl(this.#o.leaderUrl, this.#o.stream, this.#o.node);
     const token = this.#o.token;
-    const socket = new WebSocket(url, token ? ["streamcast", `bearer.${token}`] : undefined);
+    const instance = this.#o.instance;
+    const socket = new WebSocket(url, {
+      ...(token ? { protocols: ["streamcast", `bearer.${token}`] } : {}),
+      ...(instance ? { headers: { [INSTANCE_HEADER]: instance } } : {}),
+    });
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const connectMs = this.#o.connectMs ?? 10_000;
@@ -278,6 +293,7 @@ export class ReplicaSink {
     this.#socket?.send(JSON.stringify({ type: "from", from: rep.durableEnd }));
     rep.commitThrough(m.commit);
     this.#leaderCommit = m.commit;
+    this.#leaderEnd = m.end;
     this.#checkCaughtUp();
   }
 
@@ -299,7 +315,8 @@ export class ReplicaSink {
   }
 
   #checkCaughtUp(): void {
-    if (this.#caughtUp || this.#rep.durableEnd < this.#leaderCommit) return;
+    const end = this.#rep.durableEnd;
+    if (this.#caughtUp || end < this.#leaderCommit || end < this.#leaderEnd) return;
     this.#caughtUp = true;
     this.#o.onCaughtUp?.();
   }

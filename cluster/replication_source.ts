@@ -16,6 +16,11 @@
  *   a slow follower costs reads of the leader's log, not its memory.
  * - The commit index goes to every follower when it moves
  *   (`{"type":"commit","index":C}`), at most once per turn of the event loop.
+ * - A follower's reports are checked against what the leader knows before
+ *   they reach the commit tracker: a `from` past the leader's durable end,
+ *   or a `durable` end past the end of what was sent on that socket, is a
+ *   protocol error (close 4416 `{"error":"ahead",…}`), never counted. Who may
+ *   open a link at all is the replicate route's check (server/http/replicate.ts).
  *
  * @module
  */
@@ -234,6 +239,12 @@ export class ReplicationSource {
     }).finally(() => {
       this.#links.delete(link);
       link.close(1001, "closed");
+      this.#logger.info("replication_link_closed", {
+        stream: this.#stream,
+        node,
+        code: link.closedWith.code,
+        reason: link.closedWith.reason,
+      });
       if (this.#current.get(node) === link) {
         this.#current.delete(node);
         this.#events.disconnected(node);
@@ -297,6 +308,8 @@ class Link {
   from: number | null = null;
   #next = 0;
   #closed = false;
+  /** Why the link closed: this side's close, or the socket's close event. */
+  closedWith: { code: number; reason: string } = { code: 0, reason: "" };
   #wake: (() => void) | null = null;
   #timer: ReturnType<typeof setTimeout> | undefined = undefined;
   #timerAt = 0;
@@ -331,6 +344,7 @@ class Link {
   close(code: number, reason: string): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.closedWith = { code, reason };
     closeSocket(this.#socket, code, reason);
     this.#reader?.close();
     this.#reader = null;
@@ -369,7 +383,8 @@ class Link {
       socket.addEventListener("open", () => resolve(true), { once: true });
       socket.addEventListener("close", () => resolve(false), { once: true });
     });
-    socket.addEventListener("close", () => this.close(1000, ""));
+    // The peer's close, or the runtime's when a ping went unanswered.
+    socket.addEventListener("close", (e) => this.close(e.code, e.reason));
     socket.addEventListener("message", (e) => this.#onMessage(e));
     if (!(await opened) || this.#closed) return;
     const rep = ctx.rep;
@@ -417,8 +432,15 @@ class Link {
         return;
       }
       this.from = m.from;
+      this.#next = m.from;
       this.wake();
     } else if (m.type === "durable" && this.from !== null) {
+      // It cannot hold durably what it was never sent: a report past that is
+      // a follower that lies or is confused, and must not move the commit.
+      if (m.end > this.#next) {
+        this.close(4416, JSON.stringify({ error: "ahead", durable: m.end, sent: this.#next }));
+        return;
+      }
       while (this.#unacked.length > 0 && this.#unacked[0].end <= m.end) {
         this.#unackedBytes -= this.#unacked.shift()!.bytes;
       }

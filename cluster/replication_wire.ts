@@ -1,8 +1,13 @@
 /**
  * The replication protocol between a stream's leader and its followers, on
  * one WebSocket per follower (`/{name}/replicate?node=N`, opened by the
- * follower). Control messages are text (one JSON object); rows travel in
- * binary commit messages, encoded once and sent to every follower alike.
+ * follower, showing its registration's instance id in the
+ * {@linkcode INSTANCE_HEADER} header and the cluster's token, if any, as a
+ * `bearer.TOKEN` subprotocol). Control messages are text (one JSON object);
+ * rows travel in binary commit messages, encoded once and sent to every
+ * follower alike. The leader pings the socket (WebSocket pings, answered by
+ * the follower's runtime) and closes it when no pong comes within the
+ * replica lag.
  *
  * ```text
  * leader → follower
@@ -12,7 +17,10 @@
  *   text    {"type":"in_sync","nodes":[…]}      the in-sync set, when it changes
  * follower → leader
  *   text    {"type":"from","from":F}            after cutting its tail: ship from F
+ *                                               (F ≤ the hello's end, else close 4416)
  *   text    {"type":"durable","end":E}          its fsync covers every row below E
+ *                                               (E ≤ the end of what was sent on this
+ *                                               socket, else close 4416)
  *
  * commit (integers big-endian; u64 holds a safe integer)
  *   0   1  kind = 1
@@ -32,6 +40,20 @@
  *
  * @module
  */
+
+/**
+ * The request header a follower shows its registration's instance id in,
+ * when it opens a leader's replicate route (`nodes.ts`, `checkMember`).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { INSTANCE_HEADER } from "./replication_wire.ts";
+ * const headers = new Headers({ [INSTANCE_HEADER]: "0123456789abcdef0123456789abcdef" });
+ * equal(headers.get("Streamcast-Instance")?.length, 32);
+ * ```
+ */
+export const INSTANCE_HEADER = "streamcast-instance";
 
 /** Kind byte of a commit message. */
 const COMMIT_KIND = 1;

@@ -20,8 +20,11 @@
  *   is every stream, and also `/_/metrics`.
  * - `publish`: the stream names it may publish to (`POST /{name}`, the
  *   `/{name}/publish` socket); `"*"` is every stream opened for publishing.
- *   Reading does not grant publishing, nor publishing reading. A token needs
- *   `streams`, `publish` or both.
+ *   Reading does not grant publishing, nor publishing reading.
+ * - `cluster`: `true` makes it the cluster's credential, which opens the
+ *   replicate route of a cluster's leader (docs/SPEC.md §11); neither reading
+ *   nor publishing grants that. A token needs `streams`, `publish`,
+ *   `cluster: true`, or several of them.
  * - `name`: what logs and metrics call the holder (never the token);
  *   1–64 of `A-Z a-z 0-9 . _ @ -`; `token#N` (1-based) when absent.
  *
@@ -80,6 +83,8 @@ export interface Grant {
   mayRead(name: string): boolean;
   /** Whether it may publish to stream `name` (a `"publish"` grant). */
   mayPublish(name: string): boolean;
+  /** Whether it is the cluster's credential (`"cluster": true`): it may replicate. */
+  readonly cluster: boolean;
 }
 
 interface Entry {
@@ -148,7 +153,7 @@ export class TokenTable {
       const where = `tokens[${i}]`;
       if (!isObject(item)) throw new TypeError(`${where} must be an object`);
       for (const key of Object.keys(item)) {
-        if (!["token", "sha256", "name", "streams", "publish"].includes(key)) {
+        if (!["token", "sha256", "name", "streams", "publish", "cluster"].includes(key)) {
           throw new TypeError(`unknown key "${where}.${key}"`);
         }
       }
@@ -182,13 +187,20 @@ export class TokenTable {
         name = item.name;
       }
       if (names.has(name)) throw new TypeError(`${where}: the name "${name}" is used twice`);
+      if (item.cluster !== undefined && typeof item.cluster !== "boolean") {
+        throw new TypeError(
+          `${where}.cluster must be true or false, got ${JSON.stringify(item.cluster)}`,
+        );
+      }
+      const cluster = item.cluster === true;
       names.add(name);
       const listOf = (key: "streams" | "publish"): { all: boolean; set: Set<string> } => {
         const list = item[key];
         const set = new Set<string>();
         let all = false;
-        // A token may only publish (no "streams"), or only read (no "publish").
-        if (list === undefined && (key === "publish" || item.publish !== undefined)) {
+        // A token may only publish (no "streams"), only read (no "publish"), or
+        // only replicate (`cluster`, neither list).
+        if (list === undefined && (key === "publish" || item.publish !== undefined || cluster)) {
           return { all, set };
         }
         if (!Array.isArray(list) || list.length === 0) {
@@ -218,6 +230,7 @@ export class TokenTable {
         streams: all ? new Set() : streams,
         mayRead: (stream: string) => all || streams.has(stream),
         mayPublish: (stream: string) => pub.all || pub.set.has(stream),
+        cluster,
       };
       entries.push({ digest: d, grant });
     });
@@ -253,6 +266,22 @@ export class TokenTable {
     }
     return found;
   }
+}
+
+/**
+ * Whether `token` is `expected`, compared through their digests in time
+ * that does not depend on where they differ.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { sameToken } from "./auth.ts";
+ * equal(sameToken("cluster-token-0123456789", "cluster-token-0123456789"), true);
+ * equal(sameToken("cluster-token-0123456789", "cluster-token-0123456780"), false);
+ * ```
+ */
+export function sameToken(token: string, expected: string): boolean {
+  return timingSafeEqual(digest(token), digest(expected));
 }
 
 /** Where a request's token was found, or why it could not be read. */

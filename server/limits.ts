@@ -5,6 +5,7 @@
  * | limit | default | where | past it |
  * |---|---|---|---|
  * | WebSocket connections open at once | 10,000 | `ServeOptions.maxConnections` | HTTP 503 before the upgrade |
+ * | cluster replication links open at once (per server) | 1,024 | `ServeOptions.maxReplicaLinks` | HTTP 503 before the upgrade |
  * | subscribers per stream | 5,000 | `StreamOptions.maxSubscribers` | close 1013, no greeting |
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn (fanout/replay_gate.ts) |
@@ -26,6 +27,13 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from "../log/log.ts";
 
 /** Default `maxConnections`: WebSocket connections open at once on one server. */
 export const DEFAULT_MAX_CONNECTIONS = 10_000;
+/**
+ * Default `maxReplicaLinks`: replication sockets (`/{name}/replicate`) open
+ * at once on one server — one per stream and follower, counted apart from
+ * `maxConnections` so that subscribers cannot crowd followers out, nor
+ * links subscribers.
+ */
+export const DEFAULT_MAX_REPLICA_LINKS = 1024;
 /** Default `maxSubscribers`: subscribers of one stream at once. */
 export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
 /** Default `maxUrlBytes`: the longest request URL accepted. */
@@ -57,6 +65,10 @@ export const DEFAULT_MAX_PUBLISH_BYTES: number = 16 << 20;
  * bodies) one server holds at once (see publish/budget.ts): 64 MiB.
  */
 export const DEFAULT_MAX_PUBLISH_SERVER_BYTES: number = 64 << 20;
+/** Default most time between two reads of a `POST` body's bytes before it is cut, seconds. */
+export const DEFAULT_PUBLISH_BODY_TIMEOUT_S = 30;
+/** Longest body timeout, seconds: a timer runs at most 2^31-1 ms. */
+export const MAX_PUBLISH_BODY_TIMEOUT_S: number = Math.floor((2 ** 31 - 1) / 1000);
 
 /**
  * Checks that `value` is an integer ≥ `min`; throws `RangeError` naming `what`.

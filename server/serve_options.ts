@@ -14,8 +14,11 @@ import {
   DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_PUBLISH_SERVER_BYTES,
   DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_REPLICA_LINKS,
   DEFAULT_MAX_URL_BYTES,
+  DEFAULT_PUBLISH_BODY_TIMEOUT_S,
   DEFAULT_SEND_BUFFER_BYTES,
+  MAX_PUBLISH_BODY_TIMEOUT_S,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
@@ -99,6 +102,12 @@ export interface ServeOptions {
    */
   tokens?: TokenTable | null;
   /**
+   * Cluster replication sockets (`/{name}/replicate`) open at once; past it
+   * HTTP 503 before the upgrade. They do not count against `maxConnections`.
+   * @default 1024
+   */
+  maxReplicaLinks?: number;
+  /**
    * Where events go (subscribes, refusals, drops, errors; see docs/CLI.md).
    * @default a text Logger at level "warn" on stderr
    */
@@ -131,6 +140,11 @@ export interface ServeOptions {
    * once; past it frames wait unread and bodies unread. @default 64 MiB
    */
   maxPublishServerBytes?: number;
+  /**
+   * Most time between two pieces of a `POST` body, seconds; a body that
+   * stalls longer is cut with 408 and what it held is freed. @default 30
+   */
+  publishBodyTimeoutS?: number;
 }
 
 /** {@linkcode ServeOptions} checked, with the defaults applied. */
@@ -147,6 +161,7 @@ export interface ServeSettings {
   /** Absent: the default; its range is checked where the frames are (http/handler.ts). */
   compressFrameBytes: number | undefined;
   tokens: TokenTable | null;
+  maxReplicaLinks: number;
   logger: Logger;
   onListen: ((addr: Deno.NetAddr) => void) | undefined;
   tls: { cert: string; key: string } | undefined;
@@ -157,6 +172,7 @@ export interface ServeSettings {
   maxInFlight: number;
   maxPublishInflightBytes: number;
   maxPublishServerBytes: number;
+  publishBodyTimeoutS: number;
 }
 
 const KEYS = [
@@ -171,6 +187,7 @@ const KEYS = [
   "fanoutTurnBytes",
   "compressFrameBytes",
   "tokens",
+  "maxReplicaLinks",
   "logger",
   "onListen",
   "tls",
@@ -181,7 +198,18 @@ const KEYS = [
   "maxInFlight",
   "maxPublishInflightBytes",
   "maxPublishServerBytes",
+  "publishBodyTimeoutS",
 ] as const;
+
+// A timer runs at most 2^31-1 ms: a longer body timeout would fire at once.
+function bodyTimeout(s: number): number {
+  if (s > MAX_PUBLISH_BODY_TIMEOUT_S) {
+    throw new RangeError(
+      `serve: options.publishBodyTimeoutS must be at most ${MAX_PUBLISH_BODY_TIMEOUT_S} s, got ${s}`,
+    );
+  }
+  return s;
+}
 
 /**
  * Checks {@linkcode serve}'s options and applies their defaults.
@@ -231,6 +259,12 @@ export function checkServeOptions(options: unknown): ServeSettings {
       DEFAULT_MAX_IN_FLIGHT_BYTES,
     ),
     maxPublishServerBytes: o.int("maxPublishServerBytes", 1, max, DEFAULT_MAX_PUBLISH_SERVER_BYTES),
+    publishBodyTimeoutS: bodyTimeout(o.number(
+      "publishBodyTimeoutS",
+      0,
+      false,
+      DEFAULT_PUBLISH_BODY_TIMEOUT_S,
+    )),
     hostname: o.string("hostname", DEFAULT_HOST),
     port: o.int("port", 0, 65535, DEFAULT_PORT),
     signal: o.instance("signal", AbortSignal) ?? undefined,
@@ -252,6 +286,7 @@ export function checkServeOptions(options: unknown): ServeSettings {
     ),
     compressFrameBytes: o.int("compressFrameBytes", 1, max, null, true) ?? undefined,
     tokens: o.instance("tokens", TokenTable, true) ?? null,
+    maxReplicaLinks: o.int("maxReplicaLinks", 1, max, DEFAULT_MAX_REPLICA_LINKS),
     logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),
     onListen: o.fn<(addr: Deno.NetAddr) => void>("onListen"),
     tls: tls as { cert: string; key: string } | undefined,

@@ -7,10 +7,13 @@
  * log's, or a fresh one, when it is the first; a log holding another id is
  * refused); the schema is checked against the cluster's (written when this
  * node is the first; a difference is refused in one line naming it); the
- * log is opened replicated with that id; the node is made — a follower's
- * commits reach the stream's fan-out through `Stream._appendCommit`, and a
- * log made now for a stream the cluster already had joins (campaigns only
- * once caught up) — and lent to the stream (`Stream._clusteredBy`): the
+ * log is opened replicated with that id; its copy is weighed against the
+ * one this node recorded in etcd (`claimCopy`, docs/SPEC.md §11): a log made
+ * now for a stream with committed rows — whoever founded it — or another
+ * copy than the recorded one is joining, and campaigns only once caught up
+ * from a leader (then its copy is recorded); the node is made — a
+ * follower's commits reach the stream's fan-out through
+ * `Stream._appendCommit` — and lent to the stream (`Stream._clusteredBy`): the
  * publish routes ask it first, the replicate route hands it the sockets,
  * `/head` shows its view, and the stream's close stops it. The caller
  * starts it once the server listens. A stream with an Iceberg table
@@ -24,8 +27,15 @@ import { join } from "node:path";
 import type { Logger } from "../../common/logger.ts";
 import type { EtcdClient } from "../../cluster/etcd_client.ts";
 import { ClusterNode } from "../../cluster/cluster_node.ts";
+import { checkMember } from "../../cluster/nodes.ts";
 import { checkClusterSchema } from "../../cluster/schema_check.ts";
-import { claimStreamId, newStreamId, streamIdRefusal } from "../../cluster/stream_identity.ts";
+import {
+  claimCopy,
+  claimStreamId,
+  newStreamId,
+  recordCopy,
+  streamIdRefusal,
+} from "../../cluster/stream_identity.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { Stream } from "../stream/stream.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
@@ -54,6 +64,8 @@ export interface ClusterMembership {
   prefix: string;
   /** The token this node shows the leader's replicate route (null: none). */
   token: string | null;
+  /** This process's instance id in its registration: its proof to the leader. */
+  instance: string;
   /** Where transitions are reported. */
   logger: Logger;
 }
@@ -122,6 +134,24 @@ export async function openClustered(
     logOptions: { ...options.logOptions, replicated: true, streamId: id.streamId },
   });
   const log = stream.log!;
+  let standing;
+  let createdUs;
+  try {
+    createdUs = (await readMeta(dir))!.meta.created_us;
+    const rep = log.replication!;
+    standing = await claimCopy(m.etcd, name, m.node, {
+      createdUs,
+      madeNow: local === null,
+      end: rep.durableEnd,
+      committed: rep.commitIndex,
+    }, prefix);
+  } catch (err) {
+    await stream.close();
+    throw err;
+  }
+  if (standing.joining) {
+    m.logger.warn("cluster_joining", { stream: name, node: m.node, why: standing.why });
+  }
   const node = new ClusterNode(m.etcd, log, {
     stream: name,
     node: m.node,
@@ -132,9 +162,11 @@ export async function openClustered(
     replicaRingBytes: m.replicaRingBytes,
     prefix: m.prefix,
     token: m.token ?? undefined,
+    instance: m.instance,
     append: (commit) => stream._appendCommit(commit),
-    // A log made now for a stream the cluster had: no campaign before it is caught up.
-    joining: local === null && id.by !== m.node,
+    // A copy that may lack committed rows: no campaign before it is caught up.
+    joining: standing.joining,
+    joined: () => recordCopy(m.etcd, name, m.node, createdUs, prefix),
     logger: m.logger,
   });
   const metrics = new ClusterMetrics(name, stream._metrics, node, log.replication!);
@@ -155,6 +187,9 @@ export async function openClustered(
     }),
     publishable: () => node.publishable(),
     accept: (socket, follower) => node.accept(socket, follower),
+    admit: (follower, instance) => checkMember(m.etcd, follower, instance, m.prefix),
+    token: m.token,
+    replicaLagMs: m.replicaLagMs,
     close: async () => {
       await node.close();
       await table?.close();

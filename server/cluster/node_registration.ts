@@ -4,7 +4,9 @@
  * start (a live node of the same name at another URL refuses the start),
  * and made again on a new lease whenever the lease is lost (etcd away for
  * longer than it, the process paused past it). Revoked at close, so the
- * name is free at once.
+ * name is free at once. The record carries this process's instance id, the
+ * same across those renewals: the proof a follower shows a leader's
+ * replicate route (`cluster/nodes.ts`).
  *
  * @module
  */
@@ -13,7 +15,7 @@ import { backoffDelay, sleep } from "../../common/backoff.ts";
 import type { Logger } from "../../common/logger.ts";
 import type { EtcdClient } from "../../cluster/etcd_client.ts";
 import { LeaseKeeper } from "../../cluster/lease_keeper.ts";
-import { type NodeInfo, registerNode } from "../../cluster/nodes.ts";
+import { newInstanceId, type NodeInfo, registerNode } from "../../cluster/nodes.ts";
 
 /**
  * A node's registration, renewed until closed.
@@ -21,6 +23,7 @@ import { type NodeInfo, registerNode } from "../../cluster/nodes.ts";
  * @example
  * ```ts ignore
  * const reg = await NodeRegistration.start(etcd, { node: "n1", url: "http://h1:8801" }, 5, "/streamcast", logger);
+ * const proof = reg.instance; // what this node shows a leader's replicate route
  * await reg.close();
  * ```
  */
@@ -51,8 +54,13 @@ export class NodeRegistration {
     this.#loop = this.#keep();
   }
 
+  /** This process's instance id, written in its record (the follower's proof). */
+  get instance(): string {
+    return this.#me.instance!;
+  }
+
   /**
-   * Registers `me` on a new lease of `ttl` s.
+   * Registers `me` on a new lease of `ttl` s, with a fresh instance id.
    *
    * @throws {NodeNameTakenError} when a live node of that name has another URL.
    */
@@ -63,14 +71,15 @@ export class NodeRegistration {
     prefix: string,
     logger: Logger,
   ): Promise<NodeRegistration> {
+    const mine = { node: me.node, url: me.url, instance: newInstanceId() };
     const lease = await LeaseKeeper.grant(etcd, { ttlSeconds: ttl });
     try {
-      await registerNode(etcd, me, lease.id, ttl, prefix);
+      await registerNode(etcd, mine, lease.id, ttl, prefix);
     } catch (err) {
       await lease.revoke().catch(() => {});
       throw err;
     }
-    return new NodeRegistration(etcd, me, ttl, prefix, logger, lease);
+    return new NodeRegistration(etcd, mine, ttl, prefix, logger, lease);
   }
 
   // Each time the lease is lost, registers again on a new one (retried with backoff).

@@ -3,8 +3,9 @@
  * (403 comes first, so that a 404 does not say which names exist): 404 for
  * an unknown stream, 405 for one not opened for publishing; on a cluster
  * node that does not take it now (DESIGN §18), 307 to the leader's same
- * path and query (`Location`), or 503 `no_leader` / `not_enough_replicas`
- * (`Retry-After: 1`). Private to `server/http/`.
+ * path and query (`Location`), or 503 `no_leader` (with a `detail` when
+ * this node may not lead: its log may lack committed rows) /
+ * `not_enough_replicas` (`Retry-After: 1`). Private to `server/http/`.
  *
  * @module
  */
@@ -44,5 +45,6 @@ export function publishTarget(ctx: HttpContext, name: string, url: URL): Stream 
     const location = new URL(url.pathname + url.search, refusal.leader).href;
     return json({ error: "not_leader", leader: refusal.leader }, 307, { location });
   }
-  return json({ error: refusal.error }, 503, { "retry-after": "1" });
+  const detail = refusal.error === "no_leader" ? refusal.detail : undefined;
+  return json({ error: refusal.error, ...(detail ? { detail } : {}) }, 503, { "retry-after": "1" });
 }

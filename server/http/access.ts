@@ -50,6 +50,7 @@ export function denyRoute(
   switch (access) {
     case "public":
     case "token":
+    case "cluster": // checked by the route (replicate.ts)
       return null;
     case "all":
       if (grant.all) return null;

@@ -92,13 +92,14 @@ export class HttpHandler {
     this.#excludes = [...streams.values()].map((s) => registry.include(s._metrics));
     const sockets = new Set<WebSocket>();
     const metrics = this.metrics;
+    const publishBudget = new PublishBudget(settings.maxPublishServerBytes);
     this.#ctx = {
       streams,
       settings,
       logger: settings.logger,
       metrics,
-      publishMetrics: new PublishMetrics(registry, streams.values()),
-      publishBudget: new PublishBudget(settings.maxPublishServerBytes),
+      publishMetrics: new PublishMetrics(registry, streams.values(), publishBudget),
+      publishBudget,
       upgrader,
       tokens: settings.tokens,
       shuttingDown: false,
@@ -204,12 +205,14 @@ export class HttpHandler {
       return route.handle(ctx, { req, url, remote, grant: null, params, stream: NO_STREAM });
     }
     let grant: Grant | null = null;
-    if (ctx.tokens) {
+    // The replicate route checks the cluster's credential itself (replicate.ts).
+    if (ctx.tokens && route?.access !== "cluster") {
       const a = authenticate(ctx, req, url, upgrade, remote, ctx.tokens);
       if (a instanceof Response) return a;
       grant = a;
     }
-    // A cluster follower's replication socket is never refused for a crowd of subscribers.
+    // A cluster follower's replication socket is never refused for a crowd of
+    // subscribers: replication links have a limit of their own (replicate.ts).
     if (upgrade && route?.name !== "replicate") {
       const full = refuseWhenFull(ctx, remote);
       if (full) return full;

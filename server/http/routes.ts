@@ -15,7 +15,7 @@
  * | `GET /` | viewer | any token |
  * | WebSocket `/{name}` | upgrade | a token that reads the stream |
  * | WebSocket `/{name}/publish` | upgrade | a token that publishes to it |
- * | WebSocket `/{name}/replicate` | replicate | a token that publishes to it |
+ * | WebSocket `/{name}/replicate` | replicate | a cluster member: its name registered live in etcd, its registration's instance id shown, and (with tokens or `--cluster-token`) the cluster's token; a grant to read or publish is not enough |
  * | `POST /{name}` | publish | a token that publishes to it |
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
@@ -92,7 +92,7 @@ export const ROUTES: readonly Route[] = Object.freeze([
     upgrade: true,
     pattern: "/{name}/replicate",
     name: "replicate",
-    access: "publish",
+    access: "cluster",
     stream: false,
     handle: replicateRoute,
   },

@@ -82,12 +82,12 @@ export interface StreamFollow {
 
 /**
  * Why a cluster node does not take a publish now: another node leads (send
- * the publisher to `leader`), none is known, or fewer than R nodes are in
- * sync.
+ * the publisher to `leader`), none is known (`detail` says why this node
+ * does not lead, when it may not), or fewer than R nodes are in sync.
  */
 export type ClusterRefusal =
   | { error: "not_leader"; leader: string }
-  | { error: "no_leader"; leader: null }
+  | { error: "no_leader"; leader: null; detail?: string }
   | { error: "not_enough_replicas"; leader: null };
 
 /**
@@ -102,6 +102,15 @@ export interface StreamCluster {
   publishable(): ClusterRefusal | null;
   /** Takes a follower's replication socket (the follower's node name). */
   accept(socket: WebSocket, node: string): void;
+  /**
+   * Why a follower claiming to be cluster member `node`, showing its
+   * registration's `instance`, may not replicate; null when it may.
+   */
+  admit(node: string, instance: string | null): Promise<string | null>;
+  /** The cluster's token a follower must show to replicate (null: none). */
+  readonly token: string | null;
+  /** How long a replication link may be silent before the leader closes it, ms. */
+  readonly replicaLagMs: number;
   /** Stops the node: resigns a leadership, stops following. */
   close(): Promise<void>;
 }

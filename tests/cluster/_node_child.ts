@@ -20,7 +20,13 @@ import { Log } from "../../log/log.ts";
 import { NotLeaderError } from "../../log/errors.ts";
 import { Logger } from "../../common/logger.ts";
 import { readMeta } from "../../log/log_meta.ts";
-import { claimStreamId, newStreamId, streamIdRefusal } from "../../cluster/stream_identity.ts";
+import {
+  claimCopy,
+  claimStreamId,
+  newStreamId,
+  recordCopy,
+  streamIdRefusal,
+} from "../../cluster/stream_identity.ts";
 
 const [urls, stream, node, port, dir, replicas, lease, lag] = Deno.args;
 const logger = new Logger({ level: "info", format: "json" });
@@ -33,6 +39,14 @@ if (local !== null && local !== id.streamId) {
   Deno.exit(1);
 }
 const log = await Log.open(dir, { replicated: true, logger, streamId: id.streamId });
+// A copy that may lack committed rows (made now, or not the one recorded) joins.
+const createdUs = (await readMeta(dir))!.meta.created_us;
+const standing = await claimCopy(etcd, stream, node, {
+  createdUs,
+  madeNow: local === null,
+  end: log.replication!.durableEnd,
+  committed: log.replication!.commitIndex,
+});
 const cluster = new ClusterNode(etcd, log, {
   stream,
   node,
@@ -41,8 +55,9 @@ const cluster = new ClusterNode(etcd, log, {
   leaseSeconds: Number(lease),
   replicaLagMs: Number(lag),
   pollMs: 500,
-  // A log made now for a stream the cluster had: no campaign before catching up.
-  joining: local === null && id.by !== node,
+  // No campaign before catching up.
+  joining: standing.joining,
+  joined: () => recordCopy(etcd, stream, node, createdUs),
   logger,
 });
 const rep = log.replication!;

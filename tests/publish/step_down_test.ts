@@ -23,6 +23,9 @@ Deno.test("publish socket: a leadership ending with frames in flight closes it 1
     head: () => ({}),
     publishable: () => null,
     accept: () => {},
+    admit: () => Promise.resolve("no replicas in this test"),
+    token: null,
+    replicaLagMs: 1000,
     close: async () => {},
   });
   const server = serve([stream], { port: 0, onListen: () => {}, publish: ["t"] });
