@@ -1,9 +1,11 @@
 // One run of the Jepsen-style cluster test: a real etcd, three real
 // `cli.ts serve --cluster` processes (R = 2, lease 2 s), each reaching etcd
-// through its own proxy in this process, sharing an S3 archive (s3rver) that
-// holds the stream's Iceberg table; producers with producer ids over
-// HTTP, the publish socket and `publisher(urls)`; subscribers on every node
-// (raw WebSocket and `connect(urls)` with its zstd-stream, some filtered).
+// through its own proxies in this process (an HTTP one that can lose etcd's
+// answers, in front of a TCP one that can cut or stall), sharing an S3
+// archive (s3rver) that holds the stream's Iceberg table; producers with
+// producer ids over HTTP, the publish socket and `publisher(urls)`;
+// subscribers on every node (raw WebSocket and `connect(urls)` with its
+// zstd-stream, some filtered).
 // For `seconds`, faults drawn from the seed one at a time, each healed and
 // the cluster seen taking publishes again before the next; then the clients
 // stop, the nodes converge, and the checks run against the final log — the
@@ -19,6 +21,7 @@ import { rng, tempDir, until } from "../_util.ts";
 import { CLI, withTimeout } from "../cli/_serve.ts";
 import { HttpProducer, WsProducer } from "./_cluster_clients.ts";
 import { checkTable, tableFlags, tableLast, tableRows } from "./_cluster_table.ts";
+import { EtcdAnswerLoss } from "./_etcd_answer_loss.ts";
 import { EtcdProxy } from "./_etcd_proxy.ts";
 import {
   checkLibraryProducer,
@@ -35,7 +38,14 @@ import {
   type Row,
   type Seen,
 } from "./_jepsen_clients.ts";
-import { type Cluster, currentLeader, faultAndHeal, History } from "./_jepsen_nemesis.ts";
+import {
+  CLASSIC_FAULTS,
+  type Cluster,
+  currentLeader,
+  faultAndHeal,
+  FAULTS,
+  History,
+} from "./_jepsen_nemesis.ts";
 import { converged, leaderOf, rowsShown, SCHEMA, ServeNode } from "./_serve_nodes.ts";
 
 // A node's log lines that say its leadership or its lease changed.
@@ -119,6 +129,13 @@ async function checkIceberg(
 export interface RunOptions {
   /** Faults (the test) or none (the soak: a steady feed, subscribers moving). @default true */
   faults?: boolean;
+  /**
+   * The kinds of fault drawn: every kind, or the classic ones alone (no
+   * lost etcd answers, no wiped disk, and no answer-loss proxy in the
+   * nodes' way to etcd), with which a seed draws what it drew before those
+   * existed. @default "all"
+   */
+  kinds?: "all" | "classic";
   /** Each producer's pause after each acknowledgement (a steady feed), ms. @default 0 */
   paceMs?: number;
   /** Told each process the run starts (node, etcd, s3rver): the soak samples their memory. */
@@ -153,23 +170,36 @@ export async function jepsenRun(
   const proxies = ["n1", "n2", "n3"].map(() =>
     new EtcdProxy({ hostname: "127.0.0.1", port: etcdPort })
   );
+  // A node's way to etcd: node → answer-loss proxy → TCP proxy → etcd, so that both
+  // faults act on it; only when lost answers may be drawn.
+  const classic = (options.kinds ?? "all") === "classic";
+  const losses = withFaults && !classic ? proxies.map((p) => new EtcdAnswerLoss(p.url)) : null;
   const schemaPath = join(root, "schema.json");
   await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
   const nodes = ["n1", "n2", "n3"].map((name, i) =>
     new ServeNode(name, root, schemaPath, {
-      etcd: proxies[i].url,
+      etcd: losses?.[i].url ?? proxies[i].url,
       replicas: 2,
       leaseSeconds: LEASE_SECONDS,
       lagMs: 1000,
-      // The soak's final reads replay its whole log (far past the default window).
+      // The final reads replay the whole log: a soak's is far past the default window,
+      // and a quick machine feeds a 40 s run past it too.
       extra: [
         ...tableFlags(s3.endpoint),
-        ...(withFaults ? [] : ["--max-replay", "none"]),
+        "--max-replay",
+        "none",
         ...(options.nodeFlags ?? []),
       ],
     })
   );
-  const cluster: Cluster = { nodes, proxies, etcd, leaseMs: LEASE_SECONDS * 1000 };
+  const cluster: Cluster = {
+    nodes,
+    proxies,
+    losses,
+    kinds: classic ? CLASSIC_FAULTS : FAULTS,
+    etcd,
+    leaseMs: LEASE_SECONDS * 1000,
+  };
   const clients: { stop(): Promise<void> }[] = [];
   let faults = 0;
   let rows = 0;
@@ -330,7 +360,7 @@ export async function jepsenRun(
       }
     }
     await Promise.allSettled(nodes.map((n) => n.kill()));
-    await Promise.allSettled(proxies.map((p) => p.close()));
+    await Promise.allSettled([...(losses ?? []), ...proxies].map((p) => p.close()));
     await stopS3(s3);
     if (!failed) await Deno.remove(root, { recursive: true }).catch(() => {});
   }
