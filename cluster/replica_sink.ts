@@ -29,7 +29,7 @@ import { truncationPoint } from "../log/term_history.ts";
 import {
   type ControlMessage,
   decodeCommit,
-  INSTANCE_HEADER,
+  openReplicationSocket,
   parseControl,
   ReplicationWireError,
   type WireCommit,
@@ -109,7 +109,7 @@ export interface ReplicaSinkOptions {
   token?: string;
   /**
    * This node's registration instance id (`nodes.ts`), sent in the
-   * {@linkcode INSTANCE_HEADER} header: the leader admits only the process
+   * `streamcast-instance` header: the leader admits only the process
    * that holds the node's live registration. @default none
    */
   instance?: string;
@@ -189,10 +189,7 @@ export class ReplicaSink {
     const url = replicateUrl(this.#o.leaderUrl, this.#o.stream, this.#o.node);
     const token = this.#o.token;
     const instance = this.#o.instance;
-    const socket = new WebSocket(url, {
-      ...(token ? { protocols: ["streamcast", `bearer.${token}`] } : {}),
-      ...(instance ? { headers: { [INSTANCE_HEADER]: instance } } : {}),
-    });
+    const socket = openReplicationSocket(url, { token, instance });
     socket.binaryType = "arraybuffer";
     this.#socket = socket;
     const connectMs = this.#o.connectMs ?? 10_000;

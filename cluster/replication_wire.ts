@@ -55,6 +55,38 @@
  */
 export const INSTANCE_HEADER = "streamcast-instance";
 
+// Deno's WebSocket takes request headers in an options object; type
+// libraries that model the browser's constructor (url, protocols) do not
+// know that form, so it is typed here once.
+const DenoWebSocket = WebSocket as unknown as new (
+  url: string,
+  options: { protocols?: string[]; headers?: Record<string, string> },
+) => WebSocket;
+
+/**
+ * Opens a replication socket to `url` (a leader's replicate route), showing
+ * the cluster's `token` (as the `bearer.TOKEN` subprotocol beside
+ * `streamcast`) and the node's registration `instance` id (in
+ * {@linkcode INSTANCE_HEADER}), each when given.
+ *
+ * @example
+ * ```ts ignore
+ * const socket = openReplicationSocket("ws://h1:8801/trades/replicate?node=n2", {
+ *   token: "s3cret",
+ *   instance: "0123456789abcdef0123456789abcdef",
+ * });
+ * ```
+ */
+export function openReplicationSocket(
+  url: string,
+  show: { token?: string | null; instance?: string | null },
+): WebSocket {
+  return new DenoWebSocket(url, {
+    ...(show.token ? { protocols: ["streamcast", `bearer.${show.token}`] } : {}),
+    ...(show.instance ? { headers: { [INSTANCE_HEADER]: show.instance } } : {}),
+  });
+}
+
 /** Kind byte of a commit message. */
 const COMMIT_KIND = 1;
 /** Version byte of a commit message. */

@@ -38,7 +38,7 @@ export interface MeasuredNode {
  * const registry = new Registry();
  * const node = {
  *   counters: { elected: 1, deposed: 0, rowsCut: 3, refused: 0 },
- *   view: { node: "n1", role: "leader" as const, leader: "http://h1", term: 4, replicas: 2, in_sync: ["n1", "n2"] },
+ *   view: { node: "n1", role: "leader" as const, leader: "http://h1", term: 4, replicas: 2, in_sync: ["n1", "n2"], joining: false },
  * };
  * const rep: { onCommitWait: ((ms: number) => void) | null; commitIndex: number } = {
  *   onCommitWait: null,

@@ -11,7 +11,7 @@ import { rmrf, tempDir, until } from "../_util.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { LeaseKeeper } from "../../cluster/lease_keeper.ts";
 import { newInstanceId, registerNode } from "../../cluster/nodes.ts";
-import { INSTANCE_HEADER } from "../../cluster/replication_wire.ts";
+import { INSTANCE_HEADER, openReplicationSocket } from "../../cluster/replication_wire.ts";
 import { leaderOf, post, rowsOf, type ServeNode, startServeNodes } from "./_serve_nodes.ts";
 
 const CLUSTER_TOKEN = "cluster-token-0123456789abcdef";
@@ -74,10 +74,7 @@ class FakeLink {
   closed: { code: number; reason: string } | null = null;
 
   constructor(url: string, node: string, o: { instance?: string; token?: string }) {
-    this.ws = new WebSocket(`${url.replace(/^http/, "ws")}/t/replicate?node=${node}`, {
-      ...(o.token ? { protocols: ["streamcast", `bearer.${o.token}`] } : {}),
-      ...(o.instance ? { headers: { [INSTANCE_HEADER]: o.instance } } : {}),
-    });
+    this.ws = openReplicationSocket(`${url.replace(/^http/, "ws")}/t/replicate?node=${node}`, o);
     this.ws.onopen = () => (this.opened = true);
     this.ws.onmessage = (e) => {
       if (typeof e.data === "string") this.texts.push(e.data);
