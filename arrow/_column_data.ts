@@ -48,13 +48,6 @@ export enum Kind {
 
 /**
  * The {@linkcode Kind} of each column type.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { Kind, KINDS } from "./_column_data.ts";
- * equal(KINDS.string, Kind.String);
- * ```
  */
 export const KINDS: Record<ColumnType, Kind> = {
   boolean: Kind.Bool,

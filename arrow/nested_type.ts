@@ -39,35 +39,14 @@ import type { Column } from "../schema/row_schema.ts";
 
 /**
  * The canonical Arrow extension name of JSON text columns.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { JSON_EXTENSION } from "./nested_type.ts";
- * equal(JSON_EXTENSION, "arrow.json");
- * ```
  */
 export const JSON_EXTENSION = "arrow.json";
 /**
  * The field metadata key naming an Arrow extension type.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { EXTENSION_NAME_KEY } from "./nested_type.ts";
- * equal(EXTENSION_NAME_KEY, "ARROW:extension:name");
- * ```
  */
 export const EXTENSION_NAME_KEY = "ARROW:extension:name";
 /**
  * The field metadata key holding a nested column's schema as declared (JSON).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { SCHEMA_KEY } from "./nested_type.ts";
- * equal(SCHEMA_KEY, "streamcast:schema");
- * ```
  */
 export const SCHEMA_KEY = "streamcast:schema";
 

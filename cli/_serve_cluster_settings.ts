@@ -75,13 +75,6 @@ export interface ClusterSetting {
 
 /**
  * The cluster settings, in the order of `--help`.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
- * deepStrictEqual(CLUSTER_SETTINGS.map((s) => s.flag).slice(0, 3), ["cluster", "node", "advertise"]);
- * ```
  */
 export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
   {

@@ -43,14 +43,6 @@ export { PublishError } from "./publish_error.ts";
 
 /**
  * The offsets a publish got: `[first, last]`, as the server answered.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Published } from "./publisher.ts";
- * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
- * equal(p.last - p.first + 1, 100);
- * ```
  */
 export interface Published {
   /** The frame's seq. */

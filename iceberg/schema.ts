@@ -51,47 +51,19 @@ import type { Column } from "../schema/row_schema.ts";
 
 /**
  * The name of the offset column (field id 1).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { OFFSET_FIELD } from "./schema.ts";
- * equal(OFFSET_FIELD, "streamcast_offset");
- * ```
  */
 export const OFFSET_FIELD = "streamcast_offset";
 /**
  * The name of the append-time column (field id 2).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { TIME_FIELD } from "./schema.ts";
- * equal(TIME_FIELD, "streamcast_time");
- * ```
  */
 export const TIME_FIELD = "streamcast_time";
 /**
  * The Arrow field metadata key the Parquet writer (arrow-rs) reads a field id from.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FIELD_ID_KEY } from "./schema.ts";
- * equal(FIELD_ID_KEY, "PARQUET:field_id");
- * ```
  */
 export const FIELD_ID_KEY = "PARQUET:field_id";
 
 /**
  * An Iceberg primitive type this table uses.
- *
- * @example
- * ```ts
- * import type { IcebergPrimitive } from "./schema.ts";
- * const t: IcebergPrimitive = "timestamptz";
- * console.log(t);
- * ```
  */
 export type IcebergPrimitive =
   | "boolean"
@@ -104,13 +76,6 @@ export type IcebergPrimitive =
 
 /**
  * An Iceberg list type (JSON form).
- *
- * @example
- * ```ts
- * import type { IcebergList } from "./schema.ts";
- * const l: IcebergList = { type: "list", "element-id": 5, "element-required": true, element: "double" };
- * console.log(l["element-id"]);
- * ```
  */
 export interface IcebergList {
   /** Always "list". */
@@ -125,13 +90,6 @@ export interface IcebergList {
 
 /**
  * An Iceberg struct type (JSON form).
- *
- * @example
- * ```ts
- * import type { IcebergStruct } from "./schema.ts";
- * const s: IcebergStruct = { type: "struct", fields: [{ id: 4, name: "px", required: true, type: "double" }] };
- * console.log(s.fields.length);
- * ```
  */
 export interface IcebergStruct {
   /** Always "struct". */
@@ -142,25 +100,11 @@ export interface IcebergStruct {
 
 /**
  * An Iceberg type, as the table metadata's JSON writes it.
- *
- * @example
- * ```ts
- * import type { IcebergType } from "./schema.ts";
- * const t: IcebergType = "long";
- * console.log(t);
- * ```
  */
 export type IcebergType = IcebergPrimitive | IcebergList | IcebergStruct;
 
 /**
  * One field of an Iceberg struct (or of the table schema).
- *
- * @example
- * ```ts
- * import type { IcebergField } from "./schema.ts";
- * const f: IcebergField = { id: 3, name: "price", required: true, type: "double" };
- * console.log(f.id);
- * ```
  */
 export interface IcebergField {
   /** The field id, unique in the table. */
@@ -175,13 +119,6 @@ export interface IcebergField {
 
 /**
  * An Iceberg table schema (JSON form, as in the table metadata's `schemas`).
- *
- * @example
- * ```ts
- * import type { IcebergSchema } from "./schema.ts";
- * const s: IcebergSchema = { type: "struct", "schema-id": 0, fields: [] };
- * console.log(s["schema-id"]);
- * ```
  */
 export interface IcebergSchema {
   /** Always "struct". */
@@ -195,13 +132,6 @@ export interface IcebergSchema {
 /**
  * The table's schemas, one per version of the stream's schema, and the
  * highest field id they use.
- *
- * @example
- * ```ts
- * import type { TableSchemas } from "./schema.ts";
- * const t: TableSchemas = { schemas: [], lastColumnId: 2 };
- * console.log(t.lastColumnId);
- * ```
  */
 export interface TableSchemas {
   /** One per schema version, oldest first; `schema-id` is the version's index. */

@@ -217,14 +217,6 @@ export async function listSegments(dir: string): Promise<string[]> {
 
 /**
  * How far {@linkcode verifyLog} has got.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { VerifyProgress } from "./verify.ts";
- * const p: VerifyProgress = { bytes: 512, totalBytes: 1024, rows: 10 };
- * equal(`${Math.round((100 * p.bytes) / p.totalBytes)}%`, "50%");
- * ```
  */
 export interface VerifyProgress {
   /** Bytes of segments and chunks checked so far. */
@@ -237,14 +229,6 @@ export interface VerifyProgress {
 
 /**
  * Options of {@linkcode verifyLog}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { VerifyOptions } from "./verify.ts";
- * const options: VerifyOptions = { onProgress: (p) => console.error(`${p.rows} rows`) };
- * equal(typeof options.onProgress, "function");
- * ```
  */
 export interface VerifyOptions {
   /** Called as the check goes on (after each block of records and each chunk). */

@@ -33,14 +33,6 @@ export const DEFAULT_PING_INTERVAL_S = 30;
 
 /**
  * Options of {@linkcode serve}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ServeOptions } from "./serve_options.ts";
- * const options: ServeOptions = { hostname: "0.0.0.0", port: 8765, maxConnections: 1000 };
- * equal(options.port, 8765);
- * ```
  */
 export interface ServeOptions {
   /** Address to listen on. @default "127.0.0.1" */

@@ -55,14 +55,6 @@ import { publishTarget } from "./_publish_target.ts";
 
 /**
  * What a frame holds once its shape is checked, or why it is not a frame.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ParsedFrame } from "./publish_socket.ts";
- * const f: ParsedFrame = { ok: true, seq: 1, rows: [{}] };
- * equal(f.ok && f.seq, 1);
- * ```
  */
 export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
   ok: false;
