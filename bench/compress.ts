@@ -1,5 +1,5 @@
 /**
- * compress=zstd (DESIGN §16) against plain batched frames and against
+ * compress=zstd (docs/SPEC.md §2.6) against plain batched frames and against
  * per-connection permessage-deflate (a Node `ws` server with
  * perMessageDeflate on), in the same run, on 127.0.0.1:
  *

@@ -1,5 +1,5 @@
 /**
- * compress=zstd-stream end to end (DESIGN §20), in the same run as its peers,
+ * compress=zstd-stream end to end (docs/SPEC.md §2.6.1), in the same run as its peers,
  * on 127.0.0.1: a server process publishing live at 500 rows/s, one row per
  * commit, to 1, 10, 100 and 1000 subscribers (one load-generator process with
  * the `ws` client, which negotiates permessage-deflate where offered):
@@ -231,8 +231,8 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       notes: [
         "The runs of the section above, compared the other way: zstd-stream's server CPU per " +
         "delivered row against permessage-deflate's — compressing once a commit for every " +
-        "member of a group against compressing once a commit for each connection (DESIGN " +
-        "§20). streamcast's server does not offer permessage-deflate (Deno's WebSocket server " +
+        "member of a group against compressing once a commit for each connection (SPEC.md " +
+        "§2.6.1). streamcast's server does not offer permessage-deflate (Deno's WebSocket server " +
         "does not negotiate it), so the peer is a Node `ws` server " +
         "(bench/_compress_node.mjs) sending the same batched frames; the server CPU is each " +
         "process's own (`process.cpuUsage`, zlib's worker threads included). " +

@@ -1,5 +1,5 @@
 /**
- * `serve`'s cluster settings (DESIGN §18, docs/SPEC.md §11), spliced into
+ * `serve`'s cluster settings (docs/SPEC.md §11), spliced into
  * the settings table of `_serve_settings.ts`: `--cluster` and what tunes
  * it, and the rules of combining them with the rest
  * ({@linkcode checkClusterSettings}).

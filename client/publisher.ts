@@ -1,6 +1,6 @@
 /**
  * `publisher(url, {producer})`: put rows into a stream over its publish
- * socket (DESIGN §13) and learn, from each answer, that they are durable and
+ * socket (docs/SPEC.md §9) and learn, from each answer, that they are durable and
  * at which offsets. Frames are pipelined up to the server's `max_in_flight`
  * (and its `max_in_flight_bytes`); after a dropped connection the publisher
  * reconnects with backoff and sends again every frame not yet answered — the

@@ -1,5 +1,5 @@
 /**
- * One `stream_id` for a stream on every node of a cluster (DESIGN §18: a
+ * One `stream_id` for a stream on every node of a cluster (docs/SPEC.md §11: a
  * consumer moves between nodes with its cursor and `stream_id`). The first
  * node to start the stream writes its id to etcd; every other node creates
  * its log with that id, and a node whose log already has another id refuses

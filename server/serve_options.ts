@@ -114,7 +114,7 @@ export interface ServeOptions {
   closeWaitMs?: number;
   /**
    * The streams opened for network publishing (`POST /{name}`, the
-   * `/{name}/publish` socket; DESIGN §13), by name; each must be durable.
+   * `/{name}/publish` socket; docs/SPEC.md §9), by name; each must be durable.
    * @default [] (none)
    */
   publish?: readonly string[];

@@ -1,5 +1,5 @@
 /**
- * A zstd dictionary for compressed frames (`compress=zstd-dict`, DESIGN §16):
+ * A zstd dictionary for compressed frames (`compress=zstd-dict`, docs/SPEC.md §2.6):
  * raw content, the stream's own most recent frame lines (`[offset,msg]`, up
  * to {@linkcode DICTIONARY_MAX_BYTES}), so that a small live commit
  * compresses against rows like it instead of alone.
