@@ -31,21 +31,16 @@
  */
 
 import {
-  Bool,
   type DataType,
   Field,
-  Float32,
-  Float64,
-  Int32,
-  Int64,
   List,
   Schema,
   Struct,
   TimestampMicrosecond,
   Type,
-  Utf8,
 } from "apache-arrow";
-import { typedArrow } from "../arrow/nested_type.ts";
+import { scalarArrowType, type ScalarColumnType, scalarColumnType } from "../arrow/scalar_type.ts";
+import { columnField } from "../arrow/schema.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { Column } from "../schema/row_schema.ts";
 
@@ -140,16 +135,27 @@ export interface TableSchemas {
   lastColumnId: number;
 }
 
+/** The Iceberg type of each scalar column type (and so of its Arrow type). */
+const ICEBERG_TYPE: Record<ScalarColumnType, IcebergPrimitive> = {
+  boolean: "boolean",
+  int32: "int",
+  int64: "long",
+  float: "float",
+  double: "double",
+  string: "string",
+};
+
+/** The scalar column type of each Iceberg primitive but `timestamptz` (the append time's). */
+const SCALAR_TYPE = Object.fromEntries(
+  Object.entries(ICEBERG_TYPE).map(([column, iceberg]) => [iceberg, column]),
+) as Record<Exclude<IcebergPrimitive, "timestamptz">, ScalarColumnType>;
+
+// The Iceberg type of an Arrow type a column has (see `columnField`), its
+// nested field ids not assigned yet (0).
 function unassigned(type: DataType, nullable: boolean): IcebergType {
+  const scalar = scalarColumnType(type);
+  if (scalar !== null) return ICEBERG_TYPE[scalar];
   switch (type.typeId) {
-    case Type.Bool:
-      return "boolean";
-    case Type.Int:
-      return (type as Int32 | Int64).bitWidth === 32 ? "int" : "long";
-    case Type.Float:
-      return (type as Float32 | Float64).precision === 1 ? "float" : "double";
-    case Type.Utf8:
-      return "string";
     case Type.List: {
       const child = (type as List).children[0];
       return {
@@ -175,25 +181,11 @@ function unassigned(type: DataType, nullable: boolean): IcebergType {
 
 /**
  * The Iceberg type of one of a stream's columns, its nested field ids not
- * assigned yet (0).
+ * assigned yet (0): that of its Arrow type, so a nested column that is JSON
+ * text is a `string`.
  */
 function columnType(c: Column): IcebergType {
-  switch (c.type) {
-    case "boolean":
-      return "boolean";
-    case "int32":
-      return "int";
-    case "int64":
-      return "long";
-    case "float":
-      return "float";
-    case "double":
-      return "double";
-    case "string":
-      return "string";
-  }
-  const typed = typedArrow(c.schema);
-  return typed === null ? "string" : unassigned(typed.type, c.nullable);
+  return unassigned(columnField(c).type, c.nullable);
 }
 
 // Gives the nested fields inside `type` ids from `next()`: a struct's own
@@ -332,24 +324,8 @@ function fieldMeta(id: number): Map<string, string> {
 }
 
 function arrowOf(type: IcebergType): DataType {
-  if (typeof type === "string") {
-    switch (type) {
-      case "boolean":
-        return new Bool();
-      case "int":
-        return new Int32();
-      case "long":
-        return new Int64();
-      case "float":
-        return new Float32();
-      case "double":
-        return new Float64();
-      case "string":
-        return new Utf8();
-      case "timestamptz":
-        return new TimestampMicrosecond("UTC");
-    }
-  }
+  if (type === "timestamptz") return new TimestampMicrosecond("UTC");
+  if (typeof type === "string") return scalarArrowType(SCALAR_TYPE[type]);
   if (type.type === "list") {
     return new List(
       new Field(
