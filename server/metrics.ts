@@ -157,6 +157,40 @@ function checkIncrement(name: string, by: number): void {
   }
 }
 
+/**
+ * What a counter and a gauge share: one number per label set, rendered as
+ * `name{labels} value` lines.
+ */
+abstract class ValueMetric {
+  /** The metric name. */
+  readonly name: string;
+  /** The `# HELP` text. */
+  readonly help: string;
+  /** The series, one per label set. */
+  protected readonly series: SeriesMap<ValueSeries>;
+  readonly #type: "counter" | "gauge";
+
+  constructor(name: string, help: string, type: "counter" | "gauge") {
+    checkMetricName(name);
+    this.name = name;
+    this.help = help;
+    this.#type = type;
+    const series = new SeriesMap(name, makeValueSeries);
+    this.series = series;
+    SAMPLES.set(this, () => renderValues(name, series));
+  }
+
+  /** The value of the series of `labels`; 0 if it was never touched. */
+  get(labels?: Labels): number {
+    return this.series.find(labels, false)?.value ?? 0;
+  }
+
+  /** This metric in the text exposition format, ending with a newline. */
+  render(): string {
+    return header(this.name, this.help, this.#type) + renderValues(this.name, this.series);
+  }
+}
+
 class BoundCounter implements CounterChild {
   readonly #name: string;
   readonly #series: ValueSeries;
@@ -187,42 +221,21 @@ class BoundCounter implements CounterChild {
  * equal(refusals.get({ why: "evicted" }), 3);
  * ```
  */
-export class Counter {
-  /** The metric name. */
-  readonly name: string;
-  /** The `# HELP` text. */
-  readonly help: string;
-  readonly #series: SeriesMap<ValueSeries>;
-
+export class Counter extends ValueMetric {
   /** Makes a counter; throws `TypeError` if `name` is not a valid metric name. */
   constructor(name: string, help: string) {
-    checkMetricName(name);
-    this.name = name;
-    this.help = help;
-    this.#series = new SeriesMap(name, makeValueSeries);
-    const series = this.#series;
-    SAMPLES.set(this, () => renderValues(name, series));
+    super(name, help, "counter");
   }
 
   /** Adds `by` (default 1, must be finite and ≥ 0, else `RangeError`) to the series of `labels`. */
   inc(labels?: Labels, by = 1): void {
     if (!(by >= 0) || by === Infinity) checkIncrement(this.name, by);
-    this.#series.get(labels).value += by;
-  }
-
-  /** The value of the series of `labels`; 0 if it was never touched. */
-  get(labels?: Labels): number {
-    return this.#series.find(labels, false)?.value ?? 0;
+    this.series.get(labels).value += by;
   }
 
   /** The series of `labels`, bound once for a hot path. */
   labels(labels: Labels): CounterChild {
-    return new BoundCounter(this.name, this.#series.get(labels));
-  }
-
-  /** This metric in the text exposition format, ending with a newline. */
-  render(): string {
-    return header(this.name, this.help, "counter") + renderValues(this.name, this.#series);
+    return new BoundCounter(this.name, this.series.get(labels));
   }
 }
 
@@ -259,51 +272,30 @@ class BoundGauge implements GaugeChild {
  * equal(subscribers.get({ state: "live", stream: "trades" }), 4);
  * ```
  */
-export class Gauge {
-  /** The metric name. */
-  readonly name: string;
-  /** The `# HELP` text. */
-  readonly help: string;
-  readonly #series: SeriesMap<ValueSeries>;
-
+export class Gauge extends ValueMetric {
   /** Makes a gauge; throws `TypeError` if `name` is not a valid metric name. */
   constructor(name: string, help: string) {
-    checkMetricName(name);
-    this.name = name;
-    this.help = help;
-    this.#series = new SeriesMap(name, makeValueSeries);
-    const series = this.#series;
-    SAMPLES.set(this, () => renderValues(name, series));
+    super(name, help, "gauge");
   }
 
   /** Sets the series of `labels` to `value`. */
   set(value: number, labels?: Labels): void {
-    this.#series.get(labels).value = value;
+    this.series.get(labels).value = value;
   }
 
   /** Adds `by` (default 1) to the series of `labels`. */
   inc(labels?: Labels, by = 1): void {
-    this.#series.get(labels).value += by;
+    this.series.get(labels).value += by;
   }
 
   /** Subtracts `by` (default 1) from the series of `labels`. */
   dec(labels?: Labels, by = 1): void {
-    this.#series.get(labels).value -= by;
-  }
-
-  /** The value of the series of `labels`; 0 if it was never touched. */
-  get(labels?: Labels): number {
-    return this.#series.find(labels, false)?.value ?? 0;
+    this.series.get(labels).value -= by;
   }
 
   /** The series of `labels`, bound once for a hot path. */
   labels(labels: Labels): GaugeChild {
-    return new BoundGauge(this.#series.get(labels));
-  }
-
-  /** This metric in the text exposition format, ending with a newline. */
-  render(): string {
-    return header(this.name, this.help, "gauge") + renderValues(this.name, this.#series);
+    return new BoundGauge(this.series.get(labels));
   }
 }
 
