@@ -24,12 +24,11 @@ import {
 import { LogCorruptError } from "./errors.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
 import {
+  checkSegmentStreamId,
   type LogMeta,
   mayBeFenceLeftover,
   META_FILE,
-  otherHeadersAgree,
   readMeta,
-  streamIdMismatch,
 } from "./log_meta.ts";
 import { readManifest } from "./fs.ts";
 import { checkSidecarFiles } from "./meta_file.ts";
@@ -314,10 +313,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
       const header = await headerOf(file, path, i === names.length - 1);
       if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
-      if (header.streamId !== report.streamId) {
-        const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
-        throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
-      }
+      await checkSegmentStreamId(dir, meta, checked, path, header.streamId);
       if (expectNext !== null && header.firstOffset < expectNext) {
         throw new LogCorruptError(
           path,
