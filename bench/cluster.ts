@@ -38,7 +38,7 @@ import { publisher } from "../client/publisher.ts";
 import { startEtcd } from "../tests/_etcd.ts";
 import { leaderOf, post, rowsOf, startServeNodes } from "../tests/cluster/_serve_nodes.ts";
 import { jetStreamAt, type JetStreamAtR } from "./_jetstream_publish.ts";
-import { type BenchRow, type BenchSection, median } from "./_report.ts";
+import { type BenchRow, benchRow, type BenchSection, median } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 
 const LEASE_S = 2;
@@ -211,14 +211,6 @@ export async function run(quick: boolean): Promise<BenchSection> {
   const fo = await failovers(etcd.url, trials);
   const [r1, r2, r3] = at;
   const bound = (LEASE_S + 5) * 1000;
-  const row = (
-    c: string,
-    ours: number,
-    base: number,
-    unit: string,
-    target = "",
-    met: boolean | null = null,
-  ): BenchRow => ({ case: c, ours, baseline: base, unit, ratio: ours / base, target, met });
   // Ack latency p50 (no target) and p99 (≤ 1× JetStream's, with what limits it when missed).
   const latencyRows = (
     what: string,
@@ -227,9 +219,9 @@ export async function run(quick: boolean): Promise<BenchSection> {
     j: { p50: number; p99: number },
     limit: string,
   ): BenchRow[] => [
-    row(`${what} p50${against}`, o.p50, j.p50, "ms"),
+    benchRow(`${what} p50${against}`, o.p50, j.p50, "ms"),
     {
-      ...row(
+      ...benchRow(
         `${what} p99${against}`,
         o.p99,
         j.p99,
@@ -241,7 +233,7 @@ export async function run(quick: boolean): Promise<BenchSection> {
     },
   ];
   const rows_: BenchRow[] = [
-    row(
+    benchRow(
       "publish throughput, R = 2 vs R = 1",
       r2.rowsPerS,
       r1.rowsPerS,
@@ -249,9 +241,9 @@ export async function run(quick: boolean): Promise<BenchSection> {
       "≥ 0.7×",
       r2.rowsPerS >= 0.7 * r1.rowsPerS,
     ),
-    row("publish throughput, R = 3 vs R = 1", r3.rowsPerS, r1.rowsPerS, "rows/s"),
-    row("ack latency p50, R = 2 vs R = 1", r2.p50, r1.p50, "ms"),
-    row(
+    benchRow("publish throughput, R = 3 vs R = 1", r3.rowsPerS, r1.rowsPerS, "rows/s"),
+    benchRow("ack latency p50, R = 2 vs R = 1", r2.p50, r1.p50, "ms"),
+    benchRow(
       "ack latency p99, R = 2 vs R = 1 (ratio: R = 2's / R = 1's)",
       r2.p99,
       r1.p99,
@@ -259,15 +251,15 @@ export async function run(quick: boolean): Promise<BenchSection> {
       "≤ 2×",
       r2.p99 <= 2 * r1.p99,
     ),
-    row("ack latency p50, R = 3 vs R = 1", r3.p50, r1.p50, "ms"),
-    row("ack latency p99, R = 3 vs R = 1", r3.p99, r1.p99, "ms"),
+    benchRow("ack latency p50, R = 3 vs R = 1", r3.p50, r1.p50, "ms"),
+    benchRow("ack latency p99, R = 3 vs R = 1", r3.p99, r1.p99, "ms"),
   ];
   for (const [k, r] of [1, 2, 3].entries()) {
     const o = at[k];
     const j = js[k];
     rows_.push(
       {
-        ...row(
+        ...benchRow(
           `R = ${r}: publish throughput vs JetStream R = ${r}, one row a message`,
           o.rowsPerS,
           j.rowsPerS,
@@ -281,7 +273,7 @@ export async function run(quick: boolean): Promise<BenchSection> {
           }
           : {}),
       },
-      row(
+      benchRow(
         `R = ${r}: publish throughput vs JetStream R = ${r}, ${FRAME_ROWS} rows a message`,
         o.rowsPerS,
         j.batchRowsPerS,
@@ -322,13 +314,13 @@ export async function run(quick: boolean): Promise<BenchSection> {
     );
   }
   rows_.push(
-    row(
+    benchRow(
       `failover median of ${fo.length}, SIGKILL → first ack (vs lease + 5 s)`,
       median(fo),
       bound,
       "ms",
     ),
-    row(
+    benchRow(
       `failover max of ${fo.length} (vs lease + 5 s)`,
       Math.max(...fo),
       bound,
