@@ -14,8 +14,9 @@
  * | any other `object` or `array`           | `Utf8` of JSON text, extension `arrow.json` |
  *
  * A column declared `[T, "null"]` is a nullable field; every other field is
- * not nullable. Nested columns are mapped by `nested_type.ts`. Other Arrow
- * types have no column type and are refused by `fromArrow`, by name.
+ * not nullable. Scalar columns are mapped by `scalar_type.ts`, nested ones by
+ * `nested_type.ts`. Other Arrow types have no column type and are refused by
+ * `fromArrow`, by name.
  *
  * @module
  */
