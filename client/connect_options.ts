@@ -1,14 +1,6 @@
 /**
  * The options of {@linkcode connect} and their defaults.
  *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { type ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
- * const options: ConnectOptions = { offset: "earliest", connectTimeoutMs: 2_000 };
- * ok(options.connectTimeoutMs! < DEFAULT_CONNECT_TIMEOUT_MS);
- * ```
- *
  * @module
  */
 

@@ -112,11 +112,6 @@ interface InFlight {
 
 /**
  * Answers a publish upgrade for the stream the path names.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: true, pattern: "/{name}/publish", name: "upgrade", handle: publishSocketRoute }
- * ```
  */
 export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response {
   const { req, url, grant, remote } = r;
