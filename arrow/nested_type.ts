@@ -64,28 +64,19 @@ const SCALAR_JSON: Record<ScalarColumnType, { type: string; format?: string }> =
   string: { type: "string" },
 };
 
+/** The format of an `integer` or a `number` that names none. */
+const DEFAULT_FORMAT: Readonly<Record<string, string>> = { integer: "int64", number: "double" };
+
 /**
  * The scalar column type of a value of JSON Schema type `base` with `format`
- * (an integer without one is int64, a number double); null for a nested
- * type or a format no column has.
+ * (read in {@linkcode SCALAR_JSON}; a boolean or a string whatever its
+ * format); null for a nested type or a format no column has.
  */
 function scalarOfJson(base: string, format: unknown): ScalarColumnType | null {
-  switch (base) {
-    case "boolean":
-    case "string":
-      return base;
-    case "integer":
-      return format === "int32"
-        ? "int32"
-        : format === undefined || format === "int64"
-        ? "int64"
-        : null;
-    case "number":
-      return format === "float"
-        ? "float"
-        : format === undefined || format === "double"
-        ? "double"
-        : null;
+  if (base === "boolean" || base === "string") return base;
+  const wanted = format === undefined ? DEFAULT_FORMAT[base] : format;
+  for (const [scalar, json] of Object.entries(SCALAR_JSON)) {
+    if (json.type === base && json.format === wanted) return scalar as ScalarColumnType;
   }
   return null;
 }

@@ -29,7 +29,8 @@
  *   killed node is restarted and back in the in-sync set before the next).
  *
  * Targets (issue 29): R = 2 throughput ≥ 0.7× R = 1, its ack p99 ≤ 2× R = 1's,
- * failover ≤ lease + 5 s in every trial. Against JetStream at each R: throughput ≥ 1× its one-row-a-message rate, ack p99 ≤ 1× its p99.
+ * failover ≤ lease + 5 s in every trial. Against JetStream at each R:
+ * throughput ≥ 1× its one-row-a-message rate, ack p99 ≤ 1× its p99.
  *
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only cluster [--quick]
  * STREAMCAST_BENCH_FAILOVER_TRIALS=N sets the trials (default 20; 3 with --quick).
@@ -38,7 +39,7 @@ import { publisher } from "../client/publisher.ts";
 import { startEtcd } from "../tests/_etcd.ts";
 import { leaderOf, post, rowsOf, startServeNodes } from "../tests/cluster/_serve_nodes.ts";
 import { jetStreamAt, type JetStreamAtR } from "./_jetstream_publish.ts";
-import { type BenchRow, benchRow, type BenchSection, median } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, median } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 
 const LEASE_S = 2;
@@ -219,9 +220,9 @@ export async function run(quick: boolean): Promise<BenchSection> {
     j: { p50: number; p99: number },
     limit: string,
   ): BenchRow[] => [
-    benchRow(`${what} p50${against}`, o.p50, j.p50, "ms"),
+    row(`${what} p50${against}`, o.p50, j.p50, "ms"),
     {
-      ...benchRow(
+      ...row(
         `${what} p99${against}`,
         o.p99,
         j.p99,
@@ -233,7 +234,7 @@ export async function run(quick: boolean): Promise<BenchSection> {
     },
   ];
   const rows_: BenchRow[] = [
-    benchRow(
+    row(
       "publish throughput, R = 2 vs R = 1",
       r2.rowsPerS,
       r1.rowsPerS,
@@ -241,9 +242,9 @@ export async function run(quick: boolean): Promise<BenchSection> {
       "≥ 0.7×",
       r2.rowsPerS >= 0.7 * r1.rowsPerS,
     ),
-    benchRow("publish throughput, R = 3 vs R = 1", r3.rowsPerS, r1.rowsPerS, "rows/s"),
-    benchRow("ack latency p50, R = 2 vs R = 1", r2.p50, r1.p50, "ms"),
-    benchRow(
+    row("publish throughput, R = 3 vs R = 1", r3.rowsPerS, r1.rowsPerS, "rows/s"),
+    row("ack latency p50, R = 2 vs R = 1", r2.p50, r1.p50, "ms"),
+    row(
       "ack latency p99, R = 2 vs R = 1 (ratio: R = 2's / R = 1's)",
       r2.p99,
       r1.p99,
@@ -251,15 +252,15 @@ export async function run(quick: boolean): Promise<BenchSection> {
       "≤ 2×",
       r2.p99 <= 2 * r1.p99,
     ),
-    benchRow("ack latency p50, R = 3 vs R = 1", r3.p50, r1.p50, "ms"),
-    benchRow("ack latency p99, R = 3 vs R = 1", r3.p99, r1.p99, "ms"),
+    row("ack latency p50, R = 3 vs R = 1", r3.p50, r1.p50, "ms"),
+    row("ack latency p99, R = 3 vs R = 1", r3.p99, r1.p99, "ms"),
   ];
   for (const [k, r] of [1, 2, 3].entries()) {
     const o = at[k];
     const j = js[k];
     rows_.push(
       {
-        ...benchRow(
+        ...row(
           `R = ${r}: publish throughput vs JetStream R = ${r}, one row a message`,
           o.rowsPerS,
           j.rowsPerS,
@@ -273,7 +274,7 @@ export async function run(quick: boolean): Promise<BenchSection> {
           }
           : {}),
       },
-      benchRow(
+      row(
         `R = ${r}: publish throughput vs JetStream R = ${r}, ${FRAME_ROWS} rows a message`,
         o.rowsPerS,
         j.batchRowsPerS,
@@ -314,13 +315,13 @@ export async function run(quick: boolean): Promise<BenchSection> {
     );
   }
   rows_.push(
-    benchRow(
+    row(
       `failover median of ${fo.length}, SIGKILL → first ack (vs lease + 5 s)`,
       median(fo),
       bound,
       "ms",
     ),
-    benchRow(
+    row(
       `failover max of ${fo.length} (vs lease + 5 s)`,
       Math.max(...fo),
       bound,

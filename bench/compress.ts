@@ -20,7 +20,7 @@
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only compress [--quick]
  */
 import { ensureNodeWs, freePort, Proc, sleep } from "./_harness.ts";
-import { type BenchRow, benchRow, type BenchSection, renderSection } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import type { CompressServerConfig } from "./_compress_server.ts";
 import { zstdFrame } from "../server/frames/compressed_frames.ts";
@@ -262,13 +262,13 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     }
     const per = (x: Run) => x.bytes / x.rows;
     bytesRows.push(
-      benchRow(
+      row(
         `${kind} row, live 500 rows/s (1 row/commit): zstd vs plain`,
         per(r.zstd),
         per(r.plain),
         "B/row",
       ),
-      benchRow(
+      row(
         `${kind} row, live 500 rows/s (1 row/commit): zstd + dictionary vs plain`,
         per(r["zstd-dict"]),
         per(r.plain),
@@ -277,37 +277,37 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         null,
         `zstd without: ${per(r.zstd).toFixed(1)} B/row`,
       ),
-      benchRow(
+      row(
         `${kind} row, live 500 rows/s: permessage-deflate vs plain`,
         per(r.deflate),
         per(r.plain),
         "B/row",
       ),
-      benchRow(
+      row(
         `${kind} row, replay: zstd vs plain`,
         per(r["zstd-replay"]),
         per(r["plain-replay"]),
         "B/row",
       ),
-      benchRow(
+      row(
         `${kind} row, replay: zstd + dictionary vs plain`,
         per(r["zstd-dict-replay"]),
         per(r["plain-replay"]),
         "B/row",
       ),
-      benchRow(
+      row(
         `${kind} row, replay: permessage-deflate vs plain`,
         per(r["deflate-replay"]),
         per(r["plain-replay"]),
         "B/row",
       ),
-      benchRow(
+      row(
         `${kind} row, replay server CPU: zstd vs plain`,
         r["zstd-replay"].serverCpuUs * 1000 / r["zstd-replay"].rows,
         r["plain-replay"].serverCpuUs * 1000 / r["plain-replay"].rows,
         "ns/row",
       ),
-      benchRow(
+      row(
         `${kind} row, replay server CPU: permessage-deflate vs plain`,
         r["deflate-replay"].serverCpuUs * 1000 / r["deflate-replay"].rows,
         r["plain-replay"].serverCpuUs * 1000 / r["plain-replay"].rows,
@@ -316,7 +316,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     );
     const d = await dictionaryBytes(kind, 128);
     bytesRows.push(
-      benchRow(
+      row(
         `${kind} row, one row per frame: zstd, raw-content dictionary (128 rows) vs none`,
         d.raw,
         d.none,
@@ -325,7 +325,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         null,
         "zstd command, -1",
       ),
-      benchRow(
+      row(
         `${kind} row, one row per frame: zstd, trained dictionary (${d.dictBytes} B) vs none`,
         d.trained,
         d.none,
@@ -334,7 +334,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         null,
         "zstd --train on 4000 earlier frames",
       ),
-      benchRow(
+      row(
         `${kind} row, one row per frame: zstd (no dictionary) vs the text`,
         d.none,
         d.plain,
@@ -361,7 +361,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     }
     const ratio = per(r.zstd) / per(r.plain);
     cpuRows.push(
-      benchRow(
+      row(
         `${subs} subscribers: zstd vs plain batch`,
         per(r.zstd),
         per(r.plain),
@@ -371,7 +371,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         `${r.zstd.zstdFrames} zstd compressions for ${r.zstd.published} rows published ` +
           `(${(r.zstd.rows / Math.max(1, r.zstd.published)).toFixed(0)} deliveries per row)`,
       ),
-      benchRow(
+      row(
         `${subs} subscribers: zstd + dictionary vs plain batch`,
         per(r["zstd-dict"]),
         per(r.plain),
@@ -380,7 +380,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         null,
         `${r["zstd-dict"].zstdFrames} compressions for ${r["zstd-dict"].published} rows published`,
       ),
-      benchRow(
+      row(
         `${subs} subscribers: permessage-deflate vs plain batch`,
         per(r.deflate),
         per(r.plain),
@@ -398,7 +398,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
   );
   const lines = rowsOf("trade", 20_000).map((r, i) => `[${i + 1},${r}]`);
   const browserRows: BenchRow[] = (only ? [] : await browserDecode(lines, [1, 10, 4096])).map((d) =>
-    benchRow(
+    row(
       `${d.rows} row${d.rows > 1 ? "s" : ""} per frame: fzstd decode vs JSON.parse of the rows`,
       d.decodeNs,
       d.parseNs,

@@ -25,7 +25,7 @@
  */
 import process from "node:process";
 import { constants, createDeflateRaw, createZstdCompress, createZstdDecompress } from "node:zlib";
-import { type BenchRow, benchRow, type BenchSection, median } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, median } from "./_report.ts";
 import { type Kind, rowsOf } from "./compress.ts";
 import { zstdFrame } from "../server/frames/compressed_frames.ts";
 import { FrameDictionary } from "../server/frames/frame_dictionary.ts";
@@ -320,16 +320,11 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     const deflate = await measure(commits, rounds, deflateContext);
     const label = kind === "trade" ? "trade row" : "nested row";
     bytesRows.push(
-      benchRow(`${label}: zstd-stream vs text`, stream.bytes, text, "B/row"),
-      benchRow(
-        `${label}: zstd-stream vs zstd (a frame per commit)`,
-        stream.bytes,
-        zstd.bytes,
-        "B/row",
-      ),
-      benchRow(`${label}: zstd-stream vs zstd + dictionary`, stream.bytes, zdict.bytes, "B/row"),
+      row(`${label}: zstd-stream vs text`, stream.bytes, text, "B/row"),
+      row(`${label}: zstd-stream vs zstd (a frame per commit)`, stream.bytes, zstd.bytes, "B/row"),
+      row(`${label}: zstd-stream vs zstd + dictionary`, stream.bytes, zdict.bytes, "B/row"),
       {
-        ...benchRow(
+        ...row(
           `${label}: zstd-stream vs permessage-deflate (context kept)`,
           stream.bytes,
           deflate.bytes,
@@ -344,14 +339,9 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       },
     );
     cpuRows.push(
-      benchRow(
-        `${label}: zstd-stream vs zstd (a frame per commit)`,
-        stream.cpuUs,
-        zstd.cpuUs,
-        "µs/row",
-      ),
-      benchRow(`${label}: zstd-stream vs zstd + dictionary`, stream.cpuUs, zdict.cpuUs, "µs/row"),
-      benchRow(
+      row(`${label}: zstd-stream vs zstd (a frame per commit)`, stream.cpuUs, zstd.cpuUs, "µs/row"),
+      row(`${label}: zstd-stream vs zstd + dictionary`, stream.cpuUs, zdict.cpuUs, "µs/row"),
+      row(
         `${label}: zstd-stream (once) vs permessage-deflate (one connection)`,
         stream.cpuUs,
         deflate.cpuUs,
@@ -364,7 +354,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     if (kind === "trade") {
       const nodeStream = await measure(commits, rounds, nodeZstdStream);
       cpuRows.push(
-        benchRow(
+        row(
           `${label}: zstd-stream through FFI vs node:zlib's streaming zstd (async flush)`,
           stream.cpuUs,
           nodeStream.cpuUs,
@@ -393,24 +383,19 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       const nodeDec = await decodeCpu(messages, rounds, nodeZstdDecoder);
       const native = await decodeCpu(messages, rounds, libzstdDecoder);
       decodeRows.push(
-        benchRow(
+        row(
           `${label}: client decoder (fzstd) vs UTF-8 decode + JSON.parse`,
           fzstd,
           parse,
           "µs/msg",
         ),
-        benchRow(
+        row(
           `${label}: client decoder (fzstd) vs node:zlib streaming (async)`,
           fzstd,
           nodeDec,
           "µs/msg",
         ),
-        benchRow(
-          `${label}: client decoder (fzstd) vs libzstd streaming (FFI)`,
-          fzstd,
-          native,
-          "µs/msg",
-        ),
+        row(`${label}: client decoder (fzstd) vs libzstd streaming (FFI)`, fzstd, native, "µs/msg"),
       );
       const window = 2 ** ZSTD_STREAM_WINDOW_LOG;
       notes.push(
@@ -458,14 +443,14 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       const x = variantRun(commits, v, rounds);
       const what = `${label}: ${v.name} vs the server's parameters`;
       tuneRows.push(
-        benchRow(`${what}, bytes`, x.bytes, base.bytes, "B/row"),
-        benchRow(`${what}, compress CPU`, x.cpuUs, base.cpuUs, "µs/row"),
+        row(`${what}, bytes`, x.bytes, base.bytes, "B/row"),
+        row(`${what}, compress CPU`, x.cpuUs, base.cpuUs, "µs/row"),
       );
       if (kind === "trade") {
-        tuneRows.push(benchRow(`${what}, context memory`, x.memory / 1e6, base.memory / 1e6, "MB"));
+        tuneRows.push(row(`${what}, context memory`, x.memory / 1e6, base.memory / 1e6, "MB"));
         if (v.windowLog !== ZSTD_STREAM_WINDOW_LOG) {
           tuneRows.push(
-            benchRow(`${what}, fzstd decode`, await fzstdOf(x.messages), baseDecode, "µs/msg"),
+            row(`${what}, fzstd decode`, await fzstdOf(x.messages), baseDecode, "µs/msg"),
           );
         }
       }

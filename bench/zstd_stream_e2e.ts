@@ -25,7 +25,7 @@
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only zstd_stream_e2e
  */
 import { ensureNodeWs } from "./_harness.ts";
-import { type BenchRow, benchRow, type BenchSection } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection } from "./_report.ts";
 import { type Contender, type Kind, live, type Run } from "./compress.ts";
 
 const CONTENDERS: Contender[] = ["plain", "zstd", "zstd-dict", "zstd-stream", "deflate"];
@@ -54,7 +54,7 @@ function vsDeflate(
   const target = kind === "trade" && subs === DEFLATE_TARGET_SUBS;
   const missed = target && !(kept && stream <= deflate);
   return {
-    ...benchRow(
+    ...row(
       `${kind} row, ${subs} subscriber${subs > 1 ? "s" : ""}: zstd-stream vs permessage-deflate`,
       stream,
       deflate,
@@ -93,7 +93,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     const stream = perRowBytes(r["zstd-stream"]!);
     const zs = r["zstd-stream"]!;
     bytesRows.push({
-      ...benchRow(
+      ...row(
         `${kind} row: zstd-stream vs permessage-deflate`,
         stream,
         deflate,
@@ -114,7 +114,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
     });
     for (const c of ["plain", "zstd", "zstd-dict", "deflate"] as Contender[]) {
       bytesRows.push(
-        benchRow(
+        row(
           `${kind} row: ${c === "deflate" ? "permessage-deflate" : c} vs zstd-stream`,
           perRowBytes(r[c]!),
           stream,
@@ -153,7 +153,7 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
         const x = r[c];
         const missed = target && perRowCpu(x) / plain > 1.2;
         cpuRows.push({
-          ...benchRow(
+          ...row(
             `${kind} row, ${subs} subscriber${subs > 1 ? "s" : ""}: ` +
               `${c === "deflate" ? "permessage-deflate" : c} vs plain batch`,
             perRowCpu(x),

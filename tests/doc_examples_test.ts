@@ -38,6 +38,42 @@ function isGenerated(text: string): boolean {
 const COMMENT = /\/\/\s*\S/;
 const COMMENT_LINE = /^\s*\/\/\s*\S/;
 
+/** A fenced code block of a JSDoc comment. */
+interface DocBlock {
+  /** The line of its opening fence, from 1. */
+  line: number;
+  /** The word after the opening fence (`ts`, `ts ignore` gives `ts`), or "". */
+  lang: string;
+  /** Its lines, without the comment's ` * `, each with its line number. */
+  lines: { n: number; code: string }[];
+}
+
+/** The fenced code blocks of the JSDoc comments of `text`. */
+function docBlocks(text: string): DocBlock[] {
+  const out: DocBlock[] = [];
+  const lines = text.split("\n");
+  let inDoc = false;
+  let block: DocBlock | null = null;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    if (!inDoc) {
+      if (/^\s*\/\*\*/.test(line) && !/\*\/\s*$/.test(line)) inDoc = true;
+      continue;
+    }
+    if (/\*\/\s*$/.test(line)) {
+      inDoc = false;
+      block = null;
+      continue;
+    }
+    const body = line.replace(/^\s*\*\s?/, "");
+    const fence = /^\s*```\s*(\S*)/.exec(body);
+    if (fence && block) block = null;
+    else if (fence) out.push(block = { line: i + 1, lang: fence[1], lines: [] });
+    else block?.lines.push({ n: i + 1, code: body });
+  }
+  return out;
+}
+
 /**
  * The claims in the JSDoc code blocks of `text`: one `line: code` entry for
  * each `console.log(…)` followed by a `//` comment on its line, or by a line
@@ -45,64 +81,15 @@ const COMMENT_LINE = /^\s*\/\/\s*\S/;
  */
 function printedClaims(text: string): string[] {
   const found: string[] = [];
-  const lines = text.split("\n");
-  let inDoc = false;
-  let inCode = false;
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    if (!inDoc) {
-      if (/^\s*\/\*\*/.test(line) && !/\*\/\s*$/.test(line)) inDoc = true;
-      continue;
-    }
-    if (/\*\/\s*$/.test(line)) {
-      inDoc = inCode = false;
-      continue;
-    }
-    const body = line.replace(/^\s*\*\s?/, "");
-    if (/^\s*```/.test(body)) {
-      inCode = !inCode;
-      continue;
-    }
-    if (!inCode || !body.includes("console.log(")) continue;
-    const after = body.slice(body.indexOf("console.log("));
-    const next = (lines[i + 1] ?? "").replace(/^\s*\*\s?/, "");
-    if (COMMENT.test(after) || COMMENT_LINE.test(next)) found.push(`${i + 1}: ${body.trim()}`);
+  for (const { lines } of docBlocks(text)) {
+    lines.forEach(({ n, code }, k) => {
+      if (!code.includes("console.log(")) return;
+      const after = code.slice(code.indexOf("console.log("));
+      const next = lines[k + 1]?.code ?? "";
+      if (COMMENT.test(after) || COMMENT_LINE.test(next)) found.push(`${n}: ${code.trim()}`);
+    });
   }
   return found;
-}
-
-/** The ```ts blocks of the JSDoc comments of `text`: their first line and their code. */
-function docExamples(text: string): { line: number; code: string[] }[] {
-  const out: { line: number; code: string[] }[] = [];
-  const lines = text.split("\n");
-  let inDoc = false;
-  let block: { line: number; code: string[] } | null = null;
-  let other = false; // inside a fenced block that is not TypeScript
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i];
-    if (!inDoc) {
-      if (/^\s*\/\*\*/.test(line) && !/\*\/\s*$/.test(line)) inDoc = true;
-      continue;
-    }
-    if (/\*\/\s*$/.test(line)) {
-      inDoc = other = false;
-      block = null;
-      continue;
-    }
-    const body = line.replace(/^\s*\*\s?/, "");
-    const fence = /^\s*```\s*(\S*)/.exec(body);
-    if (fence) {
-      if (block) {
-        out.push(block);
-        block = null;
-      } else if (other) other = false;
-      else if (/^(ts|typescript)$/.test(fence[1])) block = { line: i + 1, code: [] };
-      else other = true;
-      continue;
-    }
-    block?.code.push(body);
-  }
-  return out;
 }
 
 const ECHO_VALUE = String.raw`("[^"]*"|'[^']*'|-?[\d_.]+(\s*[*<]+\s*[\d_.]+)*|true|false|null)`;
@@ -132,11 +119,12 @@ function restatement(code: string[]): string | null {
   return null;
 }
 
-/** `line: why` for each JSDoc example of `text` that shows no use. */
+/** `line: why` for each TypeScript example in the JSDoc of `text` that shows no use. */
 function restatements(text: string): string[] {
   const found: string[] = [];
-  for (const { line, code } of docExamples(text)) {
-    const why = restatement(code);
+  for (const { line, lang, lines } of docBlocks(text)) {
+    if (lang !== "ts" && lang !== "typescript") continue;
+    const why = restatement(lines.map((l) => l.code));
     if (why !== null) found.push(`${line}: ${why}`);
   }
   return found;
