@@ -60,6 +60,7 @@ export {
   type Labels,
   type Metric,
   Registry,
+  ValueMetric,
 } from "./server/metrics.ts";
 export { compileSchema } from "./schema/compile.ts";
 export type { Column, ColumnType, RowSchema } from "./schema/row_schema.ts";

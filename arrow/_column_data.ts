@@ -25,13 +25,6 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
 /**
  * How a column is stored while it is filled.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { Kind, KINDS } from "./_column_data.ts";
- * equal(KINDS.int32, Kind.Int32);
- * ```
  */
 export enum Kind {
   Bool,
@@ -48,13 +41,6 @@ export enum Kind {
 
 /**
  * The {@linkcode Kind} of each column type.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { Kind, KINDS } from "./_column_data.ts";
- * equal(KINDS.string, Kind.String);
- * ```
  */
 export const KINDS: Record<ColumnType, Kind> = {
   boolean: Kind.Bool,

@@ -11,13 +11,6 @@ import { clipBatch } from "../log/segment_reader.ts";
 
 /**
  * Bytes read from the log per step.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { READ_BYTES } from "./_log_source.ts";
- * equal(READ_BYTES, 1048576);
- * ```
  */
 export const READ_BYTES = 1 << 20;
 

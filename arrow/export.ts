@@ -40,63 +40,26 @@ import { selectRecords } from "./_select_records.ts";
 
 /**
  * The formats {@linkcode exportLog} writes.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { EXPORT_FORMATS, type ExportFormat } from "./export.ts";
- * const format: ExportFormat = "parquet";
- * ok(EXPORT_FORMATS.includes(format));
- * ```
  */
 export type ExportFormat = "arrow" | "parquet" | "ndjson";
 
 /**
  * The formats {@linkcode exportLog} writes, as a list.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { EXPORT_FORMATS } from "./export.ts";
- * ok(EXPORT_FORMATS.includes("ndjson"));
- * ```
  */
 export const EXPORT_FORMATS: readonly ExportFormat[] = ["arrow", "parquet", "ndjson"];
 
 /**
  * Default rows per record batch (Arrow) and row group (Parquet).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_BATCH_ROWS } from "./export.ts";
- * equal(DEFAULT_BATCH_ROWS, 65536);
- * ```
  */
 export const DEFAULT_BATCH_ROWS = 65536;
 
 /**
  * Most rows per batch accepted (a bound on the memory an export holds).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_BATCH_ROWS } from "./export.ts";
- * equal(MAX_BATCH_ROWS, 4194304);
- * ```
  */
 export const MAX_BATCH_ROWS = 1 << 22;
 
 /**
  * How a running export is doing, for {@linkcode ExportOptions.onProgress}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ExportProgress } from "./export.ts";
- * const show = (p: ExportProgress): string => `${p.rows} rows through ${p.last} of ${p.to}`;
- * equal(show({ rows: 10, last: 10, to: 100, bytes: 400 }), "10 rows through 10 of 100");
- * ```
  */
 export interface ExportProgress {
   /** Rows written so far. */
@@ -111,20 +74,6 @@ export interface ExportProgress {
 
 /**
  * Options of {@linkcode exportLog}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ExportOptions } from "./export.ts";
- * const options: ExportOptions = {
- *   format: "parquet",
- *   out: "trades.parquet",
- *   from: 1000,
- *   to: 1999,
- *   onProgress: (p) => console.error(`${p.rows} rows`),
- * };
- * equal(options.to! - options.from! + 1, 1000); // rows 1000..1999, both ends included
- * ```
  */
 export interface ExportOptions {
   /** The file format. */
@@ -182,14 +131,6 @@ export interface ExportOptions {
 
 /**
  * What {@linkcode exportLog} wrote.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ExportReport } from "./export.ts";
- * const r: ExportReport = { format: "arrow", out: "t.arrow", rows: 0, first: null, last: null, bytes: 530 };
- * equal(r.first, null); // no rows: no first and no last offset
- * ```
  */
 export interface ExportReport {
   /** The format written. */
@@ -431,13 +372,6 @@ async function timeRange(
  * into one record batch at most (besides `batchRows`), so that large rows
  * (nested values) make smaller batches and an export's memory stays bounded
  * whatever the rows' size.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_BATCH_BYTES } from "./export.ts";
- * equal(MAX_BATCH_BYTES, 67108864);
- * ```
  */
 export const MAX_BATCH_BYTES: number = 64 << 20;
 

@@ -23,51 +23,28 @@
  */
 
 import {
-  Bool,
   type DataType,
   Field,
-  Float32,
-  Float64,
-  Int32,
-  Int64,
+  type Int32,
+  type Int64,
   List,
   Struct,
   Type,
   Utf8,
 } from "apache-arrow";
 import type { Column } from "../schema/row_schema.ts";
+import { scalarArrowType, type ScalarColumnType, scalarColumnType } from "./scalar_type.ts";
 
 /**
  * The canonical Arrow extension name of JSON text columns.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { JSON_EXTENSION } from "./nested_type.ts";
- * equal(JSON_EXTENSION, "arrow.json");
- * ```
  */
 export const JSON_EXTENSION = "arrow.json";
 /**
  * The field metadata key naming an Arrow extension type.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { EXTENSION_NAME_KEY } from "./nested_type.ts";
- * equal(EXTENSION_NAME_KEY, "ARROW:extension:name");
- * ```
  */
 export const EXTENSION_NAME_KEY = "ARROW:extension:name";
 /**
  * The field metadata key holding a nested column's schema as declared (JSON).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { SCHEMA_KEY } from "./nested_type.ts";
- * equal(SCHEMA_KEY, "streamcast:schema");
- * ```
  */
 export const SCHEMA_KEY = "streamcast:schema";
 
@@ -75,6 +52,33 @@ const COMPOSITION = ["allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$r
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** The JSON Schema `type` and `format` of each scalar column type, as `schemaOfArrow` writes them. */
+const SCALAR_JSON: Record<ScalarColumnType, { type: string; format?: string }> = {
+  boolean: { type: "boolean" },
+  int32: { type: "integer", format: "int32" },
+  int64: { type: "integer", format: "int64" },
+  float: { type: "number", format: "float" },
+  double: { type: "number", format: "double" },
+  string: { type: "string" },
+};
+
+/** The format of an `integer` or a `number` that names none. */
+const DEFAULT_FORMAT: Readonly<Record<string, string>> = { integer: "int64", number: "double" };
+
+/**
+ * The scalar column type of a value of JSON Schema type `base` with `format`
+ * (read in {@linkcode SCALAR_JSON}; a boolean or a string whatever its
+ * format); null for a nested type or a format no column has.
+ */
+function scalarOfJson(base: string, format: unknown): ScalarColumnType | null {
+  if (base === "boolean" || base === "string") return base;
+  const wanted = format === undefined ? DEFAULT_FORMAT[base] : format;
+  for (const [scalar, json] of Object.entries(SCALAR_JSON)) {
+    if (json.type === base && json.format === wanted) return scalar as ScalarColumnType;
+  }
+  return null;
 }
 
 /** `T` and whether `"null"` is listed, for `type: T | [T, "null"]`; null: anything else. */
@@ -110,21 +114,9 @@ export function typedArrow(schema: unknown): { type: DataType; nullable: boolean
   const t = baseOf(schema);
   if (t === null) return null;
   const { base, nullable } = t;
+  const scalar = scalarOfJson(base, schema.format);
+  if (scalar !== null) return { type: scalarArrowType(scalar), nullable };
   switch (base) {
-    case "boolean":
-      return { type: new Bool(), nullable };
-    case "integer":
-      if (schema.format === "int32") return { type: new Int32(), nullable };
-      return schema.format === undefined || schema.format === "int64"
-        ? { type: new Int64(), nullable }
-        : null;
-    case "number":
-      if (schema.format === "float") return { type: new Float32(), nullable };
-      return schema.format === undefined || schema.format === "double"
-        ? { type: new Float64(), nullable }
-        : null;
-    case "string":
-      return { type: new Utf8(), nullable };
     case "array": {
       if (!isObject(schema.items)) return null;
       const item = typedArrow(schema.items);
@@ -208,21 +200,12 @@ export function schemaOfArrow(type: DataType, nullable = false): Record<string, 
     type: nullable ? [base, "null"] : base,
     ...extra,
   });
+  const scalar = scalarColumnType(type);
+  if (scalar !== null) {
+    const { type: base, ...format } = SCALAR_JSON[scalar];
+    return typed(base, format);
+  }
   switch (type.typeId) {
-    case Type.Bool:
-      return typed("boolean");
-    case Type.Int: {
-      const t = type as Int32 | Int64;
-      if (!t.isSigned || (t.bitWidth !== 32 && t.bitWidth !== 64)) return null;
-      return typed("integer", { format: t.bitWidth === 32 ? "int32" : "int64" });
-    }
-    case Type.Float: {
-      const p = (type as Float32 | Float64).precision;
-      if (p !== 1 && p !== 2) return null;
-      return typed("number", { format: p === 1 ? "float" : "double" });
-    }
-    case Type.Utf8:
-      return typed("string");
     case Type.List: {
       const child = (type as List).children[0];
       const items = schemaOfArrow(child.type, child.nullable);

@@ -11,18 +11,6 @@ import { type ArrowRowBuilder, OFFSET_COLUMN } from "./row_builder.ts";
 
 /**
  * Options of {@linkcode writeParquet}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ParquetWriteOptions } from "./parquet_writer.ts";
- * const parts: Uint8Array[] = [];
- * const options: ParquetWriteOptions = {
- *   rowGroupRows: 65536,
- *   write: (bytes) => Promise.resolve(void parts.push(bytes.slice())),
- * };
- * equal(options.rowGroupRows, 65536);
- * ```
  */
 export interface ParquetWriteOptions {
   /** Rows per row group (the batches are at most this long). */

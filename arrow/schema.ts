@@ -14,27 +14,18 @@
  * | any other `object` or `array`           | `Utf8` of JSON text, extension `arrow.json` |
  *
  * A column declared `[T, "null"]` is a nullable field; every other field is
- * not nullable. Nested columns are mapped by `nested_type.ts`. Other Arrow
- * types have no column type and are refused by `fromArrow`, by name.
+ * not nullable. Scalar columns are mapped by `scalar_type.ts`, nested ones by
+ * `nested_type.ts`. Other Arrow types have no column type and are refused by
+ * `fromArrow`, by name.
  *
  * @module
  */
 
-import {
-  Bool,
-  type DataType,
-  Field,
-  Float32,
-  Float64,
-  Int32,
-  Int64,
-  Schema,
-  Type,
-  Utf8,
-} from "apache-arrow";
+import { Field, Schema, Type } from "apache-arrow";
 import { compileSchema } from "../schema/compile.ts";
-import type { Column, ColumnType, RowSchema } from "../schema/row_schema.ts";
+import type { Column, RowSchema } from "../schema/row_schema.ts";
 import { isJsonField, nestedField, SCHEMA_KEY, schemaOfArrow } from "./nested_type.ts";
+import { scalarArrowType } from "./scalar_type.ts";
 
 function isRowSchema(schema: unknown): schema is RowSchema {
   const s = schema as RowSchema;
@@ -55,23 +46,6 @@ function isRowSchema(schema: unknown): schema is RowSchema {
  */
 export function rowSchemaOf(schema: RowSchema | Record<string, unknown>): RowSchema {
   return isRowSchema(schema) ? schema : compileSchema(schema);
-}
-
-function arrowType(type: Exclude<ColumnType, "object" | "array">): DataType {
-  switch (type) {
-    case "boolean":
-      return new Bool();
-    case "int32":
-      return new Int32();
-    case "int64":
-      return new Int64();
-    case "float":
-      return new Float32();
-    case "double":
-      return new Float64();
-    case "string":
-      return new Utf8();
-  }
 }
 
 /**
@@ -115,7 +89,7 @@ export function toArrow(schema: RowSchema | Record<string, unknown>): Schema {
  */
 export function columnField(c: Column): Field {
   if (c.type === "object" || c.type === "array") return nestedField(c);
-  return new Field(c.name, arrowType(c.type), c.nullable);
+  return new Field(c.name, scalarArrowType(c.type), c.nullable);
 }
 
 const SUPPORTED_ARROW = "Bool, Int32, Int64, Float32, Float64, Utf8, and Struct and List of them";
@@ -141,28 +115,11 @@ function columnOf(field: Field): Record<string, unknown> {
         "metadata does not say whether it holds objects or arrays",
     );
   }
-  if (t.typeId === Type.Struct || t.typeId === Type.List) {
-    const nested = schemaOfArrow(t, field.nullable);
-    if (nested !== null) return nested;
-  }
-  switch (t.typeId) {
-    case Type.Bool:
-      return { type: "boolean" };
-    case Type.Int: {
-      const int = t as Int32 | Int64;
-      if (int.isSigned && int.bitWidth === 32) return { type: "integer", format: "int32" };
-      if (int.isSigned && int.bitWidth === 64) return { type: "integer", format: "int64" };
-      break;
-    }
-    case Type.Float: {
-      const f = t as Float32 | Float64;
-      if (f.precision === 1) return { type: "number", format: "float" };
-      if (f.precision === 2) return { type: "number", format: "double" };
-      break;
-    }
-    case Type.Utf8:
-      return { type: "string" };
-  }
+  // A nested column's schema says its nullability; `fromArrow` adds a
+  // scalar column's.
+  const nested = t.typeId === Type.Struct || t.typeId === Type.List;
+  const column = schemaOfArrow(t, nested && field.nullable);
+  if (column !== null) return column;
   throw new TypeError(
     `column ${JSON.stringify(field.name)}: Arrow type ${t} is not supported ` +
       `(supported: ${SUPPORTED_ARROW})`,

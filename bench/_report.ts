@@ -26,6 +26,31 @@ export interface BenchRow {
   limit?: string;
 }
 
+/**
+ * A row whose ratio is `ours / base` (higher is better for both), with a
+ * target and a note when given.
+ */
+export function benchRow(
+  name: string,
+  ours: number,
+  base: number,
+  unit: string,
+  target = "",
+  met: boolean | null = null,
+  note?: string,
+): BenchRow {
+  return {
+    case: name,
+    ours,
+    baseline: base,
+    unit,
+    ratio: ours / base,
+    target,
+    met,
+    ...(note ? { note } : {}),
+  };
+}
+
 /** A section of docs/PERFORMANCE.md. */
 export interface BenchSection {
   /** Section title. */

@@ -1,5 +1,5 @@
 /**
- * A cluster (DESIGN §18), measured with real processes: one etcd
+ * A cluster (docs/SPEC.md §11), measured with real processes: one etcd
  * (tests/_etcd.ts) and three `cli.ts serve --cluster` nodes per case, fsync
  * on, on this machine; this process is the load generator. Against it, NATS
  * JetStream publish on three routed `nats-server`s at the same R
@@ -29,8 +29,8 @@
  *   killed node is restarted and back in the in-sync set before the next).
  *
  * Targets (issue 29): R = 2 throughput ≥ 0.7× R = 1, its ack p99 ≤ 2× R = 1's,
- * failover ≤ lease + 5 s in every trial. Against JetStream at each R (DESIGN
- * §22): throughput ≥ 1× its one-row-a-message rate, ack p99 ≤ 1× its p99.
+ * failover ≤ lease + 5 s in every trial. Against JetStream at each R:
+ * throughput ≥ 1× its one-row-a-message rate, ack p99 ≤ 1× its p99.
  *
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only cluster [--quick]
  * STREAMCAST_BENCH_FAILOVER_TRIALS=N sets the trials (default 20; 3 with --quick).
@@ -39,7 +39,7 @@ import { publisher } from "../client/publisher.ts";
 import { startEtcd } from "../tests/_etcd.ts";
 import { leaderOf, post, rowsOf, startServeNodes } from "../tests/cluster/_serve_nodes.ts";
 import { jetStreamAt, type JetStreamAtR } from "./_jetstream_publish.ts";
-import { type BenchRow, type BenchSection, median } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, median } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 
 const LEASE_S = 2;
@@ -212,14 +212,6 @@ export async function run(quick: boolean): Promise<BenchSection> {
   const fo = await failovers(etcd.url, trials);
   const [r1, r2, r3] = at;
   const bound = (LEASE_S + 5) * 1000;
-  const row = (
-    c: string,
-    ours: number,
-    base: number,
-    unit: string,
-    target = "",
-    met: boolean | null = null,
-  ): BenchRow => ({ case: c, ours, baseline: base, unit, ratio: ours / base, target, met });
   // Ack latency p50 (no target) and p99 (≤ 1× JetStream's, with what limits it when missed).
   const latencyRows = (
     what: string,

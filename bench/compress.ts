@@ -1,5 +1,5 @@
 /**
- * compress=zstd (DESIGN §16) against plain batched frames and against
+ * compress=zstd (docs/SPEC.md §2.6) against plain batched frames and against
  * per-connection permessage-deflate (a Node `ws` server with
  * perMessageDeflate on), in the same run, on 127.0.0.1:
  *
@@ -20,7 +20,7 @@
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only compress [--quick]
  */
 import { ensureNodeWs, freePort, Proc, sleep } from "./_harness.ts";
-import { type BenchRow, type BenchSection, renderSection } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 import type { CompressServerConfig } from "./_compress_server.ts";
 import { zstdFrame } from "../server/frames/compressed_frames.ts";
@@ -190,27 +190,6 @@ async function replay(c: Contender, kind: Kind, n: number): Promise<Run> {
   } finally {
     await server.stop();
   }
-}
-
-function row(
-  name: string,
-  ours: number,
-  base: number,
-  unit: string,
-  target = "",
-  met: boolean | null = null,
-  note?: string,
-): BenchRow {
-  return {
-    case: name,
-    ours,
-    baseline: base,
-    unit,
-    ratio: ours / base,
-    target,
-    met,
-    ...(note ? { note } : {}),
-  };
 }
 
 // Sizes of single-row live frames compressed by the zstd command with a

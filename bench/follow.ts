@@ -1,4 +1,4 @@
-// Followers (DESIGN §15), measured with real processes: a primary
+// Followers (docs/SPEC.md §10), measured with real processes: a primary
 // (`cli.ts serve --stdin`, fed trade rows at a fixed rate by this process),
 // followers (`cli.ts serve --follow`), and the load generator
 // (bench/_fanout_client.ts). CPU of each server process is read from

@@ -23,7 +23,7 @@ import { SCHEMA, tradeRows } from "./_trades.ts";
 const CLI = new URL("../cli.ts", import.meta.url).pathname;
 
 // Rows/s into the table, as a share of `export --format parquet`'s rate from
-// the same log in the same run. DESIGN §19 asks for the rate against the
+// the same log in the same run. docs/SPEC.md §12 asks for the rate against the
 // export's without a number; half is the target: the table does the export's
 // work (read, parse, Parquet) plus partitioning and the commit's metadata.
 const RATE_TARGET = 0.5;
@@ -271,7 +271,7 @@ export async function run(quick = false): Promise<BenchSection> {
     rows: out,
     notes: [
       "The table's rate includes reading the chunks back (zstd), their time indexes, partitioning by day and writing the manifest, manifest list and metadata of each commit; the export reads the same log through the same folder reader path. The lag is measured by a process that posts 50 rows every 25 ms to a `cli.ts serve --iceberg trades --seal-every 1` child and polls the table's files and the server's manifest every 10 ms.",
-      `Targets: the rate ≥ ${RATE_TARGET}× the export's (DESIGN §19 and the issue ask for the rate against the export's in the same run and name no number; the table does the export's work plus partitioning and each commit's metadata, so half of it is the bar); the lag ≤ --seal-every + 10 s (DESIGN §19: a row is in the table within that of its append).`,
+      `Targets: the rate ≥ ${RATE_TARGET}× the export's (the rate is asked against the export's in the same run, with no number; the table does the export's work plus partitioning and each commit's metadata, so half of it is the bar); the lag ≤ --seal-every + 10 s (docs/SPEC.md §12: a row is in the table within that of its append).`,
     ],
   };
 }

@@ -1,5 +1,5 @@
 /**
- * Network publishing (DESIGN §13), acknowledged once durable, against NATS
+ * Network publishing (docs/SPEC.md §9), acknowledged once durable, against NATS
  * JetStream publishing the same rows in the same run, on the same machine:
  *
  * - one WebSocket publisher pipelining 100-row frames (`publisher()`, 64

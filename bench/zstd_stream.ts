@@ -25,7 +25,7 @@
  */
 import process from "node:process";
 import { constants, createDeflateRaw, createZstdCompress, createZstdDecompress } from "node:zlib";
-import { type BenchRow, type BenchSection, median } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection, median } from "./_report.ts";
 import { type Kind, rowsOf } from "./compress.ts";
 import { zstdFrame } from "../server/frames/compressed_frames.ts";
 import { FrameDictionary } from "../server/frames/frame_dictionary.ts";
@@ -289,27 +289,6 @@ function nodeZstdDecoder() {
       return new Promise((done) => d.flush(constants.ZSTD_e_flush, () => done(got)));
     },
     close: () => d.close(),
-  };
-}
-
-function row(
-  name: string,
-  ours: number,
-  base: number,
-  unit: string,
-  target = "",
-  met: boolean | null = null,
-  note?: string,
-): BenchRow {
-  return {
-    case: name,
-    ours,
-    baseline: base,
-    unit,
-    ratio: ours / base,
-    target,
-    met,
-    ...(note ? { note } : {}),
   };
 }
 

@@ -1,5 +1,5 @@
 /**
- * compress=zstd-stream end to end (DESIGN §20), in the same run as its peers,
+ * compress=zstd-stream end to end (docs/SPEC.md §2.6.1), in the same run as its peers,
  * on 127.0.0.1: a server process publishing live at 500 rows/s, one row per
  * commit, to 1, 10, 100 and 1000 subscribers (one load-generator process with
  * the `ws` client, which negotiates permessage-deflate where offered):
@@ -25,31 +25,10 @@
  * Run alone: deno run --config deno.dev.json -A bench/run.ts --only zstd_stream_e2e
  */
 import { ensureNodeWs } from "./_harness.ts";
-import type { BenchRow, BenchSection } from "./_report.ts";
+import { type BenchRow, benchRow as row, type BenchSection } from "./_report.ts";
 import { type Contender, type Kind, live, type Run } from "./compress.ts";
 
 const CONTENDERS: Contender[] = ["plain", "zstd", "zstd-dict", "zstd-stream", "deflate"];
-
-function row(
-  name: string,
-  ours: number,
-  base: number,
-  unit: string,
-  target = "",
-  met: boolean | null = null,
-  note?: string,
-): BenchRow {
-  return {
-    case: name,
-    ours,
-    baseline: base,
-    unit,
-    ratio: ours / base,
-    target,
-    met,
-    ...(note ? { note } : {}),
-  };
-}
 
 const perRowBytes = (x: Run) => x.bytes / Math.max(1, x.rows);
 const perRowCpu = (x: Run) => x.serverCpuUs * 1000 / Math.max(1, x.rows);
@@ -231,8 +210,8 @@ export async function run(quick: boolean): Promise<BenchSection[]> {
       notes: [
         "The runs of the section above, compared the other way: zstd-stream's server CPU per " +
         "delivered row against permessage-deflate's — compressing once a commit for every " +
-        "member of a group against compressing once a commit for each connection (DESIGN " +
-        "§20). streamcast's server does not offer permessage-deflate (Deno's WebSocket server " +
+        "member of a group against compressing once a commit for each connection (SPEC.md " +
+        "§2.6.1). streamcast's server does not offer permessage-deflate (Deno's WebSocket server " +
         "does not negotiate it), so the peer is a Node `ws` server " +
         "(bench/_compress_node.mjs) sending the same batched frames; the server CPU is each " +
         "process's own (`process.cpuUsage`, zlib's worker threads included). " +

@@ -1,5 +1,5 @@
 /**
- * `serve`'s cluster settings (DESIGN §18, docs/SPEC.md §11), spliced into
+ * `serve`'s cluster settings (docs/SPEC.md §11), spliced into
  * the settings table of `_serve_settings.ts`: `--cluster` and what tunes
  * it, and the rules of combining them with the rest
  * ({@linkcode checkClusterSettings}).
@@ -75,13 +75,6 @@ export interface ClusterSetting {
 
 /**
  * The cluster settings, in the order of `--help`.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
- * deepStrictEqual(CLUSTER_SETTINGS.map((s) => s.flag).slice(0, 3), ["cluster", "node", "advertise"]);
- * ```
  */
 export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
   {

@@ -43,13 +43,6 @@ const GROUP = "followers (docs/SCALING.md)";
 
 /**
  * The follower settings, in the order of `--help`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
- * equal(FOLLOW_SETTINGS.map((s) => s.flag)[0], "follow");
- * ```
  */
 export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
   {

@@ -1,6 +1,6 @@
 /**
  * The rows of `serve`'s settings table for the streams' Iceberg tables
- * (DESIGN §19), spliced into `SETTINGS` (`_serve_settings.ts`), which types
+ * (docs/SPEC.md §12), spliced into `SETTINGS` (`_serve_settings.ts`), which types
  * them: `--iceberg NAME` with the streams, the commit bound with the limits.
  *
  * @module
@@ -13,13 +13,6 @@ const LIMITS = "limits (docs/CLI.md has the table)";
 
 /**
  * `--iceberg NAME`, in the streams' group of `--help`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
- * equal(ICEBERG_STREAM_SETTINGS[0].flag, "iceberg");
- * ```
  */
 export const ICEBERG_STREAM_SETTINGS = [
   {
@@ -40,13 +33,6 @@ export const ICEBERG_STREAM_SETTINGS = [
 
 /**
  * The commit bound, in the limits' group.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ICEBERG_LIMIT_SETTINGS } from "./_serve_iceberg_settings.ts";
- * equal(ICEBERG_LIMIT_SETTINGS[0].key, "icebergCommitBytes");
- * ```
  */
 export const ICEBERG_LIMIT_SETTINGS = [
   {

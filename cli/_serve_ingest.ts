@@ -72,15 +72,6 @@ function lazyRejects(path: string): RejectSink & { close(): Promise<void> } {
 
 /**
  * The ingest tasks of a running `serve`.
- *
- * @example
- * ```ts
- * import type { Ingest } from "./_serve_ingest.ts";
- * export async function stop(ingest: Ingest): Promise<void> {
- *   await ingest.stopIngest();
- *   await ingest.closeRejects();
- * }
- * ```
  */
 export interface Ingest {
   /** Stops every ingest; resolves once each has settled what it sent. */

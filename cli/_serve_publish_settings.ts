@@ -29,13 +29,6 @@ const bodyTimeout: Reader = (v, what) => {
 /**
  * The publishing rows, in the order of `--help`: `--publish` with the
  * streams, the limits with the limits.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
- * equal(PUBLISH_STREAM_SETTINGS[0].flag, "publish");
- * ```
  */
 export const PUBLISH_STREAM_SETTINGS = [
   {
@@ -56,20 +49,6 @@ export const PUBLISH_STREAM_SETTINGS = [
 
 /**
  * The publishing limits.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { PUBLISH_LIMIT_SETTINGS } from "./_serve_publish_settings.ts";
- * deepStrictEqual(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag), [
- *   "max-publish-bytes",
- *   "max-in-flight",
- *   "max-publish-inflight-bytes",
- *   "max-publish-server-bytes",
- *   "publish-body-timeout",
- *   "max-producers",
- * ]);
- * ```
  */
 export const PUBLISH_LIMIT_SETTINGS = [
   {

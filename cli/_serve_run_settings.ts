@@ -11,14 +11,6 @@ import type { ArchiveOptions } from "../log/mod.ts";
 
 /**
  * A stream's schema: the path of its file, or an inline schema from the config.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import type { SchemaSource } from "./_serve_run_settings.ts";
- * const src: SchemaSource = { path: "schemas/trades.json" };
- * ok("path" in src);
- * ```
  */
 export type SchemaSource = { path: string } | { inline: Record<string, unknown>; where: string };
 

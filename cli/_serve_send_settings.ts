@@ -17,17 +17,6 @@ import { integer, LIMITS_GROUP } from "./_serve_values.ts";
 
 /**
  * The send limits, in the order of `--help`.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { SEND_SETTINGS } from "./_serve_send_settings.ts";
- * deepStrictEqual(SEND_SETTINGS.map((s) => s.flag), [
- *   "send-buffer-bytes",
- *   "fanout-turn-bytes",
- *   "compress-frame-bytes",
- * ]);
- * ```
  */
 export const SEND_SETTINGS = [
   {

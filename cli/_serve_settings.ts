@@ -52,22 +52,6 @@ const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
 
 /**
  * One setting of `serve`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { type Setting, SETTINGS } from "./_serve_settings.ts";
- * const host: Setting = {
- *   flag: "host",
- *   key: "host",
- *   type: "string",
- *   default: "127.0.0.1",
- *   group: "where and how",
- *   usage: [["--host HOST", "address to listen on [{default}]"]],
- *   docs: "address to listen on.",
- * };
- * equal(host.default, SETTINGS.find((s) => s.flag === "host")?.default);
- * ```
  */
 export interface Setting {
   /** The flag, without `--`. */
@@ -100,13 +84,6 @@ export interface Setting {
 
 /**
  * Every setting of `serve`, in the order of `--help`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { SETTINGS } from "./_serve_settings.ts";
- * equal(SETTINGS.find((s) => s.flag === "port")?.default, 8765);
- * ```
  */
 export const SETTINGS: readonly Setting[] = [
   {
@@ -522,28 +499,11 @@ stops ingest, closes subscribers with 1001, flushes the logs and exits 0.`;
 
 /**
  * `serve --help`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { SERVE_USAGE } from "./_serve_settings.ts";
- * equal(
- *   SERVE_USAGE.split("\n")[0],
- *   "usage: deno run -A cli.ts serve --stream NAME=SCHEMA.json ... [options]",
- * );
- * ```
  */
 export const SERVE_USAGE: string = usageText();
 
 /**
  * The `parseArgs` options of `serve` (`--help` is added by `parse`).
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { SERVE_FLAGS } from "./_serve_settings.ts";
- * deepStrictEqual(SERVE_FLAGS["no-fsync"], { type: "boolean" });
- * ```
  */
 export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?: boolean }> =
   Object.fromEntries(
@@ -552,14 +512,6 @@ export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?
 
 /**
  * The keys a config file may hold.
- *
- * @example
- * ```ts
- * import { equal, ok } from "node:assert/strict";
- * import { CONFIG_KEYS } from "./_serve_settings.ts";
- * ok(CONFIG_KEYS.has("maxBacklog"));
- * equal(CONFIG_KEYS.has("max-backlog"), false);
- * ```
  */
 export const CONFIG_KEYS: ReadonlySet<string> = new Set(
   SETTINGS.flatMap((s) => s.key === undefined ? [] : [s.key]),
@@ -567,14 +519,6 @@ export const CONFIG_KEYS: ReadonlySet<string> = new Set(
 
 /**
  * A setting whose config value is read by its `read`.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { READ_SETTINGS, type ReadSetting } from "./_serve_settings.ts";
- * const keyOf = (s: ReadSetting): string => s.key;
- * ok(READ_SETTINGS.map(keyOf).includes("maxBacklog"));
- * ```
  */
 export type ReadSetting = Setting & { key: string; read: Reader };
 

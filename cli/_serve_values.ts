@@ -12,13 +12,6 @@ import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../commo
 
 /**
  * The usage text's group of every limit (each has its row in docs/CLI.md's table).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { LIMITS_GROUP } from "./_serve_values.ts";
- * equal(LIMITS_GROUP, "limits (docs/CLI.md has the table)");
- * ```
  */
 export const LIMITS_GROUP = "limits (docs/CLI.md has the table)";
 

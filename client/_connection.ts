@@ -30,14 +30,6 @@ export interface CloseInfo {
 /**
  * A WebSocket constructor: the global one, or another with the same API (a
  * polyfill, or a recording subclass in tests).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WebSocketConstructor } from "./_connection.ts";
- * const WS: WebSocketConstructor = WebSocket;
- * equal(typeof WS, "function");
- * ```
  */
 export type WebSocketConstructor = new (url: string | URL) => WebSocket;
 

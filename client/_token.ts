@@ -17,10 +17,18 @@ import { BEARER_PROTOCOL_PREFIX, CloseCode, SUBPROTOCOL } from "./wire.ts";
  *
  * @example
  * ```ts
- * import { equal } from "node:assert/strict";
+ * import { deepEqual } from "node:assert/strict";
+ * import type { WebSocketConstructor } from "./_connection.ts";
  * import { withToken } from "./_token.ts";
- * const WS = withToken(WebSocket, "0123456789abcdef0123");
- * equal(typeof WS, "function");
+ * const offered: unknown[] = [];
+ * class Recording {
+ *   constructor(_url: string | URL, protocols?: string[]) {
+ *     offered.push(protocols);
+ *   }
+ * }
+ * const WS = withToken(Recording as unknown as WebSocketConstructor, "0123456789abcdef0123");
+ * new WS("ws://127.0.0.1:8765/trades");
+ * deepEqual(offered, [["streamcast", "bearer.0123456789abcdef0123"]]);
  * ```
  */
 export function withToken(WS: WebSocketConstructor, token: string): WebSocketConstructor {

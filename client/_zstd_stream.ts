@@ -1,4 +1,4 @@
-// The decoding of compressed streams (compress=zstd-stream, DESIGN §20):
+// The decoding of compressed streams (compress=zstd-stream, docs/SPEC.md §2.6.1):
 // binary messages, each the zstd blocks of one batched frame's text. A
 // message that starts with the zstd magic number starts a frame (a fresh
 // decoder); any other continues the open frame. Every message ends at a

@@ -41,14 +41,6 @@ import type { Where } from "./filter.ts";
 /**
  * A binary frame as a WebSocket hands it over (`binaryType` "arraybuffer",
  * or bytes).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { BinaryFrame } from "./arrow.ts";
- * const frame: BinaryFrame = new ArrayBuffer(8);
- * equal(frame.byteLength, 8);
- * ```
  */
 export type BinaryFrame = Uint8Array | ArrayBuffer;
 

@@ -1,14 +1,6 @@
 /**
  * The options of {@linkcode connect} and their defaults.
  *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { type ConnectOptions, DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
- * const options: ConnectOptions = { offset: "earliest", connectTimeoutMs: 2_000 };
- * ok(options.connectTimeoutMs! < DEFAULT_CONNECT_TIMEOUT_MS);
- * ```
- *
  * @module
  */
 
@@ -22,70 +14,27 @@ export type { WebSocketConstructor } from "./_connection.ts";
 
 /**
  * Default {@linkcode ConnectOptions.saveEveryRows}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_SAVE_EVERY_ROWS } from "./connect_options.ts";
- * equal(DEFAULT_SAVE_EVERY_ROWS, 10000);
- * ```
  */
 export const DEFAULT_SAVE_EVERY_ROWS = 10_000;
 /**
  * Default {@linkcode ConnectOptions.saveEveryMs}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_SAVE_EVERY_MS } from "./connect_options.ts";
- * equal(DEFAULT_SAVE_EVERY_MS, 1000);
- * ```
  */
 export const DEFAULT_SAVE_EVERY_MS = 1_000;
 /**
  * Default {@linkcode ConnectOptions.connectTimeoutMs}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_CONNECT_TIMEOUT_MS } from "./connect_options.ts";
- * equal(DEFAULT_CONNECT_TIMEOUT_MS, 10000);
- * ```
  */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /**
  * Default {@linkcode BackoffOptions.minMs}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_BACKOFF_MIN_MS } from "./connect_options.ts";
- * equal(DEFAULT_BACKOFF_MIN_MS, 100);
- * ```
  */
 export const DEFAULT_BACKOFF_MIN_MS = 100;
 /**
  * Default {@linkcode BackoffOptions.maxMs}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_BACKOFF_MAX_MS } from "./connect_options.ts";
- * equal(DEFAULT_BACKOFF_MAX_MS, 10000);
- * ```
  */
 export const DEFAULT_BACKOFF_MAX_MS = 10_000;
 
 /**
  * Reconnect delays: capped exponential, with jitter (see {@linkcode backoffDelay}).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { BackoffOptions } from "./connect_options.ts";
- * const backoff: BackoffOptions = { minMs: 250, maxMs: 30_000 };
- * equal(backoff.maxMs, 30000);
- * ```
  */
 export interface BackoffOptions {
   /** The delay before the first attempt (before jitter). @default 100 */
@@ -96,17 +45,6 @@ export interface BackoffOptions {
 
 /**
  * What {@linkcode ConnectOptions.onReconnect} is told before each reconnect attempt.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ReconnectEvent } from "./connect_options.ts";
- * function report(e: ReconnectEvent): void {
- *   const at = e.resumeAt === null ? "live (rows lost meanwhile)" : `at ${e.resumeAt}`;
- *   console.error(`${e.error.message}; retrying in ${e.delayMs} ms ${at}`);
- * }
- * equal(typeof report, "function");
- * ```
  */
 export interface ReconnectEvent {
   /** Why the connection ended (attempt 1), or why the previous attempt failed. */
@@ -129,20 +67,6 @@ export interface ReconnectEvent {
 
 /**
  * Options of {@linkcode connect}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { type ConnectOptions, MemoryCursor } from "./mod.ts";
- * const options: ConnectOptions = {
- *   offset: "earliest",
- *   cursor: new MemoryCursor(),
- *   reconnect: true,
- *   backoff: { minMs: 100, maxMs: 5_000 },
- *   onReconnect: (e) => console.error(e.error.message),
- * };
- * equal(options.reconnect, true);
- * ```
  */
 export interface ConnectOptions {
   /**
@@ -251,15 +175,6 @@ export interface ConnectOptions {
 /**
  * The options a `Subscription` runs with: {@linkcode ConnectOptions}
  * as `connect` checked them, with the cursor resolved to a store.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { SubscriptionOptions } from "./connect_options.ts";
- * import { MemoryCursor } from "./cursor.ts";
- * const options: SubscriptionOptions = { cursor: new MemoryCursor(), reconnect: true };
- * equal(options.reconnect, true);
- * ```
  */
 export interface SubscriptionOptions extends Omit<ConnectOptions, "cursor"> {
   /** The cursor store (a path was made a `FileCursor` by `connect`). @default undefined */

@@ -21,14 +21,6 @@
 
 /**
  * A resume position.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Cursor } from "./cursor.ts";
- * const c: Cursor = { offset: 1862, streamId: "0123456789abcdef0123456789abcdef" };
- * equal(c.offset, 1862);
- * ```
  */
 export interface Cursor {
   /** The next offset to read (the first row not yet handled). */

@@ -64,13 +64,6 @@ export interface ErrorContext {
  * away (1001), a drop without a close frame (1006) and the other transient
  * codes of RFC 6455 / the IANA registry, a normal close the client did not ask
  * for (1000), and 4429 (too slow).
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { RECONNECT_CODES } from "./errors.ts";
- * ok(RECONNECT_CODES.includes(1001));
- * ```
  */
 export const RECONNECT_CODES: readonly number[] = [
   1000,

@@ -27,18 +27,6 @@ import { checkCursor, type Cursor, type CursorStore } from "./cursor.ts";
 
 /**
  * The part of the Web Storage API a {@linkcode LocalStorageCursor} uses.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { CursorStorage } from "./local_storage_cursor.ts";
- * const items = new Map<string, string>();
- * const storage: CursorStorage = {
- *   getItem: (k) => items.get(k) ?? null,
- *   setItem: (k, v) => void items.set(k, v),
- * };
- * equal(storage.getItem("none"), null);
- * ```
  */
 export interface CursorStorage {
   /** The item's value, or `null`. */
@@ -49,14 +37,6 @@ export interface CursorStorage {
 
 /**
  * Options of {@linkcode LocalStorageCursor}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { LocalStorageCursorOptions } from "./local_storage_cursor.ts";
- * const options: LocalStorageCursorOptions = {}; // globalThis.localStorage
- * equal(options.storage, undefined);
- * ```
  */
 export interface LocalStorageCursorOptions {
   /** Where the item is kept (`sessionStorage`, say). @default globalThis.localStorage */

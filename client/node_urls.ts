@@ -9,14 +9,6 @@
 
 /**
  * One URL, a comma-separated list of URLs, or an array of either.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { NodeUrls } from "./node_urls.ts";
- * const u: NodeUrls = ["ws://10.0.0.1:8801/trades", "ws://10.0.0.2:8801/trades"];
- * equal(Array.isArray(u), true);
- * ```
  */
 export type NodeUrls = string | URL | readonly (string | URL)[];
 

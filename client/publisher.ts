@@ -1,6 +1,6 @@
 /**
  * `publisher(url, {producer})`: put rows into a stream over its publish
- * socket (DESIGN §13) and learn, from each answer, that they are durable and
+ * socket (docs/SPEC.md §9) and learn, from each answer, that they are durable and
  * at which offsets. Frames are pipelined up to the server's `max_in_flight`
  * (and its `max_in_flight_bytes`); after a dropped connection the publisher
  * reconnects with backoff and sends again every frame not yet answered — the
@@ -43,14 +43,6 @@ export { PublishError } from "./publish_error.ts";
 
 /**
  * The offsets a publish got: `[first, last]`, as the server answered.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Published } from "./publisher.ts";
- * const p: Published = { seq: 4, first: 10, last: 109, duplicate: false };
- * equal(p.last - p.first + 1, 100);
- * ```
  */
 export interface Published {
   /** The frame's seq. */

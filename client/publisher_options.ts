@@ -8,14 +8,6 @@ import type { WebSocketConstructor } from "./_connection.ts";
 
 /**
  * Options of `publisher()`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublisherOptions } from "./publisher_options.ts";
- * const o: PublisherOptions = { producer: "collector-1", maxInFlight: 16 };
- * equal(o.producer, "collector-1");
- * ```
  */
 export interface PublisherOptions {
   /**

@@ -24,13 +24,6 @@ export const PROTOCOL_VERSION = 2;
 /**
  * WebSocket close codes the server uses. The code is what a client dispatches
  * on; the reason only carries numbers.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { CloseCode } from "./wire.ts";
- * equal(CloseCode.NotReplayable, 4416);
- * ```
  */
 export const CloseCode = {
   /** Server shutting down; reconnect with your next offset. */
@@ -341,26 +334,11 @@ export interface SubscribeQuery {
  * The WebSocket subprotocol of streamcast. A client may offer it; the server
  * then answers with it. Offered beside `bearer.TOKEN` it lets a client that
  * cannot set headers (a browser) send a bearer token.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "./wire.ts";
- * const protocols = [SUBPROTOCOL, `${BEARER_PROTOCOL_PREFIX}my-token-0123456789`];
- * equal(protocols[0], "streamcast");
- * ```
  */
 export const SUBPROTOCOL = "streamcast";
 
 /**
  * Prefix of the subprotocol carrying a bearer token: `bearer.TOKEN`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { BEARER_PROTOCOL_PREFIX } from "./wire.ts";
- * equal(BEARER_PROTOCOL_PREFIX + "my-token-0123456789", "bearer.my-token-0123456789");
- * ```
  */
 export const BEARER_PROTOCOL_PREFIX = "bearer.";
 
@@ -552,13 +530,6 @@ export function subscribeUrl(
 
 /**
  * The stream-name rule in words, for error messages.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { STREAM_NAME_RULE } from "./wire.ts";
- * equal(STREAM_NAME_RULE, "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .");
- * ```
  */
 export const STREAM_NAME_RULE = "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .";
 

@@ -88,14 +88,6 @@ export interface WireKv {
 
 /**
  * A key with its value and revisions, as etcd keeps it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { KeyValue } from "./_etcd_wire.ts";
- * const kv: KeyValue = { key: "/a", value: "1", createRevision: 2, modRevision: 5, version: 3, lease: "0" };
- * equal(kv.version, 3);
- * ```
  */
 export interface KeyValue {
   /** The key, as text. */
@@ -136,14 +128,6 @@ export function fromWireKv(kv: WireKv): KeyValue {
 /**
  * One condition of a transaction: the key's `target` compared with `value`
  * (a missing key has 0 for every revision and the empty value).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Compare } from "./_etcd_wire.ts";
- * const absent: Compare = { key: "/leader", target: "create", op: "==", value: 0 };
- * equal(absent.target, "create");
- * ```
  */
 export interface Compare {
   /** The key compared. */
@@ -159,14 +143,6 @@ export interface Compare {
 /**
  * One operation of a transaction: put (optionally with a lease), range
  * (one key, or every key under a prefix) or delete.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { TxnOp } from "./_etcd_wire.ts";
- * const op: TxnOp = { put: { key: "/term", value: "7" } };
- * equal("put" in op, true);
- * ```
  */
 export type TxnOp =
   | { put: { key: string; value: string; lease?: string } }

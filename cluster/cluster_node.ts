@@ -96,14 +96,6 @@ export interface ClusterNodeOptions {
 /**
  * What {@linkcode ClusterNode.publishable} answers: null (this node leads and
  * may take it), or why not and where the leader is.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishRefusal } from "./cluster_node.ts";
- * const r: PublishRefusal = { error: "no_leader", leader: null };
- * equal(r.error, "no_leader");
- * ```
  */
 export type PublishRefusal =
   | { error: "not_leader"; leader: string }
@@ -112,14 +104,6 @@ export type PublishRefusal =
 
 /**
  * What `/head` shows of the cluster.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ClusterView } from "./cluster_node.ts";
- * const v: ClusterView = { node: "n1", role: "leader", leader: "http://h1:8801", term: 3, replicas: 2, in_sync: ["n1", "n2"], joining: false };
- * equal(v.in_sync.length, 2);
- * ```
  */
 export interface ClusterView {
   /** This node. */
@@ -143,14 +127,6 @@ export interface ClusterView {
 
 /**
  * Counters of a node's transitions (for metrics).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ClusterCounters } from "./cluster_node.ts";
- * const c: ClusterCounters = { elected: 2, deposed: 1, rowsCut: 30, refused: 4 };
- * equal(c.elected - c.deposed, 1); // leads now
- * ```
  */
 export interface ClusterCounters {
   /** Times this node became leader. */

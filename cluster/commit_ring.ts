@@ -25,14 +25,6 @@ const INDEX_START = 1024;
  * A commit as held: its first offset, its end (one past its last row) and
  * its bytes as shipped — a view of the ring's buffer, valid until the next
  * {@linkcode CommitRing.push} (a socket's `send` copies it).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { HeldCommit } from "./commit_ring.ts";
- * const c: HeldCommit = { first: 5, end: 7, bytes: new Uint8Array(3) };
- * equal(c.end - c.first, 2);
- * ```
  */
 export interface HeldCommit {
   first: number;

@@ -63,23 +63,6 @@ export interface CommitTrackerOptions {
 /**
  * What a tracker writes the in-sync set through (the leader's etcd,
  * {@linkcode etcdInSyncStore}).
- *
- * @example
- * ```ts
- * import { deepEqual } from "node:assert/strict";
- * import type { InSyncStore } from "./commit_tracker.ts";
- * // A store that takes every write (what the tracker's own tests do without etcd).
- * let held = { term: 2, nodes: ["n1"], modRevision: 5 };
- * const store: InSyncStore = {
- *   write: (e, nodes) => {
- *     held = { term: e.term, nodes: [...nodes], modRevision: e.modRevision + 1 };
- *     return Promise.resolve({ written: true, set: held });
- *   },
- *   read: () => Promise.resolve({ deposed: false, set: held }),
- * };
- * const r = await store.write(held, ["n1", "n2"]);
- * deepEqual(r.set?.nodes, ["n1", "n2"]);
- * ```
  */
 export interface InSyncStore {
   /**

@@ -50,14 +50,6 @@ export interface Candidate {
 /**
  * What one campaign found: won (the new term), or not (the leader there
  * is, whether this node may lead, and the revision to wait for changes after).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { CampaignResult } from "./election.ts";
- * const r: CampaignResult = { won: false, leader: null, inSync: false, revision: 12 };
- * equal(r.won, false);
- * ```
  */
 export type CampaignResult =
   | { won: true; term: number; revision: number }

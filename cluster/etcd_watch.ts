@@ -18,17 +18,6 @@ import type { EtcdClient } from "./etcd_client.ts";
 
 /**
  * One change of a watched key.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WatchEvent } from "./etcd_watch.ts";
- * const e: WatchEvent = {
- *   type: "delete",
- *   kv: { key: "/a", value: "", createRevision: 0, modRevision: 9, version: 0, lease: "0" },
- * };
- * equal(e.kv.modRevision, 9);
- * ```
  */
 export interface WatchEvent {
   /** A put (create or update) or a delete (also by an expired lease). */

@@ -28,14 +28,6 @@ import type { KeyValue } from "./_etcd_wire.ts";
 
 /**
  * A stream's in-sync set as read from etcd.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { InSyncSet } from "./in_sync.ts";
- * const set: InSyncSet = { term: 3, nodes: ["n1", "n2"], modRevision: 41 };
- * equal(set.nodes.length, 2);
- * ```
  */
 export interface InSyncSet {
   /** The term of the leader that wrote it. */
@@ -138,14 +130,6 @@ export interface InSyncWriter {
 /**
  * What {@linkcode writeInSync} did: written (the new set), or refused (the
  * set as etcd holds it now; `deposed` when the writer is no longer leader).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { InSyncWrite } from "./in_sync.ts";
- * const r: InSyncWrite = { written: false, deposed: true, set: null };
- * equal(r.written, false);
- * ```
  */
 export type InSyncWrite =
   | { written: true; set: InSyncSet }

@@ -13,14 +13,6 @@ import type { KeyValue } from "./_etcd_wire.ts";
 
 /**
  * A stream's leader as the leader key records it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { LeaderInfo } from "./leader_info.ts";
- * const l: LeaderInfo = { node: "n1", url: "http://127.0.0.1:8801", term: 7, lease: "42" };
- * equal(l.term, 7);
- * ```
  */
 export interface LeaderInfo {
   /** The leader's node name. */

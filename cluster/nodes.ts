@@ -54,14 +54,6 @@ export class NodeNameTakenError extends Error {
 
 /**
  * A registered node.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { NodeInfo } from "./nodes.ts";
- * const n: NodeInfo = { node: "n1", url: "http://h1:8801" };
- * equal(n.node, "n1");
- * ```
  */
 export interface NodeInfo {
   /** Its name. */

@@ -120,14 +120,6 @@ export interface ReplicaSinkOptions {
 /**
  * How a sink's connection ended: the socket closed (`code`, `reason`), or an
  * error the sink met (a message it could not take, a failed append).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { SinkEnd } from "./replica_sink.ts";
- * const end: SinkEnd = { code: 4409, reason: "not_leader", error: null };
- * equal(end.code, 4409);
- * ```
  */
 export interface SinkEnd {
   /** The close code (0 when the socket never opened). */

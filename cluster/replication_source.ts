@@ -46,25 +46,11 @@ import { CommitRing, type HeldCommit } from "./commit_ring.ts";
 /**
  * Default bytes of recent commits the leader keeps for followers (the ring,
  * `--replica-ring-bytes`): 16 MiB.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_RING_BYTES } from "./replication_source.ts";
- * equal(DEFAULT_RING_BYTES, 16 * 1024 * 1024);
- * ```
  */
 export const DEFAULT_RING_BYTES = 16 << 20;
 /**
  * The smallest ring `--replica-ring-bytes` takes: 64 KiB. The ring always
  * keeps the newest commit, whatever its size.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MIN_RING_BYTES } from "./replication_source.ts";
- * equal(MIN_RING_BYTES, 65536);
- * ```
  */
 export const MIN_RING_BYTES = 64 << 10;
 /** Default bytes sent to a follower and not yet durable there: 8 MiB. */
@@ -75,21 +61,6 @@ const CATCH_UP_READ_BYTES = 1 << 20;
 /**
  * What a source tells its owner about followers (the node hands them to its
  * commit tracker).
- *
- * @example
- * ```ts
- * import { deepEqual } from "node:assert/strict";
- * import type { SourceEvents } from "./replication_source.ts";
- * const seen: string[] = [];
- * const events: SourceEvents = {
- *   connected: (n) => seen.push(`+${n}`),
- *   disconnected: (n) => seen.push(`-${n}`),
- *   durable: (n, end) => seen.push(`${n}@${end}`),
- * };
- * events.connected("n2");
- * events.durable("n2", 41);
- * deepEqual(seen, ["+n2", "n2@41"]);
- * ```
  */
 export interface SourceEvents {
   /** `node` finished its handshake and is shipped from now on. */

@@ -44,14 +44,6 @@
 /**
  * The request header a follower shows its registration's instance id in,
  * when it opens a leader's replicate route (`nodes.ts`, `checkMember`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { INSTANCE_HEADER } from "./replication_wire.ts";
- * const headers = new Headers({ [INSTANCE_HEADER]: "0123456789abcdef0123456789abcdef" });
- * equal(headers.get("Streamcast-Instance")?.length, 32);
- * ```
  */
 export const INSTANCE_HEADER = "streamcast-instance";
 
@@ -101,14 +93,6 @@ const dec = new TextDecoder("utf-8", { fatal: true });
 /**
  * A producer record as a commit carries it: producer `producer`'s commit
  * `seq` holds rows `[first, last]` (seq 0: the producer was forgotten).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WireRecord } from "./replication_wire.ts";
- * const r: WireRecord = { producer: "p1", seq: 4, first: 10, last: 12 };
- * equal(r.last - r.first + 1, 3);
- * ```
  */
 export interface WireRecord {
   /** The producer's name. */
@@ -123,14 +107,6 @@ export interface WireRecord {
 
 /**
  * Rows written at one append time.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WireRun } from "./replication_wire.ts";
- * const run: WireRun = { timeUs: 1_700_000_000_000_000, payloads: [new Uint8Array([123, 125])] };
- * equal(run.payloads.length, 1);
- * ```
  */
 export interface WireRun {
   /** Append time of the rows, µs since the epoch. */
@@ -379,14 +355,6 @@ export function decodeCommit(bytes: Uint8Array): WireCommit {
 
 /**
  * A control message (a text frame), either way.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ControlMessage } from "./replication_wire.ts";
- * const m: ControlMessage = { type: "durable", end: 120 };
- * equal(m.type, "durable");
- * ```
  */
 export type ControlMessage =
   | {

@@ -1,5 +1,5 @@
 /**
- * One `stream_id` for a stream on every node of a cluster (DESIGN §18: a
+ * One `stream_id` for a stream on every node of a cluster (docs/SPEC.md §11: a
  * consumer moves between nodes with its cursor and `stream_id`). The first
  * node to start the stream writes its id to etcd; every other node creates
  * its log with that id, and a node whose log already has another id refuses
@@ -31,14 +31,6 @@ import { DEFAULT_PREFIX, streamKeys } from "./keys.ts";
 
 /**
  * The stream id the cluster has for a stream, and the node that wrote it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ClusterStreamId } from "./stream_identity.ts";
- * const id: ClusterStreamId = { streamId: "a".repeat(32), by: "n1" };
- * equal(id.by, "n1");
- * ```
  */
 export interface ClusterStreamId {
   /** The id (32 lowercase hex). */
@@ -135,14 +127,6 @@ export function streamIdRefusal(stream: string, local: string, cluster: ClusterS
  * Whether a node's copy of a stream's log may stand for the committed rows
  * (it may campaign at once), or the node is joining (it campaigns only once
  * caught up from a leader), and why.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { CopyStanding } from "./stream_identity.ts";
- * const s: CopyStanding = { joining: true, why: "this node's log was made now" };
- * equal(s.joining, true);
- * ```
  */
 export interface CopyStanding {
   /** The node must catch up from a leader before it campaigns. */

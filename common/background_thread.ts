@@ -44,14 +44,6 @@ export interface ServiceModule<In, Out> {
 /**
  * A message between the main thread and a service on the background thread:
  * the service's module URL, and the message.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ServiceEnvelope } from "./background_thread.ts";
- * const e: ServiceEnvelope = { service: "file:///s.ts", msg: { dir: "/a" } };
- * equal(e.service, "file:///s.ts");
- * ```
  */
 export interface ServiceEnvelope {
   service: string;

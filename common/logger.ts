@@ -49,14 +49,6 @@ export type LogFields = Record<string, unknown>;
 
 /**
  * Options of {@linkcode Logger}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { LoggerOptions } from "./logger.ts";
- * const options: LoggerOptions = { level: "debug", format: "json" };
- * equal(options.level, "debug");
- * ```
  */
 export interface LoggerOptions {
   /** Events below this level are dropped. @default "info" */

@@ -35,18 +35,6 @@ type S3Sdk = typeof import("@aws-sdk/client-s3");
 
 /**
  * Where an S3 archive (or an object in one) is and how to reach it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ArchiveOptions } from "./s3.ts";
- * const archive: ArchiveOptions = {
- *   uri: "s3://archive/prod",
- *   endpoint: "http://127.0.0.1:9000",
- *   forcePathStyle: true,
- * };
- * equal(archive.uri, "s3://archive/prod");
- * ```
  */
 export interface ArchiveOptions {
   /** `s3://bucket/prefix` (the prefix may be empty). */
@@ -61,14 +49,6 @@ export interface ArchiveOptions {
 
 /**
  * A parsed `s3://` URI.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { S3Location } from "./s3.ts";
- * const loc: S3Location = { bucket: "market-data", prefix: "prod" };
- * equal(loc.prefix, "prod");
- * ```
  */
 export interface S3Location {
   /** The bucket. */
@@ -269,17 +249,6 @@ export function isS3PreconditionFailed(err: unknown): boolean {
 
 /**
  * How an object is stored.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PutObjectOptions } from "./s3.ts";
- * const chunk: PutObjectOptions = {
- *   contentType: "application/zstd",
- *   cacheControl: "public, max-age=31536000, immutable",
- * };
- * equal(chunk.contentType, "application/zstd");
- * ```
  */
 export interface PutObjectOptions {
   /** The `Content-Type`. @default "application/octet-stream" */

@@ -9,14 +9,6 @@
 
 /**
  * A worker's JavaScript heap and external memory, bytes.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WorkerMemory } from "./worker_memory.ts";
- * const m: WorkerMemory = { heapUsed: 1, heapTotal: 2, external: 0 };
- * equal(m.heapTotal >= m.heapUsed, true);
- * ```
  */
 export interface WorkerMemory {
   heapUsed: number;
@@ -26,14 +18,6 @@ export interface WorkerMemory {
 
 /**
  * The message a worker posts with its memory, beside its own messages.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { MemoryMessage } from "./worker_memory.ts";
- * const m: MemoryMessage = { type: "memory", memory: { heapUsed: 1, heapTotal: 2, external: 0 } };
- * equal(m.type, "memory");
- * ```
  */
 export interface MemoryMessage {
   type: "memory";

@@ -20,13 +20,6 @@ import { parentPort, Worker } from "node:worker_threads";
 /**
  * The largest young generation (its new space) a background worker's heap
  * may reserve, MiB: V8's own cap on a Web Worker is 64.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { WORKER_YOUNG_GENERATION_MIB } from "./worker_thread.ts";
- * ok(WORKER_YOUNG_GENERATION_MIB >= 4 && WORKER_YOUNG_GENERATION_MIB < 64);
- * ```
  */
 export const WORKER_YOUNG_GENERATION_MIB = 8;
 

@@ -12,13 +12,6 @@ import { Buffer } from "node:buffer";
 
 /**
  * An Avro schema, as JSON.
- *
- * @example
- * ```ts
- * import type { AvroSchema } from "./avro_file.ts";
- * const s: AvroSchema = { type: "record", name: "r", fields: [{ name: "n", type: "long" }] };
- * console.log(s.type);
- * ```
  */
 export type AvroSchema = Record<string, unknown>;
 
@@ -76,13 +69,6 @@ export async function writeAvro(
 
 /**
  * An Avro file as read: its header's schema and metadata, and its records.
- *
- * @example
- * ```ts
- * import type { AvroFile } from "./avro_file.ts";
- * const f: AvroFile = { schema: {}, metadata: {}, records: [] };
- * console.log(f.records.length);
- * ```
  */
 export interface AvroFile {
   /** The writer's schema (from the header). */

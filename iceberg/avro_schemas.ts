@@ -39,24 +39,10 @@ import type { AvroSchema } from "./avro_file.ts";
 
 /**
  * The partition field's id (the first partition field id, as Iceberg assigns them).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { PARTITION_FIELD_ID } from "./avro_schemas.ts";
- * equal(PARTITION_FIELD_ID, 1000);
- * ```
  */
 export const PARTITION_FIELD_ID = 1000;
 /**
  * The partition field's name.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { PARTITION_FIELD } from "./avro_schemas.ts";
- * equal(PARTITION_FIELD, "streamcast_time_day");
- * ```
  */
 export const PARTITION_FIELD = "streamcast_time_day";
 
@@ -85,14 +71,6 @@ function intMap(name: string, id: number, keyId: number, valueId: number, value:
 
 /**
  * The Avro schema of a manifest's records (`manifest_entry`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MANIFEST_ENTRY_SCHEMA } from "./avro_schemas.ts";
- * const fields = MANIFEST_ENTRY_SCHEMA.fields as { name: string; "field-id": number }[];
- * equal(fields.find((f) => f.name === "data_file")?.["field-id"], 2);
- * ```
  */
 export const MANIFEST_ENTRY_SCHEMA: AvroSchema = {
   type: "record",
@@ -143,15 +121,6 @@ export const MANIFEST_ENTRY_SCHEMA: AvroSchema = {
 
 /**
  * The Avro schema of a manifest list's records (`manifest_file`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MANIFEST_FILE_SCHEMA } from "./avro_schemas.ts";
- * const fields = MANIFEST_FILE_SCHEMA.fields as { name: string; "field-id": number }[];
- * equal(fields[0].name, "manifest_path");
- * equal(fields[0]["field-id"], 500);
- * ```
  */
 export const MANIFEST_FILE_SCHEMA: AvroSchema = {
   type: "record",

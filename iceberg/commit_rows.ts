@@ -38,16 +38,6 @@ import type { RecordBatch } from "../log/mod.ts";
 
 /**
  * A chunk holding rows past the table's end, and where it is read from.
- *
- * @example
- * ```ts
- * import type { PendingChunk } from "./commit_rows.ts";
- * const p: PendingChunk = {
- *   entry: { first: 1, last: 2, rows: 2, bytes: 9, sha256: "ab", first_ts: 1, last_ts: 2 },
- *   archived: false,
- * };
- * console.log(p.archived);
- * ```
  */
 export interface PendingChunk {
   /** The chunk, as its manifest lists it. */

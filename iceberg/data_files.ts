@@ -44,13 +44,6 @@ export const DAY_US = 86_400_000_000;
 
 /**
  * Rows per Parquet row group in a data file.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ROW_GROUP_ROWS } from "./data_files.ts";
- * equal(ROW_GROUP_ROWS, 262144);
- * ```
  */
 export const ROW_GROUP_ROWS = 1 << 18;
 
@@ -59,13 +52,6 @@ const BATCH_ROWS = 1 << 16;
 
 /**
  * One data file, made: its partition, bytes and bounds.
- *
- * @example
- * ```ts
- * import type { MadeFile } from "./data_files.ts";
- * const name = (f: MadeFile): string => `${f.firstOffset}-${f.lastOffset}`;
- * console.log(typeof name);
- * ```
  */
 export interface MadeFile {
   /** Days since 1970-01-01 of its rows' append times. */

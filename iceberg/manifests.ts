@@ -25,13 +25,6 @@ import type { IcebergSchema } from "./schema.ts";
 
 /**
  * The table's partition spec (JSON form): `day(streamcast_time)`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { PARTITION_SPEC } from "./manifests.ts";
- * equal(PARTITION_SPEC.fields[0].transform, "day");
- * ```
  */
 export const PARTITION_SPEC = {
   "spec-id": 0,
@@ -45,39 +38,15 @@ export const PARTITION_SPEC = {
 
 /**
  * Manifest entry status: the file was added by the entry's snapshot.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ADDED, EXISTING } from "./manifests.ts";
- * equal([ADDED, EXISTING].join(), "1,0");
- * ```
  */
 export const ADDED = 1;
 /**
  * Manifest entry status: the file was added by an earlier snapshot.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { EXISTING } from "./manifests.ts";
- * equal(EXISTING, 0);
- * ```
  */
 export const EXISTING = 0;
 
 /**
  * A data file of the table, as its manifest entry describes it.
- *
- * @example
- * ```ts
- * import type { DataFile } from "./manifests.ts";
- * const f: DataFile = {
- *   path: "file:///data/t/iceberg/data/x.parquet", day: 20000, rows: 2, bytes: 900,
- *   firstOffset: 1, lastOffset: 2, firstTimeUs: 1, lastTimeUs: 2,
- * };
- * console.log(f.rows);
- * ```
  */
 export interface DataFile {
   /** Its absolute URI. */
@@ -100,13 +69,6 @@ export interface DataFile {
 
 /**
  * One record of a manifest (`manifest_entry`), as Avro holds it.
- *
- * @example
- * ```ts
- * import type { ManifestEntry } from "./manifests.ts";
- * const status = (e: ManifestEntry): number => e.status;
- * console.log(typeof status);
- * ```
  */
 export interface ManifestEntry {
   /** 0 EXISTING, 1 ADDED, 2 DELETED. */
@@ -123,13 +85,6 @@ export interface ManifestEntry {
 
 /**
  * One record of a manifest list (`manifest_file`), as Avro holds it.
- *
- * @example
- * ```ts
- * import type { ManifestFile } from "./manifests.ts";
- * const rows = (m: ManifestFile): number => m.added_rows_count + m.existing_rows_count;
- * console.log(typeof rows);
- * ```
  */
 export interface ManifestFile {
   manifest_path: string;

@@ -19,58 +19,23 @@ import type { IcebergSchema } from "./schema.ts";
 
 /**
  * Snapshots kept in the metadata (older ones are expired from it).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { KEPT_SNAPSHOTS } from "./metadata.ts";
- * equal(KEPT_SNAPSHOTS, 100);
- * ```
  */
 export const KEPT_SNAPSHOTS = 100;
 /**
  * Earlier metadata files listed in `metadata-log` (older ones are deleted).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { KEPT_METADATA_FILES } from "./metadata.ts";
- * equal(KEPT_METADATA_FILES, 100);
- * ```
  */
 export const KEPT_METADATA_FILES = 100;
 /**
  * The snapshot summary key of the first offset a snapshot added.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FIRST_OFFSET_KEY } from "./metadata.ts";
- * equal(FIRST_OFFSET_KEY, "streamcast.first-offset");
- * ```
  */
 export const FIRST_OFFSET_KEY = "streamcast.first-offset";
 /**
  * The snapshot summary key of the last offset a snapshot added.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { LAST_OFFSET_KEY } from "./metadata.ts";
- * equal(LAST_OFFSET_KEY, "streamcast.last-offset");
- * ```
  */
 export const LAST_OFFSET_KEY = "streamcast.last-offset";
 
 /**
  * A snapshot (JSON form).
- *
- * @example
- * ```ts
- * import type { Snapshot } from "./metadata.ts";
- * const added = (s: Snapshot): string => s.summary["added-records"];
- * console.log(typeof added);
- * ```
  */
 export interface Snapshot {
   "snapshot-id": number;
@@ -85,13 +50,6 @@ export interface Snapshot {
 /**
  * Table metadata (JSON form): the fields this writer reads and writes; any
  * others are kept as they are.
- *
- * @example
- * ```ts
- * import type { TableMetadata } from "./metadata.ts";
- * const seq = (m: TableMetadata): number => m["last-sequence-number"];
- * console.log(typeof seq);
- * ```
  */
 export interface TableMetadata {
   "format-version": 2;
@@ -255,16 +213,6 @@ export function snapshotId(streamId: string, first: number, last: number): numbe
 
 /**
  * What an append commit adds: its snapshot's id, files and counts.
- *
- * @example
- * ```ts
- * import type { AppendCommit } from "./metadata.ts";
- * const c: AppendCommit = {
- *   snapshotId: 7, manifestList: "file:///t/metadata/snap-7.avro", firstOffset: 1, lastOffset: 9,
- *   addedFiles: 1, addedRecords: 9, addedBytes: 900, changedPartitions: 1, nowMs: 1,
- * };
- * console.log(c.addedRecords);
- * ```
  */
 export interface AppendCommit {
   snapshotId: number;

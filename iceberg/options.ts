@@ -11,25 +11,11 @@ import type { Logger } from "../common/logger.ts";
  * The default of {@linkcode IcebergOptions.maxCommitBytes}: 64 MiB of
  * rows (as stored) per commit at most, the default segment's size, so a
  * chunk of a default log is one commit.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DEFAULT_MAX_COMMIT_BYTES } from "./options.ts";
- * equal(DEFAULT_MAX_COMMIT_BYTES, 64 * 1024 * 1024);
- * ```
  */
 export const DEFAULT_MAX_COMMIT_BYTES = 64 << 20;
 
 /**
  * Options of a stream's Iceberg table (`StreamOptions.iceberg`, `IcebergTable.start`).
- *
- * @example
- * ```ts
- * import type { IcebergOptions } from "./options.ts";
- * const o: IcebergOptions = { maxCommitBytes: 16 << 20 };
- * console.log(o.maxCommitBytes);
- * ```
  */
 export interface IcebergOptions {
   /**

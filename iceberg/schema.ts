@@ -31,67 +31,34 @@
  */
 
 import {
-  Bool,
   type DataType,
   Field,
-  Float32,
-  Float64,
-  Int32,
-  Int64,
   List,
   Schema,
   Struct,
   TimestampMicrosecond,
   Type,
-  Utf8,
 } from "apache-arrow";
-import { typedArrow } from "../arrow/nested_type.ts";
+import { scalarArrowType, type ScalarColumnType, scalarColumnType } from "../arrow/scalar_type.ts";
+import { columnField } from "../arrow/schema.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { Column } from "../schema/row_schema.ts";
 
 /**
  * The name of the offset column (field id 1).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { OFFSET_FIELD } from "./schema.ts";
- * equal(OFFSET_FIELD, "streamcast_offset");
- * ```
  */
 export const OFFSET_FIELD = "streamcast_offset";
 /**
  * The name of the append-time column (field id 2).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { TIME_FIELD } from "./schema.ts";
- * equal(TIME_FIELD, "streamcast_time");
- * ```
  */
 export const TIME_FIELD = "streamcast_time";
 /**
  * The Arrow field metadata key the Parquet writer (arrow-rs) reads a field id from.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FIELD_ID_KEY } from "./schema.ts";
- * equal(FIELD_ID_KEY, "PARQUET:field_id");
- * ```
  */
 export const FIELD_ID_KEY = "PARQUET:field_id";
 
 /**
  * An Iceberg primitive type this table uses.
- *
- * @example
- * ```ts
- * import type { IcebergPrimitive } from "./schema.ts";
- * const t: IcebergPrimitive = "timestamptz";
- * console.log(t);
- * ```
  */
 export type IcebergPrimitive =
   | "boolean"
@@ -104,13 +71,6 @@ export type IcebergPrimitive =
 
 /**
  * An Iceberg list type (JSON form).
- *
- * @example
- * ```ts
- * import type { IcebergList } from "./schema.ts";
- * const l: IcebergList = { type: "list", "element-id": 5, "element-required": true, element: "double" };
- * console.log(l["element-id"]);
- * ```
  */
 export interface IcebergList {
   /** Always "list". */
@@ -125,13 +85,6 @@ export interface IcebergList {
 
 /**
  * An Iceberg struct type (JSON form).
- *
- * @example
- * ```ts
- * import type { IcebergStruct } from "./schema.ts";
- * const s: IcebergStruct = { type: "struct", fields: [{ id: 4, name: "px", required: true, type: "double" }] };
- * console.log(s.fields.length);
- * ```
  */
 export interface IcebergStruct {
   /** Always "struct". */
@@ -142,25 +95,11 @@ export interface IcebergStruct {
 
 /**
  * An Iceberg type, as the table metadata's JSON writes it.
- *
- * @example
- * ```ts
- * import type { IcebergType } from "./schema.ts";
- * const t: IcebergType = "long";
- * console.log(t);
- * ```
  */
 export type IcebergType = IcebergPrimitive | IcebergList | IcebergStruct;
 
 /**
  * One field of an Iceberg struct (or of the table schema).
- *
- * @example
- * ```ts
- * import type { IcebergField } from "./schema.ts";
- * const f: IcebergField = { id: 3, name: "price", required: true, type: "double" };
- * console.log(f.id);
- * ```
  */
 export interface IcebergField {
   /** The field id, unique in the table. */
@@ -175,13 +114,6 @@ export interface IcebergField {
 
 /**
  * An Iceberg table schema (JSON form, as in the table metadata's `schemas`).
- *
- * @example
- * ```ts
- * import type { IcebergSchema } from "./schema.ts";
- * const s: IcebergSchema = { type: "struct", "schema-id": 0, fields: [] };
- * console.log(s["schema-id"]);
- * ```
  */
 export interface IcebergSchema {
   /** Always "struct". */
@@ -195,13 +127,6 @@ export interface IcebergSchema {
 /**
  * The table's schemas, one per version of the stream's schema, and the
  * highest field id they use.
- *
- * @example
- * ```ts
- * import type { TableSchemas } from "./schema.ts";
- * const t: TableSchemas = { schemas: [], lastColumnId: 2 };
- * console.log(t.lastColumnId);
- * ```
  */
 export interface TableSchemas {
   /** One per schema version, oldest first; `schema-id` is the version's index. */
@@ -210,16 +135,27 @@ export interface TableSchemas {
   lastColumnId: number;
 }
 
+/** The Iceberg type of each scalar column type (and so of its Arrow type). */
+const ICEBERG_TYPE: Record<ScalarColumnType, IcebergPrimitive> = {
+  boolean: "boolean",
+  int32: "int",
+  int64: "long",
+  float: "float",
+  double: "double",
+  string: "string",
+};
+
+/** The scalar column type of each Iceberg primitive but `timestamptz` (the append time's). */
+const SCALAR_TYPE = Object.fromEntries(
+  Object.entries(ICEBERG_TYPE).map(([column, iceberg]) => [iceberg, column]),
+) as Record<Exclude<IcebergPrimitive, "timestamptz">, ScalarColumnType>;
+
+// The Iceberg type of an Arrow type a column has (see `columnField`), its
+// nested field ids not assigned yet (0).
 function unassigned(type: DataType, nullable: boolean): IcebergType {
+  const scalar = scalarColumnType(type);
+  if (scalar !== null) return ICEBERG_TYPE[scalar];
   switch (type.typeId) {
-    case Type.Bool:
-      return "boolean";
-    case Type.Int:
-      return (type as Int32 | Int64).bitWidth === 32 ? "int" : "long";
-    case Type.Float:
-      return (type as Float32 | Float64).precision === 1 ? "float" : "double";
-    case Type.Utf8:
-      return "string";
     case Type.List: {
       const child = (type as List).children[0];
       return {
@@ -245,25 +181,11 @@ function unassigned(type: DataType, nullable: boolean): IcebergType {
 
 /**
  * The Iceberg type of one of a stream's columns, its nested field ids not
- * assigned yet (0).
+ * assigned yet (0): that of its Arrow type, so a nested column that is JSON
+ * text is a `string`.
  */
 function columnType(c: Column): IcebergType {
-  switch (c.type) {
-    case "boolean":
-      return "boolean";
-    case "int32":
-      return "int";
-    case "int64":
-      return "long";
-    case "float":
-      return "float";
-    case "double":
-      return "double";
-    case "string":
-      return "string";
-  }
-  const typed = typedArrow(c.schema);
-  return typed === null ? "string" : unassigned(typed.type, c.nullable);
+  return unassigned(columnField(c).type, c.nullable);
 }
 
 // Gives the nested fields inside `type` ids from `next()`: a struct's own
@@ -402,24 +324,8 @@ function fieldMeta(id: number): Map<string, string> {
 }
 
 function arrowOf(type: IcebergType): DataType {
-  if (typeof type === "string") {
-    switch (type) {
-      case "boolean":
-        return new Bool();
-      case "int":
-        return new Int32();
-      case "long":
-        return new Int64();
-      case "float":
-        return new Float32();
-      case "double":
-        return new Float64();
-      case "string":
-        return new Utf8();
-      case "timestamptz":
-        return new TimestampMicrosecond("UTC");
-    }
-  }
+  if (type === "timestamptz") return new TimestampMicrosecond("UTC");
+  if (typeof type === "string") return scalarArrowType(SCALAR_TYPE[type]);
   if (type.type === "list") {
     return new List(
       new Field(

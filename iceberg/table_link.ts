@@ -38,16 +38,6 @@ function acquireWorker(): IcebergWorker {
 /**
  * Options of {@linkcode IcebergTable.start}: the table's options, and the
  * guard of a writer whose right to write can end.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IcebergTableOptions } from "./table_link.ts";
- * let leads = true;
- * const o: IcebergTableOptions = { mayCommit: () => leads };
- * leads = false;
- * equal(o.mayCommit?.(), false);
- * ```
  */
 export interface IcebergTableOptions extends IcebergOptions {
   /**

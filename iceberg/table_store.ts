@@ -22,13 +22,6 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 /**
  * A table's files, by path relative to the table's location
  * (`metadata/v1.metadata.json`, `data/…/x.parquet`).
- *
- * @example
- * ```ts
- * import type { TableStore } from "./table_store.ts";
- * const hint = async (store: TableStore) => await store.read("metadata/version-hint.text");
- * console.log(typeof hint);
- * ```
  */
 export interface TableStore {
   /** The table's location: an absolute URI, no trailing slash. */

@@ -75,13 +75,6 @@ import { DEFAULT_MAX_COMMIT_BYTES } from "./options.ts";
 /**
  * The steps of a commit, in order (see the module doc); a test may stop the
  * writer after any of them.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { COMMIT_STEPS } from "./table_writer.ts";
- * equal(COMMIT_STEPS.at(-1), "hint-written");
- * ```
  */
 export const COMMIT_STEPS = [
   "data-written",
@@ -93,25 +86,11 @@ export const COMMIT_STEPS = [
 
 /**
  * A step of a commit.
- *
- * @example
- * ```ts
- * import type { CommitStep } from "./table_writer.ts";
- * const step: CommitStep = "metadata-written";
- * console.log(step);
- * ```
  */
 export type CommitStep = typeof COMMIT_STEPS[number];
 
 /**
  * Manifests smaller than this are merged once a snapshot lists `mergeManifestsAt` of them.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MERGE_BELOW_BYTES } from "./table_writer.ts";
- * equal(MERGE_BELOW_BYTES, 8 * 1024 * 1024);
- * ```
  */
 export const MERGE_BELOW_BYTES = 8 << 20;
 
@@ -119,13 +98,6 @@ const HINT = "metadata/version-hint.text";
 
 /**
  * Options of {@linkcode TableWriter}.
- *
- * @example
- * ```ts
- * import type { TableWriterOptions } from "./table_writer.ts";
- * const o: Partial<TableWriterOptions> = { maxCommitBytes: 1 << 20 };
- * console.log(o.maxCommitBytes);
- * ```
  */
 export interface TableWriterOptions {
   /** The table's files. */
@@ -158,13 +130,6 @@ export interface TableWriterOptions {
 
 /**
  * What one commit added.
- *
- * @example
- * ```ts
- * import type { CommitReport } from "./table_writer.ts";
- * const r: CommitReport = { version: 2, snapshotId: 9, firstOffset: 1, lastOffset: 10, rows: 10, files: 1 };
- * console.log(r.rows);
- * ```
  */
 export interface CommitReport {
   /** The table version made. */

@@ -11,16 +11,6 @@ import type { ArchiveOptions } from "../common/s3.ts";
 
 /**
  * Where a table lives and what it takes.
- *
- * @example
- * ```ts
- * import type { TableSpec } from "./worker_protocol.ts";
- * const spec: TableSpec = {
- *   dir: "data/trades", stream: "trades", streamId: "0".repeat(32),
- *   archive: null, maxCommitBytes: 64 << 20,
- * };
- * console.log(spec.archive === null ? `${spec.dir}/iceberg` : "in the archive");
- * ```
  */
 export interface TableSpec {
   /** The log folder (the table is `DIR/iceberg` without an archive). */
@@ -43,13 +33,6 @@ export interface TableSpec {
 
 /**
  * How far a table has got.
- *
- * @example
- * ```ts
- * import type { TableState } from "./worker_protocol.ts";
- * const lag = (s: TableState, through: number): number => through - s.lastOffset;
- * console.log(typeof lag);
- * ```
  */
 export interface TableState {
   /** The table's location (an absolute URI). */
@@ -72,13 +55,6 @@ export interface TableState {
 
 /**
  * Messages to the worker.
- *
- * @example
- * ```ts
- * import type { ToIcebergWorker } from "./worker_protocol.ts";
- * const kick: ToIcebergWorker = { type: "kick", dir: "data/trades" };
- * console.log(kick.type);
- * ```
  */
 export type ToIcebergWorker =
   | { type: "open"; spec: TableSpec }
@@ -91,13 +67,6 @@ export type ToIcebergWorker =
  * worker itself dies: every table it held is let go). `may-commit` asks a
  * guarded table's thread whether the commit about to be made may be made; the
  * answer comes back as the `may-commit` message to the worker with the same id.
- *
- * @example
- * ```ts
- * import type { FromIcebergWorker } from "./worker_protocol.ts";
- * const closed: FromIcebergWorker = { type: "closed", dir: "data/trades" };
- * console.log(closed.type);
- * ```
  */
 export type FromIcebergWorker =
   | { type: "state"; dir: string; state: TableState }

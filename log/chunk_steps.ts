@@ -57,25 +57,6 @@ import { crashStep } from "./crash_hook.ts";
 
 /**
  * What the worker keeps of one log.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ChunkLogState } from "./chunk_steps.ts";
- * import { emptyManifest } from "./chunk.ts";
- * import { DEFAULT_CHUNK_POLICY } from "./options.ts";
- * import { REAL_IO } from "./log_io.ts";
- * const st: ChunkLogState = {
- *   dir: "data/t",
- *   stream: "t",
- *   manifest: emptyManifest("t", "0".repeat(32)),
- *   policy: DEFAULT_CHUNK_POLICY,
- *   io: REAL_IO,
- *   post: () => {},
- *   archive: null,
- * };
- * equal(st.manifest.generation, 0);
- * ```
  */
 export interface ChunkLogState {
   /** The log folder. */

@@ -59,14 +59,6 @@ export interface ProducerTag {
 
 /**
  * Rows of one commit written at one append time.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { CommitRun } from "./committer.ts";
- * const run: CommitRun = { timeUs: 5, payloads: ["{}"] };
- * equal(run.payloads.length, 1);
- * ```
  */
 export interface CommitRun {
   /** Append time of the rows, µs. */

@@ -7,9 +7,7 @@
  * @module
  */
 
-import { join } from "node:path";
-import { writeCheckedJson } from "./meta_file.ts";
-import { META_FILE, readMeta } from "./log_meta.ts";
+import { readMeta, writeMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SegmentWriter } from "./segment_writer.ts";
 import { type Active, createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
@@ -44,7 +42,7 @@ export async function fenceSegment(
   const meta = (await readMeta(log.dir))?.meta;
   if (meta) {
     meta.fenced = [...(meta.fenced ?? []).slice(-7), old.seg.info.firstOffset];
-    await writeCheckedJson(join(log.dir, META_FILE), meta, opts.io);
+    await writeMeta(log.dir, meta, opts.io);
   }
   const seg = newSegmentState(log.dir, log.streamId, log.name, offset, opts);
   // Make the fenced segment first: a crash before the removal below leaves an

@@ -8,7 +8,8 @@
 
 import { join } from "node:path";
 import { parseSegmentFileName } from "./format.ts";
-import { readCheckedJson } from "./meta_file.ts";
+import { type LogIo, REAL_IO } from "./log_io.ts";
+import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 import { LogCorruptError } from "./errors.ts";
 import { readHeader } from "./segment_reader.ts";
 
@@ -62,23 +63,65 @@ export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: b
 }
 
 /**
- * The error for a segment whose header names another stream id than
- * `log.json`: which of the two is believed damaged, and why. A header's
- * checksum is good (it was read), so the segment is intact; `log.json` with a
- * good checksum is intact too (the segment belongs to another log), while an
- * unchecked `log.json` (an old one) is blamed unless another segment agrees
- * with it.
+ * Writes `log.json` in `dir`, with its checksum, replacing the old one
+ * atomically (see `meta_file.ts`).
  *
  * @example
  * ```ts
- * import { equal } from "node:assert/strict";
- * import { streamIdMismatch } from "./log_meta.ts";
- * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0 };
- * const err = streamIdMismatch("d", meta, false, "d/1.seg", "b".repeat(32), false);
- * equal(err.path, "d/log.json");
+ * import { deepEqual } from "node:assert/strict";
+ * import { readMeta, writeMeta } from "./log_meta.ts";
+ * const dir = await Deno.makeTempDir();
+ * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0, fenced: [7] };
+ * await writeMeta(dir, meta);
+ * deepEqual(await readMeta(dir), { meta, checked: true });
  * ```
  */
-export function streamIdMismatch(
+export async function writeMeta(dir: string, meta: LogMeta, io: LogIo = REAL_IO): Promise<void> {
+  await writeCheckedJson(join(dir, META_FILE), meta, io);
+}
+
+/**
+ * Checks that the header of the segment at `segmentPath` names the stream of
+ * `log.json` (`meta`, `checked` when its checksum was good), the rule open
+ * and verify both apply. Otherwise throws a {@linkcode LogCorruptError}
+ * saying which of the two is believed damaged, and why. A header's checksum
+ * is good (it was read), so the segment is intact; `log.json` with a good
+ * checksum is intact too (the segment belongs to another log), while an
+ * unchecked `log.json` (an old one) is blamed unless another segment of `dir`
+ * agrees with it.
+ *
+ * @example
+ * ```ts
+ * import { rejects } from "node:assert/strict";
+ * import { join } from "node:path";
+ * import { checkSegmentStreamId } from "./log_meta.ts";
+ * const dir = await Deno.makeTempDir();
+ * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0 };
+ * const segment = join(dir, "00000000000000000001.seg");
+ * await checkSegmentStreamId(dir, meta, false, segment, "a".repeat(32));
+ * await rejects(
+ *   checkSegmentStreamId(dir, meta, true, segment, "b".repeat(32)),
+ *   (e: Error & { path?: string }) => e.path === segment, // a segment of another log
+ * );
+ * await rejects(
+ *   checkSegmentStreamId(dir, meta, false, segment, "b".repeat(32)),
+ *   (e: Error & { path?: string }) => e.path === join(dir, "log.json"), // log.json is blamed
+ * );
+ * ```
+ */
+export async function checkSegmentStreamId(
+  dir: string,
+  meta: LogMeta,
+  checked: boolean,
+  segmentPath: string,
+  segmentId: string,
+): Promise<void> {
+  if (segmentId === meta.stream_id) return;
+  const agree = !checked && await otherHeadersAgree(dir, segmentPath, meta.stream_id);
+  throw streamIdMismatch(dir, meta, checked, segmentPath, segmentId, agree);
+}
+
+function streamIdMismatch(
   dir: string,
   meta: LogMeta,
   checked: boolean,
@@ -104,17 +147,8 @@ export function streamIdMismatch(
   );
 }
 
-/**
- * Whether a segment of `dir` other than `path` has a good header naming `streamId`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { otherHeadersAgree } from "./log_meta.ts";
- * equal(await otherHeadersAgree(await Deno.makeTempDir(), "x.seg", "a".repeat(32)), false);
- * ```
- */
-export async function otherHeadersAgree(
+// Whether a segment of `dir` other than `path` has a good header naming `streamId`.
+async function otherHeadersAgree(
   dir: string,
   path: string,
   streamId: string,

@@ -50,14 +50,6 @@ const MAX_BODY_BYTES = 4096;
 /**
  * One journal record: producer `producer`'s commit `seq` holds the rows
  * `[first, last]` (seq 0: the producer is forgotten).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ProducerRecord } from "./producer_journal.ts";
- * const r: ProducerRecord = { producer: "collector-1", seq: 7, first: 100, last: 199 };
- * equal(r.last - r.first + 1, 100);
- * ```
  */
 export interface ProducerRecord {
   /** The producer's name. */
@@ -121,14 +113,6 @@ function isRecord(v: unknown): v is { p: string; s: number; f: number; l: number
  * the byte position of the record it could not take, what was wrong, and
  * the position right after that record when its length was plausible (null:
  * the length itself was impossible, or the record is cut short).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { JournalStop } from "./producer_journal.ts";
- * const s: JournalStop = { at: 8, why: "checksum mismatch", next: 60 };
- * equal(s.why, "checksum mismatch");
- * ```
  */
 export interface JournalStop {
   /** Byte position of the record. */
@@ -245,14 +229,6 @@ const BODY_START = enc.encode('{"p":');
 /**
  * Damaged bytes {@linkcode readJournal} skipped: where they start, how many,
  * and what was wrong with the record that should have started there.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { JournalDamage } from "./producer_journal.ts";
- * const d: JournalDamage = { at: 40, bytes: 13, why: "checksum mismatch" };
- * equal(d.at + d.bytes, 53); // the first byte after the damage
- * ```
  */
 export interface JournalDamage {
   /** Byte position of the damage. */

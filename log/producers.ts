@@ -145,14 +145,6 @@ export class ProducerLru<V> {
 
 /**
  * What a producer last committed.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ProducerState } from "./producers.ts";
- * const s: ProducerState = { seq: 3, first: 10, last: 19 };
- * equal(s.seq, 3);
- * ```
  */
 export interface ProducerState {
   /** The last sequence number committed. */
@@ -170,14 +162,6 @@ export interface ProducerState {
  * last one; nothing stored), or blocked (an earlier seq of the producer,
  * `failedSeq`, failed to be stored, and this one is above it: nothing
  * stored; the producer sends again from `lastSeq + 1`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishResult } from "./producers.ts";
- * const r: PublishResult = { status: "blocked", failedSeq: 5, lastSeq: 4 };
- * equal(r.status === "blocked" && r.lastSeq + 1, 5);
- * ```
  */
 export type PublishResult =
   | { status: "stored"; first: number; last: number; done: Promise<void> }

@@ -21,14 +21,12 @@ import { readHeader, seekStart, segmentStart } from "./segment_reader.ts";
 import { LogCorruptError } from "./errors.ts";
 import { SegmentWriter, type WriterState } from "./segment_writer.ts";
 import { scanSegmentRecords } from "./segment_scan.ts";
-import { writeCheckedJson } from "./meta_file.ts";
 import {
+  checkSegmentStreamId,
   type LogMeta,
   mayBeFenceLeftover,
-  META_FILE,
-  otherHeadersAgree,
   readMeta,
-  streamIdMismatch,
+  writeMeta,
 } from "./log_meta.ts";
 import type { LogOptions, ResolvedOptions } from "./options.ts";
 import { type Active, createSegment, initialState, nowUs, type Segment } from "./segment_state.ts";
@@ -105,7 +103,7 @@ export async function recoverLog(
       first_offset: firsts.length > 0 ? firsts[0] : Math.max(1, options.firstOffset ?? 1),
       fenced: [],
     };
-    await writeCheckedJson(join(dir, META_FILE), meta, opts.io);
+    await writeMeta(dir, meta, opts.io);
   }
   const segments: Segment[] = [];
   let tailState: WriterState = initialState();
@@ -180,11 +178,7 @@ async function scanSegment(
       }
       throw err;
     }
-    if (header.streamId !== meta.stream_id) {
-      const dir = join(path, "..");
-      const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
-      throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
-    }
+    await checkSegmentStreamId(join(path, ".."), meta, checked, path, header.streamId);
     const expectName = parseSegmentFileName(path.split("/").pop()!);
     if (header.firstOffset !== expectName) {
       throw new LogCorruptError(

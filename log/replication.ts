@@ -58,14 +58,6 @@ const CHECKPOINT_EVERY_MS = 1000;
 
 /**
  * Rows written at one append time.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ReplicaRun } from "./replication.ts";
- * const run: ReplicaRun = { timeUs: 1_700_000_000_000_000, payloads: ["{}"] };
- * equal(run.payloads.length, 1);
- * ```
  */
 export interface ReplicaRun {
   /** Append time of the rows, µs since the epoch. */
@@ -77,14 +69,6 @@ export interface ReplicaRun {
 /**
  * A commit as the leader made it: rows at consecutive offsets from `first`,
  * in runs of one append time, with the producer records of their commits.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ReplicaCommit } from "./replication.ts";
- * const c: ReplicaCommit = { first: 1, runs: [{ timeUs: 5, payloads: ["{}"] }], records: [] };
- * equal(c.first, 1);
- * ```
  */
 export interface ReplicaCommit {
   /** Offset of the first row. */
@@ -97,14 +81,6 @@ export interface ReplicaCommit {
 
 /**
  * One of this node's own commits, durable: what the leader ships.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { DurableCommit } from "./replication.ts";
- * const c: DurableCommit = { first: 3, end: 5, runs: [{ timeUs: 1, payloads: ["{}", "{}"] }], records: [] };
- * equal(c.end - c.first, 2);
- * ```
  */
 export interface DurableCommit extends ReplicaCommit {
   /** The offset after its last row. */

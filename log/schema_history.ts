@@ -44,14 +44,6 @@ export const SCHEMA_HISTORY_FORMAT = 2;
 
 /**
  * One version of a stream's schema.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { SchemaVersion } from "./schema_history.ts";
- * const v: SchemaVersion = { from: 1, schema: { type: "object" } };
- * equal(v.from, 1);
- * ```
  */
 export interface SchemaVersion {
   /** The first offset the version applies to (1 for the first version). */

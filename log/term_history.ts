@@ -36,14 +36,6 @@ export const TERMS_FILE = "terms.json";
 
 /**
  * A term and the first offset written in it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { TermStart } from "./term_history.ts";
- * const t: TermStart = { term: 4, start: 1201 };
- * equal(t.start, 1201);
- * ```
  */
 export interface TermStart {
   /** The term. */

@@ -40,14 +40,6 @@ import { SegmentWriter } from "./segment_writer.ts";
 
 /**
  * What {@linkcode truncateLog} did.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { Truncated } from "./truncate.ts";
- * const t: Truncated = { end: 101, rows: 30 };
- * equal(t.rows, 30);
- * ```
  */
 export interface Truncated {
   /** The log's end after the cut (exclusive): the offset, or lower across a fenced gap. */

@@ -24,12 +24,11 @@ import {
 import { LogCorruptError } from "./errors.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
 import {
+  checkSegmentStreamId,
   type LogMeta,
   mayBeFenceLeftover,
   META_FILE,
-  otherHeadersAgree,
   readMeta,
-  streamIdMismatch,
 } from "./log_meta.ts";
 import { readManifest } from "./fs.ts";
 import { checkSidecarFiles } from "./meta_file.ts";
@@ -217,14 +216,6 @@ export async function listSegments(dir: string): Promise<string[]> {
 
 /**
  * How far {@linkcode verifyLog} has got.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { VerifyProgress } from "./verify.ts";
- * const p: VerifyProgress = { bytes: 512, totalBytes: 1024, rows: 10 };
- * equal(`${Math.round((100 * p.bytes) / p.totalBytes)}%`, "50%");
- * ```
  */
 export interface VerifyProgress {
   /** Bytes of segments and chunks checked so far. */
@@ -237,14 +228,6 @@ export interface VerifyProgress {
 
 /**
  * Options of {@linkcode verifyLog}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { VerifyOptions } from "./verify.ts";
- * const options: VerifyOptions = { onProgress: (p) => console.error(`${p.rows} rows`) };
- * equal(typeof options.onProgress, "function");
- * ```
  */
 export interface VerifyOptions {
   /** Called as the check goes on (after each block of records and each chunk). */
@@ -330,10 +313,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
       const header = await headerOf(file, path, i === names.length - 1);
       if (header === null) continue; // being created by the live writer
       const size = (await file.stat()).size;
-      if (header.streamId !== report.streamId) {
-        const agree = !checked && await otherHeadersAgree(dir, path, meta.stream_id);
-        throw streamIdMismatch(dir, meta, checked, path, header.streamId, agree);
-      }
+      await checkSegmentStreamId(dir, meta, checked, path, header.streamId);
       if (expectNext !== null && header.firstOffset < expectNext) {
         throw new LogCorruptError(
           path,

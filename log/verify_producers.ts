@@ -38,14 +38,6 @@ import { ProducerTable, supersededRecords } from "./producers.ts";
 
 /**
  * What verify found in the producer journal.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ProducerJournalReport } from "./verify_producers.ts";
- * const r: ProducerJournalReport = { records: 3, producers: 2, pending: 0, tailBytes: 0 };
- * equal(r.records, 3);
- * ```
  */
 export interface ProducerJournalReport {
   /** Records in the journal. */

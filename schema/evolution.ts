@@ -14,14 +14,6 @@ import type { Column, RowSchema } from "./row_schema.ts";
  * What a new schema does to a log's columns: `same` columns, columns
  * `added` at the end (all nullable), or a `refused` change described in one
  * line naming the column (e.g. `column "px" changes type from double to string`).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { SchemaChange } from "./evolution.ts";
- * const change: SchemaChange = { kind: "added", columns: ["venue"] };
- * equal(change.kind, "added");
- * ```
  */
 export type SchemaChange =
   | { kind: "same" }

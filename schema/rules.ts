@@ -9,116 +9,45 @@
 
 /**
  * At most this many columns per schema.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_COLUMNS } from "./rules.ts";
- * equal(MAX_COLUMNS, 1024);
- * ```
  */
 export const MAX_COLUMNS = 1024;
 /**
  * A property name is 1 to this many characters (code points, as `maxLength` counts).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_NAME_CHARS } from "./rules.ts";
- * equal(MAX_NAME_CHARS, 256);
- * ```
  */
 export const MAX_NAME_CHARS = 256;
 /**
  * How deep a value in `enum` or `examples` may nest.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_VALUE_DEPTH } from "./rules.ts";
- * equal(MAX_VALUE_DEPTH, 32);
- * ```
  */
 export const MAX_VALUE_DEPTH = 32;
 
 /**
  * The smallest int32.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { INT32_MIN } from "./rules.ts";
- * equal(INT32_MIN, -2147483648);
- * ```
  */
 export const INT32_MIN = -(2 ** 31);
 /**
  * The largest int32.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { INT32_MAX } from "./rules.ts";
- * equal(INT32_MAX, 2147483647);
- * ```
  */
 export const INT32_MAX = 2 ** 31 - 1;
 /**
  * The largest finite IEEE 754 single-precision value.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FLOAT_MAX } from "./rules.ts";
- * equal(Math.fround(FLOAT_MAX), FLOAT_MAX);
- * ```
  */
 export const FLOAT_MAX = 3.4028234663852886e38;
 
 /**
  * The JSON Schema types a column may have (besides `"null"`).
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { BASE_TYPES } from "./rules.ts";
- * ok(BASE_TYPES.includes("string"));
- * ```
  */
 export const BASE_TYPES = ["boolean", "integer", "number", "string", "object", "array"] as const;
 /**
  * One of {@linkcode BASE_TYPES}.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { BASE_TYPES, type BaseType } from "./rules.ts";
- * const base: BaseType = "number";
- * ok(BASE_TYPES.includes(base));
- * ```
  */
 export type BaseType = typeof BASE_TYPES[number];
 /**
  * {@linkcode BASE_TYPES} as a message lists them.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { BASE_TYPES_TEXT } from "./rules.ts";
- * equal(BASE_TYPES_TEXT, "boolean, integer, number, string, object or array");
- * ```
  */
 export const BASE_TYPES_TEXT = "boolean, integer, number, string, object or array";
 
 /**
  * The keywords allowed at the top level of a schema.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { TOP_KEYWORDS } from "./rules.ts";
- * ok(TOP_KEYWORDS.includes("required"));
- * ```
  */
 export const TOP_KEYWORDS: readonly string[] = [
   "$schema",
@@ -132,13 +61,6 @@ export const TOP_KEYWORDS: readonly string[] = [
 ];
 /**
  * The keywords allowed in a column's schema.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { COLUMN_KEYWORDS } from "./rules.ts";
- * ok(COLUMN_KEYWORDS.includes("pattern"));
- * ```
  */
 export const COLUMN_KEYWORDS: readonly string[] = [
   "type",
@@ -173,13 +95,6 @@ export const COLUMN_KEYWORDS: readonly string[] = [
 ];
 /**
  * The column keywords that apply to `integer` and `number` only.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { NUMBER_KEYWORDS } from "./rules.ts";
- * ok(NUMBER_KEYWORDS.has("multipleOf"));
- * ```
  */
 export const NUMBER_KEYWORDS: ReadonlySet<string> = new Set([
   "minimum",
@@ -190,25 +105,11 @@ export const NUMBER_KEYWORDS: ReadonlySet<string> = new Set([
 ]);
 /**
  * The column keywords that apply to `string` only.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { STRING_KEYWORDS } from "./rules.ts";
- * ok(STRING_KEYWORDS.has("minLength"));
- * ```
  */
 export const STRING_KEYWORDS: ReadonlySet<string> = new Set(["minLength", "maxLength", "pattern"]);
 
 /**
  * Why some often-tried keywords are refused, to point the author at what works.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { KEYWORD_HINTS } from "./rules.ts";
- * equal(KEYWORD_HINTS.const, 'use "enum" with one value');
- * ```
  */
 export const KEYWORD_HINTS: Record<string, string> = {
   nullable: 'a nullable column says "type": [T, "null"]',
@@ -240,13 +141,6 @@ export const NUMBER_FORMATS: Record<string, (value: number) => boolean> = {
 };
 /**
  * What a number format accepts, as a refused row's message says it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { FORMAT_RULES } from "./rules.ts";
- * equal(FORMAT_RULES.int32, "an integer from -2147483648 to 2147483647");
- * ```
  */
 export const FORMAT_RULES: Record<string, string> = {
   int32: `an integer from ${INT32_MIN} to ${INT32_MAX}`,
@@ -256,13 +150,6 @@ export const FORMAT_RULES: Record<string, string> = {
 
 /**
  * Why `required` must list every property, as a refusal says it.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { MUST_REQUIRE } from "./rules.ts";
- * ok(MUST_REQUIRE.startsWith("a row has every column"));
- * ```
  */
 export const MUST_REQUIRE =
   'a row has every column; a column that may be empty says "type": [T, "null"]';
@@ -272,13 +159,6 @@ export const MUST_REQUIRE =
 /**
  * The column keywords that apply to `object` columns only (their values are
  * sub-schemas or counts that ajv checks, as JSON Schema draft-07 has them).
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { OBJECT_KEYWORDS } from "./rules.ts";
- * ok(OBJECT_KEYWORDS.has("properties"));
- * ```
  */
 export const OBJECT_KEYWORDS: ReadonlySet<string> = new Set([
   "properties",
@@ -292,13 +172,6 @@ export const OBJECT_KEYWORDS: ReadonlySet<string> = new Set([
 ]);
 /**
  * The column keywords that apply to `array` columns only.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { ARRAY_KEYWORDS } from "./rules.ts";
- * ok(ARRAY_KEYWORDS.has("items"));
- * ```
  */
 export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
   "items",
@@ -313,12 +186,5 @@ export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
  * How deep a nested column's value may nest (an object or array inside the
  * column's value counts one level): a row nesting deeper is refused, so
  * encoding, validating and Arrow building never recurse without bound.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_ROW_DEPTH } from "./rules.ts";
- * equal(MAX_ROW_DEPTH, 64);
- * ```
  */
 export const MAX_ROW_DEPTH = 64;

@@ -33,9 +33,9 @@ export const DEFAULT_MMAP_THRESHOLD_BYTES = 64 * 1024;
  *
  * @example
  * ```ts
- * import { equal } from "node:assert/strict";
+ * import { throws } from "node:assert/strict";
  * import { pinMmapThreshold } from "./allocator.ts";
- * equal(typeof pinMmapThreshold(), "boolean");
+ * throws(() => pinMmapThreshold(1024), RangeError); // below one page
  * ```
  */
 export function pinMmapThreshold(bytes: number = DEFAULT_MMAP_THRESHOLD_BYTES): boolean {

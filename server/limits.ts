@@ -58,7 +58,7 @@ export const MIN_SEND_BUFFER_BYTES: number = 1 << 20;
 export const DEFAULT_FANOUT_TURN_BYTES: number = 8 << 20;
 /** Default row size limit: the log's own default `maxPayloadBytes` (16 MiB). */
 export const DEFAULT_MAX_ROW_BYTES: number = DEFAULT_MAX_PAYLOAD_BYTES;
-/** Default largest `POST /{name}` body or publish frame (DESIGN §13): 16 MiB. */
+/** Default largest `POST /{name}` body or publish frame (docs/SPEC.md §9): 16 MiB. */
 export const DEFAULT_MAX_PUBLISH_BYTES: number = 16 << 20;
 /**
  * Default `maxPublishServerBytes`: bytes of publishing (frames taken, `POST`

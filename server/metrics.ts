@@ -157,10 +157,75 @@ function checkIncrement(name: string, by: number): void {
   }
 }
 
+/**
+ * What {@linkcode Counter} and {@linkcode Gauge} share: one number per label
+ * set, rendered as `name{labels} value` lines under the metric's `# TYPE`.
+ * `Child` is what {@linkcode ValueMetric.labels} returns.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Gauge, type ValueMetric } from "./metrics.ts";
+ * const metric: ValueMetric<unknown> = new Gauge("streamcast_lag_rows", "Rows behind.");
+ * (metric as Gauge).set(3, { stream: "t" });
+ * equal(metric.get({ stream: "t" }), 3);
+ * equal(metric.render().split("\n")[2], 'streamcast_lag_rows{stream="t"} 3');
+ * ```
+ */
+export abstract class ValueMetric<Child> {
+  /** The metric name. */
+  readonly name: string;
+  /** The `# HELP` text. */
+  readonly help: string;
+  readonly #series: SeriesMap<ValueSeries>;
+  readonly #type: "counter" | "gauge";
+  readonly #bind: (series: { value: number }) => Child;
+
+  /**
+   * Makes the metric; throws `TypeError` if `name` is not a valid metric name.
+   * `bind` makes the child of one series, for {@linkcode ValueMetric.labels}.
+   */
+  constructor(
+    name: string,
+    help: string,
+    type: "counter" | "gauge",
+    bind: (series: { value: number }) => Child,
+  ) {
+    checkMetricName(name);
+    this.name = name;
+    this.help = help;
+    this.#type = type;
+    this.#bind = bind;
+    const series = new SeriesMap(name, makeValueSeries);
+    this.#series = series;
+    SAMPLES.set(this, () => renderValues(name, series));
+  }
+
+  /** The value of the series of `labels`; 0 if it was never touched. */
+  get(labels?: Labels): number {
+    return this.#series.find(labels, false)?.value ?? 0;
+  }
+
+  /** The series of `labels`, bound once for a hot path. */
+  labels(labels: Labels): Child {
+    return this.#bind(this.#series.get(labels));
+  }
+
+  /** This metric in the text exposition format, ending with a newline. */
+  render(): string {
+    return header(this.name, this.help, this.#type) + renderValues(this.name, this.#series);
+  }
+
+  /** The series of `labels`, made if new: what a change of the value changes. */
+  protected series(labels?: Labels): { value: number } {
+    return this.#series.get(labels);
+  }
+}
+
 class BoundCounter implements CounterChild {
   readonly #name: string;
-  readonly #series: ValueSeries;
-  constructor(name: string, series: ValueSeries) {
+  readonly #series: { value: number };
+  constructor(name: string, series: { value: number }) {
     this.#name = name;
     this.#series = series;
   }
@@ -187,48 +252,22 @@ class BoundCounter implements CounterChild {
  * equal(refusals.get({ why: "evicted" }), 3);
  * ```
  */
-export class Counter {
-  /** The metric name. */
-  readonly name: string;
-  /** The `# HELP` text. */
-  readonly help: string;
-  readonly #series: SeriesMap<ValueSeries>;
-
+export class Counter extends ValueMetric<CounterChild> {
   /** Makes a counter; throws `TypeError` if `name` is not a valid metric name. */
   constructor(name: string, help: string) {
-    checkMetricName(name);
-    this.name = name;
-    this.help = help;
-    this.#series = new SeriesMap(name, makeValueSeries);
-    const series = this.#series;
-    SAMPLES.set(this, () => renderValues(name, series));
+    super(name, help, "counter", (series) => new BoundCounter(name, series));
   }
 
   /** Adds `by` (default 1, must be finite and ≥ 0, else `RangeError`) to the series of `labels`. */
   inc(labels?: Labels, by = 1): void {
     if (!(by >= 0) || by === Infinity) checkIncrement(this.name, by);
-    this.#series.get(labels).value += by;
-  }
-
-  /** The value of the series of `labels`; 0 if it was never touched. */
-  get(labels?: Labels): number {
-    return this.#series.find(labels, false)?.value ?? 0;
-  }
-
-  /** The series of `labels`, bound once for a hot path. */
-  labels(labels: Labels): CounterChild {
-    return new BoundCounter(this.name, this.#series.get(labels));
-  }
-
-  /** This metric in the text exposition format, ending with a newline. */
-  render(): string {
-    return header(this.name, this.help, "counter") + renderValues(this.name, this.#series);
+    this.series(labels).value += by;
   }
 }
 
 class BoundGauge implements GaugeChild {
-  readonly #series: ValueSeries;
-  constructor(series: ValueSeries) {
+  readonly #series: { value: number };
+  constructor(series: { value: number }) {
     this.#series = series;
   }
   set(value: number): void {
@@ -259,51 +298,25 @@ class BoundGauge implements GaugeChild {
  * equal(subscribers.get({ state: "live", stream: "trades" }), 4);
  * ```
  */
-export class Gauge {
-  /** The metric name. */
-  readonly name: string;
-  /** The `# HELP` text. */
-  readonly help: string;
-  readonly #series: SeriesMap<ValueSeries>;
-
+export class Gauge extends ValueMetric<GaugeChild> {
   /** Makes a gauge; throws `TypeError` if `name` is not a valid metric name. */
   constructor(name: string, help: string) {
-    checkMetricName(name);
-    this.name = name;
-    this.help = help;
-    this.#series = new SeriesMap(name, makeValueSeries);
-    const series = this.#series;
-    SAMPLES.set(this, () => renderValues(name, series));
+    super(name, help, "gauge", (series) => new BoundGauge(series));
   }
 
   /** Sets the series of `labels` to `value`. */
   set(value: number, labels?: Labels): void {
-    this.#series.get(labels).value = value;
+    this.series(labels).value = value;
   }
 
   /** Adds `by` (default 1) to the series of `labels`. */
   inc(labels?: Labels, by = 1): void {
-    this.#series.get(labels).value += by;
+    this.series(labels).value += by;
   }
 
   /** Subtracts `by` (default 1) from the series of `labels`. */
   dec(labels?: Labels, by = 1): void {
-    this.#series.get(labels).value -= by;
-  }
-
-  /** The value of the series of `labels`; 0 if it was never touched. */
-  get(labels?: Labels): number {
-    return this.#series.find(labels, false)?.value ?? 0;
-  }
-
-  /** The series of `labels`, bound once for a hot path. */
-  labels(labels: Labels): GaugeChild {
-    return new BoundGauge(this.#series.get(labels));
-  }
-
-  /** This metric in the text exposition format, ending with a newline. */
-  render(): string {
-    return header(this.name, this.help, "gauge") + renderValues(this.name, this.#series);
+    this.series(labels).value -= by;
   }
 }
 

@@ -33,14 +33,6 @@ export const DEFAULT_PING_INTERVAL_S = 30;
 
 /**
  * Options of {@linkcode serve}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ServeOptions } from "./serve_options.ts";
- * const options: ServeOptions = { hostname: "0.0.0.0", port: 8765, maxConnections: 1000 };
- * equal(options.port, 8765);
- * ```
  */
 export interface ServeOptions {
   /** Address to listen on. @default "127.0.0.1" */
@@ -122,7 +114,7 @@ export interface ServeOptions {
   closeWaitMs?: number;
   /**
    * The streams opened for network publishing (`POST /{name}`, the
-   * `/{name}/publish` socket; DESIGN §13), by name; each must be durable.
+   * `/{name}/publish` socket; docs/SPEC.md §9), by name; each must be durable.
    * @default [] (none)
    */
   publish?: readonly string[];

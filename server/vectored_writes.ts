@@ -31,7 +31,8 @@
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { useVectoredWrites } from "./vectored_writes.ts";
- * equal(typeof useVectoredWrites(), "boolean");
+ * useVectoredWrites();
+ * equal(useVectoredWrites(), false); // set by the first call (or not allowed): never twice
  * ```
  */
 export function useVectoredWrites(): boolean {

@@ -1,9 +1,13 @@
-// Doc examples assert what they claim. `deno test --doc` runs every code
+// Doc examples show a use and assert it. `deno test --doc` runs every code
 // block of a JSDoc comment but compares nothing a block prints, so an example
 // written as `console.log(expr); // value` keeps passing after `expr` stops
 // being `value`. This test finds such claims in the hand-written sources;
 // examples state them with node:assert/strict (`equal`, `deepStrictEqual`,
-// `throws`, …) instead.
+// `throws`, …) instead. It also finds examples that show no use at all: one
+// that only restates a constant (`equal(JSON_EXTENSION, "arrow.json")`), a
+// type (a literal of an imported type, its fields printed or asserted) or a
+// `typeof`. A constant or a plain type needs no example; its doc says what
+// it is, and the examples of the functions that take it show it in use.
 import { assert, assertEquals } from "./_assert.ts";
 
 const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -34,16 +38,22 @@ function isGenerated(text: string): boolean {
 const COMMENT = /\/\/\s*\S/;
 const COMMENT_LINE = /^\s*\/\/\s*\S/;
 
-/**
- * The claims in the JSDoc code blocks of `text`: one `line: code` entry for
- * each `console.log(…)` followed by a `//` comment on its line, or by a line
- * that is only a `//` comment (the value printed below the call).
- */
-function printedClaims(text: string): string[] {
-  const found: string[] = [];
+/** A fenced code block of a JSDoc comment. */
+interface DocBlock {
+  /** The line of its opening fence, from 1. */
+  line: number;
+  /** The word after the opening fence (`ts`, `ts ignore` gives `ts`), or "". */
+  lang: string;
+  /** Its lines, without the comment's ` * `, each with its line number. */
+  lines: { n: number; code: string }[];
+}
+
+/** The fenced code blocks of the JSDoc comments of `text`. */
+function docBlocks(text: string): DocBlock[] {
+  const out: DocBlock[] = [];
   const lines = text.split("\n");
   let inDoc = false;
-  let inCode = false;
+  let block: DocBlock | null = null;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i];
     if (!inDoc) {
@@ -51,18 +61,71 @@ function printedClaims(text: string): string[] {
       continue;
     }
     if (/\*\/\s*$/.test(line)) {
-      inDoc = inCode = false;
+      inDoc = false;
+      block = null;
       continue;
     }
     const body = line.replace(/^\s*\*\s?/, "");
-    if (/^\s*```/.test(body)) {
-      inCode = !inCode;
-      continue;
-    }
-    if (!inCode || !body.includes("console.log(")) continue;
-    const after = body.slice(body.indexOf("console.log("));
-    const next = (lines[i + 1] ?? "").replace(/^\s*\*\s?/, "");
-    if (COMMENT.test(after) || COMMENT_LINE.test(next)) found.push(`${i + 1}: ${body.trim()}`);
+    const fence = /^\s*```\s*(\S*)/.exec(body);
+    if (fence && block) block = null;
+    else if (fence) out.push(block = { line: i + 1, lang: fence[1], lines: [] });
+    else block?.lines.push({ n: i + 1, code: body });
+  }
+  return out;
+}
+
+/**
+ * The claims in the JSDoc code blocks of `text`: one `line: code` entry for
+ * each `console.log(…)` followed by a `//` comment on its line, or by a line
+ * that is only a `//` comment (the value printed below the call).
+ */
+function printedClaims(text: string): string[] {
+  const found: string[] = [];
+  for (const { lines } of docBlocks(text)) {
+    lines.forEach(({ n, code }, k) => {
+      if (!code.includes("console.log(")) return;
+      const after = code.slice(code.indexOf("console.log("));
+      const next = lines[k + 1]?.code ?? "";
+      if (COMMENT.test(after) || COMMENT_LINE.test(next)) found.push(`${n}: ${code.trim()}`);
+    });
+  }
+  return found;
+}
+
+const ECHO_VALUE = String.raw`("[^"]*"|'[^']*'|-?[\d_.]+(\s*[*<]+\s*[\d_.]+)*|true|false|null)`;
+/** `equal(NAME, value);` and the like: an assertion of a constant's own value. */
+const CONSTANT_ECHO = new RegExp(
+  String.raw`^(equal|deepEqual|deepStrictEqual|strictEqual|ok)\(\s*[A-Z][A-Z0-9_]*(\.\w+)*\s*` +
+    String.raw`(,\s*${ECHO_VALUE}\s*)?\);$`,
+);
+const TYPEOF_CLAIM = /\b(console\.log|equal|ok|strictEqual)\(\s*typeof\b/;
+
+/**
+ * Why the example `code` shows no use, or null when it shows one: it asserts
+ * or prints a `typeof`, it only asserts constants' values, or it imports
+ * nothing of the project but types and defines no function or class with
+ * them (it can only build a literal of a type and read it back).
+ */
+function restatement(code: string[]): string | null {
+  const lines = code.map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("//"));
+  const imports = lines.filter((l) => l.startsWith("import "));
+  const body = lines.filter((l) => !l.startsWith("import "));
+  if (body.some((l) => TYPEOF_CLAIM.test(l))) return "asserts a typeof";
+  if (body.length > 0 && body.every((l) => CONSTANT_ECHO.test(l))) return "restates a constant";
+  const project = imports.filter((l) => /from\s+["']\.{1,2}\//.test(l));
+  const onlyTypes = project.length > 0 &&
+    project.every((l) => /^import type /.test(l) || /^import \{\s*(type \w+\s*,?\s*)+\}/.test(l));
+  if (onlyTypes && !body.some((l) => /\b(class|function)\b|=>/.test(l))) return "restates a type";
+  return null;
+}
+
+/** `line: why` for each TypeScript example in the JSDoc of `text` that shows no use. */
+function restatements(text: string): string[] {
+  const found: string[] = [];
+  for (const { line, lang, lines } of docBlocks(text)) {
+    if (lang !== "ts" && lang !== "typescript") continue;
+    const why = restatement(lines.map((l) => l.code));
+    if (why !== null) found.push(`${line}: ${why}`);
   }
   return found;
 }
@@ -126,4 +189,60 @@ Deno.test("doc examples: each entry of CONVERSION_PENDING still covers a claim t
   }
   const stale = CONVERSION_PENDING.filter((p) => !covered.has(p));
   assert(stale.length === 0, `remove from CONVERSION_PENDING (nothing left to convert): ${stale}`);
+});
+
+Deno.test("doc examples: the restatement finder flags constants, types and typeof, not uses", () => {
+  const doc = (...code: string[]) =>
+    ["/**", " * @example", " * ```ts", ...code.map((c) => ` * ${c}`), " * ```", " */"].join("\n");
+  const equal = 'import { equal } from "node:assert/strict";';
+  assertEquals(restatements(doc(equal, 'import { KEY } from "./k.ts";', 'equal(KEY, "a:b");')), [
+    "3: restates a constant",
+  ]);
+  assertEquals(
+    restatements(doc(equal, 'import { MAX } from "./k.ts";', "equal(MAX, 64 * 1024);")),
+    [
+      "3: restates a constant",
+    ],
+  );
+  assertEquals(
+    restatements(
+      doc('import type { Row } from "./row.ts";', "const r: Row = [1, {}];", "console.log(r[0]);"),
+    ),
+    ["3: restates a type"],
+  );
+  assertEquals(
+    restatements(
+      doc('import type { T } from "./t.ts";', "const f = (t: T) => t.n;", "console.log(typeof f);"),
+    ),
+    ["3: asserts a typeof"],
+  );
+  // A call of the project's code, or an implementation of its interface, is a use.
+  assertEquals(
+    restatements(doc(equal, 'import { f, KEY } from "./k.ts";', "equal(f(KEY), 2);")),
+    [],
+  );
+  assertEquals(
+    restatements(doc('import type { Store } from "./s.ts";', "class Memory implements Store {}")),
+    [],
+  );
+  // Only TypeScript blocks are examples; a diagram in another fence is not.
+  assertEquals(
+    restatements(["/**", " * ```", " * equal(KEY, 1);", " * ```", " */"].join("\n")),
+    [],
+  );
+});
+
+Deno.test("doc examples show a use: none only restates a constant, a type or a typeof", async () => {
+  const bad: string[] = [];
+  for await (const rel of walk(REPO)) {
+    if (rel.startsWith("tests/")) continue;
+    const text = await Deno.readTextFile(`${REPO}/${rel}`);
+    if (isGenerated(text)) continue;
+    for (const r of restatements(text)) bad.push(`${rel}:${r}`);
+  }
+  assert(
+    bad.length === 0,
+    "doc examples that show no use (remove them: a constant or a plain type needs no example; " +
+      `or show a call and assert its result):\n${bad.join("\n")}`,
+  );
 });

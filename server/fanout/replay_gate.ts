@@ -89,14 +89,6 @@ export class Gate {
 /**
  * The reads of a catching-up subscriber: a `LogReader`, or a
  * {@linkcode GatedReader} around one.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ReplayReader } from "./replay_gate.ts";
- * const empty: ReplayReader<number> = { offset: 1, read: () => Promise.resolve(0), close() {} };
- * equal(await empty.read(1024), 0);
- * ```
  */
 export interface ReplayReader<B> {
   /** The next offset the reader will return (or the first after it). */

@@ -1,7 +1,6 @@
 /**
  * A follower: keeps a replica of another server's stream (the primary's, or
- * another follower's) and serves it like its own. DESIGN §15, docs/SPEC.md
- * "Followers".
+ * another follower's) and serves it like its own (docs/SPEC.md §10).
  *
  * - The replica has the primary's `stream_id`, offsets and bytes. Sealed
  *   history is the primary's own chunks, fetched over HTTP and checked
@@ -607,7 +606,7 @@ async function localReplica(
     throw err;
   });
   if (!meta) return null;
-  // The schema file may hold a history (DESIGN §14): the replica's current schema is its last.
+  // The schema file may hold a history (docs/SPEC.md §3.12): the replica's current schema is its last.
   const kept = await readSchemaHistory(dir);
   if (!kept || kept.versions.length === 0) return null;
   return { schema: kept.versions[kept.versions.length - 1].schema, streamId: meta.meta.stream_id };

@@ -1,5 +1,5 @@
 // The system's libzstd through Deno's FFI, for compressed frames with a
-// dictionary (compress=zstd-dict, DESIGN §16): Deno 2.9's node:zlib ignores
+// dictionary (compress=zstd-dict, docs/SPEC.md §2.6): Deno 2.9's node:zlib ignores
 // the `dictionary` option of its zstd functions, so a dictionary needs this.
 // Private to server/. Loaded on first use; null where it cannot be (no
 // --allow-ffi, or no libzstd on the machine): the server then offers no

@@ -29,13 +29,6 @@ import { constants, zstdCompressSync, type ZstdOptions } from "node:zlib";
  * zstd level of compressed frames. Level 1 compresses the trade rows of a
  * batched frame as well as level 3 (within 1 %) and costs less per small
  * frame, which is what a live commit usually is.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
- * equal(ZSTD_FRAME_LEVEL, 1);
- * ```
  */
 export const ZSTD_FRAME_LEVEL = 1;
 

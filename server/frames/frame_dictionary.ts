@@ -1,5 +1,5 @@
 /**
- * A zstd dictionary for compressed frames (`compress=zstd-dict`, DESIGN §16):
+ * A zstd dictionary for compressed frames (`compress=zstd-dict`, docs/SPEC.md §2.6):
  * raw content, the stream's own most recent frame lines (`[offset,msg]`, up
  * to {@linkcode DICTIONARY_MAX_BYTES}), so that a small live commit
  * compresses against rows like it instead of alone.
@@ -29,26 +29,12 @@ import type { Log } from "../../log/mod.ts";
 
 /**
  * The most bytes of rows a dictionary holds (64 KiB).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DICTIONARY_MAX_BYTES } from "./frame_dictionary.ts";
- * equal(DICTIONARY_MAX_BYTES, 65536);
- * ```
  */
 export const DICTIONARY_MAX_BYTES = 64 * 1024;
 
 /**
  * The fewest bytes of rows a dictionary is built from (4 KiB): below it,
  * subscribers get plain `compress=zstd` frames (no `dictionary` in the greeting).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { DICTIONARY_MIN_BYTES } from "./frame_dictionary.ts";
- * equal(DICTIONARY_MIN_BYTES, 4096);
- * ```
  */
 export const DICTIONARY_MIN_BYTES = 4 * 1024;
 

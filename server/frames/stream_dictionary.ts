@@ -1,5 +1,5 @@
 /**
- * A stream's zstd dictionary for `compress=zstd-dict` (DESIGN §16): built from
+ * A stream's zstd dictionary for `compress=zstd-dict` (docs/SPEC.md §2.6): built from
  * its log's last rows on first use, one per server run, so that every
  * subscriber greeted with it can fetch it for as long as it is connected.
  *

@@ -10,25 +10,11 @@ import type { RecordBatch } from "../../log/mod.ts";
 
 /**
  * Most rows in one batched frame.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_BATCH_ROWS } from "./text_frames.ts";
- * equal(MAX_BATCH_ROWS, 4096);
- * ```
  */
 export const MAX_BATCH_ROWS = 4096;
 /**
  * Largest batched frame built from the log, in bytes (about: each row is
  * counted as its payload plus 20 bytes, and a frame holds at least one row).
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { MAX_BATCH_BYTES } from "./text_frames.ts";
- * equal(MAX_BATCH_BYTES, 1048576);
- * ```
  */
 export const MAX_BATCH_BYTES = 1 << 20;
 

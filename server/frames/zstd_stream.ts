@@ -48,15 +48,6 @@ import { ZSTD_FRAME_LEVEL } from "./compressed_frames.ts";
  * mid-frame receives self-contained frames until the group's next frame
  * starts, so this bounds how much text it waits for; each new frame costs
  * its header, its checksum and a window started empty.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { COMPRESS_FRAME_BYTES } from "./zstd_stream.ts";
- * equal(COMPRESS_FRAME_BYTES.default, 1024 * 1024);
- * equal(COMPRESS_FRAME_BYTES.min, 4 * 1024);
- * equal(COMPRESS_FRAME_BYTES.max, 64 * 1024 * 1024);
- * ```
  */
 export const COMPRESS_FRAME_BYTES: {
   readonly default: number;
@@ -74,13 +65,6 @@ export const COMPRESS_FRAME_BYTES: {
  * 128 KiB, for each message); a 1 MiB window saves 2 % of the bytes for 3×
  * the memory and 2–3× the decoder's CPU. 64 KiB keeps the bytes near
  * their best.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ZSTD_STREAM_WINDOW_LOG } from "./zstd_stream.ts";
- * equal(ZSTD_STREAM_WINDOW_LOG, 16);
- * ```
  */
 export const ZSTD_STREAM_WINDOW_LOG = 16;
 
@@ -98,13 +82,6 @@ export const ZSTD_STREAM_WINDOW_LOG = 16;
  * joiner's, replay's) use {@linkcode ZSTD_FRAME_LEVEL} instead, as
  * `compress=zstd` frames do: they are whole commits or catch-up slices of
  * up to 256 KiB, where a level's CPU counts per row replayed.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { ZSTD_STREAM_PARAMS } from "./zstd_stream.ts";
- * equal(ZSTD_STREAM_PARAMS.level, 6);
- * ```
  */
 export const ZSTD_STREAM_PARAMS: {
   readonly level: number;

@@ -2,7 +2,7 @@
  * The stream a publish route names, once the handler granted the publish
  * (403 comes first, so that a 404 does not say which names exist): 404 for
  * an unknown stream, 405 for one not opened for publishing; on a cluster
- * node that does not take it now (DESIGN §18), 307 to the leader's same
+ * node that does not take it now (docs/SPEC.md §11), 307 to the leader's same
  * path and query (`Location`), or 503 `no_leader` (with a `detail` when
  * this node may not lead: its log may lack committed rows) /
  * `not_enough_replicas` (`Retry-After: 1`). Private to `server/http/`.

@@ -27,17 +27,6 @@ export interface WebSocketUpgrade {
 
 /**
  * Upgrades a request to a WebSocket: the runtime's part of a subscribe.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { WebSocketUpgrader } from "./context.ts";
- * const deno: WebSocketUpgrader = {
- *   upgrade: (req, o) =>
- *     Deno.upgradeWebSocket(req, { idleTimeout: o.idleTimeoutS, protocol: o.protocol }),
- * };
- * equal(typeof deno.upgrade, "function");
- * ```
  */
 export interface WebSocketUpgrader {
   /** Upgrades `req`, answering with subprotocol `protocol` if set; pings after `idleTimeoutS` (0: off). */

@@ -1,5 +1,5 @@
 /**
- * `GET /{name}/dictionaries/{id}` (compress=zstd-dict, DESIGN §16): the
+ * `GET /{name}/dictionaries/{id}` (compress=zstd-dict, docs/SPEC.md §2.6): the
  * stream's zstd dictionary named in a greeting, immutable like a chunk
  * (`ETag: "id"`, `Cache-Control: immutable`, `If-None-Match` answered 304).
  * Access is checked as for chunks before this is reached.

@@ -40,11 +40,6 @@ export function readableHeads(
 
 /**
  * `GET /{name}/head`: the head of the stream the path names.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: false, pattern: "/{name}/head", name: "head", handle: headRoute }
- * ```
  */
 export function headRoute(ctx: HttpContext, r: RouteRequest): Response {
   return json(r.stream.head(isPublishable(ctx, r.stream)));
@@ -52,11 +47,6 @@ export function headRoute(ctx: HttpContext, r: RouteRequest): Response {
 
 /**
  * `GET /_/streams`: the heads of the streams the caller may read, as a JSON array.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: false, pattern: "/_/streams", name: "streams", handle: streamsRoute }
- * ```
  */
 export function streamsRoute(ctx: HttpContext, r: RouteRequest): Response {
   return json(readableHeads(ctx, r.grant));

@@ -45,11 +45,6 @@ const NDJSON_TYPES = new Set([
 
 /**
  * Answers a `POST` to the stream the path names.
- *
- * @example
- * ```ts ignore
- * { method: "POST", upgrade: false, pattern: "/{name}", name: "publish", handle: publishPostRoute }
- * ```
  */
 export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promise<Response> {
   const { req, grant, remote } = r;

@@ -55,14 +55,6 @@ import { publishTarget } from "./_publish_target.ts";
 
 /**
  * What a frame holds once its shape is checked, or why it is not a frame.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ParsedFrame } from "./publish_socket.ts";
- * const f: ParsedFrame = { ok: true, seq: 1, rows: [{}] };
- * equal(f.ok && f.seq, 1);
- * ```
  */
 export type ParsedFrame = { ok: true; seq: number; rows: unknown[] } | {
   ok: false;
@@ -120,11 +112,6 @@ interface InFlight {
 
 /**
  * Answers a publish upgrade for the stream the path names.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: true, pattern: "/{name}/publish", name: "upgrade", handle: publishSocketRoute }
- * ```
  */
 export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response {
   const { req, url, grant, remote } = r;

@@ -131,11 +131,6 @@ function refuseWhenFull(ctx: HttpContext, r: RouteRequest, open: number): Respon
 /**
  * Answers a replicate upgrade for the stream the path names (see the
  * module doc for who may open it).
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: true, pattern: "/{name}/replicate", name: "replicate", handle: replicateRoute }
- * ```
  */
 export async function replicateRoute(ctx: HttpContext, r: RouteRequest): Promise<Response> {
   const name = r.params.name;

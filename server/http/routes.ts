@@ -55,13 +55,6 @@ function get(
 
 /**
  * The routes, in the order they are matched.
- *
- * @example
- * ```ts
- * import { ok } from "node:assert/strict";
- * import { ROUTES } from "./routes.ts";
- * ok(ROUTES.some((r) => r.pattern === "/{name}/head" && r.method === "GET"));
- * ```
  */
 export const ROUTES: readonly Route[] = Object.freeze([
   get("/_/health", "health", "public", (ctx) => healthResponse(ctx.shuttingDown, ctx.streams.size)),

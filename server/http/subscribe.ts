@@ -42,11 +42,6 @@ const DROP_CODES: ReadonlySet<number> = new Set([
 /**
  * Answers a subscribe: a refusal (a close frame after the upgrade) or an
  * accepted subscription.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: true, pattern: "/{name}", name: "upgrade", handle: subscribeRoute }
- * ```
  */
 export function subscribeRoute(ctx: HttpContext, r: RouteRequest): Response {
   const { req, url, remote } = r;

@@ -16,11 +16,6 @@ export const VIEWER_ASSETS: readonly string[] = [CLIENT_SCRIPT_PATH, VIEWER_SCRI
 
 /**
  * The viewer page listing the streams the caller may read.
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: false, pattern: "/", name: "viewer", handle: viewerPageRoute }
- * ```
  */
 export function viewerPageRoute(ctx: HttpContext, r: RouteRequest): Response {
   return new Response(viewerPage(readableHeads(ctx, r.grant)), {
@@ -30,11 +25,6 @@ export function viewerPageRoute(ctx: HttpContext, r: RouteRequest): Response {
 
 /**
  * One of the viewer's scripts (the path is one of {@linkcode VIEWER_ASSETS}).
- *
- * @example
- * ```ts ignore
- * { method: "GET", upgrade: false, pattern: CLIENT_SCRIPT_PATH, name: "viewer", handle: viewerAssetRoute }
- * ```
  */
 export function viewerAssetRoute(_ctx: HttpContext, r: RouteRequest): Response {
   return viewerAsset(r.url.pathname)!;

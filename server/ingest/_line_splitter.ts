@@ -10,14 +10,6 @@ const PREVIEW_BYTES = 1024;
 
 /**
  * A line longer than the limit: its length and its first bytes.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { TooLong } from "./_line_splitter.ts";
- * const t: TooLong = { bytes: 5000, preview: new Uint8Array(1024) };
- * equal(t.bytes, 5000);
- * ```
  */
 export interface TooLong {
   readonly bytes: number;

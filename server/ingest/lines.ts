@@ -44,13 +44,6 @@ export const MAX_LINE_BYTES: number = DEFAULT_MAX_ROW_BYTES;
  * synced, so with W rows in flight a commit holds at most about W / 2: at
  * 4096 and a 2–4 ms `syncData`, that alone held ingest under 1–2 M rows/s.
  * 65536 rows of trade-sized lines hold about 10 MB.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { LINES_IN_FLIGHT } from "./lines.ts";
- * equal(LINES_IN_FLIGHT, 65536);
- * ```
  */
 export const LINES_IN_FLIGHT: number = 65536;
 
@@ -61,14 +54,6 @@ const BLANK = /^[ \t\r]*$/;
 
 /**
  * Options of {@linkcode ingestLines}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { LinesOptions } from "./lines.ts";
- * const options: LinesOptions = { source: "trades.ndjson", maxLineBytes: 1 << 20 };
- * equal(options.source, "trades.ndjson");
- * ```
  */
 export interface LinesOptions extends IngestOptions {
   /**

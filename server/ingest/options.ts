@@ -9,15 +9,6 @@
 
 /**
  * Where ingested rows go: in the server, a stream.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IngestSink } from "./options.ts";
- * let next = 1;
- * const sink: IngestSink = { name: "trades", send: () => Promise.resolve(next++) };
- * equal(await sink.send({ x: 1 }), 1);
- * ```
  */
 export interface IngestSink {
   /** The stream name, for messages. */
@@ -46,13 +37,6 @@ export interface IngestSink {
 /**
  * What {@linkcode IngestSink.sendJson} returns: the refusals, known at the
  * call, and when the stored rows are durable.
- *
- * @example
- * ```ts
- * import type { IngestBatch } from "./options.ts";
- * const batch: IngestBatch = { refused: null, durable: Promise.resolve() };
- * await batch.durable; // every row stored and durable
- * ```
  */
 export interface IngestBatch {
   /**
@@ -70,14 +54,6 @@ export interface IngestBatch {
 
 /**
  * One bad input line or frame, as given to a {@linkcode RejectSink}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { RejectRecord } from "./options.ts";
- * const rec: RejectRecord = { line: 3, error: "Unexpected end of JSON input", input: '{"x":' };
- * equal(JSON.stringify(rec), '{"line":3,"error":"Unexpected end of JSON input","input":"{\\"x\\":"}');
- * ```
  */
 export interface RejectRecord {
   /** The 1-based line number (frame number for an upstream, counted across reconnects). */
@@ -92,18 +68,6 @@ export interface RejectRecord {
  * Receives every bad line or frame, in input order. A returned promise that
  * rejects (or a throw) stops ingest: a reject that cannot be recorded would be
  * lost silently.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import type { RejectSink } from "./options.ts";
- * const seen: number[] = [];
- * const onReject: RejectSink = (rec) => {
- *   seen.push(rec.line);
- * };
- * onReject({ line: 7, error: "bad", input: "x" });
- * deepStrictEqual(seen, [7]);
- * ```
  */
 export interface RejectSink {
   /** Records one reject. */
@@ -113,14 +77,6 @@ export interface RejectSink {
  * Where a reject came from: `source` is what the input is called (`stdin`,
  * or `LinesOptions.source`; `upstream` for a WebSocket), `url` the
  * upstream's URL without credentials.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IngestOrigin } from "./options.ts";
- * const origin: IngestOrigin = { source: "upstream", url: "wss://feed.example/v1" };
- * equal(origin.source, "upstream");
- * ```
  */
 export interface IngestOrigin {
   /** `stdin` (or the lines' own name), or `upstream`. */
@@ -152,16 +108,6 @@ interface EventBase {
  * | `upstream_backlog` | too many frames queued: disconnecting to shed load | `url`, `queued`, `limit` |
  * | `upstream_frames_dropped` | frames received but not handled when stopped | `url`, `dropped` |
  * | `upstream_stopped` | the upstream ingest ended | `url`, `accepted`, `rejected` |
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IngestEvent } from "./options.ts";
- * function level(e: IngestEvent): "warn" | "info" {
- *   return e.event === "reject" ? "warn" : "info";
- * }
- * equal(level({ event: "upstream_connected", stream: "t", url: "ws://h/", msg: "…" }), "info");
- * ```
  */
 export type IngestEvent =
   | (EventBase & IngestOrigin & {
@@ -196,15 +142,6 @@ export type IngestEvent =
 
 /**
  * Options shared by `ingestLines` and `ingestUpstream`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IngestOptions } from "./options.ts";
- * const logged: string[] = [];
- * const options: IngestOptions = { maxInFlight: 1024, log: (m) => void logged.push(m) };
- * equal(options.maxInFlight, 1024);
- * ```
  */
 export interface IngestOptions {
   /** Called for every bad line/frame, in order. */
@@ -234,14 +171,6 @@ export interface IngestOptions {
 /**
  * What an ingest did, as `ingestLines` and `ingestUpstream`
  * return it.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { IngestStats } from "./options.ts";
- * const stats: IngestStats = { lines: 10, accepted: 8, rejected: 1 };
- * equal(stats.lines - stats.accepted - stats.rejected, 1); // one blank line
- * ```
  */
 export interface IngestStats {
   /** Input lines read, blank ones included (for an upstream: frames received). */

@@ -12,17 +12,6 @@ import type { RejectRecord, RejectSink } from "./options.ts";
 /**
  * The {@linkcode RejectSink} that {@linkcode rejectFile} returns: each call
  * resolves once its line is written; `close()` flushes, syncs and closes.
- *
- * @example
- * ```ts
- * import type { RejectFile } from "./reject_file.ts";
- * import type { RejectSink } from "./options.ts";
- * export async function record(rejects: RejectFile): Promise<void> {
- *   const sink: RejectSink = rejects;
- *   await sink({ line: 1, error: "bad", input: "x" });
- *   await rejects.close();
- * }
- * ```
  */
 export interface RejectFile extends RejectSink {
   /** Appends one reject line; resolves once it is written. */

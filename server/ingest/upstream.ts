@@ -14,18 +14,6 @@ import type { IngestOptions, IngestSink, IngestStats } from "./options.ts";
 
 /**
  * Options of {@linkcode ingestUpstream}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { UpstreamOptions } from "./upstream.ts";
- * const options: UpstreamOptions = {
- *   handler: (frame) => JSON.parse(frame).data,
- *   minBackoffMs: 100,
- *   maxBackoffMs: 5_000,
- * };
- * equal(options.minBackoffMs, 100);
- * ```
  */
 export interface UpstreamOptions extends IngestOptions {
   /** Turns each frame into rows; without one, each frame is `JSON.parse`d into one row. */

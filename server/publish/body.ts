@@ -13,14 +13,6 @@ const strict = new TextDecoder("utf-8", { fatal: true });
 /**
  * A body read: its bytes, `too_large` once more than the limit arrived, or
  * `timeout` when no byte arrived for the idle time.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { BodyRead } from "./body.ts";
- * const r: BodyRead = { ok: false, error: "too_large" };
- * equal(r.ok, false);
- * ```
  */
 export type BodyRead =
   | { ok: true; bytes: Uint8Array }
@@ -111,14 +103,6 @@ async function readWithin(
 
 /**
  * A body parsed: its rows with their 1-based line (or array position), or the first bad line.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { ParsedBody } from "./body.ts";
- * const p: ParsedBody = { ok: false, line: 3, detail: "not JSON" };
- * equal(p.ok || p.line, 3);
- * ```
  */
 export type ParsedBody =
   | { ok: true; rows: unknown[]; lines: number[] }

@@ -20,14 +20,6 @@ import type { Stream } from "../stream/stream.ts";
 
 /**
  * How a publish ended.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishOutcome } from "./commit.ts";
- * const o: PublishOutcome = { kind: "stale", lastSeq: 7 };
- * equal(o.kind, "stale");
- * ```
  */
 export type PublishOutcome =
   | { kind: "ack"; first: number; last: number; duplicate: boolean }

@@ -12,27 +12,11 @@ import type { Stream } from "../stream/stream.ts";
 
 /**
  * The routes a publish comes by.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishRoute } from "./publish_metrics.ts";
- * const r: PublishRoute = "http";
- * equal(r, "http");
- * ```
  */
 export type PublishRoute = "http" | "websocket";
 
 /**
  * Why a publish (or a frame of one) was refused.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishRefusal } from "./publish_metrics.ts";
- * const r: PublishRefusal = "stale_seq";
- * equal(r, "stale_seq");
- * ```
  */
 export type PublishRefusal =
   | "invalid_row"

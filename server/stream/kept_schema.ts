@@ -1,6 +1,6 @@
 /**
  * The schema history a stream keeps beside its log, and the rule for a new
- * schema (a schema that can grow: DESIGN §14, SPEC §3.12).
+ * schema (a schema that can grow: docs/SPEC.md §3.12).
  *
  * @module
  */

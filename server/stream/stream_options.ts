@@ -21,17 +21,6 @@ export const DEFAULT_STALL_TIMEOUT_MS = 30_000;
 
 /**
  * Options of {@linkcode Stream.open} and {@linkcode Stream.ephemeral}.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { StreamOptions } from "./stream_options.ts";
- * const options: StreamOptions = {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- *   maxReplay: null,
- * };
- * equal(options.maxReplay, null);
- * ```
  */
 export interface StreamOptions {
   /** The JSON Schema of the rows (see docs/SPEC.md for what is accepted). */
@@ -75,18 +64,6 @@ export interface StreamOptions {
 /**
  * Options of {@linkcode Stream.restore}: those of a stream, with `root` and
  * `archive` required.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { StreamRestoreOptions } from "./stream_options.ts";
- * const options: StreamRestoreOptions = {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- *   root: "data",
- *   archive: "s3://bucket/prefix",
- * };
- * equal(options.archive, "s3://bucket/prefix");
- * ```
  */
 export interface StreamRestoreOptions extends StreamOptions {
   /** Folder holding the logs (the log is rebuilt at `ROOT/NAME`). */

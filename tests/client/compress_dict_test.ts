@@ -1,4 +1,4 @@
-// The client's side of compress=zstd-dict (DESIGN §16, SPEC §2.6): asked for
+// The client's side of compress=zstd-dict (docs/SPEC.md §2.6): asked for
 // with compress: "zstd-dict" (and by default after zstd-stream), the
 // dictionary named in the greeting fetched and used, the same rows as text
 // frames; a dictionary that cannot be fetched or a frame that does not decode

@@ -1,4 +1,4 @@
-// Fuzz of compressed frames into the Deno client (issue 22, DESIGN §16): a
+// Fuzz of compressed frames into the Deno client (docs/SPEC.md §2.6): a
 // fake server greets with compress "zstd", sends valid zstd frames, then one
 // mutated frame (bit flips, truncation, concatenation, skippable frames, no
 // checksum, a wrong or huge declared content size, an RLE decompression

@@ -1,4 +1,4 @@
-// The client's side of compress=zstd-stream (DESIGN §20, SPEC §2.6.1): asked
+// The client's side of compress=zstd-stream (docs/SPEC.md §2.6.1): asked
 // for by default, decoded in order with the same rows as text frames and
 // fewer bytes; plain zstd frames from a server without libzstd decoded too; a
 // message that does not decode, or a text message, is a ProtocolError after

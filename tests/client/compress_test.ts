@@ -1,4 +1,4 @@
-// The client's side of compress=zstd (DESIGN §16): negotiated by default in
+// The client's side of compress=zstd (docs/SPEC.md §2.6): negotiated by default in
 // Deno, rows as with text frames, a corrupt or truncated frame reported as a
 // ProtocolError naming it, and a server that does not know compress= asked
 // again without it.

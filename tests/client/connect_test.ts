@@ -389,7 +389,7 @@ Deno.test("the client modules import nothing runtime-specific (the browser path)
     assert(!spec.startsWith("node:"), `client/mod.ts loads ${spec}, a Deno/Node built-in`);
     // npm packages are checked by the bundler that targets the browser, not here.
     if (!spec.startsWith("file://")) continue;
-    // client/ may import common/ (DESIGN §2), nothing else of the project.
+    // client/ may import common/, nothing else of the project.
     const root = new URL("../../", import.meta.url).href;
     assert(
       spec.startsWith(`${root}client/`) || spec.startsWith(`${root}common/`),

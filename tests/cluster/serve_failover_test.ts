@@ -1,4 +1,4 @@
-// `cli.ts serve --cluster` under the faults of DESIGN §18, each against a real
+// `cli.ts serve --cluster` under the faults of docs/SPEC.md §11.11, each against a real
 // etcd and three real serve processes (lease 2 s): the leader SIGKILLed while
 // producers pipeline over HTTP and WebSocket and subscribers read on every
 // node; the leader SIGSTOPped past its lease with a publish queued to it;

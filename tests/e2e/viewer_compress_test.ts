@@ -1,5 +1,5 @@
 /// <reference lib="dom" />
-// compress=zstd-stream in a real browser (DESIGN §20): the bundled client
+// compress=zstd-stream in a real browser (docs/SPEC.md §2.6.1): the bundled client
 // (/_/client.js) asks for it by default and decodes it in Chromium — replayed
 // self-contained frames, then the live group's shared stream — to exactly the
 // rows sent; the viewer shows the bytes per row on the wire.

@@ -1,4 +1,4 @@
-// Crash points enumerated, not sampled (DESIGN §22): a scripted workload runs
+// Crash points enumerated, not sampled (docs/SPEC.md §9.4): a scripted workload runs
 // once through a model of the disk (_disk_model.ts); before EVERY change it
 // makes — each write, sync, cut, rename, remove, folder sync — the test takes
 // what a power loss there would leave (only what was synced) and what a

@@ -1,4 +1,4 @@
-// Hostile clients against a real `cli.ts serve` (DESIGN §10, §11): 2,000
+// Hostile clients against a real `cli.ts serve` (docs/SPEC.md §3.4): 2,000
 // connections churning, slow-loris upgrade requests, oversized and binary
 // frames — from a separate process (_hostile.ts), while this process feeds
 // rows stamped with their send time and a normal subscriber measures
@@ -25,7 +25,7 @@ import { FRESH_SEED, REPLAY, seedBanner } from "./_seeds.ts";
 
 console.log(seedBanner("hostile clients"));
 const HOSTILE = new URL("./_hostile.ts", import.meta.url).pathname;
-// DESIGN §10's 256 MiB is the steady-state bound (1000 subscribers, half of
+// The 256 MiB target of docs/PERFORMANCE.md is the steady-state bound (1000 subscribers, half of
 // them stalled: bench/memory.ts). Under this attack the server measured 225-306
 // MiB at its peak (2026-11-29): the JavaScript heap grows to ~90 MiB under the
 // churn's allocation rate, 5 clients at a time send 1-8 MiB frames that the

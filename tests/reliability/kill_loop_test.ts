@@ -1,4 +1,4 @@
-// Crash safety of the real server (DESIGN §11): `cli.ts serve --stdin` on a
+// Crash safety of the real server (docs/SPEC.md §1.5): `cli.ts serve --stdin` on a
 // durable stream with small segments (so sealing and chunking happen all the
 // time) is fed continuously and SIGKILLed at a random moment, 20 times, with
 // 2-3 subscribers attached (live single frames, batch frames from an old

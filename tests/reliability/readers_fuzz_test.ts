@@ -2,7 +2,7 @@
 // made by a real Log, then flipped, truncated, shifted, overwritten or
 // replaced by random bytes, a few hundred cases per run, seeded.
 //
-// What must hold for every case (DESIGN §3 "Opening and recovery", §11):
+// What must hold for every case (docs/SPEC.md §1.5 "Opening and recovery"):
 // - `Log.open` either succeeds — and then every row it serves is one that was
 //   written, at its offset, byte-identical, with nothing missing before the
 //   damage (only a torn tail of the LAST segment may be cut) — or throws

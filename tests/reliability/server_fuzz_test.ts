@@ -1,4 +1,4 @@
-// Fuzzing the server from the network (DESIGN §5, §11): random upgrade paths
+// Fuzzing the server from the network (docs/SPEC.md §2): random upgrade paths
 // and query strings, and random client frames after a valid subscribe, sent
 // over raw TCP to a real `cli.ts serve` process that is ingesting rows, while
 // two well-behaved subscribers read on. Seeded (see _seeds.ts): a fresh seed
@@ -217,7 +217,7 @@ function randomQuery(rand: () => number, streamId: string): string {
   return "?" + pairs.join("&");
 }
 
-// --- since= case family (DESIGN §12): hostile times never crash the server;
+// --- since= case family (docs/SPEC.md §8.3): hostile times never crash the server;
 // each is a 4400 or an accepted subscribe (4416 other_stream for a foreign
 // stream id), and /at answers 200 or 400 with JSON, never 500. ---
 
@@ -728,7 +728,7 @@ Deno.test("fuzz: random paths, queries and client frames get the right close cod
   }
 });
 
-// ---- where= (DESIGN §12): hostile filters ----------------------------------
+// ---- where= (docs/SPEC.md §2.5): hostile filters -----------------------------
 // Every filter either subscribes (the greeting echoes it) or is refused 4400
 // with a `where:` detail, exactly as compileFilter decides against the
 // stream's schema; the server never crashes and keeps serving the others.

@@ -1,4 +1,4 @@
-// Fuzzing what `where=` and `since=` deliver (DESIGN §12), against a real
+// Fuzzing what `where=` and `since=` deliver (docs/SPEC.md §2.5, §8), against a real
 // `cli.ts serve` holding rows in chunks and segments with many append times:
 // random filters (most of them fitting, built from the stored values, the
 // rest hostile) and random times (every form parseSince takes, at, between,

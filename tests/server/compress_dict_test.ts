@@ -1,4 +1,4 @@
-// compress=zstd-dict (DESIGN §16, SPEC §2.6): frames compressed with the
+// compress=zstd-dict (docs/SPEC.md §2.6): frames compressed with the
 // stream's raw-content dictionary, named in the greeting and served at
 // /{name}/dictionaries/{id}; the `zstd` command given that file (-D) decodes
 // them to exactly the batched text, live and replayed; plain compress=zstd

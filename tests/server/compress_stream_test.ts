@@ -1,4 +1,4 @@
-// compress=zstd-stream (DESIGN §20, docs/SPEC.md §2.6.1) through a real
+// compress=zstd-stream (docs/SPEC.md §2.6.1) through a real
 // server and real sockets: each subscriber's messages, decoded in order, give
 // exactly the batched frames' text; the members of a group get the very same
 // bytes; a joiner gets self-contained frames until its group's next frame

@@ -1,4 +1,4 @@
-// compress=zstd (DESIGN §16): binary zstd frames that the `zstd` command
+// compress=zstd (docs/SPEC.md §2.6): binary zstd frames that the `zstd` command
 // decodes to exactly the batched text, live and replayed; compressed once per
 // commit whatever the number of subscribers; refused without frames=batch.
 import { assert, assertEquals } from "../_assert.ts";
