@@ -6,7 +6,7 @@
  */
 
 import { dirname, resolve } from "node:path";
-import { isStreamName } from "../client/wire.ts";
+import { isStreamName } from "../wire/stream_name.ts";
 import { UsageError } from "./_args.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";

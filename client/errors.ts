@@ -30,14 +30,14 @@
  * @module
  */
 
+import type { OffsetRequest } from "../wire/subscribe.ts";
 import {
   CloseCode,
   type CloseReason,
   decodeCloseReason,
   NOT_REPLAYABLE_WHYS,
   type NotReplayableWhy,
-  type OffsetRequest,
-} from "./wire.ts";
+} from "../wire/close_reason.ts";
 
 /**
  * What the client knew when a subscription failed; used to word messages.

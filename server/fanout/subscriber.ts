@@ -24,13 +24,9 @@
  * @module
  */
 
-import {
-  CloseCode,
-  type Compression,
-  encodeCloseReason,
-  type FrameMode,
-} from "../../client/wire.ts";
-import type { Filter } from "../../client/filter.ts";
+import type { Compression, FrameMode } from "../../wire/subscribe.ts";
+import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
+import type { Filter } from "../../wire/filter.ts";
 import { LogEvictedError } from "../../log/mod.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
 import { frameOffset, MAX_BATCH_ROWS } from "../frames/text_frames.ts";

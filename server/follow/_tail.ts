@@ -12,7 +12,8 @@
  * @module
  */
 
-import { decodeCloseReason, type Greeting, splitBatch } from "../../client/wire.ts";
+import { type Greeting, splitBatch } from "../../wire/subscribe.ts";
+import { decodeCloseReason } from "../../wire/close_reason.ts";
 
 /** Most rows of queued frames written in one commit. */
 export const MAX_GROUP_ROWS = 65_536;

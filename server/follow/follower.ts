@@ -19,7 +19,7 @@
  */
 
 import { join } from "node:path";
-import type { Greeting, StreamHead } from "../../client/wire.ts";
+import type { Greeting, StreamHead } from "../../wire/subscribe.ts";
 import { fetchHead } from "../../client/head.ts";
 import { backoffDelay, sleep } from "../../common/backoff.ts";
 import { Logger } from "../../common/logger.ts";

@@ -12,14 +12,12 @@
  */
 
 import {
-  CloseCode,
-  type CloseReason,
   type Compression,
-  encodeCloseReason,
   parseSubscribeQuery,
   type SubscribeQuery,
-} from "../../client/wire.ts";
-import { compileFilter, type Filter, FilterError } from "../../client/filter.ts";
+} from "../../wire/subscribe.ts";
+import { CloseCode, type CloseReason, encodeCloseReason } from "../../wire/close_reason.ts";
+import { compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
 import type { Stream } from "../stream/stream.ts";
 import type { Subscriber } from "../fanout/subscriber.ts";

@@ -9,7 +9,8 @@
  * @module
  */
 
-import type { NotReplayableReason, SubscribeQuery } from "../../client/wire.ts";
+import type { SubscribeQuery } from "../../wire/subscribe.ts";
+import type { NotReplayableReason } from "../../wire/close_reason.ts";
 import type { TimeLookup } from "../../log/mod.ts";
 import type { Stream } from "../stream/stream.ts";
 

@@ -19,14 +19,9 @@
  */
 
 import { join } from "node:path";
-import {
-  CloseCode,
-  type Compression,
-  type FrameMode,
-  type Greeting,
-  type StreamHead,
-} from "../../client/wire.ts";
-import type { Filter, Where } from "../../client/filter.ts";
+import type { Compression, FrameMode, Greeting, StreamHead } from "../../wire/subscribe.ts";
+import { CloseCode } from "../../wire/close_reason.ts";
+import type { Filter, Where } from "../../wire/filter.ts";
 import {
   Log,
   type ProducerTag,

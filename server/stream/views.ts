@@ -11,8 +11,8 @@ import {
   type Greeting,
   PROTOCOL_VERSION,
   type StreamHead,
-} from "../../client/wire.ts";
-import type { Where } from "../../client/filter.ts";
+} from "../../wire/subscribe.ts";
+import type { Where } from "../../wire/filter.ts";
 import type { Log } from "../../log/mod.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
 import { archiveLagOf } from "./archive_lag.ts";

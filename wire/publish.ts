@@ -1,19 +1,19 @@
 /**
  * The publishing half of the wire contract (docs/SPEC.md §9): producer names
  * and their header, the publish greeting, frames and answers, the in-flight
- * defaults, and the publish URL. Pure, like `wire.ts`: the server, the Deno
+ * defaults, and the publish URL. Pure, like all of `wire/`: the server, the Deno
  * client and the browser client import the one definition.
  *
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { parseSeq } from "./publish_wire.ts";
+ * import { parseSeq } from "./publish.ts";
  * equal(parseSeq("7"), 7);
  * ```
  *
  * @module
  */
 
-import type { PROTOCOL_VERSION } from "./wire.ts";
+import type { PROTOCOL_VERSION } from "./subscribe.ts";
 
 /**
  * Producer names: 1–128 printable ASCII characters, no space (they travel in a header).
@@ -21,7 +21,7 @@ import type { PROTOCOL_VERSION } from "./wire.ts";
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { PRODUCER_PATTERN } from "./publish_wire.ts";
+ * import { PRODUCER_PATTERN } from "./publish.ts";
  * deepStrictEqual(["feed-1", "a b"].map((p) => PRODUCER_PATTERN.test(p)), [true, false]);
  * ```
  */
@@ -48,7 +48,7 @@ export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 << 20;
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { PublishGreeting } from "./publish_wire.ts";
+ * import type { PublishGreeting } from "./publish.ts";
  * const g: PublishGreeting = { streamcast: 2, stream: "t", stream_id: "0".repeat(32), publish: true,
  *   producer: "p1", last_seq: 0, max_in_flight: 64 };
  * equal(g.last_seq + 1, 1);
@@ -79,7 +79,7 @@ export interface PublishGreeting {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { PublishFrame } from "./publish_wire.ts";
+ * import type { PublishFrame } from "./publish.ts";
  * const f: PublishFrame = { seq: 1, rows: [{ price: 1 }] };
  * equal(JSON.stringify(f), '{"seq":1,"rows":[{"price":1}]}');
  * ```
@@ -98,7 +98,7 @@ export interface PublishFrame {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { PublishAnswer } from "./publish_wire.ts";
+ * import type { PublishAnswer } from "./publish.ts";
  * const a: PublishAnswer = { seq: 3, first: 10, last: 12 };
  * equal("error" in a, false);
  * ```
@@ -115,7 +115,7 @@ export type PublishAnswer =
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { parseSeq } from "./publish_wire.ts";
+ * import { parseSeq } from "./publish.ts";
  * deepStrictEqual([parseSeq("12"), parseSeq("0"), parseSeq("1e3")], [12, null, null]);
  * ```
  */
@@ -132,7 +132,7 @@ export function parseSeq(text: string): number | null {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { publishUrl } from "./publish_wire.ts";
+ * import { publishUrl } from "./publish.ts";
  * equal(publishUrl("ws://h:1/trades?offset=3", "p1"), "ws://h:1/trades/publish?producer=p1");
  * equal(publishUrl("http://h:1/", null), "ws://h:1/_/publish");
  * ```
