@@ -51,7 +51,7 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   fanout: ["frames", "."],
   stream: ["fanout", "frames", "."],
   publish: ["stream", "."],
-  follow: ["stream", "."],
+  mirror: ["stream", "."],
   cluster: ["stream", "."],
   ingest: ["stream", "."],
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],

@@ -25,7 +25,7 @@ import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { zstdStreamAvailable } from "../frames/zstd_stream.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
-import { decideSinceStart, decideStart, followLag, type StartDecision } from "./subscribe_start.ts";
+import { decideSinceStart, decideStart, mirrorLag, type StartDecision } from "./subscribe_start.ts";
 import { acceptSocket, refuseSocket } from "./upgrade.ts";
 import { parseReason } from "./_respond.ts";
 
@@ -207,7 +207,7 @@ class SubscribeSession {
       return;
     }
     if (!this.#isOpen) return;
-    const lag = await followLag(stream, q, d);
+    const lag = await mirrorLag(stream, q, d);
     d = lag.d;
     if (!this.#isOpen) return;
     if (!d.ok) {
@@ -235,8 +235,8 @@ class SubscribeSession {
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
     if (lag.wait) {
-      // A follower behind the offset asked for: the rows come as they arrive.
-      const reached = await stream._follow!.reached(from!, this.#waiting.signal);
+      // A mirror behind the offset asked for: the rows come as they arrive.
+      const reached = await stream._mirror!.reached(from!, this.#waiting.signal);
       if (!reached || !this.#isOpen) {
         if (this.#isOpen) socket.close(CloseCode.GoingAway, "");
         return;

@@ -38,7 +38,7 @@ import { type PostAnswer, postFrame } from "./_post_frame.ts";
 // does not replay a failure; each found bug has a deterministic test):
 // - 3926834337, 709428761 (and 7 more runs): a follower's live subscribers
 //   missed the rows of chunks it adopted past its end on reconnecting to a
-//   restarted primary — tests/follow/adopt_live_test.ts.
+//   restarted primary — tests/mirror/adopt_live_test.ts.
 // - 3820510544: under the whole suite's load the follower took more than a
 //   fixed 20 s to chunk what the primary had; the test now waits for as long
 //   as either manifest grows (a test's timing, not a bug).
