@@ -52,7 +52,7 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   stream: ["fanout", "frames", "."],
   publish: ["stream", "."],
   mirror: ["stream", "."],
-  cluster: ["stream", "."],
+  member: ["stream", "."],
   ingest: ["stream", "."],
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],
 };

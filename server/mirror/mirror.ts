@@ -2,7 +2,7 @@
  * A mirror, the read replica `serve --follow NAME=URL` runs: keeps a replica
  * of another server's stream (the primary's, or another mirror's) and serves
  * it like its own (docs/SPEC.md §10). A cluster's non-leading node is a
- * follower, not a mirror: that is `cluster/` and `server/cluster/`.
+ * follower, not a mirror: that is `cluster/` and `server/member/`.
  *
  * - The replica has the primary's `stream_id`, offsets and bytes. Sealed
  *   history is the primary's own chunks, fetched over HTTP and checked

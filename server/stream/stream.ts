@@ -86,7 +86,7 @@ export type ClusterRefusal =
   | { error: "not_enough_replicas"; leader: null };
 
 /**
- * What a cluster node (`server/cluster/`) lends the stream it runs: the
+ * What a cluster member (`server/member/`) lends the stream it runs: the
  * `/head` fields it adds, whether it takes a publish now, the followers'
  * replication sockets, and its stop (before the log closes).
  */

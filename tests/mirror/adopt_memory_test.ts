@@ -13,7 +13,7 @@ import { compress, sha256Hex } from "../../log/chunk.ts";
 
 const CHILD = new URL("./_adopt_child.ts", import.meta.url).pathname;
 
-Deno.test("mirror: adopting a 140 MB chunk over HTTP grows the mirror's peak memory by far less than the chunk", async () => {
+Deno.test("mirrors: adopting a 140 MB chunk over HTTP grows the mirror's peak memory by far less than the chunk", async () => {
   const dir = await tempDir("streamcast-adopt-mem-");
   // 600,000 rows of random text: ~200 MB of lines, ~140 MB compressed.
   const rows = 600_000;
