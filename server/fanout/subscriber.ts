@@ -355,7 +355,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   /**
    * @internal A live subscriber goes back to the log from the first offset not
    * handed to its socket (its backlog overflowed, or the log's next offset
-   * moved with no commit: a follower adopted chunks past its end).
+   * moved with no commit: a mirror adopted chunks past its end).
    */
   _fromLog(): void {
     if (this.#state !== "live" || !this.#host.durable) return;

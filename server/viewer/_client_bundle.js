@@ -2046,7 +2046,7 @@ var NodeRing = class {
   /**
    * Whether an open that failed with `err` is tried again, or on the next
    * node: a node that cannot be reached, or (given several) one whose end is
-   * still behind the position — a follower a little behind the node left.
+   * still behind the position — a mirror or a cluster follower a little behind the node left.
    */
   moveOn(err2) {
     return err2.reconnectable || this.#urls.length > 1 && err2 instanceof NotReplayable && err2.why === "ahead";
