@@ -1,6 +1,6 @@
 /**
  * The errors a subscription raises. The WebSocket close code decides the
- * class; the close reason (compact JSON, see `wire.ts`) only fills in the
+ * class; the close reason (compact JSON, see `wire/close_reason.ts`) only fills in the
  * numbers, so a reason that is missing or not JSON still gives the right class.
  *
  * | code | class |
