@@ -17,13 +17,6 @@
 /**
  * WebSocket close codes the server uses. The code is what a client dispatches
  * on; the reason only carries numbers.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { CloseCode } from "./close_reason.ts";
- * equal(CloseCode.NotReplayable, 4416);
- * ```
  */
 export const CloseCode = {
   /** Server shutting down; reconnect with your next offset. */

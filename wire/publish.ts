@@ -44,15 +44,6 @@ export const DEFAULT_MAX_IN_FLIGHT_BYTES = 16 << 20;
 
 /**
  * The server's first frame on a publish socket.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishGreeting } from "./publish.ts";
- * const g: PublishGreeting = { streamcast: 2, stream: "t", stream_id: "0".repeat(32), publish: true,
- *   producer: "p1", last_seq: 0, max_in_flight: 64 };
- * equal(g.last_seq + 1, 1);
- * ```
  */
 export interface PublishGreeting {
   /** The protocol version. */
@@ -75,14 +66,6 @@ export interface PublishGreeting {
 
 /**
  * A publisher's frame: rows to store in one commit, as sequence `seq`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishFrame } from "./publish.ts";
- * const f: PublishFrame = { seq: 1, rows: [{ price: 1 }] };
- * equal(JSON.stringify(f), '{"seq":1,"rows":[{"price":1}]}');
- * ```
  */
 export interface PublishFrame {
   /** The sequence number (≥ 1; increasing per producer). */
@@ -94,14 +77,6 @@ export interface PublishFrame {
 /**
  * The answer to a frame (or, without `seq`, to a `POST`): stored rows'
  * offsets, or why nothing was stored.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import type { PublishAnswer } from "./publish.ts";
- * const a: PublishAnswer = { seq: 3, first: 10, last: 12 };
- * equal("error" in a, false);
- * ```
  */
 export type PublishAnswer =
   | { seq: number; first: number; last: number; duplicate?: true }

@@ -14,13 +14,6 @@
 
 /**
  * The stream-name rule in words, for error messages.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { STREAM_NAME_RULE } from "./stream_name.ts";
- * equal(STREAM_NAME_RULE, "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .");
- * ```
  */
 export const STREAM_NAME_RULE = "1-64 of A-Z a-z 0-9 . _ -, not starting with _ or .";
 

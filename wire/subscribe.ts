@@ -125,26 +125,11 @@ export interface SubscribeQuery {
  * The WebSocket subprotocol of streamcast. A client may offer it; the server
  * then answers with it. Offered beside `bearer.TOKEN` it lets a client that
  * cannot set headers (a browser) send a bearer token.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "./subscribe.ts";
- * const protocols = [SUBPROTOCOL, `${BEARER_PROTOCOL_PREFIX}my-token-0123456789`];
- * equal(protocols[0], "streamcast");
- * ```
  */
 export const SUBPROTOCOL = "streamcast";
 
 /**
  * Prefix of the subprotocol carrying a bearer token: `bearer.TOKEN`.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { BEARER_PROTOCOL_PREFIX } from "./subscribe.ts";
- * equal(BEARER_PROTOCOL_PREFIX + "my-token-0123456789", "bearer.my-token-0123456789");
- * ```
  */
 export const BEARER_PROTOCOL_PREFIX = "bearer.";
 

@@ -608,7 +608,7 @@ async function localReplica(
     throw err;
   });
   if (!meta) return null;
-  // The schema file may hold a history (DESIGN §14): the replica's current schema is its last.
+  // The schema file may hold a history (docs/SPEC.md §3.12): the replica's current schema is its last.
   const kept = await readSchemaHistory(dir);
   if (!kept || kept.versions.length === 0) return null;
   return { schema: kept.versions[kept.versions.length - 1].schema, streamId: meta.meta.stream_id };
