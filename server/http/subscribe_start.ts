@@ -1,9 +1,9 @@
 /**
  * Where a subscribe starts, or why it is refused: the offset or time it asks
- * for, checked against the stream's log in the order of DESIGN §5
+ * for, checked against the stream's log in the order of docs/SPEC.md §2.3
  * (`not_durable`, `other_stream`, `ahead`, `empty`, `evicted`, `too_old`),
- * `since=` resolved through the log's time index (DESIGN §12), and a
- * mirror's lag rule (DESIGN §15). Decided when the socket opens, not when
+ * `since=` resolved through the log's time index (docs/SPEC.md §8), and a
+ * mirror's lag rule (docs/SPEC.md §10.3). Decided when the socket opens, not when
  * the request came: the log may have moved meanwhile.
  *
  * @module
@@ -118,11 +118,11 @@ export type SinceLog = NonNullable<Parameters<typeof decideStart>[0]> & {
   offsetAt(sinceUs: number): Promise<TimeLookup>;
 };
 
-// Refusals that come before `evicted` in the order of DESIGN §5.
+// Refusals that come before `evicted` in the order of docs/SPEC.md §2.3.
 const BEFORE_EVICTED = new Set(["not_durable", "other_stream", "ahead", "empty"]);
 
 /**
- * Decides where a subscribe with `since` starts (DESIGN §12): the time
+ * Decides where a subscribe with `since` starts (docs/SPEC.md §8.3): the time
  * resolves through the log to the first offset whose append time is at or
  * after it, then acts exactly like `offset=` that offset (every refusal of
  * {@linkcode decideStart} applies, in its order). After the last row it is

@@ -1,5 +1,5 @@
 /**
- * A stream run by a cluster (DESIGN §18, docs/SPEC.md §11): its log is one
+ * A stream run by a cluster (docs/SPEC.md §11): its log is one
  * replica of the cluster's, and a `ClusterNode` (`cluster/cluster_node.ts`)
  * decides whether this node leads it or follows the node that does.
  *

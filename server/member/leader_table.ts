@@ -1,5 +1,5 @@
 /**
- * A cluster stream's Iceberg table (DESIGN §18–§19, docs/SPEC.md §12.5): one
+ * A cluster stream's Iceberg table (docs/SPEC.md §12.5): one
  * table for the stream, in the cluster's archive, committed to by whichever
  * node leads it.
  *

@@ -1,4 +1,4 @@
-// compress=zstd (DESIGN §16) on a mirror: the mirror's frames are binary
+// compress=zstd (docs/SPEC.md §2.6) on a mirror: the mirror's frames are binary
 // zstd frames that decompress to the rows the primary serves, byte for byte,
 // on replay and live — compression is a function of the committed frames, so
 // a replica's commits are compressed the same way.

@@ -1,4 +1,4 @@
-// Fuzz of a mirror's inputs from a lying primary (issue 22, DESIGN §15): a
+// Fuzz of a mirror's inputs from a lying primary (docs/SPEC.md §10.4): a
 // fake primary in the test (Deno.serve: `/trades/head`, `/trades/manifest`,
 // `/trades/chunks/{sha}`, the batched subscribe socket) answers each request
 // and each socket with a seeded mutation — manifests of wrong types, shapes,
