@@ -1,7 +1,7 @@
 // The records of a log read that a `where=` filter matches, as a record batch
 // over the same bytes (no payload is copied): what an export writes when it
 // is given a filter. Each payload is decoded and parsed once.
-import type { Filter } from "../client/filter.ts";
+import type { Filter } from "../wire/filter.ts";
 import type { RecordBatch } from "../log/mod.ts";
 
 const decoder = new TextDecoder();
@@ -13,7 +13,7 @@ const decoder = new TextDecoder();
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { selectRecords } from "./_select_records.ts";
- * import { compileFilter } from "../client/filter.ts";
+ * import { compileFilter } from "../wire/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
  * const buf = new TextEncoder().encode('{"a":1}{"a":2}');
  * const batch = {

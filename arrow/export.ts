@@ -35,7 +35,7 @@ import { openLog, READ_BYTES, type Source } from "./_log_source.ts";
 import { ArrowFileWriter } from "./file_writer.ts";
 import { writeParquet } from "./parquet_writer.ts";
 import { ArrowRowBuilder, type RecordSlice } from "./row_builder.ts";
-import { compileFilter, type Filter, type Where } from "../client/filter.ts";
+import { compileFilter, type Filter, type Where } from "../wire/filter.ts";
 import { selectRecords } from "./_select_records.ts";
 
 /**
@@ -121,7 +121,7 @@ export interface ExportOptions {
   onProgress?: (progress: ExportProgress) => void;
   /**
    * Only the rows this `where=` filter matches (an object or its JSON text,
-   * as a subscribe takes it; see `client/filter.ts`), in all three formats.
+   * as a subscribe takes it; see `wire/filter.ts`), in all three formats.
    * It needs the schema, for `ndjson` too. A filter that does not fit the
    * schema throws `FilterError` (its `detail` names `where`).
    * @default undefined

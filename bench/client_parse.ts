@@ -8,7 +8,7 @@
  */
 import { connect, type WebSocketConstructor } from "../client/connect.ts";
 import { parseLine } from "../client/_frame.ts";
-import { splitBatch } from "../client/wire.ts";
+import { splitBatch } from "../wire/subscribe.ts";
 import { type BenchSection, median, renderSection } from "./_report.ts";
 
 const ROWS_PER_FRAME = 64;

@@ -1,6 +1,6 @@
 /**
  * `where=` filter evaluation, per row per distinct filter, as a report
- * section: compiled filters of several shapes (client/filter.ts) tested on
+ * section: compiled filters of several shapes (wire/filter.ts) tested on
  * parsed trade rows, against a hand-written closure doing the same test, in
  * the same run (best of several timed loops over 65,536 rows that do not
  * repeat). The row parse the server does once per row per commit, shared by
@@ -8,7 +8,7 @@
  *
  * Run alone: deno run -A bench/filter.ts [--quick]
  */
-import { compileFilter } from "../client/filter.ts";
+import { compileFilter } from "../wire/filter.ts";
 import { type BenchRow, type BenchSection, renderSection } from "./_report.ts";
 import { SCHEMA, tradeRows } from "./_trades.ts";
 
@@ -105,7 +105,7 @@ export function run(quick = false): Promise<BenchSection> {
   }
   if (sink === -1) console.log(sink);
   return Promise.resolve({
-    title: "where= filter evaluation (client/filter.ts)",
+    title: "where= filter evaluation (wire/filter.ts)",
     baseline:
       "a hand-written JavaScript closure doing the same test, in the same loop over the same parsed rows.",
     rows,

@@ -1,7 +1,7 @@
 /**
  * `serve --cluster`: this node joins the cluster (its record in etcd, on a
  * lease of its own) and opens every declared stream as its replica of the
- * cluster's (`server/cluster/clustered_stream.ts`), each with its cluster
+ * cluster's (`server/member/clustered_stream.ts`), each with its cluster
  * node, not started: `serve` starts them once it listens, so that the first
  * follower to connect finds the replicate route.
  *
@@ -14,8 +14,8 @@ import { EtcdClient } from "../cluster/etcd_client.ts";
 import { NodeNameTakenError } from "../cluster/nodes.ts";
 import { LogCorruptError, LogLockedError } from "../log/mod.ts";
 import type { Stream } from "../server/stream/stream.ts";
-import { ClusterRefusedError, openClustered } from "../server/cluster/clustered_stream.ts";
-import { NodeRegistration } from "../server/cluster/node_registration.ts";
+import { ClusterRefusedError, openClustered } from "../server/member/clustered_stream.ts";
+import { NodeRegistration } from "../server/member/node_registration.ts";
 import { Fatal, oneLine, show } from "./_serve_fatal.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 import { streamOptionsOf } from "./_serve_streams.ts";

@@ -6,13 +6,13 @@
  */
 
 import { dirname, resolve } from "node:path";
-import { isStreamName } from "../client/wire.ts";
+import { isStreamName } from "../wire/stream_name.ts";
 import { UsageError } from "./_args.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";
 import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./_serve_run_settings.ts";
 import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
-import { followUrl } from "../server/follow/follower.ts";
+import { mirrorUrl } from "../server/mirror/mirror.ts";
 import { checkClusterSettings, CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
 
 /** Settings as a config file gives them. */
@@ -134,7 +134,7 @@ function configSettings(json: unknown, base: string): FileSettings {
     }
   }
   if (json.follow !== undefined) {
-    // Followers (docs/SPEC.md §10): {"NAME": "ws://primary/NAME"}.
+    // Mirrors (docs/SPEC.md §10): {"NAME": "ws://primary/NAME"}.
     if (!isObject(json.follow)) {
       throw new TypeError(`"follow" must be an object of primary URLs by stream name`);
     }
@@ -146,10 +146,10 @@ function configSettings(json: unknown, base: string): FileSettings {
   return out;
 }
 
-// A follow URL, checked as the follower reads it.
+// A follow URL, checked as the mirror reads it.
 function followSpec(url: string, what: string): string {
   try {
-    followUrl(url);
+    mirrorUrl(url);
   } catch (err) {
     throw new RangeError(`${what}: ${(err as Error).message}`);
   }
@@ -218,7 +218,7 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     // A flag replaces the config's declaration, ephemeral included.
     s.streams.set(name, { schema: { path: kv[1] }, ephemeral: false, publish: false });
   }
-  // Followers: NAME=URL; a followed stream is not declared and takes no rows.
+  // Mirrors: NAME=URL; a followed stream is not declared and takes no rows.
   s.follow = new Map(file.follow);
   for (const spec of list("follow")) {
     const kv = split(spec);
@@ -230,16 +230,16 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   for (const name of s.follow.keys()) {
     if (s.streams.has(name)) {
       throw new RangeError(
-        `${show(name)} is both declared (--stream) and followed (--follow): a follower takes ` +
+        `${show(name)} is both declared (--stream) and followed (--follow): a mirror takes ` +
           `the schema from its primary; give one of them`,
       );
     }
   }
-  const followed = (name: string, what: string, why = "a follower takes no rows for it") => {
+  const followed = (name: string, what: string, why = "a mirror takes no rows for it") => {
     if (s.follow.has(name)) {
       throw new RangeError(
         `${what} names ${show(name)}, which is followed from ${
-          followUrl(s.follow.get(name)!).shown
+          mirrorUrl(s.follow.get(name)!).shown
         }: ${why}`,
       );
     }

@@ -1,20 +1,21 @@
 /**
- * `serve`'s follower settings (docs/SPEC.md §10), spliced into the settings table
- * of `_serve_settings.ts` (kept apart so that the table stays one screenful
- * per concern): `--follow NAME=URL` and what tunes it.
+ * `serve`'s settings of a mirror, the `--follow` read replica (docs/SPEC.md
+ * §10), spliced into the settings table of `_serve_settings.ts` (kept apart so
+ * that the table stays one screenful per concern): `--follow NAME=URL` and
+ * what tunes it.
  *
  * @module
  */
 
 import {
-  DEFAULT_FOLLOW_MAX_MANIFEST_BYTES,
-  DEFAULT_FOLLOW_POLL_MS,
-  DEFAULT_FOLLOW_RETRY_MAX_MS,
-  DEFAULT_FOLLOW_TIMEOUT_MS,
-} from "../server/follow/follower.ts";
+  DEFAULT_MIRROR_MAX_MANIFEST_BYTES,
+  DEFAULT_MIRROR_POLL_MS,
+  DEFAULT_MIRROR_RETRY_MAX_MS,
+  DEFAULT_MIRROR_TIMEOUT_MS,
+} from "../server/mirror/mirror.ts";
 import { integer, type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
 
-/** One follower setting: the shape of `Setting` in `_serve_settings.ts`. */
+/** One mirror setting: the shape of `Setting` in `_serve_settings.ts`. */
 export interface FollowSetting {
   /** The flag, without `--`. */
   flag: string;
@@ -36,13 +37,13 @@ export interface FollowSetting {
   docs: string;
 }
 
-/** Default wait for the primary when a follower has no replica yet, seconds. */
+/** Default wait for the primary when a mirror has no replica yet, seconds. */
 export const DEFAULT_FOLLOW_START_WAIT_S = 30;
 
-const GROUP = "followers (docs/SCALING.md)";
+const GROUP = "mirrors (docs/SCALING.md)";
 
 /**
- * The follower settings, in the order of `--help`.
+ * The mirror settings, in the order of `--help`.
  */
 export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
   {
@@ -53,11 +54,11 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     group: GROUP,
     usage: [
       ["--follow NAME=URL", "serve a replica of the stream at URL (ws://HOST:PORT/NAME"],
-      ["", "of a primary or another follower) as stream NAME; no"],
+      ["", "of a primary or another mirror) as stream NAME; no"],
       ["", "schema: it comes from the primary (repeatable)"],
     ],
     docs: "serve a replica of the stream at URL (`ws://HOST:PORT/NAME` of a primary or of " +
-      "another follower) as stream NAME: same `stream_id`, offsets, bytes and chunks; the " +
+      "another mirror) as stream NAME: same `stream_id`, offsets, bytes and chunks; the " +
       "schema comes from the primary, so NAME takes no `--stream`. Repeatable. A followed " +
       "stream takes no rows (`--stdin`, `--upstream` naming it are refused). Config: " +
       '`"follow": {"NAME": "URL"}`. See docs/SCALING.md.',
@@ -73,7 +74,7 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
       "--follow-token TOKEN",
       "bearer token for guarded primaries (else the URL's access_token)",
     ]],
-    docs: "bearer token the follower presents to its primaries (else the URL's `access_token`); " +
+    docs: "bearer token the mirror presents to its primaries (else the URL's `access_token`); " +
       "never shown in logs or `/head`.",
   },
   {
@@ -81,13 +82,13 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     key: "followPoll",
     type: "string",
     read: stallSeconds,
-    default: DEFAULT_FOLLOW_POLL_MS / 1000,
+    default: DEFAULT_MIRROR_POLL_MS / 1000,
     group: GROUP,
     usage: [[
       "--follow-poll SECONDS",
       "how often the primary's manifest and head are read [{default}]",
     ]],
-    docs: "how often a follower reads its primary's `/manifest` (new chunks to adopt) and " +
+    docs: "how often a mirror reads its primary's `/manifest` (new chunks to adopt) and " +
       "`/head` (for `lag_rows`), seconds > 0.",
   },
   {
@@ -95,7 +96,7 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     key: "followRetryMax",
     type: "string",
     read: stallSeconds,
-    default: DEFAULT_FOLLOW_RETRY_MAX_MS / 1000,
+    default: DEFAULT_MIRROR_RETRY_MAX_MS / 1000,
     group: GROUP,
     usage: [["--follow-retry-max SECONDS", "cap of the reconnect backoff [{default}]"]],
     docs: "cap of the capped exponential backoff (from 0.25 s, with jitter) between " +
@@ -106,13 +107,13 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     key: "followTimeout",
     type: "string",
     read: stallSeconds,
-    default: DEFAULT_FOLLOW_TIMEOUT_MS / 1000,
+    default: DEFAULT_MIRROR_TIMEOUT_MS / 1000,
     group: GROUP,
     usage: [
       ["--follow-timeout SECONDS", "longest silence of a manifest or chunk request to the"],
       ["", "primary: its answer, then each piece of its body [{default}]"],
     ],
-    docs: "longest silence of one request a follower makes for its primary's history " +
+    docs: "longest silence of one request a mirror makes for its primary's history " +
       "(`/manifest`, a chunk, its time index): the answer's headers, then each piece of its " +
       "body, must come within it, seconds > 0 — a large chunk at a modest bandwidth takes as " +
       "long as it needs; past it the request fails and is retried with the reconnect backoff.",
@@ -122,13 +123,13 @@ export const FOLLOW_SETTINGS: readonly FollowSetting[] = [
     key: "followMaxManifestBytes",
     type: "string",
     read: integer(1024),
-    default: DEFAULT_FOLLOW_MAX_MANIFEST_BYTES,
+    default: DEFAULT_MIRROR_MAX_MANIFEST_BYTES,
     group: GROUP,
     usage: [[
       "--follow-max-manifest-bytes N",
-      "largest primary manifest a follower reads [{default}]",
+      "largest primary manifest a mirror reads [{default}]",
     ]],
-    docs: "largest `/manifest` a follower reads from its primary, bytes ≥ 1024; a larger one " +
+    docs: "largest `/manifest` a mirror reads from its primary, bytes ≥ 1024; a larger one " +
       "fails the request once that many bytes have come (logged, retried). A chunk is read up " +
       "to its manifest entry's `bytes` and a time index up to what the entry's rows can take.",
   },

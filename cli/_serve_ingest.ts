@@ -23,7 +23,7 @@ import {
   type RejectSink,
 } from "../server/ingest/mod.ts";
 import type { Server } from "../server/serve.ts";
-import { type LeadingNode, whileLeading } from "../server/cluster/while_leading.ts";
+import { type LeadingNode, whileLeading } from "../server/member/while_leading.ts";
 import { Fatal, oneLine, show } from "./_serve_fatal.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 

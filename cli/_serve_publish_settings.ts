@@ -6,7 +6,7 @@
  * @module
  */
 
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../wire/publish.ts";
 import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
 import {
   DEFAULT_MAX_PUBLISH_BYTES,

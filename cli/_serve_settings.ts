@@ -466,7 +466,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "`text` or `json` (one JSON object per line); see " +
       "[Logs](#what-it-prints-logs-and-exit-codes).",
   },
-  // Followers (--follow): their own file.
+  // Mirrors (--follow): their own file.
   ...FOLLOW_SETTINGS,
   // A cluster (--cluster): its own file.
   ...CLUSTER_SETTINGS,

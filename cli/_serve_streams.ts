@@ -11,7 +11,7 @@ import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts"
 import { compileSchema } from "../schema/compile.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import { Stream } from "../server/stream/stream.ts";
-import { type Follower, openFollowed } from "../server/follow/follower.ts";
+import { type Mirror, openMirror } from "../server/mirror/mirror.ts";
 import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
 import type { SchemaSource, Settings, StreamDecl } from "./_serve_run_settings.ts";
 import type { StreamOptions } from "../server/stream/stream_options.ts";
@@ -77,14 +77,14 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
 
 /**
  * Opens the replica of every followed stream (`--follow NAME=URL`, see
- * docs/SPEC.md §10) and its follower, not started; on a failure closes those
+ * docs/SPEC.md §10) and its mirror, not started; on a failure closes those
  * opened and throws a {@linkcode Fatal} (exit 1: the primary did not answer,
  * a log is locked…).
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { openFollowers } from "./_serve_streams.ts";
+ * import { openMirrors } from "./_serve_streams.ts";
  * import { settingsFrom } from "./_serve_config.ts";
  * import { Logger } from "../common/logger.ts";
  * import { serve, Stream } from "../mod.ts";
@@ -95,23 +95,23 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
  * const server = serve([primary], { port: 0, onListen: () => {} });
  * const root = await Deno.makeTempDir();
  * const s = await settingsFrom({ follow: [`ticks=${server.url}/ticks`], root });
- * const { streams, followers } = await openFollowers(s, Logger.silent());
- * equal(followers.length, 1); // not started: `serve` starts them once it listens
+ * const { streams, mirrors } = await openMirrors(s, Logger.silent());
+ * equal(mirrors.length, 1); // not started: `serve` starts them once it listens
  * equal(streams[0].name, "ticks");
  * await Promise.all(streams.map((st) => st.close()));
  * await server.shutdown();
  * ```
  */
-export async function openFollowers(
+export async function openMirrors(
   s: Settings,
   logger: Logger,
-): Promise<{ streams: Stream[]; followers: Follower[] }> {
+): Promise<{ streams: Stream[]; mirrors: Mirror[] }> {
   const streams: Stream[] = [];
-  const followers: Follower[] = [];
+  const mirrors: Mirror[] = [];
   try {
     for (const [name, url] of s.follow) {
       try {
-        const { stream, follower } = await openFollowed(name, url, {
+        const { stream, mirror } = await openMirror(name, url, {
           root: s.root,
           logOptions: baseLogOptions(s, logger),
           token: s.followToken,
@@ -132,7 +132,7 @@ export async function openFollowers(
           },
         });
         streams.push(stream);
-        followers.push(follower);
+        mirrors.push(mirror);
       } catch (err) {
         throw new Fatal(`${show(name)}: ${oneLine(err)}`, 1);
       }
@@ -141,7 +141,7 @@ export async function openFollowers(
     await Promise.allSettled(streams.map((st) => st.close()));
     throw err;
   }
-  return { streams, followers };
+  return { streams, mirrors };
 }
 
 /**

@@ -7,7 +7,7 @@
  */
 
 import { resolve } from "node:path";
-import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
+import { isStreamName, STREAM_NAME_RULE } from "../wire/stream_name.ts";
 import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../common/logger.ts";
 
 /**

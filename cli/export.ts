@@ -21,10 +21,10 @@ import { type ExportFormat, exportLog, type ExportProgress } from "../arrow/expo
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
 import { SchemaError } from "../schema/schema_error.ts";
-import { FilterError } from "../client/filter.ts";
+import { FilterError } from "../wire/filter.ts";
 import { SCHEMA_FILE } from "../server/stream/stream.ts";
 import { parseSchemaHistory } from "../log/schema_history.ts";
-import { parseSince } from "../client/since.ts";
+import { parseSince } from "../wire/since.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 
@@ -70,7 +70,7 @@ function offsetFlag(values: Record<string, unknown>, name: string): number | und
   return Number(raw);
 }
 
-// --since/--until T: RFC 3339 or µs (client/since.ts), as a usage error when bad.
+// --since/--until T: RFC 3339 or µs (wire/since.ts), as a usage error when bad.
 function timeFlag(values: Record<string, unknown>, name: string): number | undefined {
   const raw = values[name] as string | undefined;
   if (raw === undefined) return undefined;

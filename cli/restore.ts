@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { restoreLog } from "../log/mod.ts";
-import { isStreamName } from "../client/wire.ts";
+import { isStreamName } from "../wire/stream_name.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 

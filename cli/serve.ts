@@ -54,14 +54,14 @@ import { type Ingest, loadHandlers, startIngest } from "./_serve_ingest.ts";
 import { SERVE_FLAGS, SERVE_USAGE } from "./_serve_settings.ts";
 import type { Settings } from "./_serve_run_settings.ts";
 import { onSignals, tokensReloader } from "./_signals.ts";
-import { loadSchemas, openFollowers, openStreams } from "./_serve_streams.ts";
+import { loadSchemas, openMirrors, openStreams } from "./_serve_streams.ts";
 import { joinCluster } from "./_serve_cluster.ts";
-import type { Follower } from "../server/follow/follower.ts";
+import type { Mirror } from "../server/mirror/mirror.ts";
 
 interface Running extends Ingest {
   server: Server;
   streams: Stream[];
-  followers: Follower[];
+  mirrors: Mirror[];
   /** Stops this node's cluster nodes and removes its record (nothing without `--cluster`). */
   leaveCluster(): Promise<void>;
 }
@@ -132,10 +132,10 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   // A cluster's node: its streams are replicas of the cluster's, each with its node.
   const cluster = s.cluster !== null ? await joinCluster(s, schemas, logger, tls !== null) : null;
   const own = cluster ? cluster.streams : await openStreams(s, schemas, logger);
-  // Followed streams (--follow): replicas, fed by their followers only.
-  let followed: Awaited<ReturnType<typeof openFollowers>>;
+  // Followed streams (--follow): replicas, fed by their mirrors only.
+  let followed: Awaited<ReturnType<typeof openMirrors>>;
   try {
-    followed = await openFollowers(s, logger);
+    followed = await openMirrors(s, logger);
   } catch (err) {
     await Promise.allSettled(own.map((st) => st.close()));
     await cluster?.leave();
@@ -174,12 +174,12 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     await cluster?.leave();
     throw listenError(s, err);
   }
-  for (const f of followed.followers) f.start();
+  for (const f of followed.mirrors) f.start();
   for (const node of cluster?.nodes.values() ?? []) node.start();
   return {
     server,
     streams,
-    followers: followed.followers,
+    mirrors: followed.mirrors,
     leaveCluster: () => cluster?.leave() ?? Promise.resolve(),
     ...startIngest(s, server, handlers, logger, cluster?.nodes),
   };
@@ -237,7 +237,7 @@ export async function cmdServe(args: string[]): Promise<number> {
     let code = failure !== null ? 1 : 0;
     try {
       await running.stopIngest();
-      await Promise.all(running.followers.map((f) => f.close()));
+      await Promise.all(running.mirrors.map((f) => f.close()));
       const late = running.failure();
       if (failure === null && late !== null) {
         // An ingest that failed while stopping (e.g. its last rows could not be written).

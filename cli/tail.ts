@@ -20,7 +20,7 @@ import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
 import type { CursorStore } from "../client/cursor.ts";
 import { fetchHead, headUrl } from "../client/head.ts";
-import { parseSince } from "../client/since.ts";
+import { parseSince } from "../wire/since.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 
 const TAIL_USAGE =

@@ -7,7 +7,7 @@ import { isCompressRefusal, type ZstdDecompress } from "./_zstd.ts";
 import { type DictDecompress, fetchDictionary } from "./_zstd_dict.ts";
 import { fzstdWhole } from "./_zstd_stream.ts";
 import type { DictionaryDecoding } from "./_connection.ts";
-import type { Compression } from "./wire.ts";
+import type { Compression } from "../wire/subscribe.ts";
 import type { ProtocolError } from "./errors.ts";
 
 /** The compression state of one subscription. */

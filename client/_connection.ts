@@ -2,7 +2,7 @@
 // the close, and wakes whoever waits for any of them. Private to client/.
 // Web APIs only (runs in browsers).
 
-import { type Greeting, PROTOCOL_VERSION } from "./wire.ts";
+import { type Greeting, PROTOCOL_VERSION } from "../wire/subscribe.ts";
 import { decodeZstdFrame, type ZstdDecompress } from "./_zstd.ts";
 import { ZstdStreamDecoder } from "./_zstd_stream.ts";
 

@@ -31,7 +31,7 @@ export class NodeRing {
   /**
    * Whether an open that failed with `err` is tried again, or on the next
    * node: a node that cannot be reached, or (given several) one whose end is
-   * still behind the position — a follower a little behind the node left.
+   * still behind the position — a mirror or a cluster follower a little behind the node left.
    */
   moveOn(err: SubscriptionError): boolean {
     return err.reconnectable ||

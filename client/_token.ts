@@ -10,7 +10,8 @@
 import type { WebSocketConstructor } from "./_connection.ts";
 import { ConnectionClosed } from "./errors.ts";
 import { headUrl } from "./head.ts";
-import { BEARER_PROTOCOL_PREFIX, CloseCode, SUBPROTOCOL } from "./wire.ts";
+import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "../wire/subscribe.ts";
+import { CloseCode } from "../wire/close_reason.ts";
 
 /**
  * A WebSocket constructor that offers `streamcast` and `bearer.TOKEN` as subprotocols.

@@ -5,7 +5,7 @@
 // none (a browser) loadZstd() answers null.
 
 import { ProtocolError } from "./errors.ts";
-import { CloseCode } from "./wire.ts";
+import { CloseCode } from "../wire/close_reason.ts";
 import { checkZstdFrame } from "../common/zstd_frame.ts";
 
 /**

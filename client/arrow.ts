@@ -35,8 +35,8 @@ import {
   Type,
 } from "apache-arrow";
 import { closeError, ProtocolError } from "./errors.ts";
-import { type Greeting, subscribeUrl } from "./wire.ts";
-import type { Where } from "./filter.ts";
+import { type Greeting, subscribeUrl } from "../wire/subscribe.ts";
+import type { Where } from "../wire/filter.ts";
 
 /**
  * A binary frame as a WebSocket hands it over (`binaryType` "arraybuffer",

@@ -15,7 +15,7 @@
 import { describe } from "./_describe.ts";
 import { headUrl } from "./head.ts";
 import { NotReplayable } from "./errors.ts";
-import { type Greeting, PROTOCOL_VERSION, type StreamHead } from "./wire.ts";
+import { type Greeting, PROTOCOL_VERSION, type StreamHead } from "../wire/subscribe.ts";
 
 /** One chunk as a manifest lists it. */
 export interface ChunkInfo {
@@ -315,7 +315,7 @@ export async function catchUp(
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { catchUpGreeting } from "./catch_up.ts";
- * import type { StreamHead } from "./wire.ts";
+ * import type { StreamHead } from "../wire/subscribe.ts";
  * const head = {
  *   stream: "trades",
  *   stream_id: "0123456789abcdef0123456789abcdef",

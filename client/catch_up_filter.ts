@@ -1,7 +1,7 @@
 /**
  * `where=` on catch-up: the rows a subscription reads from chunks over HTTP
  * are filtered by the same predicate the server applies to replay and live
- * rows (`client/filter.ts`), compiled against the stream's schema as the
+ * rows (`wire/filter.ts`), compiled against the stream's schema as the
  * head serves it, so a filtered client that catches up from chunks sees
  * exactly what the server would have sent.
  *
@@ -19,7 +19,7 @@
  */
 
 import { ProtocolError } from "./errors.ts";
-import { compileFilter, type Filter, FilterError, type Where } from "./filter.ts";
+import { compileFilter, type Filter, FilterError, type Where } from "../wire/filter.ts";
 
 /** A catch-up's filter: what the greeting echoes, and the lines it keeps. */
 export interface CatchUpFilter {
@@ -37,7 +37,7 @@ export interface CatchUpFilter {
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { filterLines } from "./catch_up_filter.ts";
- * import { compileFilter } from "./filter.ts";
+ * import { compileFilter } from "../wire/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
  * deepStrictEqual(filterLines(['[1,{"a":1}]', '[2,{"a":2}]'], f), ['[2,{"a":2}]']);
  * ```

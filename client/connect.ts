@@ -38,8 +38,8 @@ import { checkCatchUpOptions } from "./catch_up.ts";
 import type { ConnectOptions, SubscriptionOptions } from "./connect_options.ts";
 import type { CursorStore } from "./cursor.ts";
 import { Subscription } from "./subscription.ts";
-import { TOKEN_PATTERN } from "./wire.ts";
-import { sinceMicros } from "./since.ts";
+import { TOKEN_PATTERN } from "../wire/subscribe.ts";
+import { sinceMicros } from "../wire/since.ts";
 import { loadZstd } from "./_zstd.ts";
 import { loadDictZstd } from "./_zstd_dict.ts";
 import { type NodeUrls, nodeUrls } from "./node_urls.ts";
@@ -217,7 +217,7 @@ function checkOptions(options: unknown): ConnectOptions {
   return o;
 }
 
-// since: a Date, µs or RFC 3339 text (client/since.ts), and not with offset.
+// since: a Date, µs or RFC 3339 text (wire/since.ts), and not with offset.
 function checkSinceOption(o: ConnectOptions): void {
   const since: unknown = o.since;
   if (since === undefined) return;

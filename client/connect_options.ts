@@ -8,7 +8,7 @@ import type { WebSocketConstructor } from "./_connection.ts";
 import type { CatchUpOptions } from "./catch_up.ts";
 import type { CursorStore } from "./cursor.ts";
 import type { SubscriptionError } from "./errors.ts";
-import type { Where } from "./filter.ts";
+import type { Where } from "../wire/filter.ts";
 
 export type { WebSocketConstructor } from "./_connection.ts";
 
@@ -146,7 +146,7 @@ export interface ConnectOptions {
    */
   catchUp?: boolean | CatchUpOptions;
   /**
-   * Only the rows this filter matches (`where=`, see `client/filter.ts`): an
+   * Only the rows this filter matches (`where=`, see `wire/filter.ts`): an
    * object such as `{ symbol: ["BTC-USD", "ETH-USD"], size: { gte: 1 } }`,
    * or its JSON text. Sent on every (re)connect; the server refuses a filter
    * that does not fit the stream's columns (`ProtocolError` naming `where`).

@@ -1,6 +1,6 @@
 /**
  * The errors a subscription raises. The WebSocket close code decides the
- * class; the close reason (compact JSON, see `wire.ts`) only fills in the
+ * class; the close reason (compact JSON, see `wire/close_reason.ts`) only fills in the
  * numbers, so a reason that is missing or not JSON still gives the right class.
  *
  * | code | class |
@@ -30,14 +30,14 @@
  * @module
  */
 
+import type { OffsetRequest } from "../wire/subscribe.ts";
 import {
   CloseCode,
   type CloseReason,
   decodeCloseReason,
   NOT_REPLAYABLE_WHYS,
   type NotReplayableWhy,
-  type OffsetRequest,
-} from "./wire.ts";
+} from "../wire/close_reason.ts";
 
 /**
  * What the client knew when a subscription failed; used to word messages.

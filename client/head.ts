@@ -15,7 +15,7 @@
  */
 
 import { StreamNotFound } from "./errors.ts";
-import type { StreamHead } from "./wire.ts";
+import type { StreamHead } from "../wire/subscribe.ts";
 
 /**
  * The head URL of a stream URL: `ws://` becomes `http://` (`wss://`,

@@ -39,7 +39,7 @@
  * @module
  */
 
-// Named exports, not `export *`: wire.ts, errors.ts, cursor.ts and catch_up.ts also hold
+// Named exports, not `export *`: wire/, errors.ts, cursor.ts and catch_up.ts also hold
 // what only the server, client/s3.ts and the tests use (they import those modules directly).
 export { connect } from "./connect.ts";
 export { Subscription } from "./subscription.ts";
@@ -88,7 +88,7 @@ export {
   type FilterScalar,
   MAX_FILTER_VALUES,
   type Where,
-} from "./filter.ts";
+} from "../wire/filter.ts";
 export {
   type CatchUp,
   catchUp,
@@ -98,20 +98,23 @@ export {
   CorruptChunk,
   type ManifestInfo,
 } from "./catch_up.ts";
+// The wire types a consumer reads, from the contract the server shares (wire/).
 export {
-  CloseCode,
-  type CloseReason,
   type FrameMode,
   type Greeting,
   type GreetingLog,
+  PROTOCOL_VERSION,
+  type StreamHead,
+  SUBPROTOCOL,
+} from "../wire/subscribe.ts";
+export {
+  CloseCode,
+  type CloseReason,
   NOT_REPLAYABLE_WHYS,
   type NotFoundReason,
   type NotReplayableReason,
   type NotReplayableWhy,
-  PROTOCOL_VERSION,
   type ProtocolReason,
-  type StreamHead,
-  SUBPROTOCOL,
   type TooSlowReason,
-} from "./wire.ts";
-export { type PublishAnswer, type PublishFrame, type PublishGreeting } from "./publish_wire.ts";
+} from "../wire/close_reason.ts";
+export { type PublishAnswer, type PublishFrame, type PublishGreeting } from "../wire/publish.ts";

@@ -1,6 +1,6 @@
 /**
  * The URLs of a stream on several nodes (a cluster, or a primary and its
- * followers), as {@linkcode connect} and {@linkcode publisher} take them:
+ * mirrors), as {@linkcode connect} and {@linkcode publisher} take them:
  * one URL, several in one string separated by commas, or an array of either.
  * Browser-safe.
  *

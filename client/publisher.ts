@@ -36,7 +36,7 @@ import type { PublisherOptions } from "./publisher_options.ts";
 import { PublishError } from "./publish_error.ts";
 import { type NodeUrls, nodeUrls } from "./node_urls.ts";
 import { askUpgrade, PublishRoute, redirectTarget, refusedStatus } from "./_publish_route.ts";
-import { type PublishAnswer, type PublishGreeting, publishUrl } from "./publish_wire.ts";
+import { type PublishAnswer, type PublishGreeting, publishUrl } from "../wire/publish.ts";
 
 export type { PublisherOptions } from "./publisher_options.ts";
 export { PublishError } from "./publish_error.ts";

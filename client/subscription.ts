@@ -52,8 +52,8 @@ import {
   DEFAULT_SAVE_EVERY_ROWS,
   type SubscriptionOptions,
 } from "./connect_options.ts";
-import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "./wire.ts";
-import { sinceMicros } from "./since.ts";
+import { type Greeting, type OffsetRequest, splitBatch, subscribeUrl } from "../wire/subscribe.ts";
+import { sinceMicros } from "../wire/since.ts";
 import { backoffDelay, sleep } from "../common/backoff.ts";
 
 export type { Line, Row } from "./row.ts";

@@ -7,7 +7,7 @@
  * decodes to all its content — and ignores bytes after the first frame, so
  * neither may pass for a frame; the decoder then checks the checksum of a
  * frame whose shape is whole. Used on compressed WebSocket frames (the
- * client) and on chunks a follower adopts (streamed: fed piece by piece).
+ * client) and on chunks a mirror adopts (streamed: fed piece by piece).
  *
  * @module
  */

@@ -5,7 +5,7 @@
  * worker whenever the log's manifest changes (a chunk sealed), and keeps the
  * worker's last report.
  *
- * Only a stream's writer links its table: a follower's log (a replica)
+ * Only a stream's writer links its table: a mirror's log (a replica)
  * is refused, so one process at most commits to a table. A writer whose
  * right to write can end (a cluster's leader) passes `mayCommit`: the worker
  * asks it before creating each table version, and the table is let go at
@@ -149,7 +149,7 @@ export class IcebergTable {
    * `archive` — an `s3://` URI or archive options — or not) up with its
    * sealed chunks.
    *
-   * @throws {TypeError} If `log` is a replica (a follower's): only the
+   * @throws {TypeError} If `log` is a replica (a mirror's): only the
    *   stream's writer commits to its table.
    */
   static start(
@@ -160,7 +160,7 @@ export class IcebergTable {
   ): IcebergTable {
     if (log.replica) {
       throw new TypeError(
-        `the log of "${stream}" is a follower's: only the stream's writer commits to its Iceberg table`,
+        `the log of "${stream}" is a mirror's: only the stream's writer commits to its Iceberg table`,
       );
     }
     const a = typeof archive === "string" ? { uri: archive } : archive;

@@ -1,5 +1,5 @@
 /**
- * Adopting another log's chunks (a follower replicating a primary): the
+ * Adopting another log's chunks (a mirror replicating a primary): the
  * primary's chunk files, byte for byte and under the same SHA-256 names, with
  * their manifest entries and `.times` side files, checked before they are
  * kept. A replica's manifest lists the primary's chunks, not chunks of its
@@ -10,7 +10,7 @@
  * then the worker lists them in the manifest (message `adopt`); then the
  * replica's sealed segments whose rows the chunks hold are deleted
  * ({@linkcode coveredBy}). A crash before the manifest leaves orphan files
- * that the next open deletes (the follower fetches them again); after it,
+ * that the next open deletes (the mirror fetches them again); after it,
  * the covered segments are found and deleted on the next open.
  *
  * @module

@@ -1,5 +1,5 @@
 /**
- * Appending rows at offsets another log chose (a follower writing the
+ * Appending rows at offsets another log chose (a mirror writing the
  * primary's rows): rows at or below what the replica holds are skipped (a
  * reconnect may send some again); a run of consecutive offsets is one
  * commit; a jump forward is kept as a fenced gap — a new segment starts at

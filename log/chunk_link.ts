@@ -240,7 +240,7 @@ export class ChunkLink {
     this.#archiveStore?.close();
   }
 
-  // Replicas (followers) adopt the primary's chunks (see adoption.ts).
+  // Replicas (mirrors) adopt the primary's chunks (see adoption.ts).
 
   /**
    * Lists `chunks` (their files checked and in place) in the manifest, in

@@ -25,7 +25,7 @@ export interface ChunkPolicy {
   /** Archive chunks and the manifest to S3 (null: no archive). */
   archive: ArchiveOptions | null;
   /**
-   * A replica's chunks (a follower's): the worker makes no chunks of its own
+   * A replica's chunks (a mirror's): the worker makes no chunks of its own
    * and merges none — its chunks are the primary's, adopted — and applies
    * retention only. @default false
    */

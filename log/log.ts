@@ -612,7 +612,7 @@ export class Log {
     }
   }
 
-  // Replicas (followers): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
+  // Replicas (mirrors): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
 
   /** Whether this log is a replica of another server's (see `LogOptions.replica`). */
   get replica(): boolean {

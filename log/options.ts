@@ -82,7 +82,7 @@ export interface LogOptions {
   /** Archive chunks and the manifest to S3 (turns chunks on). */
   archive?: ArchiveOptions | null;
   /**
-   * A replica of another server's log (a follower's): offsets come from the
+   * A replica of another server's log (a mirror's, `serve --follow`): offsets come from the
    * primary ({@linkcode Log.appendAt}), chunks are the primary's, adopted
    * ({@linkcode Log.adoptChunks}); the chunk worker makes and merges none of
    * its own. Turns chunks on. @default false

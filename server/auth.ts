@@ -54,7 +54,8 @@
  */
 
 import { createHash, timingSafeEqual } from "node:crypto";
-import { BEARER_PROTOCOL_PREFIX, isStreamName, TOKEN_PATTERN } from "../client/wire.ts";
+import { BEARER_PROTOCOL_PREFIX, TOKEN_PATTERN } from "../wire/subscribe.ts";
+import { isStreamName } from "../wire/stream_name.ts";
 const NAME_PATTERN = /^[A-Za-z0-9._@-]{1,64}$/;
 const SHA256_PATTERN = /^[0-9a-f]{64}$/;
 

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { CloseCode } from "../client/wire.ts";
+import { CloseCode } from "../wire/close_reason.ts";
 import type { TokenTable } from "./auth.ts";
 import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";

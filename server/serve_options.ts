@@ -21,7 +21,7 @@ import {
   MAX_PUBLISH_BODY_TIMEOUT_S,
   MIN_SEND_BUFFER_BYTES,
 } from "./limits.ts";
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../wire/publish.ts";
 import { checkKeys, OptionCheck, shown } from "./option_check.ts";
 
 /** Address a server listens on by default (the CLI's `--host`). */

@@ -13,15 +13,17 @@ const SKIP_DIRS = new Set(["node_modules", ".git", "data", "tmp", "dist"]);
 /** What each top-level folder may import besides itself (npm packages are always allowed). */
 const MAY_IMPORT: Record<string, readonly string[]> = {
   common: [],
+  wire: [],
   log: ["common"],
-  client: ["common"],
+  client: ["common", "wire"],
   schema: ["common"],
-  arrow: ["common", "log", "client", "schema"],
+  arrow: ["common", "wire", "log", "client", "schema"],
   cluster: ["common", "log"],
   iceberg: ["common", "log", "schema", "arrow"],
-  server: ["common", "log", "client", "schema", "arrow", "cluster", "iceberg"],
+  server: ["common", "wire", "log", "client", "schema", "arrow", "cluster", "iceberg"],
   cli: [
     "common",
+    "wire",
     "log",
     "client",
     "schema",
@@ -49,8 +51,8 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   fanout: ["frames", "."],
   stream: ["fanout", "frames", "."],
   publish: ["stream", "."],
-  follow: ["stream", "."],
-  cluster: ["stream", "."],
+  mirror: ["stream", "."],
+  member: ["stream", "."],
   ingest: ["stream", "."],
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],
 };

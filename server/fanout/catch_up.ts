@@ -21,8 +21,8 @@
  */
 
 import { setImmediate } from "node:timers";
-import type { Compression, FrameMode } from "../../client/wire.ts";
-import type { Filter } from "../../client/filter.ts";
+import type { Compression, FrameMode } from "../../wire/subscribe.ts";
+import type { Filter } from "../../wire/filter.ts";
 import type { RecordBatch } from "../../log/mod.ts";
 import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { frameOffset, MAX_BATCH_ROWS, renderBatch } from "../frames/text_frames.ts";

@@ -15,8 +15,8 @@
  * @module
  */
 
-import type { Compression, FrameMode } from "../../client/wire.ts";
-import type { Filter } from "../../client/filter.ts";
+import type { Compression, FrameMode } from "../../wire/subscribe.ts";
+import type { Filter } from "../../wire/filter.ts";
 import { Logger } from "../../common/logger.ts";
 import type { Log, RecordBatch } from "../../log/mod.ts";
 import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";

@@ -12,7 +12,7 @@
  * @module
  */
 
-import type { Filter } from "../../client/filter.ts";
+import type { Filter } from "../../wire/filter.ts";
 import { pickFrames } from "./filtered_frames.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
 import type { Subscriber } from "./subscriber.ts";
@@ -34,7 +34,7 @@ interface Group {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { FilterGroups } from "./filter_groups.ts";
- * import { compileFilter } from "../../client/filter.ts";
+ * import { compileFilter } from "../../wire/filter.ts";
  * const schema = { type: "object", properties: { a: { type: "integer" } } };
  * const groups = new FilterGroups({ frameBytes: () => 1 << 20, counted() {} });
  * const one = groups.add(compileFilter('{"a":[1,2]}', schema));

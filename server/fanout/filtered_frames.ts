@@ -9,7 +9,7 @@
  * @module
  */
 
-import type { Filter } from "../../client/filter.ts";
+import type { Filter } from "../../wire/filter.ts";
 import type { RecordBatch } from "../../log/mod.ts";
 import { renderBatch } from "../frames/text_frames.ts";
 
@@ -21,7 +21,7 @@ import { renderBatch } from "../frames/text_frames.ts";
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { filterBatch } from "./filtered_frames.ts";
- * import { compileFilter } from "../../client/filter.ts";
+ * import { compileFilter } from "../../wire/filter.ts";
  * const f = compileFilter({ a: 2 }, { type: "object", properties: { a: { type: "integer" } } });
  * const buf = new TextEncoder().encode('{"a":1}{"a":2}');
  * const batch = {
@@ -72,7 +72,7 @@ export function parseRows(jsons: readonly string[]): Record<string, unknown>[] {
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { pickFrames } from "./filtered_frames.ts";
- * import { compileFilter } from "../../client/filter.ts";
+ * import { compileFilter } from "../../wire/filter.ts";
  * const f = compileFilter({ a: 1 }, { type: "object", properties: { a: { type: "integer" } } });
  * deepStrictEqual(pickFrames(['[1,{"a":1}]', '[2,{"a":2}]'], [{ a: 1 }, { a: 2 }], f), ['[1,{"a":1}]']);
  * ```

@@ -24,13 +24,9 @@
  * @module
  */
 
-import {
-  CloseCode,
-  type Compression,
-  encodeCloseReason,
-  type FrameMode,
-} from "../../client/wire.ts";
-import type { Filter } from "../../client/filter.ts";
+import type { Compression, FrameMode } from "../../wire/subscribe.ts";
+import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
+import type { Filter } from "../../wire/filter.ts";
 import { LogEvictedError } from "../../log/mod.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
 import { frameOffset, MAX_BATCH_ROWS } from "../frames/text_frames.ts";
@@ -359,7 +355,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   /**
    * @internal A live subscriber goes back to the log from the first offset not
    * handed to its socket (its backlog overflowed, or the log's next offset
-   * moved with no commit: a follower adopted chunks past its end).
+   * moved with no commit: a mirror adopted chunks past its end).
    */
   _fromLog(): void {
     if (this.#state !== "live" || !this.#host.durable) return;

@@ -22,7 +22,7 @@
  * @module
  */
 
-import type { Compression } from "../../client/wire.ts";
+import type { Compression } from "../../wire/subscribe.ts";
 import { inStream, type SharedFrames } from "../frames/shared_frames.ts";
 import { ZstdStream } from "../frames/zstd_stream.ts";
 

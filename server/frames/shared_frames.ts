@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { Compression } from "../../client/wire.ts";
+import type { Compression } from "../../wire/subscribe.ts";
 
 /** A commit's frames, encoded at most once per mode and shared by every subscriber. */
 export interface SharedFrames {

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Compression } from "../../client/wire.ts";
+import type { Compression } from "../../wire/subscribe.ts";
 import type { Logger } from "../../common/logger.ts";
 import type { Log } from "../../log/mod.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { SUBPROTOCOL } from "../../client/wire.ts";
+import { SUBPROTOCOL } from "../../wire/subscribe.ts";
 import type { LogFields } from "../../common/logger.ts";
 import {
   findToken,

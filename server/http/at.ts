@@ -11,7 +11,7 @@
  * @module
  */
 
-import { parseSince } from "../../client/since.ts";
+import { parseSince } from "../../wire/since.ts";
 import type { Stream } from "../stream/stream.ts";
 import { json } from "./_respond.ts";
 

@@ -84,7 +84,7 @@ export function chunkResponse(
   file: string,
 ): Promise<Response> | Response {
   const log = stream.log;
-  // A chunk's time index (followers copy it with the chunk): see timesResponse.
+  // A chunk's time index (mirrors copy it with the chunk): see timesResponse.
   const times = TIMES.exec(file);
   if (times && log) return timesResponse(req, log, times[1]);
   const chunk = CHUNK.exec(file);

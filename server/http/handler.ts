@@ -17,7 +17,7 @@
  * @module
  */
 
-import { CloseCode } from "../../client/wire.ts";
+import { CloseCode } from "../../wire/close_reason.ts";
 import { type Grant, TokenTable } from "../auth.ts";
 import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { StreamHead } from "../../client/wire.ts";
+import type { StreamHead } from "../../wire/subscribe.ts";
 import type { Grant } from "../auth.ts";
 import { type HttpContext, isPublishable } from "./context.ts";
 import type { RouteRequest } from "./router.ts";

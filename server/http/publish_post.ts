@@ -26,7 +26,7 @@ import {
   PRODUCER_PATTERN,
   PRODUCER_RULE,
   SEQ_HEADER,
-} from "../../client/publish_wire.ts";
+} from "../../wire/publish.ts";
 import { producerKey } from "../../log/producers.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";

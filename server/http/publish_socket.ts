@@ -34,14 +34,15 @@
  * @module
  */
 
-import { CloseCode, encodeCloseReason, PROTOCOL_VERSION } from "../../client/wire.ts";
+import { PROTOCOL_VERSION } from "../../wire/subscribe.ts";
+import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
 import {
   PRODUCER_PATTERN,
   PRODUCER_RULE,
   PUBLISH_PARAMS,
   type PublishAnswer,
   type PublishGreeting,
-} from "../../client/publish_wire.ts";
+} from "../../wire/publish.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { NotLeaderError } from "../../log/mod.ts";
 import { producerKey } from "../../log/producers.ts";

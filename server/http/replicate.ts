@@ -28,7 +28,7 @@
  * @module
  */
 
-import { SUBPROTOCOL } from "../../client/wire.ts";
+import { SUBPROTOCOL } from "../../wire/subscribe.ts";
 import { INSTANCE_HEADER } from "../../cluster/replication_wire.ts";
 import { findToken, offeredProtocols, sameToken, unauthorized } from "../auth.ts";
 import type { HttpContext } from "./context.ts";

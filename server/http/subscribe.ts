@@ -12,14 +12,12 @@
  */
 
 import {
-  CloseCode,
-  type CloseReason,
   type Compression,
-  encodeCloseReason,
   parseSubscribeQuery,
   type SubscribeQuery,
-} from "../../client/wire.ts";
-import { compileFilter, type Filter, FilterError } from "../../client/filter.ts";
+} from "../../wire/subscribe.ts";
+import { CloseCode, type CloseReason, encodeCloseReason } from "../../wire/close_reason.ts";
+import { compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
 import type { Stream } from "../stream/stream.ts";
 import type { Subscriber } from "../fanout/subscriber.ts";
@@ -27,7 +25,7 @@ import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { zstdStreamAvailable } from "../frames/zstd_stream.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
-import { decideSinceStart, decideStart, followLag, type StartDecision } from "./subscribe_start.ts";
+import { decideSinceStart, decideStart, mirrorLag, type StartDecision } from "./subscribe_start.ts";
 import { acceptSocket, refuseSocket } from "./upgrade.ts";
 import { parseReason } from "./_respond.ts";
 
@@ -204,7 +202,7 @@ class SubscribeSession {
       return;
     }
     if (!this.#isOpen) return;
-    const lag = await followLag(stream, q, d);
+    const lag = await mirrorLag(stream, q, d);
     d = lag.d;
     if (!this.#isOpen) return;
     if (!d.ok) {
@@ -232,8 +230,8 @@ class SubscribeSession {
     // Arrow: the schema message goes first, then record batches.
     if (encoder) socket.send(encoder.schemaMessage());
     if (lag.wait) {
-      // A follower behind the offset asked for: the rows come as they arrive.
-      const reached = await stream._follow!.reached(from!, this.#waiting.signal);
+      // A mirror behind the offset asked for: the rows come as they arrive.
+      const reached = await stream._mirror!.reached(from!, this.#waiting.signal);
       if (!reached || !this.#isOpen) {
         if (this.#isOpen) socket.close(CloseCode.GoingAway, "");
         return;

@@ -3,13 +3,14 @@
  * for, checked against the stream's log in the order of docs/SPEC.md §2.3
  * (`not_durable`, `other_stream`, `ahead`, `empty`, `evicted`, `too_old`),
  * `since=` resolved through the log's time index (docs/SPEC.md §8), and a
- * follower's lag rule (docs/SPEC.md §10.3). Decided when the socket opens, not when
+ * mirror's lag rule (docs/SPEC.md §10.3). Decided when the socket opens, not when
  * the request came: the log may have moved meanwhile.
  *
  * @module
  */
 
-import type { NotReplayableReason, SubscribeQuery } from "../../client/wire.ts";
+import type { SubscribeQuery } from "../../wire/subscribe.ts";
+import type { NotReplayableReason } from "../../wire/close_reason.ts";
 import type { TimeLookup } from "../../log/mod.ts";
 import type { Stream } from "../stream/stream.ts";
 
@@ -165,7 +166,7 @@ export async function decideSinceStart(
 }
 
 /**
- * On a follower, an offset past its end is `ahead` only when it is past the
+ * On a mirror, an offset past its end is `ahead` only when it is past the
  * primary's end too, asked afresh (the last known end when the primary does
  * not answer); otherwise the subscribe is accepted and waits for the rows.
  * Resolves the decision to act on, and whether to wait.
@@ -174,23 +175,23 @@ export async function decideSinceStart(
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
- * import { followLag } from "./subscribe_start.ts";
+ * import { mirrorLag } from "./subscribe_start.ts";
  * const s = Stream.ephemeral("t", { schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] } });
  * const q = { offset: 9, streamId: null, frames: "single" as const, token: null, where: null, since: null };
  * const d = { ok: true as const, from: 9 };
- * deepStrictEqual(await followLag(s, q, d), { d, wait: false }); // not a follower
+ * deepStrictEqual(await mirrorLag(s, q, d), { d, wait: false }); // not a mirror
  * ```
  */
-export async function followLag(
+export async function mirrorLag(
   stream: Stream,
   q: SubscribeQuery,
   d: StartDecision,
 ): Promise<{ d: StartDecision; wait: boolean }> {
-  const follow = stream._follow;
-  if (d.ok || d.reason.why !== "ahead" || !follow || typeof q.offset !== "number") {
+  const mirror = stream._mirror;
+  if (d.ok || d.reason.why !== "ahead" || !mirror || typeof q.offset !== "number") {
     return { d, wait: false };
   }
-  const primary = await follow.primaryEnd();
+  const primary = await mirror.primaryEnd();
   if (primary === null || q.offset > primary) return { d, wait: false };
   return { d: { ok: true, from: q.offset }, wait: true };
 }

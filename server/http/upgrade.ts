@@ -11,7 +11,8 @@
  * @module
  */
 
-import { CloseCode, SUBPROTOCOL } from "../../client/wire.ts";
+import { SUBPROTOCOL } from "../../wire/subscribe.ts";
+import { CloseCode } from "../../wire/close_reason.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { offeredProtocols } from "../auth.ts";
 import type { HttpContext } from "./context.ts";

@@ -103,7 +103,7 @@ export class Appender implements LogListener {
   }
 
   /**
-   * A follower's write: the primary's rows at the primary's offsets (see
+   * A mirror's write: the primary's rows at the primary's offsets (see
    * `Log.appendAt`), made durable, then fanned out as any commit.
    */
   async appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
@@ -241,7 +241,7 @@ export class Appender implements LogListener {
     if (kept.length > 0) this.#pend(kept);
   }
 
-  /** The log's end moved with no commit (a follower adopted rows): live subscribers read them. */
+  /** The log's end moved with no commit (a mirror adopted rows): live subscribers read them. */
   fenced(): void {
     this.#fanout.toLog();
   }

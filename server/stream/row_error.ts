@@ -1,6 +1,6 @@
 /**
  * Errors the server raises to its own callers (publishers), as opposed to the
- * wire refusals a subscriber sees (those are close codes, see `client/wire.ts`).
+ * wire refusals a subscriber sees (those are close codes, see `wire/close_reason.ts`).
  *
  * @module
  */

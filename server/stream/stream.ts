@@ -3,7 +3,7 @@
  *
  * Every row, whichever way it comes (`send`, `sendMany`, `sendJson`, a
  * network publish), takes the same path: the stream must be open and take
- * rows (not a follower's replica); the row is validated and encoded once
+ * rows (not a mirror's replica); the row is validated and encoded once
  * (`row_encoder.ts`: keys in schema order, the bytes stored and sent) and
  * checked against the log's row limit; it is appended (`appender.ts`), and
  * once the log has made it durable the commit's frames are fanned out to
@@ -19,14 +19,9 @@
  */
 
 import { join } from "node:path";
-import {
-  CloseCode,
-  type Compression,
-  type FrameMode,
-  type Greeting,
-  type StreamHead,
-} from "../../client/wire.ts";
-import type { Filter, Where } from "../../client/filter.ts";
+import type { Compression, FrameMode, Greeting, StreamHead } from "../../wire/subscribe.ts";
+import { CloseCode } from "../../wire/close_reason.ts";
+import type { Filter, Where } from "../../wire/filter.ts";
 import {
   Log,
   type ProducerTag,
@@ -67,11 +62,11 @@ export type { StreamStats } from "./stream_metrics.ts";
 export const SCHEMA_FILE: string = HISTORY_FILE;
 
 /**
- * What a follower (`server/follow/`) lends the stream it replicates: the
- * `/head` fields it adds, and the primary's end asked afresh (the lag rule of
- * a subscribe past the follower's end).
+ * What a mirror (`server/mirror/`, a `--follow` read replica) lends the
+ * stream it replicates: the `/head` fields it adds, and the primary's end
+ * asked afresh (the lag rule of a subscribe past the mirror's end).
  */
-export interface StreamFollow {
+export interface StreamMirror {
   /** `follows` (the primary's URL, no token), `lag_rows`, `state`. */
   head(): Record<string, unknown>;
   /** The primary's end offset now, or null when it cannot be asked. */
@@ -91,7 +86,7 @@ export type ClusterRefusal =
   | { error: "not_enough_replicas"; leader: null };
 
 /**
- * What a cluster node (`server/cluster/`) lends the stream it runs: the
+ * What a cluster member (`server/member/`) lends the stream it runs: the
  * `/head` fields it adds, whether it takes a publish now, the followers'
  * replication sockets, and its stop (before the log closes).
  */
@@ -183,7 +178,7 @@ export class Stream {
   readonly #frames: StreamFrames;
   readonly #fanout: Fanout;
   readonly #appender: Appender;
-  #follow: StreamFollow | null = null;
+  #mirror: StreamMirror | null = null;
   #cluster: StreamCluster | null = null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
@@ -332,15 +327,15 @@ export class Stream {
     this.#fanout.serving = serving ?? UNSERVED;
   }
 
-  /** @internal The follower replicating this stream (null: it takes rows from `send`). */
-  get _follow(): StreamFollow | null {
-    return this.#follow;
+  /** @internal The mirror replicating this stream (null: it takes rows from `send`). */
+  get _mirror(): StreamMirror | null {
+    return this.#mirror;
   }
 
-  /** @internal Makes the stream `follow`'s replica, once: from then on it takes no rows but the follower's. */
-  _followedBy(follow: StreamFollow): void {
-    if (this.#follow !== null) throw new TypeError(`stream "${this.name}" has a follower already`);
-    this.#follow = follow;
+  /** @internal Makes the stream `mirror`'s replica, once: from then on it takes no rows but the mirror's. */
+  _mirroredBy(mirror: StreamMirror): void {
+    if (this.#mirror !== null) throw new TypeError(`stream "${this.name}" has a mirror already`);
+    this.#mirror = mirror;
   }
 
   /** @internal The cluster node running this stream (null: none). */
@@ -426,8 +421,8 @@ export class Stream {
   // The one check before any row is taken: the stream is open and not a replica.
   #takingRows(): void {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    if (this.#follow) {
-      throw new TypeError(`stream "${this.name}" is a follower's: it takes no rows`);
+    if (this.#mirror) {
+      throw new TypeError(`stream "${this.name}" is a mirror's: it takes no rows`);
     }
   }
 
@@ -528,7 +523,7 @@ export class Stream {
   }
 
   /**
-   * @internal A follower's write: the primary's rows (their JSON) at the
+   * @internal A mirror's write: the primary's rows (their JSON) at the
    * primary's offsets, made durable, then fanned out through the normal
    * commit path (see `Log.appendAt`).
    */

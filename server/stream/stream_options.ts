@@ -5,7 +5,7 @@
  * @module
  */
 
-import { isStreamName, STREAM_NAME_RULE } from "../../client/wire.ts";
+import { isStreamName, STREAM_NAME_RULE } from "../../wire/stream_name.ts";
 import type { ArchiveOptions, LogOptions } from "../../log/mod.ts";
 import { DEFAULT_MAX_SUBSCRIBERS } from "../limits.ts";
 import { checkKeys, OptionCheck, shown } from "../option_check.ts";

@@ -11,8 +11,8 @@ import {
   type Greeting,
   PROTOCOL_VERSION,
   type StreamHead,
-} from "../../client/wire.ts";
-import type { Where } from "../../client/filter.ts";
+} from "../../wire/subscribe.ts";
+import type { Where } from "../../wire/filter.ts";
 import type { Log } from "../../log/mod.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";
 import { archiveLagOf } from "./archive_lag.ts";
@@ -31,8 +31,8 @@ export interface StreamView {
   readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Subscribers now. */
   readonly subscribers: number;
-  /** The follower replicating it, whose fields its head carries (null: none). */
-  readonly _follow: { head(): Record<string, unknown> } | null;
+  /** The mirror replicating it, whose fields its head carries (null: none). */
+  readonly _mirror: { head(): Record<string, unknown> } | null;
   /** The cluster node running it, whose fields its head carries (null: none). */
   readonly _cluster: { head(): Record<string, unknown> } | null;
   /** Its Iceberg table, whose state its head carries (null: none, or a cluster's). */
@@ -79,7 +79,7 @@ export function greetingOf(
 /**
  * The head of `s`: its log's ends, its subscribers, its schema and every
  * version of it (`schema_versions`, each with the first offset it applies
- * from), its archive and how far the archive lags, a follower's fields, and
+ * from), its archive and how far the archive lags, a mirror's fields, and
  * `publish`: whether it takes rows over the publish routes (the serving
  * server's knowledge).
  *
@@ -108,7 +108,7 @@ export function headOf(s: StreamView, publish: boolean): StreamHead {
     archive: s.archive,
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
-    ...s._follow?.head(),
+    ...s._mirror?.head(),
     ...s._iceberg?.head(),
     ...s._cluster?.head(),
     schema_versions: s.schemaVersions,

@@ -15,84 +15,7 @@ function describe(v) {
   return `${typeof v} ${String(v)}`;
 }
 
-// client/since.ts
-var RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
-var MICROS = /^\d{1,16}$/;
-var MAX_SINCE_US = Number.MAX_SAFE_INTEGER;
-var MONTH_DAYS = [
-  31,
-  28,
-  31,
-  30,
-  31,
-  30,
-  31,
-  31,
-  30,
-  31,
-  30,
-  31
-];
-function isLeap(year) {
-  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
-}
-function daysIn(year, month) {
-  return month === 2 && isLeap(year) ? 29 : MONTH_DAYS[month - 1];
-}
-function daysFromCivil(year, month, day) {
-  const y = month <= 2 ? year - 1 : year;
-  const era = Math.floor(y / 400);
-  const yearOfEra = y - era * 400;
-  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
-  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
-  return era * 146097 + dayOfEra - 719468;
-}
-function parseSince(text) {
-  if (MICROS.test(text)) {
-    const us2 = Number(text);
-    if (us2 <= MAX_SINCE_US) return us2;
-  }
-  const m = RFC3339.exec(text);
-  if (!m) {
-    throw new RangeError(`since must be RFC 3339 (2026-12-01T09:30:00Z) or \xB5s since the epoch, got ${text.length > 40 ? `${text.slice(0, 37)}...` : text}`);
-  }
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
-  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 60) {
-    throw new RangeError(`since names no real time: ${text}`);
-  }
-  const fraction = Number((m[7] ?? "").padEnd(6, "0").slice(0, 6));
-  let offsetMin = 0;
-  if (m[9]) {
-    const oh = Number(m[10]);
-    const om = Number(m[11]);
-    if (oh > 23 || om > 59) throw new RangeError(`since has a bad UTC offset: ${text}`);
-    offsetMin = (m[9] === "-" ? -1 : 1) * (oh * 60 + om);
-  }
-  const seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + Math.min(second, 59) - offsetMin * 60;
-  const us = seconds * 1e6 + fraction;
-  if (!Number.isSafeInteger(us) || us < 0) {
-    throw new RangeError(`since must be between 1970 and 2255, got ${text}`);
-  }
-  return us;
-}
-function sinceMicros(value) {
-  if (value instanceof Date) {
-    const ms = value.getTime();
-    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`since: invalid Date`);
-    return ms * 1e3;
-  }
-  if (typeof value === "number") {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new RangeError(`since must be an integer of \xB5s >= 0, got ${value}`);
-    }
-    return value;
-  }
-  if (typeof value === "string") return parseSince(value);
-  throw new TypeError(`since must be a Date, \xB5s or RFC 3339 text, got ${typeof value}`);
-}
-
-// client/wire.ts
-var PROTOCOL_VERSION = 2;
+// wire/close_reason.ts
 var CloseCode = {
   /** Server shutting down; reconnect with your next offset. */
   GoingAway: 1001,
@@ -132,40 +55,6 @@ function decodeCloseReason(text) {
   } catch {
     return null;
   }
-}
-var SUBPROTOCOL = "streamcast";
-var BEARER_PROTOCOL_PREFIX = "bearer.";
-var TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/;
-var MAX_OFFSET = Number.MAX_SAFE_INTEGER;
-function subscribeUrl(url, query) {
-  const u = new URL(url);
-  if (u.protocol === "http:") u.protocol = "ws:";
-  if (u.protocol === "https:") u.protocol = "wss:";
-  for (const key of [
-    "offset",
-    "stream_id",
-    "frames",
-    "where",
-    "since",
-    "compress"
-  ]) {
-    u.searchParams.delete(key);
-  }
-  if (query.since !== void 0 && query.since !== null) {
-    u.searchParams.set("since", String(query.since));
-  } else if (query.offset !== void 0 && query.offset !== null) {
-    u.searchParams.set("offset", String(query.offset));
-  }
-  if (query.where !== void 0 && query.where !== null) {
-    u.searchParams.set("where", typeof query.where === "string" ? query.where : JSON.stringify(query.where));
-  }
-  if (query.streamId) u.searchParams.set("stream_id", query.streamId);
-  if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
-  if (query.compress) u.searchParams.set("compress", query.compress);
-  return u.toString();
-}
-function splitBatch(frame) {
-  return frame.split("\n");
 }
 
 // client/errors.ts
@@ -409,6 +298,119 @@ async function fetchHead(url, init = {}) {
   } catch {
     throw new Error(`GET ${at} did not answer JSON: ${JSON.stringify(text.slice(0, 80))}`);
   }
+}
+
+// wire/since.ts
+var RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+var MICROS = /^\d{1,16}$/;
+var MAX_SINCE_US = Number.MAX_SAFE_INTEGER;
+var MONTH_DAYS = [
+  31,
+  28,
+  31,
+  30,
+  31,
+  30,
+  31,
+  31,
+  30,
+  31,
+  30,
+  31
+];
+function isLeap(year) {
+  return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+}
+function daysIn(year, month) {
+  return month === 2 && isLeap(year) ? 29 : MONTH_DAYS[month - 1];
+}
+function daysFromCivil(year, month, day) {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146097 + dayOfEra - 719468;
+}
+function parseSince(text) {
+  if (MICROS.test(text)) {
+    const us2 = Number(text);
+    if (us2 <= MAX_SINCE_US) return us2;
+  }
+  const m = RFC3339.exec(text);
+  if (!m) {
+    throw new RangeError(`since must be RFC 3339 (2026-12-01T09:30:00Z) or \xB5s since the epoch, got ${text.length > 40 ? `${text.slice(0, 37)}...` : text}`);
+  }
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 60) {
+    throw new RangeError(`since names no real time: ${text}`);
+  }
+  const fraction = Number((m[7] ?? "").padEnd(6, "0").slice(0, 6));
+  let offsetMin = 0;
+  if (m[9]) {
+    const oh = Number(m[10]);
+    const om = Number(m[11]);
+    if (oh > 23 || om > 59) throw new RangeError(`since has a bad UTC offset: ${text}`);
+    offsetMin = (m[9] === "-" ? -1 : 1) * (oh * 60 + om);
+  }
+  const seconds = daysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + Math.min(second, 59) - offsetMin * 60;
+  const us = seconds * 1e6 + fraction;
+  if (!Number.isSafeInteger(us) || us < 0) {
+    throw new RangeError(`since must be between 1970 and 2255, got ${text}`);
+  }
+  return us;
+}
+function sinceMicros(value) {
+  if (value instanceof Date) {
+    const ms = value.getTime();
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`since: invalid Date`);
+    return ms * 1e3;
+  }
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`since must be an integer of \xB5s >= 0, got ${value}`);
+    }
+    return value;
+  }
+  if (typeof value === "string") return parseSince(value);
+  throw new TypeError(`since must be a Date, \xB5s or RFC 3339 text, got ${typeof value}`);
+}
+
+// wire/subscribe.ts
+var PROTOCOL_VERSION = 2;
+var SUBPROTOCOL = "streamcast";
+var BEARER_PROTOCOL_PREFIX = "bearer.";
+var TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/;
+var MAX_OFFSET = Number.MAX_SAFE_INTEGER;
+function subscribeUrl(url, query) {
+  const u = new URL(url);
+  if (u.protocol === "http:") u.protocol = "ws:";
+  if (u.protocol === "https:") u.protocol = "wss:";
+  for (const key of [
+    "offset",
+    "stream_id",
+    "frames",
+    "where",
+    "since",
+    "compress"
+  ]) {
+    u.searchParams.delete(key);
+  }
+  if (query.since !== void 0 && query.since !== null) {
+    u.searchParams.set("since", String(query.since));
+  } else if (query.offset !== void 0 && query.offset !== null) {
+    u.searchParams.set("offset", String(query.offset));
+  }
+  if (query.where !== void 0 && query.where !== null) {
+    u.searchParams.set("where", typeof query.where === "string" ? query.where : JSON.stringify(query.where));
+  }
+  if (query.streamId) u.searchParams.set("stream_id", query.streamId);
+  if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
+  if (query.compress) u.searchParams.set("compress", query.compress);
+  return u.toString();
+}
+function splitBatch(frame) {
+  return frame.split("\n");
 }
 
 // client/catch_up.ts
@@ -2044,7 +2046,7 @@ var NodeRing = class {
   /**
    * Whether an open that failed with `err` is tried again, or on the next
    * node: a node that cannot be reached, or (given several) one whose end is
-   * still behind the position — a follower a little behind the node left.
+   * still behind the position — a mirror or a cluster follower a little behind the node left.
    */
   moveOn(err2) {
     return err2.reconnectable || this.#urls.length > 1 && err2 instanceof NotReplayable && err2.why === "ahead";
@@ -2194,7 +2196,7 @@ function clip(s) {
   return JSON.stringify(s.length > 80 ? s.slice(0, 80) + "\u2026" : s);
 }
 
-// client/filter.ts
+// wire/filter.ts
 var MAX_FILTER_VALUES = 1024;
 var FilterError = class extends Error {
   /** The refusal's detail, starting with `where: `. */

@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { closeError } from "../../client/errors.ts";
-import { encodeCloseReason } from "../../client/wire.ts";
+import { encodeCloseReason } from "../../wire/close_reason.ts";
 import {
   ConnectionClosed,
   NOT_REPLAYABLE_WHYS,

@@ -1,36 +1,36 @@
 // connect() and `cli.ts tail` given the stream on several nodes: a primary and
-// its §15 follower (same stream_id, same offsets), real `cli.ts serve`
+// its §15 mirror (same stream_id, same offsets), real `cli.ts serve`
 // processes. The first node SIGKILLed mid-stream: the subscription resumes on
 // the next with its cursor, no gap, no row twice. Two independent servers
 // (different stream_ids): the move is refused, naming the node.
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { freePort, tempDir } from "../_util.ts";
 import { CLI, type ServeProc, withTimeout } from "../cli/_serve.ts";
-import { rows, startFollower, startPrimary, untilEnd } from "../follow/_cluster.ts";
+import { rows, startMirror, startPrimary, untilEnd } from "../mirror/_cluster.ts";
 import { connect, NotReplayable, publisher, PublishError } from "../../client/mod.ts";
 
-/** A primary with rows 1..n, and a follower that holds them all. */
-async function primaryAndFollower(n: number) {
+/** A primary with rows 1..n, and a mirror that holds them all. */
+async function primaryAndMirror(n: number) {
   const dir = await tempDir();
   const primary = await startPrimary(`${dir}/p`);
   const procs: ServeProc[] = [primary];
   try {
     await primary.write(rows(1, n));
-    const follower = await startFollower(`${dir}/f`, primary.ws);
-    procs.push(follower);
+    const mirror = await startMirror(`${dir}/f`, primary.ws);
+    procs.push(mirror);
     await untilEnd(primary, n + 1);
-    await untilEnd(follower, n + 1);
-    return { dir, primary, follower, procs };
+    await untilEnd(mirror, n + 1);
+    return { dir, primary, mirror, procs };
   } catch (err) {
     for (const p of procs) await p.stop();
     throw err;
   }
 }
 
-Deno.test("connect() given [follower, primary]: the follower SIGKILLed mid-stream, the subscription resumes on the primary, no gap, no duplicate", async () => {
-  const { dir, primary, follower, procs } = await primaryAndFollower(100);
+Deno.test("connect() given [mirror, primary]: the mirror SIGKILLed mid-stream, the subscription resumes on the primary, no gap, no duplicate", async () => {
+  const { dir, primary, mirror, procs } = await primaryAndMirror(100);
   try {
-    const urls = [`${follower.ws}/trades`, `${primary.ws}/trades`];
+    const urls = [`${mirror.ws}/trades`, `${primary.ws}/trades`];
     const moved: string[] = [];
     const sub = await connect<{ i: number }>(urls, {
       offset: 1,
@@ -44,7 +44,7 @@ Deno.test("connect() given [follower, primary]: the follower SIGKILLed mid-strea
       seen.push(offset!);
       assertEquals(msg.i, offset);
       if (offset === 50) {
-        await follower.stop(); // SIGKILL
+        await mirror.stop(); // SIGKILL
         await primary.write(rows(101, 200));
       }
       if (offset === 200) break;
@@ -59,7 +59,7 @@ Deno.test("connect() given [follower, primary]: the follower SIGKILLed mid-strea
 });
 
 Deno.test("connect() given a dead node first starts on the next; given none alive it names each", async () => {
-  const { dir, primary, procs } = await primaryAndFollower(5);
+  const { dir, primary, procs } = await primaryAndMirror(5);
   try {
     const dead = `ws://127.0.0.1:${freePort()}/trades`;
     const sub = await connect([dead, `${primary.ws}/trades`], { offset: 1 });
@@ -117,14 +117,14 @@ Deno.test("two independent servers (other stream_ids): connect() and publisher()
 });
 
 Deno.test("cli.ts tail URL,URL: the first node SIGKILLed, tail goes on from the next, every offset once", async () => {
-  const { dir, primary, follower, procs } = await primaryAndFollower(100);
+  const { dir, primary, mirror, procs } = await primaryAndMirror(100);
   const tail = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "-A",
       CLI,
       "tail",
-      `${follower.ws}/trades,${primary.ws}/trades`,
+      `${mirror.ws}/trades,${primary.ws}/trades`,
       "--offset",
       "1",
       "--no-compress",
@@ -146,7 +146,7 @@ Deno.test("cli.ts tail URL,URL: the first node SIGKILLed, tail goes on from the 
       }
     };
     await readUntil(100);
-    await follower.stop(); // SIGKILL
+    await mirror.stop(); // SIGKILL
     await primary.write(rows(101, 150));
     await readUntil(150);
     const offsets = lines().map((l) => JSON.parse(l)[0]);

@@ -77,11 +77,11 @@ Deno.test("iceberg options are refused for an ephemeral stream, a bad value or a
   }
 });
 
-Deno.test("iceberg a follower's log (a replica) keeps no table: only the writer commits", async () => {
+Deno.test("iceberg a mirror's log (a replica) keeps no table: only the writer commits", async () => {
   const dir = await tempDir();
   const log = await Log.open(dir, { replica: true, timers: false });
   try {
-    assertThrows(() => IcebergTable.start(log, "t", null), TypeError, "follower");
+    assertThrows(() => IcebergTable.start(log, "t", null), TypeError, "mirror");
   } finally {
     await log.close();
     await rmrf(dir);

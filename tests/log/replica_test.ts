@@ -1,4 +1,4 @@
-// A replica log (a follower's): rows at the primary's offsets, fenced gaps,
+// A replica log (a mirror's): rows at the primary's offsets, fenced gaps,
 // the primary's chunks adopted (checked, same names), covered segments
 // deleted, no chunks of its own — through the real log, worker and files.
 import { assertEquals, assertRejects } from "../_assert.ts";

@@ -24,7 +24,7 @@ export const REGRESSION_CASES: Readonly<Record<string, readonly FuzzCase[]>> = {
   // An overlong line's preview held the bytes read until the limit was
   // crossed, so it depended on how the input's chunks fell.
   ingest_batch: [{ seed: 4111022132, index: 0 }],
-  // A greeting `null` from a lying primary: the follower read its stream_id
+  // A greeting `null` from a lying primary: the mirror read its stream_id
   // in a socket handler, and the TypeError killed the process.
   follower_inputs: [{ seed: 2815668905, index: 0 }],
 };

@@ -2,18 +2,18 @@
 // --publish trades` (fsync on, chunks sealed every 0.3 s) fed by two network
 // publishers from this process — one over the publish socket (the client's
 // `publisher()`, producer "ws-1"), one over `POST /trades` with
-// `Streamcast-Producer`/`Streamcast-Seq` (producer "http-1") — a follower
+// `Streamcast-Producer`/`Streamcast-Seq` (producer "http-1") — a mirror
 // process of it, and filtered subscribers (`where=`, the client's `connect()`)
-// on the primary and on the follower. Each round SIGKILLs the primary at a
-// random moment (and in some rounds the follower too), restarts it on the same
+// on the primary and on the mirror. Each round SIGKILLs the primary at a
+// random moment (and in some rounds the mirror too), restarts it on the same
 // port and folder; the publishers reconnect and resend what was not answered
 // (the same seq with the same rows). After every restart:
 // - every acknowledged frame is in the primary's log at its acked offsets;
 // - no row is there twice (each row carries a unique producer, seq, i), and
 //   each frame's rows are one commit (all there, together, or none);
-// - the follower's rows are a prefix of the primary's, byte for byte.
+// - the mirror's rows are a prefix of the primary's, byte for byte.
 // At the end every frame sent was answered, so every row sent is present
-// exactly once; the follower equals the primary byte for byte (rows and
+// exactly once; the mirror equals the primary byte for byte (rows and
 // chunks); each filtered subscriber saw exactly the matching rows of the log,
 // in offset order, with no gap or duplicate across its reconnects; and
 // `cli.ts verify` passes on both folders once both are stopped.
@@ -36,10 +36,10 @@ import { type PostAnswer, postFrame } from "./_post_frame.ts";
 
 // Seeds that failed once (kill moments depend on timing too, so a seed alone
 // does not replay a failure; each found bug has a deterministic test):
-// - 3926834337, 709428761 (and 7 more runs): a follower's live subscribers
+// - 3926834337, 709428761 (and 7 more runs): a mirror's live subscribers
 //   missed the rows of chunks it adopted past its end on reconnecting to a
-//   restarted primary — tests/follow/adopt_live_test.ts.
-// - 3820510544: under the whole suite's load the follower took more than a
+//   restarted primary — tests/mirror/adopt_live_test.ts.
+// - 3820510544: under the whole suite's load the mirror took more than a
 //   fixed 20 s to chunk what the primary had; the test now waits for as long
 //   as either manifest grows (a test's timing, not a bug).
 const SEED_ENV = Deno.env.get("STREAMCAST_KILL_SEED");
@@ -59,7 +59,7 @@ const SCHEMA = {
   additionalProperties: false,
 };
 const WHERE_PRIMARY = { sym: "ETH" };
-const WHERE_FOLLOWER = { sym: ["ETH", "SOL"], px: { gte: 50 } };
+const WHERE_MIRROR = { sym: ["ETH", "SOL"], px: { gte: 50 } };
 
 interface TradeRow {
   producer: string;
@@ -81,7 +81,7 @@ function frameRows(producer: string, seq: number, n: number): TradeRow[] {
 }
 
 const matchesPrimary = (r: TradeRow) => r.sym === "ETH";
-const matchesFollower = (r: TradeRow) => (r.sym === "ETH" || r.sym === "SOL") && r.px >= 50;
+const matchesMirror = (r: TradeRow) => (r.sym === "ETH" || r.sym === "SOL") && r.px >= 50;
 
 /** Every data line `[offset,msg]` of `p` from offset 1 up to `end` (exclusive). */
 async function readLog(p: ServeProc, end: number, what: string): Promise<string[]> {
@@ -170,7 +170,7 @@ function watcherProblem(w: Watcher, want: [number, string][]): string | null {
     `last offset ${w.sub.lastOffset}, ${w.sub.reconnects} reconnects (${resumes.join(", ")})`;
 }
 
-Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publishers, a follower and filtered subscribers; every acked row once, the follower identical, both verify", async () => {
+Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publishers, a mirror and filtered subscribers; every acked row once, the mirror identical, both verify", async () => {
   const rand = rng(SEED);
   console.log(
     `kill loop (publish): seed ${SEED} (replay with STREAMCAST_KILL_SEED=${SEED})`,
@@ -195,7 +195,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
     "--log-level",
     "warn",
   ];
-  const followerArgs = [
+  const mirrorArgs = [
     "--root",
     join(dir, "f"),
     "--port",
@@ -212,7 +212,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
     "warn",
   ];
   let primary: ServeProc | null = null;
-  let follower: ServeProc | null = null;
+  let mirror: ServeProc | null = null;
   const watchers: Watcher[] = [];
   // What was sent (producer/seq -> rows) and what was acknowledged.
   const sent = new Map<string, TradeRow[]>();
@@ -224,7 +224,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
   let pub: Awaited<ReturnType<typeof publisher>> | null = null;
   const stats = {
     kills: 0,
-    followerKills: 0,
+    mirrorKills: 0,
     wsReconnects: 0,
     httpRetries: 0,
     dupAnswers: 0,
@@ -234,7 +234,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
   const roundNotes: string[] = [];
   try {
     primary = await startServe(primaryArgs);
-    follower = await startServe(followerArgs);
+    mirror = await startServe(mirrorArgs);
 
     // The WebSocket publisher: frames of 1-20 rows, up to 16 awaiting their answer.
     pub = await publisher(`ws://127.0.0.1:${pport}/${NAME}`, {
@@ -303,13 +303,13 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
     const purl = `ws://127.0.0.1:${pport}/${NAME}`;
     const furl = `ws://127.0.0.1:${fport}/${NAME}`;
     watchers.push(await watch(purl, WHERE_PRIMARY, "primary filtered", matchesPrimary));
-    watchers.push(await watch(furl, WHERE_FOLLOWER, "follower filtered", matchesFollower));
-    watchers.push(await watch(furl, undefined, "follower unfiltered", () => true));
+    watchers.push(await watch(furl, WHERE_MIRROR, "mirror filtered", matchesMirror));
+    watchers.push(await watch(furl, undefined, "mirror unfiltered", () => true));
 
-    /** Checks the primary's log against the acks and the follower's log against it. */
+    /** Checks the primary's log against the acks and the mirror's log against it. */
     const checkLogs = async (ctx: string, final: boolean): Promise<string[]> => {
-      // The follower's end first: the primary only grows past it meanwhile.
-      const fend = await endOf(follower!);
+      // The mirror's end first: the primary only grows past it meanwhile.
+      const fend = await endOf(mirror!);
       const ackSnapshot = new Map(acks);
       const end = await endOf(primary!);
       const log = await readLog(primary!, end, `${ctx}: primary`);
@@ -349,14 +349,14 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
           assert(at.has(`${key}/0`), `${ctx}: frame ${key} was sent, answered, and is not stored`);
         }
       }
-      // The follower holds a prefix of the primary's log, byte for byte.
-      assert(fend <= end, `${ctx}: the follower ends at ${fend}, past the primary's ${end}`);
-      const flog = await readLog(follower!, fend, `${ctx}: follower`);
+      // The mirror holds a prefix of the primary's log, byte for byte.
+      assert(fend <= end, `${ctx}: the mirror ends at ${fend}, past the primary's ${end}`);
+      const flog = await readLog(mirror!, fend, `${ctx}: mirror`);
       for (let k = 0; k < flog.length; k++) {
         if (flog[k] !== log[k]) {
           throw new Error(
-            `${ctx}: the follower's row ${k + 1} differs from the primary's:\n` +
-              `  follower ${flog[k].slice(0, 200)}\n  primary  ${log[k]?.slice(0, 200)}`,
+            `${ctx}: the mirror's row ${k + 1} differs from the primary's:\n` +
+              `  mirror   ${flog[k].slice(0, 200)}\n  primary  ${log[k]?.slice(0, 200)}`,
           );
         }
       }
@@ -367,27 +367,25 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
       const ctx = `${ctx0} round ${round}`;
       await sleep(250 + rand() * 700);
       if (pubError) throw pubError;
-      const killFollower = rand() < 0.35;
-      const followerFirst = rand() < 0.5;
+      const killMirror = rand() < 0.35;
+      const mirrorFirst = rand() < 0.5;
       roundNotes.push(
-        `${round}: killed at ${(Date.now() - t0) / 1000} s${
-          killFollower ? " with the follower" : ""
-        }` +
+        `${round}: killed at ${(Date.now() - t0) / 1000} s${killMirror ? " with the mirror" : ""}` +
           ` (${watchers.map((w) => `${w.what} at ${w.got.at(-1)?.[0]}`).join(", ")})`,
       );
       primary.proc.kill("SIGKILL");
       await primary.stop();
       stats.kills++;
-      if (killFollower) {
+      if (killMirror) {
         await sleep(rand() * 150);
-        follower.proc.kill("SIGKILL");
-        await follower.stop();
-        stats.followerKills++;
+        mirror.proc.kill("SIGKILL");
+        await mirror.stop();
+        stats.mirrorKills++;
       }
       await sleep(rand() * 300); // the publishers retry against a closed port meanwhile
-      if (killFollower && followerFirst) follower = await startServe(followerArgs);
+      if (killMirror && mirrorFirst) mirror = await startServe(mirrorArgs);
       primary = await startServe(primaryArgs);
-      if (killFollower && !followerFirst) follower = await startServe(followerArgs);
+      if (killMirror && !mirrorFirst) mirror = await startServe(mirrorArgs);
       await checkLogs(ctx, false);
       for (const w of watchers) assert(w.error === null, `${ctx}: ${w.what}: ${w.error}`);
     }
@@ -401,26 +399,26 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
     const ctx = `${ctx0} end`;
     const log = await checkLogs(ctx, true);
     const end = log.length + 1;
-    // The follower catches up and equals the primary: rows and chunks.
+    // The mirror catches up and equals the primary: rows and chunks.
     await until(
-      async () => (await endOf(follower!)) === end,
+      async () => (await endOf(mirror!)) === end,
       20_000,
-      `${ctx}: follower end ${end}`,
+      `${ctx}: mirror end ${end}`,
     );
-    const flog = await readLog(follower, end, `${ctx}: follower`);
+    const flog = await readLog(mirror, end, `${ctx}: mirror`);
     assertEquals(flog.length, log.length);
-    assert(flog.every((l, k) => l === log[k]), `${ctx}: the follower's rows differ`);
+    assert(flog.every((l, k) => l === log[k]), `${ctx}: the mirror's rows differ`);
     const chunks = async (p: ServeProc) => {
       const m = await (await fetch(`${p.url}/${NAME}/manifest`)).json();
       return (m.chunks as { sha256: string }[]).map((c) => c.sha256).join();
     };
-    // The follower seals and chunks at its own pace (slow under a loaded
+    // The mirror seals and chunks at its own pace (slow under a loaded
     // machine): waited for as long as either manifest still grows.
     await untilProgressing(
-      async () => (await chunks(follower!)) === (await chunks(primary!)),
-      async () => [await chunks(follower!), await chunks(primary!)],
+      async () => (await chunks(mirror!)) === (await chunks(primary!)),
+      async () => [await chunks(mirror!), await chunks(primary!)],
       20_000,
-      `${ctx}: the follower's chunks equal the primary's`,
+      `${ctx}: the mirror's chunks equal the primary's`,
     );
     // Each filtered subscriber saw exactly the matching rows, in order, once.
     const problems: string[] = [];
@@ -444,18 +442,18 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
       await w.done;
     }
     // Both stop cleanly and verify.
-    assertEquals((await follower.signal("SIGTERM")).code, 0, `${ctx}: follower clean stop`);
+    assertEquals((await mirror.signal("SIGTERM")).code, 0, `${ctx}: mirror clean stop`);
     assertEquals((await primary.signal("SIGTERM")).code, 0, `${ctx}: primary clean stop`);
     const [vp, vf] = await Promise.all([
       verifyCli(join(dir, "p", NAME)),
       verifyCli(join(dir, "f", NAME)),
     ]);
     assertEquals(vp.code, 0, `${ctx}: verify of the primary's folder:\n${vp.out}`);
-    assertEquals(vf.code, 0, `${ctx}: verify of the follower's folder:\n${vf.out}`);
+    assertEquals(vf.code, 0, `${ctx}: verify of the mirror's folder:\n${vf.out}`);
     assert(acks.size > 0 && stats.kills === ROUNDS);
     console.log(
       `kill loop (publish): seed ${SEED}: ${stats.kills} primary SIGKILLs ` +
-        `(${stats.followerKills} with the follower), ${log.length} rows, ${sent.size} frames ` +
+        `(${stats.mirrorKills} with the mirror), ${log.length} rows, ${sent.size} frames ` +
         `(${stats.dupAnswers} answered as duplicates, ${stats.lostAnswers} answers lost, ` +
         `${stats.wsReconnects} socket reconnects, ` +
         `${stats.httpRetries} HTTP retries), ` +
@@ -470,7 +468,7 @@ Deno.test("kill loop (publish): primary SIGKILLed with WebSocket and HTTP publis
       await Promise.race([pub.close().catch(() => {}), sleep(2000)]);
     }
     await primary?.stop();
-    await follower?.stop();
+    await mirror?.stop();
     await Promise.race([Promise.all(loops), sleep(2000)]);
     await rmrf(dir);
   }

@@ -24,12 +24,12 @@
 // | URL over 8192 bytes                            | HTTP 414 (streamcast); ≳64 KiB: 400 (hyper) |
 import { assert, assertEquals } from "../_assert.ts";
 import { TestSub } from "../server/_sub.ts";
-import { isStreamName } from "../../client/wire.ts";
+import { isStreamName } from "../../wire/stream_name.ts";
 import { closePayload, concat, type Ending, frame, RawConn, upgradeRequest } from "./_raw.ts";
 import { fdCount, NAME, portOf, rowText, serveChild, sleep, workspace } from "./_harness.ts";
 
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "./_seeds.ts";
-import { parseSince } from "../../client/since.ts";
+import { parseSince } from "../../wire/since.ts";
 
 console.log(seedBanner("server fuzz"));
 const enc = new TextEncoder();
@@ -933,7 +933,7 @@ async function whereCase(port: number, text: string): Promise<WhereOutcome> {
 }
 
 Deno.test("fuzz: hostile where filters are refused 4400 naming where or accepted as compileFilter decides; the server carries on", async () => {
-  const { compileFilter, FilterError } = await import("../../client/filter.ts");
+  const { compileFilter, FilterError } = await import("../../wire/filter.ts");
   const { SCHEMA } = await import("./_harness.ts");
   const w = await workspace();
   const s = await serveChild(w, ["--segment-bytes", "65536"]);

@@ -13,8 +13,8 @@
 // Seeded (see _seeds.ts): a fresh seed each run, printed, plus the regression
 // seeds; STREAMCAST_FUZZ_SEED=N replays seed N.
 import { assert, assertEquals } from "../_assert.ts";
-import { compileFilter, FilterError, MAX_FILTER_VALUES } from "../../client/filter.ts";
-import { parseSince } from "../../client/since.ts";
+import { compileFilter, FilterError, MAX_FILTER_VALUES } from "../../wire/filter.ts";
+import { parseSince } from "../../wire/since.ts";
 import { join } from "node:path";
 import { type ChunkEntry, MANIFEST_FILE } from "../../log/chunk.ts";
 import { readChunkTimes } from "../../log/chunk_times.ts";

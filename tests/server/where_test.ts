@@ -3,7 +3,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
-import { compileFilter } from "../../client/filter.ts";
+import { compileFilter } from "../../wire/filter.ts";
 import { Subscriber, type SubscriberHost } from "../../server/fanout/subscriber.ts";
 import { SendBudget } from "../../server/fanout/send_budget.ts";
 import { rmrf, rng, tempDir, until } from "../_util.ts";

@@ -1,4 +1,4 @@
-// Fuzz of a follower's inputs from a lying primary (docs/SPEC.md §10.4): a
+// Fuzz of a mirror's inputs from a lying primary (docs/SPEC.md §10.4): a
 // fake primary in the test (Deno.serve: `/trades/head`, `/trades/manifest`,
 // `/trades/chunks/{sha}`, the batched subscribe socket) answers each request
 // and each socket with a seeded mutation — manifests of wrong types, shapes,
@@ -7,19 +7,19 @@
 // greetings with another stream_id or bad fields; frames of garbage, rows
 // that are not JSON, offsets backwards, duplicated, jumping or not decimal;
 // sockets closed after the greeting or after N frames, with lying 4416
-// reasons; HTTP 500s and slow answers. A real follower process
+// reasons; HTTP 500s and slow answers. A real mirror process
 // (`cli.ts serve --follow`) runs against it. Then: the process is alive and
 // its /trades/head answers; every row it serves (read back from the start
 // with a subscriber) is a row the fake served validly, byte for byte, at
 // its offset; its log names what it refused; `verify` passes on its folder
 // after it stops. Seeded (tests/reliability/_seeds.ts): a case's seed picks
-// every mutation in turn (the order requests come in is the follower's).
+// every mutation in turn (the order requests come in is the mirror's).
 import { join } from "node:path";
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
-import { SCHEMA } from "../follow/_cluster.ts";
+import { SCHEMA } from "../mirror/_cluster.ts";
 import { compress, mergeChunkFiles, sha256Hex } from "../../log/chunk.ts";
 import {
   caseName,
@@ -35,9 +35,9 @@ import {
 } from "./_seeds.ts";
 
 const SUITE = "follower_inputs";
-/** Follower processes a run starts (each its own case), run side by side. */
+/** Mirror processes a run starts (each its own case), run side by side. */
 const PROCESSES = 3;
-/** How long each follower is fed lies. */
+/** How long each mirror is fed lies. */
 const FUZZ_MS = 6_000;
 
 const SID = "5f1e7d0c9b8a79685746352413021100";
@@ -94,9 +94,9 @@ function fakePrimary(c: FuzzCase, served: Served) {
   const rTail = caseRng(c, 0x7a11);
   const rHttp = caseRng(c, 0x4477);
   const rChunk = caseRng(c, 0xc4c4);
-  let honest = true; // until the follower has started, and again at the end
+  let honest = true; // until the mirror has started, and again at the end
   let end = 41; // the primary's end offset (rows 1..40); grows
-  let stopped = false; // another stream_id was shown (the follower then stops for good)
+  let stopped = false; // another stream_id was shown (the mirror then stops for good)
   const good = chunkOf(1, CHUNK_LAST);
   const lies = new Map<string, Uint8Array>(); // chunks a lying manifest names, by sha
   const sockets = new Set<WebSocket>();
@@ -125,7 +125,7 @@ function fakePrimary(c: FuzzCase, served: Served) {
     schema: SCHEMA,
   });
   let generation = 1;
-  // A lie is a new generation (a follower looks again only at a new one).
+  // A lie is a new generation (a mirror looks again only at a new one).
   const manifest = (chunks: unknown[], extra: Record<string, unknown> = {}) => ({
     stream: "trades",
     stream_id: SID,
@@ -265,7 +265,7 @@ function fakePrimary(c: FuzzCase, served: Served) {
       try {
         ws.send(d as string);
       } catch {
-        // closed by the follower
+        // closed by the mirror
       }
     };
     const close = (code?: number, reason?: string) => {
@@ -449,7 +449,7 @@ function fakePrimary(c: FuzzCase, served: Served) {
         : "ok";
       if (http === "slow") await later(200 + int(rHttp, 800));
       if (http === "hang") {
-        // Past the follower's --follow-timeout (1 s): it gives up and retries.
+        // Past the mirror's --follow-timeout (1 s): it gives up and retries.
         served.used.add(`http_hang:${p.split("/")[2]}`);
         await later(2_500);
       }
@@ -491,7 +491,7 @@ function fakePrimary(c: FuzzCase, served: Served) {
   );
   return {
     url: `ws://127.0.0.1:${server.addr.port}`,
-    // Each turn closes the open subscriptions: the follower comes back to the new behaviour.
+    // Each turn closes the open subscriptions: the mirror comes back to the new behaviour.
     lie() {
       honest = false;
       for (const s of sockets) s.close(1001);
@@ -518,7 +518,7 @@ function fakePrimary(c: FuzzCase, served: Served) {
   };
 }
 
-/** Every `[offset,msg]` line the follower serves from its start, until it goes quiet. */
+/** Every `[offset,msg]` line the mirror serves from its start, until it goes quiet. */
 async function readBack(p: ServeProc, h: Record<string, unknown>): Promise<string[]> {
   if (h.end_offset === h.first_offset || h.end_offset === 1) return [];
   const from = Number(h.earliest ?? h.first_offset ?? 1);
@@ -536,7 +536,7 @@ async function readBack(p: ServeProc, h: Record<string, unknown>): Promise<strin
         return Date.now() - quietSince > 600;
       },
       20_000,
-      "the follower's rows",
+      "the mirror's rows",
     );
     if (sub.closed) throw new Error(`read back closed: ${JSON.stringify(sub.closed)}`);
     return sub.lines;
@@ -574,7 +574,7 @@ async function runCase(c: FuzzCase): Promise<void> {
         ((await getJson(`${proc.url}/trades/head`).catch(() => ({}))) as Record<string, unknown>)
           .end_offset === 41,
       20_000,
-      `${name}: the follower caught up with the honest start`,
+      `${name}: the mirror caught up with the honest start`,
     );
     fake.lie();
     const t0 = Date.now();
@@ -592,7 +592,7 @@ async function runCase(c: FuzzCase): Promise<void> {
     const h = await getJson(`${proc.url}/trades/head`);
     assert(
       Number.isSafeInteger(h.end_offset) && ![...served.used].some((u) => u.startsWith("bad_from")),
-      `${name}: the follower's end is an offset: ${h.end_offset}`,
+      `${name}: the mirror's end is an offset: ${h.end_offset}`,
     );
     const lines = await readBack(proc, h);
     let prev = 0;
@@ -628,7 +628,7 @@ async function runCase(c: FuzzCase): Promise<void> {
     assertEquals(
       v.code,
       0,
-      `${name}: verify on the follower's folder:\n${out}`,
+      `${name}: verify on the mirror's folder:\n${out}`,
     );
     console.log(
       `${name}: ${lines.length} rows read back; lies told: ${[...served.used].sort().join(" ")}`,
@@ -646,7 +646,7 @@ async function runCase(c: FuzzCase): Promise<void> {
   }
 }
 
-Deno.test("follower fuzz: a lying primary never crashes a follower, nothing it did not serve validly is stored, verify passes", async () => {
+Deno.test("mirror fuzz: a lying primary never crashes a mirror, nothing it did not serve validly is stored, verify passes", async () => {
   console.log(seedBanner(SUITE));
   // A fresh case per process, one of them a regression seed's, in turn by run.
   const cases: FuzzCase[] = REPLAY ? planCases(PROCESSES, SUITE, FRESH_SEED, true) : [
@@ -664,7 +664,7 @@ Deno.test("follower fuzz: a lying primary never crashes a follower, nothing it d
   );
 });
 
-Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose bytes are not its rows is refused and not kept", async () => {
+Deno.test("mirror fuzz: a chunk whose SHA-256 matches its entry but whose bytes are not its rows is refused and not kept", async () => {
   const { storeAdoptedChunk, ChunkDigestError } = await import("../../log/adoption.ts");
   const c: FuzzCase = { seed: FRESH_SEED, index: 0 };
   const r = caseRng(c, 0xadad);
@@ -736,8 +736,8 @@ Deno.test("follower fuzz: a chunk whose SHA-256 matches its entry but whose byte
   }
 });
 
-Deno.test("follower fuzz: a history request to a primary that never answers fails after the timeout", async () => {
-  const { httpSource } = await import("../../server/follow/_fetch_history.ts");
+Deno.test("mirror fuzz: a history request to a primary that never answers fails after the timeout", async () => {
+  const { httpSource } = await import("../../server/mirror/_fetch_history.ts");
   const ac = new AbortController();
   const release = Promise.withResolvers<void>();
   const server = Deno.serve(

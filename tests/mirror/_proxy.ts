@@ -1,4 +1,4 @@
-// A proxy on 127.0.0.1 in front of a primary, for the follower tests: it
+// A proxy on 127.0.0.1 in front of a primary, for the mirror tests: it
 // relays HTTP and WebSocket, can damage chunks, hold back the live frames,
 // answer chosen HTTP paths itself (a primary whose history fails, hangs or
 // lies), relay chosen bodies slowly (a modest bandwidth), and cut or refuse

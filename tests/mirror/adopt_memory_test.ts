@@ -1,8 +1,8 @@
-// A follower adopting a big chunk (a merged chunk can be hundreds of MB)
+// A mirror adopting a big chunk (a merged chunk can be hundreds of MB)
 // streams it to a file as it arrives, hashing on the way, and checks its rows
 // from that file: its memory does not grow by the chunk's size. The first
 // version held each fetched chunk whole (and a copy of it) while checking it;
-// in a 30-minute soak both followers jumped from ~210 to ~470 MiB when the
+// in a 30-minute soak both mirrors jumped from ~210 to ~470 MiB when the
 // primary's first merged chunks were adopted, and adopting 60 MB of chunks
 // in one process peaked at 536 MiB (against 111 MiB streamed). Here: a
 // 140 MiB chunk took the peak up by 656 MiB before, by 45 MiB streamed.
@@ -13,7 +13,7 @@ import { compress, sha256Hex } from "../../log/chunk.ts";
 
 const CHILD = new URL("./_adopt_child.ts", import.meta.url).pathname;
 
-Deno.test("follow: adopting a 140 MB chunk over HTTP grows the follower's peak memory by far less than the chunk", async () => {
+Deno.test("mirrors: adopting a 140 MB chunk over HTTP grows the mirror's peak memory by far less than the chunk", async () => {
   const dir = await tempDir("streamcast-adopt-mem-");
   // 600,000 rows of random text: ~200 MB of lines, ~140 MB compressed.
   const rows = 600_000;

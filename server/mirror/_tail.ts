@@ -1,18 +1,19 @@
 /**
- * A follower's live tail: ONE batched subscription (`frames=batch`) to the
+ * A mirror's live tail: ONE batched subscription (`frames=batch`) to the
  * primary from the replica's end, with the replica's `stream_id`. Each
  * received frame is parsed into offsets and the rows' JSON exactly as sent
  * (the bytes between `[offset,` and `]`), and handed to `write`, which makes
  * it durable locally before the next frame is taken: one local commit per
- * received frame, so the follower's own batched frames line up with the
+ * received frame, so the mirror's own batched frames line up with the
  * primary's — unless frames queue behind a slow commit: those are written as
- * one commit, so a follower under load does fewer syncs and fan-outs, not
+ * one commit, so a mirror under load does fewer syncs and fan-outs, not
  * more.
  *
  * @module
  */
 
-import { decodeCloseReason, type Greeting, splitBatch } from "../../client/wire.ts";
+import { type Greeting, splitBatch } from "../../wire/subscribe.ts";
+import { decodeCloseReason } from "../../wire/close_reason.ts";
 
 /** Most rows of queued frames written in one commit. */
 export const MAX_GROUP_ROWS = 65_536;

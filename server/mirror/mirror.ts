@@ -1,6 +1,8 @@
 /**
- * A follower: keeps a replica of another server's stream (the primary's, or
- * another follower's) and serves it like its own (docs/SPEC.md §10).
+ * A mirror, the read replica `serve --follow NAME=URL` runs: keeps a replica
+ * of another server's stream (the primary's, or another mirror's) and serves
+ * it like its own (docs/SPEC.md §10). A cluster's non-leading node is a
+ * follower, not a mirror: that is `cluster/` and `server/member/`.
  *
  * - The replica has the primary's `stream_id`, offsets and bytes. Sealed
  *   history is the primary's own chunks, fetched over HTTP and checked
@@ -18,7 +20,7 @@
  */
 
 import { join } from "node:path";
-import type { Greeting, StreamHead } from "../../client/wire.ts";
+import type { Greeting, StreamHead } from "../../wire/subscribe.ts";
 import { fetchHead } from "../../client/head.ts";
 import { backoffDelay, sleep } from "../../common/backoff.ts";
 import { Logger } from "../../common/logger.ts";
@@ -27,36 +29,36 @@ import type { ChunkDigestError } from "../../log/adoption.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { readSchemaHistory } from "../../log/schema_history.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
-import { Stream, type StreamFollow } from "../stream/stream.ts";
+import { Stream, type StreamMirror } from "../stream/stream.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { archiveSource, type HistorySource, httpSource, syncHistory } from "./_fetch_history.ts";
 import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
 import { runTail, type TailEnd } from "./_tail.ts";
 
-/** A follower's state, as `/head` and the metrics give it. */
-export type FollowState = "catching_up" | "live" | "reconnecting" | "stopped";
+/** A mirror's state, as `/head` and the metrics give it. */
+export type MirrorState = "catching_up" | "live" | "reconnecting" | "stopped";
 
-/** Every {@linkcode FollowState}. */
-export const FOLLOW_STATES: readonly FollowState[] = [
+/** Every {@linkcode MirrorState}. */
+export const MIRROR_STATES: readonly MirrorState[] = [
   "catching_up",
   "live",
   "reconnecting",
   "stopped",
 ];
 
-/** Default interval of the follower's look at the primary's manifest and head, ms. */
-export const DEFAULT_FOLLOW_POLL_MS = 2000;
+/** Default interval of the mirror's look at the primary's manifest and head, ms. */
+export const DEFAULT_MIRROR_POLL_MS = 2000;
 /** Default cap of the reconnect backoff, ms. */
-export const DEFAULT_FOLLOW_RETRY_MAX_MS = 10_000;
+export const DEFAULT_MIRROR_RETRY_MAX_MS = 10_000;
 /** Default longest silence of a history request (its answer, then each piece of its body), ms. */
-export const DEFAULT_FOLLOW_TIMEOUT_MS = 30_000;
-/** Default bound of the primary's manifest as a follower reads it, bytes (64 MiB). */
-export const DEFAULT_FOLLOW_MAX_MANIFEST_BYTES: number = 64 * 1024 * 1024;
+export const DEFAULT_MIRROR_TIMEOUT_MS = 30_000;
+/** Default bound of the primary's manifest as a mirror reads it, bytes (64 MiB). */
+export const DEFAULT_MIRROR_MAX_MANIFEST_BYTES: number = 64 * 1024 * 1024;
 /** Frames received and not yet durable, beyond which the tail is reopened later. */
 export const MAX_QUEUED_FRAMES = 4096;
 
-/** Options of a {@linkcode Follower}. */
-export interface FollowOptions {
+/** Options of a {@linkcode Mirror}. */
+export interface MirrorOptions {
   /** Bearer token for a guarded primary (else the URL's `access_token`). @default null */
   token?: string | null;
   /** How often the primary's manifest and head are looked at, ms. @default 2000 */
@@ -83,7 +85,7 @@ export interface FollowOptions {
 }
 
 /** The parts of a follow URL. */
-export interface FollowUrl {
+export interface MirrorUrl {
   /** `ws(s)://HOST:PORT/NAME`, without query. */
   ws: string;
   /** The stream's HTTP base, `http(s)://HOST:PORT/NAME` (`/_` for the unnamed stream). */
@@ -105,14 +107,14 @@ export interface FollowUrl {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { followUrl } from "./follower.ts";
- * const u = followUrl("ws://10.0.0.1:8765/trades?access_token=s3cr3t");
+ * import { mirrorUrl } from "./mirror.ts";
+ * const u = mirrorUrl("ws://10.0.0.1:8765/trades?access_token=s3cr3t");
  * equal(u.shown, "ws://10.0.0.1:8765/trades"); // no token where it is shown
  * equal(u.http, "http://10.0.0.1:8765/trades");
  * equal(u.token, "s3cr3t");
  * ```
  */
-export function followUrl(url: string, token: string | null = null): FollowUrl {
+export function mirrorUrl(url: string, token: string | null = null): MirrorUrl {
   let u: URL;
   try {
     u = new URL(url);
@@ -151,22 +153,22 @@ interface Waiter {
 
 /**
  * Keeps `stream` (opened on a replica log: `LogOptions.replica`) a copy of
- * the primary's stream at `url`. Made by {@linkcode openFollowed}.
+ * the primary's stream at `url`. Made by {@linkcode openMirror}.
  *
  * @example
  * ```ts ignore
  * import { equal } from "node:assert/strict";
- * const { stream, follower } = await openFollowed("trades", "ws://primary:8765/trades", { root });
- * follower.start();
+ * const { stream, mirror } = await openMirror("trades", "ws://primary:8765/trades", { root });
+ * mirror.start();
  * equal(stream.head().state, "catching_up");
- * await follower.close();
+ * await mirror.close();
  * ```
  */
-export class Follower implements StreamFollow {
+export class Mirror implements StreamMirror {
   /** The replicated stream. */
   readonly stream: Stream;
   /** The primary, as it may be shown. */
-  readonly url: FollowUrl;
+  readonly url: MirrorUrl;
   readonly #logger: Logger;
   readonly #pollMs: number;
   readonly #retryMaxMs: number;
@@ -176,7 +178,7 @@ export class Follower implements StreamFollow {
   readonly #archive: ArchiveOptions | null;
   #store: ArchiveStore | null = null;
   readonly #abort = new AbortController();
-  #state: FollowState = "reconnecting";
+  #state: MirrorState = "reconnecting";
   #primaryEnd: number | null = null;
   #liveAt = 0;
   #generation = -1;
@@ -202,18 +204,18 @@ export class Follower implements StreamFollow {
     state: Gauge;
   };
 
-  /** A follower of `url` for `stream` (not started). */
-  constructor(stream: Stream, url: string, options: FollowOptions = {}) {
+  /** A mirror of `url` for `stream` (not started). */
+  constructor(stream: Stream, url: string, options: MirrorOptions = {}) {
     if (!stream.log?.replica) {
       throw new TypeError(`stream "${stream.name}" is not on a replica log (LogOptions.replica)`);
     }
     this.stream = stream;
-    this.url = followUrl(url, options.token ?? null);
+    this.url = mirrorUrl(url, options.token ?? null);
     this.#logger = options.logger ?? new Logger();
-    this.#pollMs = options.pollMs ?? DEFAULT_FOLLOW_POLL_MS;
-    this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_FOLLOW_RETRY_MAX_MS;
-    this.#timeoutMs = options.timeoutMs ?? DEFAULT_FOLLOW_TIMEOUT_MS;
-    this.#maxManifestBytes = options.maxManifestBytes ?? DEFAULT_FOLLOW_MAX_MANIFEST_BYTES;
+    this.#pollMs = options.pollMs ?? DEFAULT_MIRROR_POLL_MS;
+    this.#retryMaxMs = options.retryMaxMs ?? DEFAULT_MIRROR_RETRY_MAX_MS;
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_MIRROR_TIMEOUT_MS;
+    this.#maxManifestBytes = options.maxManifestBytes ?? DEFAULT_MIRROR_MAX_MANIFEST_BYTES;
     this.#fetch = options.fetch ?? fetch;
     this.#archive = options.archive ?? null;
     const r = stream._metrics;
@@ -239,15 +241,15 @@ export class Follower implements StreamFollow {
     };
     r.collect(() => {
       this.#m.lag.set(this.lagRows, labels);
-      for (const s of FOLLOW_STATES) {
+      for (const s of MIRROR_STATES) {
         this.#m.state.set(s === this.#state ? 1 : 0, { stream: stream.name, state: s });
       }
     });
-    stream._followedBy(this);
+    stream._mirroredBy(this);
   }
 
   /** The state now. */
-  get state(): FollowState {
+  get state(): MirrorState {
     return this.#state;
   }
 
@@ -271,7 +273,7 @@ export class Follower implements StreamFollow {
     try {
       const h = await this.#head(AbortSignal.timeout(2000));
       if (h.stream_id === this.stream.streamId && typeof h.end_offset === "number") {
-        // Upstream a follower too: what it knows of the root's end (its lag).
+        // Upstream a mirror too: what it knows of the root's end (its lag).
         const lag = typeof h.lag_rows === "number" && h.lag_rows > 0 ? h.lag_rows : 0;
         this.#primaryEnd = Math.max(this.#primaryEnd ?? 0, h.end_offset + lag);
       }
@@ -312,7 +314,7 @@ export class Follower implements StreamFollow {
     this.#store?.close();
   }
 
-  #setState(s: FollowState): void {
+  #setState(s: MirrorState): void {
     if (this.#state === s || this.#state === "stopped") return;
     this.#state = s;
     this.#logger.info("follow_state", { stream: this.stream.name, state: s });
@@ -563,7 +565,7 @@ export class Follower implements StreamFollow {
               stream: this.stream.name,
               primary: this.url.shown,
             },
-            `streamcast: the schema of ${this.url.shown} changed; a restart of this follower takes it`,
+            `streamcast: the schema of ${this.url.shown} changed; a restart of this mirror takes it`,
           );
         }
         this.#liveAt = g.end_offset ?? 0;
@@ -586,8 +588,8 @@ export class Follower implements StreamFollow {
   }
 }
 
-/** Options of {@linkcode openFollowed}. */
-export interface OpenFollowedOptions extends FollowOptions {
+/** Options of {@linkcode openMirror}. */
+export interface OpenMirrorOptions extends MirrorOptions {
   /** Folder holding the logs (the replica is `ROOT/NAME`). */
   root: string;
   /** Log options for the replica (`replica`, `streamId`, `firstOffset` are set here). */
@@ -615,19 +617,19 @@ async function localReplica(
 /**
  * Opens the replica of the stream at `url` as stream `name` (its log at
  * `ROOT/NAME`, created with the primary's `stream_id` and first offset when
- * there is none yet) and its {@linkcode Follower} (not started). The schema
+ * there is none yet) and its {@linkcode Mirror} (not started). The schema
  * is the primary's; with a replica already on disk and the primary away, the
  * replica's own.
  *
  * @throws {Error} when there is no replica yet and the primary does not
  * answer within `startWaitMs`, or the primary's stream is ephemeral.
  */
-export async function openFollowed(
+export async function openMirror(
   name: string,
   url: string,
-  options: OpenFollowedOptions,
-): Promise<{ stream: Stream; follower: Follower }> {
-  const u = followUrl(url, options.token ?? null);
+  options: OpenMirrorOptions,
+): Promise<{ stream: Stream; mirror: Mirror }> {
+  const u = mirrorUrl(url, options.token ?? null);
   const dir = join(options.root, name === "" ? "_" : name);
   const local = await localReplica(dir);
   const headers = u.token ? { authorization: `Bearer ${u.token}` } : undefined;
@@ -689,8 +691,8 @@ export async function openFollowed(
     stream = await open(local.schema);
   }
   try {
-    const follower = new Follower(stream, url, options);
-    return { stream, follower };
+    const mirror = new Mirror(stream, url, options);
+    return { stream, mirror };
   } catch (err) {
     await stream.close();
     throw err;

@@ -15,7 +15,7 @@ export interface ProgressGetOptions {
   headers: HeadersInit;
   /** The fetch to use. */
   fetch: typeof fetch;
-  /** Aborts the request whatever its progress (the follower closing). */
+  /** Aborts the request whatever its progress (the mirror closing). */
   signal: AbortSignal;
   /** Longest wait for the headers, then for each piece of the body, ms. */
   idleMs: number;

@@ -9,7 +9,7 @@ import {
   type FilterScalar,
   MAX_FILTER_VALUES,
   type Where,
-} from "../../client/filter.ts";
+} from "../../wire/filter.ts";
 
 const SCHEMA = {
   type: "object",

@@ -1,18 +1,18 @@
-// A follower whose primary stops answering history (its /manifest fails while
+// A mirror whose primary stops answering history (its /manifest fails while
 // the live tail goes on) logs the failing poll at warn once per distinct
 // failure — not every poll — and logs when the polls recover.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
 import type { ServeProc } from "../cli/_serve.ts";
 import { type Proxy, startProxy } from "./_proxy.ts";
-import { head, rows, startFollower, startPrimary, untilEnd } from "./_cluster.ts";
+import { head, rows, startMirror, startPrimary, untilEnd } from "./_cluster.ts";
 
 type Line = Record<string, unknown>;
 const events = (f: ServeProc, event: string): Line[] =>
   f.stderr().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line)
     .filter((l) => l.event === event);
 
-Deno.test("followers: a failing history poll is logged at warn once per distinct failure, and its recovery", async () => {
+Deno.test("mirrors: a failing history poll is logged at warn once per distinct failure, and its recovery", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   let proxy: Proxy | null = null;
@@ -22,7 +22,7 @@ Deno.test("followers: a failing history poll is logged at warn once per distinct
     await p.write(rows(1, 100));
     await untilEnd(p, 101);
     proxy = startProxy(p.url, false);
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort());
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort());
     procs.push(f);
     await untilEnd(f, 101);
     await until(async () => (await head(f)).state === "live", 10_000, "live");

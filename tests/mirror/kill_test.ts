@@ -1,7 +1,7 @@
-// Followers under SIGKILL, for real: a follower killed mid-catch-up and
+// Mirrors under SIGKILL, for real: a mirror killed mid-catch-up and
 // mid-live and restarted resumes from its own log, byte-identical to the
 // primary; a primary killed and restarted is followed again; a primary wiped
-// and recreated (a new stream_id) is never mixed in; a follower killed between
+// and recreated (a new stream_id) is never mixed in; a mirror killed between
 // adopting chunks and deleting the segments they cover recovers.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
@@ -12,23 +12,23 @@ import {
   head,
   readAll,
   rows,
-  startFollower,
+  startMirror,
   startPrimary,
   untilEnd,
 } from "./_cluster.ts";
 
-Deno.test("followers: SIGKILL mid-catch-up and mid-live, restart, nothing lost or doubled", async () => {
+Deno.test("mirrors: SIGKILL mid-catch-up and mid-live, restart, nothing lost or doubled", async () => {
   const dir = await tempDir();
   const procs = new Set<ServeProc>();
   try {
-    // History in segments only (no sealing): the follower catches up over its tail.
+    // History in segments only (no sealing): the mirror catches up over its tail.
     const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "0"]);
     procs.add(p);
     const N = 150_000;
     for (let k = 0; k < N; k += 25_000) await p.write(rows(k + 1, k + 25_000));
     await untilEnd(p, N + 1);
     const port = freePort();
-    let f = await startFollower(`${dir}/f`, p.ws, port);
+    let f = await startMirror(`${dir}/f`, p.ws, port);
     procs.add(f);
     // Killed as soon as it holds some but not all of the history.
     await until(
@@ -37,17 +37,17 @@ Deno.test("followers: SIGKILL mid-catch-up and mid-live, restart, nothing lost o
         return e > 1;
       },
       30_000,
-      "the follower started catching up",
+      "the mirror started catching up",
     );
     const before = (await head(f)).end_offset as number;
     await f.signal("SIGKILL");
     procs.delete(f);
     assert(before < N + 1, `killed mid-catch-up (at ${before})`);
-    f = await startFollower(`${dir}/f`, p.ws, port);
+    f = await startMirror(`${dir}/f`, p.ws, port);
     procs.add(f);
     await untilEnd(f, N + 1);
 
-    // Mid-live: rows keep coming while the follower is killed and restarted.
+    // Mid-live: rows keep coming while the mirror is killed and restarted.
     let next = N + 1;
     let writing = true;
     const writer = (async () => {
@@ -61,7 +61,7 @@ Deno.test("followers: SIGKILL mid-catch-up and mid-live, restart, nothing lost o
     await f.signal("SIGKILL");
     procs.delete(f);
     await new Promise((r) => setTimeout(r, 200));
-    f = await startFollower(`${dir}/f`, p.ws, port);
+    f = await startMirror(`${dir}/f`, p.ws, port);
     procs.add(f);
     await until(
       async () => ((await head(f)).end_offset as number) > next - 200,
@@ -83,7 +83,7 @@ Deno.test("followers: SIGKILL mid-catch-up and mid-live, restart, nothing lost o
   }
 });
 
-Deno.test("followers: the primary SIGKILLed and restarted is followed again; wiped and recreated, it is not mixed in", async () => {
+Deno.test("mirrors: the primary SIGKILLed and restarted is followed again; wiped and recreated, it is not mixed in", async () => {
   const dir = await tempDir();
   const procs = new Set<ServeProc>();
   try {
@@ -92,7 +92,7 @@ Deno.test("followers: the primary SIGKILLed and restarted is followed again; wip
     procs.add(p);
     await p.write(rows(1, 500));
     await untilEnd(p, 501);
-    const f = await startFollower(`${dir}/f`, p.ws);
+    const f = await startMirror(`${dir}/f`, p.ws);
     procs.add(f);
     await untilEnd(f, 501);
     const id = (await head(p)).stream_id;
@@ -100,7 +100,7 @@ Deno.test("followers: the primary SIGKILLed and restarted is followed again; wip
     await p.signal("SIGKILL");
     procs.delete(p);
     await until(async () => (await head(f)).state === "reconnecting", 10_000, "reconnecting");
-    // The follower keeps serving what it has.
+    // The mirror keeps serving what it has.
     assertEquals((await readAll(f, 1, 501)).length, 500);
     p = await startPrimary(`${dir}/p`, pport);
     procs.add(p);
@@ -135,16 +135,16 @@ Deno.test("followers: the primary SIGKILLed and restarted is followed again; wip
   }
 });
 
-Deno.test("followers: killed right after adopting chunks, before deleting the segments they cover", async () => {
+Deno.test("mirrors: killed right after adopting chunks, before deleting the segments they cover", async () => {
   const dir = await tempDir();
   const procs = new Set<ServeProc>();
   try {
-    // Rows reach the follower over its tail first: they are written once it is
-    // live, and the primary seals them 2 s later, long after the follower has.
+    // Rows reach the mirror over its tail first: they are written once it is
+    // live, and the primary seals them 2 s later, long after the mirror has.
     const p = await startPrimary(`${dir}/p`, freePort(), ["--seal-every", "2"]);
     procs.add(p);
     const port = freePort();
-    let f = await startFollower(`${dir}/f`, p.ws, port, [], {
+    let f = await startMirror(`${dir}/f`, p.ws, port, [], {
       STREAMCAST_CRASH_AT: "adopt-manifest-written",
     });
     procs.add(f);
@@ -164,7 +164,7 @@ Deno.test("followers: killed right after adopting chunks, before deleting the se
       (await segs()).length > 1,
       `covered segments were left by the crash: ${await segs()}\n${f.stderr()}`,
     );
-    f = await startFollower(`${dir}/f`, p.ws, port);
+    f = await startMirror(`${dir}/f`, p.ws, port);
     procs.add(f);
     await untilEnd(f, 501);
     await until(

@@ -1,8 +1,8 @@
-// A follower that adopts the primary's chunks past its own end (it reconnects
+// A mirror that adopts the primary's chunks past its own end (it reconnects
 // after the primary sealed rows it never saw over its tail) hands those rows
 // to its live subscribers too: they go back to the log and read them, with no
 // gap. Found by tests/reliability/kill_loop_publish_test.ts (seeds 3926834337,
-// 709428761: a follower's live subscribers, filtered or not, missed every row
+// 709428761: a mirror's live subscribers, filtered or not, missed every row
 // of the chunks it adopted on reconnecting to a restarted primary).
 import { assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
@@ -10,7 +10,7 @@ import { getJson, type ServeProc, startServe } from "../cli/_serve.ts";
 import { TestSub } from "../server/_sub.ts";
 import { readAll, rows, startPrimary, untilEnd } from "./_cluster.ts";
 
-Deno.test("followers: rows adopted in chunks past the end reach the live subscribers, filtered or not", async () => {
+Deno.test("mirrors: rows adopted in chunks past the end reach the live subscribers, filtered or not", async () => {
   const dir = await tempDir();
   const procs = new Set<ServeProc>();
   const subs: TestSub[] = [];
@@ -43,7 +43,7 @@ Deno.test("followers: rows adopted in chunks past the end reach the live subscri
     subs.push(all, eth);
     await all.waitLines(300);
     await eth.waitLines(100);
-    // The follower stands still while the primary is killed, restarted, fed and
+    // The mirror stands still while the primary is killed, restarted, fed and
     // sealed: once it runs again it finds the rows in the primary's chunks.
     f.proc.kill("SIGSTOP");
     try {

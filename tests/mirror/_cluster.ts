@@ -1,5 +1,5 @@
-// Real server processes for the follower tests: a primary fed on stdin, and
-// followers (of it, or of each other), each a `cli.ts serve` child on a free
+// Real server processes for the mirror tests: a primary fed on stdin, and
+// mirrors (of it, or of each other), each a `cli.ts serve` child on a free
 // port of 127.0.0.1, stopped by PID.
 import { join } from "node:path";
 import { freePort, until } from "../_util.ts";
@@ -46,8 +46,8 @@ export async function startPrimary(
   ], { stdin: true });
 }
 
-/** Starts a follower of `of` (a `ws://HOST:PORT` base) for stream `trades`. */
-export async function startFollower(
+/** Starts a mirror of `of` (a `ws://HOST:PORT` base) for stream `trades`. */
+export async function startMirror(
   root: string,
   of: string,
   port = freePort(),

@@ -1,19 +1,19 @@
 /**
  * The publishing half of the wire contract (docs/SPEC.md §9): producer names
  * and their header, the publish greeting, frames and answers, the in-flight
- * defaults, and the publish URL. Pure, like `wire.ts`: the server, the Deno
+ * defaults, and the publish URL. Pure, like all of `wire/`: the server, the Deno
  * client and the browser client import the one definition.
  *
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { parseSeq } from "./publish_wire.ts";
+ * import { parseSeq } from "./publish.ts";
  * equal(parseSeq("7"), 7);
  * ```
  *
  * @module
  */
 
-import type { PROTOCOL_VERSION } from "./wire.ts";
+import type { PROTOCOL_VERSION } from "./subscribe.ts";
 
 /**
  * Producer names: 1–128 printable ASCII characters, no space (they travel in a header).
@@ -21,7 +21,7 @@ import type { PROTOCOL_VERSION } from "./wire.ts";
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { PRODUCER_PATTERN } from "./publish_wire.ts";
+ * import { PRODUCER_PATTERN } from "./publish.ts";
  * deepStrictEqual(["feed-1", "a b"].map((p) => PRODUCER_PATTERN.test(p)), [true, false]);
  * ```
  */
@@ -90,7 +90,7 @@ export type PublishAnswer =
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { parseSeq } from "./publish_wire.ts";
+ * import { parseSeq } from "./publish.ts";
  * deepStrictEqual([parseSeq("12"), parseSeq("0"), parseSeq("1e3")], [12, null, null]);
  * ```
  */
@@ -107,7 +107,7 @@ export function parseSeq(text: string): number | null {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { publishUrl } from "./publish_wire.ts";
+ * import { publishUrl } from "./publish.ts";
  * equal(publishUrl("ws://h:1/trades?offset=3", "p1"), "ws://h:1/trades/publish?producer=p1");
  * equal(publishUrl("http://h:1/", null), "ws://h:1/_/publish");
  * ```

@@ -1,5 +1,5 @@
 /**
- * A follower's sealed history: the primary's manifest (`GET /{name}/manifest`)
+ * A mirror's sealed history: the primary's manifest (`GET /{name}/manifest`)
  * and its chunks (`GET /{name}/chunks/{sha256}`, with the `.times` side file
  * beside it) — or the same from the primary's S3 archive — each checked against its SHA-256 before it is kept; a chunk
  * that arrives damaged is refused and fetched again. The chunks are then
@@ -15,7 +15,7 @@ import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
 import { maxTimesBytes } from "../../log/chunk_times.ts";
 import { progressGet, readBounded } from "./_progress_get.ts";
 
-/** Where a follower reads the primary's sealed history: its HTTP routes, or its S3 archive. */
+/** Where a mirror reads the primary's sealed history: its HTTP routes, or its S3 archive. */
 export interface HistorySource {
   /** What to call it in messages. */
   readonly name: string;
@@ -39,7 +39,7 @@ export interface HttpSourceOptions {
   headers?: HeadersInit;
   /** The fetch to use. @default fetch */
   fetch?: typeof fetch;
-  /** Aborts every request (the follower closing). */
+  /** Aborts every request (the mirror closing). */
   signal: AbortSignal;
   /** Longest wait for an answer's headers, then for each piece of its body, ms. */
   idleMs: number;
@@ -115,7 +115,7 @@ export function httpSource(base: string, options: HttpSourceOptions): HistorySou
 }
 
 /**
- * The primary's S3 archive (`--archive` on a follower): the archived
+ * The primary's S3 archive (`--archive` on a mirror): the archived
  * manifest and chunks; archives keep no time index.
  *
  * @example

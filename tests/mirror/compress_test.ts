@@ -1,4 +1,4 @@
-// compress=zstd (docs/SPEC.md §2.6) on a follower: the follower's frames are binary
+// compress=zstd (docs/SPEC.md §2.6) on a mirror: the mirror's frames are binary
 // zstd frames that decompress to the rows the primary serves, byte for byte,
 // on replay and live — compression is a function of the committed frames, so
 // a replica's commits are compressed the same way.
@@ -6,7 +6,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { zstdDecompressSync } from "node:zlib";
 import { rmrf, tempDir } from "../_util.ts";
 import type { ServeProc } from "../cli/_serve.ts";
-import { rows, startFollower, startPrimary, untilEnd } from "./_cluster.ts";
+import { rows, startMirror, startPrimary, untilEnd } from "./_cluster.ts";
 
 // Reads `n` rows from `url` (frames=batch&compress=zstd): the greeting and each decoded line.
 async function zstdLines(url: string, n: number, during?: () => Promise<void>): Promise<{
@@ -48,7 +48,7 @@ async function zstdLines(url: string, n: number, during?: () => Promise<void>): 
   return { greeting: greeting!, lines };
 }
 
-Deno.test("followers: compress=zstd frames on a follower decode to the primary's rows", async () => {
+Deno.test("mirrors: compress=zstd frames on a mirror decode to the primary's rows", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   try {
@@ -56,7 +56,7 @@ Deno.test("followers: compress=zstd frames on a follower decode to the primary's
     procs.push(p);
     await p.write(rows(1, 1500));
     await untilEnd(p, 1501);
-    const f = await startFollower(`${dir}/f`, p.ws);
+    const f = await startMirror(`${dir}/f`, p.ws);
     procs.push(f);
     await untilEnd(f, 1501);
     const q = "frames=batch&compress=zstd";
@@ -66,7 +66,7 @@ Deno.test("followers: compress=zstd frames on a follower decode to the primary's
     assertEquals(got.greeting.stream_id, want.greeting.stream_id);
     assertEquals(got.lines.length, 1500);
     assertEquals(got.lines, want.lines);
-    // Live: rows written to the primary reach the follower's compressed subscriber.
+    // Live: rows written to the primary reach the mirror's compressed subscriber.
     const live = await zstdLines(`${f.ws}/trades?${q}&offset=1501`, 300, async () => {
       for (let k = 0; k < 3; k++) await p.write(rows(1501 + k * 100, 1600 + k * 100));
     });

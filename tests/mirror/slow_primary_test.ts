@@ -1,4 +1,4 @@
-// Followers behind a slow primary (a proxy on 127.0.0.1 pacing or holding its
+// Mirrors behind a slow primary (a proxy on 127.0.0.1 pacing or holding its
 // answers; real server processes): a large chunk at a modest bandwidth is
 // fetched whole, however long it takes, as long as its bytes keep coming; and
 // the periodic looks at the primary never queue up behind a slow one.
@@ -12,7 +12,7 @@ import {
   head,
   readAll,
   rows,
-  startFollower,
+  startMirror,
   startPrimary,
   untilChunked,
   untilEnd,
@@ -23,7 +23,7 @@ const events = (f: ServeProc, event: string): Line[] =>
   f.stderr().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line)
     .filter((l) => l.event === event);
 
-Deno.test("followers: a chunk that takes longer than --follow-timeout to arrive, but keeps arriving, is fetched", async () => {
+Deno.test("mirrors: a chunk that takes longer than --follow-timeout to arrive, but keeps arriving, is fetched", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   let proxy: Proxy | null = null;
@@ -36,10 +36,10 @@ Deno.test("followers: a chunk that takes longer than --follow-timeout to arrive,
     const largest = Math.max(...(m.chunks as { bytes: number }[]).map((c) => c.bytes));
     proxy = startProxy(p.url, false);
     // The largest chunk in 25 pieces, one every 100 ms: 2.5 s in all, five
-    // times the follower's 0.5 s timeout, with never more than 0.1 s of silence.
+    // times the mirror's 0.5 s timeout, with never more than 0.1 s of silence.
     const piece = Math.max(64, Math.ceil(largest / 25));
     proxy.pace = (path) => path.includes("/chunks/") ? { bytes: piece, everyMs: 100 } : null;
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
       "--follow-timeout",
       "0.5",
     ]);
@@ -58,7 +58,7 @@ Deno.test("followers: a chunk that takes longer than --follow-timeout to arrive,
   }
 });
 
-Deno.test("followers: looks at a slow primary do not pile up; one in flight at most", async () => {
+Deno.test("mirrors: looks at a slow primary do not pile up; one in flight at most", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   let proxy: Proxy | null = null;
@@ -69,7 +69,7 @@ Deno.test("followers: looks at a slow primary do not pile up; one in flight at m
     await p.write(rows(1, 100));
     await untilEnd(p, 101);
     proxy = startProxy(p.url, false);
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
       "--follow-timeout",
       "60",
     ]);
@@ -77,7 +77,7 @@ Deno.test("followers: looks at a slow primary do not pile up; one in flight at m
     await untilEnd(f, 101);
     await until(async () => (await head(f)).state === "live", 10_000, "live");
 
-    // The primary stops answering its manifest (a slow sync) while the follower
+    // The primary stops answering its manifest (a slow sync) while the mirror
     // looks every 0.2 s: 3 s of it would queue some fifteen looks behind it.
     const manifests = () => proxy!.paths.filter((x) => x.endsWith("/manifest")).length;
     let headDown = false;
@@ -106,7 +106,7 @@ Deno.test("followers: looks at a slow primary do not pile up; one in flight at m
     const after = manifests() - before;
     assert(after <= 1, `${after} manifest reads after the slow one: looks piled up`);
 
-    // The primary back: the follower reconnects and goes on.
+    // The primary back: the mirror reconnects and goes on.
     proxy.answer = null;
     proxy.refuseUpgrades = false;
     await p.write(rows(101, 150));

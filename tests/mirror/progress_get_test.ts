@@ -3,7 +3,7 @@
 // moving is read whole however long it takes in all; readBounded stops at
 // its bound.
 import { assertEquals, assertRejects } from "../_assert.ts";
-import { progressGet, readBounded } from "../../server/follow/_progress_get.ts";
+import { progressGet, readBounded } from "../../server/mirror/_progress_get.ts";
 
 async function withServer(
   handler: (path: string) => Response | Promise<Response>,

@@ -1,6 +1,6 @@
 // since=: RFC 3339 and µs, resolved to µs; every malformed time refused with a RangeError.
 import { assertEquals, assertThrows } from "../_assert.ts";
-import { parseSince, sinceMicros } from "../../client/since.ts";
+import { parseSince, sinceMicros } from "../../wire/since.ts";
 
 Deno.test("since parses RFC 3339 with fractions and offsets, and µs", () => {
   const base = Date.UTC(2026, 11, 1, 9, 30, 0) * 1000;

@@ -1,8 +1,8 @@
 // Child of adopt_memory_test.ts: adopts one chunk from a primary's HTTP route
-// into a fresh folder, the way a follower does (httpSource + storeAdoptedChunk),
+// into a fresh folder, the way a mirror does (httpSource + storeAdoptedChunk),
 // and prints its memory (VmHWM, the peak, and VmRSS; MiB) before and after.
 // usage: _adopt_child.ts BASE_URL ENTRY_JSON DIR
-import { httpSource } from "../../server/follow/_fetch_history.ts";
+import { httpSource } from "../../server/mirror/_fetch_history.ts";
 import { storeAdoptedChunk } from "../../log/adoption.ts";
 
 const [base, entryJson, dir] = Deno.args;

@@ -1,5 +1,5 @@
 import { deepStrictEqual, equal, ok } from "node:assert/strict";
-import { encodeCloseReason, MAX_CLOSE_REASON_BYTES } from "../../client/wire.ts";
+import { encodeCloseReason, MAX_CLOSE_REASON_BYTES } from "../../wire/close_reason.ts";
 
 const utf8 = new TextEncoder();
 const strict = new TextDecoder("utf-8", { fatal: true });

@@ -1,6 +1,6 @@
-// Followers behind a lying proxy (in this test, on 127.0.0.1): a chunk that
+// Mirrors behind a lying proxy (in this test, on 127.0.0.1): a chunk that
 // arrives damaged is refused and fetched again; and with the live relay held
-// back, the lag rule — an offset past the follower's end but not past the
+// back, the lag rule — an offset past the mirror's end but not past the
 // primary's is accepted and served as the rows arrive; past both, `ahead`.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
@@ -14,13 +14,13 @@ import {
   head,
   readAll,
   rows,
-  startFollower,
+  startMirror,
   startPrimary,
   untilChunked,
   untilEnd,
 } from "./_cluster.ts";
 
-Deno.test("followers: a damaged chunk is refused and fetched again; the lag rule", async () => {
+Deno.test("mirrors: a damaged chunk is refused and fetched again; the lag rule", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   let proxy: Proxy | null = null;
@@ -32,7 +32,7 @@ Deno.test("followers: a damaged chunk is refused and fetched again; the lag rule
     await p.write(rows(601, 1000));
     await untilChunked(p, 1000);
     proxy = startProxy(p.url);
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort());
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort());
     procs.push(f);
     await untilEnd(f, 1001);
     const names = await chunkNames(p);
@@ -52,7 +52,7 @@ Deno.test("followers: a damaged chunk is refused and fetched again; the lag rule
     // /head never shows a token; here there is none, and the proxy's URL is shown.
     assertEquals((await head(f)).follows, `${proxy.url.replace("http", "ws")}/trades`);
 
-    // The relay held back: the follower lags the primary by 100 rows.
+    // The relay held back: the mirror lags the primary by 100 rows.
     proxy.hold(true);
     await p.write(rows(1001, 1100));
     await untilEnd(p, 1101);
@@ -78,7 +78,7 @@ Deno.test("followers: a damaged chunk is refused and fetched again; the lag rule
   }
 });
 
-Deno.test("followers: with --archive, sealed history comes from the primary's S3 archive", async () => {
+Deno.test("mirrors: with --archive, sealed history comes from the primary's S3 archive", async () => {
   const s3 = await startS3();
   const dir = await tempDir();
   const procs: ServeProc[] = [];
@@ -104,15 +104,15 @@ Deno.test("followers: with --archive, sealed history comes from the primary's S3
       "archived",
     );
     proxy = startProxy(p.url, false);
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), s3flags);
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), s3flags);
     procs.push(f);
     await untilEnd(f, 801);
     assertEquals(await chunkNames(f), await chunkNames(p));
     assertEquals(await readAll(f, 1, 801), await readAll(p, 1, 801));
     // Not one chunk asked of the primary: they came from the archive.
-    assert(proxy.paths.length > 0, "the proxy saw the follower's HTTP requests");
+    assert(proxy.paths.length > 0, "the proxy saw the mirror's HTTP requests");
     assertEquals(proxy.paths.filter((x) => x.includes("/chunks/")), []);
-    // A follower does not write to the archive it reads: its head names none.
+    // A mirror does not write to the archive it reads: its head names none.
     assertEquals((await head(f)).archive, null);
   } finally {
     for (const s of procs) await s.stop();

@@ -1,9 +1,9 @@
-// What a follower reads from a lying primary is bounded (a proxy on
+// What a mirror reads from a lying primary is bounded (a proxy on
 // 127.0.0.1 answering for it; real server processes): a manifest past
 // --follow-max-manifest-bytes fails the request once that many bytes came; a
 // chunk's time index past what the entry's rows can take is refused as a
 // damaged copy and fetched again; once the primary tells the truth again the
-// follower catches up.
+// mirror catches up.
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
 import { getJson, type ServeProc } from "../cli/_serve.ts";
@@ -14,7 +14,7 @@ import {
   head,
   readAll,
   rows,
-  startFollower,
+  startMirror,
   startPrimary,
   untilChunked,
   untilEnd,
@@ -25,7 +25,7 @@ const events = (f: ServeProc, event: string): Line[] =>
   f.stderr().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Line)
     .filter((l) => l.event === event);
 
-Deno.test("followers: a lying primary's manifest and time index are read only up to their bounds", async () => {
+Deno.test("mirrors: a lying primary's manifest and time index are read only up to their bounds", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   let proxy: Proxy | null = null;
@@ -42,7 +42,7 @@ Deno.test("followers: a lying primary's manifest and time index are read only up
     }[];
 
     // A manifest padded past the bound with whitespace: valid JSON, but more
-    // bytes than the follower reads.
+    // bytes than the mirror reads.
     proxy = startProxy(p.url, false);
     proxy.answer = (path) =>
       path.endsWith("/manifest")
@@ -50,7 +50,7 @@ Deno.test("followers: a lying primary's manifest and time index are read only up
           headers: { "content-type": "application/json" },
         })
         : null;
-    const f = await startFollower(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
+    const f = await startMirror(`${dir}/f`, proxy.url.replace("http", "ws"), freePort(), [
       "--follow-max-manifest-bytes",
       "16384",
     ]);
@@ -80,7 +80,7 @@ Deno.test("followers: a lying primary's manifest and time index are read only up
     );
     assertEquals((await head(f)).end_offset, 1, "no chunk adopted with a refused index");
 
-    // The primary honest again: the follower catches up.
+    // The primary honest again: the mirror catches up.
     proxy.answer = null;
     await untilEnd(f, 501);
     assertEquals(await chunkNames(f), await chunkNames(p));

@@ -1,8 +1,8 @@
-// Followers for real: a primary, two followers of it and a follower of a
-// follower, each a `cli.ts serve` process on 127.0.0.1. Subscribers on each
+// Mirrors for real: a primary, two mirrors of it and a mirror of a
+// mirror, each a `cli.ts serve` process on 127.0.0.1. Subscribers on each
 // receive byte-identical rows and frames; the chunks are the primary's,
-// under the same names everywhere; a consumer moves primary → follower →
-// follower of a follower with its cursor, with no gap and no duplicate.
+// under the same names everywhere; a consumer moves primary → mirror →
+// mirror of a mirror with its cursor, with no gap and no duplicate.
 import { assert, assertEquals } from "../_assert.ts";
 import { connect, MemoryCursor } from "../../mod.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
@@ -14,13 +14,13 @@ import {
   head,
   readAll,
   rows,
-  startFollower,
+  startMirror,
   startPrimary,
   untilChunked,
   untilEnd,
 } from "./_cluster.ts";
 
-Deno.test("followers: a tree of followers serves the primary's rows, frames and chunks", async () => {
+Deno.test("mirrors: a tree of mirrors serves the primary's rows, frames and chunks", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   try {
@@ -30,11 +30,11 @@ Deno.test("followers: a tree of followers serves the primary's rows, frames and 
     await untilEnd(p, 2001);
     await untilChunked(p, 2000);
     const [f1, f2] = await Promise.all([
-      startFollower(`${dir}/f1`, p.ws),
-      startFollower(`${dir}/f2`, p.ws),
+      startMirror(`${dir}/f1`, p.ws),
+      startMirror(`${dir}/f2`, p.ws),
     ]);
     procs.push(f1, f2);
-    const ff = await startFollower(`${dir}/ff`, f1.ws);
+    const ff = await startMirror(`${dir}/ff`, f1.ws);
     procs.push(ff);
     const all = [p, f1, f2, ff];
     await Promise.all(all.map((s) => untilEnd(s, 2001)));
@@ -59,7 +59,7 @@ Deno.test("followers: a tree of followers serves the primary's rows, frames and 
     const want = await readAll(p, 1, 2601);
     assertEquals(want.length, 2600);
     for (const s of [f1, f2, ff]) assertEquals(await readAll(s, 1, 2601), want);
-    // Filters and time on a follower, as on the primary.
+    // Filters and time on a mirror, as on the primary.
     const where = `&where=${encodeURIComponent('{"sym":"ETH"}')}`;
     assertEquals(await readAll(ff, 1, 2599, where), await readAll(p, 1, 2599, where));
 
@@ -98,7 +98,7 @@ Deno.test("followers: a tree of followers serves the primary's rows, frames and 
     assertMatch(metrics, /streamcast_follow_state\{state="live",stream="trades"\} 1/);
     assertMatch(metrics, /streamcast_follow_rows_total\{stream="trades"\} \d+/);
 
-    // A consumer moves primary → follower → follower of a follower with its cursor.
+    // A consumer moves primary → mirror → mirror of a mirror with its cursor.
     const cursor = new MemoryCursor();
     const got: number[] = [];
     const hops: [ServeProc, number][] = [[p, 900], [f2, 1700], [ff, 2600]];
@@ -126,7 +126,7 @@ Deno.test("followers: a tree of followers serves the primary's rows, frames and 
   }
 });
 
-Deno.test("followers: a followed stream takes no rows, and is declared once", async () => {
+Deno.test("mirrors: a followed stream takes no rows, and is declared once", async () => {
   const dir = await tempDir();
   try {
     const url = "ws://127.0.0.1:9/trades";
@@ -134,7 +134,7 @@ Deno.test("followers: a followed stream takes no rows, and is declared once", as
     assertEquals(stdin.code, 2);
     assertMatch(
       stdin.stderr,
-      /--stdin names stream "trades", which is followed from ws:\/\/127\.0\.0\.1:9\/trades: a follower takes no rows/,
+      /--stdin names stream "trades", which is followed from ws:\/\/127\.0\.0\.1:9\/trades: a mirror takes no rows/,
     );
     const publish = await runServe([
       "--root",
@@ -147,7 +147,7 @@ Deno.test("followers: a followed stream takes no rows, and is declared once", as
     assertEquals(publish.code, 2);
     assertMatch(
       publish.stderr,
-      /--publish names stream "trades", which is followed from ws:\/\/127\.0\.0\.1:9\/trades: a follower takes no rows/,
+      /--publish names stream "trades", which is followed from ws:\/\/127\.0\.0\.1:9\/trades: a mirror takes no rows/,
     );
     await Deno.writeTextFile(`${dir}/s.json`, "{}");
     const both = await runServe([
@@ -182,7 +182,7 @@ Deno.test("followers: a followed stream takes no rows, and is declared once", as
   }
 });
 
-Deno.test("followers: a guarded primary is read with the URL's access_token, never shown", async () => {
+Deno.test("mirrors: a guarded primary is read with the URL's access_token, never shown", async () => {
   const dir = await tempDir();
   const procs: ServeProc[] = [];
   try {
@@ -194,7 +194,7 @@ Deno.test("followers: a guarded primary is read with the URL's access_token, nev
     const p = await startPrimary(`${dir}/p`, undefined, ["--tokens", `${dir}/tokens.json`]);
     procs.push(p);
     await p.write(rows(1, 300));
-    // Without the token the follower cannot start (no replica yet): refused at once.
+    // Without the token the mirror cannot start (no replica yet): refused at once.
     const denied = await runServe([
       "--root",
       `${dir}/f`,
