@@ -20,7 +20,7 @@
  */
 
 import { UsageError } from "./cli/_args.ts";
-import { cmdServe } from "./cli/serve.ts";
+import { cmdServe } from "./cli/serve/serve.ts";
 import { cmdDemo } from "./cli/demo.ts";
 import { cmdTail } from "./cli/tail.ts";
 import { cmdHead } from "./cli/head.ts";

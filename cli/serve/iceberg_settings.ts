@@ -1,13 +1,13 @@
 /**
  * The rows of `serve`'s settings table for the streams' Iceberg tables
- * (DESIGN §19), spliced into `SETTINGS` (`_serve_settings.ts`), which types
+ * (DESIGN §19), spliced into `SETTINGS` (`settings.ts`), which types
  * them: `--iceberg NAME` with the streams, the commit bound with the limits.
  *
  * @module
  */
 
-import { DEFAULT_MAX_COMMIT_BYTES } from "../iceberg/options.ts";
-import { integer } from "./_serve_values.ts";
+import { DEFAULT_MAX_COMMIT_BYTES } from "../../iceberg/options.ts";
+import { integer } from "./values.ts";
 
 const LIMITS = "limits (docs/CLI.md has the table)";
 
@@ -17,7 +17,7 @@ const LIMITS = "limits (docs/CLI.md has the table)";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
+ * import { ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
  * equal(ICEBERG_STREAM_SETTINGS[0].flag, "iceberg");
  * ```
  */
@@ -44,7 +44,7 @@ export const ICEBERG_STREAM_SETTINGS = [
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ICEBERG_LIMIT_SETTINGS } from "./_serve_iceberg_settings.ts";
+ * import { ICEBERG_LIMIT_SETTINGS } from "./iceberg_settings.ts";
  * equal(ICEBERG_LIMIT_SETTINGS[0].key, "icebergCommitBytes");
  * ```
  */

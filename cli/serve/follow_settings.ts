@@ -1,6 +1,6 @@
 /**
  * `serve`'s follower settings (docs/SPEC.md §10), spliced into the settings table
- * of `_serve_settings.ts` (kept apart so that the table stays one screenful
+ * of `settings.ts` (kept apart so that the table stays one screenful
  * per concern): `--follow NAME=URL` and what tunes it.
  *
  * @module
@@ -11,10 +11,10 @@ import {
   DEFAULT_FOLLOW_POLL_MS,
   DEFAULT_FOLLOW_RETRY_MAX_MS,
   DEFAULT_FOLLOW_TIMEOUT_MS,
-} from "../server/follow/follower.ts";
-import { integer, type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
+} from "../../server/follow/follower.ts";
+import { integer, type Reader, seconds, stallSeconds, text } from "./values.ts";
 
-/** One follower setting: the shape of `Setting` in `_serve_settings.ts`. */
+/** One follower setting: the shape of `Setting` in `settings.ts`. */
 export interface FollowSetting {
   /** The flag, without `--`. */
   flag: string;
@@ -47,7 +47,7 @@ const GROUP = "followers (docs/SCALING.md)";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
+ * import { FOLLOW_SETTINGS } from "./follow_settings.ts";
  * equal(FOLLOW_SETTINGS.map((s) => s.flag)[0], "follow");
  * ```
  */

@@ -9,7 +9,7 @@
  */
 
 import { join } from "node:path";
-import type { Logger } from "../common/logger.ts";
+import type { Logger } from "../../common/logger.ts";
 import {
   type FrameHandler,
   type IngestEvent,
@@ -21,11 +21,11 @@ import {
   rejectFile,
   type RejectRecord,
   type RejectSink,
-} from "../server/ingest/mod.ts";
-import type { Server } from "../server/serve.ts";
-import { type LeadingNode, whileLeading } from "../server/cluster/while_leading.ts";
-import { Fatal, oneLine, show } from "./_serve_fatal.ts";
-import type { Settings } from "./_serve_run_settings.ts";
+} from "../../server/ingest/mod.ts";
+import type { Server } from "../../server/serve.ts";
+import { type LeadingNode, whileLeading } from "../../server/cluster/while_leading.ts";
+import { Fatal, oneLine, show } from "./fatal.ts";
+import type { Settings } from "./run_settings.ts";
 
 /**
  * Every handler module the upstreams use, by path, loaded before anything is
@@ -34,8 +34,8 @@ import type { Settings } from "./_serve_run_settings.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { loadHandlers } from "./_serve_ingest.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadHandlers } from "./ingest.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["t=t.json"] });
  * equal((await loadHandlers(s)).size, 0); // no upstream, no handler
  * ```
@@ -75,7 +75,7 @@ function lazyRejects(path: string): RejectSink & { close(): Promise<void> } {
  *
  * @example
  * ```ts
- * import type { Ingest } from "./_serve_ingest.ts";
+ * import type { Ingest } from "./ingest.ts";
  * export async function stop(ingest: Ingest): Promise<void> {
  *   await ingest.stopIngest();
  *   await ingest.closeRejects();
@@ -133,10 +133,10 @@ function logEvents(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { startIngest } from "./_serve_ingest.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * import { Logger } from "../common/logger.ts";
- * import { serve, Stream } from "../mod.ts";
+ * import { startIngest } from "./ingest.ts";
+ * import { settingsFrom } from "./config.ts";
+ * import { Logger } from "../../common/logger.ts";
+ * import { serve, Stream } from "../../mod.ts";
  * const stream = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });

@@ -6,15 +6,15 @@
  * @module
  */
 
-import type { Logger } from "../common/logger.ts";
-import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts";
-import { compileSchema } from "../schema/compile.ts";
-import { SchemaError } from "../schema/schema_error.ts";
-import { Stream } from "../server/stream/stream.ts";
-import { type Follower, openFollowed } from "../server/follow/follower.ts";
-import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import type { SchemaSource, Settings, StreamDecl } from "./_serve_run_settings.ts";
-import type { StreamOptions } from "../server/stream/stream_options.ts";
+import type { Logger } from "../../common/logger.ts";
+import { LogCorruptError, LogLockedError, type LogOptions } from "../../log/mod.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import { SchemaError } from "../../schema/schema_error.ts";
+import { Stream } from "../../server/stream/stream.ts";
+import { type Follower, openFollowed } from "../../server/follow/follower.ts";
+import { Fatal, fileError, oneLine, show } from "./fatal.ts";
+import type { SchemaSource, Settings, StreamDecl } from "./run_settings.ts";
+import type { StreamOptions } from "../../server/stream/stream_options.ts";
 
 async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
   let json: unknown;
@@ -52,8 +52,8 @@ async function loadSchema(name: string, src: SchemaSource): Promise<Record<strin
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { loadSchemas } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadSchemas } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
@@ -84,10 +84,10 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { openFollowers } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * import { Logger } from "../common/logger.ts";
- * import { serve, Stream } from "../mod.ts";
+ * import { openFollowers } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
+ * import { Logger } from "../../common/logger.ts";
+ * import { serve, Stream } from "../../mod.ts";
  * const primary = await Stream.open("ticks", {
  *   root: await Deno.makeTempDir(),
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
@@ -152,8 +152,8 @@ export async function openFollowers(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { streamOptionsOf } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { streamOptionsOf } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["t=t.json"], "max-backlog": "7" });
  * equal(streamOptionsOf(s, s.streams.get("t")!).maxBacklog, 7);
  * ```
@@ -187,8 +187,8 @@ export function streamOptionsOf(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { loadSchemas, openStreams } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadSchemas, openStreams } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const s = await settingsFrom({ stream: [`t=${dir}/t.json`], root: dir });

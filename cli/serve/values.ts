@@ -7,8 +7,8 @@
  */
 
 import { resolve } from "node:path";
-import { isStreamName, STREAM_NAME_RULE } from "../client/wire.ts";
-import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../common/logger.ts";
+import { isStreamName, STREAM_NAME_RULE } from "../../client/wire.ts";
+import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../../common/logger.ts";
 
 /**
  * The usage text's group of every limit (each has its row in docs/CLI.md's table).
@@ -16,7 +16,7 @@ import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../commo
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { LIMITS_GROUP } from "./_serve_values.ts";
+ * import { LIMITS_GROUP } from "./values.ts";
  * equal(LIMITS_GROUP, "limits (docs/CLI.md has the table)");
  * ```
  */
@@ -30,7 +30,7 @@ export const LIMITS_GROUP = "limits (docs/CLI.md has the table)";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { Reader } from "./_serve_values.ts";
+ * import type { Reader } from "./values.ts";
  * const even: Reader = (v, what) => {
  *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
  *   return Number(v);
@@ -63,7 +63,7 @@ function integerValue(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { integer } from "./_serve_values.ts";
+ * import { integer } from "./values.ts";
  * equal(integer(0, 65535)("8765", "--port", null), 8765);
  * ```
  */
@@ -77,7 +77,7 @@ export function integer(min: number, max?: number): Reader {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { seconds } from "./_serve_values.ts";
+ * import { seconds } from "./values.ts";
  * equal(seconds("1.5", "--seal-every"), 1.5);
  * ```
  */
@@ -95,7 +95,7 @@ export function seconds(v: unknown, what: string): number {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { stallSeconds } from "./_serve_values.ts";
+ * import { stallSeconds } from "./values.ts";
  * equal(stallSeconds("30", "--stall-timeout"), 30);
  * ```
  */
@@ -113,7 +113,7 @@ export function stallSeconds(v: unknown, what: string): number {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { maxReplay } from "./_serve_values.ts";
+ * import { maxReplay } from "./values.ts";
  * equal(maxReplay("none", "--max-replay"), null);
  * equal(maxReplay(10, '"maxReplay"'), 10);
  * ```
@@ -129,7 +129,7 @@ export function maxReplay(v: unknown, what: string): number | null {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { logLevel } from "./_serve_values.ts";
+ * import { logLevel } from "./values.ts";
  * equal(logLevel("debug", "--log-level"), "debug");
  * ```
  */
@@ -146,7 +146,7 @@ export function logLevel(v: unknown, what: string): LogLevel {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { logFormat } from "./_serve_values.ts";
+ * import { logFormat } from "./values.ts";
  * equal(logFormat("json", "--log-format"), "json");
  * ```
  */
@@ -163,7 +163,7 @@ export function logFormat(v: unknown, what: string): LogFormat {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { nonEmpty } from "./_serve_values.ts";
+ * import { nonEmpty } from "./values.ts";
  * equal(nonEmpty("data", '"root"'), "data");
  * ```
  */
@@ -180,7 +180,7 @@ export function nonEmpty(v: unknown, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { streamName } from "./_serve_values.ts";
+ * import { streamName } from "./values.ts";
  * equal(streamName("trades", "--stdin"), "trades");
  * ```
  */
@@ -199,7 +199,7 @@ export function streamName(name: string, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { upstreamUrl } from "./_serve_values.ts";
+ * import { upstreamUrl } from "./values.ts";
  * equal(upstreamUrl("wss://feed.example/v1", "--upstream"), "wss://feed.example/v1");
  * ```
  */
@@ -224,7 +224,7 @@ export function upstreamUrl(url: string, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { s3Uri } from "./_serve_values.ts";
+ * import { s3Uri } from "./values.ts";
  * equal(s3Uri("s3://my-bucket/streams", "--archive"), "s3://my-bucket/streams");
  * ```
  */
@@ -241,7 +241,7 @@ export function s3Uri(v: string, where: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { text } from "./_serve_values.ts";
+ * import { text } from "./values.ts";
  * equal(text("0.0.0.0", "--host", null), "0.0.0.0");
  * ```
  */
@@ -252,7 +252,7 @@ export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, w
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { path } from "./_serve_values.ts";
+ * import { path } from "./values.ts";
  * equal(path("data", '"root"', "/etc/streamcast"), "/etc/streamcast/data");
  * ```
  */
@@ -263,7 +263,7 @@ export const path: Reader = (v, what, base) => base === null ? v : resolve(base,
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { bool } from "./_serve_values.ts";
+ * import { bool } from "./values.ts";
  * equal(bool(true, '"fsync"'), true);
  * ```
  */

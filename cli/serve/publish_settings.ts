@@ -1,20 +1,20 @@
 /**
  * The rows of `serve`'s settings table for network publishing (docs/SPEC.md §9),
  * kept in a file of their own and spliced into `SETTINGS`
- * (`_serve_settings.ts`), which types them.
+ * (`settings.ts`), which types them.
  *
  * @module
  */
 
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../client/publish_wire.ts";
-import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../client/publish_wire.ts";
+import { DEFAULT_MAX_PRODUCERS } from "../../log/mod.ts";
 import {
   DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_PUBLISH_SERVER_BYTES,
   DEFAULT_PUBLISH_BODY_TIMEOUT_S,
   MAX_PUBLISH_BODY_TIMEOUT_S,
-} from "../server/limits.ts";
-import { integer, LIMITS_GROUP, type Reader, stallSeconds } from "./_serve_values.ts";
+} from "../../server/limits.ts";
+import { integer, LIMITS_GROUP, type Reader, stallSeconds } from "./values.ts";
 
 const bodyTimeout: Reader = (v, what) => {
   const n = stallSeconds(v, what);
@@ -33,7 +33,7 @@ const bodyTimeout: Reader = (v, what) => {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
+ * import { PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
  * equal(PUBLISH_STREAM_SETTINGS[0].flag, "publish");
  * ```
  */
@@ -60,7 +60,7 @@ export const PUBLISH_STREAM_SETTINGS = [
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { PUBLISH_LIMIT_SETTINGS } from "./_serve_publish_settings.ts";
+ * import { PUBLISH_LIMIT_SETTINGS } from "./publish_settings.ts";
  * deepStrictEqual(PUBLISH_LIMIT_SETTINGS.map((s) => s.flag), [
  *   "max-publish-bytes",
  *   "max-in-flight",

@@ -6,14 +6,14 @@
  */
 
 import { dirname, resolve } from "node:path";
-import { isStreamName } from "../client/wire.ts";
-import { UsageError } from "./_args.ts";
-import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";
-import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./_serve_run_settings.ts";
-import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
-import { followUrl } from "../server/follow/follower.ts";
-import { checkClusterSettings, CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
+import { isStreamName } from "../../client/wire.ts";
+import { UsageError } from "../_args.ts";
+import { Fatal, fileError, oneLine, show } from "./fatal.ts";
+import { CONFIG_KEYS, READ_SETTINGS } from "./settings.ts";
+import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./run_settings.ts";
+import { nonEmpty, streamName, upstreamUrl } from "./values.ts";
+import { followUrl } from "../../server/follow/follower.ts";
+import { checkClusterSettings, CLUSTER_SETTINGS } from "./cluster_settings.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -164,7 +164,7 @@ function followSpec(url: string, what: string): string {
  * @example
  * ```ts
  * import { deepStrictEqual, equal } from "node:assert/strict";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["trades=trades.json"], port: "0" });
  * equal(s.port, 0);
  * equal(s.root, "./data");

@@ -8,23 +8,23 @@
  * @module
  */
 
-import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
-import { CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
-import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
+import { FOLLOW_SETTINGS } from "./follow_settings.ts";
+import { CLUSTER_SETTINGS } from "./cluster_settings.ts";
+import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../../log/mod.ts";
 import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
   DEFAULT_STALL_TIMEOUT_MS,
-} from "../server/stream/stream_options.ts";
-import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../server/serve_options.ts";
-import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../server/allocator.ts";
+} from "../../server/stream/stream_options.ts";
+import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../../server/serve_options.ts";
+import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../../server/allocator.ts";
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_ROW_BYTES,
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
-} from "../server/limits.ts";
+} from "../../server/limits.ts";
 import {
   bool,
   integer,
@@ -40,10 +40,10 @@ import {
   stallSeconds,
   streamName,
   text,
-} from "./_serve_values.ts";
-import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
-import { SEND_SETTINGS } from "./_serve_send_settings.ts";
-import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
+} from "./values.ts";
+import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
+import { SEND_SETTINGS } from "./send_settings.ts";
+import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -56,7 +56,7 @@ const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { type Setting, SETTINGS } from "./_serve_settings.ts";
+ * import { type Setting, SETTINGS } from "./settings.ts";
  * const host: Setting = {
  *   flag: "host",
  *   key: "host",
@@ -104,7 +104,7 @@ export interface Setting {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { SETTINGS } from "./_serve_settings.ts";
+ * import { SETTINGS } from "./settings.ts";
  * equal(SETTINGS.find((s) => s.flag === "port")?.default, 8765);
  * ```
  */
@@ -526,7 +526,7 @@ stops ingest, closes subscribers with 1001, flushes the logs and exits 0.`;
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { SERVE_USAGE } from "./_serve_settings.ts";
+ * import { SERVE_USAGE } from "./settings.ts";
  * equal(
  *   SERVE_USAGE.split("\n")[0],
  *   "usage: deno run -A cli.ts serve --stream NAME=SCHEMA.json ... [options]",
@@ -541,7 +541,7 @@ export const SERVE_USAGE: string = usageText();
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { SERVE_FLAGS } from "./_serve_settings.ts";
+ * import { SERVE_FLAGS } from "./settings.ts";
  * deepStrictEqual(SERVE_FLAGS["no-fsync"], { type: "boolean" });
  * ```
  */
@@ -556,7 +556,7 @@ export const SERVE_FLAGS: Record<string, { type: "string" | "boolean"; multiple?
  * @example
  * ```ts
  * import { equal, ok } from "node:assert/strict";
- * import { CONFIG_KEYS } from "./_serve_settings.ts";
+ * import { CONFIG_KEYS } from "./settings.ts";
  * ok(CONFIG_KEYS.has("maxBacklog"));
  * equal(CONFIG_KEYS.has("max-backlog"), false);
  * ```
@@ -571,7 +571,7 @@ export const CONFIG_KEYS: ReadonlySet<string> = new Set(
  * @example
  * ```ts
  * import { ok } from "node:assert/strict";
- * import { READ_SETTINGS, type ReadSetting } from "./_serve_settings.ts";
+ * import { READ_SETTINGS, type ReadSetting } from "./settings.ts";
  * const keyOf = (s: ReadSetting): string => s.key;
  * ok(READ_SETTINGS.map(keyOf).includes("maxBacklog"));
  * ```
@@ -584,7 +584,7 @@ export type ReadSetting = Setting & { key: string; read: Reader };
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { READ_SETTINGS } from "./_serve_settings.ts";
+ * import { READ_SETTINGS } from "./settings.ts";
  * const port = READ_SETTINGS.find((s) => s.key === "port")!;
  * equal(port.read("9000", "--port", null), 9000);
  * ```
