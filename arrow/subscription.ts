@@ -6,8 +6,8 @@
  *
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts"; // what the server sends with
- * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * import { ArrowFrameEncoder } from "./frame_encoder.ts"; // what the server sends with
+ * import { ArrowFrameDecoder, batchRows } from "./subscription.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
  *   properties: { v: { type: "number" } },
@@ -34,9 +34,9 @@ import {
   type Schema,
   Type,
 } from "apache-arrow";
-import { closeError, ProtocolError } from "./errors.ts";
-import { type Greeting, subscribeUrl } from "./wire.ts";
-import type { Where } from "./filter.ts";
+import { closeError, ProtocolError } from "../client/errors.ts";
+import { type Greeting, subscribeUrl } from "../client/wire.ts";
+import type { Where } from "../client/filter.ts";
 
 /**
  * A binary frame as a WebSocket hands it over (`binaryType` "arraybuffer",
@@ -45,7 +45,7 @@ import type { Where } from "./filter.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { BinaryFrame } from "./arrow.ts";
+ * import type { BinaryFrame } from "./subscription.ts";
  * const frame: BinaryFrame = new ArrayBuffer(8);
  * equal(frame.byteLength, 8);
  * ```
@@ -76,8 +76,8 @@ function headerOf(bytes: Uint8Array): MessageHeader {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
- * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * import { ArrowFrameEncoder } from "./frame_encoder.ts";
+ * import { ArrowFrameDecoder, batchRows } from "./subscription.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
  *   properties: { symbol: { type: "string" } },
@@ -143,8 +143,8 @@ export class ArrowFrameDecoder {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowRowBuilder } from "../arrow/row_builder.ts";
- * import { batchRows } from "./arrow.ts";
+ * import { ArrowRowBuilder } from "./row_builder.ts";
+ * import { batchRows } from "./subscription.ts";
  * const builder = new ArrowRowBuilder({
  *   type: "object",
  *   properties: { id: { type: "integer" }, ok: { type: ["boolean", "null"] } },
@@ -256,7 +256,7 @@ export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { connectArrow } from "./arrow.ts";
+ * import { connectArrow } from "./subscription.ts";
  * import { serve, Stream } from "../mod.ts";
  * const stream = await Stream.open("ticks", {
  *   root: await Deno.makeTempDir(),
