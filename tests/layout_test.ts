@@ -2,7 +2,8 @@
 // no import cycle among the project's modules, each folder imports only the
 // folders it may (and inside server/, each step of the data path only the
 // steps below it), and no hand-written source file outside tests/ and bench/
-// grows past 700 lines (one job per file).
+// grows past 700 lines (one job per file); the package's entry points are
+// folders' mod.ts files.
 import { assert } from "./_assert.ts";
 import { REPO } from "./e2e/_demo.ts";
 
@@ -164,6 +165,26 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     }
   }
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
+});
+
+// client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.
+const ROOT_DEEP_EXPORTS: readonly string[] = ["client/file_cursor.ts"];
+
+Deno.test("layout: the package's entry points are folders' mod.ts files, which the root mod.ts re-exports", async () => {
+  const files = await sources();
+  const config = JSON.parse(await Deno.readTextFile(`${REPO}/deno.json`));
+  const wrong: string[] = [];
+  for (const [name, path] of Object.entries(config.exports as Record<string, string>)) {
+    if (name !== "." && !/^\.\/[a-z]+\/mod\.ts$/.test(path)) {
+      wrong.push(`deno.json exports ${name} from ${path}, not a folder's mod.ts`);
+    }
+  }
+  for (const target of importsOf("mod.ts", files.get("mod.ts")!)) {
+    if (!/^[a-z]+\/mod\.ts$/.test(target) && !ROOT_DEEP_EXPORTS.includes(target)) {
+      wrong.push(`mod.ts imports ${target}, not a folder's mod.ts`);
+    }
+  }
+  assert(wrong.length === 0, `entry points:\n${wrong.join("\n")}`);
 });
 
 Deno.test(`layout: no hand-written source file outside tests/ and bench/ is over ${MAX_LINES} lines`, async () => {
