@@ -72,7 +72,7 @@ class MessageWriter extends RecordBatchStreamWriter {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { ArrowFrameEncoder } from "./frame_encoder.ts";
- * import { ArrowFrameDecoder } from "../client/arrow.ts";
+ * import { ArrowFrameDecoder } from "./subscription.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
  *   properties: { price: { type: "number" } },

@@ -13,10 +13,10 @@
 // object first frame is streamcast's greeting and counts nothing); a binary
 // frame is one Arrow IPC message whose row count is read from its
 // RecordBatch header (the first few are decoded in full with
-// client/arrow.ts's ArrowFrameDecoder to check that count).
+// arrow/subscription.ts's ArrowFrameDecoder to check that count).
 import process from "node:process";
 import { Message, MessageHeader } from "apache-arrow";
-import { ArrowFrameDecoder } from "../client/arrow.ts";
+import { ArrowFrameDecoder } from "../arrow/subscription.ts";
 import { stdinLines } from "./_stdin_lines.ts";
 
 /** What the load generator does. */

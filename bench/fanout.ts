@@ -329,7 +329,7 @@ function throughputSection(g: Grid, quick: boolean): BenchSection {
         quick ? "Quick run: one run of 0.6 s per case." : `Best of ${REPS} runs of 2 s per case.`
       }`,
       matrix,
-      `How it runs: the server process waits for its subscribers, then publishes trade rows flat out; the load generator (a separate Deno process, the same for every contender: Deno's WebSocket client, rows counted from the frames — newlines for text, the RecordBatch header's length for Arrow, checked against a full decode with client/arrow.ts on the first frames) reports rows delivered between two marks taken after a warm-up. streamcast: a durable stream with fsync on, rows sent with \`stream.send\` in groups (${GROUP} for batched and Arrow, ${
+      `How it runs: the server process waits for its subscribers, then publishes trade rows flat out; the load generator (a separate Deno process, the same for every contender: Deno's WebSocket client, rows counted from the frames — newlines for text, the RecordBatch header's length for Arrow, checked against a full decode with arrow/subscription.ts on the first frames) reports rows delivered between two marks taken after a warm-up. streamcast: a durable stream with fsync on, rows sent with \`stream.send\` in groups (${GROUP} for batched and Arrow, ${
         SUBS.map((s) => singleGroup(s)).join("/")
       } for single frames at ${
         SUBS.join("/")

@@ -36,3 +36,13 @@ export function parse(
   }
   return parsed as { values: Record<string, unknown>; positionals: string[] };
 }
+
+/** The bearer token from --token or STREAMCAST_TOKEN (never printed). */
+export function tokenOf(values: Record<string, unknown>): string | undefined {
+  if (typeof values.token === "string") return values.token;
+  try {
+    return Deno.env.get("STREAMCAST_TOKEN") || undefined;
+  } catch {
+    return undefined; // no env permission
+  }
+}

@@ -16,7 +16,7 @@
  * @module
  */
 
-import { MAX_URLS, parse, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, tokenOf, UsageError } from "./_args.ts";
 import { type Published, publisher, PublishError } from "../client/publisher.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 
@@ -122,14 +122,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  let token = values.token as string | undefined;
-  if (token === undefined) {
-    try {
-      token = Deno.env.get("STREAMCAST_TOKEN") || undefined;
-    } catch {
-      // no env permission
-    }
-  }
+  const token = tokenOf(values);
   const producer = values.producer as string | undefined;
   if (producer !== undefined && !/^[\x21-\x7e]{1,128}$/.test(producer)) {
     throw new UsageError("--producer must be 1-128 printable ASCII characters, no space");

@@ -1,9 +1,8 @@
 /**
- * `cli.ts tail` and `cli.ts head`.
+ * `cli.ts tail`.
  *
  * ```text
  * deno run -A cli.ts tail URL[,URL…] [URL…] [--offset N|earliest | --since T] [--cursor FILE]
- * deno run -A cli.ts head URL
  * ```
  *
  * `tail` prints every row as the NDJSON line `[offset,msg]`, byte for byte as
@@ -13,10 +12,10 @@
  * @module
  */
 
-import { MAX_URLS, parse, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, tokenOf, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
-import { StreamNotFound, SubscriptionError } from "../client/errors.ts";
+import { SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
 import type { CursorStore } from "../client/cursor.ts";
 import { fetchHead, headUrl } from "../client/head.ts";
@@ -82,25 +81,7 @@ Exit status: 0 on Ctrl-C (SIGINT), SIGTERM, or when stdout is closed (e.g.
 | head -n 5); 1 when the server refuses the subscribe (the message says why and
 what to do next) or the connection fails; 2 on a bad command line.`;
 
-const HEAD_USAGE = `usage: deno run -A cli.ts head URL [--token TOKEN]
-
-Prints the head of the stream at URL (ws://HOST:PORT/NAME or http://HOST:PORT/NAME;
-/ for the unnamed stream) as JSON: stream, stream_id, end_offset (the next offset
-to be written), earliest, durable, subscribers, schema, archive. It is
-GET /NAME/head (/_/head for the unnamed stream). Exits 1 when there is no such
-stream or the server cannot be reached.`;
-
 const utf8 = new TextEncoder();
-
-/** The bearer token from --token or STREAMCAST_TOKEN (never printed). */
-function tokenOf(values: Record<string, unknown>): string | undefined {
-  if (typeof values.token === "string") return values.token;
-  try {
-    return Deno.env.get("STREAMCAST_TOKEN") || undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** Buffered stdout: lines are pushed, then written in one write per flush. */
 class Output {
@@ -360,54 +341,5 @@ export async function cmdTail(args: string[]): Promise<number> {
     if (cursor && "close" in cursor) await (cursor as { close(): Promise<void> }).close();
     remote?.close();
     archive?.close();
-  }
-}
-
-/**
- * Runs `head` with its arguments; resolves with the exit code.
- *
- * @example
- * ```ts
- * import { equal } from "node:assert/strict";
- * import { cmdHead } from "./tail.ts";
- * import { serve, Stream } from "../mod.ts";
- * const stream = Stream.ephemeral("ticks", {
- *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
- * });
- * const server = serve([stream], { port: 0, onListen: () => {} });
- * equal(await cmdHead([`${server.url}/ticks`]), 0); // after printing the head as JSON on stdout
- * equal(await cmdHead([`${server.url}/nope`]), 1); // no such stream
- * await server.shutdown();
- * ```
- */
-export async function cmdHead(args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, { token: { type: "string" } }, 1);
-  if (values.help || positionals.length !== 1) {
-    console.log(HEAD_USAGE);
-    return values.help ? 0 : 2;
-  }
-  const url = positionals[0];
-  let at: string;
-  try {
-    at = headUrl(url);
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  try {
-    const token = tokenOf(values);
-    const headers: HeadersInit = token ? { authorization: `Bearer ${token}` } : {};
-    console.log(JSON.stringify(await fetchHead(url, { headers }), null, 2));
-    return 0;
-  } catch (err) {
-    if (err instanceof StreamNotFound) {
-      console.error(`streamcast head: ${err.message}`);
-      return 1;
-    }
-    if (err instanceof Error) {
-      // fetch's network failures are TypeErrors; statuses other than 404 are Errors.
-      console.error(`streamcast head: cannot get ${at}: ${err.message}`);
-      return 1;
-    }
-    throw err;
   }
 }

@@ -11,7 +11,7 @@
 const ENTRIES: [string, string][] = [
   ["@streamcast/server/client", "client/mod.ts"],
   ["@streamcast/server/log", "log/mod.ts"],
-  ["@streamcast/server/arrow", "arrow.ts"],
+  ["@streamcast/server/arrow", "arrow/mod.ts"],
   ["@streamcast/server", "mod.ts"],
 ];
 const START = "<!-- reference:start -->";

@@ -2,7 +2,8 @@
 // no import cycle among the project's modules, each folder imports only the
 // folders it may (and inside server/, each step of the data path only the
 // steps below it), and no hand-written source file outside tests/ and bench/
-// grows past 700 lines (one job per file).
+// grows past 700 lines (one job per file); the package's entry points are
+// folders' mod.ts files.
 import { assert } from "./_assert.ts";
 import { REPO } from "./e2e/_demo.ts";
 
@@ -33,7 +34,6 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
     "server",
     "cli.ts",
     "mod.ts",
-    "arrow.ts",
   ],
 };
 
@@ -41,8 +41,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
  * What each folder of server/ may import of server/ besides itself: the
  * folders below it on the data path, and "." for the shared modules at the
  * top of server/ (every file there but serve.ts, the Deno.serve binding,
- * which may import any folder and which nothing imports). The shared
- * modules (".") import no folder of server/.
+ * which may import any folder and which only mod.ts imports, and mod.ts, the
+ * folder's public entry, which may import any of server/ and which nothing in
+ * server/ imports). The shared modules (".") import no folder of server/.
  */
 const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   ".": [],
@@ -57,6 +58,7 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],
 };
 const SERVER_BINDING = "server/serve.ts";
+const SERVER_ENTRY = "server/mod.ts";
 
 async function* walk(dir: string, rel = ""): AsyncGenerator<string> {
   for await (const e of Deno.readDir(dir)) {
@@ -147,8 +149,13 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     if (!path.startsWith("server/")) continue;
     for (const target of importsOf(path, text)) {
       if (!target.startsWith("server/") || !files.has(target)) continue;
+      if (path === SERVER_ENTRY) continue;
+      if (target === SERVER_ENTRY) {
+        wrong.push(`${path} imports ${target} (the public entry: nothing in server/ imports it)`);
+        continue;
+      }
       if (target === SERVER_BINDING && path !== SERVER_BINDING) {
-        wrong.push(`${path} imports ${target} (the binding: nothing imports it)`);
+        wrong.push(`${path} imports ${target} (the binding: only mod.ts imports it)`);
         continue;
       }
       if (path === SERVER_BINDING) continue;
@@ -160,6 +167,26 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     }
   }
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
+});
+
+// client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.
+const ROOT_DEEP_EXPORTS: readonly string[] = ["client/file_cursor.ts"];
+
+Deno.test("layout: the package's entry points are folders' mod.ts files, which the root mod.ts re-exports", async () => {
+  const files = await sources();
+  const config = JSON.parse(await Deno.readTextFile(`${REPO}/deno.json`));
+  const wrong: string[] = [];
+  for (const [name, path] of Object.entries(config.exports as Record<string, string>)) {
+    if (name !== "." && !/^\.\/[a-z]+\/mod\.ts$/.test(path)) {
+      wrong.push(`deno.json exports ${name} from ${path}, not a folder's mod.ts`);
+    }
+  }
+  for (const target of importsOf("mod.ts", files.get("mod.ts")!)) {
+    if (!/^[a-z]+\/mod\.ts$/.test(target) && !ROOT_DEEP_EXPORTS.includes(target)) {
+      wrong.push(`mod.ts imports ${target}, not a folder's mod.ts`);
+    }
+  }
+  assert(wrong.length === 0, `entry points:\n${wrong.join("\n")}`);
 });
 
 Deno.test(`layout: no hand-written source file outside tests/ and bench/ is over ${MAX_LINES} lines`, async () => {

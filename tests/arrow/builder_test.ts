@@ -1,6 +1,6 @@
 import { ArrowRowBuilder } from "../../arrow/row_builder.ts";
 import { compileSchema } from "../../schema/compile.ts";
-import { batchRows } from "../../client/arrow.ts";
+import { batchRows } from "../../arrow/subscription.ts";
 import { assertEquals, assertThrows } from "../_assert.ts";
 import { rng } from "../_util.ts";
 

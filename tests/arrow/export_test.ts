@@ -2,7 +2,7 @@ import { tableFromIPC } from "apache-arrow";
 import { Log, LogEvictedError } from "../../log/mod.ts";
 import { exportLog } from "../../arrow/export.ts";
 import { compileSchema } from "../../schema/compile.ts";
-import { batchRows } from "../../client/arrow.ts";
+import { batchRows } from "../../arrow/subscription.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";

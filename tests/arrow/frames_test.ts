@@ -3,7 +3,7 @@ import { Log } from "../../log/mod.ts";
 import { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { renderBatch } from "../../server/frames/text_frames.ts";
 import { compileSchema } from "../../schema/compile.ts";
-import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
+import { ArrowFrameDecoder, batchRows } from "../../arrow/subscription.ts";
 import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
 import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";

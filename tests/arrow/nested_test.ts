@@ -5,7 +5,7 @@ import "../../arrow/zstd.ts"; // registers the zstd codec that reading the Arrow
 import { assert, assertEquals } from "../_assert.ts";
 import { Stream } from "../../mod.ts";
 import { exportLog } from "../../arrow/export.ts";
-import { batchRows } from "../../client/arrow.ts";
+import { batchRows } from "../../arrow/subscription.ts";
 import { rmrf, rng, tempDir } from "../_util.ts";
 import { duck, duckTypes } from "./_helpers.ts";
 import { BOOK, bookLine, stored } from "../server/_book.ts";
@@ -203,7 +203,7 @@ Deno.test("the row builder reads Struct/List columns the same from bytes and fro
   }
   const builder = new ArrowRowBuilder(DEEP);
   const batch = builder.fromJson(texts.map((_, i) => i + 1), texts);
-  const { batchRows } = await import("../../client/arrow.ts");
+  const { batchRows } = await import("../../arrow/subscription.ts");
   const rows = batchRows(batch);
   rows.forEach(([offset, row], i) => {
     const want = JSON.parse(texts[i]);
@@ -268,7 +268,7 @@ Deno.test("the row builder reads Struct/List columns the same from bytes and fro
 
 Deno.test("frames=arrow carries nested columns: Struct/List typed, JSON text parsed back, across replay and live", async () => {
   const { serve } = await import("../../mod.ts");
-  const { connectArrow } = await import("../../client/arrow.ts");
+  const { connectArrow } = await import("../../arrow/subscription.ts");
   const root = await tempDir();
   const random = rng(3);
   const lines = Array.from({ length: 40 }, (_, i) => bookLine(i + 1, random));

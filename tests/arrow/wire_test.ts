@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
-import { batchRows, connectArrow } from "../../client/arrow.ts";
+import { batchRows, connectArrow } from "../../arrow/subscription.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { TestSub } from "../server/_sub.ts";
 

@@ -111,7 +111,7 @@ Deno.test("connect where with catchUp: chunk rows are filtered alike, then the s
 });
 
 Deno.test("connectArrow where: batches hold only the matching rows", async () => {
-  const { connectArrow, batchRows } = await import("../../client/arrow.ts");
+  const { connectArrow, batchRows } = await import("../../arrow/subscription.ts");
   const f = await fixture({ maxReplay: null });
   try {
     await f.send(1, 50);

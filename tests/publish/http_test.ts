@@ -140,7 +140,7 @@ Deno.test("publish POST and the publish socket need a publish grant", async () =
 
 Deno.test("publish is refused on an ephemeral or unknown stream at start", async () => {
   const { serve, Stream } = await import("../../mod.ts");
-  const { settingsFrom } = await import("../../cli/_serve_config.ts");
+  const { settingsFrom } = await import("../../cli/serve/config.ts");
   const { UsageError } = await import("../../cli/_args.ts");
   const { SCHEMA } = await import("./_fixture.ts");
   const e = Stream.ephemeral("e", { schema: SCHEMA });

@@ -6,8 +6,8 @@
  * @module
  */
 
-import type { LogFormat, LogLevel } from "../common/logger.ts";
-import type { ArchiveOptions } from "../log/mod.ts";
+import type { LogFormat, LogLevel } from "../../common/logger.ts";
+import type { ArchiveOptions } from "../../log/mod.ts";
 
 /**
  * A stream's schema: the path of its file, or an inline schema from the config.
@@ -20,8 +20,8 @@ export type SchemaSource = { path: string } | { inline: Record<string, unknown>;
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import type { StreamDecl } from "./_serve_run_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import type { StreamDecl } from "./run_settings.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["book=book.json"], ephemeral: ["book"] });
  * const decl: StreamDecl | undefined = s.streams.get("book");
  * deepStrictEqual(decl, { schema: { path: "book.json" }, ephemeral: true, publish: false });
@@ -42,8 +42,8 @@ export interface StreamDecl {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import type { UpstreamDecl } from "./_serve_run_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import type { UpstreamDecl } from "./run_settings.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({
  *   stream: ["book=book.json"],
  *   upstream: ["book=wss://feed.example/book"],
@@ -60,13 +60,13 @@ export interface UpstreamDecl {
 
 /**
  * Everything `serve` runs with, after the config file and the flags are
- * merged. The scalar fields are named by their config keys in the settings table (`SETTINGS`, `_serve_settings.ts`).
+ * merged. The scalar fields are named by their config keys in the settings table (`SETTINGS`, `settings.ts`).
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { Settings } from "./_serve_run_settings.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import type { Settings } from "./run_settings.ts";
+ * import { settingsFrom } from "./config.ts";
  * const where = (s: Settings): string => `${s.host}:${s.port}`;
  * equal(where(await settingsFrom({ stream: ["t=t.json"], port: "9000" })), "127.0.0.1:9000");
  * ```
@@ -127,7 +127,7 @@ export interface Settings {
   followMaxManifestBytes: number;
   /** Seconds. */
   followStartWait: number;
-  // A cluster (_serve_cluster_settings.ts): etcd endpoints, comma-separated, or null.
+  // A cluster (cluster_settings.ts): etcd endpoints, comma-separated, or null.
   cluster: string | null;
   node: string | null;
   /** `http://HOST:PORT`, or null for the listening address. */

@@ -9,7 +9,7 @@
  */
 
 import { join } from "node:path";
-import type { Logger } from "../common/logger.ts";
+import type { Logger } from "../../common/logger.ts";
 import {
   type FrameHandler,
   type IngestEvent,
@@ -34,8 +34,8 @@ import type { Settings } from "./_serve_run_settings.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { loadHandlers } from "./_serve_ingest.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadHandlers } from "./ingest.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["t=t.json"] });
  * equal((await loadHandlers(s)).size, 0); // no upstream, no handler
  * ```
@@ -124,10 +124,10 @@ function logEvents(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { startIngest } from "./_serve_ingest.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * import { Logger } from "../common/logger.ts";
- * import { serve, Stream } from "../mod.ts";
+ * import { startIngest } from "./ingest.ts";
+ * import { settingsFrom } from "./config.ts";
+ * import { Logger } from "../../common/logger.ts";
+ * import { serve, Stream } from "../../mod.ts";
  * const stream = Stream.ephemeral("t", {
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });

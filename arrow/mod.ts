@@ -23,7 +23,7 @@
  * @module
  */
 
-export { fromArrow, toArrow } from "./arrow/schema.ts";
+export { fromArrow, toArrow } from "./schema.ts";
 export {
   EXPORT_FORMATS,
   type ExportFormat,
@@ -31,7 +31,13 @@ export {
   type ExportOptions,
   type ExportProgress,
   type ExportReport,
-} from "./arrow/export.ts";
-export { ArrowFileWriter, type ArrowFileWriterOptions } from "./arrow/file_writer.ts";
-export { type ArrowConnectOptions, type ArrowSubscription, connectArrow } from "./client/arrow.ts";
-export { ArrowFrameDecoder, batchRows, type BinaryFrame } from "./client/arrow.ts";
+} from "./export.ts";
+export { ArrowFileWriter, type ArrowFileWriterOptions } from "./file_writer.ts";
+export {
+  type ArrowConnectOptions,
+  ArrowFrameDecoder,
+  type ArrowSubscription,
+  batchRows,
+  type BinaryFrame,
+  connectArrow,
+} from "./subscription.ts";

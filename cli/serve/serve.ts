@@ -25,21 +25,24 @@
  * machine says no (port busy, log locked or corrupt, an ingest failure that
  * is not a bad row). See docs/CLI.md.
  *
- * The parts: `_serve_settings.ts` (the settings table: usage, flags, config
- * keys), `_serve_run_settings.ts` (what serve runs with), `_serve_values.ts` (reading each kind of value), `_serve_config.ts`
- * (the config file, and the flags over it),
- * `_serve_streams.ts` (schemas and logs), `_serve_cluster.ts` (a cluster's
- * node and its streams), `_serve_ingest.ts` (stdin and
- * upstreams), `_signals.ts` (SIGINT/SIGTERM, SIGHUP), `_serve_fatal.ts`
- * (one-line failures); this file starts them in order and runs the command.
+ * The parts, each a file of this folder: `settings.ts` (the settings table:
+ * usage, flags, config keys, with its groups in `follow_settings.ts`,
+ * `cluster_settings.ts`, `publish_settings.ts`, `send_settings.ts` and
+ * `iceberg_settings.ts`), `values.ts` (reading each kind of value),
+ * `run_settings.ts` (what serve runs with), `config.ts` (the config file, and
+ * the flags over it), `streams.ts` (schemas and logs), `cluster.ts` (a
+ * cluster's node and its streams), `ingest.ts` (stdin and upstreams),
+ * `tokens_reloader.ts` (SIGHUP), `fatal.ts` (one-line failures); SIGINT and
+ * SIGTERM are `../_signals.ts`, shared with `demo`. This file starts them in
+ * order and runs the command.
  *
  * @module
  */
 
-import { Logger } from "../common/logger.ts";
-import { TokenTable } from "../server/auth.ts";
-import type { FrameHandler } from "../server/ingest/mod.ts";
-import { serve, type Server } from "../server/serve.ts";
+import { Logger } from "../../common/logger.ts";
+import { TokenTable } from "../../server/auth.ts";
+import type { FrameHandler } from "../../server/ingest/mod.ts";
+import { serve, type Server } from "../../server/serve.ts";
 import {
   DEFAULT_MALLOC_TRIM_EVERY_S,
   DEFAULT_MMAP_THRESHOLD_BYTES,

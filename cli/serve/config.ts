@@ -164,7 +164,7 @@ function followSpec(url: string, what: string): string {
  * @example
  * ```ts
  * import { deepStrictEqual, equal } from "node:assert/strict";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["trades=trades.json"], port: "0" });
  * equal(s.port, 0);
  * equal(s.root, "./data");

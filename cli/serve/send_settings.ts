@@ -1,7 +1,7 @@
 /**
  * The rows of `serve`'s settings table for how the server hands frames to
  * its subscribers' sockets (the send buffer, the fan-out's turn), kept in a
- * file of their own and spliced into `SETTINGS` (`_serve_settings.ts`),
+ * file of their own and spliced into `SETTINGS` (`settings.ts`),
  * which types them.
  *
  * @module
@@ -11,9 +11,9 @@ import {
   DEFAULT_FANOUT_TURN_BYTES,
   DEFAULT_SEND_BUFFER_BYTES,
   MIN_SEND_BUFFER_BYTES,
-} from "../server/limits.ts";
-import { COMPRESS_FRAME_BYTES } from "../server/frames/zstd_stream.ts";
-import { integer, LIMITS_GROUP } from "./_serve_values.ts";
+} from "../../server/limits.ts";
+import { COMPRESS_FRAME_BYTES } from "../../server/frames/zstd_stream.ts";
+import { integer, LIMITS_GROUP } from "./values.ts";
 
 /**
  * The send limits, in the order of `--help`.

@@ -11,7 +11,7 @@
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Fatal } from "./_serve_fatal.ts";
+ * import { Fatal } from "./fatal.ts";
  * const err = new Fatal("cannot listen on 127.0.0.1:8765: the address is in use", 1);
  * equal(err.code, 1);
  * ```
@@ -33,7 +33,7 @@ export class Fatal extends Error {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { show } from "./_serve_fatal.ts";
+ * import { show } from "./fatal.ts";
  * equal(show("trades"), 'stream "trades"');
  * equal(show(""), "the unnamed stream");
  * ```
@@ -48,7 +48,7 @@ export function show(name: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { oneLine } from "./_serve_fatal.ts";
+ * import { oneLine } from "./fatal.ts";
  * equal(oneLine(new Error("first\n  second")), "first second");
  * ```
  */
@@ -66,7 +66,7 @@ export function oneLine(err: unknown): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { fileError } from "./_serve_fatal.ts";
+ * import { fileError } from "./fatal.ts";
  * equal(fileError(new Deno.errors.NotFound("x")), "no such file");
  * ```
  */

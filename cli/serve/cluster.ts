@@ -36,7 +36,7 @@ export interface ClusterJoined {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { advertisedUrl } from "./_serve_cluster.ts";
+ * import { advertisedUrl } from "./cluster.ts";
  * equal(advertisedUrl({ advertise: null, host: "10.0.0.1", port: 8801 }, false), "http://10.0.0.1:8801");
  * ```
  */

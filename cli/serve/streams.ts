@@ -52,8 +52,8 @@ async function loadSchema(name: string, src: SchemaSource): Promise<Record<strin
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { loadSchemas } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadSchemas } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
@@ -152,8 +152,8 @@ export async function openMirrors(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { streamOptionsOf } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { streamOptionsOf } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const s = await settingsFrom({ stream: ["t=t.json"], "max-backlog": "7" });
  * equal(streamOptionsOf(s, s.streams.get("t")!).maxBacklog, 7);
  * ```
@@ -187,8 +187,8 @@ export function streamOptionsOf(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { loadSchemas, openStreams } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { loadSchemas, openStreams } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
  * const dir = await Deno.makeTempDir();
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const s = await settingsFrom({ stream: [`t=${dir}/t.json`], root: dir });

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { DEFAULT_MAX_COMMIT_BYTES } from "../iceberg/options.ts";
-import { integer } from "./_serve_values.ts";
+import { DEFAULT_MAX_COMMIT_BYTES } from "../../iceberg/options.ts";
+import { integer } from "./values.ts";
 
 const LIMITS = "limits (docs/CLI.md has the table)";
 

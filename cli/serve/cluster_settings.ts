@@ -7,13 +7,13 @@
  * @module
  */
 
-import { parseEndpoints } from "../cluster/etcd_client.ts";
-import { DEFAULT_REPLICA_LAG_MS } from "../cluster/commit_tracker.ts";
-import { DEFAULT_RING_BYTES, MIN_RING_BYTES } from "../cluster/replication_source.ts";
-import { checkNodeName, DEFAULT_PREFIX } from "../cluster/keys.ts";
-import { DEFAULT_MAX_REPLICA_LINKS } from "../server/limits.ts";
-import { integer, nonEmpty, type Reader, text } from "./_serve_values.ts";
-import type { Settings } from "./_serve_run_settings.ts";
+import { parseEndpoints } from "../../cluster/etcd_client.ts";
+import { DEFAULT_REPLICA_LAG_MS } from "../../cluster/commit_tracker.ts";
+import { DEFAULT_RING_BYTES, MIN_RING_BYTES } from "../../cluster/replication_source.ts";
+import { checkNodeName, DEFAULT_PREFIX } from "../../cluster/keys.ts";
+import { DEFAULT_MAX_REPLICA_LINKS } from "../../server/limits.ts";
+import { integer, nonEmpty, type Reader, text } from "./values.ts";
+import type { Settings } from "./run_settings.ts";
 
 /** Default lease of a stream's leader, seconds. */
 export const DEFAULT_LEASE_SECONDS = 5;
@@ -53,7 +53,7 @@ const baseUrl: Reader = (v, what) => {
   return `${u.protocol}//${u.host}`;
 };
 
-/** One cluster setting: the shape of `Setting` in `_serve_settings.ts`. */
+/** One cluster setting: the shape of `Setting` in `settings.ts`. */
 export interface ClusterSetting {
   /** The flag, without `--`. */
   flag: string;
@@ -238,7 +238,7 @@ export const CLUSTER_SETTINGS: readonly ClusterSetting[] = [
  * @example
  * ```ts
  * import { throws } from "node:assert/strict";
- * import { settingsFrom } from "./_serve_config.ts";
+ * import { settingsFrom } from "./config.ts";
  * await settingsFrom({ stream: ["t=t.json"], cluster: "http://127.0.0.1:2379", node: "n1" });
  * await settingsFrom({ stream: ["t=t.json"], cluster: "http://127.0.0.1:2379", node: "n1", stdin: "t" })
  *   .then(() => { throw new Error("taken"); }, (err) => throws(() => { throw err; }, /--stdin/));

@@ -6,8 +6,8 @@
  *
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts"; // what the server sends with
- * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * import { ArrowFrameEncoder } from "./frame_encoder.ts"; // what the server sends with
+ * import { ArrowFrameDecoder, batchRows } from "./subscription.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
  *   properties: { v: { type: "number" } },
@@ -68,8 +68,8 @@ function headerOf(bytes: Uint8Array): MessageHeader {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowFrameEncoder } from "../arrow/frame_encoder.ts";
- * import { ArrowFrameDecoder, batchRows } from "./arrow.ts";
+ * import { ArrowFrameEncoder } from "./frame_encoder.ts";
+ * import { ArrowFrameDecoder, batchRows } from "./subscription.ts";
  * const encoder = new ArrowFrameEncoder({
  *   type: "object",
  *   properties: { symbol: { type: "string" } },
@@ -135,8 +135,8 @@ export class ArrowFrameDecoder {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ArrowRowBuilder } from "../arrow/row_builder.ts";
- * import { batchRows } from "./arrow.ts";
+ * import { ArrowRowBuilder } from "./row_builder.ts";
+ * import { batchRows } from "./subscription.ts";
  * const builder = new ArrowRowBuilder({
  *   type: "object",
  *   properties: { id: { type: "integer" }, ok: { type: ["boolean", "null"] } },
@@ -248,7 +248,7 @@ export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { connectArrow } from "./arrow.ts";
+ * import { connectArrow } from "./subscription.ts";
  * import { serve, Stream } from "../mod.ts";
  * const stream = await Stream.open("ticks", {
  *   root: await Deno.makeTempDir(),

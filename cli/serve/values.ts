@@ -23,7 +23,7 @@ export const LIMITS_GROUP = "limits (docs/CLI.md has the table)";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import type { Reader } from "./_serve_values.ts";
+ * import type { Reader } from "./values.ts";
  * const even: Reader = (v, what) => {
  *   if (Number(v) % 2 !== 0) throw new RangeError(`${what} must be even, got ${v}`);
  *   return Number(v);
@@ -56,7 +56,7 @@ function integerValue(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { integer } from "./_serve_values.ts";
+ * import { integer } from "./values.ts";
  * equal(integer(0, 65535)("8765", "--port", null), 8765);
  * ```
  */
@@ -70,7 +70,7 @@ export function integer(min: number, max?: number): Reader {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { seconds } from "./_serve_values.ts";
+ * import { seconds } from "./values.ts";
  * equal(seconds("1.5", "--seal-every"), 1.5);
  * ```
  */
@@ -88,7 +88,7 @@ export function seconds(v: unknown, what: string): number {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { stallSeconds } from "./_serve_values.ts";
+ * import { stallSeconds } from "./values.ts";
  * equal(stallSeconds("30", "--stall-timeout"), 30);
  * ```
  */
@@ -106,7 +106,7 @@ export function stallSeconds(v: unknown, what: string): number {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { maxReplay } from "./_serve_values.ts";
+ * import { maxReplay } from "./values.ts";
  * equal(maxReplay("none", "--max-replay"), null);
  * equal(maxReplay(10, '"maxReplay"'), 10);
  * ```
@@ -122,7 +122,7 @@ export function maxReplay(v: unknown, what: string): number | null {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { logLevel } from "./_serve_values.ts";
+ * import { logLevel } from "./values.ts";
  * equal(logLevel("debug", "--log-level"), "debug");
  * ```
  */
@@ -139,7 +139,7 @@ export function logLevel(v: unknown, what: string): LogLevel {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { logFormat } from "./_serve_values.ts";
+ * import { logFormat } from "./values.ts";
  * equal(logFormat("json", "--log-format"), "json");
  * ```
  */
@@ -156,7 +156,7 @@ export function logFormat(v: unknown, what: string): LogFormat {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { nonEmpty } from "./_serve_values.ts";
+ * import { nonEmpty } from "./values.ts";
  * equal(nonEmpty("data", '"root"'), "data");
  * ```
  */
@@ -173,7 +173,7 @@ export function nonEmpty(v: unknown, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { streamName } from "./_serve_values.ts";
+ * import { streamName } from "./values.ts";
  * equal(streamName("trades", "--stdin"), "trades");
  * ```
  */
@@ -192,7 +192,7 @@ export function streamName(name: string, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { upstreamUrl } from "./_serve_values.ts";
+ * import { upstreamUrl } from "./values.ts";
  * equal(upstreamUrl("wss://feed.example/v1", "--upstream"), "wss://feed.example/v1");
  * ```
  */
@@ -217,7 +217,7 @@ export function upstreamUrl(url: string, what: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { s3Uri } from "./_serve_values.ts";
+ * import { s3Uri } from "./values.ts";
  * equal(s3Uri("s3://my-bucket/streams", "--archive"), "s3://my-bucket/streams");
  * ```
  */
@@ -234,7 +234,7 @@ export function s3Uri(v: string, where: string): string {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { text } from "./_serve_values.ts";
+ * import { text } from "./values.ts";
  * equal(text("0.0.0.0", "--host", null), "0.0.0.0");
  * ```
  */
@@ -245,7 +245,7 @@ export const text: Reader = (v, what, base) => base === null ? v : nonEmpty(v, w
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { path } from "./_serve_values.ts";
+ * import { path } from "./values.ts";
  * equal(path("data", '"root"', "/etc/streamcast"), "/etc/streamcast/data");
  * ```
  */
@@ -256,7 +256,7 @@ export const path: Reader = (v, what, base) => base === null ? v : resolve(base,
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { bool } from "./_serve_values.ts";
+ * import { bool } from "./values.ts";
  * equal(bool(true, '"fsync"'), true);
  * ```
  */

@@ -8,23 +8,23 @@
  * @module
  */
 
-import { FOLLOW_SETTINGS } from "./_serve_follow_settings.ts";
-import { CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
-import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../log/mod.ts";
+import { FOLLOW_SETTINGS } from "./follow_settings.ts";
+import { CLUSTER_SETTINGS } from "./cluster_settings.ts";
+import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../../log/mod.ts";
 import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
   DEFAULT_STALL_TIMEOUT_MS,
-} from "../server/stream/stream_options.ts";
-import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../server/serve_options.ts";
-import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../server/allocator.ts";
+} from "../../server/stream/stream_options.ts";
+import { DEFAULT_HOST, DEFAULT_PING_INTERVAL_S, DEFAULT_PORT } from "../../server/serve_options.ts";
+import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../../server/allocator.ts";
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_ROW_BYTES,
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
-} from "../server/limits.ts";
+} from "../../server/limits.ts";
 import {
   bool,
   integer,
@@ -40,10 +40,10 @@ import {
   stallSeconds,
   streamName,
   text,
-} from "./_serve_values.ts";
-import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./_serve_publish_settings.ts";
-import { SEND_SETTINGS } from "./_serve_send_settings.ts";
-import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./_serve_iceberg_settings.ts";
+} from "./values.ts";
+import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
+import { SEND_SETTINGS } from "./send_settings.ts";
+import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -528,7 +528,7 @@ export type ReadSetting = Setting & { key: string; read: Reader };
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { READ_SETTINGS } from "./_serve_settings.ts";
+ * import { READ_SETTINGS } from "./settings.ts";
  * const port = READ_SETTINGS.find((s) => s.key === "port")!;
  * equal(port.read("9000", "--port", null), 9000);
  * ```

@@ -1,7 +1,7 @@
 /**
  * The rows of `serve`'s settings table for network publishing (docs/SPEC.md §9),
  * kept in a file of their own and spliced into `SETTINGS`
- * (`_serve_settings.ts`), which types them.
+ * (`settings.ts`), which types them.
  *
  * @module
  */
@@ -13,8 +13,8 @@ import {
   DEFAULT_MAX_PUBLISH_SERVER_BYTES,
   DEFAULT_PUBLISH_BODY_TIMEOUT_S,
   MAX_PUBLISH_BODY_TIMEOUT_S,
-} from "../server/limits.ts";
-import { integer, LIMITS_GROUP, type Reader, stallSeconds } from "./_serve_values.ts";
+} from "../../server/limits.ts";
+import { integer, LIMITS_GROUP, type Reader, stallSeconds } from "./values.ts";
 
 const bodyTimeout: Reader = (v, what) => {
   const n = stallSeconds(v, what);

@@ -1,0 +1,40 @@
+/**
+ * The server: a {@linkcode Stream} (rows in, validated, made durable, then
+ * broadcast) and {@linkcode serve}, which serves streams over HTTP and
+ * WebSocket on one port; tokens, and the metrics registry `/metrics` shows.
+ *
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { serve, Stream } from "./mod.ts";
+ * const ticks = await Stream.open("ticks", {
+ *   root: await Deno.makeTempDir(),
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * const server = serve([ticks], { port: 0, onListen: () => {} });
+ * await ticks.send({ v: 1.5 }); // durable at offset 1
+ * const head = await (await fetch(`${server.url}/ticks/head`)).json();
+ * equal(head.end_offset, 2); // the next offset to be written
+ * await server.shutdown();
+ * ```
+ *
+ * @module
+ */
+
+export { serve, type ServeOptions, type Server } from "./serve.ts";
+export { Stream } from "./stream/stream.ts";
+export { type StreamOptions, type StreamRestoreOptions } from "./stream/stream_options.ts";
+export { RowError } from "./stream/row_error.ts";
+export { type Grant, TokenTable } from "./auth.ts";
+export {
+  Counter,
+  type CounterChild,
+  exponentialBuckets,
+  Gauge,
+  type GaugeChild,
+  Histogram,
+  type HistogramChild,
+  type HistogramSnapshot,
+  type Labels,
+  type Metric,
+  Registry,
+} from "./metrics.ts";
