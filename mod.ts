@@ -33,36 +33,9 @@
 
 export * from "./log/mod.ts";
 export * from "./client/mod.ts";
-export { serve, type ServeOptions, type Server } from "./server/serve.ts";
-export { Stream } from "./server/stream/stream.ts";
-export { type StreamOptions, type StreamRestoreOptions } from "./server/stream/stream_options.ts";
-export { IcebergTable } from "./iceberg/table_link.ts";
-export type { IcebergOptions } from "./iceberg/options.ts";
-export type { TableState as IcebergTableState } from "./iceberg/worker_protocol.ts";
-export { RowError } from "./server/stream/row_error.ts";
-export { type Grant, TokenTable } from "./server/auth.ts";
-export {
-  type LogFields,
-  type LogFormat,
-  Logger,
-  type LoggerOptions,
-  type LogLevel,
-} from "./common/logger.ts";
-export {
-  Counter,
-  type CounterChild,
-  exponentialBuckets,
-  Gauge,
-  type GaugeChild,
-  Histogram,
-  type HistogramChild,
-  type HistogramSnapshot,
-  type Labels,
-  type Metric,
-  Registry,
-  ValueMetric,
-} from "./server/metrics.ts";
-export { compileSchema } from "./schema/compile.ts";
-export type { Column, ColumnType, RowSchema } from "./schema/row_schema.ts";
-export { SchemaError } from "./schema/schema_error.ts";
+export * from "./server/mod.ts";
+export * from "./schema/mod.ts";
+export * from "./iceberg/mod.ts";
+export * from "./common/mod.ts";
+// A cursor in a file uses Deno.*, so it is not in client/mod.ts, which runs in browsers too.
 export { FileCursor } from "./client/file_cursor.ts";

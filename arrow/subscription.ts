@@ -34,7 +34,7 @@ import {
   type Schema,
   Type,
 } from "apache-arrow";
-import { closeError, ProtocolError } from "./errors.ts";
+import { closeError, ProtocolError } from "../client/errors.ts";
 import { type Greeting, subscribeUrl } from "../wire/subscribe.ts";
 import type { Where } from "../wire/filter.ts";
 

@@ -18,7 +18,7 @@ import { connect, type ReconnectEvent, type Subscription } from "../client/conne
 import { SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
 import type { CursorStore } from "../client/cursor.ts";
-import { fetchHead, headUrl } from "../client/head.ts";
+import { headUrl } from "../client/head.ts";
 import { parseSince } from "../wire/since.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 

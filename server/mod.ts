@@ -37,4 +37,5 @@ export {
   type Labels,
   type Metric,
   Registry,
+  ValueMetric,
 } from "./metrics.ts";

@@ -8,17 +8,17 @@
  * @module
  */
 
-import type { Logger } from "../common/logger.ts";
-import type { ClusterNode } from "../cluster/cluster_node.ts";
-import { EtcdClient } from "../cluster/etcd_client.ts";
-import { NodeNameTakenError } from "../cluster/nodes.ts";
-import { LogCorruptError, LogLockedError } from "../log/mod.ts";
-import type { Stream } from "../server/stream/stream.ts";
-import { ClusterRefusedError, openClustered } from "../server/member/clustered_stream.ts";
-import { NodeRegistration } from "../server/member/node_registration.ts";
-import { Fatal, oneLine, show } from "./_serve_fatal.ts";
-import type { Settings } from "./_serve_run_settings.ts";
-import { streamOptionsOf } from "./_serve_streams.ts";
+import type { Logger } from "../../common/logger.ts";
+import type { ClusterNode } from "../../cluster/cluster_node.ts";
+import { EtcdClient } from "../../cluster/etcd_client.ts";
+import { NodeNameTakenError } from "../../cluster/nodes.ts";
+import { LogCorruptError, LogLockedError } from "../../log/mod.ts";
+import type { Stream } from "../../server/stream/stream.ts";
+import { ClusterRefusedError, openClustered } from "../../server/member/clustered_stream.ts";
+import { NodeRegistration } from "../../server/member/node_registration.ts";
+import { Fatal, oneLine, show } from "./fatal.ts";
+import type { Settings } from "./run_settings.ts";
+import { streamOptionsOf } from "./streams.ts";
 
 /** This node in its cluster: its streams, their nodes, and its registration. */
 export interface ClusterJoined {

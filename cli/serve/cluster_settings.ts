@@ -1,6 +1,6 @@
 /**
  * `serve`'s cluster settings (docs/SPEC.md §11), spliced into
- * the settings table of `_serve_settings.ts`: `--cluster` and what tunes
+ * the settings table of `settings.ts`: `--cluster` and what tunes
  * it, and the rules of combining them with the rest
  * ({@linkcode checkClusterSettings}).
  *

@@ -6,14 +6,14 @@
  */
 
 import { dirname, resolve } from "node:path";
-import { isStreamName } from "../wire/stream_name.ts";
-import { UsageError } from "./_args.ts";
-import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import { CONFIG_KEYS, READ_SETTINGS } from "./_serve_settings.ts";
-import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./_serve_run_settings.ts";
-import { nonEmpty, streamName, upstreamUrl } from "./_serve_values.ts";
-import { mirrorUrl } from "../server/mirror/mirror.ts";
-import { checkClusterSettings, CLUSTER_SETTINGS } from "./_serve_cluster_settings.ts";
+import { isStreamName } from "../../wire/stream_name.ts";
+import { UsageError } from "../_args.ts";
+import { Fatal, fileError, oneLine, show } from "./fatal.ts";
+import { CONFIG_KEYS, READ_SETTINGS } from "./settings.ts";
+import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./run_settings.ts";
+import { nonEmpty, streamName, upstreamUrl } from "./values.ts";
+import { mirrorUrl } from "../../server/mirror/mirror.ts";
+import { checkClusterSettings, CLUSTER_SETTINGS } from "./cluster_settings.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {

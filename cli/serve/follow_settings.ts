@@ -1,6 +1,6 @@
 /**
  * `serve`'s settings of a mirror, the `--follow` read replica (docs/SPEC.md
- * §10), spliced into the settings table of `_serve_settings.ts` (kept apart so
+ * §10), spliced into the settings table of `settings.ts` (kept apart so
  * that the table stays one screenful per concern): `--follow NAME=URL` and
  * what tunes it.
  *
@@ -12,10 +12,10 @@ import {
   DEFAULT_MIRROR_POLL_MS,
   DEFAULT_MIRROR_RETRY_MAX_MS,
   DEFAULT_MIRROR_TIMEOUT_MS,
-} from "../server/mirror/mirror.ts";
-import { integer, type Reader, seconds, stallSeconds, text } from "./_serve_values.ts";
+} from "../../server/mirror/mirror.ts";
+import { integer, type Reader, seconds, stallSeconds, text } from "./values.ts";
 
-/** One mirror setting: the shape of `Setting` in `_serve_settings.ts`. */
+/** One mirror setting: the shape of `Setting` in `settings.ts`. */
 export interface FollowSetting {
   /** The flag, without `--`. */
   flag: string;

@@ -1,6 +1,6 @@
 /**
  * The rows of `serve`'s settings table for the streams' Iceberg tables
- * (docs/SPEC.md §12), spliced into `SETTINGS` (`_serve_settings.ts`), which types
+ * (docs/SPEC.md §12), spliced into `SETTINGS` (`settings.ts`), which types
  * them: `--iceberg NAME` with the streams, the commit bound with the limits.
  *
  * @module

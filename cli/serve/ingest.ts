@@ -21,11 +21,11 @@ import {
   rejectFile,
   type RejectRecord,
   type RejectSink,
-} from "../server/ingest/mod.ts";
-import type { Server } from "../server/serve.ts";
-import { type LeadingNode, whileLeading } from "../server/member/while_leading.ts";
-import { Fatal, oneLine, show } from "./_serve_fatal.ts";
-import type { Settings } from "./_serve_run_settings.ts";
+} from "../../server/ingest/mod.ts";
+import type { Server } from "../../server/serve.ts";
+import { type LeadingNode, whileLeading } from "../../server/member/while_leading.ts";
+import { Fatal, oneLine, show } from "./fatal.ts";
+import type { Settings } from "./run_settings.ts";
 
 /**
  * Every handler module the upstreams use, by path, loaded before anything is

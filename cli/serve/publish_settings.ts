@@ -6,8 +6,8 @@
  * @module
  */
 
-import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../wire/publish.ts";
-import { DEFAULT_MAX_PRODUCERS } from "../log/mod.ts";
+import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../wire/publish.ts";
+import { DEFAULT_MAX_PRODUCERS } from "../../log/mod.ts";
 import {
   DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_PUBLISH_SERVER_BYTES,

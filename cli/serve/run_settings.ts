@@ -115,7 +115,7 @@ export interface Settings {
   tlsKey: string | null;
   logLevel: LogLevel;
   logFormat: LogFormat;
-  // Mirrors (_serve_follow_settings.ts): followed stream → primary URL.
+  // Mirrors (follow_settings.ts): followed stream → primary URL.
   follow: Map<string, string>;
   followToken: string | null;
   /** Seconds. */

@@ -48,18 +48,19 @@ import {
   DEFAULT_MMAP_THRESHOLD_BYTES,
   pinMmapThreshold,
   trimMallocEvery,
-} from "../server/allocator.ts";
-import type { Stream } from "../server/stream/stream.ts";
-import { parse, UsageError } from "./_args.ts";
-import { settingsFrom } from "./_serve_config.ts";
-import { Fatal, fileError, oneLine } from "./_serve_fatal.ts";
-import { type Ingest, loadHandlers, startIngest } from "./_serve_ingest.ts";
-import { SERVE_FLAGS, SERVE_USAGE } from "./_serve_settings.ts";
-import type { Settings } from "./_serve_run_settings.ts";
-import { onSignals, tokensReloader } from "./_signals.ts";
-import { loadSchemas, openMirrors, openStreams } from "./_serve_streams.ts";
-import { joinCluster } from "./_serve_cluster.ts";
-import type { Mirror } from "../server/mirror/mirror.ts";
+} from "../../server/allocator.ts";
+import type { Stream } from "../../server/stream/stream.ts";
+import { parse, UsageError } from "../_args.ts";
+import { settingsFrom } from "./config.ts";
+import { Fatal, fileError, oneLine } from "./fatal.ts";
+import { type Ingest, loadHandlers, startIngest } from "./ingest.ts";
+import { SERVE_FLAGS, SERVE_USAGE } from "./settings.ts";
+import type { Settings } from "./run_settings.ts";
+import { onSignals } from "../_signals.ts";
+import { tokensReloader } from "./tokens_reloader.ts";
+import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
+import { joinCluster } from "./cluster.ts";
+import type { Mirror } from "../../server/mirror/mirror.ts";
 
 interface Running extends Ingest {
   server: Server;

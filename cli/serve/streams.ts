@@ -6,15 +6,15 @@
  * @module
  */
 
-import type { Logger } from "../common/logger.ts";
-import { LogCorruptError, LogLockedError, type LogOptions } from "../log/mod.ts";
-import { compileSchema } from "../schema/compile.ts";
-import { SchemaError } from "../schema/schema_error.ts";
-import { Stream } from "../server/stream/stream.ts";
-import { type Mirror, openMirror } from "../server/mirror/mirror.ts";
-import { Fatal, fileError, oneLine, show } from "./_serve_fatal.ts";
-import type { SchemaSource, Settings, StreamDecl } from "./_serve_run_settings.ts";
-import type { StreamOptions } from "../server/stream/stream_options.ts";
+import type { Logger } from "../../common/logger.ts";
+import { LogCorruptError, LogLockedError, type LogOptions } from "../../log/mod.ts";
+import { compileSchema } from "../../schema/compile.ts";
+import { SchemaError } from "../../schema/schema_error.ts";
+import { Stream } from "../../server/stream/stream.ts";
+import { type Mirror, openMirror } from "../../server/mirror/mirror.ts";
+import { Fatal, fileError, oneLine, show } from "./fatal.ts";
+import type { SchemaSource, Settings, StreamDecl } from "./run_settings.ts";
+import type { StreamOptions } from "../../server/stream/stream_options.ts";
 
 async function loadSchema(name: string, src: SchemaSource): Promise<Record<string, unknown>> {
   let json: unknown;
@@ -84,10 +84,10 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { openMirrors } from "./_serve_streams.ts";
- * import { settingsFrom } from "./_serve_config.ts";
- * import { Logger } from "../common/logger.ts";
- * import { serve, Stream } from "../mod.ts";
+ * import { openMirrors } from "./streams.ts";
+ * import { settingsFrom } from "./config.ts";
+ * import { Logger } from "../../common/logger.ts";
+ * import { serve, Stream } from "../../mod.ts";
  * const primary = await Stream.open("ticks", {
  *   root: await Deno.makeTempDir(),
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },

@@ -7,8 +7,8 @@
  */
 
 import { resolve } from "node:path";
-import { isStreamName, STREAM_NAME_RULE } from "../wire/stream_name.ts";
-import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../common/logger.ts";
+import { isStreamName, STREAM_NAME_RULE } from "../../wire/stream_name.ts";
+import { isLogFormat, isLogLevel, type LogFormat, type LogLevel } from "../../common/logger.ts";
 
 /**
  * The usage text's group of every limit (each has its row in docs/CLI.md's table).

@@ -2,7 +2,7 @@
 // replay → live with the partition intact, for every frame mode.
 import { assert, assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
-import { ArrowFrameDecoder, batchRows } from "../../client/arrow.ts";
+import { ArrowFrameDecoder, batchRows } from "../../arrow/subscription.ts";
 import { compileFilter } from "../../wire/filter.ts";
 import { Subscriber, type SubscriberHost } from "../../server/fanout/subscriber.ts";
 import { SendBudget } from "../../server/fanout/send_budget.ts";
