@@ -11,31 +11,34 @@
  * The Node contender of the fan-out benchmark needs `ws` (pinned in
  * deno.dev.json); the benchmark runs `deno install` when node_modules lacks it.
  */
-import { type BenchRow, type BenchSection, human, renderSection } from "./_report.ts";
+import { type BenchRow, type BenchSection, human, renderSection } from "./harness/report.ts";
 
+// Each benchmark by its path under bench/ (without .ts); --only names one by
+// the last part of its path (its file name).
 const BENCHES = [
-  "encode",
-  "filter",
-  "log_append",
-  "ingest",
-  "fanout",
-  "memory",
-  "replay",
-  "since",
-  "client_parse",
-  "arrow",
-  "nested",
-  "archive",
-  "publish",
-  "compress",
-  "zstd_stream",
-  "zstd_stream_e2e",
-  "follow",
-  "cluster",
-  "iceberg",
-  "nats_peer",
-  "profile",
+  "micro/row_cost",
+  "micro/filter",
+  "micro/log_append",
+  "e2e/ingest",
+  "e2e/fanout",
+  "e2e/memory",
+  "e2e/replay",
+  "e2e/since",
+  "micro/client_parse",
+  "micro/arrow",
+  "micro/nested",
+  "e2e/archive",
+  "e2e/publish",
+  "e2e/compress",
+  "micro/zstd_stream_codec",
+  "e2e/zstd_stream",
+  "e2e/follow",
+  "e2e/cluster",
+  "e2e/iceberg",
+  "e2e/nats_peer",
+  "e2e/profile",
 ];
+const nameOf = (path: string): string => path.slice(path.lastIndexOf("/") + 1);
 
 const quick = Deno.args.includes("--quick");
 const only = Deno.args.includes("--only")
@@ -44,7 +47,7 @@ const only = Deno.args.includes("--only")
 const update = Deno.args.includes("--update");
 if (update && !only) throw new Error("bench: --update needs --only NAME[,NAME…]");
 if (only) {
-  const unknown = [...only].filter((n) => !BENCHES.includes(n));
+  const unknown = [...only].filter((n) => !BENCHES.some((path) => nameOf(path) === n));
   if (unknown.length) throw new Error(`bench: no benchmark named ${unknown.join(", ")}`);
 }
 const loadavg = () => {
@@ -63,10 +66,11 @@ const failed: string[] = [];
 // can fail to start once (each benchmark stops what it started, also when it
 // throws). Failing twice, it is reported as failed and the run goes on, so
 // one bad start does not cost the whole report.
-async function runBench(name: string): Promise<BenchSection | BenchSection[]> {
+async function runBench(path: string): Promise<BenchSection | BenchSection[]> {
+  const name = nameOf(path);
   for (let attempt = 1;; attempt++) {
     try {
-      const mod = await import(`./${name}.ts`);
+      const mod = await import(`./${path}.ts`);
       return await mod.run(quick);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
@@ -77,16 +81,17 @@ async function runBench(name: string): Promise<BenchSection | BenchSection[]> {
         title: `${name} (failed)`,
         baseline: "-",
         rows: [],
-        notes: [`\`bench/${name}.ts\` failed twice in this run: ${why.split("\n")[0]}`],
+        notes: [`\`bench/${path}.ts\` failed twice in this run: ${why.split("\n")[0]}`],
       };
     }
   }
 }
-for (const name of BENCHES) {
+for (const path of BENCHES) {
+  const name = nameOf(path);
   if (only && !only.has(name)) continue;
   const t = performance.now();
   console.error(`bench: ${name}${quick ? " (quick)" : ""} ...`);
-  const out = await runBench(name);
+  const out = await runBench(path);
   for (const section of Array.isArray(out) ? out : [out]) {
     console.error(renderSection(section));
     sections.push(section);

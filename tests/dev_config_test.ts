@@ -1,7 +1,7 @@
 // deno.json is what `cli.ts` runs with; deno.dev.json is the same plus the
 // packages only tests and benchmarks use. They must not drift apart.
-import { assert, assertEquals } from "./_assert.ts";
-import { REPO } from "./e2e/_demo.ts";
+import { assert, assertEquals } from "./harness/assert.ts";
+import { REPO } from "./harness/demo.ts";
 
 async function readJson(path: string): Promise<Record<string, unknown>> {
   return JSON.parse(await Deno.readTextFile(`${REPO}/${path}`));

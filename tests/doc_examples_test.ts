@@ -8,7 +8,7 @@
 // type (a literal of an imported type, its fields printed or asserted) or a
 // `typeof`. A constant or a plain type needs no example; its doc says what
 // it is, and the examples of the functions that take it show it in use.
-import { assert, assertEquals } from "./_assert.ts";
+import { assert, assertEquals } from "./harness/assert.ts";
 
 const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const SOURCE = /\.(ts|js|mjs)$/;

@@ -1,4 +1,4 @@
-import { assertEquals } from "./_assert.ts";
+import { assertEquals } from "./harness/assert.ts";
 import { regenerate } from "../docs/gen_api.ts";
 
 Deno.test("docs API.md lists every export of every entry point (deno task docs)", async () => {

@@ -1,11 +1,11 @@
-import { assertEquals, assertThrows } from "./_assert.ts";
+import { assertEquals, assertThrows } from "./harness/assert.ts";
 import handler from "../examples/binance_trades.ts";
 import { compileSchema } from "../schema/compile.ts";
 import depthHandler from "../examples/binance_depth.ts";
 import { join } from "node:path";
-import { freePort, rmrf, tempDir, until } from "./_util.ts";
-import { startServe } from "./cli/_serve.ts";
-import { TestSub } from "./server/_sub.ts";
+import { freePort, rmrf, tempDir, until } from "./harness/util.ts";
+import { startServe } from "./harness/serve.ts";
+import { TestSub } from "./harness/sub.ts";
 
 Deno.test("examples: the Binance handler makes rows the example schema accepts", async () => {
   const schema = compileSchema(

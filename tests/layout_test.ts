@@ -4,8 +4,8 @@
 // steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file); the package's entry points are
 // folders' mod.ts files.
-import { assert } from "./_assert.ts";
-import { REPO } from "./e2e/_demo.ts";
+import { assert } from "./harness/assert.ts";
+import { REPO } from "./harness/demo.ts";
 
 const MAX_LINES = 700;
 const SOURCE = /\.(ts|js|mjs)$/;

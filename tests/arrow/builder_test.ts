@@ -1,8 +1,8 @@
 import { ArrowRowBuilder } from "../../arrow/row_builder.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { batchRows } from "../../arrow/subscription.ts";
-import { assertEquals, assertThrows } from "../_assert.ts";
-import { rng } from "../_util.ts";
+import { assertEquals, assertThrows } from "../harness/assert.ts";
+import { rng } from "../harness/util.ts";
 
 const schema = compileSchema({
   type: "object",

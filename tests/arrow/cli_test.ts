@@ -1,10 +1,10 @@
 import { tableFromIPC } from "apache-arrow";
 import { Log } from "../../log/mod.ts";
 import { Stream } from "../../server/stream/stream.ts";
-import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
-import { duck, duckTypes } from "./_helpers.ts";
+import { SCHEMA as TRADES, tradeRows } from "../harness/trades.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
+import { duck, duckTypes } from "../harness/duckdb.ts";
 import "../../arrow/zstd.ts"; // registers the zstd codec that reading the Arrow file needs
 
 const cli = new URL("../../cli/export.ts", import.meta.url).pathname;

@@ -3,8 +3,8 @@
 // lock (the CLI), across segments and chunks.
 import { Log, LogEvictedError } from "../../log/mod.ts";
 import { exportLog } from "../../arrow/export.ts";
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 const S = 1_000_000;
 const cli = new URL("../../cli/export.ts", import.meta.url).pathname;

@@ -3,10 +3,10 @@ import { Log, LogEvictedError } from "../../log/mod.ts";
 import { exportLog } from "../../arrow/export.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { batchRows } from "../../arrow/subscription.ts";
-import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
-import { ALL_TYPES, allTypesRow, duck, duckTypes } from "./_helpers.ts";
+import { SCHEMA as TRADES, tradeRows } from "../harness/trades.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
+import { ALL_TYPES, allTypesRow, duck, duckTypes } from "../harness/duckdb.ts";
 
 // "import ... from '../../arrow/export.ts'" registers zstd (through its file writer).
 

@@ -4,10 +4,10 @@ import { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { renderBatch } from "../../server/frames/text_frames.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { ArrowFrameDecoder, batchRows } from "../../arrow/subscription.ts";
-import { SCHEMA as TRADES, tradeRows } from "../../bench/_trades.ts";
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
-import { ALL_TYPES, allTypesRow } from "./_helpers.ts";
+import { SCHEMA as TRADES, tradeRows } from "../harness/trades.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
+import { ALL_TYPES, allTypesRow } from "../harness/duckdb.ts";
 
 const all = compileSchema(ALL_TYPES);
 

@@ -2,13 +2,13 @@
 // Struct/List, open ones JSON text; DuckDB queries the Parquet file.
 import { tableFromIPC } from "apache-arrow";
 import "../../arrow/zstd.ts"; // registers the zstd codec that reading the Arrow file needs
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { Stream } from "../../mod.ts";
 import { exportLog } from "../../arrow/export.ts";
 import { batchRows } from "../../arrow/subscription.ts";
-import { rmrf, rng, tempDir } from "../_util.ts";
-import { duck, duckTypes } from "./_helpers.ts";
-import { BOOK, bookLine, stored } from "../server/_book.ts";
+import { rmrf, rng, tempDir } from "../harness/util.ts";
+import { duck, duckTypes } from "../harness/duckdb.ts";
+import { BOOK, bookLine, stored } from "../harness/book.ts";
 
 const ROWS = 60;
 

@@ -13,12 +13,12 @@ import {
   Uint32,
   Utf8,
 } from "apache-arrow";
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { ArrowRowBuilder } from "../../arrow/row_builder.ts";
 import { fromArrow, toArrow } from "../../arrow/schema.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { SchemaError } from "../../schema/schema_error.ts";
-import { ALL_TYPES } from "./_helpers.ts";
+import { ALL_TYPES } from "../harness/duckdb.ts";
 
 Deno.test("toArrow maps every column type and nullability", () => {
   const schema = toArrow(ALL_TYPES);

@@ -1,8 +1,8 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { batchRows, connectArrow } from "../../arrow/subscription.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { TestSub } from "../server/_sub.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { TestSub } from "../harness/sub.ts";
 
 const SCHEMA = {
   type: "object",

@@ -1,9 +1,9 @@
-// bench/_report.ts renders each row's `note`: a marker on the row's case and
+// bench/harness/report.ts renders each row's `note`: a marker on the row's case and
 // the note as a footnote under the table — for a section made here, and for
-// a real bench section (bench/nested.ts, quick) that sets notes.
-import { assert, assertEquals } from "../_assert.ts";
-import { type BenchRow, renderSection } from "../../bench/_report.ts";
-import { run as nested } from "../../bench/nested.ts";
+// a real bench section (bench/micro/nested.ts, quick) that sets notes.
+import { assert, assertEquals } from "../harness/assert.ts";
+import { type BenchRow, renderSection } from "../../bench/harness/report.ts";
+import { run as nested } from "../../bench/micro/nested.ts";
 
 const row = (c: string, note?: string): BenchRow => ({
   case: c,
@@ -42,7 +42,7 @@ Deno.test("bench report renders a row's note as a footnote marked on its case", 
 Deno.test("bench report prints the notes of a real bench section (nested, quick)", async () => {
   const section = await nested(true);
   const noted = section.rows.filter((r) => r.note);
-  assert(noted.length > 0, "bench/nested.ts sets notes on its rows");
+  assert(noted.length > 0, "bench/micro/nested.ts sets notes on its rows");
   const md = renderSection(section);
   noted.forEach((r, i) => {
     assert(md.includes(`| ${r.case} [${i + 1}] |`), md);

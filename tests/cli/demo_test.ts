@@ -1,8 +1,15 @@
 // `demo` as a real process: what it prints, what it serves, its shutdown and
 // restart; and the README's first command in a fresh clone of the repository.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { type DemoProc, endOffset, getJson, REPO, startDemo, withTimeout } from "../e2e/_demo.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import {
+  type DemoProc,
+  endOffset,
+  getJson,
+  REPO,
+  startDemo,
+  withTimeout,
+} from "../harness/demo.ts";
 
 const SCHEMA_KEYS = ["event_ts", "symbol", "price", "size", "side", "trade_id"];
 
@@ -52,7 +59,7 @@ async function run(
   }
 }
 
-const DEMO = new URL("../e2e/_demo_main.ts", import.meta.url).pathname;
+const DEMO = new URL("../harness/demo_main.ts", import.meta.url).pathname;
 
 Deno.test("demo prints its URLs, serves the viewer, grows, exits 0 on SIGINT, and a restart continues", async () => {
   const root = await tempDir();

@@ -1,12 +1,12 @@
 // Producer failover through the command line, for real: producer A ingests and
 // archives, is SIGKILLed; B is restored from the archive on a fresh root and
 // carries on; a consumer with a cursor moves from A to B.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { connect, FENCE, MemoryCursor } from "../../mod.ts";
-import { startS3, stopS3 } from "../_s3.ts";
-import { freePort, rmrf, tempDir, until } from "../_util.ts";
-import { CLI, getJson, startServe } from "./_serve.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
+import { freePort, rmrf, tempDir, until } from "../harness/util.ts";
+import { CLI, getJson, startServe } from "../harness/serve.ts";
 
 const SCHEMA = {
   type: "object",

@@ -1,7 +1,7 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log } from "../../log/mod.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
 
 const cli = new URL("../../cli.ts", import.meta.url).pathname;
 

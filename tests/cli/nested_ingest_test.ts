@@ -1,12 +1,12 @@
 // Nested rows through `serve --stdin` (issue 19): invalid nested rows go to
 // rejects.ndjson and ingest goes on; stored rows replay byte-exact; a schema
 // change the log cannot take stops `serve` at start with one line.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
-import { freePort, rmrf, rng, tempDir } from "../_util.ts";
-import { TestSub } from "../server/_sub.ts";
-import { BOOK, bookLine, stored } from "../server/_book.ts";
-import { runServe, startServe } from "./_serve.ts";
+import { freePort, rmrf, rng, tempDir } from "../harness/util.ts";
+import { TestSub } from "../harness/sub.ts";
+import { BOOK, bookLine, stored } from "../harness/book.ts";
+import { runServe, startServe } from "../harness/serve.ts";
 
 Deno.test("serve --stdin stores nested rows exactly and records invalid ones in rejects.ndjson", async () => {
   const dir = await tempDir("streamcast-cli-");

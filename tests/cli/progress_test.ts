@@ -1,11 +1,11 @@
 // The progress line of long CLI work (export, restore, tail --catch-up): its
 // text, its drawing, and that a piped stderr never gets it.
 import { join } from "node:path";
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Progress } from "../../cli/_progress.ts";
 import { Stream } from "../../server/stream/stream.ts";
-import { fixture } from "../client/_fixture.ts";
+import { fixture } from "../harness/client_server.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 

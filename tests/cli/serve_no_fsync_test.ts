@@ -1,8 +1,8 @@
 // `serve --cluster --no-fsync` is refused before it contacts etcd: a cluster
 // counts a row as held by a node only once it is synced to its disk.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { runServe } from "./_serve.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { runServe } from "../harness/serve.ts";
 
 Deno.test("serve: --no-fsync with --cluster is refused at start with one line", async () => {
   const root = await tempDir();

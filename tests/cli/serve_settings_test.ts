@@ -1,6 +1,6 @@
 // The settings table of `serve` is the one list: the usage text, the flags and
 // the config keys come from it, and docs/CLI.md says what each setting means.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { CONFIG_KEYS, SERVE_FLAGS, SERVE_USAGE, SETTINGS } from "../../cli/serve/settings.ts";
 
 const DOCS = await Deno.readTextFile(new URL("../../docs/CLI.md", import.meta.url));

@@ -1,9 +1,9 @@
 // `cli.ts serve` end to end: real processes, real sockets, real files.
 import { join } from "node:path";
-import { assert, assertEquals } from "../_assert.ts";
-import { freePort, rmrf, tempDir, until } from "../_util.ts";
-import { TestSub } from "../server/_sub.ts";
-import { getJson, getText, runServe, startServe } from "./_serve.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { freePort, rmrf, tempDir, until } from "../harness/util.ts";
+import { TestSub } from "../harness/sub.ts";
+import { getJson, getText, runServe, startServe } from "../harness/serve.ts";
 
 const SCHEMA = {
   type: "object",

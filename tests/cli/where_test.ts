@@ -1,9 +1,9 @@
 // `tail --where JSON` and `export --where JSON` as real processes.
 import { tableFromIPC } from "apache-arrow";
 import { serve, Stream } from "../../mod.ts";
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { duck } from "../arrow/_helpers.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { duck } from "../harness/duckdb.ts";
 import "../../arrow/zstd.ts"; // registers the zstd codec that reading the Arrow file needs
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;

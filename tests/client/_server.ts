@@ -4,7 +4,7 @@
 //
 // usage: deno run -A tests/client/_server.ts MAX_BACKLOG
 import { serve, Stream } from "../../mod.ts";
-import { row, SCHEMA } from "./_fixture.ts";
+import { row, SCHEMA } from "../harness/client_server.ts";
 
 const stream = await Stream.open("trades", { schema: SCHEMA, maxBacklog: Number(Deno.args[0]) });
 const server = serve([stream], { port: 0, onListen: () => {} });

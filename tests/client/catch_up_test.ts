@@ -1,11 +1,11 @@
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { connect, CorruptChunk, MemoryCursor, NotReplayable } from "../../client/mod.ts";
 import { BackedUpCursor, S3ChunkSource, S3Cursor } from "../../client/s3.ts";
 import { FileCursor } from "../../client/file_cursor.ts";
-import { startS3, stopS3 } from "../_s3.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { fixture, line, type TradeRow } from "./_fixture.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { fixture, line, type TradeRow } from "../harness/client_server.ts";
 
 async function sealed(f: Awaited<ReturnType<typeof fixture>>, to: number): Promise<void> {
   for (let i = 1; i <= to; i += 500) {

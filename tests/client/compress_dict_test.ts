@@ -4,10 +4,10 @@
 // frames; a dictionary that cannot be fetched or a frame that does not decode
 // with it is a ProtocolError; a server that knows compress=zstd but neither
 // zstd-stream nor zstd-dict is asked again for plain zstd.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 

@@ -6,8 +6,8 @@
 // The client delivers every row of the valid frames before the bad one, in
 // order, then a ProtocolError naming that frame; never hangs, never throws
 // uncaught, never delivers a wrong row (a mutation that still decodes to
-// the same text may pass: then every row arrives). Seeded (tests/reliability/_seeds.ts).
-import { assert, assertEquals } from "../_assert.ts";
+// the same text may pass: then every row arrives). Seeded (tests/harness/seeds.ts).
+import { assert, assertEquals } from "../harness/assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { MAX_ZSTD_FRAME_TEXT } from "../../client/_zstd.ts";
@@ -18,7 +18,7 @@ import {
   fuzzCases,
   replayHint,
   seedBanner,
-} from "../reliability/_seeds.ts";
+} from "../harness/seeds.ts";
 import { constants, zstdCompressSync } from "node:zlib";
 import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 

@@ -3,10 +3,10 @@
 // fewer bytes; plain zstd frames from a server without libzstd decoded too; a
 // message that does not decode, or a text message, is a ProtocolError after
 // the rows before it; an explicit compress: "zstd-stream" keeps a refusal.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { ZstdStream } from "../../server/frames/zstd_stream.ts";
 import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";

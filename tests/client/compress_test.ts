@@ -2,12 +2,12 @@
 // Deno, rows as with text frames, a corrupt or truncated frame reported as a
 // ProtocolError naming it, and a server that does not know compress= asked
 // again without it.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
 import { serve, Stream } from "../../mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
-import { fixture, line } from "./_fixture.ts";
+import { fixture, line } from "../harness/client_server.ts";
 import { fakeServer, ZSTD_GREETING } from "./_fake_zstd_server.ts";
 
 const SCHEMA = {

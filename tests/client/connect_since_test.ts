@@ -2,10 +2,10 @@
 // or after that time (an injected clock makes the times exact); a reconnect
 // resumes at the offset after the last row, not at the time again; a saved
 // cursor wins over since; a wrong type is a TypeError naming since.
-import { assertEquals, assertRejects } from "../_assert.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, MemoryCursor, type Subscription } from "../../client/mod.ts";
-import { until } from "../_util.ts";
-import { fixture, type TradeRow } from "./_fixture.ts";
+import { until } from "../harness/util.ts";
+import { fixture, type TradeRow } from "../harness/client_server.ts";
 
 const S = 1_000_000;
 

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import {
   connect,
   ConnectionClosed,
@@ -9,7 +9,7 @@ import {
   type Subscription,
   TooSlow,
 } from "../../client/mod.ts";
-import { fixture, line, row, type TradeRow } from "./_fixture.ts";
+import { fixture, line, row, type TradeRow } from "../harness/client_server.ts";
 
 /** Reads `n` rows with next() (not a for-await loop, which would close on break). */
 async function read<T>(sub: Subscription<T>, n: number): Promise<[number | null, T][]> {

@@ -1,9 +1,9 @@
 // A consumer process with a file cursor is SIGKILLed mid-stream and restarted:
 // across runs it receives every offset, and none twice beyond the rows handled
 // since its last save.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { fixture } from "./_fixture.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { fixture } from "../harness/client_server.ts";
 
 const TOTAL = 4000;
 const SAVE_EVERY = 50;

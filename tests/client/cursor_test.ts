@@ -1,8 +1,8 @@
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, type Cursor, MemoryCursor, NotReplayable } from "../../client/mod.ts";
 import { FileCursor } from "../../client/file_cursor.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { fixture } from "./_fixture.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { fixture } from "../harness/client_server.ts";
 
 /** Offsets a fresh subscription with `cursor` yields first (then closes it without handling them). */
 async function firstOffsets(url: string, cursor: MemoryCursor, n: number): Promise<number[]> {

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { closeError } from "../../client/errors.ts";
 import { encodeCloseReason } from "../../wire/close_reason.ts";
 import {

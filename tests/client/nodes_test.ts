@@ -3,10 +3,10 @@
 // processes. The first node SIGKILLed mid-stream: the subscription resumes on
 // the next with its cursor, no gap, no row twice. Two independent servers
 // (different stream_ids): the move is refused, naming the node.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { freePort, tempDir } from "../_util.ts";
-import { CLI, type ServeProc, withTimeout } from "../cli/_serve.ts";
-import { rows, startMirror, startPrimary, untilEnd } from "../mirror/_cluster.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { freePort, tempDir } from "../harness/util.ts";
+import { CLI, type ServeProc, withTimeout } from "../harness/serve.ts";
+import { rows, startMirror, startPrimary, untilEnd } from "../harness/mirror_tree.ts";
 import { connect, NotReplayable, publisher, PublishError } from "../../client/mod.ts";
 
 /** A primary with rows 1..n, and a mirror that holds them all. */

@@ -1,14 +1,14 @@
 // connect's options: a cursor path is a FileCursor; every option's type and
 // value is checked at the call, before any socket opens.
-import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
 import {
   connect,
   type ConnectOptions,
   LocalStorageCursor,
   MemoryCursor,
 } from "../../client/mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { fixture, take } from "./_fixture.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { fixture, take } from "../harness/client_server.ts";
 
 Deno.test("connect takes a cursor path as a FileCursor, which resumes where the loop stopped", async () => {
   const f = await fixture();

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import {
   connect,
   ConnectionClosed,
@@ -6,8 +6,8 @@ import {
   type ReconnectEvent,
   TooSlow,
 } from "../../client/mod.ts";
-import { until } from "../_util.ts";
-import { fixture, type TradeRow } from "./_fixture.ts";
+import { until } from "../harness/util.ts";
+import { fixture, type TradeRow } from "../harness/client_server.ts";
 
 Deno.test("reconnect keeps a contiguous sequence across a server restart", async () => {
   const f = await fixture({ maxReplay: null });

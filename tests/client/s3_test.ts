@@ -1,7 +1,7 @@
 // client/s3.ts without a store: its options are checked at construction, a
 // failed cursor upload is reported through the Logger, and the AWS SDK is
 // loaded only when S3 is used (a dynamic import in common/s3.ts).
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { type Cursor, MemoryCursor } from "../../client/mod.ts";
 import { BackedUpCursor, S3ChunkSource, S3Cursor } from "../../client/s3.ts";
 import type { CursorStore } from "../../client/cursor.ts";

@@ -1,7 +1,7 @@
 // `cli.ts tail --since T` as a real process against a real server whose log
 // has an injected clock (exact append times).
-import { assert, assertEquals } from "../_assert.ts";
-import { fixture, line } from "./_fixture.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { fixture, line } from "../harness/client_server.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 

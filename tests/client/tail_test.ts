@@ -1,7 +1,7 @@
 // `cli.ts tail` and `cli.ts head` as real processes against a real server.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { fixture, line } from "./_fixture.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { fixture, line } from "../harness/client_server.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 

@@ -1,11 +1,11 @@
 // connect(url, { token }): the token goes out as the bearer subprotocol on
 // the socket and as Authorization on catch-up's HTTP requests; a server that
 // refuses it makes connect() reject with 4401, which is never retried.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, ConnectionClosed } from "../../client/mod.ts";
 import { Logger, serve, Stream, TokenTable } from "../../mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { row, SCHEMA } from "../security/_helpers.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { row, SCHEMA } from "../harness/security.ts";
 
 const READER = "reader-0123456789abcdef01234567"; // trades only
 const OTHER = "other-0123456789abcdef012345678"; // book only

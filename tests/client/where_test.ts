@@ -1,7 +1,7 @@
 // connect(url, {where}): the filter on the socket, on reconnect, and on catch-up from chunks.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { connect, ProtocolError } from "../../client/mod.ts";
-import { fixture, line, row, type TradeRow } from "./_fixture.ts";
+import { fixture, line, row, type TradeRow } from "../harness/client_server.ts";
 
 async function sealed(f: Awaited<ReturnType<typeof fixture>>, to: number): Promise<void> {
   for (let i = 1; i <= to; i += 500) {

@@ -2,7 +2,7 @@
 // of 127.0.0.1, each with its own log folder; stopped by PID. A paused node
 // (SIGSTOP) is resumed by stop().
 import { join } from "node:path";
-import { freePort, until } from "../_util.ts";
+import { freePort, until } from "../harness/util.ts";
 
 const CHILD = new URL("./_node_child.ts", import.meta.url).pathname;
 

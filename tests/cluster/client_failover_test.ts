@@ -6,12 +6,12 @@
 // the leader (`answer_lost`, SPEC §9.3: only a producer's last seq is
 // remembered) is in it once, and a subscription that moves between nodes
 // sees every offset once.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
 import { connect } from "../../client/connect.ts";
 import { publisher } from "../../client/publisher.ts";
-import { leaderOf, rowsShown, startServeNodes } from "./_serve_nodes.ts";
+import { leaderOf, rowsShown, startServeNodes } from "../harness/serve_nodes.ts";
 
 Deno.test("serve --cluster with publisher() and connect() given every node: the leader SIGKILLed mid-stream loses no resolved publish and shows no gap", async () => {
   const root = await tempDir();

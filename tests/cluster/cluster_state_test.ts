@@ -1,8 +1,8 @@
 // What a cluster keeps in a real etcd besides the leader: the in-sync set
 // (compare-and-swap by revision and by the leader's lease; only members may
 // campaign), node registration, and the stream schema every node must share.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { campaign } from "../../cluster/election.ts";
 import { mayLead, readInSync, writeInSync } from "../../cluster/in_sync.ts";

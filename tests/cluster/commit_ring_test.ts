@@ -4,8 +4,8 @@
 // is held is a run of consecutive commits, each with exactly the bytes
 // pushed; at most `capacity` bytes are held (a commit larger than that
 // alone); and an older commit was dropped only when it could not have fit.
-import { assert, assertEquals } from "../_assert.ts";
-import { rng } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rng } from "../harness/util.ts";
 import { CommitRing } from "../../cluster/commit_ring.ts";
 
 // Seeds that once failed, run every time (none yet).

@@ -1,8 +1,8 @@
 // The leader's commit index against a real etcd: it waits for every member of
 // the in-sync set (and for R of them), drops a lagging follower by writing etcd
 // first, adds a caught-up one back, and stops once the lease may have lapsed.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
 import { Logger } from "../../common/logger.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { campaign, type Leadership } from "../../cluster/election.ts";

@@ -1,10 +1,10 @@
-// Leader election through a real etcd (tests/_etcd.ts): one leader among
+// Leader election through a real etcd (tests/harness/etcd.ts): one leader among
 // contenders, a term that only grows, a lease that lapses when its holder is
 // paused (a child process, SIGSTOP) or cut off (etcd killed), and a new
 // election when etcd is back.
-import { assert, assertEquals } from "../_assert.ts";
-import { until } from "../_util.ts";
-import { startEtcd } from "../_etcd.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { until } from "../harness/util.ts";
+import { startEtcd } from "../harness/etcd.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { Election } from "../../cluster/election.ts";
 import { LeaderWatch } from "../../cluster/leader_watch.ts";

@@ -1,14 +1,14 @@
 // Lost etcd answers, through a real etcd and a proxy that lets etcd apply a
-// request and drops its answer (tests/cluster/_etcd_answer_loss.ts): the client
+// request and drops its answer (tests/harness/jepsen/etcd_answer_loss.ts): the client
 // reports such a write as indeterminate rather than resending it; the leader
 // re-reads the in-sync set before it acts on it again and commits nothing on a
 // set etcd may not hold; a campaign whose answer is lost either leads with its
 // lease or gives it up, and no lease is kept alive by nobody. The last test
 // loses, in turn, the answer of every etcd call of one leadership's election,
 // in-sync and commit paths, and checks what is left each time.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { until } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { until } from "../harness/util.ts";
 import { Logger } from "../../common/logger.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { campaign, Election, type Leadership } from "../../cluster/election.ts";
@@ -17,7 +17,7 @@ import { type StreamKeys, streamKeys } from "../../cluster/keys.ts";
 import { LeaseKeeper } from "../../cluster/lease_keeper.ts";
 import { CommitTracker, etcdInSyncStore } from "../../cluster/commit_tracker.ts";
 import { b64 } from "../../cluster/_etcd_wire.ts";
-import { EtcdAnswerLoss, type EtcdCall } from "./_etcd_answer_loss.ts";
+import { EtcdAnswerLoss, type EtcdCall } from "../harness/jepsen/etcd_answer_loss.ts";
 
 const quiet = new Logger({ level: "error" });
 

@@ -1,9 +1,9 @@
-// The etcd client against a real etcd 3.4 (tests/_etcd.ts): every call over
+// The etcd client against a real etcd 3.4 (tests/harness/etcd.ts): every call over
 // the JSON gateway, failover between endpoints, refusals naming the
 // endpoint, and the watch resuming across a restart of etcd.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { until } from "../_util.ts";
-import { startEtcd } from "../_etcd.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { until } from "../harness/util.ts";
+import { startEtcd } from "../harness/etcd.ts";
 import {
   EtcdClient,
   EtcdError,

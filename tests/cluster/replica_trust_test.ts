@@ -5,14 +5,14 @@
 // that never answers a ping. "Registered" fake nodes are written into etcd
 // by the test itself, on a lease it revokes: a node that lies, as opposed to
 // a stranger.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { LeaseKeeper } from "../../cluster/lease_keeper.ts";
 import { newInstanceId, registerNode } from "../../cluster/nodes.ts";
 import { INSTANCE_HEADER, openReplicationSocket } from "../../cluster/replication_wire.ts";
-import { leaderOf, post, rowsOf, type ServeNode, startServeNodes } from "./_serve_nodes.ts";
+import { leaderOf, post, rowsOf, type ServeNode, startServeNodes } from "../harness/serve_nodes.ts";
 
 const CLUSTER_TOKEN = "cluster-token-0123456789abcdef";
 const NODES_TOKEN = "nodes-entry-token-0123456789abcdef";

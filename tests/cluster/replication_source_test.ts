@@ -4,8 +4,8 @@
 // segments — rows, append times, producer records and terms, byte for byte —
 // then shipped live from the ring; a follower holding rows of a term the
 // leader never had cuts them at the handshake.
-import { assert, assertEquals } from "../_assert.ts";
-import { tempDir, text, until } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { tempDir, text, until } from "../harness/util.ts";
 import { Log, type LogOptions } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";

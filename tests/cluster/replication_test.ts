@@ -5,9 +5,9 @@
 // replaced by a follower holding every committed row; a leader SIGSTOPped past
 // its lease acknowledges nothing on SIGCONT, cuts its uncommitted tail and
 // converges byte for byte.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { readInSync } from "../../cluster/in_sync.ts";
 import { streamKeys } from "../../cluster/keys.ts";

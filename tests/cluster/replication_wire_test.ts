@@ -1,7 +1,7 @@
 // The replication wire: commits round-trip exactly (bytes, times, records),
 // and every malformed message is refused with a reason, never taken in part.
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
-import { rng, utf8 } from "../_util.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
+import { rng, utf8 } from "../harness/util.ts";
 import {
   commitEnd,
   decodeCommit,

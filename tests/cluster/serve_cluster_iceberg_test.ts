@@ -6,14 +6,14 @@
 // and by icebird, holds offsets 1..N each once with the final log's rows, the
 // leader's /head shows it, and `verify` passes on every node's folder. And
 // `--iceberg` with `--cluster` but no `--archive` is refused, saying why.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { startS3, stopS3 } from "../_s3.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { CLI, runServe } from "../cli/_serve.ts";
-import { s3Files } from "../iceberg/_read_table.ts";
-import { HttpProducer } from "./_cluster_clients.ts";
-import { checkTable, tableFlags, tableLast, tableRows } from "./_cluster_table.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { CLI, runServe } from "../harness/serve.ts";
+import { s3Files } from "../harness/read_table.ts";
+import { HttpProducer } from "../harness/jepsen/cluster_clients.ts";
+import { checkTable, tableFlags, tableLast, tableRows } from "../harness/jepsen/cluster_table.ts";
 import {
   converged,
   leaderOf,
@@ -21,7 +21,7 @@ import {
   SCHEMA,
   type ServeNode,
   startServeNodes,
-} from "./_serve_nodes.ts";
+} from "../harness/serve_nodes.ts";
 
 // /head's iceberg object of node `n` (null on a follower; undefined: no answer).
 async function icebergHead(n: ServeNode): Promise<Record<string, unknown> | null | undefined> {

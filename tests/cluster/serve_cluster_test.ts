@@ -1,13 +1,13 @@
-// `cli.ts serve --cluster` end to end: a real etcd (tests/_etcd.ts) and three
+// `cli.ts serve --cluster` end to end: a real etcd (tests/harness/etcd.ts) and three
 // real serve processes on free ports, stopped by PID. Election and the
 // refusals of a follower (307 to the leader, before a publish upgrade too),
 // commit at R (a paused follower holds a publish until it is back; with too
 // few nodes, 503 not_enough_replicas), the node refusals at start (another
 // schema; --stdin), and the upstream connected by the leader alone.
-import { assert, assertEquals } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { runServe } from "../cli/_serve.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { runServe } from "../harness/serve.ts";
 import {
   converged,
   leaderOf,
@@ -16,7 +16,7 @@ import {
   rowsShown,
   SCHEMA,
   startServeNodes,
-} from "./_serve_nodes.ts";
+} from "../harness/serve_nodes.ts";
 
 Deno.test("serve --cluster: one leader; a follower answers a publish with 307 to it, before an upgrade too; /head and metrics say so", async () => {
   const root = await tempDir();

@@ -1,8 +1,8 @@
 // What a node's copy of a stream's log stands for, weighed against a real
 // etcd: a copy that may lack committed rows is joining, and stays so across
 // restarts until it has caught up and recorded itself.
-import { assertEquals, assertRejects } from "../_assert.ts";
-import { startEtcd } from "../_etcd.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { encodeInSync } from "../../cluster/in_sync.ts";
 import { streamKeys } from "../../cluster/keys.ts";

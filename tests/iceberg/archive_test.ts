@@ -1,16 +1,16 @@
 // Rows only the archive still holds reach the table: a log restored on a new
 // machine (no chunk copied back) whose table had not taken its last rows; and
 // a node whose local chunks begin inside a chunk another writer archived.
-import { assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
+import { assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
 import { Stream } from "../../mod.ts";
 import { Log } from "../../log/mod.ts";
 import { writeSchemaHistory } from "../../log/schema_history.ts";
 import { LocalTableStore } from "../../iceberg/table_store.ts";
 import { TableWriter } from "../../iceberg/table_writer.ts";
 import { row, SCHEMA } from "./_fixture.ts";
-import { duckRows, icebirdRows, localFiles, viewTable } from "./_read_table.ts";
+import { duckRows, icebirdRows, localFiles, viewTable } from "../harness/read_table.ts";
 
 Deno.test("iceberg rows that only the archive holds (a restored log) are read from it, each once", async () => {
   const s3 = await startS3();

@@ -2,13 +2,13 @@
 // Iceberg worker: a leader's sealed rows reach the table only once the
 // cluster committed them (a tail cut at a failover never does), and a table
 // whose writer may no longer commit creates no version.
-import { assertEquals } from "../_assert.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
+import { assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
 import { Log } from "../../log/mod.ts";
 import { writeSchemaHistory } from "../../log/schema_history.ts";
 import { IcebergTable } from "../../iceberg/table_link.ts";
 import { LocalTableStore } from "../../iceberg/table_store.ts";
-import { duckRows, localFiles, viewTable } from "./_read_table.ts";
+import { duckRows, localFiles, viewTable } from "../harness/read_table.ts";
 
 const SCHEMA = {
   type: "object",

@@ -4,9 +4,9 @@
 // hole are committed, none past it, and the table stays readable; once the
 // archive lists the missing rows again it goes on, each row once. Rows that
 // retention dropped before the table took them stop it the same way, logged.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
 import { IcebergTable, Log, Logger } from "../../mod.ts";
 import { ArchiveStore } from "../../log/archive.ts";
 import { writeSchemaHistory } from "../../log/schema_history.ts";
@@ -14,7 +14,7 @@ import { LocalTableStore } from "../../iceberg/table_store.ts";
 import { TableWriter } from "../../iceberg/table_writer.ts";
 import { OffsetHoleError } from "../../iceberg/commit_rows.ts";
 import { row, SCHEMA } from "./_fixture.ts";
-import { duckRows, localFiles, viewTable } from "./_read_table.ts";
+import { duckRows, localFiles, viewTable } from "../harness/read_table.ts";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 

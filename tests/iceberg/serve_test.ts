@@ -1,10 +1,10 @@
 // `cli.ts serve --iceberg` end to end: real server processes fed over HTTP,
 // their tables read as engines read them (avsc, DuckDB, icebird), SIGKILL
 // after every step of a commit, the S3 archive (s3rver) and a restore.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir, until } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
-import { CLI, runServe, startServe } from "../cli/_serve.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
+import { CLI, runServe, startServe } from "../harness/serve.ts";
 import { COMMIT_STEPS } from "../../iceberg/table_writer.ts";
 import { pathToFileURL } from "node:url";
 import { row, SCHEMA } from "./_fixture.ts";
@@ -15,7 +15,7 @@ import {
   localFiles,
   s3Files,
   viewTable,
-} from "./_read_table.ts";
+} from "../harness/read_table.ts";
 
 const SEAL_EVERY_S = 1;
 

@@ -1,10 +1,10 @@
 // A stream with `iceberg` keeps its table; what cannot keep one is refused
 // when the stream is opened, naming why.
-import { assertEquals, assertRejects, assertThrows } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { IcebergTable, Log, Stream } from "../../mod.ts";
 import { row, SCHEMA } from "./_fixture.ts";
-import { duckRows, localFiles, viewTable } from "./_read_table.ts";
+import { duckRows, localFiles, viewTable } from "../harness/read_table.ts";
 import { pathToFileURL } from "node:url";
 
 const schema = SCHEMA as unknown as Record<string, unknown>;

@@ -1,6 +1,6 @@
 // The table writer against real files, read back as engines read a table:
 // Avro through avsc, data files through DuckDB, the table through icebird.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { LocalTableStore } from "../../iceberg/table_store.ts";
 import { COMMIT_STEPS, type CommitStep, TableWriter } from "../../iceberg/table_writer.ts";
 import { fedLog, row, SCHEMA } from "./_fixture.ts";
@@ -11,7 +11,7 @@ import {
   parquetFieldIds,
   readAvro,
   viewTable,
-} from "./_read_table.ts";
+} from "../harness/read_table.ts";
 
 const DAY_MS = 86_400_000;
 const T0 = Date.UTC(2026, 0, 1, 12);

@@ -2,8 +2,8 @@
 // state it may leave: several producers, pipelined commits, a resend while
 // pending, seals by size and by request, journal rewrites; and, for the
 // chunk worker, seals turned into chunks, merges, retention.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf } from "../harness/util.ts";
 import { Log, type LogOptions, verifyLog } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
 import { type LogIo, REAL_IO } from "../../log/log_io.ts";

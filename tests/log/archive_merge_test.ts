@@ -4,13 +4,13 @@
 // offset in exactly one listed chunk (the archived chunk reaching into the
 // local chunks is re-made from its rows below them), and a reader replaying
 // the whole history from the archive gets each row once.
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { Log } from "../../log/mod.ts";
 import { ArchiveStore, mergeManifests, straddlingChunk } from "../../log/archive.ts";
 import { checkManifest, type ChunkEntry, type Manifest } from "../../log/chunk.ts";
 import { restoreLog } from "../../log/restore.ts";
-import { rmrf, rng, tempDir } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
+import { rmrf, rng, tempDir } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
 import { join } from "node:path";
 
 const ID = "0123456789abcdef0123456789abcdef";

@@ -3,11 +3,11 @@
 // nothing; leading term 3 it uploads, each manifest carrying the term; once
 // the archive holds a later term's manifest it uploads no manifest over it,
 // and says why.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { Log } from "../../log/mod.ts";
 import { ArchiveStore } from "../../log/archive.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
 import { join } from "node:path";
 
 Deno.test("archive of a cluster's log: nothing while not leading, the term in each manifest, never over a later term's", async () => {

@@ -1,8 +1,8 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { Log } from "../../log/mod.ts";
 import { ArchiveStore } from "../../log/archive.ts";
-import { rmrf, tempDir } from "../_util.ts";
-import { startS3, stopS3 } from "../_s3.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+import { startS3, stopS3 } from "../harness/s3.ts";
 import { crashPayload } from "./_crash_payload.ts";
 import { join } from "node:path";
 

@@ -3,8 +3,8 @@
 // first in line, and no later segment is listed, merged or taken for chunked
 // past it — or a merge would cover its offsets and its segment be deleted
 // with rows no chunk holds.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, verifyLog } from "../../log/mod.ts";
 import { REAL_IO } from "../../log/log_io.ts";
 import { Logger } from "../../common/logger.ts";

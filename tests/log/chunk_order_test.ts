@@ -3,9 +3,9 @@
 // segment before the older sealed segments were handed to the chunk worker:
 // the worker chunked the tail first, refused the older segment ("overlaps the
 // manifest"), and a reader from offset 1 skipped the tail's rows.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
-import { rmrf, tempDir, text } from "../_util.ts";
+import { rmrf, tempDir, text } from "../harness/util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
 async function readAll(log: Log, from = 1): Promise<number[]> {

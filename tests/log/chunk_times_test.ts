@@ -3,7 +3,7 @@
 // an index answers chunk-grained; a damaged index is reported by verify and
 // ignored by the lookup; orphan indexes go at open; an index is deleted with
 // its chunk (grace period, retention). Real files, an injected clock.
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { join } from "node:path";
 import { ChunkCorruptError, type ChunkEntry } from "../../log/chunk.ts";
 import {
@@ -14,7 +14,7 @@ import {
   timesPath,
 } from "../../log/chunk_times.ts";
 import { FolderReader, Log, type LogOptions, verifyLog } from "../../log/mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 const S = 1_000_000; // µs per second
 const GROUPS = 30;

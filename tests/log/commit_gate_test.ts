@@ -1,7 +1,7 @@
 // The commit gate of a replicated log: rows become visible (to waiters and to
 // the fan-out) only below min(durable end, commit index), in order, and a
 // refused waiter leaves its rows to be committed or cut later.
-import { assertEquals, assertRejects, assertThrows } from "../_assert.ts";
+import { assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
 import { CommitGate } from "../../log/commit_gate.ts";
 
 Deno.test("commit gate shows rows only once durable here and committed, in order", async () => {

@@ -15,8 +15,8 @@
 //
 // The seed of the torn-write sample is fresh each run (STREAMCAST_CRASH_SEED
 // picks one) and printed; seeds that once failed are kept in FIXED_SEEDS.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, rng } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, rng } from "../harness/util.ts";
 import { Log, type LogOptions } from "../../log/mod.ts";
 import { type DiskFault, DiskModel, type DiskOp, type DiskState, stateKey } from "./_disk_model.ts";
 import {

@@ -1,6 +1,6 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
-import { rmrf, rng, tempDir, text } from "../_util.ts";
+import { rmrf, rng, tempDir, text } from "../harness/util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
 const child = new URL("./_append_child.ts", import.meta.url).pathname;

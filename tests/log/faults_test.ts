@@ -1,10 +1,10 @@
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, type LogIo, LogWriteError, verifyLog } from "../../log/mod.ts";
 import { REAL_IO } from "../../log/options.ts";
 import { serve, Stream } from "../../mod.ts";
-import { rmrf, tempDir, text, utf8 } from "../_util.ts";
-import { TestSub } from "../server/_sub.ts";
+import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
+import { TestSub } from "../harness/sub.ts";
 
 function enospc(): Error {
   return Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" });

@@ -3,9 +3,9 @@
 // the old one: recovery removes it. A sealed segment cut down to its header
 // looks the same on disk; it used to be removed silently too (its rows lost
 // without a word). log.json now records the fences' leftovers.
-import { assertEquals, assertRejects } from "../_assert.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { Log, LogCorruptError } from "../../log/mod.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
 
 const HEADER_BYTES = 128;
 

@@ -1,6 +1,6 @@
 // The lock-free folder reader: the same rows as the log's own reader, beside
 // a live writer that seals, chunks, merges and deletes under it.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import {
   FolderReader,
@@ -9,8 +9,8 @@ import {
   LogEvictedError,
   type RecordBatch,
 } from "../../log/mod.ts";
-import { recordSpans } from "../reliability/_mutate.ts";
-import { rmrf, tempDir, text, utf8 } from "../_util.ts";
+import { recordSpans } from "../harness/mutate.ts";
+import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
 
 const row = (i: number): string => `{"i":${i},"pad":"${"x".repeat(i % 50)}"}`;
 

@@ -1,6 +1,6 @@
 // One test per defect class of issue 14: verify and open agree on damaged
 // records, and damage to the metadata files is named as such.
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, LogCorruptError, MANIFEST_FILE, verifyLog } from "../../log/mod.ts";
 import { META_FILE } from "../../log/log_meta.ts";
@@ -11,8 +11,8 @@ import {
   writeCheckedText,
 } from "../../log/meta_file.ts";
 import { Stream } from "../../mod.ts";
-import { recordSpans } from "../reliability/_mutate.ts";
-import { rmrf, tempDir, utf8 } from "../_util.ts";
+import { recordSpans } from "../harness/mutate.ts";
+import { rmrf, tempDir, utf8 } from "../harness/util.ts";
 
 const row = (i: number): Uint8Array => utf8(`{"i":${i},"pad":"${"x".repeat(40)}"}`);
 

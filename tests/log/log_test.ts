@@ -1,7 +1,7 @@
-import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, LogCorruptError, LogLockedError, verifyLog } from "../../log/mod.ts";
-import { rmrf, rng, tempDir, text, utf8 } from "../_util.ts";
+import { rmrf, rng, tempDir, text, utf8 } from "../harness/util.ts";
 
 function payloadFor(i: number, size: number): Uint8Array {
   // Deterministic content so a reread can be compared byte for byte.

@@ -1,9 +1,9 @@
 // What the log cannot tell a caller goes to LogOptions.logger as events.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 Deno.test("log reports a chunk worker error to its logger as chunk_worker_error", async () => {
   const dir = await tempDir();

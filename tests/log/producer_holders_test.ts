@@ -2,8 +2,8 @@
 // recovery from the journal, a verify of that journal and a replicated log's
 // kept records each bound producers per holder, so one holder's many ids
 // never push out another's.
-import { assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
 import { producerKey, ProducerTable, recoverProducers } from "../../log/producers.ts";
 

@@ -1,8 +1,8 @@
 // The producer journal under rewrites and failed appends (log/producer_journal.ts):
 // every way it is rewritten or partly written keeps each producer's last
 // acknowledged record, so a resend of an acknowledged seq is a duplicate.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
 import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
 import { REAL_IO } from "../../log/log_io.ts";

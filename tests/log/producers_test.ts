@@ -1,7 +1,7 @@
 // The producer journal and table of the log (log/producers.ts): records synced
 // before rows are written, torn commits cut on open, bounded memory, rollback.
-import { assert, assertEquals } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
 import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
 import { REAL_IO } from "../../log/log_io.ts";

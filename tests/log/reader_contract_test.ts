@@ -1,9 +1,9 @@
 // One contract, every reader path: the same reads give the same rows whether
 // they come from segments, from chunks, or from both (STYLE: one contract
 // suite, many implementations).
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { Log, LogEvictedError } from "../../log/mod.ts";
-import { rmrf, rng, tempDir, text } from "../_util.ts";
+import { rmrf, rng, tempDir, text } from "../harness/util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
 const ROWS = 1500;

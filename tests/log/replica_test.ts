@@ -1,14 +1,14 @@
 // A replica log (a mirror's): rows at the primary's offsets, fenced gaps,
 // the primary's chunks adopted (checked, same names), covered segments
 // deleted, no chunks of its own — through the real log, worker and files.
-import { assertEquals, assertRejects } from "../_assert.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, verifyLog } from "../../log/mod.ts";
 import { encodeTimes } from "../../log/chunk_times.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
 import { chunkPath } from "../../log/chunk.ts";
 import { timesPath } from "../../log/chunk_times.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 const row = (i: number) => `{"i":${i}}`;
 const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, k) => a + k);

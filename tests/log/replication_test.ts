@@ -2,8 +2,8 @@
 // follower appends a leader's commits byte for byte (times and producer
 // records included), the tail is cut in place with the producer state put
 // back, and the commit index survives a restart.
-import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts";
-import { tempDir, text } from "../_util.ts";
+import { assert, assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
+import { tempDir, text } from "../harness/util.ts";
 import { Log } from "../../log/log.ts";
 import { NotLeaderError } from "../../log/errors.ts";
 import type { DurableCommit } from "../../log/replication.ts";

@@ -2,13 +2,13 @@
 // across a restart), and time → offset resolution in the log and the folder
 // reader, across segments and chunks, after eviction, at a cost that does not
 // grow with the log.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { FolderReader, Log } from "../../log/mod.ts";
 import { lookupStats } from "../../log/time_seek.ts";
 import { timesPath } from "../../log/chunk_times.ts";
 import { planSince, type Tiers } from "../../log/tier_lookup.ts";
 import type { ChunkEntry } from "../../log/chunk.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 const MS = 1000; // µs per ms
 

@@ -2,8 +2,8 @@
 // files: kept across opens, terms and starts that only grow, an empty term
 // replaced, damage named, and where a term ends as Kafka's leader epochs say.
 import { join } from "node:path";
-import { assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { LogCorruptError } from "../../log/mod.ts";
 import { termEnd, TermHistory, TERMS_FILE, truncationPoint } from "../../log/term_history.ts";
 

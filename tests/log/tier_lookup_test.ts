@@ -1,5 +1,5 @@
 // The tier lookup with plain data: no files, no log.
-import { assertEquals } from "../_assert.ts";
+import { assertEquals } from "../harness/assert.ts";
 import type { ChunkEntry } from "../../log/chunk.ts";
 import {
   archivedBelow,

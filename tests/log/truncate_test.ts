@@ -4,8 +4,8 @@
 // leader and a lagging follower converging on the leader's rows through the
 // term histories (log/term_history.ts).
 import { join } from "node:path";
-import { assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, LogLockedError, type PublishResult, verifyLog } from "../../log/mod.ts";
 import { truncateLog } from "../../log/truncate.ts";
 import { TermHistory, truncationPoint } from "../../log/term_history.ts";

@@ -3,9 +3,9 @@
 // because the manifest now covers it is no finding; one that is really
 // missing still is.
 import { join } from "node:path";
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { chunkPath, Log, verifyLog } from "../../log/mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 function payload(i: number): string {
   return JSON.stringify({ seq: i, pad: "p".repeat(40 + (i % 50)) });

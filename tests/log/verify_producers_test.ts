@@ -1,14 +1,14 @@
 // `cli.ts verify` checks the producer journal a real server wrote: a good one
 // passes (and a torn last append is no finding); a flipped byte, seqs going
 // back, and records of rows the log does not hold fail naming the record.
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { publisher } from "../../client/mod.ts";
 import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../../log/producer_journal.ts";
 import type { ProducerRecord } from "../../log/producer_journal.ts";
-import { CLI } from "../cli/_serve.ts";
+import { CLI } from "../harness/serve.ts";
 import { verifyLog } from "../../log/mod.ts";
-import { startPublishServer } from "../publish/_proc.ts";
+import { startPublishServer } from "../harness/publish_server.ts";
 
 async function verify(dir: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {

@@ -4,8 +4,8 @@
 // and opened again in a loop while a worker thread starts children must
 // never be refused; a second writer in the same isolate still is, and so
 // is one in another isolate of this process (after the short wait).
-import { assert, assertEquals, assertRejects } from "../_assert.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, LogLockedError } from "../../log/mod.ts";
 import { SELF_HELD_WAIT_MS, takeWriterLock } from "../../log/writer_lock.ts";
 

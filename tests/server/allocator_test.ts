@@ -2,7 +2,7 @@
 // with FFI granted (the tests run with -A), checks its argument, and an
 // operator's MALLOC_MMAP_THRESHOLD_ wins over it (checked in a child process
 // started with the variable set).
-import { assertEquals, assertThrows } from "../_assert.ts";
+import { assertEquals, assertThrows } from "../harness/assert.ts";
 import { pinMmapThreshold } from "../../server/allocator.ts";
 
 const MODULE = new URL("../../server/allocator.ts", import.meta.url).href;

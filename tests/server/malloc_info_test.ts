@@ -1,7 +1,7 @@
 // glibc malloc's own account (server/malloc_info.ts): on Linux with FFI
 // granted it sees memory a process allocates, and without FFI it says
 // nothing and never prompts (each checked in a child process).
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 
 const MODULE = new URL("../../server/malloc_info.ts", import.meta.url).href;
 const MIB = 1024 * 1024;

@@ -1,9 +1,9 @@
 // Every option of serve() and of Stream's factories is checked at the call: a
 // wrong type is a TypeError, a wrong value a RangeError, an unknown key a
 // TypeError, each naming the option and the value seen.
-import { assertEquals, assertRejects, assertThrows } from "../_assert.ts";
+import { assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
 import { Logger, serve, Stream, TokenTable } from "../../mod.ts";
-import { rmrf, tempDir } from "../_util.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
 
 const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
 // deno-lint-ignore no-explicit-any

@@ -1,8 +1,8 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals } from "../harness/assert.ts";
 import { serve, Stream, type StreamOptions } from "../../mod.ts";
-import { RawWs } from "../_raw_ws.ts";
-import { rmrf, rng, tempDir, until } from "../_util.ts";
-import { TestSub } from "./_sub.ts";
+import { RawWs } from "../harness/raw_ws.ts";
+import { rmrf, rng, tempDir, until } from "../harness/util.ts";
+import { TestSub } from "../harness/sub.ts";
 
 const SCHEMA = {
   type: "object",

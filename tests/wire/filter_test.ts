@@ -2,7 +2,7 @@
 // the problem), and, on random rows and filters, that the generated predicate
 // agrees with a plain interpreter of the rules. Seeded: STREAMCAST_FILTER_SEED
 // (a fresh one each run, printed) plus fixed regression seeds.
-import { assert, assertEquals, assertThrows } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import {
   compileFilter,
   FilterError,

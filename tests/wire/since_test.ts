@@ -1,5 +1,5 @@
 // since=: RFC 3339 and µs, resolved to µs; every malformed time refused with a RangeError.
-import { assertEquals, assertThrows } from "../_assert.ts";
+import { assertEquals, assertThrows } from "../harness/assert.ts";
 import { parseSince, sinceMicros } from "../../wire/since.ts";
 
 Deno.test("since parses RFC 3339 with fractions and offsets, and µs", () => {

@@ -1,6 +1,0 @@
-// Where the browser tests find Chromium: Debian's package `chromium`, or the
-// binary STREAMCAST_CHROMIUM names. Kept apart from _browser.ts so that
-// tests/_prepare.ts can read it without loading playwright-core.
-
-/** The Chromium binary the browser tests drive. */
-export const CHROMIUM: string = Deno.env.get("STREAMCAST_CHROMIUM") || "/usr/bin/chromium";

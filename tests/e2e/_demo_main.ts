@@ -1,5 +1,0 @@
-// Runs `cmdDemo` as its own process, the way `cli.ts demo` will once it is
-// wired: `deno run -A tests/e2e/_demo_main.ts [demo flags]`.
-import { cmdDemo } from "../../cli/demo.ts";
-
-Deno.exit(await cmdDemo(Deno.args));
