@@ -3,7 +3,9 @@
 // folders it may (and inside server/, each step of the data path only the
 // steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file); the package's entry points are
-// folders' mod.ts files.
+// folders' mod.ts files; no benchmark imports a test file but the shared
+// harness (tests/harness/), which imports no other test file; and tests/
+// mirrors the source, a folder of tests per source folder.
 import { assert } from "./harness/assert.ts";
 import { REPO } from "./harness/demo.ts";
 
@@ -167,6 +169,45 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     }
   }
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
+});
+
+/** The folders of tests/ that are no source folder's mirror. */
+const TESTS_OWN = new Set(["harness", "system", "fixtures"]);
+
+Deno.test("layout: tests/ mirrors the source, one folder of tests per source folder", async () => {
+  const wrong: string[] = [];
+  for await (const e of Deno.readDir(`${REPO}/tests`)) {
+    if (!e.isDirectory || TESTS_OWN.has(e.name)) continue;
+    const source = await Deno.stat(`${REPO}/${e.name}`).catch(() => null);
+    if (!source?.isDirectory) wrong.push(`tests/${e.name}/ mirrors no source folder`);
+    else {
+      for await (const sub of Deno.readDir(`${REPO}/tests/${e.name}`)) {
+        if (!sub.isDirectory) continue;
+        const part = await Deno.stat(`${REPO}/${e.name}/${sub.name}`).catch(() => null);
+        if (!part?.isDirectory) {
+          wrong.push(`tests/${e.name}/${sub.name}/ mirrors no folder of ${e.name}/`);
+        }
+      }
+    }
+  }
+  assert(wrong.length === 0, `test folders:\n${wrong.join("\n")}`);
+});
+
+const HARNESS = "tests/harness/";
+
+Deno.test("layout: benchmarks import of tests/ only the shared harness, which imports no other test file", async () => {
+  const files = await sources();
+  const wrong: string[] = [];
+  for (const [path, text] of files) {
+    const bench = path.startsWith("bench/");
+    if (!bench && !path.startsWith(HARNESS)) continue;
+    for (const target of importsOf(path, text)) {
+      if (target.startsWith("tests/") && !target.startsWith(HARNESS)) {
+        wrong.push(`${path} imports ${target}`);
+      }
+    }
+  }
+  assert(wrong.length === 0, `imports of test files outside ${HARNESS}:\n${wrong.join("\n")}`);
 });
 
 // client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.
