@@ -21,7 +21,7 @@ import type { Column } from "./row_schema.ts";
  * key, the one literal key form that defines an own property of that name.
  *
  * Concatenating the JSON text directly (`'{"price":' + r["price"] + …`) was
- * measured too (bench/encode_bench.ts): it is about as fast on its own when
+ * measured too (bench/micro/encoders.ts): it is about as fast on its own when
  * the numbers repeat, slower when they do not (`"" + number` goes through
  * V8's number-string cache, JSON.stringify does not), and it returns a rope
  * that costs more than the whole encode to flatten when the row is written

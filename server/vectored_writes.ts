@@ -8,7 +8,7 @@
  * both into the socket's own write buffer first. That buffer is cleared but
  * never shrunk, so after a flat-out fan-out of ~175–350 KB commits every one
  * of 1000 sockets holds that much for good: 350 MB that neither the send
- * buffer (`sendBufferBytes`) nor pacing bounds (bench/memory.ts: a server with
+ * buffer (`sendBufferBytes`) nor pacing bounds (bench/e2e/memory.ts: a server with
  * 1000 reading subscribers at 377 MiB RSS with 24 MiB of JavaScript heap and
  * 59 MiB handed to `send`). Vectored writes take the payload from the copy
  * `send` made, freed once written.

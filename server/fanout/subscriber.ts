@@ -86,7 +86,7 @@ let open = 0;
 /**
  * @internal What subscribers hold in this process's shared structures: those
  * not yet closed, and those the drain poller re-checks. Both return to 0 once
- * every subscriber is gone (tests/server/subscriber_leak_test.ts).
+ * every subscriber is gone (tests/server/fanout/subscriber_leak_test.ts).
  *
  * @example
  * ```ts

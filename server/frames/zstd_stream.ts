@@ -33,7 +33,7 @@
  * asynchronously (its synchronous `_processChunk` closes the handle after
  * one call), so the fan-out would wait on a callback per commit; with the
  * same parameters it makes the same bytes for 5.3–8.3 µs of CPU a one-row
- * commit against 4.8–5.2 here (bench/zstd_stream.ts, three runs).
+ * commit against 4.8–5.2 here (bench/micro/zstd_stream_codec.ts, three runs).
  *
  * @module
  */
@@ -57,7 +57,7 @@ export const COMPRESS_FRAME_BYTES: {
 
 /**
  * log2 of the window of every zstd-stream frame (64 KiB). Measured at
- * {@linkcode ZSTD_STREAM_PARAMS}, one row per commit (bench/zstd_stream.ts,
+ * {@linkcode ZSTD_STREAM_PARAMS}, one row per commit (bench/micro/zstd_stream_codec.ts,
  * the parameters section): a 16 KiB window costs 2 % more bytes for trade
  * rows and 3 % for nested ones, for 0.40× a context's memory (0.27 MB
  * against 0.66) and a third to a half of the browser decoder's CPU a
@@ -72,7 +72,7 @@ export const ZSTD_STREAM_WINDOW_LOG = 16;
  * The compression parameters of a group's context: level 6 (lazy
  * matching), matches from 4 bytes, and hash and chain tables of 2^15 and
  * 2^16 entries, sized for the 64 KiB window. Measured at one row per commit
- * (bench/zstd_stream.ts, the parameters section, same run): 33.2 bytes a
+ * (bench/micro/zstd_stream_codec.ts, the parameters section, same run): 33.2 bytes a
  * trade row against 40.4 at level 1, 36.4 at level 3 with 4-byte matches
  * and 34.9 at level 6 with its own tables (3.6 MB a context, against
  * 0.66); the nested row 85.3 against 103, 106 and 87.9. Level 9 with the
