@@ -4,8 +4,10 @@
 // steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file); the package's entry points are
 // folders' mod.ts files; no benchmark imports a test file but the shared
-// harness (tests/harness/), which imports no other test file; and tests/
-// mirrors the source, a folder of tests per source folder.
+// harness (tests/harness/), which imports no other test file; inside bench/,
+// the helpers (harness/) import no benchmark and the micro-benchmarks (micro/)
+// none of the end-to-end ones (e2e/); and tests/ mirrors the source, a folder
+// of tests per source folder.
 import { assert } from "./harness/assert.ts";
 import { REPO } from "./harness/demo.ts";
 
@@ -208,6 +210,38 @@ Deno.test("layout: benchmarks import of tests/ only the shared harness, which im
     }
   }
   assert(wrong.length === 0, `imports of test files outside ${HARNESS}:\n${wrong.join("\n")}`);
+});
+
+/** What each folder of bench/ may import of bench/ besides itself. */
+const BENCH_MAY_IMPORT: Record<string, readonly string[]> = {
+  harness: [],
+  micro: ["harness"],
+  e2e: ["harness"],
+  ".": ["harness", "micro", "e2e"],
+};
+
+Deno.test("layout: bench/ helpers import no benchmark, micro-benchmarks no end-to-end one", async () => {
+  const files = await sources();
+  const wrong: string[] = [];
+  const partOf = (path: string) => {
+    const rest = path.slice("bench/".length);
+    return rest.includes("/") ? rest.slice(0, rest.indexOf("/")) : ".";
+  };
+  for (const [path, text] of files) {
+    if (!path.startsWith("bench/")) continue;
+    const from = partOf(path);
+    const allowed = BENCH_MAY_IMPORT[from];
+    if (!allowed) {
+      wrong.push(`${path}: bench/${from}/ has no rule in BENCH_MAY_IMPORT`);
+      continue;
+    }
+    for (const target of importsOf(path, text)) {
+      if (!target.startsWith("bench/")) continue;
+      const to = partOf(target);
+      if (to !== from && !allowed.includes(to)) wrong.push(`${path} imports ${target}`);
+    }
+  }
+  assert(wrong.length === 0, `imports against bench/'s layout:\n${wrong.join("\n")}`);
 });
 
 // client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.

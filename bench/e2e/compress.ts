@@ -26,7 +26,8 @@ import {
   type BenchSection,
   renderSection,
 } from "../harness/report.ts";
-import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
+import { SCHEMA } from "../../tests/harness/trades.ts";
+import { type Kind, rowsOf } from "../harness/compress_rows.ts";
 import type { CompressServerConfig } from "../harness/compress_server.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { browserDecode } from "../harness/browser_zstd.ts";
@@ -37,33 +38,8 @@ const NESTED_SCHEMA = {
   required: [...SCHEMA.required, "book"],
 };
 
-/** The two row kinds of the compression benchmarks. */
-export type Kind = "trade" | "nested";
 /** A way of sending the rows: streamcast's frames (plain, compressed) or Node `ws` with permessage-deflate. */
 export type Contender = "plain" | "zstd" | "zstd-dict" | "zstd-stream" | "deflate";
-
-/** `n` rows of `kind` as JSON text: trade rows, or trade rows with an order book in a string column. */
-export function rowsOf(kind: Kind, n: number): string[] {
-  const make = tradeRows(1);
-  const out: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const r = make(i);
-    if (kind === "nested") {
-      const p = r.price as number;
-      const level = (k: number, side: number) => [
-        Math.round((p + side * (k + 1) * 0.01 * p / 100) * 100) / 100,
-        Math.round(((i * 7 + k * 13) % 1000) / 10 * 1000) / 1000,
-      ];
-      r.book = JSON.stringify({
-        bids: [0, 1, 2, 3, 4].map((k) => level(k, -1)),
-        asks: [0, 1, 2, 3, 4].map((k) => level(k, 1)),
-        venue: ["cb", "kr", "bn"][i % 3],
-      });
-    }
-    out.push(JSON.stringify(r));
-  }
-  return out;
-}
 
 const files = new Map<Kind, string>();
 async function rowsFile(kind: Kind): Promise<string> {

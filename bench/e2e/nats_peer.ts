@@ -24,7 +24,8 @@
 import { connect as natsConnect } from "nats";
 import { publisher } from "../../client/publisher.ts";
 import { type NatsServer, publishUnacked, startNats } from "../harness/nats.ts";
-import { fill, socketRate } from "./replay.ts";
+import { socketRate } from "./replay.ts";
+import { fill } from "../harness/trade_log.ts";
 import { makeRows, startServe } from "./publish.ts";
 import { Proc, procCpuMs, sleep } from "../harness/contenders.ts";
 import { type BenchRow, type BenchSection, renderSection } from "../harness/report.ts";

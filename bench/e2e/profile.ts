@@ -13,7 +13,7 @@
 import type { LoadConfig } from "../harness/fanout_client.ts";
 import { type Contender, freePort, measure, Proc, sleep } from "../harness/contenders.ts";
 import type { BenchSection } from "../harness/report.ts";
-import { fill } from "./replay.ts";
+import { fill } from "../harness/trade_log.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const root = new URL("../..", import.meta.url).href;

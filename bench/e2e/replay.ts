@@ -8,32 +8,14 @@
  * Run alone: deno run -A bench/e2e/replay.ts [--quick]
  */
 import { Log } from "../../log/mod.ts";
-import { Stream } from "../../server/stream/stream.ts";
 import { compress } from "../../log/chunk.ts";
 import type { LoadConfig } from "../harness/fanout_client.ts";
 import { freePort, Proc } from "../harness/contenders.ts";
 import { type BenchRow, type BenchSection, renderSection } from "../harness/report.ts";
-import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
+import { tradeRows } from "../../tests/harness/trades.ts";
+import { fill } from "../harness/trade_log.ts";
 
 const here = new URL(".", import.meta.url).pathname;
-
-/** Fills `ROOT/trades` with `rows` trade rows (sealed into chunks when `chunks`). */
-export async function fill(root: string, rows: number, chunks: boolean): Promise<void> {
-  const stream = await Stream.open("trades", {
-    schema: SCHEMA,
-    root,
-    logOptions: { chunks, timers: false },
-  });
-  const make = tradeRows(7);
-  for (let i = 0; i < rows; i += 5000) {
-    await stream.sendMany(Array.from({ length: Math.min(5000, rows - i) }, (_, k) => make(i + k)));
-  }
-  if (chunks) {
-    await stream.log!.roll();
-    await stream.log!.chunksSettled();
-  }
-  await stream.close();
-}
 
 async function readerRate(root: string, chunks: boolean): Promise<number> {
   const log = await Log.open(`${root}/trades`, { chunks, timers: false, verify: "tail" });

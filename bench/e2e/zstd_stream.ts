@@ -26,7 +26,8 @@
  */
 import { ensureNodeWs } from "../harness/contenders.ts";
 import { type BenchRow, benchRow as row, type BenchSection } from "../harness/report.ts";
-import { type Contender, type Kind, live, type Run } from "./compress.ts";
+import { type Contender, live, type Run } from "./compress.ts";
+import type { Kind } from "../harness/compress_rows.ts";
 
 const CONTENDERS: Contender[] = ["plain", "zstd", "zstd-dict", "zstd-stream", "deflate"];
 

@@ -17,7 +17,7 @@
 
 import { Log, type RecordBatch } from "../../log/mod.ts";
 import { liveFrame, MAX_BATCH_ROWS, renderBatch } from "../../server/frames/text_frames.ts";
-import { fill } from "../e2e/replay.ts";
+import { fill } from "../harness/trade_log.ts";
 
 const ROWS = 20_000;
 const READ_BYTES = 512 * 1024;

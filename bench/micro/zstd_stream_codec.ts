@@ -26,7 +26,7 @@
 import process from "node:process";
 import { constants, createDeflateRaw, createZstdCompress, createZstdDecompress } from "node:zlib";
 import { type BenchRow, benchRow as row, type BenchSection, median } from "../harness/report.ts";
-import { type Kind, rowsOf } from "../e2e/compress.ts";
+import { type Kind, rowsOf } from "../harness/compress_rows.ts";
 import { zstdFrame } from "../../server/frames/compressed_frames.ts";
 import { FrameDictionary } from "../../server/frames/frame_dictionary.ts";
 import {
