@@ -5,7 +5,7 @@ import depthHandler from "../examples/binance_depth.ts";
 import { join } from "node:path";
 import { freePort, rmrf, tempDir, until } from "./harness/util.ts";
 import { startServe } from "./harness/serve.ts";
-import { TestSub } from "./harness/sub.ts";
+import { TestSub } from "./harness/subscriber.ts";
 
 Deno.test("examples: the Binance handler makes rows the example schema accepts", async () => {
   const schema = compileSchema(

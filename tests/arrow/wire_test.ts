@@ -2,7 +2,7 @@ import { assert, assertEquals } from "../harness/assert.ts";
 import { serve, Stream } from "../../mod.ts";
 import { batchRows, connectArrow } from "../../arrow/subscription.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
-import { TestSub } from "../harness/sub.ts";
+import { TestSub } from "../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

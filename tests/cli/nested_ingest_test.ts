@@ -4,7 +4,7 @@
 import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { freePort, rmrf, rng, tempDir } from "../harness/util.ts";
-import { TestSub } from "../harness/sub.ts";
+import { TestSub } from "../harness/subscriber.ts";
 import { BOOK, bookLine, stored } from "../harness/book.ts";
 import { runServe, startServe } from "../harness/serve.ts";
 

@@ -2,7 +2,7 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../harness/util.ts";
-import { TestSub } from "../harness/sub.ts";
+import { TestSub } from "../harness/subscriber.ts";
 import { getJson, getText, runServe, startServe } from "../harness/serve.ts";
 
 const SCHEMA = {

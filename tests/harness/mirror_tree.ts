@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { freePort, until } from "./util.ts";
 import { getJson, type ServeProc, startServe } from "./serve.ts";
-import { TestSub } from "./sub.ts";
+import { TestSub } from "./subscriber.ts";
 
 export const SCHEMA = {
   type: "object",

@@ -4,7 +4,7 @@ import { Log, type LogIo, LogWriteError, verifyLog } from "../../log/mod.ts";
 import { REAL_IO } from "../../log/options.ts";
 import { serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
-import { TestSub } from "../harness/sub.ts";
+import { TestSub } from "../harness/subscriber.ts";
 
 function enospc(): Error {
   return Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" });

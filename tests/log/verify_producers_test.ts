@@ -8,7 +8,7 @@ import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../../log/producer_
 import type { ProducerRecord } from "../../log/producer_journal.ts";
 import { CLI } from "../harness/serve.ts";
 import { verifyLog } from "../../log/mod.ts";
-import { startPublishServer } from "../harness/publish_server.ts";
+import { startPublishServer } from "../harness/publish_child.ts";
 
 async function verify(dir: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(Deno.execPath(), {

@@ -2,7 +2,7 @@ import { assert, assertEquals } from "../harness/assert.ts";
 import { serve, Stream, type StreamOptions } from "../../mod.ts";
 import { RawWs } from "../harness/raw_ws.ts";
 import { rmrf, rng, tempDir, until } from "../harness/util.ts";
-import { TestSub } from "../harness/sub.ts";
+import { TestSub } from "../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

@@ -9,7 +9,7 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { FanoutPacer, MAX_PACED_ROWS } from "../../../server/fanout/fanout_pacer.ts";
 import { MIN_SEND_BUFFER_BYTES } from "../../../server/limits.ts";

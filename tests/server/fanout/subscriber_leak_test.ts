@@ -7,7 +7,7 @@
 import { assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { _subscriberCounts } from "../../../server/fanout/subscriber.ts";
 

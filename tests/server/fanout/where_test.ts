@@ -7,7 +7,7 @@ import { compileFilter } from "../../../wire/filter.ts";
 import { Subscriber, type SubscriberHost } from "../../../server/fanout/subscriber.ts";
 import { SendBudget } from "../../../server/fanout/send_budget.ts";
 import { rmrf, rng, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

@@ -8,7 +8,7 @@ import { Logger, serve, Stream, TokenTable } from "../../../mod.ts";
 import { connect } from "../../../client/mod.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { zstdCli } from "../../harness/zstd_cli.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

@@ -4,7 +4,7 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { zstdCli } from "../../harness/zstd_cli.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
 import { zstdDecompressSync } from "node:zlib";

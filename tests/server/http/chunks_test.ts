@@ -4,7 +4,7 @@ import { createHash } from "node:crypto";
 import { serve, Stream } from "../../../mod.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

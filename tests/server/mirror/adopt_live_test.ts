@@ -7,7 +7,7 @@
 import { assertEquals } from "../../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
 import { getJson, type ServeProc, startServe } from "../../harness/serve.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { readAll, rows, startPrimary, untilEnd } from "../../harness/mirror_tree.ts";
 
 Deno.test("mirrors: rows adopted in chunks past the end reach the live subscribers, filtered or not", async () => {

@@ -6,7 +6,7 @@ import { assert, assertEquals } from "../../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
 import { startS3, stopS3 } from "../../harness/s3.ts";
 import { getText, type ServeProc } from "../../harness/serve.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { type Proxy, startProxy } from "./_proxy.ts";
 import {
   assertMatch,

@@ -7,7 +7,7 @@ import { assert, assertEquals } from "../../harness/assert.ts";
 import { connect, MemoryCursor } from "../../../mod.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { getJson, getText, runServe, type ServeProc, startServe } from "../../harness/serve.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import {
   assertMatch,
   chunkNames,

@@ -5,8 +5,8 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { until } from "../../harness/util.ts";
 import { withTimeout } from "../../harness/serve.ts";
-import { SCHEMA } from "../../harness/publish_fixture.ts";
-import { startPublishServer } from "../../harness/publish_server.ts";
+import { SCHEMA } from "../../harness/publish_in_process.ts";
+import { startPublishServer } from "../../harness/publish_child.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -7,7 +7,7 @@ import { until } from "../../harness/util.ts";
 import { publisher } from "../../../client/mod.ts";
 import { REAL_IO } from "../../../log/log_io.ts";
 import type { LogIo } from "../../../log/mod.ts";
-import { startFixture } from "../../harness/publish_fixture.ts";
+import { startFixture } from "../../harness/publish_in_process.ts";
 import { RawPub } from "./_raw_pub.ts";
 
 // Commits that wait until the test opens the gate: what is taken stays in flight.

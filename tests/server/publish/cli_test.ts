@@ -1,7 +1,7 @@
 // `cli.ts publish`: --acks lines, the exit codes, a refused line named.
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { CLI } from "../../harness/serve.ts";
-import { endOffset, startPublishServer } from "../../harness/publish_server.ts";
+import { endOffset, startPublishServer } from "../../harness/publish_child.ts";
 
 async function publish(
   args: string[],

@@ -5,7 +5,7 @@ import { assert, assertEquals, assertRejects } from "../../harness/assert.ts";
 import { freePort, until } from "../../harness/util.ts";
 import { withTimeout } from "../../harness/serve.ts";
 import { type Published, publisher, PublishError } from "../../../client/mod.ts";
-import { startPublishServer } from "../../harness/publish_server.ts";
+import { startPublishServer } from "../../harness/publish_child.ts";
 
 Deno.test("publisher close() settles when the server was SIGKILLed: outstanding sends reject naming why", async () => {
   const s = await startPublishServer();

@@ -10,7 +10,7 @@
 // (tests/harness/seeds.ts).
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "../../harness/seeds.ts";
-import { endOffset, readAll, startPublishServer } from "../../harness/publish_server.ts";
+import { endOffset, readAll, startPublishServer } from "../../harness/publish_child.ts";
 import { until } from "../../harness/util.ts";
 
 const SUITE = "publish_families";

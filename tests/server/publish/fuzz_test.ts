@@ -5,7 +5,7 @@
 // seeds; STREAMCAST_FUZZ_SEED=N replays seed N.
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "../../harness/seeds.ts";
-import { endOffset, startPublishServer } from "../../harness/publish_server.ts";
+import { endOffset, startPublishServer } from "../../harness/publish_child.ts";
 import { until } from "../../harness/util.ts";
 
 console.log(seedBanner("publish fuzz"));

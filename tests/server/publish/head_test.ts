@@ -3,8 +3,8 @@
 import { assertEquals } from "../../harness/assert.ts";
 import { publisher } from "../../../client/mod.ts";
 import { fetchHead } from "../../../client/mod.ts";
-import { startPublishServer } from "../../harness/publish_server.ts";
-import { SCHEMA } from "../../harness/publish_fixture.ts";
+import { startPublishServer } from "../../harness/publish_child.ts";
+import { SCHEMA } from "../../harness/publish_in_process.ts";
 
 Deno.test("head says publish: true for a stream opened for publishing, false for another", async () => {
   const s = await startPublishServer([], false, async (root) => {

@@ -1,5 +1,5 @@
 import { assertEquals } from "../../harness/assert.ts";
-import { post, startFixture } from "../../harness/publish_fixture.ts";
+import { post, startFixture } from "../../harness/publish_in_process.ts";
 
 const row = (i: number) => JSON.stringify({ sym: "A", px: i });
 
@@ -142,7 +142,7 @@ Deno.test("publish is refused on an ephemeral or unknown stream at start", async
   const { serve, Stream } = await import("../../../mod.ts");
   const { settingsFrom } = await import("../../../cli/serve/config.ts");
   const { UsageError } = await import("../../../cli/_args.ts");
-  const { SCHEMA } = await import("../../harness/publish_fixture.ts");
+  const { SCHEMA } = await import("../../harness/publish_in_process.ts");
   const e = Stream.ephemeral("e", { schema: SCHEMA });
   let err: unknown = null;
   try {

@@ -5,7 +5,7 @@ import { assert, assertEquals } from "../../harness/assert.ts";
 import { until } from "../../harness/util.ts";
 import { CLI, withTimeout } from "../../harness/serve.ts";
 import { type Published, publisher, PublishError } from "../../../client/mod.ts";
-import { endOffset, readAll, startPublishServer } from "../../harness/publish_server.ts";
+import { endOffset, readAll, startPublishServer } from "../../harness/publish_child.ts";
 
 const ROWS = 25;
 const rowsOf = (seq: number) =>

@@ -8,7 +8,7 @@ import { until } from "../../harness/util.ts";
 import { publisher, PublishError } from "../../../client/mod.ts";
 import { REAL_IO } from "../../../log/log_io.ts";
 import type { LogIo } from "../../../log/mod.ts";
-import { startFixture } from "../../harness/publish_fixture.ts";
+import { startFixture } from "../../harness/publish_in_process.ts";
 
 // A TCP proxy whose answers (server → client) can be held back, then cut
 // with every connection: what a dropped network does to answers in flight.

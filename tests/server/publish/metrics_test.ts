@@ -1,6 +1,6 @@
 import { assert } from "../../harness/assert.ts";
 import { publisher } from "../../../client/mod.ts";
-import { post, startFixture } from "../../harness/publish_fixture.ts";
+import { post, startFixture } from "../../harness/publish_in_process.ts";
 
 Deno.test("publish metrics: rows by route, duplicates, refusals by reason, producers, ack latency", async () => {
   const f = await startFixture();

@@ -2,8 +2,8 @@
 // one contiguous, byte-identical sequence holding each row once.
 import { assertEquals } from "../../harness/assert.ts";
 import { publisher } from "../../../client/mod.ts";
-import { TestSub } from "../../harness/sub.ts";
-import { endOffset, readAll, startPublishServer } from "../../harness/publish_server.ts";
+import { TestSub } from "../../harness/subscriber.ts";
+import { endOffset, readAll, startPublishServer } from "../../harness/publish_child.ts";
 import { until } from "../../harness/util.ts";
 
 Deno.test("publish: HTTP, WebSocket and stdin into one stream at once: one contiguous, byte-identical sequence", async () => {

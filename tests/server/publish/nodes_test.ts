@@ -11,7 +11,7 @@ import {
   type PublishServer,
   readAll,
   startPublishServer,
-} from "../../harness/publish_server.ts";
+} from "../../harness/publish_child.ts";
 
 /** An HTTP server on a free port answering every request with `answer`. */
 function front(answer: (req: Request, url: URL) => Response): Deno.HttpServer<Deno.NetAddr> {

@@ -3,7 +3,7 @@
 // --max-producers counts per holder, so one holder flooding ids forgets only
 // its own. Through a real `serve` process, across a restart.
 import { assertEquals } from "../../harness/assert.ts";
-import { startPublishServer } from "../../harness/publish_server.ts";
+import { startPublishServer } from "../../harness/publish_child.ts";
 import { RawPub } from "./_raw_pub.ts";
 
 const ALICE = "alice-token-0123456789";

@@ -5,7 +5,7 @@ import { rmrf, tempDir } from "../../harness/util.ts";
 import { startS3, stopS3 } from "../../harness/s3.ts";
 import { Stream } from "../../../mod.ts";
 import { commitPublish } from "../../../server/publish/commit.ts";
-import { SCHEMA } from "../../harness/publish_fixture.ts";
+import { SCHEMA } from "../../harness/publish_in_process.ts";
 
 const rows = (seq: number) => [{ sym: `r${seq}`, px: seq }];
 

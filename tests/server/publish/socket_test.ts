@@ -1,8 +1,8 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { until } from "../../harness/util.ts";
 import { publisher, PublishError } from "../../../client/mod.ts";
-import { TestSub } from "../../harness/sub.ts";
-import { startFixture } from "../../harness/publish_fixture.ts";
+import { TestSub } from "../../harness/subscriber.ts";
+import { startFixture } from "../../harness/publish_in_process.ts";
 import { RawPub } from "./_raw_pub.ts";
 
 const r = (px: number) => ({ sym: "A", px });

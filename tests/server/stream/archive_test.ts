@@ -2,7 +2,7 @@ import { assert, assertEquals, assertRejects } from "../../harness/assert.ts";
 import { FENCE, serve, Stream } from "../../../mod.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
 import { startS3, stopS3 } from "../../harness/s3.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

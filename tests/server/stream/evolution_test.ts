@@ -8,7 +8,7 @@ import { readSchemaHistory } from "../../../log/schema_history.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
 import { startS3, stopS3 } from "../../harness/s3.ts";
 import { duck } from "../../harness/duckdb.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const V1 = {
   type: "object",

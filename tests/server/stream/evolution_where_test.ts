@@ -6,7 +6,7 @@ import { assertEquals } from "../../harness/assert.ts";
 import { serve, Stream, type StreamOptions } from "../../../mod.ts";
 import { connect } from "../../../client/mod.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const V1 = {
   type: "object",

@@ -3,7 +3,7 @@
 import { assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

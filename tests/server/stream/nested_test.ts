@@ -7,7 +7,7 @@ import { connect } from "../../../client/mod.ts";
 import { S3ChunkSource } from "../../../client/s3.ts";
 import { rmrf, rng, tempDir } from "../../harness/util.ts";
 import { startS3, stopS3 } from "../../harness/s3.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { BOOK, bookLine, stored } from "../../harness/book.ts";
 
 Deno.test("nested rows round-trip byte-exact through live, replay, chunks, the archive and catch-up", async () => {

@@ -7,7 +7,7 @@ import { serve, Stream } from "../../../mod.ts";
 import { join } from "node:path";
 import { timesPath } from "../../../log/chunk_times.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 const SCHEMA = {
   type: "object",

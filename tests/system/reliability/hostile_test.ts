@@ -19,7 +19,7 @@ import {
   workspace,
 } from "../../harness/soak/workload.ts";
 import { concat, frame, RawConn } from "../../harness/soak/raw_frames.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 
 import { FRESH_SEED, REPLAY, seedBanner } from "../../harness/seeds.ts";
 

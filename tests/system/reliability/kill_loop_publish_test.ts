@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { freePort, rmrf, rng, tempDir, until, untilProgressing } from "../../harness/util.ts";
 import { type ServeProc, startServe, withTimeout } from "../../harness/serve.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import {
   connect,
   type Published,

@@ -13,7 +13,7 @@
 // Seeded: STREAMCAST_KILL_SEED (the seed is in every failure message).
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { rng, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import type { ServeProc } from "../../harness/serve.ts";
 import {
   lineMsg,

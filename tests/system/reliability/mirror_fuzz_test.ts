@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../../harness/serve.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { SCHEMA } from "../../harness/mirror_tree.ts";
 import { compress, mergeChunkFiles, sha256Hex } from "../../../log/chunk.ts";
 import {

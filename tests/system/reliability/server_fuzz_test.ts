@@ -23,7 +23,7 @@
 // | request target with a space or control byte    | HTTP 400 (hyper)                  |
 // | URL over 8192 bytes                            | HTTP 414 (streamcast); ≳64 KiB: 400 (hyper) |
 import { assert, assertEquals } from "../../harness/assert.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { isStreamName } from "../../../wire/stream_name.ts";
 import {
   closePayload,

@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { type ChunkEntry, MANIFEST_FILE } from "../../../log/chunk.ts";
 import { readChunkTimes } from "../../../log/chunk_times.ts";
 import { FolderReader } from "../../../log/mod.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import {
   NAME,
   rowText,

@@ -6,7 +6,7 @@ import { assert, assertEquals, assertThrows } from "../../harness/assert.ts";
 import { Logger, serve, Stream, TokenTable } from "../../../mod.ts";
 import { findToken } from "../../../server/auth.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { rawRequest, row, SCHEMA, serveCli } from "../../harness/security.ts";
 
 const ALICE = "alice-0123456789abcdef0123456789"; // trades only

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { jsonLines, rawRequest, SCHEMA, serveCli, serveCliExit } from "../../harness/security.ts";
 
 const TOKEN = "config-reader-0123456789abcdef01";

@@ -6,7 +6,7 @@ import { Logger, serve, Stream } from "../../../mod.ts";
 import { Gate } from "../../../server/fanout/replay_gate.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { rawRequest, row, SCHEMA, serveCli } from "../../harness/security.ts";
 
 async function setup(

@@ -5,7 +5,7 @@ import { assert, assertEquals, assertThrows } from "../../harness/assert.ts";
 import { Logger, serve, Stream } from "../../../mod.ts";
 import { useS3Credentials } from "../../harness/s3.ts";
 import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { jsonLines, row, SCHEMA, serveCli } from "../../harness/security.ts";
 
 async function workspace() {

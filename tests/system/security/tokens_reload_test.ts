@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
-import { TestSub } from "../../harness/sub.ts";
+import { TestSub } from "../../harness/subscriber.ts";
 import { rawRequest, row, SCHEMA, serveCli, type Served } from "../../harness/security.ts";
 
 const ALICE = "alice-0123456789abcdef0123456789"; // trades; removed by the reload

@@ -2,8 +2,8 @@
 // the same port and root (for the kill tests), and a reader of the whole log.
 import { freePort, tempDir } from "./util.ts";
 import { type ServeProc, startServe } from "./serve.ts";
-import { TestSub } from "./sub.ts";
-import { SCHEMA } from "./publish_fixture.ts";
+import { TestSub } from "./subscriber.ts";
+import { SCHEMA } from "./publish_in_process.ts";
 
 export interface PublishServer {
   root: string;
