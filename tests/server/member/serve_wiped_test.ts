@@ -5,9 +5,9 @@
 // the stream; while no such node runs, publishes are refused (503) rather
 // than given an offset that was acknowledged before.
 import { join } from "node:path";
-import { assert, assertEquals } from "../harness/assert.ts";
-import { startEtcd } from "../harness/etcd.ts";
-import { rmrf, tempDir, until } from "../harness/util.ts";
+import { assert, assertEquals } from "../../harness/assert.ts";
+import { startEtcd } from "../../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
 import {
   converged,
   leaderOf,
@@ -17,7 +17,7 @@ import {
   SCHEMA,
   ServeNode,
   type ServeNodeOptions,
-} from "../harness/serve_nodes.ts";
+} from "../../harness/serve_nodes.ts";
 
 // Nodes `names` of one cluster, made (not started); every one is killed on dispose.
 async function makeNodes(

@@ -4,10 +4,10 @@
 // commit at R (a paused follower holds a publish until it is back; with too
 // few nodes, 503 not_enough_replicas), the node refusals at start (another
 // schema; --stdin), and the upstream connected by the leader alone.
-import { assert, assertEquals } from "../harness/assert.ts";
-import { startEtcd } from "../harness/etcd.ts";
-import { rmrf, tempDir, until } from "../harness/util.ts";
-import { runServe } from "../harness/serve.ts";
+import { assert, assertEquals } from "../../harness/assert.ts";
+import { startEtcd } from "../../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
+import { runServe } from "../../harness/serve.ts";
 import {
   converged,
   leaderOf,
@@ -16,7 +16,7 @@ import {
   rowsShown,
   SCHEMA,
   startServeNodes,
-} from "../harness/serve_nodes.ts";
+} from "../../harness/serve_nodes.ts";
 
 Deno.test("serve --cluster: one leader; a follower answers a publish with 307 to it, before an upgrade too; /head and metrics say so", async () => {
   const root = await tempDir();

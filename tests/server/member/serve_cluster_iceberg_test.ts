@@ -6,14 +6,19 @@
 // and by icebird, holds offsets 1..N each once with the final log's rows, the
 // leader's /head shows it, and `verify` passes on every node's folder. And
 // `--iceberg` with `--cluster` but no `--archive` is refused, saying why.
-import { assert, assertEquals } from "../harness/assert.ts";
-import { startEtcd } from "../harness/etcd.ts";
-import { startS3, stopS3 } from "../harness/s3.ts";
-import { rmrf, tempDir, until } from "../harness/util.ts";
-import { CLI, runServe } from "../harness/serve.ts";
-import { s3Files } from "../harness/read_table.ts";
-import { HttpProducer } from "../harness/jepsen/cluster_clients.ts";
-import { checkTable, tableFlags, tableLast, tableRows } from "../harness/jepsen/cluster_table.ts";
+import { assert, assertEquals } from "../../harness/assert.ts";
+import { startEtcd } from "../../harness/etcd.ts";
+import { startS3, stopS3 } from "../../harness/s3.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
+import { CLI, runServe } from "../../harness/serve.ts";
+import { s3Files } from "../../harness/read_table.ts";
+import { HttpProducer } from "../../harness/jepsen/cluster_clients.ts";
+import {
+  checkTable,
+  tableFlags,
+  tableLast,
+  tableRows,
+} from "../../harness/jepsen/cluster_table.ts";
 import {
   converged,
   leaderOf,
@@ -21,7 +26,7 @@ import {
   SCHEMA,
   type ServeNode,
   startServeNodes,
-} from "../harness/serve_nodes.ts";
+} from "../../harness/serve_nodes.ts";
 
 // /head's iceberg object of node `n` (null on a follower; undefined: no answer).
 async function icebergHead(n: ServeNode): Promise<Record<string, unknown> | null | undefined> {

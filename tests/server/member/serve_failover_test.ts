@@ -5,15 +5,15 @@
 // etcd SIGKILLed and restarted. What must hold: every acknowledged row once
 // at its offset, resends answered as duplicates with the original offsets,
 // no subscriber sees a gap or a row twice, the nodes converge.
-import { assert, assertEquals } from "../harness/assert.ts";
-import { startEtcd } from "../harness/etcd.ts";
-import { rmrf, tempDir, until } from "../harness/util.ts";
+import { assert, assertEquals } from "../../harness/assert.ts";
+import { startEtcd } from "../../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
 import {
   type Ack,
   HttpProducer,
   MovingSub,
   WsProducer,
-} from "../harness/jepsen/cluster_clients.ts";
+} from "../../harness/jepsen/cluster_clients.ts";
 import {
   converged,
   leaderOf,
@@ -22,7 +22,7 @@ import {
   rowsShown,
   type ServeNode,
   startServeNodes,
-} from "../harness/serve_nodes.ts";
+} from "../../harness/serve_nodes.ts";
 
 // Every acknowledged seq's rows are at its offsets, in the final log.
 function checkAcks(
