@@ -23,7 +23,7 @@ import type { Stream } from "../stream/stream.ts";
 import type { Subscriber } from "../fanout/subscriber.ts";
 import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { zstdStreamAvailable } from "../frames/zstd_stream.ts";
-import type { HttpContext } from "./context.ts";
+import { type HttpContext, roleOf } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { decideSinceStart, decideStart, mirrorLag, type StartDecision } from "./subscribe_start.ts";
 import { acceptSocket, refuseSocket } from "./upgrade.ts";
@@ -183,7 +183,7 @@ class SubscribeSession {
     let dictionary: FrameDictionary | null = null;
     if (q.compress === "zstd-dict") {
       try {
-        dictionary = await stream.dictionary();
+        dictionary = await stream.dictionary(logger);
       } catch (err) {
         logger.warn("dictionary_failed", { ...this.#who, error: String(err) });
       }
@@ -202,7 +202,9 @@ class SubscribeSession {
       return;
     }
     if (!this.#isOpen) return;
-    const lag = await mirrorLag(stream, q, d);
+    const role = roleOf(this.#ctx, stream.name);
+    const mirror = role.kind === "mirror" ? role.mirror : null;
+    const lag = await mirrorLag(mirror, q, d);
     d = lag.d;
     if (!this.#isOpen) return;
     if (!d.ok) {
@@ -231,13 +233,20 @@ class SubscribeSession {
     if (encoder) socket.send(encoder.schemaMessage());
     if (lag.wait) {
       // A mirror behind the offset asked for: the rows come as they arrive.
-      const reached = await stream._mirror!.reached(from!, this.#waiting.signal);
+      const reached = await mirror!.reached(from!, this.#waiting.signal);
       if (!reached || !this.#isOpen) {
         if (this.#isOpen) socket.close(CloseCode.GoingAway, "");
         return;
       }
     }
-    this.#sub = stream._subscribe(socket, from ?? 0, q.frames, this.#filter, compress);
+    this.#sub = stream._subscribe(
+      socket,
+      from ?? 0,
+      q.frames,
+      this.#filter,
+      compress,
+      this.#ctx.serving,
+    );
     logger.info("subscribe", {
       ...this.#who,
       offset: q.offset,

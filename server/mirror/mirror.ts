@@ -29,7 +29,8 @@ import type { ChunkDigestError } from "../../log/adoption.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { readSchemaHistory } from "../../log/schema_history.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
-import { Stream, type StreamMirror } from "../stream/stream.ts";
+import { Stream } from "../stream/stream.ts";
+import type { StreamMirror } from "../role.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { archiveSource, type HistorySource, httpSource, syncHistory } from "./_fetch_history.ts";
 import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
@@ -160,7 +161,7 @@ interface Waiter {
  * import { equal } from "node:assert/strict";
  * const { stream, mirror } = await openMirror("trades", "ws://primary:8765/trades", { root });
  * mirror.start();
- * equal(stream.head().state, "catching_up");
+ * equal(mirror.head().state, "catching_up");
  * await mirror.close();
  * ```
  */
@@ -245,7 +246,6 @@ export class Mirror implements StreamMirror {
         this.#m.state.set(s === this.#state ? 1 : 0, { stream: stream.name, state: s });
       }
     });
-    stream._mirroredBy(this);
   }
 
   /** The state now. */

@@ -37,9 +37,11 @@ import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { IcebergTable } from "../../iceberg/table_link.ts";
 import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { StreamFrames } from "../frames/stream_frames.ts";
-import { Fanout, type Serving, UNSERVED } from "../fanout/fanout.ts";
+import { Fanout } from "../fanout/fanout.ts";
+import { type Serving, UNSERVED } from "../fanout/serving.ts";
 import type { Subscriber, SubscriberState } from "../fanout/subscriber.ts";
 import type { Registry } from "../metrics.ts";
+import type { Logger } from "../../common/logger.ts";
 import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { keepSchema } from "./kept_schema.ts";
@@ -60,55 +62,6 @@ export type { StreamStats } from "./stream_metrics.ts";
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
-
-/**
- * What a mirror (`server/mirror/`, a `--follow` read replica) lends the
- * stream it replicates: the `/head` fields it adds, and the primary's end
- * asked afresh (the lag rule of a subscribe past the mirror's end).
- */
-export interface StreamMirror {
-  /** `follows` (the primary's URL, no token), `lag_rows`, `state`. */
-  head(): Record<string, unknown>;
-  /** The primary's end offset now, or null when it cannot be asked. */
-  primaryEnd(): Promise<number | null>;
-  /** Resolves true once the replica's end passes `offset`, false if `signal` aborts first. */
-  reached(offset: number, signal: AbortSignal): Promise<boolean>;
-}
-
-/**
- * Why a cluster node does not take a publish now: another node leads (send
- * the publisher to `leader`), none is known (`detail` says why this node
- * does not lead, when it may not), or fewer than R nodes are in sync.
- */
-export type ClusterRefusal =
-  | { error: "not_leader"; leader: string }
-  | { error: "no_leader"; leader: null; detail?: string }
-  | { error: "not_enough_replicas"; leader: null };
-
-/**
- * What a cluster member (`server/member/`) lends the stream it runs: the
- * `/head` fields it adds, whether it takes a publish now, the followers'
- * replication sockets, and its stop (before the log closes).
- */
-export interface StreamCluster {
-  /** `cluster`: the node's view (role, leader, term, in-sync set, commit index). */
-  head(): Record<string, unknown>;
-  /** Null when this node may take a publish now, else why not. */
-  publishable(): ClusterRefusal | null;
-  /** Takes a follower's replication socket (the follower's node name). */
-  accept(socket: WebSocket, node: string): void;
-  /**
-   * Why a follower claiming to be cluster member `node`, showing its
-   * registration's `instance`, may not replicate; null when it may.
-   */
-  admit(node: string, instance: string | null): Promise<string | null>;
-  /** The cluster's token a follower must show to replicate (null: none). */
-  readonly token: string | null;
-  /** How long a replication link may be silent before the leader closes it, ms. */
-  readonly replicaLagMs: number;
-  /** Stops the node: resigns a leadership, stops following. */
-  close(): Promise<void>;
-}
 
 /**
  * How a network publish ended at the stream: refused before anything was
@@ -178,8 +131,6 @@ export class Stream {
   readonly #frames: StreamFrames;
   readonly #fanout: Fanout;
   readonly #appender: Appender;
-  #mirror: StreamMirror | null = null;
-  #cluster: StreamCluster | null = null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
 
@@ -206,13 +157,7 @@ export class Stream {
       log?.maxPayloadBytes ?? Infinity,
       metrics.rowsRejected,
     );
-    this.#frames = new StreamFrames(
-      name,
-      this.schema,
-      log,
-      metrics.zstd,
-      () => this.#fanout.serving.logger,
-    );
+    this.#frames = new StreamFrames(name, this.schema, log, metrics.zstd);
     this.#fanout = new Fanout({
       name,
       log,
@@ -318,40 +263,6 @@ export class Stream {
     return { stream: await Stream.#withSchema(name, settings, compiled, log), report };
   }
 
-  /**
-   * @internal Lends the stream what the server that serves it has (see
-   * `Serving`); `null` gives them back (no gate, a logger at level "warn" on
-   * stderr, one send buffer per process).
-   */
-  _attach(serving: Serving | null): void {
-    this.#fanout.serving = serving ?? UNSERVED;
-  }
-
-  /** @internal The mirror replicating this stream (null: it takes rows from `send`). */
-  get _mirror(): StreamMirror | null {
-    return this.#mirror;
-  }
-
-  /** @internal Makes the stream `mirror`'s replica, once: from then on it takes no rows but the mirror's. */
-  _mirroredBy(mirror: StreamMirror): void {
-    if (this.#mirror !== null) throw new TypeError(`stream "${this.name}" has a mirror already`);
-    this.#mirror = mirror;
-  }
-
-  /** @internal The cluster node running this stream (null: none). */
-  get _cluster(): StreamCluster | null {
-    return this.#cluster;
-  }
-
-  /** @internal Makes the stream `cluster`'s, once: it takes rows only while that node leads. */
-  _clusteredBy(cluster: StreamCluster): void {
-    if (this.#cluster !== null) throw new TypeError(`stream "${this.name}" has a cluster already`);
-    if (this.log?.replication == null) {
-      throw new TypeError(`stream "${this.name}": a cluster needs a replicated log`);
-    }
-    this.#cluster = cluster;
-  }
-
   /** @internal The stream's Iceberg table (null: none, or kept by a cluster's leader). */
   get _iceberg(): IcebergTable | null {
     return this.#iceberg;
@@ -404,10 +315,11 @@ export class Stream {
 
   /**
    * What `GET /{name}/head` serves (see `views.ts`); `publish`: whether the
-   * serving server takes rows for it over the publish routes.
+   * serving server takes rows for it over the publish routes; `role`: the
+   * fields the role it is served in adds (`../role.ts`).
    */
-  head(publish = false): StreamHead {
-    return headOf(this, publish);
+  head(publish = false, role: Record<string, unknown> = {}): StreamHead {
+    return headOf(this, publish, role);
   }
 
   /**
@@ -418,10 +330,10 @@ export class Stream {
     return greetingOf(this, from, frames, where);
   }
 
-  // The one check before any row is taken: the stream is open and not a replica.
+  // The one check before any row is taken: the stream is open and not a mirror's replica.
   #takingRows(): void {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    if (this.#mirror) {
+    if (this.log?.replica) {
       throw new TypeError(`stream "${this.name}" is a mirror's: it takes no rows`);
     }
   }
@@ -539,9 +451,12 @@ export class Stream {
     return this.#appender.appendCommit(commit);
   }
 
-  /** compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`). */
-  dictionary(): Promise<FrameDictionary | null> {
-    return this.#frames.dictionary();
+  /**
+   * compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`);
+   * `logger` takes the warning when libzstd is missing.
+   */
+  dictionary(logger: Logger = UNSERVED.logger): Promise<FrameDictionary | null> {
+    return this.#frames.dictionary(logger);
   }
 
   /** compress=zstd-dict: the dictionary with `id`, if it is this stream's. */
@@ -566,7 +481,8 @@ export class Stream {
   /**
    * @internal Starts serving a subscriber whose greeting was sent, from
    * offset `from`; with a `where=` filter, it joins the group of that
-   * filter's key.
+   * filter's key; `serving`: what the server starting it gives it (its
+   * replay gate, logger, send buffer).
    */
   _subscribe(
     socket: WebSocket,
@@ -574,8 +490,9 @@ export class Stream {
     frames: FrameMode,
     filter: Filter | null = null,
     compress: Compression | null = null,
+    serving: Serving = UNSERVED,
   ): Subscriber {
-    return this.#fanout.subscribe(socket, from, { frames, filter, compress });
+    return this.#fanout.subscribe(socket, from, { frames, filter, compress, serving });
   }
 
   /** Closes every subscriber with `code` (1001: going away). */
@@ -590,8 +507,6 @@ export class Stream {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    // A leader resigns first (another node takes over at once), and waits for nothing more.
-    await this.#cluster?.close();
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
