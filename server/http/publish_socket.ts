@@ -48,6 +48,7 @@ import { NotLeaderError } from "../../log/mod.ts";
 import { producerKey } from "../../log/producers.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
+import { wireAnswer } from "../publish/answer.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { acceptSocket, refuseSocket, type SocketSession } from "./upgrade.ts";
@@ -332,28 +333,21 @@ class PublishSession implements SocketSession {
     const tag = this.#key !== null ? { producer: this.#key, seq: f.seq } : null;
     void commitPublish(stream, f.rows, tag).then((out) => {
       budget.release(bytes); // committed or refused: what it held is freed
-      if (out.kind === "invalid") {
-        m.refused(stream.name, "invalid_row");
-        entry.answer = { seq: f.seq, error: "invalid_row", index: out.index, detail: out.detail };
-      } else if (out.kind === "ack") {
+      const { answer, refusal } = wireAnswer(out, f.seq);
+      entry.answer = answer ?? "unanswered";
+      if (out.kind === "ack") {
         if (out.duplicate) m.duplicate(stream.name);
         else m.published(stream.name, "websocket", out.last - out.first + 1);
-        entry.answer = out.duplicate
-          ? { seq: f.seq, first: out.first, last: out.last, duplicate: true }
-          : { seq: f.seq, first: out.first, last: out.last };
       } else if (out.kind === "not_leader") {
         // Not acknowledged: the publisher sends it again to the leader. The
         // flush below closes the socket once this was the last one waiting
         // (only the first refusal starts the closing, which flushes too).
-        entry.answer = "unanswered";
         this.#close(CloseCode.TryAgainLater, "no_leader", out.detail);
-      } else if (out.kind === "stale") {
-        m.refused(stream.name, "stale_seq");
-        entry.answer = { seq: f.seq, error: "stale_seq", last_seq: out.lastSeq };
       } else {
-        m.refused(stream.name, "write_failed");
-        this.#ctx.logger.error("publish_failed", { ...this.#who, error: out.detail });
-        entry.answer = { seq: f.seq, error: "write_failed", detail: out.detail };
+        m.refused(stream.name, refusal!);
+        if (out.kind === "failed") {
+          this.#ctx.logger.error("publish_failed", { ...this.#who, error: out.detail });
+        }
       }
       this.#flush();
     });

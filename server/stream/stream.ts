@@ -46,7 +46,7 @@ import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { keepSchema } from "./kept_schema.ts";
 import { RowEncoder, type RowRefusal } from "./row_encoder.ts";
-import { RowError } from "./row_error.ts";
+import { RowError, RowsRefusedError } from "./row_error.ts";
 import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 import {
   archiveLogOptions,
@@ -62,13 +62,6 @@ export type { StreamStats } from "./stream_metrics.ts";
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
-
-/**
- * How a network publish ended at the stream: refused before anything was
- * stored (`invalid`: the 0-based `index` of the first row refused, and why),
- * or what the log did with it (`Log.publish`).
- */
-export type PublishAttempt = PublishResult | { status: "invalid"; index: number; detail: string };
 
 /** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
@@ -416,20 +409,17 @@ export class Stream {
 
   /**
    * @internal Stores rows a network publisher sent (`server/publish/`), in
-   * one commit, as `tag`'s sequence (see `Log.publish`), once each row took
-   * the row path: the first row refused refuses them all. Stored rows fan
+   * one commit, as `tag`'s sequence, once each row took the row path; what
+   * the log did with them (see `Log.publish`). The first row refused
+   * refuses them all: throws {@linkcode RowsRefusedError}. Stored rows fan
    * out like any commit. Durable streams only.
    */
-  _publish(rows: readonly unknown[], tag: ProducerTag | null): PublishAttempt {
+  _publish(rows: readonly unknown[], tag: ProducerTag | null): PublishResult {
     this.#takingRows();
     const jsons = this.#rows.encodeAll(rows);
     if (!Array.isArray(jsons)) {
       const r = jsons.refusal;
-      return {
-        status: "invalid",
-        index: jsons.index,
-        detail: r instanceof RowError ? r.detail : r.message,
-      };
+      throw new RowsRefusedError(jsons.index, r instanceof RowError ? r.detail : r.message);
     }
     return this.#appender.publish(jsons, tag);
   }
