@@ -28,6 +28,7 @@ import { FilterGroups } from "./filter_groups.ts";
 import { parseRows } from "./filtered_frames.ts";
 import type { ReplayReader } from "./replay_gate.ts";
 import { type Serving, UNSERVED } from "./serving.ts";
+import type { SessionSocket } from "../socket.ts";
 import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
 import { ZstdStreamGroup, type ZstdStreamSettings } from "./zstd_stream_group.ts";
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
@@ -102,7 +103,7 @@ export interface SubscribeOptions {
  * const socket = {
  *   readyState: WebSocket.OPEN, bufferedAmount: 0, close() {},
  *   send: (text: string) => void sent.push(text),
- * } as unknown as WebSocket;
+ * };
  * fanout.subscribe(socket, 0, { frames: "batch", filter: null, compress: null });
  * equal(fanout.live, true);
  * fanout.send(['{"v":1}', '{"v":2}'], null);
@@ -173,7 +174,7 @@ export class Fanout implements SubscriberHost {
    * `from`; with a `where=` filter, it joins the group of that filter's key
    * (sharing the group's compiled instance).
    */
-  subscribe(socket: WebSocket, from: number, options: SubscribeOptions): Subscriber {
+  subscribe(socket: SessionSocket, from: number, options: SubscribeOptions): Subscriber {
     const filter = options.filter === null ? null : this.#groups.add(options.filter);
     const serving = options.serving ?? UNSERVED;
     this.#frameBytes = serving.compressFrameBytes ?? COMPRESS_FRAME_BYTES.default;

@@ -38,6 +38,7 @@ import type { SendBudget } from "./send_budget.ts";
 import type { Gate } from "./replay_gate.ts";
 import type { Logger } from "../../common/logger.ts";
 import { UNSERVED } from "./serving.ts";
+import { CONNECTING, OPEN, type SessionSocket } from "../socket.ts";
 import type { StreamMember, ZstdStreamGroup } from "./zstd_stream_group.ts";
 
 /** What a subscriber needs from its stream: its log's reads and end, its live set, its counters. */
@@ -109,7 +110,7 @@ export function _subscriberCounts(): { open: number; polled: number } {
 /** One subscription on one socket. */
 export class Subscriber implements CatchingUp, StreamMember {
   /** The socket. */
-  readonly socket: WebSocket;
+  readonly socket: SessionSocket;
   /** Frame mode. */
   readonly frames: FrameMode;
   /** The `where=` filter, or null. */
@@ -140,7 +141,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   #lastProgress = Date.now();
 
   /** A subscriber on `socket` whose first row is `next`. */
-  constructor(socket: WebSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
+  constructor(socket: SessionSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
     this.socket = socket;
     this.#host = host;
     this.next = next;
@@ -453,7 +454,7 @@ export class Subscriber implements CatchingUp, StreamMember {
     }
     try {
       if (
-        this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING
+        this.socket.readyState === OPEN || this.socket.readyState === CONNECTING
       ) {
         this.socket.close(code, reason);
       }

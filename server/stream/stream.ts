@@ -41,6 +41,7 @@ import { Fanout } from "../fanout/fanout.ts";
 import { type Serving, UNSERVED } from "../fanout/serving.ts";
 import type { Subscriber, SubscriberState } from "../fanout/subscriber.ts";
 import type { Registry } from "../metrics.ts";
+import type { SessionSocket } from "../socket.ts";
 import type { Logger } from "../../common/logger.ts";
 import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
@@ -475,7 +476,7 @@ export class Stream {
    * replay gate, logger, send buffer).
    */
   _subscribe(
-    socket: WebSocket,
+    socket: SessionSocket,
     from: number,
     frames: FrameMode,
     filter: Filter | null = null,
