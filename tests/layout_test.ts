@@ -3,7 +3,8 @@
 // folders it may (and inside server/, each step of the data path only the
 // steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file); the package's entry points are
-// folders' mod.ts files.
+// folders' mod.ts files; no source file reaches another folder's
+// `_`-prefixed member.
 import { assert } from "./_assert.ts";
 import { REPO } from "./e2e/_demo.ts";
 
@@ -167,6 +168,39 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     }
   }
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
+});
+
+// A `_`-prefixed member declared in a class or interface body: `_name(`, `get _name()`, `_name:` …
+const UNDERSCORE_MEMBER =
+  /^\s+(?:(?:readonly|static|async|get|set|private|protected|public|override)\s+)*(_[A-Za-z]\w*)\s*[(<:=?!;]/gm;
+
+function folderOf(path: string): string {
+  return path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+}
+
+Deno.test("layout: no source file reaches another folder's `_`-prefixed member", async () => {
+  const files = await sources();
+  const code = [...files].filter(([path]) => !/^(tests|bench)\//.test(path));
+  // Where each `_` member is declared: the folders of the files declaring it.
+  const declared = new Map<string, Set<string>>();
+  for (const [path, text] of code) {
+    for (const m of text.matchAll(UNDERSCORE_MEMBER)) {
+      const folders = declared.get(m[1]) ?? new Set<string>();
+      folders.add(folderOf(path));
+      declared.set(m[1], folders);
+    }
+  }
+  const wrong: string[] = [];
+  for (const [path, text] of code) {
+    const body = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+    for (const m of body.matchAll(/\.(_[A-Za-z]\w*)\b/g)) {
+      const folders = declared.get(m[1]);
+      if (folders && !folders.has(folderOf(path))) {
+        wrong.push(`${path} reaches ${m[1]} (declared in ${[...folders].join(", ")})`);
+      }
+    }
+  }
+  assert(wrong.length === 0, `reaches into another part:\n${[...new Set(wrong)].join("\n")}`);
 });
 
 // client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.

@@ -48,6 +48,17 @@ export interface SubscribeSessionContext {
   readonly mirror: StreamMirror | null;
   /** Counts a subscribe refused as a protocol error (4400). */
   protocolRefused(): void;
+  /** Counts a subscribe of the stream refused for `why` (a close reason's `why`, or a limit). */
+  subscribeRefused(why: string): void;
+  /** Starts the stream's subscriber on `socket` from `from` (its greeting sent). */
+  subscribe(
+    socket: SessionSocket,
+    from: number,
+    frames: FrameMode,
+    filter: Filter | null,
+    compress: Compression | null,
+    serving: Serving,
+  ): Subscriber;
 }
 
 /** What a subscribe session needs of its stream (a `Stream`). */
@@ -70,17 +81,6 @@ export interface SubscribeTarget {
   dictionary(logger: Logger): Promise<FrameDictionary | null>;
   /** The greeting of a subscription from `from`. */
   greeting(from: number | null, frames: FrameMode, where: Where | null): Greeting;
-  /** Counts a subscribe refused for `why`. */
-  _subscribeRefused(why: string): void;
-  /** Starts a subscriber on `socket` from `from`. */
-  _subscribe(
-    socket: SessionSocket,
-    from: number,
-    frames: FrameMode,
-    filter: Filter | null,
-    compress: Compression | null,
-    serving: Serving,
-  ): Subscriber;
 }
 
 /**
@@ -148,7 +148,7 @@ export class SubscribeSession implements SocketSession {
 
   // Closes with `code` and a reason refusing the subscribe, logged and counted as `why`.
   #refuse(code: number, reason: CloseReason, why: string | null, warn = false): void {
-    if (why !== null) this.#stream._subscribeRefused(why);
+    if (why !== null) this.#ctx.subscribeRefused(why);
     const fields = { ...this.#who, code, ...reason };
     if (warn) this.#ctx.logger.warn("refused", fields);
     else this.#ctx.logger.info("refused", fields);
@@ -237,7 +237,7 @@ export class SubscribeSession implements SocketSession {
         return;
       }
     }
-    this.#sub = stream._subscribe(
+    this.#sub = this.#ctx.subscribe(
       socket,
       from ?? 0,
       q.frames,

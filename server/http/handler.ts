@@ -23,7 +23,7 @@ import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import { OptionCheck } from "../option_check.ts";
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
-import type { Stream } from "../stream/stream.ts";
+import { type Stream, streamInside } from "../stream/stream.ts";
 import { Gate } from "../fanout/replay_gate.ts";
 import { SendBudget } from "../fanout/send_budget.ts";
 import type { Serving } from "../fanout/serving.ts";
@@ -95,7 +95,7 @@ export class HttpHandler {
       .int("compressFrameBytes", min, max, fallback);
     this.serving = { gate, logger: settings.logger, sendBudget, compressFrameBytes };
     this.metrics = new ServerMetrics(registry, gate, sendBudget);
-    this.#excludes = [...streams.values()].map((s) => registry.include(s._metrics));
+    this.#excludes = [...streams.values()].map((s) => registry.include(streamInside(s).metrics));
     const sockets = new Set<WebSocket>();
     const metrics = this.metrics;
     const publishBudget = new PublishBudget(settings.maxPublishServerBytes);

@@ -17,6 +17,7 @@ import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
 import { compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { SubscribeSession, type SubscribeSessionContext } from "../fanout/subscribe_session.ts";
+import { type Stream, streamInside } from "../stream/stream.ts";
 import { type HttpContext, roleOf } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { acceptSocket, refuseSocket } from "./upgrade.ts";
@@ -60,7 +61,7 @@ export function subscribeRoute(ctx: HttpContext, r: RouteRequest): Response {
     ctx,
     req,
     (socket) =>
-      new SubscribeSession(sessionContext(ctx, name), socket, stream, q.value, filter, who),
+      new SubscribeSession(sessionContext(ctx, stream), socket, stream, q.value, filter, who),
   );
 }
 
@@ -88,13 +89,16 @@ export function refuseSubscribePath(
   return refuseSocket(ctx, req, CloseCode.Protocol, reason, { remote });
 }
 
-// What the subscribe session of stream `name` is given of the server's context.
-function sessionContext(ctx: HttpContext, name: string): SubscribeSessionContext {
-  const role = roleOf(ctx, name);
+// What the subscribe session of `stream` is given of the server's context and of the stream.
+function sessionContext(ctx: HttpContext, stream: Stream): SubscribeSessionContext {
+  const role = roleOf(ctx, stream.name);
+  const inside = streamInside(stream);
   return {
     logger: ctx.logger,
     serving: ctx.serving,
     mirror: role.kind === "mirror" ? role.mirror : null,
     protocolRefused: () => ctx.metrics.protocolRefusal(CloseCode.Protocol),
+    subscribeRefused: (why) => inside.subscribeRefused(why),
+    subscribe: (...args) => inside.subscribe(...args),
   };
 }

@@ -13,7 +13,7 @@
  * copy than the recorded one is joining, and campaigns only once caught up
  * from a leader (then its copy is recorded); the node is made — a
  * follower's commits reach the stream's fan-out through
- * `Stream._appendCommit` — with the member role the stream is served in
+ * the stream's `appendCommit` (`streamInside`) — with the member role the stream is served in
  * (`../role.ts`): the publish routes ask it first, the replicate route
  * hands it the sockets, `/head` shows its view, and its close (before the
  * stream's) stops the node. The caller starts the node once the server
@@ -38,7 +38,7 @@ import {
   streamIdRefusal,
 } from "../../cluster/stream_identity.ts";
 import { readMeta } from "../../log/log_meta.ts";
-import { Stream } from "../stream/stream.ts";
+import { Stream, streamInside } from "../stream/stream.ts";
 import type { StreamMember } from "../role.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { ClusterMetrics } from "./cluster_metrics.ts";
@@ -155,6 +155,7 @@ export async function openClustered(
   if (standing.joining) {
     m.logger.warn("cluster_joining", { stream: name, node: m.node, why: standing.why });
   }
+  const inside = streamInside(stream);
   const node = new ClusterNode(m.etcd, log, {
     stream: name,
     node: m.node,
@@ -166,13 +167,13 @@ export async function openClustered(
     prefix: m.prefix,
     token: m.token ?? undefined,
     instance: m.instance,
-    append: (commit) => stream._appendCommit(commit),
+    append: (commit) => inside.appendCommit(commit),
     // A copy that may lack committed rows: no campaign before it is caught up.
     joining: standing.joining,
     joined: () => recordCopy(m.etcd, name, m.node, createdUs, prefix),
     logger: m.logger,
   });
-  const metrics = new ClusterMetrics(name, stream._metrics, node, log.replication!);
+  const metrics = new ClusterMetrics(name, inside.metrics, node, log.replication!);
   const table = tableOptions === null ? null : LeaderTable.start(node, log, {
     stream: name,
     archive: options.archive!,

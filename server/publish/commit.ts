@@ -16,7 +16,7 @@
 
 import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
 import { producerId } from "../../log/producers.ts";
-import type { Stream } from "../stream/stream.ts";
+import { type Stream, streamInside } from "../stream/stream.ts";
 import { RowsRefusedError } from "../stream/row_error.ts";
 
 /**
@@ -60,7 +60,7 @@ export async function commitPublish(
   tag: ProducerTag | null,
 ): Promise<PublishOutcome> {
   try {
-    const r = stream._publish(rows, tag);
+    const r = streamInside(stream).publish(rows, tag);
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
     if (r.status === "blocked") {
       // The producer commits without holes (log/producers.ts).

@@ -13,7 +13,11 @@
  * A stream is made by {@linkcode Stream.open} (durable with `root`),
  * {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}; its options are
  * in `stream_options.ts`, its metrics in `stream_metrics.ts`, its greeting
- * and head in `views.ts`.
+ * and head in `views.ts`. What the server's parts do with it beyond its
+ * public API (a network publish, a mirror's and a cluster follower's
+ * writes, a subscriber's start, its series) goes through
+ * {@linkcode streamInside}; the role it plays where it is served is not the
+ * stream's (`../role.ts`).
  *
  * @module
  */
@@ -63,6 +67,77 @@ export type { StreamStats } from "./stream_metrics.ts";
 
 /** The schema file kept in a stream's log folder. */
 export const SCHEMA_FILE: string = HISTORY_FILE;
+
+/**
+ * What the server's parts do with a stream beyond its public API, through
+ * {@linkcode streamInside}: a network publish (`../publish/`), a mirror's
+ * and a cluster follower's writes (`../mirror/`, `../member/`), a
+ * subscriber's start and a refused subscribe (the subscribe session), and
+ * the stream's series and Iceberg table.
+ */
+export interface StreamInside {
+  /**
+   * Stores rows a network publisher sent, in one commit, as `tag`'s
+   * sequence, once each row took the row path; what the log did with them
+   * (see `Log.publish`). The first row refused refuses them all: throws
+   * {@linkcode RowsRefusedError}. Stored rows fan out like any commit.
+   * Durable streams only.
+   */
+  publish(rows: readonly unknown[], tag: ProducerTag | null): PublishResult;
+  /**
+   * A mirror's write: the primary's rows (their JSON) at the primary's
+   * offsets, made durable, then fanned out through the normal commit path
+   * (see `Log.appendAt`).
+   */
+  appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number>;
+  /**
+   * A cluster follower's write: the leader's commit as it made it (see
+   * `Replication.appendCommit`), fanned out once the cluster commits it.
+   */
+  appendCommit(commit: ReplicaCommit): Promise<number>;
+  /**
+   * Starts serving a subscriber whose greeting was sent, from offset `from`;
+   * with a `where=` filter, it joins the group of that filter's key;
+   * `serving`: what the server starting it gives it (its replay gate,
+   * logger, send buffer).
+   */
+  subscribe(
+    socket: SessionSocket,
+    from: number,
+    frames: FrameMode,
+    filter?: Filter | null,
+    compress?: Compression | null,
+    serving?: Serving,
+  ): Subscriber;
+  /** Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
+  subscribeRefused(why: string): void;
+  /** The registry of the stream's series (the server includes it; a mirror and a member add theirs). */
+  readonly metrics: Registry;
+  /** Distinct `where=` filters with a subscriber. */
+  readonly filters: number;
+  /** The stream's Iceberg table (null: none, or kept by a cluster's leader). */
+  readonly iceberg: IcebergTable | null;
+}
+
+let insideOf: (stream: Stream) => StreamInside;
+
+/**
+ * The inside of `stream` (see {@linkcode StreamInside}): for the server's
+ * parts, not its users.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Stream, streamInside } from "./stream.ts";
+ * const s = Stream.ephemeral("t", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * equal(streamInside(s).filters, 0);
+ * ```
+ */
+export function streamInside(stream: Stream): StreamInside {
+  return insideOf(stream);
+}
 
 /** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
@@ -127,6 +202,11 @@ export class Stream {
   readonly #appender: Appender;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
+  readonly #inside: StreamInside;
+
+  static {
+    insideOf = (stream) => stream.#inside;
+  }
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
@@ -161,6 +241,37 @@ export class Stream {
       stallTimeoutMs: this.stallTimeoutMs,
     });
     this.#appender = new Appender(log, this.#fanout, metrics);
+    this.#inside = this.#makeInside();
+  }
+
+  // The stream's inside (see StreamInside), made once all of it exists.
+  #makeInside(): StreamInside {
+    const fanout = this.#fanout;
+    const metrics = this.#metrics;
+    const iceberg = () => this.#iceberg;
+    return {
+      publish: (rows, tag) => {
+        this.#takingRows();
+        const jsons = this.#rows.encodeAll(rows);
+        if (!Array.isArray(jsons)) {
+          const r = jsons.refusal;
+          throw new RowsRefusedError(jsons.index, r instanceof RowError ? r.detail : r.message);
+        }
+        return this.#appender.publish(jsons, tag);
+      },
+      appendAt: (offsets, jsons) => this.#appender.appendAt(offsets, jsons),
+      appendCommit: (commit) => this.#appender.appendCommit(commit),
+      subscribe: (socket, from, frames, filter = null, compress = null, serving = UNSERVED) =>
+        fanout.subscribe(socket, from, { frames, filter, compress, serving }),
+      subscribeRefused: (why) => metrics.refused(why),
+      metrics: metrics.registry,
+      get filters() {
+        return fanout.filters;
+      },
+      get iceberg() {
+        return iceberg();
+      },
+    };
   }
 
   /**
@@ -257,21 +368,6 @@ export class Stream {
     return { stream: await Stream.#withSchema(name, settings, compiled, log), report };
   }
 
-  /** @internal The stream's Iceberg table (null: none, or kept by a cluster's leader). */
-  get _iceberg(): IcebergTable | null {
-    return this.#iceberg;
-  }
-
-  /** @internal The registry of this stream's series (the server includes it). */
-  get _metrics(): Registry {
-    return this.#metrics.registry;
-  }
-
-  /** @internal Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
-  _subscribeRefused(why: string): void {
-    this.#metrics.refused(why);
-  }
-
   /** @internal A snapshot of the stream's counters, for tests; `/_/metrics` serves them. */
   get stats(): StreamStats {
     return this.#metrics.snapshot();
@@ -313,7 +409,7 @@ export class Stream {
    * fields the role it is served in adds (`../role.ts`).
    */
   head(publish = false, role: Record<string, unknown> = {}): StreamHead {
-    return headOf(this, publish, role);
+    return headOf(this, publish, { ...this.#iceberg?.head(), ...role });
   }
 
   /**
@@ -409,40 +505,6 @@ export class Stream {
   }
 
   /**
-   * @internal Stores rows a network publisher sent (`server/publish/`), in
-   * one commit, as `tag`'s sequence, once each row took the row path; what
-   * the log did with them (see `Log.publish`). The first row refused
-   * refuses them all: throws {@linkcode RowsRefusedError}. Stored rows fan
-   * out like any commit. Durable streams only.
-   */
-  _publish(rows: readonly unknown[], tag: ProducerTag | null): PublishResult {
-    this.#takingRows();
-    const jsons = this.#rows.encodeAll(rows);
-    if (!Array.isArray(jsons)) {
-      const r = jsons.refusal;
-      throw new RowsRefusedError(jsons.index, r instanceof RowError ? r.detail : r.message);
-    }
-    return this.#appender.publish(jsons, tag);
-  }
-
-  /**
-   * @internal A mirror's write: the primary's rows (their JSON) at the
-   * primary's offsets, made durable, then fanned out through the normal
-   * commit path (see `Log.appendAt`).
-   */
-  _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
-    return this.#appender.appendAt(offsets, jsons);
-  }
-
-  /**
-   * @internal A cluster follower's write: the leader's commit as it made it
-   * (see `Replication.appendCommit`), fanned out once the cluster commits it.
-   */
-  _appendCommit(commit: ReplicaCommit): Promise<number> {
-    return this.#appender.appendCommit(commit);
-  }
-
-  /**
    * compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`);
    * `logger` takes the warning when libzstd is missing.
    */
@@ -455,11 +517,6 @@ export class Stream {
     return this.#frames.dictionaryById(id);
   }
 
-  /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
-  get _filters(): number {
-    return this.#fanout.filters;
-  }
-
   /**
    * The Arrow encoder of `frames=arrow` subscribers, made (and apache-arrow
    * loaded) on first use. Throws `TypeError` when the schema cannot be framed
@@ -467,23 +524,6 @@ export class Stream {
    */
   arrowEncoder(): Promise<ArrowFrameEncoder> {
     return this.#frames.loadArrow();
-  }
-
-  /**
-   * @internal Starts serving a subscriber whose greeting was sent, from
-   * offset `from`; with a `where=` filter, it joins the group of that
-   * filter's key; `serving`: what the server starting it gives it (its
-   * replay gate, logger, send buffer).
-   */
-  _subscribe(
-    socket: SessionSocket,
-    from: number,
-    frames: FrameMode,
-    filter: Filter | null = null,
-    compress: Compression | null = null,
-    serving: Serving = UNSERVED,
-  ): Subscriber {
-    return this.#fanout.subscribe(socket, from, { frames, filter, compress, serving });
   }
 
   /** Closes every subscriber with `code` (1001: going away). */

@@ -31,8 +31,6 @@ export interface StreamView {
   readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Subscribers now. */
   readonly subscribers: number;
-  /** Its Iceberg table, whose state its head carries (null: none, or a cluster's). */
-  readonly _iceberg: { head(): Record<string, unknown> } | null;
 }
 
 /**
@@ -75,10 +73,10 @@ export function greetingOf(
 /**
  * The head of `s`: its log's ends, its subscribers, its schema and every
  * version of it (`schema_versions`, each with the first offset it applies
- * from), its archive and how far the archive lags, the fields of the role
- * it is served in (`role`: a mirror's, a cluster member's), and `publish`:
- * whether it takes rows over the publish routes (the serving server's
- * knowledge).
+ * from), its archive and how far the archive lags, `extra` fields (its
+ * Iceberg table's, and those of the role it is served in: a mirror's, a
+ * cluster member's), and `publish`: whether it takes rows over the publish
+ * routes (the serving server's knowledge).
  *
  * @example
  * ```ts
@@ -95,7 +93,7 @@ export function greetingOf(
 export function headOf(
   s: StreamView,
   publish: boolean,
-  role: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
 ): StreamHead {
   const log = s.log;
   return {
@@ -109,8 +107,7 @@ export function headOf(
     archive: s.archive,
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
-    ...s._iceberg?.head(),
-    ...role,
+    ...extra,
     schema_versions: s.schemaVersions,
     publish,
   };

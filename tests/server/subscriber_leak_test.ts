@@ -6,6 +6,7 @@
 // stalled ones dropped with 4429, polite closes and dropped connections.
 import { assertEquals } from "../_assert.ts";
 import { serve, Stream } from "../../mod.ts";
+import { streamInside } from "../../server/stream/stream.ts";
 import { RawWs } from "../_raw_ws.ts";
 import { TestSub } from "./_sub.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
@@ -96,7 +97,7 @@ Deno.test("subscribers joining and leaving every way leave the server's per-subs
         `nothing left in the shared structures: ${JSON.stringify(_subscriberCounts())}`,
       );
       assertEquals(stream.subscriberStates(), { catching_up: 0, live: 0, closed: 0 });
-      assertEquals(stream._filters, 0, "no filter group left");
+      assertEquals(streamInside(stream).filters, 0, "no filter group left");
       await until(
         async () => gauge(await metrics(), "streamcast_connections") === 0,
         5000,
