@@ -51,8 +51,11 @@ const ROLE_KINDS: readonly string[] = ["primary", "mirror", "member"];
 function servedOf(entry: unknown, what: string): { stream: Stream; role: StreamRole } {
   if (entry instanceof Stream) return { stream: entry, role: PRIMARY };
   const e = entry as Partial<ServedStream> | null;
-  if (typeof e !== "object" || e === null || !(e.stream instanceof Stream)) {
-    throw new TypeError(`serve: ${what} must be a Stream or { stream, role }, got ${shown(entry)}`);
+  if (typeof e !== "object" || e === null || !("stream" in e)) {
+    throw new TypeError(`serve: ${what} must be a Stream, got ${shown(entry)}`);
+  }
+  if (!(e.stream instanceof Stream)) {
+    throw new TypeError(`serve: ${what}.stream must be a Stream, got ${shown(e.stream)}`);
   }
   const role = e.role;
   if (typeof role !== "object" || role === null || !ROLE_KINDS.includes(role.kind)) {
