@@ -42,6 +42,12 @@ export interface SocketSession {
   message(data: unknown): void;
   /** The socket ended. */
   ended(end: SocketEnd): void;
+  /**
+   * Closes the socket as the session closes it (a session that logs its
+   * drops); the server's own closes (at shutdown) go through it. Absent: the
+   * socket is closed as it is.
+   */
+  close?(code: number, reason: string): void;
 }
 
 /**

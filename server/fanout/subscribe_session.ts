@@ -257,6 +257,11 @@ export class SubscribeSession implements SocketSession {
     });
   }
 
+  /** Closes the socket (a drop is logged with the code and reason the peer is sent). */
+  close(code: number, reason: string): void {
+    this.#socket.close(code, reason);
+  }
+
   /** A subscriber sent a frame: subscriptions are read-only, the socket is closed. */
   message(): void {
     // Subscriptions are read-only.

@@ -61,8 +61,11 @@ export interface HttpContext {
   readonly shuttingDown: boolean;
   /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */
   readonly sockets: ReadonlySet<WebSocket>;
-  /** Counts a socket in `sockets`. */
-  track(socket: WebSocket): void;
+  /**
+   * Counts a socket in `sockets`; `close`: how the server closes it (its
+   * session's close; absent: the socket's own).
+   */
+  track(socket: WebSocket, close?: (code: number, reason: string) => void): void;
   /** Counts it out. */
   untrack(socket: WebSocket): void;
 }

@@ -76,6 +76,8 @@ export class HttpHandler {
   readonly serving: Required<Serving>;
   readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
   readonly #excludes: (() => void)[];
+  // How a tracked socket is closed by the server, when its session closes it (see SocketSession.close).
+  readonly #closers = new Map<WebSocket, (code: number, reason: string) => void>();
 
   /**
    * A handler over `streams`, with `settings` as `checkServeOptions` made
@@ -97,6 +99,7 @@ export class HttpHandler {
     this.metrics = new ServerMetrics(registry, gate, sendBudget);
     this.#excludes = [...streams.values()].map((s) => registry.include(streamInside(s).metrics));
     const sockets = new Set<WebSocket>();
+    const closers = this.#closers;
     const metrics = this.metrics;
     const publishBudget = new PublishBudget(settings.maxPublishServerBytes);
     this.#ctx = {
@@ -112,12 +115,14 @@ export class HttpHandler {
       tokens: settings.tokens,
       shuttingDown: false,
       sockets,
-      track(socket) {
+      track(socket, close) {
         sockets.add(socket);
+        if (close) closers.set(socket, close);
         metrics.connections(sockets.size);
       },
       untrack(socket) {
         sockets.delete(socket);
+        closers.delete(socket);
         metrics.connections(sockets.size);
       },
     };
@@ -158,7 +163,9 @@ export class HttpHandler {
   closeSockets(): void {
     for (const sock of this.#ctx.sockets) {
       try {
-        sock.close(CloseCode.GoingAway, "");
+        const close = this.#closers.get(sock);
+        if (close) close(CloseCode.GoingAway, "");
+        else sock.close(CloseCode.GoingAway, "");
       } catch {
         // Already closing.
       }

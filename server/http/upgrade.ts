@@ -64,8 +64,10 @@ export function acceptSocket(
     idleTimeoutS: ctx.settings.pingIntervalS,
     ...(protocol ? { protocol } : {}),
   });
-  ctx.track(socket);
   const s = session(socket);
+  const close = (code: number, reason: string) =>
+    s.close ? s.close(code, reason) : socket.close(code, reason);
+  ctx.track(socket, close);
   let ended = false;
   const end = (e: Event) => {
     if (ended) return;
@@ -74,7 +76,7 @@ export function acceptSocket(
     s.ended(endOf(e));
   };
   socket.onopen = () => {
-    if (ctx.shuttingDown) socket.close(CloseCode.GoingAway, "");
+    if (ctx.shuttingDown) close(CloseCode.GoingAway, "");
     else return s.open();
   };
   socket.onmessage = (e) => s.message(e.data);
