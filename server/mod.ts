@@ -20,7 +20,13 @@
  * @module
  */
 
-export { serve, type ServeOptions, type Server } from "./serve.ts";
+export { serve, type ServedStream, type ServeOptions, type Server } from "./serve.ts";
+export {
+  type ClusterRefusal,
+  type StreamMember,
+  type StreamMirror,
+  type StreamRole,
+} from "./role.ts";
 export { Stream } from "./stream/stream.ts";
 export { type StreamOptions, type StreamRestoreOptions } from "./stream/stream_options.ts";
 export { RowError } from "./stream/row_error.ts";

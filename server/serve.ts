@@ -12,6 +12,7 @@ import { CloseCode } from "../wire/close_reason.ts";
 import type { TokenTable } from "./auth.ts";
 import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
+import { PRIMARY, type StreamRole } from "./role.ts";
 import { checkServeOptions, type ServeOptions } from "./serve_options.ts";
 import type { WebSocketUpgrader } from "./http/context.ts";
 import { HttpHandler } from "./http/handler.ts";
@@ -31,6 +32,40 @@ const DENO_UPGRADER: WebSocketUpgrader = {
 };
 
 export type { ServeOptions } from "./serve_options.ts";
+
+/**
+ * A stream given to {@linkcode serve} with the role it plays there: a
+ * mirror's replica (`mirror/`) or a cluster member's copy (`member/`). A
+ * stream given alone is a primary.
+ */
+export interface ServedStream {
+  /** The stream. */
+  readonly stream: Stream;
+  /** Its role on this server. */
+  readonly role: StreamRole;
+}
+
+const ROLE_KINDS: readonly string[] = ["primary", "mirror", "member"];
+
+// The stream and role of `entry` (`what` names it in an error).
+function servedOf(entry: unknown, what: string): { stream: Stream; role: StreamRole } {
+  if (entry instanceof Stream) return { stream: entry, role: PRIMARY };
+  const e = entry as Partial<ServedStream> | null;
+  if (typeof e !== "object" || e === null || !("stream" in e)) {
+    throw new TypeError(`serve: ${what} must be a Stream, got ${shown(entry)}`);
+  }
+  if (!(e.stream instanceof Stream)) {
+    throw new TypeError(`serve: ${what}.stream must be a Stream, got ${shown(e.stream)}`);
+  }
+  const role = e.role;
+  if (typeof role !== "object" || role === null || !ROLE_KINDS.includes(role.kind)) {
+    throw new TypeError(`serve: ${what}.role must be a StreamRole, got ${shown(role)}`);
+  }
+  if (role.kind === "member" && e.stream.log?.replication == null) {
+    throw new TypeError(`stream "${e.stream.name}": a cluster needs a replicated log`);
+  }
+  return { stream: e.stream, role };
+}
 
 /**
  * A running server.
@@ -80,7 +115,8 @@ export interface Server {
 }
 
 /**
- * Serves `streams` over HTTP and WebSocket on one port. Every option is
+ * Serves `streams` over HTTP and WebSocket on one port, each a primary or
+ * given with the role it plays here ({@linkcode ServedStream}). Every option is
  * checked first (see `serve_options.ts`): a wrong type is a `TypeError`, a
  * wrong value a `RangeError`, naming the option and the value seen.
  *
@@ -97,16 +133,21 @@ export interface Server {
  * await server.shutdown();
  * ```
  */
-export function serve(streams: Stream | readonly Stream[], options: ServeOptions = {}): Server {
-  const list = Array.isArray(streams) ? streams : [streams as Stream];
+export function serve(
+  streams: Stream | ServedStream | readonly (Stream | ServedStream)[],
+  options: ServeOptions = {},
+): Server {
+  const list: readonly unknown[] = Array.isArray(streams) ? streams : [streams];
   const byName = new Map<string, Stream>();
-  for (const [i, s] of list.entries()) {
-    if (!(s instanceof Stream)) {
-      const what = Array.isArray(streams) ? `streams[${i}]` : "streams";
-      throw new TypeError(`serve: ${what} must be a Stream, got ${shown(s)}`);
-    }
+  const roles = new Map<string, StreamRole>();
+  for (const [i, entry] of list.entries()) {
+    const { stream: s, role } = servedOf(
+      entry,
+      Array.isArray(streams) ? `streams[${i}]` : "streams",
+    );
     if (byName.has(s.name)) throw new TypeError(`two streams are named ${JSON.stringify(s.name)}`);
     byName.set(s.name, s);
+    roles.set(s.name, role);
   }
   const o = checkServeOptions(options);
   for (const name of o.publish) {
@@ -126,7 +167,7 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
   const { logger } = o;
   // Before the first connection: sockets keep no frame-sized write buffer (vectored_writes.ts).
   useVectoredWrites();
-  const handler = new HttpHandler(byName, o, DENO_UPGRADER);
+  const handler = new HttpHandler(byName, o, DENO_UPGRADER, roles);
   const registry = handler.metrics.registry;
   const scheme = o.tls ? "https" : "http";
   const ac = new AbortController();
@@ -214,7 +255,12 @@ export function serve(streams: Stream | readonly Stream[], options: ServeOptions
       }
       ac.abort();
       if (o.closeStreams) {
-        await Promise.all([...byName.values()].map((s) => s.close()));
+        // A cluster member stops first (a leader resigns: another node takes over at once).
+        await Promise.all([...byName.values()].map(async (s) => {
+          const role = roles.get(s.name)!;
+          if (role.kind === "member") await role.member.close();
+          await s.close();
+        }));
       } else {
         await Promise.all([...byName.values()].map((s) => s.log?.flush()));
       }

@@ -14,6 +14,8 @@ import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { NodeNameTakenError } from "../../cluster/nodes.ts";
 import { LogCorruptError, LogLockedError } from "../../log/mod.ts";
 import type { Stream } from "../../server/stream/stream.ts";
+import type { StreamMember } from "../../server/role.ts";
+import type { ServedStream } from "../../server/serve.ts";
 import { ClusterRefusedError, openClustered } from "../../server/member/clustered_stream.ts";
 import { NodeRegistration } from "../../server/member/node_registration.ts";
 import { Fatal, oneLine, show } from "./fatal.ts";
@@ -22,8 +24,8 @@ import { streamOptionsOf } from "./streams.ts";
 
 /** This node in its cluster: its streams, their nodes, and its registration. */
 export interface ClusterJoined {
-  /** The streams, each a replica of the cluster's. */
-  streams: Stream[];
+  /** The streams, each a replica of the cluster's, with its member role. */
+  streams: ServedStream[];
   /** Each stream's cluster node, by stream name (not started). */
   nodes: Map<string, ClusterNode>;
   /** Stops the nodes (they resign what they lead) and removes this node's record. */
@@ -76,7 +78,13 @@ export async function joinCluster(
     throw new Fatal(`cannot join the cluster at ${s.cluster}: ${oneLine(err)}`, 1);
   }
   const streams: Stream[] = [];
+  const members: StreamMember[] = [];
   const nodes = new Map<string, ClusterNode>();
+  // The members stop first (a leader resigns), then the streams close.
+  const closeAll = async () => {
+    await Promise.allSettled(members.map((m) => m.close()));
+    await Promise.allSettled(streams.map((st) => st.close()));
+  };
   const membership = {
     etcd,
     node: me.node,
@@ -93,12 +101,13 @@ export async function joinCluster(
   try {
     for (const [name, decl] of s.streams) {
       try {
-        const { stream, node } = await openClustered(name, {
+        const { stream, node, member } = await openClustered(name, {
           ...streamOptionsOf(s, decl, logger),
           schema: schemas.get(name)!,
           root: s.root,
         }, membership);
         streams.push(stream);
+        members.push(member);
         nodes.set(name, node);
       } catch (err) {
         if (err instanceof ClusterRefusedError) throw new Fatal(err.message, 1);
@@ -109,7 +118,7 @@ export async function joinCluster(
       }
     }
   } catch (err) {
-    await Promise.allSettled(streams.map((st) => st.close()));
+    await closeAll();
     await registration.close();
     throw err;
   }
@@ -122,10 +131,13 @@ export async function joinCluster(
     streams: [...nodes.keys()],
   });
   return {
-    streams,
+    streams: streams.map((stream, i) => ({
+      stream,
+      role: { kind: "member", member: members[i] },
+    })),
     nodes,
     async leave() {
-      await Promise.allSettled(streams.map((st) => st.close()));
+      await closeAll();
       await registration.close();
     },
   };

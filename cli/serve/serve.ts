@@ -42,14 +42,14 @@
 import { Logger } from "../../common/logger.ts";
 import { TokenTable } from "../../server/auth.ts";
 import type { FrameHandler } from "../../server/ingest/mod.ts";
-import { serve, type Server } from "../../server/serve.ts";
+import { serve, type ServedStream, type Server } from "../../server/serve.ts";
 import {
   DEFAULT_MALLOC_TRIM_EVERY_S,
   DEFAULT_MMAP_THRESHOLD_BYTES,
   pinMmapThreshold,
   trimMallocEvery,
 } from "../../server/allocator.ts";
-import type { Stream } from "../../server/stream/stream.ts";
+import { Stream } from "../../server/stream/stream.ts";
 import { parse, UsageError } from "../_args.ts";
 import { settingsFrom } from "./config.ts";
 import { Fatal, fileError, oneLine } from "./fatal.ts";
@@ -141,14 +141,22 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   try {
     followed = await openMirrors(s, logger);
   } catch (err) {
-    await Promise.allSettled(own.map((st) => st.close()));
+    // A cluster's members stop before their streams close (leave).
     await cluster?.leave();
+    await Promise.allSettled(own.map((st) => (st instanceof Stream ? st : st.stream).close()));
     throw err;
   }
-  const streams = [...own, ...followed.streams];
+  const served: (Stream | ServedStream)[] = [
+    ...own,
+    ...followed.streams.map((stream, i) => ({
+      stream,
+      role: { kind: "mirror" as const, mirror: followed.mirrors[i] },
+    })),
+  ];
+  const streams = served.map((st) => st instanceof Stream ? st : st.stream);
   let server: Server;
   try {
-    server = serve(streams, {
+    server = serve(served, {
       hostname: s.host,
       port: s.port,
       ...(s.pingInterval !== undefined ? { pingIntervalS: s.pingInterval } : {}),
@@ -174,8 +182,8 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       logger,
     });
   } catch (err) {
-    await Promise.allSettled(streams.map((st) => st.close()));
     await cluster?.leave();
+    await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
   for (const f of followed.mirrors) f.start();

@@ -28,7 +28,7 @@ import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { frameOffset, MAX_BATCH_ROWS, renderBatch } from "../frames/text_frames.ts";
 import { CatchUpPacer, FRAME_COST } from "./catch_up_pacer.ts";
 import { filterBatch } from "./filtered_frames.ts";
-import type { ReplayReader } from "./replay_gate.ts";
+import { type Gate, GatedReader, type ReplayReader } from "./replay_gate.ts";
 
 /** Most bytes read from the log per catch-up step. */
 export const CATCH_UP_READ_BYTES = 512 * 1024;
@@ -45,7 +45,7 @@ const pacer = new CatchUpPacer();
 export interface CatchUpHost {
   /** Durable end of the log. */
   endOffset(): number;
-  /** Opens a log reader at `offset` (its reads may wait their turn: replay_gate.ts). */
+  /** Opens a log reader at `offset`. */
   reader(offset: number): ReplayReader<RecordBatch>;
   /** Counts frames and bytes sent, and replayed rows. */
   count(frames: number, bytes: number, replayRows: number): void;
@@ -67,6 +67,8 @@ export interface CatchingUp {
   readonly compress: Compression | null;
   /** The first offset not yet handed to its socket. */
   next: number;
+  /** The replay gate its reads take turns through (replay_gate.ts); null or absent: none. */
+  readonly gate?: Gate | null;
   /** Whether it is still catching up (it stops when it is closed). */
   readonly catchingUp: boolean;
   /** Bytes its socket may take now before reaching its share of the send buffer. */
@@ -107,7 +109,7 @@ export interface CatchingUp {
  * ```
  */
 export async function catchUp(sub: CatchingUp, host: CatchUpHost): Promise<void> {
-  let reader: ReplayReader<RecordBatch> | null = host.reader(sub.next);
+  let reader: ReplayReader<RecordBatch> | null = gated(host.reader(sub.next), sub.gate ?? null);
   let empty = 0;
   try {
     while (sub.catchingUp) {
@@ -262,4 +264,9 @@ function sendBinary(sub: CatchingUp, host: CatchUpHost, bytes: Uint8Array, rows:
   sub.socket.send(bytes);
   host.count(1, bytes.byteLength, rows);
   return { rows, cost: bytes.byteLength + FRAME_COST };
+}
+
+// `reader`, its reads taking turns through `gate` (none: as it is).
+function gated(reader: ReplayReader<RecordBatch>, gate: Gate | null): ReplayReader<RecordBatch> {
+  return gate ? new GatedReader(reader, gate) : reader;
 }

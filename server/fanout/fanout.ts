@@ -17,7 +17,7 @@
 
 import type { Compression, FrameMode } from "../../wire/subscribe.ts";
 import type { Filter } from "../../wire/filter.ts";
-import { Logger } from "../../common/logger.ts";
+import type { Logger } from "../../common/logger.ts";
 import type { Log, RecordBatch } from "../../log/mod.ts";
 import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import type { SharedFrames } from "../frames/shared_frames.ts";
@@ -26,35 +26,12 @@ import type { ZstdPath } from "../frames/stream_frames.ts";
 import { FanoutPacer } from "./fanout_pacer.ts";
 import { FilterGroups } from "./filter_groups.ts";
 import { parseRows } from "./filtered_frames.ts";
-import { type Gate, GatedReader, type ReplayReader } from "./replay_gate.ts";
-import { SendBudget } from "./send_budget.ts";
+import type { ReplayReader } from "./replay_gate.ts";
+import { type Serving, UNSERVED } from "./serving.ts";
+import type { SessionSocket } from "../socket.ts";
 import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
 import { ZstdStreamGroup, type ZstdStreamSettings } from "./zstd_stream_group.ts";
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
-
-/**
- * What a server lends the streams it serves: the gate catching-up reads take
- * turns through, the logger failures go to, and the send buffer its
- * subscribers' sockets share.
- */
-export interface Serving {
-  /** Catching-up subscribers' log reads take turns through it; null: no gate. */
-  readonly gate: Gate | null;
-  /** Where subscriber failures are reported. */
-  readonly logger: Logger;
-  /** The server's send buffer, shared by its subscribers' sockets. @default one per process */
-  readonly sendBudget?: SendBudget;
-  /** compress=zstd-stream: the text a group's frame carries before a new one starts. @default 1 MiB */
-  readonly compressFrameBytes?: number;
-}
-
-/** What a stream's subscribers get when no server serves it: no gate, stderr, the process's send buffer. */
-export const UNSERVED: Required<Serving> = Object.freeze({
-  gate: null,
-  logger: new Logger({ level: "warn" }),
-  sendBudget: new SendBudget(),
-  compressFrameBytes: COMPRESS_FRAME_BYTES.default,
-});
 
 /** What a fan-out counts its subscribers' work in (a stream's series). */
 export interface FanoutCounts {
@@ -102,6 +79,8 @@ export interface SubscribeOptions {
   filter: Filter | null;
   /** compress=, or null. */
   compress: Compression | null;
+  /** What the server starting it gives it (see serving.ts). @default UNSERVED */
+  serving?: Serving;
 }
 
 /**
@@ -124,7 +103,7 @@ export interface SubscribeOptions {
  * const socket = {
  *   readyState: WebSocket.OPEN, bufferedAmount: 0, close() {},
  *   send: (text: string) => void sent.push(text),
- * } as unknown as WebSocket;
+ * };
  * fanout.subscribe(socket, 0, { frames: "batch", filter: null, compress: null });
  * equal(fanout.live, true);
  * fanout.send(['{"v":1}', '{"v":2}'], null);
@@ -138,8 +117,6 @@ export class Fanout implements SubscriberHost {
   readonly name: string;
   /** Whether the stream has a log. */
   readonly durable: boolean;
-  /** What the server serving the stream lends it ({@linkcode UNSERVED} when none does). */
-  serving: Serving = UNSERVED;
   readonly #log: Log | null;
   readonly #counts: FanoutCounts;
   readonly #encoders: FanoutEncoders;
@@ -147,8 +124,10 @@ export class Fanout implements SubscriberHost {
   readonly #stallTimeoutMs: number;
   readonly #all = new Set<Subscriber>();
   readonly #live = new Set<Subscriber>();
+  // compress=zstd-stream: a group frame's size, as the server of the last subscribe gives it.
+  #frameBytes: number = COMPRESS_FRAME_BYTES.default;
   readonly #zstdSettings: ZstdStreamSettings = {
-    frameBytes: () => this.serving.compressFrameBytes ?? COMPRESS_FRAME_BYTES.default,
+    frameBytes: () => this.#frameBytes,
     counted: (text, zstd) => this.#encoders.counted?.("live", text, zstd),
   };
   // compress=zstd-stream: the zstd stream of the unfiltered live subscribers.
@@ -195,13 +174,17 @@ export class Fanout implements SubscriberHost {
    * `from`; with a `where=` filter, it joins the group of that filter's key
    * (sharing the group's compiled instance).
    */
-  subscribe(socket: WebSocket, from: number, options: SubscribeOptions): Subscriber {
+  subscribe(socket: SessionSocket, from: number, options: SubscribeOptions): Subscriber {
     const filter = options.filter === null ? null : this.#groups.add(options.filter);
+    const serving = options.serving ?? UNSERVED;
+    this.#frameBytes = serving.compressFrameBytes ?? COMPRESS_FRAME_BYTES.default;
     const sub = new Subscriber(socket, this, from, {
       frames: options.frames,
       maxBacklog: this.#maxBacklog,
       stallTimeoutMs: this.#stallTimeoutMs,
-      sendBudget: this.serving.sendBudget ?? UNSERVED.sendBudget,
+      sendBudget: serving.sendBudget ?? UNSERVED.sendBudget,
+      gate: serving.gate,
+      logger: serving.logger,
       filter,
       compress: options.compress,
     });
@@ -253,11 +236,9 @@ export class Fanout implements SubscriberHost {
     return this.#log ? this.#log.endOffset : 0;
   }
 
-  /** A reader of the log from `offset`, its reads through the server's replay gate. */
+  /** A reader of the log from `offset` (a subscriber's catch-up gates it: catch_up.ts). */
   reader(offset: number): ReplayReader<RecordBatch> {
-    const reader = this.#log!.reader(offset);
-    const gate = this.serving.gate;
-    return gate ? new GatedReader(reader, gate) : reader;
+    return this.#log!.reader(offset);
   }
 
   /** Adds a subscriber to the live set (its filter group's, if it has a filter). */
@@ -296,9 +277,9 @@ export class Fanout implements SubscriberHost {
     this.#counts.dropped(reason);
   }
 
-  /** Reports a failure that ended a subscriber; its details stay in the server's log. */
-  failed(err: unknown): void {
-    this.serving.logger.error(
+  /** Reports a failure that ended a subscriber to `logger`; its details stay in the server's log. */
+  failed(err: unknown, logger: Logger): void {
+    logger.error(
       "subscriber_failed",
       { stream: this.name, error: err instanceof Error ? err.message : String(err) },
       `subscriber on "${this.name}" failed: ${err}`,

@@ -35,6 +35,10 @@ import { DrainPoller } from "./drain_poller.ts";
 import { livePieces, wholeCommit } from "./live_pieces.ts";
 import { LiveQueue } from "./live_queue.ts";
 import type { SendBudget } from "./send_budget.ts";
+import type { Gate } from "./replay_gate.ts";
+import type { Logger } from "../../common/logger.ts";
+import { UNSERVED } from "./serving.ts";
+import { CONNECTING, OPEN, type SessionSocket } from "../socket.ts";
 import type { StreamMember, ZstdStreamGroup } from "./zstd_stream_group.ts";
 
 /** What a subscriber needs from its stream: its log's reads and end, its live set, its counters. */
@@ -51,8 +55,8 @@ export interface SubscriberHost extends CatchUpHost {
   gone(sub: Subscriber): void;
   /** Counts a drop by reason. */
   dropped(reason: string): void;
-  /** Reports a failure that ends the subscriber (closed with 1011). */
-  failed(err: unknown): void;
+  /** Reports a failure that ends the subscriber (closed with 1011) to `logger`. */
+  failed(err: unknown, logger: Logger): void;
 }
 
 /** The state of a subscriber. */
@@ -68,6 +72,10 @@ export interface SubscriberOptions {
   stallTimeoutMs: number;
   /** The server's send buffer its socket shares (see send_budget.ts). */
   sendBudget: SendBudget;
+  /** The server's replay gate its catch-up reads take turns through (null: none). @default null */
+  gate?: Gate | null;
+  /** Where its failure is reported (the server's logger). @default UNSERVED.logger */
+  logger?: Logger;
   /**
    * The `where=` filter (the stream's shared instance for its key), or null:
    * every row. Catch-up keeps only the rows it matches; live frames arrive
@@ -102,7 +110,7 @@ export function _subscriberCounts(): { open: number; polled: number } {
 /** One subscription on one socket. */
 export class Subscriber implements CatchingUp, StreamMember {
   /** The socket. */
-  readonly socket: WebSocket;
+  readonly socket: SessionSocket;
   /** Frame mode. */
   readonly frames: FrameMode;
   /** The `where=` filter, or null. */
@@ -111,6 +119,8 @@ export class Subscriber implements CatchingUp, StreamMember {
   readonly compress: Compression | null;
   /** The send buffer its socket shares. */
   readonly sendBudget: SendBudget;
+  /** The replay gate its catch-up reads take turns through (null: none). */
+  readonly gate: Gate | null;
   /** First offset not yet handed to the socket (filtered: rows before it that match were sent). */
   next: number;
   /** compress=zstd-stream: the live group whose stream it reads (null while not live). */
@@ -118,6 +128,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   /** compress=zstd-stream: the group frame it is in (0: none; see zstd_stream_group.ts). */
   streamFrame = 0;
   readonly #host: SubscriberHost;
+  readonly #logger: Logger;
   readonly #maxBacklog: number;
   readonly #stallTimeoutMs: number;
   // Batched text goes out in pieces; the other modes whole commits.
@@ -130,7 +141,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   #lastProgress = Date.now();
 
   /** A subscriber on `socket` whose first row is `next`. */
-  constructor(socket: WebSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
+  constructor(socket: SessionSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
     this.socket = socket;
     this.#host = host;
     this.next = next;
@@ -141,6 +152,8 @@ export class Subscriber implements CatchingUp, StreamMember {
     this.#maxBacklog = opts.maxBacklog;
     this.#stallTimeoutMs = opts.stallTimeoutMs;
     this.sendBudget = opts.sendBudget;
+    this.gate = opts.gate ?? null;
+    this.#logger = opts.logger ?? UNSERVED.logger;
     this.sendBudget.open(socket);
     open++;
   }
@@ -418,7 +431,7 @@ export class Subscriber implements CatchingUp, StreamMember {
       return;
     }
     // The details (file paths, say) stay in the server's log, not the client's.
-    this.#host.failed(err);
+    this.#host.failed(err, this.#logger);
     this.close(
       CloseCode.InternalError,
       encodeCloseReason({ error: "internal", detail: "reading the log failed" }),
@@ -441,7 +454,7 @@ export class Subscriber implements CatchingUp, StreamMember {
     }
     try {
       if (
-        this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING
+        this.socket.readyState === OPEN || this.socket.readyState === CONNECTING
       ) {
         this.socket.close(code, reason);
       }

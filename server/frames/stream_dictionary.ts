@@ -19,24 +19,22 @@ import { buildLogDictionary, dictionaryProblem, type FrameDictionary } from "./f
  * import { equal } from "node:assert/strict";
  * import { Logger } from "../../common/logger.ts";
  * import { StreamDictionary } from "./stream_dictionary.ts";
- * const d = new StreamDictionary("t", null, () => new Logger({ level: "error" }));
- * equal(await d.get(), null); // an ephemeral stream has no dictionary
+ * const d = new StreamDictionary("t", null);
+ * equal(await d.get(new Logger({ level: "error" })), null); // an ephemeral stream has no dictionary
  * equal(d.byId("00"), null);
  * ```
  */
 export class StreamDictionary {
   #name: string;
   #log: Log | null;
-  #logger: () => Logger;
   #dict: FrameDictionary | null = null;
   #building: Promise<FrameDictionary | null> | null = null;
   #warned = false;
 
-  /** `logger` gives where the one warning goes (the serving server's logger). */
-  constructor(name: string, log: Log | null, logger: () => Logger) {
+  /** The dictionary of stream `name`, built from `log` (null: ephemeral, none). */
+  constructor(name: string, log: Log | null) {
     this.#name = name;
     this.#log = log;
-    this.#logger = logger;
   }
 
   /** The dictionary once built (null before). */
@@ -44,8 +42,11 @@ export class StreamDictionary {
     return this.#dict;
   }
 
-  /** The dictionary, built on the first call (concurrent calls share the build). */
-  async get(): Promise<FrameDictionary | null> {
+  /**
+   * The dictionary, built on the first call (concurrent calls share the
+   * build); `logger` takes the one warning (the serving server's logger).
+   */
+  async get(logger: Logger): Promise<FrameDictionary | null> {
     if (this.#dict || !this.#log) return this.#dict;
     const log = this.#log;
     const d = await (this.#building ??= buildLogDictionary(log).finally(() => {
@@ -54,7 +55,7 @@ export class StreamDictionary {
     const problem = dictionaryProblem();
     if (problem !== null && !this.#warned) {
       this.#warned = true; // once per stream: zstd-dict subscribers get plain zstd frames
-      this.#logger().warn(
+      logger.warn(
         "dictionary_unavailable",
         { stream: this.#name, error: problem },
         `compress=zstd-dict on "${this.#name}": no libzstd through FFI (${problem}); plain zstd`,

@@ -45,13 +45,12 @@ export type ZstdPath = "live" | "replay";
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { zstdDecompressSync } from "node:zlib";
- * import { Logger } from "../../common/logger.ts";
  * import { compileSchema } from "../../schema/compile.ts";
  * import { StreamFrames } from "./stream_frames.ts";
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
  * let made = 0;
  * const count = { frames: { inc: () => void made++ }, text: { inc() {} }, zstd: { inc() {} } };
- * const frames = new StreamFrames("t", schema, null, { live: count, replay: count }, () => Logger.silent());
+ * const frames = new StreamFrames("t", schema, null, { live: count, replay: count });
  * const shared = frames.shared(['[1,{"v":1}]', '[2,{"v":2}]']);
  * const z = shared.zstd!("zstd");
  * equal(shared.zstd!("zstd"), z); // compressed once, shared
@@ -68,20 +67,18 @@ export class StreamFrames implements FrameEncoders {
 
   /**
    * The encoders of stream `name` with `schema` and `log` (null:
-   * ephemeral), its zstd frames counted in `counts`; `logger` gives where the
-   * dictionary's one warning goes.
+   * ephemeral), its zstd frames counted in `counts`.
    */
   constructor(
     name: string,
     schema: RowSchema,
     log: Log | null,
     counts: Record<ZstdPath, ZstdCounts>,
-    logger: () => Logger,
   ) {
     this.#schema = schema;
     this.#durable = log !== null;
     this.#counts = counts;
-    this.#dictionary = new StreamDictionary(name, log, logger);
+    this.#dictionary = new StreamDictionary(name, log);
   }
 
   /**
@@ -145,9 +142,9 @@ export class StreamFrames implements FrameEncoders {
     return sharedFrames(frames, this);
   }
 
-  /** The stream's dictionary, built on first use (see `StreamDictionary.get`). */
-  dictionary(): Promise<FrameDictionary | null> {
-    return this.#dictionary.get();
+  /** The stream's dictionary, built on first use (see `StreamDictionary.get`); `logger` takes its warning. */
+  dictionary(logger: Logger): Promise<FrameDictionary | null> {
+    return this.#dictionary.get(logger);
   }
 
   /** The dictionary with `id`, if it is this stream's. */

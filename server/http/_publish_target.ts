@@ -11,7 +11,7 @@
  */
 
 import type { Stream } from "../stream/stream.ts";
-import { type HttpContext, isPublishable } from "./context.ts";
+import { type HttpContext, isPublishable, roleOf } from "./context.ts";
 import { json, notFound } from "./_respond.ts";
 
 /**
@@ -38,7 +38,8 @@ export function publishTarget(ctx: HttpContext, name: string, url: URL): Stream 
       { allow: "GET, HEAD" },
     );
   }
-  const refusal = stream._cluster?.publishable() ?? null;
+  const role = roleOf(ctx, name);
+  const refusal = role.kind === "member" ? role.member.publishable() : null;
   if (refusal === null) return stream;
   ctx.publishMetrics.refused(name, refusal.error);
   if (refusal.error === "not_leader") {

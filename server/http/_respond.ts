@@ -5,8 +5,6 @@
  * @module
  */
 
-import type { LogFields } from "../../common/logger.ts";
-
 /**
  * A JSON answer (one line and a newline).
  *
@@ -38,27 +36,6 @@ export function json(body: unknown, status = 200, headers: Record<string, string
  */
 export function notFound(detail: string): Response {
   return json({ error: "not_found", detail }, 404);
-}
-
-/**
- * The fields of a JSON close reason, for a log event; `{}` when it is not JSON.
- *
- * @example
- * ```ts
- * import { deepStrictEqual } from "node:assert/strict";
- * import { parseReason } from "./_respond.ts";
- * deepStrictEqual(parseReason('{"error":"too_slow"}'), { error: "too_slow" });
- * deepStrictEqual(parseReason("bye"), {});
- * ```
- */
-export function parseReason(reason: string | undefined): LogFields {
-  if (!reason) return {};
-  try {
-    const v = JSON.parse(reason);
-    return v && typeof v === "object" && !Array.isArray(v) ? v : {};
-  } catch {
-    return {};
-  }
 }
 
 /**

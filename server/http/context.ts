@@ -1,7 +1,7 @@
 /**
  * What the routes of the portable handler share, made once by
  * {@linkcode HttpHandler} from the server's checked settings: the streams,
- * the settings themselves (limits, publishing, the logger), the series, the
+ * the role each plays here (`../role.ts`), the settings themselves (limits, publishing, the logger), the series, the
  * tokens, the open sockets, and the one runtime-specific piece, the
  * WebSocket upgrade, behind a small interface (Deno's is in `../serve.ts`; a
  * test can pass its own).
@@ -11,8 +11,10 @@
 
 import type { Logger } from "../../common/logger.ts";
 import type { TokenTable } from "../auth.ts";
+import { PRIMARY, type StreamRole } from "../role.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import type { Stream } from "../stream/stream.ts";
+import type { Serving } from "../fanout/serving.ts";
 import type { PublishBudget } from "../publish/budget.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
 import type { ServerMetrics } from "./metrics.ts";
@@ -37,6 +39,10 @@ export interface WebSocketUpgrader {
 export interface HttpContext {
   /** The streams by name. */
   readonly streams: ReadonlyMap<string, Stream>;
+  /** The role each stream plays here, by name (a stream not in it is a primary). */
+  readonly roles: ReadonlyMap<string, StreamRole>;
+  /** What the subscribers the server starts are given: its replay gate, logger, send buffer. */
+  readonly serving: Serving;
   /** The server's options, checked, with their defaults. */
   readonly settings: ServeSettings;
   /** Where events go (`settings.logger`). */
@@ -55,8 +61,11 @@ export interface HttpContext {
   readonly shuttingDown: boolean;
   /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */
   readonly sockets: ReadonlySet<WebSocket>;
-  /** Counts a socket in `sockets`. */
-  track(socket: WebSocket): void;
+  /**
+   * Counts a socket in `sockets`; `close`: how the server closes it (its
+   * session's close; absent: the socket's own).
+   */
+  track(socket: WebSocket, close?: (code: number, reason: string) => void): void;
   /** Counts it out. */
   untrack(socket: WebSocket): void;
 }
@@ -77,4 +86,19 @@ export interface HttpContext {
  */
 export function isPublishable(ctx: Pick<HttpContext, "settings">, stream: Stream): boolean {
   return ctx.settings.publish.includes(stream.name) && stream.log !== null;
+}
+
+/**
+ * The role stream `name` plays on this server: a primary unless it was
+ * served as a mirror's replica or a cluster member's copy.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { roleOf } from "./context.ts";
+ * equal(roleOf({ roles: new Map() }, "t").kind, "primary");
+ * ```
+ */
+export function roleOf(ctx: Pick<HttpContext, "roles">, name: string): StreamRole {
+  return ctx.roles.get(name) ?? PRIMARY;
 }

@@ -23,10 +23,11 @@ import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import { OptionCheck } from "../option_check.ts";
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
-import type { Stream } from "../stream/stream.ts";
+import { type Stream, streamInside } from "../stream/stream.ts";
 import { Gate } from "../fanout/replay_gate.ts";
 import { SendBudget } from "../fanout/send_budget.ts";
-import type { Serving } from "../fanout/fanout.ts";
+import type { Serving } from "../fanout/serving.ts";
+import type { StreamRole } from "../role.ts";
 import { PublishBudget } from "../publish/budget.ts";
 import { PublishMetrics } from "../publish/publish_metrics.ts";
 import { authenticate, denyRoute } from "./access.ts";
@@ -44,8 +45,9 @@ const NO_STREAM = undefined as unknown as Stream;
 /**
  * Answers the requests of a server serving `streams` with `settings`:
  * registers the server's series in `registry` (made when not given) and
- * includes each stream's, and lends the streams the server's replay gate,
- * logger and send buffer until {@linkcode HttpHandler.release}.
+ * includes each stream's until {@linkcode HttpHandler.release}; the
+ * subscribers it starts take turns through its replay gate and share its
+ * send buffer.
  *
  * @example
  * ```ts
@@ -70,16 +72,22 @@ const NO_STREAM = undefined as unknown as Stream;
 export class HttpHandler {
   /** The server's series (the registry renders them first). */
   readonly metrics: ServerMetrics;
-  /** What the streams are lent while this handler serves them. */
+  /** What the subscribers this handler starts are given (replay gate, logger, send buffer). */
   readonly serving: Required<Serving>;
   readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
   readonly #excludes: (() => void)[];
+  // How a tracked socket is closed by the server, when its session closes it (see SocketSession.close).
+  readonly #closers = new Map<WebSocket, (code: number, reason: string) => void>();
 
-  /** A handler over `streams`, with `settings` as `checkServeOptions` made them. */
+  /**
+   * A handler over `streams`, with `settings` as `checkServeOptions` made
+   * them; `roles`: the role each stream plays here, by name (none: a primary).
+   */
   constructor(
     streams: ReadonlyMap<string, Stream>,
     settings: ServeSettings,
     upgrader: WebSocketUpgrader,
+    roles: ReadonlyMap<string, StreamRole> = new Map(),
     registry: Registry = new Registry(),
   ) {
     const gate = new Gate(settings.maxReplayReaders);
@@ -89,12 +97,15 @@ export class HttpHandler {
       .int("compressFrameBytes", min, max, fallback);
     this.serving = { gate, logger: settings.logger, sendBudget, compressFrameBytes };
     this.metrics = new ServerMetrics(registry, gate, sendBudget);
-    this.#excludes = [...streams.values()].map((s) => registry.include(s._metrics));
+    this.#excludes = [...streams.values()].map((s) => registry.include(streamInside(s).metrics));
     const sockets = new Set<WebSocket>();
+    const closers = this.#closers;
     const metrics = this.metrics;
     const publishBudget = new PublishBudget(settings.maxPublishServerBytes);
     this.#ctx = {
       streams,
+      roles,
+      serving: this.serving,
       settings,
       logger: settings.logger,
       metrics,
@@ -104,16 +115,17 @@ export class HttpHandler {
       tokens: settings.tokens,
       shuttingDown: false,
       sockets,
-      track(socket) {
+      track(socket, close) {
         sockets.add(socket);
+        if (close) closers.set(socket, close);
         metrics.connections(sockets.size);
       },
       untrack(socket) {
         sockets.delete(socket);
+        closers.delete(socket);
         metrics.connections(sockets.size);
       },
     };
-    for (const s of streams.values()) s._attach(this.serving);
   }
 
   /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */
@@ -145,14 +157,15 @@ export class HttpHandler {
   /** Gives the streams back (their series leave the registry): they may be served anew. */
   release(): void {
     for (const exclude of this.#excludes.splice(0)) exclude();
-    for (const s of this.#ctx.streams.values()) s._attach(null);
   }
 
   /** Closes every open socket with 1001 (those not closed by their stream already). */
   closeSockets(): void {
     for (const sock of this.#ctx.sockets) {
       try {
-        sock.close(CloseCode.GoingAway, "");
+        const close = this.#closers.get(sock);
+        if (close) close(CloseCode.GoingAway, "");
+        else sock.close(CloseCode.GoingAway, "");
       } catch {
         // Already closing.
       }

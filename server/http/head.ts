@@ -8,7 +8,9 @@
 
 import type { StreamHead } from "../../wire/subscribe.ts";
 import type { Grant } from "../auth.ts";
-import { type HttpContext, isPublishable } from "./context.ts";
+import type { Stream } from "../stream/stream.ts";
+import { type HttpContext, isPublishable, roleOf } from "./context.ts";
+import { roleHead } from "../role.ts";
 import type { RouteRequest } from "./router.ts";
 import { json } from "./_respond.ts";
 
@@ -23,17 +25,17 @@ import { json } from "./_respond.ts";
  * import { readableHeads } from "./head.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const streams = new Map(["a", "b"].map((n) => [n, Stream.ephemeral(n, { schema })]));
- * const ctx = { streams, settings: checkServeOptions({}) };
+ * const ctx = { streams, roles: new Map(), settings: checkServeOptions({}) };
  * deepStrictEqual(readableHeads(ctx, null).map((h) => h.stream), ["a", "b"]);
  * ```
  */
 export function readableHeads(
-  ctx: Pick<HttpContext, "streams" | "settings">,
+  ctx: Pick<HttpContext, "streams" | "roles" | "settings">,
   grant: Grant | null,
 ): StreamHead[] {
   const out: StreamHead[] = [];
   for (const s of ctx.streams.values()) {
-    if (!grant || grant.mayRead(s.name)) out.push(s.head(isPublishable(ctx, s)));
+    if (!grant || grant.mayRead(s.name)) out.push(headOf(ctx, s));
   }
   return out;
 }
@@ -42,7 +44,12 @@ export function readableHeads(
  * `GET /{name}/head`: the head of the stream the path names.
  */
 export function headRoute(ctx: HttpContext, r: RouteRequest): Response {
-  return json(r.stream.head(isPublishable(ctx, r.stream)));
+  return json(headOf(ctx, r.stream));
+}
+
+// The head of `s` as this server serves it: whether it takes publishes, and its role's fields.
+function headOf(ctx: Pick<HttpContext, "roles" | "settings">, s: Stream): StreamHead {
+  return s.head(isPublishable(ctx, s), roleHead(roleOf(ctx, s.name)));
 }
 
 /**

@@ -29,6 +29,7 @@ import {
 } from "../../wire/publish.ts";
 import { producerKey } from "../../log/producers.ts";
 import { commitPublish } from "../publish/commit.ts";
+import { postAnswer } from "../publish/answer.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
 import type { HttpContext } from "./context.ts";
@@ -149,35 +150,20 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
       ? { producer: producerKey(grant?.name ?? null, producer), seq }
       : null;
     const out = await commitPublish(stream, parsed.rows, tag);
-    if (out.kind === "invalid") {
-      return refuse("invalid_row", 400, {
-        error: "invalid_row",
-        line: parsed.lines[out.index],
-        detail: out.detail,
-      });
-    }
+    const { body: answer, status, refusal } = postAnswer(out, parsed.lines);
+    if (out.kind === "invalid") return refuse("invalid_row", status, answer);
     m.acked("http", t0);
-    if (out.kind === "stale") {
-      return refuse("stale_seq", 409, { error: "stale_seq", last_seq: out.lastSeq });
-    }
-    if (out.kind === "not_leader") {
-      // This node stopped leading before the rows were committed: nothing was acknowledged.
-      return refuse("no_leader", 503, { error: "no_leader", detail: out.detail });
-    }
     if (out.kind === "failed") {
       ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });
       m.refused(name, "write_failed");
-      return json({ error: "write_failed", detail: out.detail }, 503);
+      return json(answer, status);
     }
-    const count = out.last - out.first + 1;
+    // Stale, or (no_leader) this node stopped leading before the rows were
+    // committed: nothing was acknowledged.
+    if (out.kind !== "ack") return refuse(refusal!, status, answer);
     if (out.duplicate) m.duplicate(name);
-    else m.published(name, "http", count);
-    return json({
-      first: out.first,
-      last: out.last,
-      count,
-      ...(out.duplicate ? { duplicate: true } : {}),
-    });
+    else m.published(name, "http", out.last - out.first + 1);
+    return json(answer);
   } finally {
     budget.endBody(held, owner);
   }

@@ -31,7 +31,7 @@
 import { SUBPROTOCOL } from "../../wire/subscribe.ts";
 import { INSTANCE_HEADER } from "../../cluster/replication_wire.ts";
 import { findToken, offeredProtocols, sameToken, unauthorized } from "../auth.ts";
-import type { HttpContext } from "./context.ts";
+import { type HttpContext, roleOf } from "./context.ts";
 import type { DenyWhy } from "./metrics.ts";
 import type { RouteRequest } from "./router.ts";
 import { json, notFound, streamField } from "./_respond.ts";
@@ -134,7 +134,8 @@ function refuseWhenFull(ctx: HttpContext, r: RouteRequest, open: number): Respon
  */
 export async function replicateRoute(ctx: HttpContext, r: RouteRequest): Promise<Response> {
   const name = r.params.name;
-  const cluster = ctx.streams.get(name)?._cluster ?? null;
+  const role = ctx.streams.has(name) ? roleOf(ctx, name) : null;
+  const cluster = role?.kind === "member" ? role.member : null;
   // Without a cluster there is no cluster token: any valid token then (the 404 follows).
   const denied = refuseCredential(ctx, r, cluster?.token ?? null);
   if (denied) return denied;

@@ -15,18 +15,9 @@ import { SUBPROTOCOL } from "../../wire/subscribe.ts";
 import { CloseCode } from "../../wire/close_reason.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { offeredProtocols } from "../auth.ts";
+import { parseReason, type SessionSocket, type SocketEnd, type SocketSession } from "../socket.ts";
 import type { HttpContext } from "./context.ts";
-import { json, parseReason } from "./_respond.ts";
-
-/** What happens over an accepted socket's life (each called at most once but `message`). */
-export interface SocketSession {
-  /** The socket opened (not called when the server is shutting down: it is closed with 1001). */
-  open(): void | Promise<void>;
-  /** A message came. */
-  message(e: MessageEvent): void;
-  /** The socket ended: its close event, or an error event (the runtime's own end of it). */
-  ended(e: Event): void;
-}
+import { json } from "./_respond.ts";
 
 /**
  * The 503 for an upgrade while the server holds its `maxConnections`
@@ -53,8 +44,9 @@ export function refuseWhenFull(ctx: HttpContext, remote: string): Response | nul
 }
 
 /**
- * Upgrades `req` and runs `session(socket)` over the socket's life; returns
- * the response that completes the upgrade.
+ * Upgrades `req` and runs `session(socket)` over the socket's life (the
+ * session sees the socket's narrow side, `../socket.ts`); returns the
+ * response that completes the upgrade.
  *
  * @example
  * ```ts ignore
@@ -64,7 +56,7 @@ export function refuseWhenFull(ctx: HttpContext, remote: string): Response | nul
 export function acceptSocket(
   ctx: HttpContext,
   req: Request,
-  session: (socket: WebSocket) => SocketSession,
+  session: (socket: SessionSocket) => SocketSession,
 ): Response {
   // The subprotocol to answer with: `streamcast` when offered, else none.
   const protocol = offeredProtocols(req).includes(SUBPROTOCOL) ? SUBPROTOCOL : undefined;
@@ -72,20 +64,22 @@ export function acceptSocket(
     idleTimeoutS: ctx.settings.pingIntervalS,
     ...(protocol ? { protocol } : {}),
   });
-  ctx.track(socket);
   const s = session(socket);
+  const close = (code: number, reason: string) =>
+    s.close ? s.close(code, reason) : socket.close(code, reason);
+  ctx.track(socket, close);
   let ended = false;
   const end = (e: Event) => {
     if (ended) return;
     ended = true;
     ctx.untrack(socket);
-    s.ended(e);
+    s.ended(endOf(e));
   };
   socket.onopen = () => {
-    if (ctx.shuttingDown) socket.close(CloseCode.GoingAway, "");
+    if (ctx.shuttingDown) close(CloseCode.GoingAway, "");
     else return s.open();
   };
-  socket.onmessage = (e) => s.message(e);
+  socket.onmessage = (e) => s.message(e.data);
   socket.onclose = end;
   socket.onerror = end;
   return response;
@@ -114,4 +108,10 @@ export function refuseSocket(
     message: () => {},
     ended: () => {},
   }));
+}
+
+// A socket's close or error event as a session sees it.
+function endOf(e: Event): SocketEnd {
+  if (e.type === "close") return { kind: "close", code: (e as CloseEvent).code };
+  return { kind: "error", message: e instanceof ErrorEvent ? e.message : "error" };
 }

@@ -13,10 +13,11 @@
  * copy than the recorded one is joining, and campaigns only once caught up
  * from a leader (then its copy is recorded); the node is made — a
  * follower's commits reach the stream's fan-out through
- * `Stream._appendCommit` — and lent to the stream (`Stream._clusteredBy`): the
- * publish routes ask it first, the replicate route hands it the sockets,
- * `/head` shows its view, and the stream's close stops it. The caller
- * starts it once the server listens. A stream with an Iceberg table
+ * the stream's `appendCommit` (`streamInside`) — with the member role the stream is served in
+ * (`../role.ts`): the publish routes ask it first, the replicate route
+ * hands it the sockets, `/head` shows its view, and its close (before the
+ * stream's) stops the node. The caller starts the node once the server
+ * listens. A stream with an Iceberg table
  * (`options.iceberg`, which needs `options.archive`: the table is shared by
  * every node) keeps it only while this node leads (`leader_table.ts`).
  *
@@ -37,7 +38,8 @@ import {
   streamIdRefusal,
 } from "../../cluster/stream_identity.ts";
 import { readMeta } from "../../log/log_meta.ts";
-import { Stream } from "../stream/stream.ts";
+import { Stream, streamInside } from "../stream/stream.ts";
+import type { StreamMember } from "../role.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { ClusterMetrics } from "./cluster_metrics.ts";
 import { LeaderTable } from "./leader_table.ts";
@@ -91,15 +93,16 @@ export class ClusterRefusedError extends Error {
 
 /**
  * Opens stream `name` as this node's replica of the cluster's (see the
- * module doc); the node is made, not started.
+ * module doc); the node is made, not started. Serve the stream with its
+ * member role; close the member before the stream.
  *
  * @throws {ClusterRefusedError} when the schema or the log's id differs from the cluster's.
  * @throws {TypeError} when `options.iceberg` is asked without `options.archive`.
  *
  * @example
  * ```ts ignore
- * const { stream, node } = await openClustered("trades", { root, schema }, membership);
- * const server = serve([stream], { publish: ["trades"] });
+ * const { stream, node, member } = await openClustered("trades", { root, schema }, membership);
+ * const server = serve([{ stream, role: { kind: "member", member } }], { publish: ["trades"] });
  * node.start();
  * ```
  */
@@ -107,7 +110,7 @@ export async function openClustered(
   name: string,
   options: StreamOptions & { root: string },
   m: ClusterMembership,
-): Promise<{ stream: Stream; node: ClusterNode }> {
+): Promise<{ stream: Stream; node: ClusterNode; member: StreamMember }> {
   const { iceberg, ...streamOptions } = options;
   const tableOptions = iceberg === undefined || iceberg === false
     ? null
@@ -152,6 +155,7 @@ export async function openClustered(
   if (standing.joining) {
     m.logger.warn("cluster_joining", { stream: name, node: m.node, why: standing.why });
   }
+  const inside = streamInside(stream);
   const node = new ClusterNode(m.etcd, log, {
     stream: name,
     node: m.node,
@@ -163,20 +167,21 @@ export async function openClustered(
     prefix: m.prefix,
     token: m.token ?? undefined,
     instance: m.instance,
-    append: (commit) => stream._appendCommit(commit),
+    append: (commit) => inside.appendCommit(commit),
     // A copy that may lack committed rows: no campaign before it is caught up.
     joining: standing.joining,
     joined: () => recordCopy(m.etcd, name, m.node, createdUs, prefix),
     logger: m.logger,
   });
-  const metrics = new ClusterMetrics(name, stream._metrics, node, log.replication!);
+  const metrics = new ClusterMetrics(name, inside.metrics, node, log.replication!);
   const table = tableOptions === null ? null : LeaderTable.start(node, log, {
     stream: name,
     archive: options.archive!,
     iceberg: tableOptions,
     logger: m.logger,
   });
-  stream._clusteredBy({
+  let closing: Promise<void> | null = null;
+  const member: StreamMember = {
     head: () => ({
       cluster: {
         ...node.view,
@@ -190,11 +195,12 @@ export async function openClustered(
     admit: (follower, instance) => checkMember(m.etcd, follower, instance, m.prefix),
     token: m.token,
     replicaLagMs: m.replicaLagMs,
-    close: async () => {
-      await node.close();
-      await table?.close();
-      metrics.close();
-    },
-  });
-  return { stream, node };
+    close: () =>
+      closing ??= (async () => {
+        await node.close();
+        await table?.close();
+        metrics.close();
+      })(),
+  };
+  return { stream, node, member };
 }

@@ -29,7 +29,8 @@ import type { ChunkDigestError } from "../../log/adoption.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { readSchemaHistory } from "../../log/schema_history.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
-import { Stream, type StreamMirror } from "../stream/stream.ts";
+import { Stream, streamInside } from "../stream/stream.ts";
+import type { StreamMirror } from "../role.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { archiveSource, type HistorySource, httpSource, syncHistory } from "./_fetch_history.ts";
 import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
@@ -160,7 +161,7 @@ interface Waiter {
  * import { equal } from "node:assert/strict";
  * const { stream, mirror } = await openMirror("trades", "ws://primary:8765/trades", { root });
  * mirror.start();
- * equal(stream.head().state, "catching_up");
+ * equal(mirror.head().state, "catching_up");
  * await mirror.close();
  * ```
  */
@@ -218,7 +219,7 @@ export class Mirror implements StreamMirror {
     this.#maxManifestBytes = options.maxManifestBytes ?? DEFAULT_MIRROR_MAX_MANIFEST_BYTES;
     this.#fetch = options.fetch ?? fetch;
     this.#archive = options.archive ?? null;
-    const r = stream._metrics;
+    const r = streamInside(stream).metrics;
     const labels = { stream: stream.name };
     const counter = (name: string, help: string) => r.counter(name, help).labels(labels);
     this.#m = {
@@ -245,7 +246,6 @@ export class Mirror implements StreamMirror {
         this.#m.state.set(s === this.#state ? 1 : 0, { stream: stream.name, state: s });
       }
     });
-    stream._mirroredBy(this);
   }
 
   /** The state now. */
@@ -577,7 +577,7 @@ export class Mirror implements StreamMirror {
         this.#m.frames.inc();
         // Durable before the next frame; a live sync of the history may run
         // beside it (it never fences: see syncHistory).
-        const rows = await this.stream._appendAt(offsets, jsons);
+        const rows = await streamInside(this.stream).appendAt(offsets, jsons);
         this.#m.rows.inc(rows);
         const next = offsets[offsets.length - 1] + 1;
         if (this.#primaryEnd === null || next > this.#primaryEnd) this.#primaryEnd = next;

@@ -16,10 +16,12 @@
 
 import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
 import { producerId } from "../../log/producers.ts";
-import type { Stream } from "../stream/stream.ts";
+import { type Stream, streamInside } from "../stream/stream.ts";
+import { RowsRefusedError } from "../stream/row_error.ts";
 
 /**
- * How a publish ended.
+ * How a publish ended: the one result both publish routes act on, and
+ * answer with (`answer.ts`).
  */
 export type PublishOutcome =
   | { kind: "ack"; first: number; last: number; duplicate: boolean }
@@ -58,8 +60,7 @@ export async function commitPublish(
   tag: ProducerTag | null,
 ): Promise<PublishOutcome> {
   try {
-    const r = stream._publish(rows, tag);
-    if (r.status === "invalid") return { kind: "invalid", index: r.index, detail: r.detail };
+    const r = streamInside(stream).publish(rows, tag);
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
     if (r.status === "blocked") {
       // The producer commits without holes (log/producers.ts).
@@ -73,6 +74,9 @@ export async function commitPublish(
     await r.done;
     return { kind: "ack", first: r.first, last: r.last, duplicate: r.status === "duplicate" };
   } catch (err) {
+    if (err instanceof RowsRefusedError) {
+      return { kind: "invalid", index: err.index, detail: err.detail };
+    }
     if (err instanceof NotLeaderError) return { kind: "not_leader", detail: err.message };
     return { kind: "failed", detail: err instanceof Error ? err.message : String(err) };
   }

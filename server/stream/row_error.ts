@@ -29,3 +29,30 @@ export class RowError extends TypeError {
     this.detail = detail;
   }
 }
+
+/**
+ * A publish's rows were refused: the first refused row's 0-based `index`,
+ * and why (its schema refusal, or its size over the log's row limit).
+ * Nothing of the publish was stored.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { RowsRefusedError } from "./row_error.ts";
+ * const err = new RowsRefusedError(1, "/v: must be number");
+ * equal(err.message, "row 1: /v: must be number");
+ * ```
+ */
+export class RowsRefusedError extends Error {
+  /** The first refused row, 0-based. */
+  readonly index: number;
+  /** Why it was refused. */
+  readonly detail: string;
+  /** The refusal of row `index` for `detail`. */
+  constructor(index: number, detail: string) {
+    super(`row ${index}: ${detail}`);
+    this.name = "RowsRefusedError";
+    this.index = index;
+    this.detail = detail;
+  }
+}

@@ -13,7 +13,11 @@
  * A stream is made by {@linkcode Stream.open} (durable with `root`),
  * {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}; its options are
  * in `stream_options.ts`, its metrics in `stream_metrics.ts`, its greeting
- * and head in `views.ts`.
+ * and head in `views.ts`. What the server's parts do with it beyond its
+ * public API (a network publish, a mirror's and a cluster follower's
+ * writes, a subscriber's start, its series) goes through
+ * {@linkcode streamInside}; the role it plays where it is served is not the
+ * stream's (`../role.ts`).
  *
  * @module
  */
@@ -37,14 +41,17 @@ import type { ArrowFrameEncoder } from "../../arrow/frame_encoder.ts";
 import { IcebergTable } from "../../iceberg/table_link.ts";
 import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { StreamFrames } from "../frames/stream_frames.ts";
-import { Fanout, type Serving, UNSERVED } from "../fanout/fanout.ts";
+import { Fanout } from "../fanout/fanout.ts";
+import { type Serving, UNSERVED } from "../fanout/serving.ts";
 import type { Subscriber, SubscriberState } from "../fanout/subscriber.ts";
 import type { Registry } from "../metrics.ts";
+import type { SessionSocket } from "../socket.ts";
+import type { Logger } from "../../common/logger.ts";
 import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { keepSchema } from "./kept_schema.ts";
 import { RowEncoder, type RowRefusal } from "./row_encoder.ts";
-import { RowError } from "./row_error.ts";
+import { RowError, RowsRefusedError } from "./row_error.ts";
 import { StreamMetrics, type StreamStats } from "./stream_metrics.ts";
 import {
   archiveLogOptions,
@@ -62,60 +69,75 @@ export type { StreamStats } from "./stream_metrics.ts";
 export const SCHEMA_FILE: string = HISTORY_FILE;
 
 /**
- * What a mirror (`server/mirror/`, a `--follow` read replica) lends the
- * stream it replicates: the `/head` fields it adds, and the primary's end
- * asked afresh (the lag rule of a subscribe past the mirror's end).
+ * What the server's parts do with a stream beyond its public API, through
+ * {@linkcode streamInside}: a network publish (`../publish/`), a mirror's
+ * and a cluster follower's writes (`../mirror/`, `../member/`), a
+ * subscriber's start and a refused subscribe (the subscribe session), and
+ * the stream's series and Iceberg table.
  */
-export interface StreamMirror {
-  /** `follows` (the primary's URL, no token), `lag_rows`, `state`. */
-  head(): Record<string, unknown>;
-  /** The primary's end offset now, or null when it cannot be asked. */
-  primaryEnd(): Promise<number | null>;
-  /** Resolves true once the replica's end passes `offset`, false if `signal` aborts first. */
-  reached(offset: number, signal: AbortSignal): Promise<boolean>;
-}
-
-/**
- * Why a cluster node does not take a publish now: another node leads (send
- * the publisher to `leader`), none is known (`detail` says why this node
- * does not lead, when it may not), or fewer than R nodes are in sync.
- */
-export type ClusterRefusal =
-  | { error: "not_leader"; leader: string }
-  | { error: "no_leader"; leader: null; detail?: string }
-  | { error: "not_enough_replicas"; leader: null };
-
-/**
- * What a cluster member (`server/member/`) lends the stream it runs: the
- * `/head` fields it adds, whether it takes a publish now, the followers'
- * replication sockets, and its stop (before the log closes).
- */
-export interface StreamCluster {
-  /** `cluster`: the node's view (role, leader, term, in-sync set, commit index). */
-  head(): Record<string, unknown>;
-  /** Null when this node may take a publish now, else why not. */
-  publishable(): ClusterRefusal | null;
-  /** Takes a follower's replication socket (the follower's node name). */
-  accept(socket: WebSocket, node: string): void;
+export interface StreamInside {
   /**
-   * Why a follower claiming to be cluster member `node`, showing its
-   * registration's `instance`, may not replicate; null when it may.
+   * Stores rows a network publisher sent, in one commit, as `tag`'s
+   * sequence, once each row took the row path; what the log did with them
+   * (see `Log.publish`). The first row refused refuses them all: throws
+   * {@linkcode RowsRefusedError}. Stored rows fan out like any commit.
+   * Durable streams only.
    */
-  admit(node: string, instance: string | null): Promise<string | null>;
-  /** The cluster's token a follower must show to replicate (null: none). */
-  readonly token: string | null;
-  /** How long a replication link may be silent before the leader closes it, ms. */
-  readonly replicaLagMs: number;
-  /** Stops the node: resigns a leadership, stops following. */
-  close(): Promise<void>;
+  publish(rows: readonly unknown[], tag: ProducerTag | null): PublishResult;
+  /**
+   * A mirror's write: the primary's rows (their JSON) at the primary's
+   * offsets, made durable, then fanned out through the normal commit path
+   * (see `Log.appendAt`).
+   */
+  appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number>;
+  /**
+   * A cluster follower's write: the leader's commit as it made it (see
+   * `Replication.appendCommit`), fanned out once the cluster commits it.
+   */
+  appendCommit(commit: ReplicaCommit): Promise<number>;
+  /**
+   * Starts serving a subscriber whose greeting was sent, from offset `from`;
+   * with a `where=` filter, it joins the group of that filter's key;
+   * `serving`: what the server starting it gives it (its replay gate,
+   * logger, send buffer).
+   */
+  subscribe(
+    socket: SessionSocket,
+    from: number,
+    frames: FrameMode,
+    filter?: Filter | null,
+    compress?: Compression | null,
+    serving?: Serving,
+  ): Subscriber;
+  /** Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
+  subscribeRefused(why: string): void;
+  /** The registry of the stream's series (the server includes it; a mirror and a member add theirs). */
+  readonly metrics: Registry;
+  /** Distinct `where=` filters with a subscriber. */
+  readonly filters: number;
+  /** The stream's Iceberg table (null: none, or kept by a cluster's leader). */
+  readonly iceberg: IcebergTable | null;
 }
 
+let insideOf: (stream: Stream) => StreamInside;
+
 /**
- * How a network publish ended at the stream: refused before anything was
- * stored (`invalid`: the 0-based `index` of the first row refused, and why),
- * or what the log did with it (`Log.publish`).
+ * The inside of `stream` (see {@linkcode StreamInside}): for the server's
+ * parts, not its users.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { Stream, streamInside } from "./stream.ts";
+ * const s = Stream.ephemeral("t", {
+ *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
+ * });
+ * equal(streamInside(s).filters, 0);
+ * ```
  */
-export type PublishAttempt = PublishResult | { status: "invalid"; index: number; detail: string };
+export function streamInside(stream: Stream): StreamInside {
+  return insideOf(stream);
+}
 
 /** What the factories hand the (private) constructor: checked settings, the compiled schema, the log. */
 interface Made {
@@ -178,10 +200,13 @@ export class Stream {
   readonly #frames: StreamFrames;
   readonly #fanout: Fanout;
   readonly #appender: Appender;
-  #mirror: StreamMirror | null = null;
-  #cluster: StreamCluster | null = null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
+  readonly #inside: StreamInside;
+
+  static {
+    insideOf = (stream) => stream.#inside;
+  }
 
   /** Use {@linkcode Stream.open}, {@linkcode Stream.ephemeral} or {@linkcode Stream.restore}. */
   private constructor(name: string, m: Made) {
@@ -206,13 +231,7 @@ export class Stream {
       log?.maxPayloadBytes ?? Infinity,
       metrics.rowsRejected,
     );
-    this.#frames = new StreamFrames(
-      name,
-      this.schema,
-      log,
-      metrics.zstd,
-      () => this.#fanout.serving.logger,
-    );
+    this.#frames = new StreamFrames(name, this.schema, log, metrics.zstd);
     this.#fanout = new Fanout({
       name,
       log,
@@ -222,6 +241,37 @@ export class Stream {
       stallTimeoutMs: this.stallTimeoutMs,
     });
     this.#appender = new Appender(log, this.#fanout, metrics);
+    this.#inside = this.#makeInside();
+  }
+
+  // The stream's inside (see StreamInside), made once all of it exists.
+  #makeInside(): StreamInside {
+    const fanout = this.#fanout;
+    const metrics = this.#metrics;
+    const iceberg = () => this.#iceberg;
+    return {
+      publish: (rows, tag) => {
+        this.#takingRows();
+        const jsons = this.#rows.encodeAll(rows);
+        if (!Array.isArray(jsons)) {
+          const r = jsons.refusal;
+          throw new RowsRefusedError(jsons.index, r instanceof RowError ? r.detail : r.message);
+        }
+        return this.#appender.publish(jsons, tag);
+      },
+      appendAt: (offsets, jsons) => this.#appender.appendAt(offsets, jsons),
+      appendCommit: (commit) => this.#appender.appendCommit(commit),
+      subscribe: (socket, from, frames, filter = null, compress = null, serving = UNSERVED) =>
+        fanout.subscribe(socket, from, { frames, filter, compress, serving }),
+      subscribeRefused: (why) => metrics.refused(why),
+      metrics: metrics.registry,
+      get filters() {
+        return fanout.filters;
+      },
+      get iceberg() {
+        return iceberg();
+      },
+    };
   }
 
   /**
@@ -318,55 +368,6 @@ export class Stream {
     return { stream: await Stream.#withSchema(name, settings, compiled, log), report };
   }
 
-  /**
-   * @internal Lends the stream what the server that serves it has (see
-   * `Serving`); `null` gives them back (no gate, a logger at level "warn" on
-   * stderr, one send buffer per process).
-   */
-  _attach(serving: Serving | null): void {
-    this.#fanout.serving = serving ?? UNSERVED;
-  }
-
-  /** @internal The mirror replicating this stream (null: it takes rows from `send`). */
-  get _mirror(): StreamMirror | null {
-    return this.#mirror;
-  }
-
-  /** @internal Makes the stream `mirror`'s replica, once: from then on it takes no rows but the mirror's. */
-  _mirroredBy(mirror: StreamMirror): void {
-    if (this.#mirror !== null) throw new TypeError(`stream "${this.name}" has a mirror already`);
-    this.#mirror = mirror;
-  }
-
-  /** @internal The cluster node running this stream (null: none). */
-  get _cluster(): StreamCluster | null {
-    return this.#cluster;
-  }
-
-  /** @internal Makes the stream `cluster`'s, once: it takes rows only while that node leads. */
-  _clusteredBy(cluster: StreamCluster): void {
-    if (this.#cluster !== null) throw new TypeError(`stream "${this.name}" has a cluster already`);
-    if (this.log?.replication == null) {
-      throw new TypeError(`stream "${this.name}": a cluster needs a replicated log`);
-    }
-    this.#cluster = cluster;
-  }
-
-  /** @internal The stream's Iceberg table (null: none, or kept by a cluster's leader). */
-  get _iceberg(): IcebergTable | null {
-    return this.#iceberg;
-  }
-
-  /** @internal The registry of this stream's series (the server includes it). */
-  get _metrics(): Registry {
-    return this.#metrics.registry;
-  }
-
-  /** @internal Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
-  _subscribeRefused(why: string): void {
-    this.#metrics.refused(why);
-  }
-
   /** @internal A snapshot of the stream's counters, for tests; `/_/metrics` serves them. */
   get stats(): StreamStats {
     return this.#metrics.snapshot();
@@ -404,10 +405,11 @@ export class Stream {
 
   /**
    * What `GET /{name}/head` serves (see `views.ts`); `publish`: whether the
-   * serving server takes rows for it over the publish routes.
+   * serving server takes rows for it over the publish routes; `role`: the
+   * fields the role it is served in adds (`../role.ts`).
    */
-  head(publish = false): StreamHead {
-    return headOf(this, publish);
+  head(publish = false, role: Record<string, unknown> = {}): StreamHead {
+    return headOf(this, publish, { ...this.#iceberg?.head(), ...role });
   }
 
   /**
@@ -418,10 +420,10 @@ export class Stream {
     return greetingOf(this, from, frames, where);
   }
 
-  // The one check before any row is taken: the stream is open and not a replica.
+  // The one check before any row is taken: the stream is open and not a mirror's replica.
   #takingRows(): void {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
-    if (this.#mirror) {
+    if (this.log?.replica) {
       throw new TypeError(`stream "${this.name}" is a mirror's: it takes no rows`);
     }
   }
@@ -503,55 +505,16 @@ export class Stream {
   }
 
   /**
-   * @internal Stores rows a network publisher sent (`server/publish/`), in
-   * one commit, as `tag`'s sequence (see `Log.publish`), once each row took
-   * the row path: the first row refused refuses them all. Stored rows fan
-   * out like any commit. Durable streams only.
+   * compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`);
+   * `logger` takes the warning when libzstd is missing.
    */
-  _publish(rows: readonly unknown[], tag: ProducerTag | null): PublishAttempt {
-    this.#takingRows();
-    const jsons = this.#rows.encodeAll(rows);
-    if (!Array.isArray(jsons)) {
-      const r = jsons.refusal;
-      return {
-        status: "invalid",
-        index: jsons.index,
-        detail: r instanceof RowError ? r.detail : r.message,
-      };
-    }
-    return this.#appender.publish(jsons, tag);
-  }
-
-  /**
-   * @internal A mirror's write: the primary's rows (their JSON) at the
-   * primary's offsets, made durable, then fanned out through the normal
-   * commit path (see `Log.appendAt`).
-   */
-  _appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
-    return this.#appender.appendAt(offsets, jsons);
-  }
-
-  /**
-   * @internal A cluster follower's write: the leader's commit as it made it
-   * (see `Replication.appendCommit`), fanned out once the cluster commits it.
-   */
-  _appendCommit(commit: ReplicaCommit): Promise<number> {
-    return this.#appender.appendCommit(commit);
-  }
-
-  /** compress=zstd-dict: the stream's dictionary (see `StreamDictionary.get`). */
-  dictionary(): Promise<FrameDictionary | null> {
-    return this.#frames.dictionary();
+  dictionary(logger: Logger = UNSERVED.logger): Promise<FrameDictionary | null> {
+    return this.#frames.dictionary(logger);
   }
 
   /** compress=zstd-dict: the dictionary with `id`, if it is this stream's. */
   dictionaryById(id: string): FrameDictionary | null {
     return this.#frames.dictionaryById(id);
-  }
-
-  /** @internal Distinct `where=` filters with a subscriber, for tests and metrics. */
-  get _filters(): number {
-    return this.#fanout.filters;
   }
 
   /**
@@ -561,21 +524,6 @@ export class Stream {
    */
   arrowEncoder(): Promise<ArrowFrameEncoder> {
     return this.#frames.loadArrow();
-  }
-
-  /**
-   * @internal Starts serving a subscriber whose greeting was sent, from
-   * offset `from`; with a `where=` filter, it joins the group of that
-   * filter's key.
-   */
-  _subscribe(
-    socket: WebSocket,
-    from: number,
-    frames: FrameMode,
-    filter: Filter | null = null,
-    compress: Compression | null = null,
-  ): Subscriber {
-    return this.#fanout.subscribe(socket, from, { frames, filter, compress });
   }
 
   /** Closes every subscriber with `code` (1001: going away). */
@@ -590,8 +538,6 @@ export class Stream {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    // A leader resigns first (another node takes over at once), and waits for nothing more.
-    await this.#cluster?.close();
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes

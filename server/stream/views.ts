@@ -31,12 +31,6 @@ export interface StreamView {
   readonly schemaVersions: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Subscribers now. */
   readonly subscribers: number;
-  /** The mirror replicating it, whose fields its head carries (null: none). */
-  readonly _mirror: { head(): Record<string, unknown> } | null;
-  /** The cluster node running it, whose fields its head carries (null: none). */
-  readonly _cluster: { head(): Record<string, unknown> } | null;
-  /** Its Iceberg table, whose state its head carries (null: none, or a cluster's). */
-  readonly _iceberg: { head(): Record<string, unknown> } | null;
 }
 
 /**
@@ -79,9 +73,10 @@ export function greetingOf(
 /**
  * The head of `s`: its log's ends, its subscribers, its schema and every
  * version of it (`schema_versions`, each with the first offset it applies
- * from), its archive and how far the archive lags, a mirror's fields, and
- * `publish`: whether it takes rows over the publish routes (the serving
- * server's knowledge).
+ * from), its archive and how far the archive lags, `extra` fields (its
+ * Iceberg table's, and those of the role it is served in: a mirror's, a
+ * cluster member's), and `publish`: whether it takes rows over the publish
+ * routes (the serving server's knowledge).
  *
  * @example
  * ```ts
@@ -95,7 +90,11 @@ export function greetingOf(
  * equal(head.publish, false);
  * ```
  */
-export function headOf(s: StreamView, publish: boolean): StreamHead {
+export function headOf(
+  s: StreamView,
+  publish: boolean,
+  extra: Record<string, unknown> = {},
+): StreamHead {
   const log = s.log;
   return {
     stream: s.name,
@@ -108,9 +107,7 @@ export function headOf(s: StreamView, publish: boolean): StreamHead {
     archive: s.archive,
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
     ...(log ? { first_offset: log.firstOffset } : {}),
-    ...s._mirror?.head(),
-    ...s._iceberg?.head(),
-    ...s._cluster?.head(),
+    ...extra,
     schema_versions: s.schemaVersions,
     publish,
   };

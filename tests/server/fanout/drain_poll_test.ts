@@ -6,6 +6,7 @@ import { assert, assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { RawWs } from "../../harness/raw_ws.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
+import { streamInside } from "../../../server/stream/stream.ts";
 
 /** A socket whose buffer is full until `full` is cleared; counts the polls. */
 class FakeSocket {
@@ -39,7 +40,7 @@ Deno.test("stalled catching-up subscribers are polled slowly, not spun on, and r
   try {
     await stream.sendMany(Array.from({ length: 100 }, (_, k) => ({ i: k + 1, pad: PAD })));
     const socks = Array.from({ length: 50 }, () => new FakeSocket());
-    for (const s of socks) stream._subscribe(s as unknown as WebSocket, 1, "batch");
+    for (const s of socks) streamInside(stream).subscribe(s, 1, "batch");
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, 300));
     const ms = performance.now() - t0;

@@ -10,6 +10,7 @@ import { RawWs } from "../../harness/raw_ws.ts";
 import { TestSub } from "../../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { _subscriberCounts } from "../../../server/fanout/subscriber.ts";
+import { streamInside } from "../../../server/stream/stream.ts";
 
 const SCHEMA = {
   type: "object",
@@ -96,7 +97,7 @@ Deno.test("subscribers joining and leaving every way leave the server's per-subs
         `nothing left in the shared structures: ${JSON.stringify(_subscriberCounts())}`,
       );
       assertEquals(stream.subscriberStates(), { catching_up: 0, live: 0, closed: 0 });
-      assertEquals(stream._filters, 0, "no filter group left");
+      assertEquals(streamInside(stream).filters, 0, "no filter group left");
       await until(
         async () => gauge(await metrics(), "streamcast_connections") === 0,
         5000,

@@ -8,6 +8,7 @@ import { Subscriber, type SubscriberHost } from "../../../server/fanout/subscrib
 import { SendBudget } from "../../../server/fanout/send_budget.ts";
 import { rmrf, rng, tempDir, until } from "../../harness/util.ts";
 import { TestSub } from "../../harness/subscriber.ts";
+import { streamInside } from "../../../server/stream/stream.ts";
 
 const SCHEMA = {
   type: "object",
@@ -272,9 +273,13 @@ async function partitionRun(seed: number): Promise<void> {
         for (let i = 0; i < want.length; i++) assertEquals(sub.lines[i], want[i], ctx);
       }
     }
-    assertEquals(t.stream._filters > 0, true);
+    assertEquals(streamInside(t.stream).filters > 0, true);
     await Promise.all([ref.close(), ...subs.map((s) => s.sub.close())]);
-    await until(() => t.stream._filters === 0, 5_000, "filters dropped with their last subscriber");
+    await until(
+      () => streamInside(t.stream).filters === 0,
+      5_000,
+      "filters dropped with their last subscriber",
+    );
   } finally {
     await t.stop();
   }
@@ -294,13 +299,13 @@ Deno.test("where subscribers of one filter share one compiled instance, whatever
     const a = await TestSub.open(`${t.ws}/t?${whereParam({ symbol: ["A", "B"], size: 1 })}`);
     const b = await TestSub.open(`${t.ws}/t?${whereParam({ size: 1, symbol: ["B", "A"] })}`);
     const c = await TestSub.open(`${t.ws}/t?${whereParam({ size: 2 })}`);
-    assertEquals(t.stream._filters, 2);
+    assertEquals(streamInside(t.stream).filters, 2);
     await a.close();
     await until(() => t.stream.subscribers === 2);
-    assertEquals(t.stream._filters, 2);
+    assertEquals(streamInside(t.stream).filters, 2);
     await b.close();
     await c.close();
-    await until(() => t.stream._filters === 0);
+    await until(() => streamInside(t.stream).filters === 0);
   } finally {
     await t.stop();
   }

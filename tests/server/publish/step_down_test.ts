@@ -19,7 +19,7 @@ Deno.test("publish socket: a leadership ending with frames in flight closes it 1
   const rep = stream.log!.replication!;
   rep.writable = true;
   await rep.beginTerm(1);
-  stream._clusteredBy({
+  const member = {
     head: () => ({}),
     publishable: () => null,
     accept: () => {},
@@ -27,8 +27,12 @@ Deno.test("publish socket: a leadership ending with frames in flight closes it 1
     token: null,
     replicaLagMs: 1000,
     close: async () => {},
+  };
+  const server = serve([{ stream, role: { kind: "member", member } }], {
+    port: 0,
+    onListen: () => {},
+    publish: ["t"],
   });
-  const server = serve([stream], { port: 0, onListen: () => {}, publish: ["t"] });
   const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}/t/publish?producer=p`);
   const answers: unknown[] = [];
   let closed: { code: number; reason: string } | null = null;

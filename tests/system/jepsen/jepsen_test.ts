@@ -45,7 +45,7 @@ const FAULTS_VARIABLE = "STREAMCAST_JEPSEN_FAULTS";
  * `Replication.committed`). A publish socket with several frames refused
  * at a step-down was never closed: only the first refusal
  * flushed its answers (the producers hung: 128391271, 2157140864,
- * 3529604593; fixed in `server/http/publish_socket.ts`). With the Iceberg
+ * 3529604593; fixed in `server/publish/session.ts`). With the Iceberg
  * table's `--seal-every 1`, 3664698107 and 128391271 found a third: the seal
  * timer rolled a follower's log while its tail was cut in place (the active
  * file closed), and the log refused every later write (fixed in `Log.tick`).

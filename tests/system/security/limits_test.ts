@@ -8,6 +8,8 @@ import { RawWs } from "../../harness/raw_ws.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { TestSub } from "../../harness/subscriber.ts";
 import { rawRequest, row, SCHEMA, serveCli } from "../../harness/security.ts";
+import { checkServeOptions } from "../../../server/serve_options.ts";
+import { HttpHandler } from "../../../server/http/handler.ts";
 
 async function setup(
   streamOptions: Partial<Parameters<typeof Stream.open>[1]> = {},
@@ -205,20 +207,43 @@ Deno.test("limits: replay readers take turns: three catch up through one permit,
     const metrics = await (await fetch(`${t.server.url}/_/metrics`)).text();
     assert(metrics.includes('streamcast_replay_reads{state="active"} 0'), metrics);
     for (const s of subs) await s.close();
-    // Every catch-up read goes through the gate: with its one permit held, a
-    // subscriber is greeted but waits, and is served once the permit is back.
-    const gate = new Gate(1);
-    t.trades._attach({ gate, logger: Logger.silent() });
-    await gate.acquire();
-    const waiter = await TestSub.open(`${t.ws}/trades?offset=1&frames=batch`);
-    assert(waiter.greeting !== null);
-    await until(() => gate.waiting === 1, 5000, "the catch-up read to wait");
-    await new Promise((r) => setTimeout(r, 100));
-    assertEquals(waiter.lines.length, 0);
-    gate.release();
-    await waiter.waitLines(rows);
-    assertEquals(waiter.offsets().length, rows);
-    await waiter.close();
+    // Every catch-up read goes through the serving handler's gate: with its
+    // one permit held, a subscriber is greeted but waits, and is served once
+    // the permit is back.
+    const handler = new HttpHandler(
+      new Map([[t.trades.name, t.trades]]),
+      checkServeOptions({ maxReplayReaders: 1, logger: Logger.silent() }),
+      {
+        upgrade: (req, o) =>
+          Deno.upgradeWebSocket(req, {
+            idleTimeout: o.idleTimeoutS,
+            ...(o.protocol !== undefined ? { protocol: o.protocol } : {}),
+          }),
+      },
+    );
+    const http = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      (req, info) => handler.handle(req, `127.0.0.1:${info.remoteAddr.port}`),
+    );
+    try {
+      const gate = handler.serving.gate!;
+      await gate.acquire();
+      const waiter = await TestSub.open(
+        `ws://127.0.0.1:${http.addr.port}/trades?offset=1&frames=batch`,
+      );
+      assert(waiter.greeting !== null);
+      await until(() => gate.waiting === 1, 5000, "the catch-up read to wait");
+      await new Promise((r) => setTimeout(r, 100));
+      assertEquals(waiter.lines.length, 0);
+      gate.release();
+      await waiter.waitLines(rows);
+      assertEquals(waiter.offsets().length, rows);
+      await waiter.close();
+    } finally {
+      handler.closeSockets();
+      await http.shutdown();
+      handler.release();
+    }
   } finally {
     await t.stop();
   }

@@ -12,7 +12,7 @@
 import type { SubscribeQuery } from "../../wire/subscribe.ts";
 import type { NotReplayableReason } from "../../wire/close_reason.ts";
 import type { TimeLookup } from "../../log/mod.ts";
-import type { Stream } from "../stream/stream.ts";
+import type { StreamMirror } from "../role.ts";
 
 /** The start a subscribe asks for, once checked: a first offset, or live. */
 export type StartDecision =
@@ -166,7 +166,7 @@ export async function decideSinceStart(
 }
 
 /**
- * On a mirror, an offset past its end is `ahead` only when it is past the
+ * On a mirror (`mirror`; null: the stream is not a mirror's replica), an offset past its end is `ahead` only when it is past the
  * primary's end too, asked afresh (the last known end when the primary does
  * not answer); otherwise the subscribe is accepted and waits for the rows.
  * Resolves the decision to act on, and whether to wait.
@@ -174,20 +174,23 @@ export async function decideSinceStart(
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { Stream } from "../stream/stream.ts";
  * import { mirrorLag } from "./subscribe_start.ts";
- * const s = Stream.ephemeral("t", { schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] } });
  * const q = { offset: 9, streamId: null, frames: "single" as const, token: null, where: null, since: null };
- * const d = { ok: true as const, from: 9 };
- * deepStrictEqual(await mirrorLag(s, q, d), { d, wait: false }); // not a mirror
+ * const ahead = { ok: false as const, reason: { error: "not_replayable" as const, why: "ahead" as const, end_offset: 5 } };
+ * deepStrictEqual(await mirrorLag(null, q, ahead), { d: ahead, wait: false }); // not a mirror
+ * const mirror = {
+ *   head: () => ({}),
+ *   primaryEnd: () => Promise.resolve(12),
+ *   reached: () => Promise.resolve(true),
+ * };
+ * deepStrictEqual(await mirrorLag(mirror, q, ahead), { d: { ok: true, from: 9 }, wait: true });
  * ```
  */
 export async function mirrorLag(
-  stream: Stream,
+  mirror: StreamMirror | null,
   q: SubscribeQuery,
   d: StartDecision,
 ): Promise<{ d: StartDecision; wait: boolean }> {
-  const mirror = stream._mirror;
   if (d.ok || d.reason.why !== "ahead" || !mirror || typeof q.offset !== "number") {
     return { d, wait: false };
   }
