@@ -15,7 +15,7 @@ import type { ArchiveStore } from "./archive.ts";
 import { type ChunkPort, InlineChunkWorker, sharedChunkWorker } from "./chunk_client.ts";
 import { REAL_IO } from "./log_io.ts";
 import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "./options.ts";
-import { nowUs, type Segment } from "./segment_state.ts";
+import { nowUs, type Segment } from "./segment/state.ts";
 
 /** The log a link serves. */
 export interface LinkedLog {

@@ -48,11 +48,11 @@ import {
   TimesBuilder,
   timesPath,
 } from "./chunk_times.ts";
-import { Layout } from "./format.ts";
+import { Layout } from "./segment/format.ts";
 import { adoptedList } from "./adoption.ts";
 import { exists, readManifest, writeFileAtomic, writeManifest } from "./fs.ts";
 import type { LogIo } from "./log_io.ts";
-import { readHeader, SegmentCursor, segmentStart } from "./segment_reader.ts";
+import { readHeader, SegmentCursor, segmentStart } from "./segment/reader.ts";
 import { crashStep } from "./crash_hook.ts";
 
 /**

@@ -43,7 +43,7 @@
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
 import { ChunkCorruptError, type ChunkEntry, CHUNKS_DIR } from "./chunk.ts";
-import type { RecordBatch } from "./segment_reader.ts";
+import type { RecordBatch } from "./segment/reader.ts";
 
 /** The index's file name suffix, after the chunk's SHA-256. */
 export const TIMES_SUFFIX = ".times";

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { SegmentWriter } from "./segment_writer.ts";
+import { SegmentWriter } from "./segment/writer.ts";
 import type { ProducerRecord } from "./producer_journal.ts";
 import { LogWriteError } from "./errors.ts";
 import type { ResolvedOptions } from "./options.ts";
@@ -20,7 +20,7 @@ import {
   newSegmentState,
   nowUs,
   type Segment,
-} from "./segment_state.ts";
+} from "./segment/state.ts";
 
 /** What the committer tells the log. */
 export interface CommitHost {
@@ -100,8 +100,8 @@ function utf8Length(s: string): number {
  * import { equal } from "node:assert/strict";
  * import { Committer } from "./committer.ts";
  * import { resolveOptions } from "./options.ts";
- * import { SegmentWriter } from "./segment_writer.ts";
- * import { createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
+ * import { SegmentWriter } from "./segment/writer.ts";
+ * import { createSegmentFile, initialState, newSegmentState } from "./segment/state.ts";
  * const dir = await Deno.makeTempDir();
  * const opts = resolveOptions({ timers: false });
  * const id = "0".repeat(32);

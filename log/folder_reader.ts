@@ -8,7 +8,7 @@
  * that tier, and plans again from where it stopped; a file that went away
  * under it (a segment chunked and deleted, a chunk merged or expired) makes
  * it plan again, a bounded number of times. Segments are read under the one
- * reading rule (`segment_scan.ts`): every record is checked, and a torn tail
+ * reading rule (`segment/scan.ts`): every record is checked, and a torn tail
  * of the last segment is not a row yet and is left out, as recovery would;
  * damage followed by valid records is `LogCorruptError`. Chunks are checked
  * line by line as they are read.
@@ -25,7 +25,7 @@ import {
   parseSegmentFileName,
   RECORD_HEAD_BYTES,
   segmentFileName,
-} from "./format.ts";
+} from "./segment/format.ts";
 import { readMeta } from "./log_meta.ts";
 import { exists, readManifest } from "./fs.ts";
 import {
@@ -35,8 +35,8 @@ import {
   type RecordBatch,
   seekStart,
   segmentStart,
-} from "./segment_reader.ts";
-import { readSegmentRecords } from "./segment_scan.ts";
+} from "./segment/reader.ts";
+import { readSegmentRecords } from "./segment/scan.ts";
 import { earliestOffset, locateOffset, planSince, type TierSegment } from "./tier_lookup.ts";
 import {
   chunkTimeHit,

@@ -17,7 +17,7 @@
  * @module
  */
 
-import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
+import { type CursorStart, seekStart, segmentStart } from "./segment/reader.ts";
 import { LogWriteError } from "./errors.ts";
 import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
@@ -36,7 +36,7 @@ import type { LogListener } from "./log_listener.ts";
 import { Replication } from "./replication.ts";
 import { cutOpenLog } from "./truncate.ts";
 import { fenceSegment } from "./fence.ts";
-import type { Segment, SegmentInfo } from "./segment_state.ts";
+import type { Segment, SegmentInfo } from "./segment/state.ts";
 import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
 import { type LookupStats, offsetAtTime, type TimeLookup } from "./time_seek.ts";
 

@@ -7,11 +7,11 @@
  */
 
 import { join } from "node:path";
-import { parseSegmentFileName } from "./format.ts";
+import { parseSegmentFileName } from "./segment/format.ts";
 import { type LogIo, REAL_IO } from "./log_io.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 import { LogCorruptError } from "./errors.ts";
-import { readHeader } from "./segment_reader.ts";
+import { readHeader } from "./segment/reader.ts";
 
 /** The name of the log's metadata file. */
 export const META_FILE = "log.json";

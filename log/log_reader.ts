@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { ChunkCursor, type ChunkEntry } from "./chunk.ts";
 import { type ChunkTimes, readChunkTimes } from "./chunk_times.ts";
 import type { ArchiveStore } from "./archive.ts";
-import type { Layout } from "./format.ts";
+import type { Layout } from "./segment/format.ts";
 import { LogEvictedError } from "./errors.ts";
 import {
   clipBatch,
@@ -20,8 +20,8 @@ import {
   EMPTY_BATCH,
   type RecordBatch,
   SegmentCursor,
-} from "./segment_reader.ts";
-import type { SegmentInfo } from "./segment_state.ts";
+} from "./segment/reader.ts";
+import type { SegmentInfo } from "./segment/state.ts";
 
 /** Where a reader finds an offset: a segment, a chunk, or nowhere. */
 export type Located =

@@ -34,8 +34,8 @@ export {
 } from "./log.ts";
 export { DEFAULT_READ_BYTES, LogReader } from "./log_reader.ts";
 export * from "./errors.ts";
-export type { RecordBatch } from "./segment_reader.ts";
-export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./format.ts";
+export type { RecordBatch } from "./segment/reader.ts";
+export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./segment/format.ts";
 export {
   inspectLog,
   listSegments,

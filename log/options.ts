@@ -4,7 +4,7 @@
  * @module
  */
 
-import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./format.ts";
+import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./segment/format.ts";
 import type { ChunkPolicy } from "./chunk_protocol.ts";
 import type { ArchiveOptions } from "./archive.ts";
 import { Logger } from "../common/logger.ts";

@@ -12,7 +12,7 @@
 import { ProducerJournal } from "./producer_journal.ts";
 import { type ProducerTable, recoverProducers } from "./producers.ts";
 import { type Recovered, recoverLog } from "./recovery.ts";
-import { cutActiveAt } from "./tail_cut.ts";
+import { cutActiveAt } from "./segment/tail_cut.ts";
 import type { LogOptions, ResolvedOptions } from "./options.ts";
 
 export type { Recovered };

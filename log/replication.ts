@@ -46,7 +46,7 @@ import type { LogReader } from "./log_reader.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
 import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "./producer_journal.ts";
 import { ProducerLru, supersededRecords } from "./producers.ts";
-import type { Segment } from "./segment_state.ts";
+import type { Segment } from "./segment/state.ts";
 import { TermHistory, type TermStart } from "./term_history.ts";
 import type { Truncated } from "./truncate.ts";
 

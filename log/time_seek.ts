@@ -24,16 +24,22 @@
 
 import type { ChunkEntry } from "./chunk.ts";
 import { readChunkTimes, seekRuns } from "./chunk_times.ts";
-import type { Segment } from "./segment_state.ts";
+import type { Segment } from "./segment/state.ts";
 import { earliestOffset, planSince, type Tiers } from "./tier_lookup.ts";
-import { type Beacon, BEACON_BYTES, decodeBeacon, Layout, type SegmentHeader } from "./format.ts";
+import {
+  type Beacon,
+  BEACON_BYTES,
+  decodeBeacon,
+  Layout,
+  type SegmentHeader,
+} from "./segment/format.ts";
 import {
   type CursorStart,
   readAt,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
-} from "./segment_reader.ts";
+} from "./segment/reader.ts";
 
 /**
  * What a time lookup read, for tests and benchmarks that check its cost
@@ -89,7 +95,7 @@ export interface SeekTimeOptions {
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
- * import { readHeader } from "./segment_reader.ts";
+ * import { readHeader } from "./segment/reader.ts";
  * import { seekTime } from "./time_seek.ts";
  * let now = 1000;
  * const dir = await Deno.makeTempDir();
@@ -282,7 +288,7 @@ export function lookupAnswers(
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
- * import { readHeader } from "./segment_reader.ts";
+ * import { readHeader } from "./segment/reader.ts";
  * import { seekTimeIn } from "./time_seek.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir, { clock: () => 1000, timers: false });

@@ -13,7 +13,7 @@
  * 2. the segments that begin after the offset are deleted, newest first;
  * 3. the segment holding the offset is truncated at that record (its end
  *    mark goes with it, so it becomes the active segment) with
- *    `tail_cut.ts`, and synced;
+ *    `segment/tail_cut.ts`, and synced;
  * 4. the term history forgets the terms that began at or after it.
  * A crash between steps leaves a log that opens, ending between the offset
  * and where it ended; cutting again finishes the job. The producer journal
@@ -32,11 +32,11 @@ import { ProducerJournal } from "./producer_journal.ts";
 import { type ProducerTable, supersededRecords } from "./producers.ts";
 import { type Recovered, recoverLog } from "./recovery.ts";
 import type { Committer } from "./committer.ts";
-import { cutActiveAt } from "./tail_cut.ts";
+import { cutActiveAt } from "./segment/tail_cut.ts";
 import { TermHistory } from "./term_history.ts";
-import { type Active, initialState, type Segment } from "./segment_state.ts";
+import { type Active, initialState, type Segment } from "./segment/state.ts";
 import { META_FILE, readMeta } from "./log_meta.ts";
-import { SegmentWriter } from "./segment_writer.ts";
+import { SegmentWriter } from "./segment/writer.ts";
 
 /**
  * What {@linkcode truncateLog} did.

@@ -13,14 +13,14 @@ import {
   Layout,
   parseSegmentFileName,
   type SegmentHeader,
-} from "./format.ts";
+} from "./segment/format.ts";
 import {
   readAt,
   readHeader,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
-} from "./segment_reader.ts";
+} from "./segment/reader.ts";
 import { LogCorruptError } from "./errors.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
 import {
@@ -32,7 +32,7 @@ import {
 } from "./log_meta.ts";
 import { readManifest } from "./fs.ts";
 import { checkSidecarFiles } from "./meta_file.ts";
-import { scanSegmentRecords } from "./segment_scan.ts";
+import { scanSegmentRecords } from "./segment/scan.ts";
 import {
   ChunkCorruptError,
   ChunkCursor,
@@ -322,7 +322,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
         );
       }
       const layout = new Layout(header.beaconInterval);
-      // The rule recovery applies (see segment_scan.ts), with the largest
+      // The rule recovery applies (see `segment/scan.ts`), with the largest
       // payload any log accepts: verify does not know the writer's limit.
       const cursor = await scanSegmentRecords(file, path, header, {
         size,

@@ -21,7 +21,7 @@
 import { join } from "node:path";
 import { assert } from "../_assert.ts";
 import { ChunkCorruptError, Log, LogCorruptError, verifyLog } from "../../log/mod.ts";
-import { parseSegmentFileName } from "../../log/format.ts";
+import { parseSegmentFileName } from "../../log/segment/format.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { mutate, type Mutation, MUTATIONS, type RecordSpan, recordSpans } from "./_mutate.ts";
 import { caseName, caseRng, type FuzzCase, fuzzCases, replayHint, seedBanner } from "./_seeds.ts";

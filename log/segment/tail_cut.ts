@@ -1,18 +1,18 @@
 /**
  * Cutting the active segment back to an offset, on open: the rows of a
  * commit that was never acknowledged, which the producer journal says must
- * go (see `producers.ts`). The file is truncated at the record boundary
+ * go (see `../producers.ts`). The file is truncated at the record boundary
  * before the offset and synced; the caller then recovers the log again.
  *
  * @module
  */
 
 import { RECORD_OVERHEAD } from "./format.ts";
-import { LogCorruptError } from "./errors.ts";
-import { seekStart, segmentStart } from "./segment_reader.ts";
-import { readSegmentRecords } from "./segment_scan.ts";
-import type { Active } from "./segment_state.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { LogCorruptError } from "../errors.ts";
+import { seekStart, segmentStart } from "./reader.ts";
+import { readSegmentRecords } from "./scan.ts";
+import type { Active } from "./state.ts";
+import { type LogIo, REAL_IO } from "../log_io.ts";
 
 /**
  * Truncates the active segment so that its last record is `offset - 1`
@@ -22,9 +22,9 @@ import { type LogIo, REAL_IO } from "./log_io.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { recoverLog } from "./recovery.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { Log } from "../log.ts";
+ * import { recoverLog } from "../recovery.ts";
+ * import { resolveOptions } from "../options.ts";
  * import { cutActiveAt } from "./tail_cut.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);

@@ -27,7 +27,7 @@ import {
   type SegmentHeader,
   TERMINATOR,
 } from "./format.ts";
-import { LogCorruptError } from "./errors.ts";
+import { LogCorruptError } from "../errors.ts";
 
 /** Records read from a segment; payloads are views into `buf`. */
 export interface RecordBatch {
@@ -61,8 +61,8 @@ export const EMPTY_BATCH: RecordBatch = {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { clipBatch } from "./segment_reader.ts";
+ * import { Log } from "../log.ts";
+ * import { clipBatch } from "./reader.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * await log.appendMany(["1", "2", "3"].map((t) => new TextEncoder().encode(t)));
  * const reader = log.reader(1);

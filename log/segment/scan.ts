@@ -34,8 +34,8 @@ import {
   type RecordBatch,
   SegmentCursor,
   segmentStart,
-} from "./segment_reader.ts";
-import { LogCorruptError } from "./errors.ts";
+} from "./reader.ts";
+import { LogCorruptError } from "../errors.ts";
 
 /** How {@linkcode readSegmentRecords} reads. */
 export interface SegmentScanOptions {
@@ -92,7 +92,7 @@ export interface SegmentScan {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { findLaterRecord } from "./segment_scan.ts";
+ * import { findLaterRecord } from "./scan.ts";
  * const path = await Deno.makeTempFile();
  * const file = await Deno.open(path, { read: true });
  * equal(await findLaterRecord(file, 0, 0, 1), null);
@@ -133,9 +133,9 @@ export async function findLaterRecord(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { readHeader } from "./segment_reader.ts";
- * import { readSegmentRecords } from "./segment_scan.ts";
+ * import { Log } from "../log.ts";
+ * import { readHeader } from "./reader.ts";
+ * import { readSegmentRecords } from "./scan.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.append("{}");
@@ -247,9 +247,9 @@ export async function* readSegmentRecords(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { readHeader } from "./segment_reader.ts";
- * import { scanSegmentRecords } from "./segment_scan.ts";
+ * import { Log } from "../log.ts";
+ * import { readHeader } from "./reader.ts";
+ * import { scanSegmentRecords } from "./scan.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.appendMany(["{}", "{}"]);

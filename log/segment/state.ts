@@ -15,10 +15,10 @@ import {
   segmentFileName,
   type SegmentHeader,
 } from "./format.ts";
-import type { SegmentWriter, WriterState } from "./segment_writer.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
-import type { LogMeta } from "./log_meta.ts";
-import type { ResolvedOptions } from "./options.ts";
+import type { SegmentWriter, WriterState } from "./writer.ts";
+import { type LogIo, REAL_IO } from "../log_io.ts";
+import type { LogMeta } from "../log_meta.ts";
+import type { ResolvedOptions } from "../options.ts";
 
 /**
  * Microseconds since the epoch, by `clock` (ms).
@@ -26,7 +26,7 @@ import type { ResolvedOptions } from "./options.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { nowUs } from "./segment_state.ts";
+ * import { nowUs } from "./state.ts";
  * equal(nowUs(() => 1.5), 1500);
  * ```
  */
@@ -40,7 +40,7 @@ export function nowUs(clock: () => number): number {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./mod.ts";
+ * import { Log } from "../mod.ts";
  * const log = await Log.open(await Deno.makeTempDir());
  * const info = log.segments()[0];
  * equal(info.firstOffset, 1);
@@ -90,7 +90,7 @@ export interface Active {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { initialState } from "./segment_state.ts";
+ * import { initialState } from "./state.ts";
  * equal(initialState().count, 0);
  * ```
  */
@@ -104,8 +104,8 @@ export function initialState(): WriterState {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { newSegmentState } from "./segment_state.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { newSegmentState } from "./state.ts";
+ * import { resolveOptions } from "../options.ts";
  * const seg = newSegmentState("data/t", "0".repeat(32), "t", 5, resolveOptions({}));
  * equal(seg.info.path, "data/t/00000000000000000005.seg");
  * ```
@@ -150,8 +150,8 @@ export function newSegmentState(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { createSegmentFile, newSegmentState } from "./segment_state.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { createSegmentFile, newSegmentState } from "./state.ts";
+ * import { resolveOptions } from "../options.ts";
  * const seg = newSegmentState(await Deno.makeTempDir(), "0".repeat(32), "t", 1, resolveOptions({}));
  * const file = await createSegmentFile(seg);
  * equal((await file.stat()).size, 128);
@@ -182,8 +182,8 @@ export async function createSegmentFile(seg: Segment, io: LogIo = REAL_IO): Prom
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { createSegment } from "./segment_state.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { createSegment } from "./state.ts";
+ * import { resolveOptions } from "../options.ts";
  * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0 };
  * const seg = await createSegment(await Deno.makeTempDir(), meta, 1, resolveOptions({}));
  * equal(seg.info.size, 128);
