@@ -9,7 +9,7 @@
  */
 import { Log } from "../log/mod.ts";
 import { Stream } from "../server/stream/stream.ts";
-import { compress } from "../log/chunk.ts";
+import { compress } from "../log/chunk/chunk.ts";
 import type { LoadConfig } from "./_fanout_client.ts";
 import { freePort, Proc } from "./_harness.ts";
 import { type BenchRow, type BenchSection, renderSection } from "./_report.ts";

@@ -40,7 +40,7 @@
  * @module
  */
 
-import { ArchiveStore } from "../log/archive.ts";
+import { ArchiveStore } from "../log/chunk/archive.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import { readSchemaHistory } from "../log/schema_history.ts";
 import { OffsetHoleError, pendingChunks, readRows } from "./commit_rows.ts";

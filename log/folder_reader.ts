@@ -17,7 +17,7 @@
  */
 
 import { join } from "node:path";
-import { ChunkCursor, type ChunkEntry, chunkPath } from "./chunk.ts";
+import { ChunkCursor, type ChunkEntry, chunkPath } from "./chunk/chunk.ts";
 import { LogCorruptError, LogEvictedError } from "./errors.ts";
 import {
   getU64,

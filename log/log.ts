@@ -2,7 +2,7 @@
  * The durable, segmented, append-only log of one stream: the façade over its
  * parts — options (`options.ts`), recovery on open (`recovery.ts`), group
  * commit (`committer.ts`), the tier lookup (`tier_lookup.ts`), fencing
- * (`fence.ts`) and the link to the chunk worker (`chunk_link.ts`).
+ * (`fence.ts`) and the link to the chunk worker (`chunk/link.ts`).
  *
  * Invariants this module keeps:
  * - offsets start at 1 (or at a fence) and only increase; within a segment they
@@ -23,15 +23,15 @@ import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
-import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk.ts";
+import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk/chunk.ts";
 import { appendAt } from "./append_at.ts";
-import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
+import type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
 import type { ProducerJournal, ProducerRecord } from "./producer_journal.ts";
 import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
 import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
-import { type ChunkLink, openChunkLink } from "./chunk_link.ts";
+import { type ChunkLink, openChunkLink } from "./chunk/link.ts";
 import type { LogListener } from "./log_listener.ts";
 import { Replication } from "./replication.ts";
 import { cutOpenLog } from "./truncate.ts";

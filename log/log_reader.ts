@@ -9,9 +9,9 @@
  */
 
 import { join } from "node:path";
-import { ChunkCursor, type ChunkEntry } from "./chunk.ts";
-import { type ChunkTimes, readChunkTimes } from "./chunk_times.ts";
-import type { ArchiveStore } from "./archive.ts";
+import { ChunkCursor, type ChunkEntry } from "./chunk/chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "./chunk/times.ts";
+import type { ArchiveStore } from "./chunk/archive.ts";
 import type { Layout } from "./segment/format.ts";
 import { LogEvictedError } from "./errors.ts";
 import {

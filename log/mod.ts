@@ -55,11 +55,11 @@ export {
   MANIFEST_FILE,
   type RetiredChunk,
   type SharedManifest,
-} from "./chunk.ts";
-export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
-export type { ArchiveOptions } from "./archive.ts";
+} from "./chunk/chunk.ts";
+export type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
+export type { ArchiveOptions } from "./chunk/archive.ts";
 export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 export { PRODUCERS_FILE } from "./producer_journal.ts";
 export type { ProducerJournalReport } from "./verify_producers.ts";
 export type { LogListener } from "./log_listener.ts";
-export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";
+export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./chunk/restore.ts";

@@ -5,8 +5,8 @@
  */
 
 import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./segment/format.ts";
-import type { ChunkPolicy } from "./chunk_protocol.ts";
-import type { ArchiveOptions } from "./archive.ts";
+import type { ChunkPolicy } from "./chunk/protocol.ts";
+import type { ArchiveOptions } from "./chunk/archive.ts";
 import { Logger } from "../common/logger.ts";
 import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 import { DEFAULT_JOURNAL_BYTES } from "./producer_journal.ts";

@@ -14,7 +14,7 @@
  * time: at most the interval holding it and the one before.
  *
  * In a chunk (`chunkTimeHit`), after the manifest's binary search has found
- * it: one more small read, the chunk's time index (`chunk_times.ts`), whose
+ * it: one more small read, the chunk's time index (`chunk/times.ts`), whose
  * runs are binary-searched. Without a sound index (an older log, a chunk
  * restored from the archive, a damaged index) the answer stays the chunk's
  * first row, an earlier start flagged `exact: false`, never a wrong one.
@@ -22,8 +22,8 @@
  * @module
  */
 
-import type { ChunkEntry } from "./chunk.ts";
-import { readChunkTimes, seekRuns } from "./chunk_times.ts";
+import type { ChunkEntry } from "./chunk/chunk.ts";
+import { readChunkTimes, seekRuns } from "./chunk/times.ts";
 import type { Segment } from "./segment/state.ts";
 import { earliestOffset, planSince, type Tiers } from "./tier_lookup.ts";
 import {

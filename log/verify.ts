@@ -40,8 +40,8 @@ import {
   chunkPath,
   type Manifest,
   sha256Hex,
-} from "./chunk.ts";
-import { readChunkTimes } from "./chunk_times.ts";
+} from "./chunk/chunk.ts";
+import { readChunkTimes } from "./chunk/times.ts";
 import { PRODUCERS_FILE } from "./producer_journal.ts";
 import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
 import { checkProducerJournal, type ProducerJournalReport } from "./verify_producers.ts";

@@ -8,7 +8,7 @@
  */
 
 import { chunkPath, type Log } from "../../log/mod.ts";
-import { timesPath } from "../../log/chunk_times.ts";
+import { timesPath } from "../../log/chunk/times.ts";
 import type { Stream } from "../stream/stream.ts";
 import { json, notFound } from "./_respond.ts";
 

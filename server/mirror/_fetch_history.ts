@@ -9,10 +9,10 @@
  */
 
 import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
-import { checkManifest } from "../../log/chunk.ts";
-import type { ArchiveStore } from "../../log/archive.ts";
-import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
-import { maxTimesBytes } from "../../log/chunk_times.ts";
+import { checkManifest } from "../../log/chunk/chunk.ts";
+import type { ArchiveStore } from "../../log/chunk/archive.ts";
+import { ChunkDigestError, storeAdoptedChunk } from "../../log/chunk/adoption.ts";
+import { maxTimesBytes } from "../../log/chunk/times.ts";
 import { progressGet, readBounded } from "./_progress_get.ts";
 
 /** Where a mirror reads the primary's sealed history: its HTTP routes, or its S3 archive. */

@@ -8,7 +8,7 @@ import { assert, assertEquals, assertRejects } from "../_assert.ts";
 import { rmrf, tempDir, until } from "../_util.ts";
 import { startS3, stopS3 } from "../_s3.ts";
 import { IcebergTable, Log, Logger } from "../../mod.ts";
-import { ArchiveStore } from "../../log/archive.ts";
+import { ArchiveStore } from "../../log/chunk/archive.ts";
 import { writeSchemaHistory } from "../../log/schema_history.ts";
 import { LocalTableStore } from "../../iceberg/table_store.ts";
 import { TableWriter } from "../../iceberg/table_writer.ts";

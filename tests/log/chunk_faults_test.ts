@@ -1,5 +1,5 @@
-// The chunk worker's steps under a failed write (log/chunk_host.ts,
-// log/chunk_steps.ts): a sealed segment whose chunk cannot be written stays
+// The chunk worker's steps under a failed write (log/chunk/host.ts,
+// log/chunk/steps.ts): a sealed segment whose chunk cannot be written stays
 // first in line, and no later segment is listed, merged or taken for chunked
 // past it — or a merge would cover its offsets and its segment be deleted
 // with rows no chunk holds.

@@ -5,14 +5,14 @@
 // its chunk (grace period, retention). Real files, an injected clock.
 import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { join } from "node:path";
-import { ChunkCorruptError, type ChunkEntry } from "../../log/chunk.ts";
+import { ChunkCorruptError, type ChunkEntry } from "../../log/chunk/chunk.ts";
 import {
   decodeTimes,
   encodeTimes,
   mergeTimes,
   readChunkTimes,
   timesPath,
-} from "../../log/chunk_times.ts";
+} from "../../log/chunk/times.ts";
 import { FolderReader, Log, type LogOptions, verifyLog } from "../../log/mod.ts";
 import { rmrf, tempDir } from "../_util.ts";
 

@@ -5,9 +5,9 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { FolderReader, Log } from "../../log/mod.ts";
 import { lookupStats } from "../../log/time_seek.ts";
-import { timesPath } from "../../log/chunk_times.ts";
+import { timesPath } from "../../log/chunk/times.ts";
 import { planSince, type Tiers } from "../../log/tier_lookup.ts";
-import type { ChunkEntry } from "../../log/chunk.ts";
+import type { ChunkEntry } from "../../log/chunk/chunk.ts";
 import { rmrf, tempDir } from "../_util.ts";
 
 const MS = 1000; // µs per ms

@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { freePort, rmrf, tempDir, until } from "../_util.ts";
 import { getJson, type ServeProc } from "../cli/_serve.ts";
-import { maxTimesBytes } from "../../log/chunk_times.ts";
+import { maxTimesBytes } from "../../log/chunk/times.ts";
 import { type Proxy, startProxy } from "./_proxy.ts";
 import {
   chunkNames,

@@ -8,10 +8,10 @@
 
 import { join } from "node:path";
 import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
-import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
+import type { ArchiveState, ChunkPolicy, FromWorker } from "./protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { PRODUCERS_FILE } from "./producer_journal.ts";
-import { backoffDelay } from "../common/backoff.ts";
+import { PRODUCERS_FILE } from "../producer_journal.ts";
+import { backoffDelay } from "../../common/backoff.ts";
 import { crashStep } from "./crash_hook.ts";
 
 /** What an archiver reads of the log it uploads, and where it reports. */

@@ -1,16 +1,16 @@
 /**
- * What the chunk worker does with the messages of `chunk_protocol.ts`: one
- * queue of steps (`chunk_steps.ts`) per log, run in order, and an archiver
+ * What the chunk worker does with the messages of `protocol.ts`: one
+ * queue of steps (`steps.ts`) per log, run in order, and an archiver
  * beside it for a log with an archive. The process's `Worker`
- * (`chunk_worker.ts`) runs one host with the real filesystem; a log given
- * an I/O seam runs its own on its thread (`chunk_client.ts`).
+ * (`worker.ts`) runs one host with the real filesystem; a log given
+ * an I/O seam runs its own on its thread (`client.ts`).
  *
  * @module
  */
 
 import { emptyManifest } from "./chunk.ts";
-import type { FromWorker, SealedSegment, ToWorker } from "./chunk_protocol.ts";
-import { Archiver } from "./chunk_archiver.ts";
+import type { FromWorker, SealedSegment, ToWorker } from "./protocol.ts";
+import { Archiver } from "./archiver.ts";
 import {
   adoptChunks,
   type ChunkLogState,
@@ -18,8 +18,8 @@ import {
   compactChunks,
   loadChunks,
   retainChunks,
-} from "./chunk_steps.ts";
-import type { LogIo } from "./log_io.ts";
+} from "./steps.ts";
+import type { LogIo } from "../log_io.ts";
 
 interface HostedLog extends ChunkLogState {
   queue: Promise<void>;
@@ -45,9 +45,9 @@ async function chunkSealed(st: HostedLog): Promise<void> {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ChunkHost } from "./chunk_host.ts";
- * import type { FromWorker } from "./chunk_protocol.ts";
- * import { REAL_IO } from "./log_io.ts";
+ * import { ChunkHost } from "./host.ts";
+ * import type { FromWorker } from "./protocol.ts";
+ * import { REAL_IO } from "../log_io.ts";
  * const said: FromWorker[] = [];
  * const host = new ChunkHost(REAL_IO, (m) => said.push(m));
  * host.receive({ type: "sync", dir: "/nowhere", id: 1 });

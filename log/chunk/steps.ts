@@ -1,11 +1,11 @@
 /**
- * The chunk worker's steps for one log, run by `chunk_host.ts` (in the
+ * The chunk worker's steps for one log, run by `host.ts` (in the
  * process's `Worker`, or on the log's thread with an I/O seam for tests).
  * Every change on disk goes through the log's {@linkcode LogIo}.
  *
  * Every step is idempotent and resumes from what is on disk:
  * 1. a chunk file is written (temp file, fsync, rename, fsync dir);
- * 2. its time index (`chunk_times.ts`, the segment's append times) is
+ * 2. its time index (`times.ts`, the segment's append times) is
  *    written the same way;
  * 3. the manifest listing it is written the same way;
  * 4. the writer is told, and deletes the sealed segment.
@@ -17,7 +17,7 @@
  * Retention writes the manifest first, then deletes the files it dropped.
  *
  * Segments are chunked in offset order, none skipped: one whose step fails
- * (a full disk) is tried again before any later one (`chunk_host.ts`), or a
+ * (a full disk) is tried again before any later one (`host.ts`), or a
  * later chunk listed past it could be merged across its offsets and it then
  * be taken for listed and deleted. A change to the manifest takes effect
  * in the worker only once written: a failed write leaves the one on disk in
@@ -39,7 +39,7 @@ import {
   mergeChunkFiles,
   sha256Hex,
 } from "./chunk.ts";
-import type { ChunkPolicy, FromWorker, SealedSegment } from "./chunk_protocol.ts";
+import type { ChunkPolicy, FromWorker, SealedSegment } from "./protocol.ts";
 import {
   type ChunkTimes,
   encodeTimes,
@@ -47,12 +47,12 @@ import {
   readChunkTimes,
   TimesBuilder,
   timesPath,
-} from "./chunk_times.ts";
-import { Layout } from "./segment/format.ts";
+} from "./times.ts";
+import { Layout } from "../segment/format.ts";
 import { adoptedList } from "./adoption.ts";
-import { exists, readManifest, writeFileAtomic, writeManifest } from "./fs.ts";
-import type { LogIo } from "./log_io.ts";
-import { readHeader, SegmentCursor, segmentStart } from "./segment/reader.ts";
+import { exists, readManifest, writeFileAtomic, writeManifest } from "../fs.ts";
+import type { LogIo } from "../log_io.ts";
+import { readHeader, SegmentCursor, segmentStart } from "../segment/reader.ts";
 import { crashStep } from "./crash_hook.ts";
 
 /**

@@ -7,10 +7,10 @@
  * @module
  */
 
-import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
-import { ChunkHost } from "./chunk_host.ts";
-import { BackgroundService } from "../common/background_thread.ts";
-import type { LogIo } from "./log_io.ts";
+import type { FromWorker, ToWorker } from "./protocol.ts";
+import { ChunkHost } from "./host.ts";
+import { BackgroundService } from "../../common/background_thread.ts";
+import type { LogIo } from "../log_io.ts";
 
 type Handler = (msg: FromWorker) => void;
 
@@ -20,8 +20,8 @@ type Handler = (msg: FromWorker) => void;
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { type ChunkPort, InlineChunkWorker } from "./chunk_client.ts";
- * import { REAL_IO } from "./log_io.ts";
+ * import { type ChunkPort, InlineChunkWorker } from "./client.ts";
+ * import { REAL_IO } from "../log_io.ts";
  * const port: ChunkPort = new InlineChunkWorker(REAL_IO);
  * const said = new Promise((r) => port.register("/nowhere", r));
  * port.post({ type: "sync", dir: "/nowhere", id: 1 });
@@ -38,7 +38,7 @@ export interface ChunkPort {
   release(dir: string): void;
 }
 
-const CHUNK_WORKER = new URL("./chunk_worker.ts", import.meta.url);
+const CHUNK_WORKER = new URL("./worker.ts", import.meta.url);
 
 /**
  * A port to the process's chunk worker, shared by every log that keeps
@@ -49,7 +49,7 @@ const CHUNK_WORKER = new URL("./chunk_worker.ts", import.meta.url);
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { sharedChunkWorker } from "./chunk_client.ts";
+ * import { sharedChunkWorker } from "./client.ts";
  * const port = sharedChunkWorker();
  * const said = new Promise((r) => port.register("/nowhere", r));
  * port.post({ type: "sync", dir: "/nowhere", id: 1 });
@@ -73,8 +73,8 @@ export function sharedChunkWorker(): ChunkPort {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./mod.ts";
- * import { REAL_IO } from "./log_io.ts";
+ * import { Log } from "../mod.ts";
+ * import { REAL_IO } from "../log_io.ts";
  * // A log given an io other than REAL_IO itself chunks on its own thread.
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false, io: { ...REAL_IO } });
  * await log.append("{}");

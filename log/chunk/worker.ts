@@ -4,16 +4,16 @@
  * deletes replaced ones after a grace period and applies retention — on the
  * process's background thread, off the writer's. One serves every log of a
  * process; it talks to the logs only through the typed messages of
- * `chunk_protocol.ts` and holds no state shared with them. What it does with
- * them is `chunk_host.ts`, on the real filesystem; the steps, and why each
- * survives a crash, are `chunk_steps.ts`.
+ * `protocol.ts` and holds no state shared with them. What it does with
+ * them is `host.ts`, on the real filesystem; the steps, and why each
+ * survives a crash, are `steps.ts`.
  *
  * @module
  */
 
-import type { FromWorker, ToWorker } from "./chunk_protocol.ts";
-import { ChunkHost } from "./chunk_host.ts";
-import { REAL_IO } from "./log_io.ts";
+import type { FromWorker, ToWorker } from "./protocol.ts";
+import { ChunkHost } from "./host.ts";
+import { REAL_IO } from "../log_io.ts";
 
 /**
  * Starts the chunk worker on the calling thread: `post` answers the logs;
@@ -22,8 +22,8 @@ import { REAL_IO } from "./log_io.ts";
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { serve } from "./chunk_worker.ts";
- * import type { FromWorker } from "./chunk_protocol.ts";
+ * import { serve } from "./worker.ts";
+ * import type { FromWorker } from "./protocol.ts";
  * const said: FromWorker[] = [];
  * serve((m) => said.push(m))({ type: "sync", dir: "/nowhere", id: 1 });
  * equal(said[0].type, "error"); // that log was never opened

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { ArchiveFolder } from "../common/s3.ts";
+import { ArchiveFolder } from "../../common/s3.ts";
 import {
   checkManifest,
   ChunkCursor,
@@ -22,7 +22,7 @@ import {
   sha256Hex,
 } from "./chunk.ts";
 
-export { type ArchiveOptions, s3ErrorMessage } from "../common/s3.ts";
+export { type ArchiveOptions, s3ErrorMessage } from "../../common/s3.ts";
 
 /**
  * One stream's folder in an archive, with its manifest checked as the log's

@@ -43,7 +43,7 @@
 import { crc32 } from "node:zlib";
 import { join } from "node:path";
 import { ChunkCorruptError, type ChunkEntry, CHUNKS_DIR } from "./chunk.ts";
-import type { RecordBatch } from "./segment/reader.ts";
+import type { RecordBatch } from "../segment/reader.ts";
 
 /** The index's file name suffix, after the chunk's SHA-256. */
 export const TIMES_SUFFIX = ".times";
@@ -62,7 +62,7 @@ const HEAD_BYTES = 20;
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { encodeTimes, maxTimesBytes } from "./chunk_times.ts";
+ * import { encodeTimes, maxTimesBytes } from "./times.ts";
  * const worst = encodeTimes({ first: 1, offsets: [1, 2], times: [2 ** 53 - 2, 2 ** 53 - 1] });
  * equal(worst.length <= maxTimesBytes(2), true);
  * equal(maxTimesBytes(2), 56);
@@ -78,7 +78,7 @@ export function maxTimesBytes(rows: number): number {
  * @example
  * ```ts
  * import { ok } from "node:assert/strict";
- * import { timesPath } from "./chunk_times.ts";
+ * import { timesPath } from "./times.ts";
  * ok(timesPath("/logs/s", "ab").endsWith("chunks/ab.times"));
  * ```
  */
@@ -102,7 +102,7 @@ export interface ChunkTimes {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { TimesBuilder } from "./chunk_times.ts";
+ * import { TimesBuilder } from "./times.ts";
  * const b = new TimesBuilder();
  * b.add(1, 100); b.add(2, 100); b.add(3, 250);
  * deepStrictEqual(b.runs(), { first: 1, offsets: [1, 3], times: [100, 250] });
@@ -148,7 +148,7 @@ function putVarint(out: number[], v: number): void {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { decodeTimes, encodeTimes } from "./chunk_times.ts";
+ * import { decodeTimes, encodeTimes } from "./times.ts";
  * const bytes = encodeTimes({ first: 5, offsets: [5, 9], times: [1000, 1200] });
  * deepStrictEqual(decodeTimes(bytes, "x").offsets, [5, 9]);
  * ```
@@ -185,7 +185,7 @@ export function encodeTimes(t: ChunkTimes): Uint8Array {
  * @example
  * ```ts
  * import { throws } from "node:assert/strict";
- * import { decodeTimes, encodeTimes } from "./chunk_times.ts";
+ * import { decodeTimes, encodeTimes } from "./times.ts";
  * const bytes = encodeTimes({ first: 1, offsets: [1], times: [7] });
  * bytes[0] = 0;
  * throws(() => decodeTimes(bytes, "x.times"), { name: "ChunkCorruptError" });
@@ -251,7 +251,7 @@ export function decodeTimes(bytes: Uint8Array, name: string): ChunkTimes {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { checkTimes } from "./chunk_times.ts";
+ * import { checkTimes } from "./times.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "", first_ts: 10, last_ts: 20 };
  * equal(checkTimes({ first: 1, offsets: [1, 4], times: [10, 20] }, c), null);
  * ```
@@ -279,7 +279,7 @@ export function checkTimes(t: ChunkTimes, c: ChunkEntry): string | null {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { readChunkTimes } from "./chunk_times.ts";
+ * import { readChunkTimes } from "./times.ts";
  * const c = { first: 1, last: 1, rows: 1, bytes: 1, sha256: "00", first_ts: 1, last_ts: 1 };
  * equal(await readChunkTimes(await Deno.makeTempDir(), c), null);
  * ```
@@ -306,7 +306,7 @@ export async function readChunkTimes(dir: string, c: ChunkEntry): Promise<ChunkT
  * @example
  * ```ts
  * import { deepStrictEqual, equal } from "node:assert/strict";
- * import { seekRuns } from "./chunk_times.ts";
+ * import { seekRuns } from "./times.ts";
  * const t = { first: 1, offsets: [1, 4, 8], times: [10, 20, 30] };
  * deepStrictEqual(seekRuns(t, 15), { offset: 4, ts: 20 });
  * deepStrictEqual(seekRuns(t, 20), { offset: 4, ts: 20 });
@@ -332,7 +332,7 @@ export function seekRuns(t: ChunkTimes, sinceUs: number): { offset: number; ts: 
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { mergeTimes } from "./chunk_times.ts";
+ * import { mergeTimes } from "./times.ts";
  * const a = { first: 1, offsets: [1, 3], times: [10, 20] };
  * const b = { first: 5, offsets: [5, 6], times: [20, 30] };
  * deepStrictEqual(mergeTimes([a, b]), { first: 1, offsets: [1, 3, 6], times: [10, 20, 30] });

@@ -17,12 +17,12 @@
  */
 
 import { ChunkCorruptError, ChunkCursor, type ChunkEntry, chunkPath, CHUNKS_DIR } from "./chunk.ts";
-import { checkTimes, decodeTimes, timesPath } from "./chunk_times.ts";
-import { exists, writeFileAtomic } from "./fs.ts";
-import { syncDir } from "./atomic_write.ts";
-import { writeAll } from "../common/write_all.ts";
+import { checkTimes, decodeTimes, timesPath } from "./times.ts";
+import { exists, writeFileAtomic } from "../fs.ts";
+import { syncDir } from "../atomic_write.ts";
+import { writeAll } from "../../common/write_all.ts";
 import { createHash } from "node:crypto";
-import { ZstdFrameShape } from "../common/zstd_frame.ts";
+import { ZstdFrameShape } from "../../common/zstd_frame.ts";
 
 /**
  * A chunk whose bytes (or time index) are not what its manifest entry says:

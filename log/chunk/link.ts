@@ -8,14 +8,14 @@
 
 import { join } from "node:path";
 import { type ChunkEntry, type Manifest, MANIFEST_FILE } from "./chunk.ts";
-import { readManifest } from "./fs.ts";
+import { readManifest } from "../fs.ts";
 import { coveredBy } from "./adoption.ts";
-import type { ArchiveState, ChunkPolicy, FromWorker } from "./chunk_protocol.ts";
+import type { ArchiveState, ChunkPolicy, FromWorker } from "./protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { type ChunkPort, InlineChunkWorker, sharedChunkWorker } from "./chunk_client.ts";
-import { REAL_IO } from "./log_io.ts";
-import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "./options.ts";
-import { nowUs, type Segment } from "./segment/state.ts";
+import { type ChunkPort, InlineChunkWorker, sharedChunkWorker } from "./client.ts";
+import { REAL_IO } from "../log_io.ts";
+import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "../options.ts";
+import { nowUs, type Segment } from "../segment/state.ts";
 
 /** The log a link serves. */
 export interface LinkedLog {
@@ -40,7 +40,7 @@ export interface LinkedLog {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./mod.ts";
+ * import { Log } from "../mod.ts";
  * // A log that keeps chunks talks to the worker through its link.
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
  * await log.append("{}");
@@ -347,7 +347,7 @@ export class ChunkLink {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * // Log.open starts its link here; a log without chunks has none.
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
  * equal(log.manifest, null);
