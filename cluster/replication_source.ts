@@ -30,7 +30,7 @@ import { Logger } from "../common/logger.ts";
 import type { LogReader, RecordBatch } from "../log/mod.ts";
 import { LogEvictedError } from "../log/errors.ts";
 import type { DurableCommit, Replication } from "../log/replication.ts";
-import type { ProducerRecord } from "../log/producer_journal.ts";
+import type { ProducerRecord } from "../log/producer/journal.ts";
 import { termAt, termEnd } from "../log/term_history.ts";
 import {
   commitEnd,

@@ -28,9 +28,9 @@ import { appendAt } from "./append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import type { ProducerJournal, ProducerRecord } from "./producer_journal.ts";
-import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
-import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
+import type { ProducerJournal, ProducerRecord } from "./producer/journal.ts";
+import type { ProducerState, ProducerTable, PublishResult } from "./producer/table.ts";
+import { type Recovered, recoverWithProducers } from "./producer/recovery.ts";
 import { type ChunkLink, openChunkLink } from "./chunk/link.ts";
 import type { LogListener } from "./log_listener.ts";
 import { Replication } from "./replication.ts";
@@ -358,11 +358,11 @@ export class Log {
     await this.#committer.roll();
   }
 
-  // Idempotent publishing by producers (see producers.ts).
+  // Idempotent publishing by producers (see `producer/table.ts`).
 
   /**
    * Appends `payloads` in one commit as `tag`'s sequence (see
-   * `producers.ts`): synchronously decides whether it is stored (offsets
+   * `producer/table.ts`): synchronously decides whether it is stored (offsets
    * assigned now), a duplicate of the producer's last seq, or stale. Without
    * a tag it is `appendMany`. Throws like `appendMany` (nothing stored).
    *

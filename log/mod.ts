@@ -58,8 +58,8 @@ export {
 } from "./chunk/chunk.ts";
 export type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
 export type { ArchiveOptions } from "./chunk/archive.ts";
-export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
-export { PRODUCERS_FILE } from "./producer_journal.ts";
-export type { ProducerJournalReport } from "./verify_producers.ts";
+export { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+export { PRODUCERS_FILE } from "./producer/journal.ts";
+export type { ProducerJournalReport } from "./producer/verify.ts";
 export type { LogListener } from "./log_listener.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./chunk/restore.ts";

@@ -8,8 +8,8 @@ import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./se
 import type { ChunkPolicy } from "./chunk/protocol.ts";
 import type { ArchiveOptions } from "./chunk/archive.ts";
 import { Logger } from "../common/logger.ts";
-import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
-import { DEFAULT_JOURNAL_BYTES } from "./producer_journal.ts";
+import { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+import { DEFAULT_JOURNAL_BYTES } from "./producer/journal.ts";
 import { type LogIo, REAL_IO } from "./log_io.ts";
 
 export { type LogIo, REAL_IO };
@@ -45,7 +45,7 @@ export interface LogOptions {
   /** Largest payload accepted. @default 16 MiB */
   maxPayloadBytes?: number;
   /**
-   * Producers remembered for idempotent publishing (see `producers.ts`); past
+   * Producers remembered for idempotent publishing (see `producer/table.ts`); past
    * it, the one whose last publish is oldest is forgotten. @default 10000
    */
   maxProducers?: number;

@@ -21,7 +21,7 @@
  *   subscribers with it (none of them was shown a row past the commit
  *   index, which a cut never reaches).
  * - **Producer records are kept for a cut.** A rewrite of the producer
- *   journal (`producer_journal.ts`) keeps, for each producer, its last record
+ *   journal (`producer/journal.ts`) keeps, for each producer, its last record
  *   known committed and every later one ({@linkcode Replication.keptRecords}),
  *   not only its latest: a cut (never below the commit index) that removes
  *   its latest records leaves the journal the record it falls back to.
@@ -44,8 +44,8 @@ import type { Committer } from "./committer.ts";
 import { NotLeaderError } from "./errors.ts";
 import type { LogReader } from "./log_reader.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
-import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "./producer_journal.ts";
-import { ProducerLru, supersededRecords } from "./producers.ts";
+import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "./producer/journal.ts";
+import { ProducerLru, supersededRecords } from "./producer/table.ts";
 import type { Segment } from "./segment/state.ts";
 import { TermHistory, type TermStart } from "./term_history.ts";
 import type { Truncated } from "./truncate.ts";

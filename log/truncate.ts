@@ -18,7 +18,7 @@
  * A crash between steps leaves a log that opens, ending between the offset
  * and where it ended; cutting again finishes the job. The producer journal
  * is put right by the next open: its records of rows past the end are
- * dropped (`producers.ts`).
+ * dropped (`producer/table.ts`).
  *
  * @module
  */
@@ -28,8 +28,8 @@ import { LogCorruptError } from "./errors.ts";
 import { readManifest } from "./fs.ts";
 import { takeWriterLock } from "./writer_lock.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
-import { ProducerJournal } from "./producer_journal.ts";
-import { type ProducerTable, supersededRecords } from "./producers.ts";
+import { ProducerJournal } from "./producer/journal.ts";
+import { type ProducerTable, supersededRecords } from "./producer/table.ts";
 import { type Recovered, recoverLog } from "./recovery.ts";
 import type { Committer } from "./committer.ts";
 import { cutActiveAt } from "./segment/tail_cut.ts";

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { type ChunkEntry, chunkPath, type Manifest } from "./chunk.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
-import { PRODUCERS_FILE } from "../producer_journal.ts";
+import { PRODUCERS_FILE } from "../producer/journal.ts";
 import { backoffDelay } from "../../common/backoff.ts";
 import { crashStep } from "./crash_hook.ts";
 
@@ -179,7 +179,7 @@ export class Archiver {
     const same = this.archived && this.archived.through === merged.through &&
       JSON.stringify(this.archived.chunks) === JSON.stringify(merged.chunks);
     if (!same) {
-      // The producer journal first (log/producers.ts): it then holds a record
+      // The producer journal first (log/producer/table.ts): it then holds a record
       // for every producer commit the manifest's chunks hold, so a restore
       // keeps the producer table (restore.ts keeps the records it covers).
       const journal = await Deno.readFile(join(st.dir, PRODUCERS_FILE)).catch((err) => {

@@ -16,7 +16,7 @@ import { CHUNKS_DIR, type Manifest } from "./chunk.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "./adoption.ts";
 import { Log, type LogOptions, META_FILE } from "../log.ts";
 import { syncDir, writeFileAtomic, writeManifest } from "../fs.ts";
-import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../producer_journal.ts";
+import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../producer/journal.ts";
 
 /** How far offsets jump on a restore. */
 export const FENCE = 2 ** 20;

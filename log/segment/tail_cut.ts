@@ -1,7 +1,7 @@
 /**
  * Cutting the active segment back to an offset, on open: the rows of a
  * commit that was never acknowledged, which the producer journal says must
- * go (see `../producers.ts`). The file is truncated at the record boundary
+ * go (see `../producer/table.ts`). The file is truncated at the record boundary
  * before the offset and synced; the caller then recovers the log again.
  *
  * @module

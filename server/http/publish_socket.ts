@@ -45,7 +45,7 @@ import {
 } from "../../wire/publish.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { NotLeaderError } from "../../log/mod.ts";
-import { producerKey } from "../../log/producers.ts";
+import { producerKey } from "../../log/producer/table.ts";
 import type { Stream } from "../stream/stream.ts";
 import { commitPublish } from "../publish/commit.ts";
 import type { HttpContext } from "./context.ts";
@@ -139,7 +139,7 @@ export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response 
     const reason = encodeCloseReason({ error: "protocol", detail: problem });
     return refuseSocket(ctx, req, CloseCode.Protocol, reason, who);
   }
-  // With tokens a producer id is the holder's own (log/producers.ts).
+  // With tokens a producer id is the holder's own (log/producer/table.ts).
   const key = producer === null ? null : producerKey(grant?.name ?? null, producer);
   return acceptSocket(
     ctx,

@@ -15,7 +15,7 @@
  */
 
 import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
-import { producerId } from "../../log/producers.ts";
+import { producerId } from "../../log/producer/table.ts";
 import type { Stream } from "../stream/stream.ts";
 
 /**
@@ -30,7 +30,7 @@ export type PublishOutcome =
 
 /**
  * Stores `rows` in `stream` as `tag`'s sequence (`tag.producer` is the
- * producer's key, `producerKey` in log/producers.ts) and resolves once they
+ * producer's key, `producerKey` in log/producer/table.ts) and resolves once they
  * are durable; never rejects.
  *
  * @example
@@ -62,7 +62,7 @@ export async function commitPublish(
     if (r.status === "invalid") return { kind: "invalid", index: r.index, detail: r.detail };
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
     if (r.status === "blocked") {
-      // The producer commits without holes (log/producers.ts).
+      // The producer commits without holes (log/producer/table.ts).
       return {
         kind: "failed",
         detail:

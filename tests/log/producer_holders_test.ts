@@ -1,11 +1,11 @@
-// Producer keys scoped to token holders (log/producers.ts): the table, its
+// Producer keys scoped to token holders (log/producer/table.ts): the table, its
 // recovery from the journal, a verify of that journal and a replicated log's
 // kept records each bound producers per holder, so one holder's many ids
 // never push out another's.
 import { assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
-import { producerKey, ProducerTable, recoverProducers } from "../../log/producers.ts";
+import { producerKey, ProducerTable, recoverProducers } from "../../log/producer/table.ts";
 
 Deno.test("producer table: max counts per holder; unscoped keys are one holder as before", () => {
   const t = new ProducerTable(3);

@@ -1,10 +1,10 @@
-// The producer journal under rewrites and failed appends (log/producer_journal.ts):
+// The producer journal under rewrites and failed appends (log/producer/journal.ts):
 // every way it is rewritten or partly written keeps each producer's last
 // acknowledged record, so a resend of an acknowledged seq is a duplicate.
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
-import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
+import { encodeRecords, parseJournal } from "../../log/producer/journal.ts";
 import { REAL_IO } from "../../log/log_io.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1

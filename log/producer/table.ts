@@ -2,7 +2,7 @@
  * The producer table of a log: for each producer name, the last sequence
  * number committed and the offsets its rows got, so that a publish retried
  * after a timeout, a reconnect or a crash is answered instead of stored
- * twice. Its durable form is the journal (`producer_journal.ts`).
+ * twice. Its durable form is the journal (`journal.ts`).
  *
  * Invariants (the crash argument is in docs/SPEC.md, "Producer state"):
  * - the committer writes and syncs a commit's journal records BEFORE it
@@ -37,7 +37,7 @@
  * @module
  */
 
-import type { ProducerRecord } from "./producer_journal.ts";
+import type { ProducerRecord } from "./journal.ts";
 
 /** Default of `maxProducers`: producers remembered per log. */
 export const DEFAULT_MAX_PRODUCERS = 10_000;
@@ -51,7 +51,7 @@ export const DEFAULT_MAX_PRODUCERS = 10_000;
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { producerHolder, producerId, producerKey } from "./producers.ts";
+ * import { producerHolder, producerId, producerKey } from "./table.ts";
  * const key = producerKey("alice", "feed-1");
  * deepStrictEqual([key, producerHolder(key), producerId(key)], ["alice feed-1", "alice", "feed-1"]);
  * deepStrictEqual([producerKey(null, "feed-1"), producerHolder("feed-1")], ["feed-1", ""]);
@@ -79,7 +79,7 @@ export function producerId(key: string): string {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { ProducerLru } from "./producers.ts";
+ * import { ProducerLru } from "./table.ts";
  * const m = new ProducerLru<number>(2);
  * m.set("bob b1", 1);
  * for (const id of ["a1", "a2", "a3"]) m.set(`alice ${id}`, 1);
@@ -175,7 +175,7 @@ export type PublishResult =
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { ProducerTable } from "./producers.ts";
+ * import { ProducerTable } from "./table.ts";
  * const t = new ProducerTable(10);
  * t.assign("a", { seq: 1, first: 1, last: 5 }, Promise.resolve());
  * equal(t.check("a", 1)?.status, "duplicate");
@@ -304,7 +304,7 @@ export class ProducerTable {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { supersededRecords } from "./producers.ts";
+ * import { supersededRecords } from "./table.ts";
  * const records = [
  *   { producer: "a", seq: 4, first: 31, last: 40 }, // dropped at an open, then sent again
  *   { producer: "a", seq: 4, first: 31, last: 35 },
@@ -338,7 +338,7 @@ export function supersededRecords(records: readonly ProducerRecord[]): boolean[]
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { recoverProducers } from "./producers.ts";
+ * import { recoverProducers } from "./table.ts";
  * const records = [
  *   { producer: "a", seq: 1, first: 1, last: 10 },
  *   { producer: "a", seq: 2, first: 11, last: 20 }, // torn: the log ends at 15

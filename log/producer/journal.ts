@@ -13,7 +13,7 @@
  *
  * All integers big-endian. Records are appended; a record that is cut short
  * or fails its checksum at the end is a torn append (the commit it belonged
- * to never wrote its rows, see `producers.ts`) and is cut off when the
+ * to never wrote its rows, see `table.ts`) and is cut off when the
  * journal is opened. A failed append (a short write, a full disk, a failed
  * sync) is cut back at once to the journal's last good length, so later
  * records never follow torn bytes; a journal that cannot be cut back refuses
@@ -33,8 +33,8 @@
 
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
-import { LogCorruptError } from "./errors.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { LogCorruptError } from "../errors.ts";
+import { type LogIo, REAL_IO } from "../log_io.ts";
 
 /** The journal's file name in a log folder. */
 export const PRODUCERS_FILE = "producers.log";
@@ -79,7 +79,7 @@ function header(): Uint8Array {
  * @example
  * ```ts
  * import { ok } from "node:assert/strict";
- * import { encodeRecords } from "./producer_journal.ts";
+ * import { encodeRecords } from "./journal.ts";
  * ok(encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]).length > 8);
  * ```
  */
@@ -167,7 +167,7 @@ function checkHeader(v: DataView, path: string): void {
  * @example
  * ```ts
  * import { deepEqual } from "node:assert/strict";
- * import { encodeRecords, parseJournal } from "./producer_journal.ts";
+ * import { encodeRecords, parseJournal } from "./journal.ts";
  * const rec = encodeRecords([{ producer: "a", seq: 3, first: 5, last: 9 }]);
  * const bytes = new Uint8Array([0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1, ...rec, 0, 0]);
  * const j = parseJournal(bytes, "producers.log");
@@ -207,7 +207,7 @@ export function parseJournal(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { encodeRecords, nextGoodRecord } from "./producer_journal.ts";
+ * import { encodeRecords, nextGoodRecord } from "./journal.ts";
  * const rec = encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]);
  * equal(nextGoodRecord(new Uint8Array([9, 9, 9, ...rec]), 0), 3);
  * ```
@@ -249,7 +249,7 @@ export interface JournalDamage {
  * @example
  * ```ts
  * import { deepEqual } from "node:assert/strict";
- * import { encodeRecords, readJournal } from "./producer_journal.ts";
+ * import { encodeRecords, readJournal } from "./journal.ts";
  * const a = encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]);
  * const b = encodeRecords([{ producer: "a", seq: 2, first: 2, last: 2 }]);
  * const torn = a.subarray(0, 5);
@@ -294,7 +294,7 @@ export function readJournal(
  * @example
  * ```ts
  * import { deepEqual } from "node:assert/strict";
- * import { ProducerJournal } from "./producer_journal.ts";
+ * import { ProducerJournal } from "./journal.ts";
  * const dir = await Deno.makeTempDir();
  * const { journal, records } = await ProducerJournal.open(dir, { sync: true });
  * await journal.append([{ producer: "a", seq: 1, first: 1, last: 2 }], () => []);
@@ -368,7 +368,7 @@ export class ProducerJournal {
     const file = await io.open(path, { read: true, write: true });
     try {
       if (goodBytes < bytes.length || bytes.length < HEADER_BYTES) {
-        // A torn append: its commit never wrote its rows (see producers.ts).
+        // A torn append: its commit never wrote its rows (see `table.ts`).
         await io.truncate(file, goodBytes);
         if (goodBytes === 0) {
           file.seekSync(0, Deno.SeekMode.Start);

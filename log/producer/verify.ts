@@ -1,6 +1,6 @@
 /**
  * The producer journal's part of `verify` (`producers.log`, see
- * `producer_journal.ts` and docs/SPEC.md §9.4): read-only checks of its
+ * `journal.ts` and docs/SPEC.md §9.4): read-only checks of its
  * records and of their agreement with the log.
  *
  * What is a finding, and what is not:
@@ -19,7 +19,7 @@
  *   their dropped records). A producer forgotten (seq 0, or past
  *   `maxProducers`) starts anew;
  * - per producer, the rows of the records that are not superseded (see
- *   `supersededRecords` in producers.ts) go up;
+ *   `supersededRecords` in `table.ts`) go up;
  * - a record whose rows reach the log's end `E` is an unacknowledged commit
  *   (in progress on a live log, or cut by a crash: open drops it). Such
  *   records belong to the one commit that was being written, which started
@@ -32,9 +32,9 @@
  * @module
  */
 
-import { LogCorruptError } from "./errors.ts";
-import { nextGoodRecord, parseJournal, type ProducerRecord } from "./producer_journal.ts";
-import { ProducerTable, supersededRecords } from "./producers.ts";
+import { LogCorruptError } from "../errors.ts";
+import { nextGoodRecord, parseJournal, type ProducerRecord } from "./journal.ts";
+import { ProducerTable, supersededRecords } from "./table.ts";
 
 /**
  * What verify found in the producer journal.
@@ -67,8 +67,8 @@ function named(i: number, r: ProducerRecord): string {
  * @example
  * ```ts
  * import { equal, throws } from "node:assert/strict";
- * import { encodeRecords } from "./producer_journal.ts";
- * import { checkProducerJournal } from "./verify_producers.ts";
+ * import { encodeRecords } from "./journal.ts";
+ * import { checkProducerJournal } from "./verify.ts";
  * const header = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1];
  * const journal = (first: number, last: number) =>
  *   new Uint8Array([...header, ...encodeRecords([{ producer: "a", seq: 1, first, last }])]);

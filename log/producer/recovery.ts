@@ -9,17 +9,17 @@
  * @module
  */
 
-import { ProducerJournal } from "./producer_journal.ts";
-import { type ProducerTable, recoverProducers } from "./producers.ts";
-import { type Recovered, recoverLog } from "./recovery.ts";
-import { cutActiveAt } from "./segment/tail_cut.ts";
-import type { LogOptions, ResolvedOptions } from "./options.ts";
+import { ProducerJournal } from "./journal.ts";
+import { type ProducerTable, recoverProducers } from "./table.ts";
+import { type Recovered, recoverLog } from "../recovery.ts";
+import { cutActiveAt } from "../segment/tail_cut.ts";
+import type { LogOptions, ResolvedOptions } from "../options.ts";
 
 export type { Recovered };
 
 /**
  * Opens the log in `dir` for writing (the caller holds its lock): recovers
- * the segments (`recovery.ts`), then the producer table from the journal
+ * the segments (`../recovery.ts`), then the producer table from the journal
  * (`recoverProducers`); when the journal says rows of an unacknowledged
  * commit survived, cuts them off the active segment and recovers again;
  * rewrites the journal without the records it dropped and the damaged bytes
@@ -28,8 +28,8 @@ export type { Recovered };
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { recoverWithProducers } from "./producer_recovery.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { recoverWithProducers } from "./recovery.ts";
+ * import { resolveOptions } from "../options.ts";
  * const [recovered, { table, journal }] = await recoverWithProducers(
  *   await Deno.makeTempDir(),
  *   {},
