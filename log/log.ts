@@ -24,7 +24,7 @@ import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
 import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk/chunk.ts";
-import { appendAt } from "./append_at.ts";
+import { appendAt } from "./replica/append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
@@ -33,8 +33,8 @@ import type { ProducerState, ProducerTable, PublishResult } from "./producer/tab
 import { type Recovered, recoverWithProducers } from "./producer/recovery.ts";
 import { type ChunkLink, openChunkLink } from "./chunk/link.ts";
 import type { LogListener } from "./log_listener.ts";
-import { Replication } from "./replication.ts";
-import { cutOpenLog } from "./truncate.ts";
+import { Replication } from "./replica/replication.ts";
+import { cutOpenLog } from "./replica/truncate.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment/state.ts";
 import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
@@ -427,7 +427,7 @@ export class Log {
     return this.#p.table.size;
   }
 
-  // What a rewrite of the producer journal keeps (replication.ts for a replicated log).
+  // What a rewrite of the producer journal keeps (`replica/replication.ts` for a replicated log).
   readonly #remembered = (): ProducerRecord[] =>
     this.#rep?.keptRecords() ?? this.#p.table.snapshot();
 
@@ -561,7 +561,7 @@ export class Log {
     else this.#listener?.fenced?.(offset);
   }
 
-  // Makes this log replicated (replication.ts): rows are shown once committed.
+  // Makes this log replicated (`replica/replication.ts`): rows are shown once committed.
   async #replicate(options: LogOptions): Promise<void> {
     const c = this.#committer;
     const durable = Object.defineProperty({ ...this.#source }, "endOffset", { get: () => c.end });
@@ -612,7 +612,8 @@ export class Log {
     }
   }
 
-  // Replicas (mirrors): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
+  // Replicas (mirrors): appending at given offsets, adopting chunks
+  // (`replica/append_at.ts`, `chunk/adoption.ts`).
 
   /** Whether this log is a replica of another server's (see `LogOptions.replica`). */
   get replica(): boolean {
@@ -623,7 +624,7 @@ export class Log {
    * Appends `payloads[i]` at `offsets[i]` (the primary's offsets, increasing):
    * rows below the next offset are skipped, each run of consecutive offsets
    * is one commit, a jump forward is a fenced gap. Resolves with the rows
-   * appended, once durable; `appended` as in `append_at.ts`.
+   * appended, once durable; `appended` as in `replica/append_at.ts`.
    *
    * @example
    * ```ts

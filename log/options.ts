@@ -89,7 +89,7 @@ export interface LogOptions {
    */
   replica?: boolean;
   /**
-   * One replica of a cluster's stream (`replication.ts`, `Log.replication`):
+   * One replica of a cluster's stream (`replica/replication.ts`, `Log.replication`):
    * a row is shown — to readers, to `onCommit`, to the caller awaiting its
    * append — only once the cluster's commit index passes it, and local
    * appends are taken only while the node leads. @default false

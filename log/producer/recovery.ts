@@ -68,7 +68,7 @@ export async function recoverWithProducers(
     // Before the log grows past them, or the dropped records would pass for
     // committed; damaged bytes go too, so that they are not read again. A
     // replicated log keeps every other record: a producer whose latest
-    // records a cut took falls back to its earlier one (replication.ts).
+    // records a cut took falls back to its earlier one (`../replica/replication.ts`).
     if (dropped > 0 || skipped.length > 0) {
       await journal.rewrite(opts.replicated ? kept : table.snapshot());
     }

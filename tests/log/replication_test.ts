@@ -6,7 +6,7 @@ import { assert, assertEquals, assertRejects, assertThrows } from "../_assert.ts
 import { tempDir, text } from "../_util.ts";
 import { Log } from "../../log/log.ts";
 import { NotLeaderError } from "../../log/errors.ts";
-import type { DurableCommit } from "../../log/replication.ts";
+import type { DurableCommit } from "../../log/replica/replication.ts";
 
 type Row = [number, number, string];
 

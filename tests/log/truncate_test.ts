@@ -1,14 +1,14 @@
-// Cutting a closed log's tail (log/truncate.ts) on real files: every cut
+// Cutting a closed log's tail (log/replica/truncate.ts) on real files: every cut
 // point of a log of three segments (two sealed), a cut interrupted between
 // its steps, the refusals, the producer state after a cut, and a deposed
 // leader and a lagging follower converging on the leader's rows through the
-// term histories (log/term_history.ts).
+// term histories (log/replica/term_history.ts).
 import { join } from "node:path";
 import { assertEquals, assertRejects } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, LogLockedError, type PublishResult, verifyLog } from "../../log/mod.ts";
-import { truncateLog } from "../../log/truncate.ts";
-import { TermHistory, truncationPoint } from "../../log/term_history.ts";
+import { truncateLog } from "../../log/replica/truncate.ts";
+import { TermHistory, truncationPoint } from "../../log/replica/term_history.ts";
 
 const dec = new TextDecoder();
 const row = (tag: string, i: number) => `{"i":${i},"from":"${tag}"}`;

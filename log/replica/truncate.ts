@@ -13,30 +13,30 @@
  * 2. the segments that begin after the offset are deleted, newest first;
  * 3. the segment holding the offset is truncated at that record (its end
  *    mark goes with it, so it becomes the active segment) with
- *    `segment/tail_cut.ts`, and synced;
+ *    `../segment/tail_cut.ts`, and synced;
  * 4. the term history forgets the terms that began at or after it.
  * A crash between steps leaves a log that opens, ending between the offset
  * and where it ended; cutting again finishes the job. The producer journal
  * is put right by the next open: its records of rows past the end are
- * dropped (`producer/table.ts`).
+ * dropped (`../producer/table.ts`).
  *
  * @module
  */
 
-import { syncDir } from "./atomic_write.ts";
-import { LogCorruptError } from "./errors.ts";
-import { readManifest } from "./fs.ts";
-import { takeWriterLock } from "./writer_lock.ts";
-import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
-import { ProducerJournal } from "./producer/journal.ts";
-import { type ProducerTable, supersededRecords } from "./producer/table.ts";
-import { type Recovered, recoverLog } from "./recovery.ts";
-import type { Committer } from "./committer.ts";
-import { cutActiveAt } from "./segment/tail_cut.ts";
+import { syncDir } from "../atomic_write.ts";
+import { LogCorruptError } from "../errors.ts";
+import { readManifest } from "../fs.ts";
+import { takeWriterLock } from "../writer_lock.ts";
+import { type LogOptions, type ResolvedOptions, resolveOptions } from "../options.ts";
+import { ProducerJournal } from "../producer/journal.ts";
+import { type ProducerTable, supersededRecords } from "../producer/table.ts";
+import { type Recovered, recoverLog } from "../recovery.ts";
+import type { Committer } from "../committer.ts";
+import { cutActiveAt } from "../segment/tail_cut.ts";
 import { TermHistory } from "./term_history.ts";
-import { type Active, initialState, type Segment } from "./segment/state.ts";
-import { META_FILE, readMeta } from "./log_meta.ts";
-import { SegmentWriter } from "./segment/writer.ts";
+import { type Active, initialState, type Segment } from "../segment/state.ts";
+import { META_FILE, readMeta } from "../log_meta.ts";
+import { SegmentWriter } from "../segment/writer.ts";
 
 /**
  * What {@linkcode truncateLog} did.
@@ -58,7 +58,7 @@ export interface Truncated {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * import { truncateLog } from "./truncate.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir, { timers: false });
@@ -100,8 +100,8 @@ export async function truncateLog(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { resolveOptions } from "./options.ts";
+ * import { Log } from "../log.ts";
+ * import { resolveOptions } from "../options.ts";
  * import { cutClosedLog } from "./truncate.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir, { timers: false });
@@ -212,7 +212,7 @@ export interface OpenLogParts {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
  * log.replication!.writable = true;
  * log.appendMany(["{}", "{}", "{}"]);

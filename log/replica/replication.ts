@@ -21,7 +21,7 @@
  *   subscribers with it (none of them was shown a row past the commit
  *   index, which a cut never reaches).
  * - **Producer records are kept for a cut.** A rewrite of the producer
- *   journal (`producer/journal.ts`) keeps, for each producer, its last record
+ *   journal (`../producer/journal.ts`) keeps, for each producer, its last record
  *   known committed and every later one ({@linkcode Replication.keptRecords}),
  *   not only its latest: a cut (never below the commit index) that removes
  *   its latest records leaves the journal the record it falls back to.
@@ -40,13 +40,13 @@
 
 import { join } from "node:path";
 import { CommitGate } from "./commit_gate.ts";
-import type { Committer } from "./committer.ts";
-import { NotLeaderError } from "./errors.ts";
-import type { LogReader } from "./log_reader.ts";
-import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
-import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "./producer/journal.ts";
-import { ProducerLru, supersededRecords } from "./producer/table.ts";
-import type { Segment } from "./segment/state.ts";
+import type { Committer } from "../committer.ts";
+import { NotLeaderError } from "../errors.ts";
+import type { LogReader } from "../log_reader.ts";
+import { readCheckedJson, writeCheckedJson } from "../meta_file.ts";
+import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "../producer/journal.ts";
+import { ProducerLru, supersededRecords } from "../producer/table.ts";
+import type { Segment } from "../segment/state.ts";
 import { TermHistory, type TermStart } from "./term_history.ts";
 import type { Truncated } from "./truncate.ts";
 
@@ -137,7 +137,7 @@ export async function readCommitIndex(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
  * const rep = log.replication!;
  * rep.writable = true;
@@ -335,7 +335,7 @@ export class Replication {
    * @example
    * ```ts
    * import { equal } from "node:assert/strict";
-   * import { Log } from "./log.ts";
+   * import { Log } from "../log.ts";
    * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
    * const rep = log.replication!;
    * rep.writable = true;

@@ -31,7 +31,7 @@ export interface AppendAtLog {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./mod.ts";
+ * import { Log } from "../mod.ts";
  * import { appendAt } from "./append_at.ts";
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
  * equal(await appendAt(log, [1, 2, 10], ["{}", "{}", "{}"]), 3);

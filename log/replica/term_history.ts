@@ -28,8 +28,8 @@
  */
 
 import { join } from "node:path";
-import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
-import { LogCorruptError } from "./errors.ts";
+import { readCheckedJson, writeCheckedJson } from "../meta_file.ts";
+import { LogCorruptError } from "../errors.ts";
 
 /** The name of the term history in a log folder. */
 export const TERMS_FILE = "terms.json";
