@@ -1,7 +1,7 @@
 /**
  * The durable, segmented, append-only log of one stream: the façade over its
  * parts — options (`options.ts`), recovery on open (`recovery.ts`), group
- * commit (`committer.ts`), the tier lookup (`tier_lookup.ts`), fencing
+ * commit (`committer.ts`), the tier lookup (`read/tier_lookup.ts`), fencing
  * (`fence.ts`) and the link to the chunk worker (`chunk/link.ts`).
  *
  * Invariants this module keeps:
@@ -22,7 +22,7 @@ import { LogWriteError } from "./errors.ts";
 import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
 import { readManifest } from "./fs.ts";
 import { META_FILE } from "./log_meta.ts";
-import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
+import { type Located, LogReader, type ReaderSource } from "./read/log_reader.ts";
 import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk/chunk.ts";
 import { appendAt } from "./replica/append_at.ts";
 import type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
@@ -37,8 +37,8 @@ import { Replication } from "./replica/replication.ts";
 import { cutOpenLog } from "./replica/truncate.ts";
 import { fenceSegment } from "./fence.ts";
 import type { Segment, SegmentInfo } from "./segment/state.ts";
-import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { type LookupStats, offsetAtTime, type TimeLookup } from "./time_seek.ts";
+import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./read/tier_lookup.ts";
+import { type LookupStats, offsetAtTime, type TimeLookup } from "./read/time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -290,7 +290,7 @@ export class Log {
    * append time is at or after it, or the durable end when every row is
    * older — in O(log n): a binary search over the chunks' and segments'
    * times, then over one segment's beacons, then at most about two beacon
-   * intervals of records (see `time_seek.ts`). `stats` counts the reads.
+   * intervals of records (see `read/time_seek.ts`). `stats` counts the reads.
    *
    * @example
    * ```ts

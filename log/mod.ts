@@ -32,7 +32,7 @@ export {
   type SegmentInfo,
   type TimeLookup,
 } from "./log.ts";
-export { DEFAULT_READ_BYTES, LogReader } from "./log_reader.ts";
+export { DEFAULT_READ_BYTES, LogReader } from "./read/log_reader.ts";
 export * from "./errors.ts";
 export type { RecordBatch } from "./segment/reader.ts";
 export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./segment/format.ts";
@@ -45,7 +45,7 @@ export {
   type VerifyOptions,
   type VerifyProgress,
 } from "./verify.ts";
-export { FolderReader, type FolderReaderOptions } from "./folder_reader.ts";
+export { FolderReader, type FolderReaderOptions } from "./read/folder_reader.ts";
 export {
   ChunkCorruptError,
   type ChunkEntry,

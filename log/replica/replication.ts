@@ -42,7 +42,7 @@ import { join } from "node:path";
 import { CommitGate } from "./commit_gate.ts";
 import type { Committer } from "../committer.ts";
 import { NotLeaderError } from "../errors.ts";
-import type { LogReader } from "../log_reader.ts";
+import type { LogReader } from "../read/log_reader.ts";
 import { readCheckedJson, writeCheckedJson } from "../meta_file.ts";
 import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "../producer/journal.ts";
 import { ProducerLru, supersededRecords } from "../producer/table.ts";

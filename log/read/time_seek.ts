@@ -14,7 +14,7 @@
  * time: at most the interval holding it and the one before.
  *
  * In a chunk (`chunkTimeHit`), after the manifest's binary search has found
- * it: one more small read, the chunk's time index (`chunk/times.ts`), whose
+ * it: one more small read, the chunk's time index (`../chunk/times.ts`), whose
  * runs are binary-searched. Without a sound index (an older log, a chunk
  * restored from the archive, a damaged index) the answer stays the chunk's
  * first row, an earlier start flagged `exact: false`, never a wrong one.
@@ -22,9 +22,9 @@
  * @module
  */
 
-import type { ChunkEntry } from "./chunk/chunk.ts";
-import { readChunkTimes, seekRuns } from "./chunk/times.ts";
-import type { Segment } from "./segment/state.ts";
+import type { ChunkEntry } from "../chunk/chunk.ts";
+import { readChunkTimes, seekRuns } from "../chunk/times.ts";
+import type { Segment } from "../segment/state.ts";
 import { earliestOffset, planSince, type Tiers } from "./tier_lookup.ts";
 import {
   type Beacon,
@@ -32,14 +32,14 @@ import {
   decodeBeacon,
   Layout,
   type SegmentHeader,
-} from "./segment/format.ts";
+} from "../segment/format.ts";
 import {
   type CursorStart,
   readAt,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
-} from "./segment/reader.ts";
+} from "../segment/reader.ts";
 
 /**
  * What a time lookup read, for tests and benchmarks that check its cost
@@ -94,8 +94,8 @@ export interface SeekTimeOptions {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { readHeader } from "./segment/reader.ts";
+ * import { Log } from "../log.ts";
+ * import { readHeader } from "../segment/reader.ts";
  * import { seekTime } from "./time_seek.ts";
  * let now = 1000;
  * const dir = await Deno.makeTempDir();
@@ -287,8 +287,8 @@ export function lookupAnswers(
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { Log } from "./log.ts";
- * import { readHeader } from "./segment/reader.ts";
+ * import { Log } from "../log.ts";
+ * import { readHeader } from "../segment/reader.ts";
  * import { seekTimeIn } from "./time_seek.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir, { clock: () => 1000, timers: false });
@@ -342,7 +342,7 @@ export interface TimeLookupView {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * let now = 1000;
  * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now, timers: false });
  * await log.append("{}");

@@ -9,19 +9,19 @@
  */
 
 import { join } from "node:path";
-import { ChunkCursor, type ChunkEntry } from "./chunk/chunk.ts";
-import { type ChunkTimes, readChunkTimes } from "./chunk/times.ts";
-import type { ArchiveStore } from "./chunk/archive.ts";
-import type { Layout } from "./segment/format.ts";
-import { LogEvictedError } from "./errors.ts";
+import { ChunkCursor, type ChunkEntry } from "../chunk/chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "../chunk/times.ts";
+import type { ArchiveStore } from "../chunk/archive.ts";
+import type { Layout } from "../segment/format.ts";
+import { LogEvictedError } from "../errors.ts";
 import {
   clipBatch,
   type CursorStart,
   EMPTY_BATCH,
   type RecordBatch,
   SegmentCursor,
-} from "./segment/reader.ts";
-import type { SegmentInfo } from "./segment/state.ts";
+} from "../segment/reader.ts";
+import type { SegmentInfo } from "../segment/state.ts";
 
 /** Where a reader finds an offset: a segment, a chunk, or nowhere. */
 export type Located =
@@ -81,7 +81,7 @@ function fillTimes(b: RecordBatch, t: ChunkTimes): void {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { Log } from "./log.ts";
+ * import { Log } from "../log.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.appendMany([1, 2, 3].map((i) => new TextEncoder().encode(`{"i":${i}}`)));

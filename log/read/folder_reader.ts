@@ -8,7 +8,7 @@
  * that tier, and plans again from where it stopped; a file that went away
  * under it (a segment chunked and deleted, a chunk merged or expired) makes
  * it plan again, a bounded number of times. Segments are read under the one
- * reading rule (`segment/scan.ts`): every record is checked, and a torn tail
+ * reading rule (`../segment/scan.ts`): every record is checked, and a torn tail
  * of the last segment is not a row yet and is left out, as recovery would;
  * damage followed by valid records is `LogCorruptError`. Chunks are checked
  * line by line as they are read.
@@ -17,17 +17,17 @@
  */
 
 import { join } from "node:path";
-import { ChunkCursor, type ChunkEntry, chunkPath } from "./chunk/chunk.ts";
-import { LogCorruptError, LogEvictedError } from "./errors.ts";
+import { ChunkCursor, type ChunkEntry, chunkPath } from "../chunk/chunk.ts";
+import { LogCorruptError, LogEvictedError } from "../errors.ts";
 import {
   getU64,
   HEADER_BYTES,
   parseSegmentFileName,
   RECORD_HEAD_BYTES,
   segmentFileName,
-} from "./segment/format.ts";
-import { readMeta } from "./log_meta.ts";
-import { exists, readManifest } from "./fs.ts";
+} from "../segment/format.ts";
+import { readMeta } from "../log_meta.ts";
+import { exists, readManifest } from "../fs.ts";
 import {
   clipBatch,
   readAt,
@@ -35,8 +35,8 @@ import {
   type RecordBatch,
   seekStart,
   segmentStart,
-} from "./segment/reader.ts";
-import { readSegmentRecords } from "./segment/scan.ts";
+} from "../segment/reader.ts";
+import { readSegmentRecords } from "../segment/scan.ts";
 import { earliestOffset, locateOffset, planSince, type TierSegment } from "./tier_lookup.ts";
 import {
   chunkTimeHit,
@@ -45,7 +45,7 @@ import {
   seekTime,
   type TimeLookup,
 } from "./time_seek.ts";
-import { inspectLog, type LogReport } from "./verify.ts";
+import { inspectLog, type LogReport } from "../verify.ts";
 
 /** Retries of a lock-free read when files move under it (a live writer chunking or merging). */
 const MAX_REPLANS = 8;
@@ -97,7 +97,7 @@ interface SegmentEnd {
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { FolderReader, Log } from "./mod.ts";
+ * import { FolderReader, Log } from "../mod.ts";
  * const dir = await Deno.makeTempDir();
  * const log = await Log.open(dir);
  * await log.appendMany(["{}", "{}", "{}"]);
@@ -165,7 +165,7 @@ export class FolderReader {
    * @example
    * ```ts
    * import { equal } from "node:assert/strict";
-   * import { FolderReader, Log } from "./mod.ts";
+   * import { FolderReader, Log } from "../mod.ts";
    * let now = 1000;
    * const dir = await Deno.makeTempDir();
    * const log = await Log.open(dir, { clock: () => now });

@@ -23,13 +23,13 @@
  * the plan is exact only when the time is at or before the chunk's
  * `first_ts` (otherwise it is the chunk's first row, an earlier start, never
  * a later one, which the caller refines through the chunk's time index,
- * `chunk/times.ts`, when it has one). A segment is searched further in its
+ * `../chunk/times.ts`, when it has one). A segment is searched further in its
  * file, through its beacons (`time_seek.ts`).
  *
  * @module
  */
 
-import type { ChunkEntry } from "./chunk/chunk.ts";
+import type { ChunkEntry } from "../chunk/chunk.ts";
 
 /**
  * What the lookup knows of one segment. A segment whose rows are not known
