@@ -17,7 +17,7 @@
  * The rows taken are whole: past the table's last offset, offsets that no
  * chunk holds are taken over only when the log accounts for them — a fence
  * of the local log (a gap between two of its chunks), or the gap below the
- * log's first offset that a restore fences (`log/chunk/restore.ts`). Any other gap
+ * log's first offset that a restore fences (`log/restore.ts`). Any other gap
  * is a hole ({@linkcode OffsetHoleError}): the rows before it are committed,
  * none past it, and the table stays as it is until the hole is filled.
  *
@@ -32,7 +32,7 @@
 import type { ArchiveStore } from "../log/chunk/archive.ts";
 import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk/chunk.ts";
 import { type ChunkTimes, readChunkTimes } from "../log/chunk/times.ts";
-import { readManifest } from "../log/fs.ts";
+import { readManifest } from "../log/disk/fs.ts";
 import { readMeta } from "../log/log_meta.ts";
 import type { RecordBatch } from "../log/mod.ts";
 

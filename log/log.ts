@@ -19,8 +19,8 @@
 
 import { type CursorStart, seekStart, segmentStart } from "./segment/reader.ts";
 import { LogWriteError } from "./errors.ts";
-import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
-import { readManifest } from "./fs.ts";
+import { claimLogFolder, LOCK_FILE, type WriterLock } from "./disk/writer_lock.ts";
+import { readManifest } from "./disk/fs.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./read/log_reader.ts";
 import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk/chunk.ts";

@@ -62,4 +62,4 @@ export { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
 export { PRODUCERS_FILE } from "./producer/journal.ts";
 export type { ProducerJournalReport } from "./producer/verify.ts";
 export type { LogListener } from "./log_listener.ts";
-export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./chunk/restore.ts";
+export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

@@ -10,7 +10,7 @@ import type { ArchiveOptions } from "./chunk/archive.ts";
 import { Logger } from "../common/logger.ts";
 import { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
 import { DEFAULT_JOURNAL_BYTES } from "./producer/journal.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { type LogIo, REAL_IO } from "./disk/io.ts";
 
 export { type LogIo, REAL_IO };
 
@@ -73,7 +73,7 @@ export interface LogOptions {
   maintainEveryMs?: number;
   /**
    * Every change the log and its chunk worker make on disk goes through here
-   * (`log_io.ts`): a seam for tests to see each write and sync, fail one, or
+   * (`disk/io.ts`): a seam for tests to see each write and sync, fail one, or
    * compute what a crash would leave. With another than the real one, the
    * chunk worker's steps run on the log's thread, through it (a `Worker`
    * cannot be handed functions). @default the real filesystem

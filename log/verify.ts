@@ -30,8 +30,8 @@ import {
   META_FILE,
   readMeta,
 } from "./log_meta.ts";
-import { readManifest } from "./fs.ts";
-import { checkSidecarFiles } from "./meta_file.ts";
+import { readManifest } from "./disk/fs.ts";
+import { checkSidecarFiles } from "./disk/meta_file.ts";
 import { scanSegmentRecords } from "./segment/scan.ts";
 import {
   ChunkCorruptError,

@@ -18,8 +18,8 @@
 
 import { ChunkCorruptError, ChunkCursor, type ChunkEntry, chunkPath, CHUNKS_DIR } from "./chunk.ts";
 import { checkTimes, decodeTimes, timesPath } from "./times.ts";
-import { exists, writeFileAtomic } from "../fs.ts";
-import { syncDir } from "../atomic_write.ts";
+import { exists, writeFileAtomic } from "../disk/fs.ts";
+import { syncDir } from "../disk/atomic_write.ts";
 import { writeAll } from "../../common/write_all.ts";
 import { createHash } from "node:crypto";
 import { ZstdFrameShape } from "../../common/zstd_frame.ts";

@@ -181,7 +181,7 @@ export class Archiver {
     if (!same) {
       // The producer journal first (log/producer/table.ts): it then holds a record
       // for every producer commit the manifest's chunks hold, so a restore
-      // keeps the producer table (restore.ts keeps the records it covers).
+      // keeps the producer table (`../restore.ts` keeps the records it covers).
       const journal = await Deno.readFile(join(st.dir, PRODUCERS_FILE)).catch((err) => {
         if (err instanceof Deno.errors.NotFound) return null;
         throw err;

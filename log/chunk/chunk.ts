@@ -23,7 +23,7 @@ import { once } from "node:events";
 import zlib from "node:zlib";
 import { join } from "node:path";
 import type { RecordBatch } from "../segment/reader.ts";
-import { type LogIo, REAL_IO } from "../log_io.ts";
+import { type LogIo, REAL_IO } from "../disk/io.ts";
 
 /** One chunk as the manifest lists it. */
 export interface ChunkEntry {

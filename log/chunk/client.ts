@@ -10,7 +10,7 @@
 import type { FromWorker, ToWorker } from "./protocol.ts";
 import { ChunkHost } from "./host.ts";
 import { BackgroundService } from "../../common/background_thread.ts";
-import type { LogIo } from "../log_io.ts";
+import type { LogIo } from "../disk/io.ts";
 
 type Handler = (msg: FromWorker) => void;
 
@@ -21,7 +21,7 @@ type Handler = (msg: FromWorker) => void;
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { type ChunkPort, InlineChunkWorker } from "./client.ts";
- * import { REAL_IO } from "../log_io.ts";
+ * import { REAL_IO } from "../disk/io.ts";
  * const port: ChunkPort = new InlineChunkWorker(REAL_IO);
  * const said = new Promise((r) => port.register("/nowhere", r));
  * port.post({ type: "sync", dir: "/nowhere", id: 1 });
@@ -74,7 +74,7 @@ export function sharedChunkWorker(): ChunkPort {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../mod.ts";
- * import { REAL_IO } from "../log_io.ts";
+ * import { REAL_IO } from "../disk/io.ts";
  * // A log given an io other than REAL_IO itself chunks on its own thread.
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false, io: { ...REAL_IO } });
  * await log.append("{}");

@@ -19,7 +19,7 @@ import {
   loadChunks,
   retainChunks,
 } from "./steps.ts";
-import type { LogIo } from "../log_io.ts";
+import type { LogIo } from "../disk/io.ts";
 
 interface HostedLog extends ChunkLogState {
   queue: Promise<void>;
@@ -47,7 +47,7 @@ async function chunkSealed(st: HostedLog): Promise<void> {
  * import { equal } from "node:assert/strict";
  * import { ChunkHost } from "./host.ts";
  * import type { FromWorker } from "./protocol.ts";
- * import { REAL_IO } from "../log_io.ts";
+ * import { REAL_IO } from "../disk/io.ts";
  * const said: FromWorker[] = [];
  * const host = new ChunkHost(REAL_IO, (m) => said.push(m));
  * host.receive({ type: "sync", dir: "/nowhere", id: 1 });

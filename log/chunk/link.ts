@@ -8,12 +8,12 @@
 
 import { join } from "node:path";
 import { type ChunkEntry, type Manifest, MANIFEST_FILE } from "./chunk.ts";
-import { readManifest } from "../fs.ts";
+import { readManifest } from "../disk/fs.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./protocol.ts";
 import type { ArchiveStore } from "./archive.ts";
 import { type ChunkPort, InlineChunkWorker, sharedChunkWorker } from "./client.ts";
-import { REAL_IO } from "../log_io.ts";
+import { REAL_IO } from "../disk/io.ts";
 import { DEFAULT_CHUNK_POLICY, type ResolvedOptions } from "../options.ts";
 import { nowUs, type Segment } from "../segment/state.ts";
 

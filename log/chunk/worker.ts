@@ -13,7 +13,7 @@
 
 import type { FromWorker, ToWorker } from "./protocol.ts";
 import { ChunkHost } from "./host.ts";
-import { REAL_IO } from "../log_io.ts";
+import { REAL_IO } from "../disk/io.ts";
 
 /**
  * Starts the chunk worker on the calling thread: `post` answers the logs;

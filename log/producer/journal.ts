@@ -34,7 +34,7 @@
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { LogCorruptError } from "../errors.ts";
-import { type LogIo, REAL_IO } from "../log_io.ts";
+import { type LogIo, REAL_IO } from "../disk/io.ts";
 
 /** The journal's file name in a log folder. */
 export const PRODUCERS_FILE = "producers.log";

@@ -27,7 +27,7 @@ import {
   segmentFileName,
 } from "../segment/format.ts";
 import { readMeta } from "../log_meta.ts";
-import { exists, readManifest } from "../fs.ts";
+import { exists, readManifest } from "../disk/fs.ts";
 import {
   clipBatch,
   readAt,

@@ -43,7 +43,7 @@ import { CommitGate } from "./commit_gate.ts";
 import type { Committer } from "../committer.ts";
 import { NotLeaderError } from "../errors.ts";
 import type { LogReader } from "../read/log_reader.ts";
-import { readCheckedJson, writeCheckedJson } from "../meta_file.ts";
+import { readCheckedJson, writeCheckedJson } from "../disk/meta_file.ts";
 import { parseJournal, type ProducerRecord, PRODUCERS_FILE } from "../producer/journal.ts";
 import { ProducerLru, supersededRecords } from "../producer/table.ts";
 import type { Segment } from "../segment/state.ts";

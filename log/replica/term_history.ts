@@ -9,7 +9,7 @@
  *
  * ```text
  * terms.json   {"terms":[{"term":1,"start":1},{"term":4,"start":1201}],"crc32":"…"}\n
- *              (a checked JSON file, see meta_file.ts; rewritten atomically)
+ *              (a checked JSON file, see ../disk/meta_file.ts; rewritten atomically)
  * ```
  *
  * Invariants:
@@ -28,7 +28,7 @@
  */
 
 import { join } from "node:path";
-import { readCheckedJson, writeCheckedJson } from "../meta_file.ts";
+import { readCheckedJson, writeCheckedJson } from "../disk/meta_file.ts";
 import { LogCorruptError } from "../errors.ts";
 
 /** The name of the term history in a log folder. */

@@ -23,10 +23,10 @@
  * @module
  */
 
-import { syncDir } from "../atomic_write.ts";
+import { syncDir } from "../disk/atomic_write.ts";
 import { LogCorruptError } from "../errors.ts";
-import { readManifest } from "../fs.ts";
-import { takeWriterLock } from "../writer_lock.ts";
+import { readManifest } from "../disk/fs.ts";
+import { takeWriterLock } from "../disk/writer_lock.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "../options.ts";
 import { ProducerJournal } from "../producer/journal.ts";
 import { type ProducerTable, supersededRecords } from "../producer/table.ts";

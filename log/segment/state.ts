@@ -16,7 +16,7 @@ import {
   type SegmentHeader,
 } from "./format.ts";
 import type { SegmentWriter, WriterState } from "./writer.ts";
-import { type LogIo, REAL_IO } from "../log_io.ts";
+import { type LogIo, REAL_IO } from "../disk/io.ts";
 import type { LogMeta } from "../log_meta.ts";
 import type { ResolvedOptions } from "../options.ts";
 

@@ -12,7 +12,7 @@ import { LogCorruptError } from "../errors.ts";
 import { seekStart, segmentStart } from "./reader.ts";
 import { readSegmentRecords } from "./scan.ts";
 import type { Active } from "./state.ts";
-import { type LogIo, REAL_IO } from "../log_io.ts";
+import { type LogIo, REAL_IO } from "../disk/io.ts";
 
 /**
  * Truncates the active segment so that its last record is `offset - 1`

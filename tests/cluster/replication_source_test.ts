@@ -10,7 +10,7 @@ import { Log, type LogOptions } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";
 import { ReplicaSink } from "../../cluster/replica_sink.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 
 const quiet = new Logger({ level: "error" });
 type Row = [number, number, string];

@@ -6,7 +6,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { rmrf } from "../_util.ts";
 import { Log, type LogOptions, verifyLog } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
-import { type LogIo, REAL_IO } from "../../log/log_io.ts";
+import { type LogIo, REAL_IO } from "../../log/disk/io.ts";
 import { type DiskState, writeState } from "./_disk_model.ts";
 
 /** What the publisher was told: stored, at these offsets. */

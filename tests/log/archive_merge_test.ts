@@ -8,7 +8,7 @@ import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { Log } from "../../log/mod.ts";
 import { ArchiveStore, mergeManifests, straddlingChunk } from "../../log/chunk/archive.ts";
 import { checkManifest, type ChunkEntry, type Manifest } from "../../log/chunk/chunk.ts";
-import { restoreLog } from "../../log/chunk/restore.ts";
+import { restoreLog } from "../../log/restore.ts";
 import { rmrf, rng, tempDir } from "../_util.ts";
 import { startS3, stopS3 } from "../_s3.ts";
 import { join } from "node:path";

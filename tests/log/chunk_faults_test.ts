@@ -6,7 +6,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, type LogIo, verifyLog } from "../../log/mod.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 import { Logger } from "../../common/logger.ts";
 
 function enospc(): Error {

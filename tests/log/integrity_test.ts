@@ -9,7 +9,7 @@ import {
   readCheckedText,
   SIDECAR_SUFFIX,
   writeCheckedText,
-} from "../../log/meta_file.ts";
+} from "../../log/disk/meta_file.ts";
 import { Stream } from "../../mod.ts";
 import { recordSpans } from "../reliability/_mutate.ts";
 import { rmrf, tempDir, utf8 } from "../_util.ts";

@@ -4,7 +4,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { rmrf, tempDir } from "../_util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
 import { encodeRecords, parseJournal } from "../../log/producer/journal.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
 

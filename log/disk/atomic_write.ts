@@ -7,9 +7,9 @@
  */
 
 import { join } from "node:path";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { type LogIo, REAL_IO } from "./io.ts";
 
-export { syncDir } from "./log_io.ts";
+export { syncDir } from "./io.ts";
 
 /**
  * Writes `data` to `path` atomically: temp file, fsync, rename, fsync dir,

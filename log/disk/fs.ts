@@ -6,10 +6,10 @@
  */
 
 import { join } from "node:path";
-import { checkManifest, type Manifest, MANIFEST_FILE } from "./chunk/chunk.ts";
-import { LogCorruptError } from "./errors.ts";
+import { checkManifest, type Manifest, MANIFEST_FILE } from "../chunk/chunk.ts";
+import { LogCorruptError } from "../errors.ts";
 import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { type LogIo, REAL_IO } from "./io.ts";
 
 export { syncDir, writeFileAtomic } from "./atomic_write.ts";
 
@@ -65,7 +65,7 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readManifest, writeManifest } from "./fs.ts";
- * import { emptyManifest } from "./chunk/chunk.ts";
+ * import { emptyManifest } from "../chunk/chunk.ts";
  * const dir = await Deno.makeTempDir();
  * await writeManifest(dir, emptyManifest("t", "0".repeat(32)));
  * equal((await readManifest(dir))?.generation, 0);

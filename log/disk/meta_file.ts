@@ -31,8 +31,8 @@
 import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { writeFileAtomic } from "./atomic_write.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
-import { LogCorruptError } from "./errors.ts";
+import { type LogIo, REAL_IO } from "./io.ts";
+import { LogCorruptError } from "../errors.ts";
 
 /** The name of the checksum member of a checked JSON file. */
 export const CHECKSUM_MEMBER = "crc32";

@@ -8,9 +8,9 @@
  */
 
 import { join } from "node:path";
-import { writeAll } from "../common/write_all.ts";
-import { LogLockedError } from "./errors.ts";
-import { META_FILE } from "./log_meta.ts";
+import { writeAll } from "../../common/write_all.ts";
+import { LogLockedError } from "../errors.ts";
+import { META_FILE } from "../log_meta.ts";
 
 /** The name of the lock file in a log folder. */
 export const LOCK_FILE = "LOCK";
@@ -84,7 +84,7 @@ export class WriterLock {
  * @example
  * ```ts
  * import { rejects } from "node:assert/strict";
- * import { LogLockedError } from "./errors.ts";
+ * import { LogLockedError } from "../errors.ts";
  * import { takeWriterLock } from "./writer_lock.ts";
  * const dir = await Deno.makeTempDir();
  * const lock = await takeWriterLock(dir);

@@ -17,7 +17,7 @@
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { type LogIo, REAL_IO } from "./log_io.ts";
+ * import { type LogIo, REAL_IO } from "./io.ts";
  * let syncs = 0;
  * const counting: LogIo = { ...REAL_IO, syncData: (f) => (syncs++, REAL_IO.syncData(f)) };
  * const f = await counting.open(await Deno.makeTempFile(), { write: true });
@@ -51,7 +51,7 @@ export interface LogIo {
  *
  * @example
  * ```ts
- * import { syncDir } from "./log_io.ts";
+ * import { syncDir } from "./io.ts";
  * await syncDir(await Deno.makeTempDir());
  * ```
  */
@@ -73,7 +73,7 @@ export async function syncDir(dir: string): Promise<void> {
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { REAL_IO } from "./log_io.ts";
+ * import { REAL_IO } from "./io.ts";
  * const path = await Deno.makeTempFile();
  * const file = await REAL_IO.open(path, { write: true });
  * await REAL_IO.write(file, new TextEncoder().encode("xy"));
