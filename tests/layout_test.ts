@@ -3,7 +3,7 @@
 // folders it may (and inside server/, each step of the data path only the
 // steps below it), and no hand-written source file outside tests/ and bench/
 // grows past 700 lines (one job per file); the package's entry points are
-// folders' mod.ts files.
+// folders' mod.ts files; no folder of log/ imports the log's façade.
 import { assert } from "./_assert.ts";
 import { REPO } from "./e2e/_demo.ts";
 
@@ -167,6 +167,22 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
     }
   }
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
+});
+
+// Inside log/, each folder is one part of the log; the façade (log.ts) and the public entry (mod.ts)
+// sit on top of the parts, so no folder of log/ imports either of them.
+const LOG_TOP: readonly string[] = ["log/log.ts", "log/mod.ts"];
+
+Deno.test("layout: no folder of log/ imports the façade or the entry", async () => {
+  const files = await sources();
+  const wrong: string[] = [];
+  for (const [path, text] of files) {
+    if (!path.startsWith("log/") || path.split("/").length < 3) continue;
+    for (const target of importsOf(path, text)) {
+      if (LOG_TOP.includes(target)) wrong.push(`${path} imports ${target}`);
+    }
+  }
+  assert(wrong.length === 0, `imports against log/'s layout:\n${wrong.join("\n")}`);
 });
 
 // client/mod.ts runs in browsers too; the cursor in a file uses Deno.*, so only the root adds it.
