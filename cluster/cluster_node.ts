@@ -444,7 +444,7 @@ export class ClusterNode {
   // Only the leader uploads to the archive, each manifest carrying its term
   // (none over a later term's); null: this node uploads nothing.
   #archiveAs(term: number | null): void {
-    if (this.#log.archiveUri !== null) this.#log.setRetention({ archiveTerm: term });
+    if (this.#log.archive.uri !== null) this.#log.chunks.setRetention({ archiveTerm: term });
   }
 
   // Follows `leader` (replicating from it), unless this node leads.

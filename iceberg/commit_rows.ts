@@ -234,7 +234,7 @@ export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: Ch
  * const log = await Log.open(dir, { chunks: true, timers: false });
  * await log.appendMany(['{"n":1}', '{"n":2}', '{"n":3}']);
  * await log.roll();
- * await log.chunksSettled();
+ * await log.chunks.settled();
  * await log.close();
  * let rows = 0;
  * const { chunks } = await pendingChunks(dir, 1, null);

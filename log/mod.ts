@@ -57,6 +57,8 @@ export {
   type SharedManifest,
 } from "./chunk/chunk.ts";
 export type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
+export type { LogArchive, LogChunks } from "./chunk/log_chunks.ts";
+export type { LogProducers } from "./producer/log_producers.ts";
 export type { ArchiveOptions } from "./chunk/archive.ts";
 export { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
 export { PRODUCERS_FILE } from "./producer/journal.ts";

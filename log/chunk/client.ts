@@ -79,8 +79,8 @@ export function sharedChunkWorker(): ChunkPort {
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false, io: { ...REAL_IO } });
  * await log.append("{}");
  * await log.roll();
- * await log.chunksSettled();
- * equal(log.manifest?.chunks.length, 1);
+ * await log.chunks.settled();
+ * equal(log.chunks.manifest?.chunks.length, 1);
  * await log.close();
  * ```
  */

@@ -45,8 +45,8 @@ export interface LinkedLog {
  * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
  * await log.append("{}");
  * await log.roll();
- * await log.chunksSettled();
- * equal(log.manifest?.chunks.length, 1);
+ * await log.chunks.settled();
+ * equal(log.chunks.manifest?.chunks.length, 1);
  * await log.close();
  * ```
  */
@@ -350,7 +350,7 @@ export class ChunkLink {
  * import { Log } from "../log.ts";
  * // Log.open starts its link here; a log without chunks has none.
  * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
- * equal(log.manifest, null);
+ * equal(log.chunks.manifest, null);
  * await log.close();
  * ```
  */

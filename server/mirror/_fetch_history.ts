@@ -200,11 +200,11 @@ export async function syncHistory(
 ): Promise<HistoryReport> {
   const floor = log.earliest ?? log.endOffset;
   const end = log.endOffset;
-  const have = new Set((log.manifest?.chunks ?? []).map((c) => c.sha256));
+  const have = new Set((log.chunks.manifest?.chunks ?? []).map((c) => c.sha256));
   const wanted = m.chunks.filter((c) => c.last >= floor && (!options.live || c.last < end));
   const report: HistoryReport = { fetched: 0, refused: 0, listed: 0 };
   if (wanted.every((c) => have.has(c.sha256))) {
-    report.listed = log.manifest?.chunks.length ?? 0;
+    report.listed = log.chunks.manifest?.chunks.length ?? 0;
     return report;
   }
   const onRefused = (err: ChunkDigestError) => {
@@ -224,6 +224,6 @@ export async function syncHistory(
     }
   }
   await log.adoptChunks(batch);
-  report.listed = log.manifest?.chunks.length ?? 0;
+  report.listed = log.chunks.manifest?.chunks.length ?? 0;
   return report;
 }

@@ -93,7 +93,7 @@ async function chunkedLog(dir: string): Promise<void> {
     for (let i = 0; i < 5; i++) await log.append(row(k * 5 + i + 1));
     await log.roll();
   }
-  await log.chunksSettled();
+  await log.chunks.settled();
   await log.close();
 }
 

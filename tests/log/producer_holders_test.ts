@@ -54,10 +54,10 @@ Deno.test("producer keys with holders: a log's state survives a reopen and verif
     assertEquals(await publish("alice feed", 1), "duplicate");
     await log.close();
     log = await Log.open(dir, { maxProducers: 2 });
-    assertEquals(log.producerState("alice feed")?.seq, 1);
-    assertEquals(log.producerState("bob feed"), null);
-    assertEquals(log.producerState("bob id-4")?.seq, 1);
-    assertEquals(log.producers, 3);
+    assertEquals(log.producers.state("alice feed")?.seq, 1);
+    assertEquals(log.producers.state("bob feed"), null);
+    assertEquals(log.producers.state("bob id-4")?.seq, 1);
+    assertEquals(log.producers.size, 3);
     await log.close();
     const report = await verifyLog(dir, { maxProducers: 2 });
     assertEquals(report.producers?.producers, 3);
