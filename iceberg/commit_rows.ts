@@ -32,7 +32,7 @@
 import type { ArchiveStore } from "../log/chunk/archive.ts";
 import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk/chunk.ts";
 import { type ChunkTimes, readChunkTimes } from "../log/chunk/times.ts";
-import { readManifest } from "../log/disk/fs.ts";
+import { readManifest } from "../log/chunk/manifest_file.ts";
 import { readMeta } from "../log/log_meta.ts";
 import type { RecordBatch } from "../log/mod.ts";
 

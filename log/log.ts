@@ -23,7 +23,7 @@
 import { type CursorStart, seekStart, segmentStart } from "./segment/reader.ts";
 import { LogWriteError } from "./errors.ts";
 import { claimLogFolder, LOCK_FILE, type WriterLock } from "./disk/writer_lock.ts";
-import { readManifest } from "./disk/fs.ts";
+import { readManifest } from "./chunk/manifest_file.ts";
 import { META_FILE } from "./log_meta.ts";
 import { type Located, LogReader, type ReaderSource } from "./read/log_reader.ts";
 import { type ChunkEntry, chunkPath } from "./chunk/chunk.ts";

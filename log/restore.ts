@@ -15,7 +15,8 @@ import type { ArchiveOptions } from "./chunk/archive.ts";
 import { CHUNKS_DIR, type Manifest } from "./chunk/chunk.ts";
 import { ChunkDigestError, storeAdoptedChunk } from "./chunk/adoption.ts";
 import { Log, type LogOptions, META_FILE } from "./log.ts";
-import { syncDir, writeFileAtomic, writeManifest } from "./disk/fs.ts";
+import { syncDir, writeFileAtomic } from "./disk/fs.ts";
+import { writeManifest } from "./chunk/manifest_file.ts";
 import { encodeRecords, parseJournal, PRODUCERS_FILE } from "./producer/journal.ts";
 
 /** How far offsets jump on a restore. */

@@ -30,7 +30,7 @@ import {
   META_FILE,
   readMeta,
 } from "./log_meta.ts";
-import { readManifest } from "./disk/fs.ts";
+import { readManifest } from "./chunk/manifest_file.ts";
 import { checkSidecarFiles } from "./disk/meta_file.ts";
 import { scanSegmentRecords } from "./segment/scan.ts";
 import {

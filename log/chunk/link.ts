@@ -8,7 +8,7 @@
 
 import { join } from "node:path";
 import { type ChunkEntry, type Manifest, MANIFEST_FILE } from "./chunk.ts";
-import { readManifest } from "../disk/fs.ts";
+import { readManifest } from "./manifest_file.ts";
 import { coveredBy } from "./adoption.ts";
 import type { ArchiveState, ChunkPolicy, FromWorker } from "./protocol.ts";
 import type { ArchiveStore } from "./archive.ts";

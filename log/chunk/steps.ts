@@ -50,7 +50,8 @@ import {
 } from "./times.ts";
 import { Layout } from "../segment/format.ts";
 import { adoptedList } from "./adoption.ts";
-import { exists, readManifest, writeFileAtomic, writeManifest } from "../disk/fs.ts";
+import { exists, writeFileAtomic } from "../disk/fs.ts";
+import { readManifest, writeManifest } from "./manifest_file.ts";
 import type { LogIo } from "../disk/io.ts";
 import { readHeader, SegmentCursor, segmentStart } from "../segment/reader.ts";
 import { crashStep } from "./crash_hook.ts";

@@ -27,7 +27,8 @@ import {
   segmentFileName,
 } from "../segment/format.ts";
 import { readMeta } from "../log_meta.ts";
-import { exists, readManifest } from "../disk/fs.ts";
+import { exists } from "../disk/fs.ts";
+import { readManifest } from "../chunk/manifest_file.ts";
 import {
   clipBatch,
   readAt,

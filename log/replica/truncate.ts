@@ -25,7 +25,7 @@
 
 import { syncDir } from "../disk/atomic_write.ts";
 import { LogCorruptError } from "../errors.ts";
-import { readManifest } from "../disk/fs.ts";
+import { readManifest } from "../chunk/manifest_file.ts";
 import { takeWriterLock } from "../disk/writer_lock.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "../options.ts";
 import { ProducerJournal } from "../producer/journal.ts";

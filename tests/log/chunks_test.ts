@@ -3,7 +3,7 @@ import { join } from "node:path";
 import zlib from "node:zlib";
 import { chunkPath, Log, LogEvictedError, verifyLog } from "../../log/mod.ts";
 import { readChunkTimes } from "../../log/chunk/times.ts";
-import { readManifest } from "../../log/disk/fs.ts";
+import { readManifest } from "../../log/chunk/manifest_file.ts";
 import { rmrf, tempDir, text, utf8 } from "../_util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
