@@ -7,7 +7,7 @@
  */
 
 import type { Log, RecordBatch, TimeLookup } from "../log/mod.ts";
-import { clipBatch } from "../log/segment_reader.ts";
+import { clipBatch } from "../log/segment/reader.ts";
 
 /**
  * Bytes read from the log per step.

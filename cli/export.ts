@@ -16,7 +16,7 @@
 
 import { join } from "node:path";
 import { LogCorruptError, LogEvictedError } from "../log/mod.ts";
-import { ChunkCorruptError } from "../log/chunk.ts";
+import { ChunkCorruptError } from "../log/chunk/chunk.ts";
 import { type ExportFormat, exportLog, type ExportProgress } from "../arrow/export.ts";
 import { compileSchema } from "../schema/compile.ts";
 import type { RowSchema } from "../schema/row_schema.ts";

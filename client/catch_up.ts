@@ -225,7 +225,7 @@ export async function archiveOffsetAt(
  * const server = serve([stream], { port: 0, onListen: () => {} });
  * await stream.sendMany([{ v: 1 }, { v: 2 }]);
  * await stream.log!.roll(); // seal the segment, so that it becomes a chunk
- * await stream.log!.chunksSettled();
+ * await stream.log!.chunks.settled();
  * const c = await catchUp(`${server.url}/ticks`, 1, null);
  * const lines: string[] = [];
  * for await (const batch of c.lines) lines.push(...batch);

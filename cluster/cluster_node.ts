@@ -19,7 +19,7 @@
  * What the server plugs in: `publishable()` before taking a publish (307 to
  * `leader.url`, 503 `no_leader` or `not_enough_replicas`), the log's own
  * promises for acknowledgements (they resolve once committed, see
- * `log/commit_gate.ts`), the log's `onCommit` for the fan-out (committed
+ * `log/replica/commit_gate.ts`), the log's `onCommit` for the fan-out (committed
  * rows only, on every node), `accept` for the replicate route, and `view` for
  * `/head`.
  *
@@ -30,7 +30,7 @@ import { backoffDelay, sleep } from "../common/backoff.ts";
 import { Logger } from "../common/logger.ts";
 import type { Log } from "../log/log.ts";
 import { NotLeaderError } from "../log/errors.ts";
-import type { ReplicaCommit, Replication } from "../log/replication.ts";
+import type { ReplicaCommit, Replication } from "../log/replica/replication.ts";
 import type { EtcdClient } from "./etcd_client.ts";
 import { Election, type Leadership } from "./election.ts";
 import { readInSync } from "./in_sync.ts";
@@ -444,7 +444,7 @@ export class ClusterNode {
   // Only the leader uploads to the archive, each manifest carrying its term
   // (none over a later term's); null: this node uploads nothing.
   #archiveAs(term: number | null): void {
-    if (this.#log.archiveUri !== null) this.#log.setRetention({ archiveTerm: term });
+    if (this.#log.archive.uri !== null) this.#log.chunks.setRetention({ archiveTerm: term });
   }
 
   // Follows `leader` (replicating from it), unless this node leads.

@@ -24,8 +24,8 @@
 
 import { setImmediate } from "node:timers";
 import { Logger } from "../common/logger.ts";
-import type { ReplicaCommit, Replication } from "../log/replication.ts";
-import { truncationPoint } from "../log/term_history.ts";
+import type { ReplicaCommit, Replication } from "../log/replica/replication.ts";
+import { truncationPoint } from "../log/replica/term_history.ts";
 import {
   type ControlMessage,
   decodeCommit,

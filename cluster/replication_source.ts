@@ -29,9 +29,9 @@ import { setImmediate } from "node:timers";
 import { Logger } from "../common/logger.ts";
 import type { LogReader, RecordBatch } from "../log/mod.ts";
 import { LogEvictedError } from "../log/errors.ts";
-import type { DurableCommit, Replication } from "../log/replication.ts";
-import type { ProducerRecord } from "../log/producer_journal.ts";
-import { termAt, termEnd } from "../log/term_history.ts";
+import type { DurableCommit, Replication } from "../log/replica/replication.ts";
+import type { ProducerRecord } from "../log/producer/journal.ts";
+import { termAt, termEnd } from "../log/replica/term_history.ts";
 import {
   commitEnd,
   type ControlMessage,

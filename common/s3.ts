@@ -1,5 +1,5 @@
 /**
- * S3 access shared by the log's archive (`log/archive.ts`) and the client's
+ * S3 access shared by the log's archive (`log/chunk/archive.ts`) and the client's
  * archive reader and cursor copies (`client/s3.ts`): `s3://` URIs, the
  * objects of one bucket, and the folder layout of an archived stream:
  *

@@ -22,17 +22,17 @@
  * none past it, and the table stays as it is until the hole is filled.
  *
  * Append times come from each chunk's time index (`chunks/SHA256.times`,
- * see `log/chunk_times.ts`). A chunk without one (from the archive, or an
+ * see `log/chunk/times.ts`). A chunk without one (from the archive, or an
  * older log) gives its rows its first append time and its last row its
  * last: the times stay within the chunk's and never decrease.
  *
  * @module
  */
 
-import type { ArchiveStore } from "../log/archive.ts";
-import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk.ts";
-import { type ChunkTimes, readChunkTimes } from "../log/chunk_times.ts";
-import { readManifest } from "../log/fs.ts";
+import type { ArchiveStore } from "../log/chunk/archive.ts";
+import { ChunkCursor, type ChunkEntry, chunkPath } from "../log/chunk/chunk.ts";
+import { type ChunkTimes, readChunkTimes } from "../log/chunk/times.ts";
+import { readManifest } from "../log/chunk/manifest_file.ts";
 import { readMeta } from "../log/log_meta.ts";
 import type { RecordBatch } from "../log/mod.ts";
 
@@ -234,7 +234,7 @@ export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: Ch
  * const log = await Log.open(dir, { chunks: true, timers: false });
  * await log.appendMany(['{"n":1}', '{"n":2}', '{"n":3}']);
  * await log.roll();
- * await log.chunksSettled();
+ * await log.chunks.settled();
  * await log.close();
  * let rows = 0;
  * const { chunks } = await pendingChunks(dir, 1, null);

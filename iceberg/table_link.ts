@@ -94,7 +94,7 @@ export function tableHead(state: TableState | null): {
  * const table = IcebergTable.start(log, "t", null);
  * await log.appendMany(['{"n":1}', '{"n":2}']);
  * await log.roll();
- * await log.chunksSettled();
+ * await log.chunks.settled();
  * equal(await table.settled(30_000), true);
  * equal(table.state?.lastOffset, 2);
  * await table.close(10_000);
@@ -179,7 +179,7 @@ export class IcebergTable {
   }
 
   #poll(): void {
-    const g = this.#log.closed ? this.#generation : this.#log.manifest?.generation ?? -1;
+    const g = this.#log.closed ? this.#generation : this.#log.chunks.manifest?.generation ?? -1;
     if (g === this.#generation) return;
     this.#generation = g;
     this.#worker?.post({ type: "kick", dir: this.#dir });
@@ -190,7 +190,7 @@ export class IcebergTable {
    * asked (false after `ms`).
    */
   async settled(ms: number): Promise<boolean> {
-    const through = this.#log.chunksThrough ?? 0;
+    const through = this.#log.chunks.through ?? 0;
     this.#poll();
     const deadline = Date.now() + ms;
     while ((this.#state?.lastOffset ?? -1) < through || this.#state?.lastOffset === -1) {
@@ -251,7 +251,7 @@ export class IcebergTable {
     if (!this.#log.closed) {
       try {
         await this.#log.roll();
-        await this.#log.chunksSettled();
+        await this.#log.chunks.settled();
       } catch (err) {
         // A log that cannot seal (a full disk) keeps its tail for the next start.
         this.#logger.warn(

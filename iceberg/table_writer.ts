@@ -40,7 +40,7 @@
  * @module
  */
 
-import { ArchiveStore } from "../log/archive.ts";
+import { ArchiveStore } from "../log/chunk/archive.ts";
 import type { ArchiveOptions } from "../common/s3.ts";
 import { readSchemaHistory } from "../log/schema_history.ts";
 import { OffsetHoleError, pendingChunks, readRows } from "./commit_rows.ts";
@@ -210,7 +210,7 @@ const pad = (n: number) => String(n).padStart(20, "0");
  * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] } }]);
  * await log.appendMany(['{"n":1}', '{"n":2}']);
  * await log.roll();
- * await log.chunksSettled();
+ * await log.chunks.settled();
  * const writer = new TableWriter({
  *   store: new LocalTableStore(`${dir}/iceberg`), dir, stream: "t", streamId: log.streamId,
  * });

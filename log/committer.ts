@@ -9,8 +9,8 @@
  * @module
  */
 
-import { SegmentWriter } from "./segment_writer.ts";
-import type { ProducerRecord } from "./producer_journal.ts";
+import { SegmentWriter } from "./segment/writer.ts";
+import type { ProducerRecord } from "./producer/journal.ts";
 import { LogWriteError } from "./errors.ts";
 import type { ResolvedOptions } from "./options.ts";
 import {
@@ -20,7 +20,7 @@ import {
   newSegmentState,
   nowUs,
   type Segment,
-} from "./segment_state.ts";
+} from "./segment/state.ts";
 
 /** What the committer tells the log. */
 export interface CommitHost {
@@ -44,12 +44,12 @@ export interface CommitHost {
   /**
    * Called before a commit's bytes are written, with its producer records
    * (null: none); the write waits for what it returns (null: nothing to wait
-   * for). The producer journal is written and synced here (see producers.ts).
+   * for). The producer journal is written and synced here (see `producer/table.ts`).
    */
   beforeWrite?(tags: readonly ProducerRecord[] | null): Promise<void> | null;
 }
 
-/** The producer sequence a publish is tagged with (see producers.ts). */
+/** The producer sequence a publish is tagged with (see `producer/table.ts`). */
 export interface ProducerTag {
   /** The producer's name. */
   producer: string;
@@ -100,8 +100,8 @@ function utf8Length(s: string): number {
  * import { equal } from "node:assert/strict";
  * import { Committer } from "./committer.ts";
  * import { resolveOptions } from "./options.ts";
- * import { SegmentWriter } from "./segment_writer.ts";
- * import { createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
+ * import { SegmentWriter } from "./segment/writer.ts";
+ * import { createSegmentFile, initialState, newSegmentState } from "./segment/state.ts";
  * const dir = await Deno.makeTempDir();
  * const opts = resolveOptions({ timers: false });
  * const id = "0".repeat(32);
@@ -212,7 +212,7 @@ export class Committer {
   /**
    * Appends payloads in one commit; resolves with the first offset once all
    * are durable. With `tag`, the commit's producer record goes to the
-   * journal before the rows are written (see producers.ts).
+   * journal before the rows are written (see `producer/table.ts`).
    */
   appendMany(payloads: readonly (Uint8Array | string)[], tag?: ProducerTag): Promise<number> {
     for (const p of payloads) this.#checkAppend(p);
@@ -336,7 +336,7 @@ export class Committer {
         }
         const t0 = performance.now();
         try {
-          // --- producer journal (producers.ts): synced before any row byte is written ---
+          // --- producer journal (`producer/table.ts`): synced before any row byte is written ---
           const before = this.#host.beforeWrite?.(group?.tags ?? null) ?? null;
           if (before !== null) await before;
           if (this.#failed) throw this.#failed;

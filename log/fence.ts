@@ -9,8 +9,8 @@
 
 import { readMeta, writeMeta } from "./log_meta.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { SegmentWriter } from "./segment_writer.ts";
-import { type Active, createSegmentFile, initialState, newSegmentState } from "./segment_state.ts";
+import { SegmentWriter } from "./segment/writer.ts";
+import { type Active, createSegmentFile, initialState, newSegmentState } from "./segment/state.ts";
 import type { CommitLog } from "./committer.ts";
 
 /**

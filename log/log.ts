@@ -1,8 +1,11 @@
 /**
  * The durable, segmented, append-only log of one stream: the façade over its
  * parts — options (`options.ts`), recovery on open (`recovery.ts`), group
- * commit (`committer.ts`), the tier lookup (`tier_lookup.ts`), fencing
- * (`fence.ts`) and the link to the chunk worker (`chunk_link.ts`).
+ * commit (`committer.ts`), the tier lookup (`read/tier_lookup.ts`), fencing
+ * (`fence.ts`) and the link to the chunk worker (`chunk/link.ts`). Appends,
+ * reads and the log's ends are members of its own; what only some owners ask
+ * about is one object per role: `chunks` and `archive` (`chunk/log_chunks.ts`),
+ * `producers` (`producer/log_producers.ts`) and `replication`.
  *
  * Invariants this module keeps:
  * - offsets start at 1 (or at a fence) and only increase; within a segment they
@@ -17,28 +20,29 @@
  * @module
  */
 
-import { type CursorStart, seekStart, segmentStart } from "./segment_reader.ts";
+import { type CursorStart, seekStart, segmentStart } from "./segment/reader.ts";
 import { LogWriteError } from "./errors.ts";
-import { claimLogFolder, LOCK_FILE, type WriterLock } from "./writer_lock.ts";
-import { readManifest } from "./fs.ts";
+import { claimLogFolder, LOCK_FILE, type WriterLock } from "./disk/writer_lock.ts";
+import { readManifest } from "./chunk/manifest_file.ts";
 import { META_FILE } from "./log_meta.ts";
-import { type Located, LogReader, type ReaderSource } from "./log_reader.ts";
-import { type ChunkEntry, chunkPath, type SharedManifest } from "./chunk.ts";
-import { appendAt } from "./append_at.ts";
-import type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
+import { type Located, LogReader, type ReaderSource } from "./read/log_reader.ts";
+import { type ChunkEntry, chunkPath } from "./chunk/chunk.ts";
+import { appendAt } from "./replica/append_at.ts";
+import { LogArchive, LogChunks } from "./chunk/log_chunks.ts";
 import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
-import type { ProducerJournal, ProducerRecord } from "./producer_journal.ts";
-import type { ProducerState, ProducerTable, PublishResult } from "./producers.ts";
-import { type Recovered, recoverWithProducers } from "./producer_recovery.ts";
-import { type ChunkLink, openChunkLink } from "./chunk_link.ts";
+import type { ProducerJournal, ProducerRecord } from "./producer/journal.ts";
+import type { ProducerState, ProducerTable, PublishResult } from "./producer/table.ts";
+import { LogProducers } from "./producer/log_producers.ts";
+import { type Recovered, recoverWithProducers } from "./producer/recovery.ts";
+import { type ChunkLink, openChunkLink } from "./chunk/link.ts";
 import type { LogListener } from "./log_listener.ts";
-import { Replication } from "./replication.ts";
-import { cutOpenLog } from "./truncate.ts";
+import { Replication } from "./replica/replication.ts";
+import { cutOpenLog } from "./replica/truncate.ts";
 import { fenceSegment } from "./fence.ts";
-import type { Segment, SegmentInfo } from "./segment_state.ts";
-import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./tier_lookup.ts";
-import { type LookupStats, offsetAtTime, type TimeLookup } from "./time_seek.ts";
+import type { Segment, SegmentInfo } from "./segment/state.ts";
+import { earliestOffset, locateOffset, rowsBetween, type Tiers } from "./read/tier_lookup.ts";
+import { type LookupStats, offsetAtTime, type TimeLookup } from "./read/time_seek.ts";
 
 export { META_FILE };
 export type { SegmentInfo };
@@ -80,6 +84,12 @@ export class Log {
   readonly streamId: string;
   /** The first offset this log was created with: what `offset=0` asks for. */
   readonly firstOffset: number;
+  /** Its chunks: how far they reach, the manifest, the chunk worker (see `chunk/log_chunks.ts`). */
+  readonly chunks: LogChunks;
+  /** Its archive in S3: how far it has got (see `chunk/log_chunks.ts`). */
+  readonly archive: LogArchive;
+  /** Its producers: what each last committed (see `producer/log_producers.ts`). */
+  readonly producers: LogProducers;
   readonly #opts: ResolvedOptions;
   readonly #lock: WriterLock;
   readonly #segments: Segment[];
@@ -111,6 +121,12 @@ export class Log {
     this.#lock = lock;
     this.#segments = segments;
     this.#p = producers;
+    this.chunks = new LogChunks(dir, opts, () => this.#link);
+    this.archive = new LogArchive(opts, () => this.#link);
+    // A replicated log: settled once committed in the cluster too.
+    this.producers = new LogProducers(producers, async (settled, end) => {
+      await (this.#rep ? this.#rep.committed(settled, end) : settled);
+    });
     this.#committer = new Committer(this, opts, segments, active, {
       committed: (first, end, tags, runs) => {
         if (tags !== null) this.#p.table.committed(tags);
@@ -249,22 +265,6 @@ export class Log {
     return earliestOffset(this.#tiers());
   }
 
-  /**
-   * Last offset a client can read as chunks over HTTP (the local manifest's,
-   * or the archive's when replay from it is on); null without chunks.
-   */
-  get chunksThrough(): number | null {
-    const m = this.#link?.manifest;
-    if (!m) return null;
-    const a = this.#opts.replayArchive ? this.#link!.archiveState?.through ?? 0 : 0;
-    return Math.max(m.through, a);
-  }
-
-  /** The chunk manifest, shared, not copied (null when the log keeps no chunks). */
-  get manifest(): SharedManifest | null {
-    return this.#link?.manifest ?? null;
-  }
-
   /** Whether commits are synced to disk before they are acknowledged. */
   get fsync(): boolean {
     return this.#opts.fsync;
@@ -290,7 +290,7 @@ export class Log {
    * append time is at or after it, or the durable end when every row is
    * older — in O(log n): a binary search over the chunks' and segments'
    * times, then over one segment's beacons, then at most about two beacon
-   * intervals of records (see `time_seek.ts`). `stats` counts the reads.
+   * intervals of records (see `read/time_seek.ts`). `stats` counts the reads.
    *
    * @example
    * ```ts
@@ -358,11 +358,11 @@ export class Log {
     await this.#committer.roll();
   }
 
-  // Idempotent publishing by producers (see producers.ts).
+  // Idempotent publishing by producers (see `producer/table.ts`).
 
   /**
    * Appends `payloads` in one commit as `tag`'s sequence (see
-   * `producers.ts`): synchronously decides whether it is stored (offsets
+   * `producer/table.ts`): synchronously decides whether it is stored (offsets
    * assigned now), a duplicate of the producer's last seq, or stale. Without
    * a tag it is `appendMany`. Throws like `appendMany` (nothing stored).
    *
@@ -405,29 +405,7 @@ export class Log {
     return { status: "stored", first, last, done };
   }
 
-  /** What `producer` last committed, or null (never seen, or forgotten). */
-  producerState(producer: string): ProducerState | null {
-    return this.#p.table.committedState(producer);
-  }
-
-  /**
-   * Resolves once `producer`'s pending publish, if any, is durable or failed
-   * (in a replicated log: once its last commit is committed in the cluster;
-   * rejects with `NotLeaderError` when this node stops leading first).
-   */
-  async producerSettled(producer: string): Promise<void> {
-    const settled = this.#p.table.settled(producer);
-    const last = () => this.#p.table.committedState(producer)?.last ?? 0;
-    // A replicated log: settled once committed in the cluster too.
-    await (this.#rep ? this.#rep.committed(settled, () => last() + 1) : settled);
-  }
-
-  /** Producers remembered. */
-  get producers(): number {
-    return this.#p.table.size;
-  }
-
-  // What a rewrite of the producer journal keeps (replication.ts for a replicated log).
+  // What a rewrite of the producer journal keeps (`replica/replication.ts` for a replicated log).
   readonly #remembered = (): ProducerRecord[] =>
     this.#rep?.keptRecords() ?? this.#p.table.snapshot();
 
@@ -451,47 +429,6 @@ export class Log {
     // Not while the tail is cut in place: the active file is closed until the log is recovered.
     if (this.#cutting === null && !c.failed && c.dueToRoll()) c.schedule();
     this.#link?.tick();
-  }
-
-  /** Changes the chunk policy: merges and retention (next maintenance), `archiveTerm` (at once). */
-  setRetention(policy: Partial<ChunkPolicy>): void {
-    if (!this.#link?.running || !this.#opts.chunks) {
-      throw new TypeError(`log ${this.dir} keeps no chunks`);
-    }
-    this.#opts.chunks = this.#link.setPolicy(policy);
-  }
-
-  /** How far the archive has got (null without an archive, or before its first report). */
-  get archiveState(): ArchiveState | null {
-    const a = this.#link?.archiveState;
-    return a ? structuredClone(a) : null;
-  }
-
-  /** The archive's URI, or null. */
-  get archiveUri(): string | null {
-    return this.#opts.chunks?.archive?.uri ?? null;
-  }
-
-  /**
-   * Resolves once the archive holds everything chunked so far (or after
-   * `ms`); `false` if it timed out.
-   */
-  async archiveSettled(ms = 30_000): Promise<boolean> {
-    return this.#link ? await this.#link.archiveSettled(ms) : true;
-  }
-
-  /** The last error the chunk worker reported for this log, if any. */
-  get chunkError(): string | null {
-    return this.#link?.error ?? null;
-  }
-
-  /**
-   * Resolves once the chunk worker has done everything asked of it so far
-   * (chunking, merging, retention; with `maintain`, a maintenance round now)
-   * and the log has taken the results in.
-   */
-  async chunksSettled(maintain = false): Promise<void> {
-    await this.#link?.settled(maintain);
   }
 
   /** Resolves once everything appended so far is committed (or failed). */
@@ -561,7 +498,7 @@ export class Log {
     else this.#listener?.fenced?.(offset);
   }
 
-  // Makes this log replicated (replication.ts): rows are shown once committed.
+  // Makes this log replicated (`replica/replication.ts`): rows are shown once committed.
   async #replicate(options: LogOptions): Promise<void> {
     const c = this.#committer;
     const durable = Object.defineProperty({ ...this.#source }, "endOffset", { get: () => c.end });
@@ -612,7 +549,8 @@ export class Log {
     }
   }
 
-  // Replicas (mirrors): appending at given offsets, adopting chunks (append_at.ts, adoption.ts).
+  // Replicas (mirrors): appending at given offsets, adopting chunks
+  // (`replica/append_at.ts`, `chunk/adoption.ts`).
 
   /** Whether this log is a replica of another server's (see `LogOptions.replica`). */
   get replica(): boolean {
@@ -623,7 +561,7 @@ export class Log {
    * Appends `payloads[i]` at `offsets[i]` (the primary's offsets, increasing):
    * rows below the next offset are skipped, each run of consecutive offsets
    * is one commit, a jump forward is a fenced gap. Resolves with the rows
-   * appended, once durable; `appended` as in `append_at.ts`.
+   * appended, once durable; `appended` as in `replica/append_at.ts`.
    *
    * @example
    * ```ts
@@ -663,10 +601,10 @@ export class Log {
   async close(): Promise<void> {
     if (this.#closed) return;
     await this.flush();
-    if (this.#link?.running && this.archiveUri && !this.#committer.failed) {
+    if (this.#link?.running && this.archive.uri && !this.#committer.failed) {
       // A planned stop: seal what is pending so that it reaches the archive.
       await this.roll();
-      await this.chunksSettled();
+      await this.chunks.settled();
     }
     this.#closed = true;
     this.#committer.close();

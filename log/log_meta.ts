@@ -1,17 +1,17 @@
 /**
  * The log's metadata file, `log.json`: the stream id, name and first offset,
  * and the empty segments fences left behind. Kept with a checksum (see
- * `meta_file.ts`); one written before checksums existed still reads.
+ * `disk/meta_file.ts`); one written before checksums existed still reads.
  *
  * @module
  */
 
 import { join } from "node:path";
-import { parseSegmentFileName } from "./format.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
-import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
+import { parseSegmentFileName } from "./segment/format.ts";
+import { type LogIo, REAL_IO } from "./disk/io.ts";
+import { readCheckedJson, writeCheckedJson } from "./disk/meta_file.ts";
 import { LogCorruptError } from "./errors.ts";
-import { readHeader } from "./segment_reader.ts";
+import { readHeader } from "./segment/reader.ts";
 
 /** The name of the log's metadata file. */
 export const META_FILE = "log.json";
@@ -64,7 +64,7 @@ export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: b
 
 /**
  * Writes `log.json` in `dir`, with its checksum, replacing the old one
- * atomically (see `meta_file.ts`).
+ * atomically (see `disk/meta_file.ts`).
  *
  * @example
  * ```ts

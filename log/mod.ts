@@ -32,10 +32,10 @@ export {
   type SegmentInfo,
   type TimeLookup,
 } from "./log.ts";
-export { DEFAULT_READ_BYTES, LogReader } from "./log_reader.ts";
+export { DEFAULT_READ_BYTES, LogReader } from "./read/log_reader.ts";
 export * from "./errors.ts";
-export type { RecordBatch } from "./segment_reader.ts";
-export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./format.ts";
+export type { RecordBatch } from "./segment/reader.ts";
+export { DEFAULT_BEACON_INTERVAL, type SegmentHeader } from "./segment/format.ts";
 export {
   inspectLog,
   listSegments,
@@ -45,7 +45,7 @@ export {
   type VerifyOptions,
   type VerifyProgress,
 } from "./verify.ts";
-export { FolderReader, type FolderReaderOptions } from "./folder_reader.ts";
+export { FolderReader, type FolderReaderOptions } from "./read/folder_reader.ts";
 export {
   ChunkCorruptError,
   type ChunkEntry,
@@ -55,11 +55,13 @@ export {
   MANIFEST_FILE,
   type RetiredChunk,
   type SharedManifest,
-} from "./chunk.ts";
-export type { ArchiveState, ChunkPolicy } from "./chunk_protocol.ts";
-export type { ArchiveOptions } from "./archive.ts";
-export { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
-export { PRODUCERS_FILE } from "./producer_journal.ts";
-export type { ProducerJournalReport } from "./verify_producers.ts";
+} from "./chunk/chunk.ts";
+export type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
+export type { LogArchive, LogChunks } from "./chunk/log_chunks.ts";
+export type { LogProducers } from "./producer/log_producers.ts";
+export type { ArchiveOptions } from "./chunk/archive.ts";
+export { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+export { PRODUCERS_FILE } from "./producer/journal.ts";
+export type { ProducerJournalReport } from "./producer/verify.ts";
 export type { LogListener } from "./log_listener.ts";
 export { FENCE, restoreLog, type RestoreOptions, type RestoreReport } from "./restore.ts";

@@ -4,13 +4,13 @@
  * @module
  */
 
-import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./format.ts";
-import type { ChunkPolicy } from "./chunk_protocol.ts";
-import type { ArchiveOptions } from "./archive.ts";
+import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./segment/format.ts";
+import type { ChunkPolicy } from "./chunk/protocol.ts";
+import type { ArchiveOptions } from "./chunk/archive.ts";
 import { Logger } from "../common/logger.ts";
-import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
-import { DEFAULT_JOURNAL_BYTES } from "./producer_journal.ts";
-import { type LogIo, REAL_IO } from "./log_io.ts";
+import { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+import { DEFAULT_JOURNAL_BYTES } from "./producer/journal.ts";
+import { type LogIo, REAL_IO } from "./disk/io.ts";
 
 export { type LogIo, REAL_IO };
 
@@ -45,7 +45,7 @@ export interface LogOptions {
   /** Largest payload accepted. @default 16 MiB */
   maxPayloadBytes?: number;
   /**
-   * Producers remembered for idempotent publishing (see `producers.ts`); past
+   * Producers remembered for idempotent publishing (see `producer/table.ts`); past
    * it, the one whose last publish is oldest is forgotten. @default 10000
    */
   maxProducers?: number;
@@ -73,7 +73,7 @@ export interface LogOptions {
   maintainEveryMs?: number;
   /**
    * Every change the log and its chunk worker make on disk goes through here
-   * (`log_io.ts`): a seam for tests to see each write and sync, fail one, or
+   * (`disk/io.ts`): a seam for tests to see each write and sync, fail one, or
    * compute what a crash would leave. With another than the real one, the
    * chunk worker's steps run on the log's thread, through it (a `Worker`
    * cannot be handed functions). @default the real filesystem
@@ -89,7 +89,7 @@ export interface LogOptions {
    */
   replica?: boolean;
   /**
-   * One replica of a cluster's stream (`replication.ts`, `Log.replication`):
+   * One replica of a cluster's stream (`replica/replication.ts`, `Log.replication`):
    * a row is shown — to readers, to `onCommit`, to the caller awaiting its
    * append — only once the cluster's commit index passes it, and local
    * appends are taken only while the node leads. @default false

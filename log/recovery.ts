@@ -1,6 +1,6 @@
 /**
  * Opening a log folder: read `log.json` (or make it), check every segment
- * under the one reading rule (`segment_scan.ts`), cut a torn tail off the last
+ * under the one reading rule (`segment/scan.ts`), cut a torn tail off the last
  * one, remove an empty segment a fence left behind, refuse any other damage
  * naming file and byte, and make the active segment ready for appends.
  *
@@ -16,11 +16,11 @@ import {
   RUNNING_SEED,
   segmentFileName,
   type SegmentHeader,
-} from "./format.ts";
-import { readHeader, seekStart, segmentStart } from "./segment_reader.ts";
+} from "./segment/format.ts";
+import { readHeader, seekStart, segmentStart } from "./segment/reader.ts";
 import { LogCorruptError } from "./errors.ts";
-import { SegmentWriter, type WriterState } from "./segment_writer.ts";
-import { scanSegmentRecords } from "./segment_scan.ts";
+import { SegmentWriter, type WriterState } from "./segment/writer.ts";
+import { scanSegmentRecords } from "./segment/scan.ts";
 import {
   checkSegmentStreamId,
   type LogMeta,
@@ -29,7 +29,7 @@ import {
   writeMeta,
 } from "./log_meta.ts";
 import type { LogOptions, ResolvedOptions } from "./options.ts";
-import { type Active, createSegment, initialState, nowUs, type Segment } from "./segment_state.ts";
+import { type Active, createSegment, initialState, nowUs, type Segment } from "./segment/state.ts";
 
 /** What opening found: the metadata, the segments (oldest first), the active one. */
 export interface Recovered {

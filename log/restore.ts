@@ -11,12 +11,13 @@
  */
 
 import { join } from "node:path";
-import type { ArchiveOptions } from "./archive.ts";
-import { CHUNKS_DIR, type Manifest } from "./chunk.ts";
-import { ChunkDigestError, storeAdoptedChunk } from "./adoption.ts";
+import type { ArchiveOptions } from "./chunk/archive.ts";
+import { CHUNKS_DIR, type Manifest } from "./chunk/chunk.ts";
+import { ChunkDigestError, storeAdoptedChunk } from "./chunk/adoption.ts";
 import { Log, type LogOptions, META_FILE } from "./log.ts";
-import { syncDir, writeFileAtomic, writeManifest } from "./fs.ts";
-import { encodeRecords, parseJournal, PRODUCERS_FILE } from "./producer_journal.ts";
+import { syncDir, writeFileAtomic } from "./disk/fs.ts";
+import { writeManifest } from "./chunk/manifest_file.ts";
+import { encodeRecords, parseJournal, PRODUCERS_FILE } from "./producer/journal.ts";
 
 /** How far offsets jump on a restore. */
 export const FENCE = 2 ** 20;
@@ -81,7 +82,7 @@ export async function restoreLog(
   }
   const say = options.progress ?? (() => {});
   // Loaded only when needed: the S3 SDK is large.
-  const { ArchiveStore } = await import("./archive.ts");
+  const { ArchiveStore } = await import("./chunk/archive.ts");
   const store = new ArchiveStore(options.archive, stream);
   let hydrated = 0;
   let manifest: Manifest | null;

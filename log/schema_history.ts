@@ -2,7 +2,7 @@
  * The schema history a log keeps beside its rows, `schema.json`: every
  * version of the stream's schema with the first offset it applies from.
  * The text is kept with its checksum in the sidecar `schema.json.crc32`
- * (see `meta_file.ts`). Two forms, both read:
+ * (see `disk/meta_file.ts`). Two forms, both read:
  *
  * ```text
  * form 1 (one version; every log before schema evolution, and every log
@@ -35,7 +35,7 @@
 
 import { join } from "node:path";
 import { LogCorruptError } from "./errors.ts";
-import { readCheckedText, writeCheckedText } from "./meta_file.ts";
+import { readCheckedText, writeCheckedText } from "./disk/meta_file.ts";
 
 /** The name of the schema file kept in a stream's log folder. */
 export const SCHEMA_FILE = "schema.json";
@@ -163,7 +163,7 @@ export async function readSchemaHistory(
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { readCheckedText } from "./meta_file.ts";
+ * import { readCheckedText } from "./disk/meta_file.ts";
  * import { writeSchemaHistory } from "./schema_history.ts";
  * const dir = await Deno.makeTempDir();
  * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }]);

@@ -13,14 +13,14 @@ import {
   Layout,
   parseSegmentFileName,
   type SegmentHeader,
-} from "./format.ts";
+} from "./segment/format.ts";
 import {
   readAt,
   readHeader,
   SegmentCursor,
   segmentStart,
   startAfterBeacon,
-} from "./segment_reader.ts";
+} from "./segment/reader.ts";
 import { LogCorruptError } from "./errors.ts";
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "./options.ts";
 import {
@@ -30,9 +30,9 @@ import {
   META_FILE,
   readMeta,
 } from "./log_meta.ts";
-import { readManifest } from "./fs.ts";
-import { checkSidecarFiles } from "./meta_file.ts";
-import { scanSegmentRecords } from "./segment_scan.ts";
+import { readManifest } from "./chunk/manifest_file.ts";
+import { checkSidecarFiles } from "./disk/meta_file.ts";
+import { scanSegmentRecords } from "./segment/scan.ts";
 import {
   ChunkCorruptError,
   ChunkCursor,
@@ -40,11 +40,11 @@ import {
   chunkPath,
   type Manifest,
   sha256Hex,
-} from "./chunk.ts";
-import { readChunkTimes } from "./chunk_times.ts";
-import { PRODUCERS_FILE } from "./producer_journal.ts";
-import { DEFAULT_MAX_PRODUCERS } from "./producers.ts";
-import { checkProducerJournal, type ProducerJournalReport } from "./verify_producers.ts";
+} from "./chunk/chunk.ts";
+import { readChunkTimes } from "./chunk/times.ts";
+import { PRODUCERS_FILE } from "./producer/journal.ts";
+import { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+import { checkProducerJournal, type ProducerJournalReport } from "./producer/verify.ts";
 
 /** What verify or inspect found in one segment. */
 export interface SegmentReport {
@@ -246,7 +246,7 @@ export interface VerifyOptions {
  * every chunk the manifest lists; checks `log.json`, `manifest.json`,
  * every sidecar-checked file (`schema.json`), and the producer journal
  * (`producers.log`: its checksums, and its records against the log's
- * offsets, see `verify_producers.ts`). Never throws for damage: the
+ * offsets, see `producer/verify.ts`). Never throws for damage: the
  * first problem found is the report's `error`.
  *
  * @example
@@ -292,7 +292,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
     return report;
   }
   // Read before the segments: each of its records was synced before the
-  // log's end is read below (see verify_producers.ts).
+  // log's end is read below (see `producer/verify.ts`).
   const journalPath = join(dir, PRODUCERS_FILE);
   const journal = await Deno.readFile(journalPath).catch((err) => {
     if (err instanceof Deno.errors.NotFound) return null; // nothing published with a producer
@@ -322,7 +322,7 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
         );
       }
       const layout = new Layout(header.beaconInterval);
-      // The rule recovery applies (see segment_scan.ts), with the largest
+      // The rule recovery applies (see `segment/scan.ts`), with the largest
       // payload any log accepts: verify does not know the writer's limit.
       const cursor = await scanSegmentRecords(file, path, header, {
         size,

@@ -180,7 +180,7 @@ export function serve(
   if (archived.length > 0) {
     archiveWatch = setInterval(() => {
       for (const s of archived) {
-        const error = s.log!.archiveState?.lastError ?? null;
+        const error = s.log!.archive.state?.lastError ?? null;
         const before = lastArchiveError.get(s.name) ?? null;
         if (error === before) continue;
         lastArchiveError.set(s.name, error);

@@ -108,13 +108,13 @@ export async function run(quick = false): Promise<BenchSection> {
     }
     const settled = performance.now();
     await a.log!.roll();
-    await a.log!.archiveSettled(60_000);
+    await a.log!.archive.settled(60_000);
     const drainMs = performance.now() - settled;
-    const st = a.log!.archiveState!;
+    const st = a.log!.archive.state!;
     const uploadMBs = st.uploadedBytes / 1e6 / ((performance.now() - t0) / 1000);
     // Bare PutObject (the SDK alone) of the same chunk bytes: capacity, then the lag of a
     // bare seal-and-upload pipeline fed the same chunks at the same interval.
-    const chunks = a.log!.manifest!.chunks;
+    const chunks = a.log!.chunks.manifest!.chunks;
     const datas: Uint8Array[] = [];
     for (const c of chunks) {
       datas.push(await Deno.readFile(`${rootA}/trades/chunks/${c.sha256}.ndjson.zst`));
@@ -154,7 +154,7 @@ export async function run(quick = false): Promise<BenchSection> {
       logOptions: { timers: false },
     });
     const restoreMs = performance.now() - tr;
-    const m = restored.log!.manifest!;
+    const m = restored.log!.chunks.manifest!;
     await restored.close();
     const dl = new ArchiveStore(archive, "big");
     const td = performance.now();

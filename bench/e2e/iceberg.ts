@@ -38,7 +38,7 @@ async function fill(dir: string, rows: number): Promise<void> {
     await log.appendMany(Array.from({ length: n }, (_, k) => schema.encode(make(i + k))));
   }
   await log.roll();
-  await log.chunksSettled();
+  await log.chunks.settled();
   await log.close();
 }
 

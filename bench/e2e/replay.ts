@@ -89,9 +89,9 @@ async function sealing(rows: number) {
     const segBytes = log.segments()[0].size;
     const t0 = performance.now();
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     const sealMs = performance.now() - t0;
-    const chunk = log.manifest!.chunks[0];
+    const chunk = log.chunks.manifest!.chunks[0];
     await log.close();
     // The ceiling: compress the same NDJSON bytes once, in this thread.
     let raw = 0;

@@ -43,7 +43,7 @@ export function decideStart(
     firstOffset: number;
     rowsBetween(from: number, to: number): number;
     /** Last offset served as chunks over HTTP (null: the log keeps no chunks). */
-    readonly chunksThrough?: number | null;
+    readonly chunks?: { readonly through: number | null };
   } | null,
   maxReplay: number | null,
   q: SubscribeQuery,
@@ -94,7 +94,7 @@ export function decideStart(
     // Refusing helps a client only if it can read the start some other way:
     // over HTTP from the chunks. Rows not sealed into chunks yet can only come
     // through the socket, and how many there are is bounded by sealing.
-    const through = log.chunksThrough;
+    const through = log.chunks?.through;
     const refuse = through === undefined || through === null || from <= through;
     if (rows > maxReplay && refuse) {
       return {

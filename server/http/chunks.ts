@@ -8,7 +8,7 @@
  */
 
 import { chunkPath, type Log } from "../../log/mod.ts";
-import { timesPath } from "../../log/chunk_times.ts";
+import { timesPath } from "../../log/chunk/times.ts";
 import type { Stream } from "../stream/stream.ts";
 import { json, notFound } from "./_respond.ts";
 
@@ -18,7 +18,7 @@ const TIMES = /^([0-9a-f]{64})\.times$/;
 // `GET /{name}/chunks/{sha256}.times`: the time index kept beside a listed
 // chunk (immutable like it), or 404 when the chunk has none.
 async function timesResponse(req: Request, log: Log, sha: string): Promise<Response> {
-  const m = log.manifest;
+  const m = log.chunks.manifest;
   if (!m?.chunks.some((c) => c.sha256 === sha)) return notFound(`no chunk ${sha}`);
   let bytes: Uint8Array;
   try {
@@ -55,7 +55,7 @@ async function timesResponse(req: Request, log: Log, sha: string): Promise<Respo
  * ```
  */
 export function manifestResponse(stream: Stream): Response {
-  const m = stream.log?.manifest;
+  const m = stream.log?.chunks.manifest;
   if (!m) return notFound(`stream ${JSON.stringify(stream.name)} keeps no chunks`);
   return json(m, 200, { "cache-control": "no-cache", etag: `"g${m.generation}"` });
 }
@@ -90,7 +90,7 @@ export function chunkResponse(
   const chunk = CHUNK.exec(file);
   if (!chunk || !log) return notFound(`no chunk ${JSON.stringify(file.slice(0, 80))}`);
   const sha = chunk[1];
-  const m = log.manifest;
+  const m = log.chunks.manifest;
   const known = m &&
     (m.chunks.some((c) => c.sha256 === sha) || m.retired.some((c) => c.sha256 === sha));
   if (!known) return notFound(`no chunk ${sha}`);

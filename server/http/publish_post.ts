@@ -27,7 +27,7 @@ import {
   PRODUCER_RULE,
   SEQ_HEADER,
 } from "../../wire/publish.ts";
-import { producerKey } from "../../log/producers.ts";
+import { producerKey } from "../../log/producer/table.ts";
 import { commitPublish } from "../publish/commit.ts";
 import { postAnswer } from "../publish/answer.ts";
 import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
@@ -145,7 +145,7 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
         detail: "the body holds no row",
       });
     }
-    // With tokens a producer id is the holder's own (log/producers.ts).
+    // With tokens a producer id is the holder's own (log/producer/table.ts).
     const tag = producer !== null && seq !== null
       ? { producer: producerKey(grant?.name ?? null, producer), seq }
       : null;

@@ -50,7 +50,7 @@ export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response 
     const reason = encodeCloseReason({ error: "protocol", detail: problem });
     return refuseSocket(ctx, req, CloseCode.Protocol, reason, who);
   }
-  // With tokens a producer id is the holder's own (log/producers.ts).
+  // With tokens a producer id is the holder's own (log/producer/table.ts).
   const key = producer === null ? null : producerKey(grant?.name ?? null, producer);
   return acceptSocket(
     ctx,

@@ -11,7 +11,7 @@
  */
 
 import type { ClusterCounters, ClusterView } from "../../cluster/cluster_node.ts";
-import type { Replication } from "../../log/replication.ts";
+import type { Replication } from "../../log/replica/replication.ts";
 import type { Registry } from "../metrics.ts";
 
 // Commit wait buckets, in seconds: 0.5 ms to 10 s (a follower's fsync and a

@@ -17,7 +17,7 @@
  *   next leader.
  * - **Committed rows only.** The table takes sealed rows from the log's
  *   chunks, and a replicated log chunks a sealed segment only once all its
- *   rows are committed in the cluster (`log/chunk_link.ts`): a leader's
+ *   rows are committed in the cluster (`log/chunk/link.ts`): a leader's
  *   uncommitted tail, which a failover may cut, never reaches a chunk.
  * - **A new leader resumes** from the table's `streamcast.last-offset`, which
  *   is below the commit index every node that may lead holds.

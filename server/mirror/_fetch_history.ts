@@ -9,10 +9,10 @@
  */
 
 import type { ChunkEntry, Log, Manifest } from "../../log/mod.ts";
-import { checkManifest } from "../../log/chunk.ts";
-import type { ArchiveStore } from "../../log/archive.ts";
-import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
-import { maxTimesBytes } from "../../log/chunk_times.ts";
+import { checkManifest } from "../../log/chunk/chunk.ts";
+import type { ArchiveStore } from "../../log/chunk/archive.ts";
+import { ChunkDigestError, storeAdoptedChunk } from "../../log/chunk/adoption.ts";
+import { maxTimesBytes } from "../../log/chunk/times.ts";
 import { progressGet, readBounded } from "./_progress_get.ts";
 
 /** Where a mirror reads the primary's sealed history: its HTTP routes, or its S3 archive. */
@@ -200,11 +200,11 @@ export async function syncHistory(
 ): Promise<HistoryReport> {
   const floor = log.earliest ?? log.endOffset;
   const end = log.endOffset;
-  const have = new Set((log.manifest?.chunks ?? []).map((c) => c.sha256));
+  const have = new Set((log.chunks.manifest?.chunks ?? []).map((c) => c.sha256));
   const wanted = m.chunks.filter((c) => c.last >= floor && (!options.live || c.last < end));
   const report: HistoryReport = { fetched: 0, refused: 0, listed: 0 };
   if (wanted.every((c) => have.has(c.sha256))) {
-    report.listed = log.manifest?.chunks.length ?? 0;
+    report.listed = log.chunks.manifest?.chunks.length ?? 0;
     return report;
   }
   const onRefused = (err: ChunkDigestError) => {
@@ -224,6 +224,6 @@ export async function syncHistory(
     }
   }
   await log.adoptChunks(batch);
-  report.listed = log.manifest?.chunks.length ?? 0;
+  report.listed = log.chunks.manifest?.chunks.length ?? 0;
   return report;
 }

@@ -25,7 +25,7 @@ import { fetchHead } from "../../client/head.ts";
 import { backoffDelay, sleep } from "../../common/backoff.ts";
 import { Logger } from "../../common/logger.ts";
 import type { LogOptions } from "../../log/mod.ts";
-import type { ChunkDigestError } from "../../log/adoption.ts";
+import type { ChunkDigestError } from "../../log/chunk/adoption.ts";
 import { readMeta } from "../../log/log_meta.ts";
 import { readSchemaHistory } from "../../log/schema_history.ts";
 import type { CounterChild, Gauge } from "../metrics.ts";
@@ -33,7 +33,7 @@ import { Stream, streamInside } from "../stream/stream.ts";
 import type { StreamMirror } from "../role.ts";
 import type { StreamOptions } from "../stream/stream_options.ts";
 import { archiveSource, type HistorySource, httpSource, syncHistory } from "./_fetch_history.ts";
-import type { ArchiveOptions, ArchiveStore } from "../../log/archive.ts";
+import type { ArchiveOptions, ArchiveStore } from "../../log/chunk/archive.ts";
 import { runTail, type TailEnd } from "./_tail.ts";
 
 /** A mirror's state, as `/head` and the metrics give it. */
@@ -331,7 +331,7 @@ export class Mirror implements StreamMirror {
   async #source(): Promise<HistorySource> {
     if (this.#archive) {
       // Loaded only when needed: the S3 SDK is large.
-      const { ArchiveStore } = await import("../../log/archive.ts");
+      const { ArchiveStore } = await import("../../log/chunk/archive.ts");
       this.#store ??= new ArchiveStore(this.#archive, this.url.name);
       return archiveSource(this.#store);
     }

@@ -32,7 +32,7 @@ export type PublishOutcome =
 
 /**
  * Stores `rows` in `stream` as `tag`'s sequence (`tag.producer` is the
- * producer's key, `producerKey` in log/producers.ts) and resolves once they
+ * producer's key, `producerKey` in log/producer/table.ts) and resolves once they
  * are durable; never rejects.
  *
  * @example
@@ -63,7 +63,7 @@ export async function commitPublish(
     const r = streamInside(stream).publish(rows, tag);
     if (r.status === "stale") return { kind: "stale", lastSeq: r.lastSeq };
     if (r.status === "blocked") {
-      // The producer commits without holes (log/producers.ts).
+      // The producer commits without holes (log/producer/table.ts).
       return {
         kind: "failed",
         detail:

@@ -95,7 +95,7 @@ export class PublishMetrics {
     );
     const durable = [...streams].filter((s) => s.log !== null);
     registry.collect(() => {
-      for (const s of durable) producers.set(s.log!.producers, { stream: s.name });
+      for (const s of durable) producers.set(s.log!.producers.size, { stream: s.name });
       held?.set(budget!.used);
     });
   }

@@ -21,7 +21,7 @@
  */
 
 import type { Log, LogListener, ProducerTag, PublishResult } from "../../log/mod.ts";
-import type { ReplicaCommit } from "../../log/replication.ts";
+import type { ReplicaCommit } from "../../log/replica/replication.ts";
 import type { Fanout } from "../fanout/fanout.ts";
 
 const decoder = new TextDecoder();

@@ -32,13 +32,13 @@ export interface ArchiveLag {
  * ```
  */
 export function archiveLagOf(log: Log): ArchiveLag {
-  const st = log.archiveState;
+  const st = log.archive.state;
   const through = st?.through ?? 0;
   const rows = log.rowsBetween(through + 1, log.endOffset);
   let seconds = 0;
   if (rows > 0) {
     // The oldest row not archived: in the first local chunk or segment after `through`.
-    const c = log.manifest?.chunks.find((x) => x.last > through);
+    const c = log.chunks.manifest?.chunks.find((x) => x.last > through);
     const firstUs = c?.first_ts ??
       log.segments().find((x) => x.count > 0 && x.firstOffset + x.count - 1 > through)
         ?.firstTimeUs ??

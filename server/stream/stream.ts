@@ -33,7 +33,7 @@ import {
   restoreLog,
   type RestoreReport,
 } from "../../log/mod.ts";
-import type { ReplicaCommit } from "../../log/replication.ts";
+import type { ReplicaCommit } from "../../log/replica/replication.ts";
 import { SCHEMA_FILE as HISTORY_FILE, type SchemaVersion } from "../../log/schema_history.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import type { RowSchema } from "../../schema/row_schema.ts";

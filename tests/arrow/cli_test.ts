@@ -40,7 +40,7 @@ Deno.test("cli export writes parquet, arrow and ndjson from a stream's log, besi
   const stream = await tradesStream(root, 10_000);
   try {
     await stream.log!.roll();
-    await stream.log!.chunksSettled();
+    await stream.log!.chunks.settled();
     await stream.sendMany([tradeRows(8)(0)]);
     const pq = await exportCli(
       `${root}/trades`,

@@ -77,8 +77,8 @@ Deno.test("exportLog since through chunks; evicted when retention dropped older 
   try {
     const log = await timedLog(`${dir}/t`, true);
     await log.roll();
-    await log.chunksSettled();
-    const chunks = log.manifest!.chunks;
+    await log.chunks.settled();
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 3);
     const out = `${dir}/o.ndjson`;
     const c = chunks[1];
@@ -92,8 +92,8 @@ Deno.test("exportLog since through chunks; evicted when retention dropped older 
     assertEquals(await offsets(out), range(10 * g + 1, 10 * Math.round(c.last_ts / S) - 10));
     await exportLog(`${dir}/t`, null, { format: "ndjson", out, since: (g + 1) * S });
     assertEquals((await offsets(out))[0], 10 * g + 1);
-    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
+    log.chunks.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
     await assertRejects(
       () => exportLog(log, null, { format: "ndjson", out, since: 0 }),
       LogEvictedError,

@@ -229,12 +229,12 @@ Deno.test("export spans chunks and the active segment, from a Log and from its f
   try {
     const rows = await fillTrades(log, 3000);
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     for (const [k, v] of await fillTrades(log, 2000, 9)) rows.set(k, v);
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     for (const [k, v] of await fillTrades(log, 1500, 11)) rows.set(k, v);
-    const manifest = log.manifest!;
+    const manifest = log.chunks.manifest!;
     assertEquals(manifest.chunks.map((c) => [c.first, c.last]), [[1, 3000], [3001, 5000]]);
     assertEquals(log.segments().at(-1)!.firstOffset, 5001);
     // The folder is read without the lock while `log` holds it.
@@ -392,7 +392,7 @@ Deno.test("export from the folder of a live log keeps every row while it seals, 
       const first = log.nextOffset;
       jsons.forEach((j, k) => texts.set(first + k, j));
       await log.appendMany(jsons.map(utf8));
-      if (i % 1000 === 0) await log.chunksSettled(true); // seal, merge, drop retired chunks
+      if (i % 1000 === 0) await log.chunks.settled(true); // seal, merge, drop retired chunks
     }
   })();
   try {
@@ -409,7 +409,7 @@ Deno.test("export from the folder of a live log keeps every row while it seals, 
         }
       }
     }
-    assert((log.manifest?.chunks.length ?? 0) > 0, "no chunks were made");
+    assert((log.chunks.manifest?.chunks.length ?? 0) > 0, "no chunks were made");
   } finally {
     writing = false;
     await writer;

@@ -36,7 +36,7 @@ Deno.test("frames=arrow carries the same rows and offsets as JSON frames across 
     for (let i = 1; i <= 2000; i += 100) {
       await stream.sendMany(Array.from({ length: 100 }, (_, k) => row(i + k)));
     }
-    await stream.log!.chunksSettled();
+    await stream.log!.chunks.settled();
     const url = `ws://127.0.0.1:${server.addr.port}/t`;
     const json = await TestSub.open(`${url}?offset=1&frames=batch`);
     const arrow = await connectArrow(url, { offset: 1 });

@@ -81,8 +81,8 @@ Deno.test("cli verify checks chunks and names a corrupt one", async () => {
     await log.appendMany(Array.from({ length: 300 }, (_, i) => utf8(`{"i":${i}}`)));
     await log.roll();
     await log.append(utf8('{"i":300}'));
-    await log.chunksSettled();
-    const sha = log.manifest!.chunks[0].sha256;
+    await log.chunks.settled();
+    const sha = log.chunks.manifest!.chunks[0].sha256;
     await log.close();
     const good = await run("verify", join(dir, "c"));
     assertEquals(good.code, 0, good.stderr);

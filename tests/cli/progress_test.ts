@@ -90,7 +90,7 @@ Deno.test("tail --catch-up with a piped stderr draws no progress line", async ()
       await f.send(i, i + 499);
       await f.stream.log!.roll();
     }
-    await f.stream.log!.chunksSettled();
+    await f.stream.log!.chunks.settled();
     const proc = new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", CLI, "tail", f.url, "--offset", "1", "--catch-up"],
       stdout: "piped",

@@ -110,7 +110,7 @@ Deno.test("export --where leaves out the rows that do not match, in ndjson, arro
       await stream.sendMany(Array.from({ length: 500 }, (_, k) => row(i + k)));
     }
     await stream.log!.roll();
-    await stream.log!.chunksSettled();
+    await stream.log!.chunks.settled();
     await stream.sendMany([row(3001), row(3002)]);
     const where = '{"venue":null,"symbol":{"prefix":"ETH"}}';
     const match = (i: number) => row(i).venue === null && row(i).symbol === "ETH-USD";

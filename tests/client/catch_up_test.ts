@@ -12,7 +12,7 @@ async function sealed(f: Awaited<ReturnType<typeof fixture>>, to: number): Promi
     await f.send(i, Math.min(to, i + 499));
     await f.stream.log!.roll();
   }
-  await f.stream.log!.chunksSettled();
+  await f.stream.log!.chunks.settled();
 }
 
 Deno.test("catchUp reads a too_old gap from the chunks over HTTP, then goes live", async () => {
@@ -52,7 +52,7 @@ Deno.test("catchUp refuses a chunk whose bytes do not match its SHA-256", async 
   const f = await fixture({ maxReplay: 10 });
   try {
     await sealed(f, 1000);
-    const c = f.stream.log!.manifest!.chunks[0];
+    const c = f.stream.log!.chunks.manifest!.chunks[0];
     const path = join(f.stream.log!.dir, "chunks", `${c.sha256}.ndjson.zst`);
     const bytes = await Deno.readFile(path);
     bytes[bytes.length >> 1] ^= 0x40;
@@ -81,8 +81,8 @@ Deno.test("catchUp with an archive reads what the server evicted; cursorUri move
   const source = new S3ChunkSource(archive, "trades");
   try {
     await sealed(f, 2000);
-    assert(await f.stream.log!.archiveSettled(30_000), "archived");
-    await f.stream.log!.chunksSettled(true); // retention drops the local copies
+    assert(await f.stream.log!.archive.settled(30_000), "archived");
+    await f.stream.log!.chunks.settled(true); // retention drops the local copies
     await f.send(2001, 2010); // an unsealed tail: the server holds only these
     assertEquals(f.stream.log!.earliest, 2001);
     const refused = await assertRejects(() => connect(f.url, { offset: 1 }), NotReplayable);
@@ -199,9 +199,9 @@ Deno.test("catchUp with an archive starts a since= below the server's rows where
       await f.send(500 * k + 1, 500 * k + 500);
       await f.stream.log!.roll();
     }
-    await f.stream.log!.chunksSettled();
-    assert(await f.stream.log!.archiveSettled(30_000), "archived");
-    await f.stream.log!.chunksSettled(true);
+    await f.stream.log!.chunks.settled();
+    assert(await f.stream.log!.archive.settled(30_000), "archived");
+    await f.stream.log!.chunks.settled(true);
     now = 5000;
     await f.send(2001, 2010);
     assertEquals(f.stream.log!.earliest, 2001);

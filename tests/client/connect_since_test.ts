@@ -92,7 +92,7 @@ Deno.test("connect since with catchUp: a too_old refusal is read from the chunks
   const { f } = await timed({ maxReplay: 5 });
   try {
     await f.stream.log!.roll();
-    await f.stream.log!.chunksSettled();
+    await f.stream.log!.chunks.settled();
     // One chunk holds every row: its time index resolves the time to its exact
     // row (11, committed at 2 s), more rows than max_replay: refused too_old,
     // read from the chunk.

@@ -126,7 +126,7 @@ Deno.test("connect rejects each refusal the server makes with its typed error an
     // Sealed into chunks, so that the server refuses too_old (a client can
     // read them over HTTP instead).
     await f.stream.log!.roll();
-    await f.stream.log!.chunksSettled();
+    await f.stream.log!.chunks.settled();
     const ahead = await assertRejects(() => connect(f.url, { offset: 12 }), NotReplayable);
     assertEquals([ahead.why, ahead.offset, ahead.endOffset, ahead.code], ["ahead", 12, 11, 4416]);
     assert(

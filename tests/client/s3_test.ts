@@ -120,7 +120,7 @@ Deno.test("BackedUpCursor reports a failed upload to onError, by default as a Lo
 });
 
 Deno.test("the AWS SDK is loaded only when S3 is used: a dynamic import, in common/s3.ts only", async () => {
-  const files = ["client/s3.ts", "log/archive.ts", "common/s3.ts"];
+  const files = ["client/s3.ts", "log/chunk/archive.ts", "common/s3.ts"];
   const root = new URL("../../", import.meta.url);
   for (const file of files) {
     const out = await new Deno.Command(Deno.execPath(), {

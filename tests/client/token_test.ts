@@ -97,7 +97,7 @@ Deno.test("connect with a token catches up over HTTP with Authorization", async 
       await t.trades.sendMany(Array.from({ length: 250 }, (_, k) => row(i + k)));
       await t.trades.log!.roll();
     }
-    await t.trades.log!.chunksSettled();
+    await t.trades.log!.chunks.settled();
     const sub = await connect<{ seq: number }>(t.url, {
       offset: 1,
       token: READER,

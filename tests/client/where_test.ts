@@ -8,7 +8,7 @@ async function sealed(f: Awaited<ReturnType<typeof fixture>>, to: number): Promi
     await f.send(i, Math.min(to, i + 499));
     await f.stream.log!.roll();
   }
-  await f.stream.log!.chunksSettled();
+  await f.stream.log!.chunks.settled();
 }
 
 const ETH = (i: number) => row(i).symbol === "ETH-USD";

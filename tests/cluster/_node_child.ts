@@ -136,7 +136,7 @@ const server = Deno.serve(
       });
     }
     if (url.pathname === "/rows") return rows();
-    if (url.pathname === "/producer") return json(log.producerState(url.searchParams.get("p")!));
+    if (url.pathname === "/producer") return json(log.producers.state(url.searchParams.get("p")!));
     return new Response("not found", { status: 404 });
   },
 );

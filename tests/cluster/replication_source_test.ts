@@ -10,7 +10,7 @@ import { Log, type LogOptions } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";
 import { ReplicaSink } from "../../cluster/replica_sink.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 
 const quiet = new Logger({ level: "error" });
 type Row = [number, number, string];
@@ -102,8 +102,8 @@ Deno.test("replication source catches a new follower up from chunks and segments
       await log.roll();
     }
   }
-  await log.chunksSettled();
-  assertEquals(log.manifest!.chunks.length, 3);
+  await log.chunks.settled();
+  assertEquals(log.chunks.manifest!.chunks.length, 3);
   await rep.beginTerm(2);
   for (let i = 31; i <= 40; i++) {
     now += 1;
@@ -119,7 +119,7 @@ Deno.test("replication source catches a new follower up from chunks and segments
     await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to catch up");
     assertEquals(await rowsOf(follower), await rowsOf(log));
     assert((await rowsOf(log)).every(([, t]) => t > 0), "append times from the chunks' index");
-    for (const p of ["p1", "p2"]) assertEquals(follower.producerState(p), log.producerState(p));
+    for (const p of ["p1", "p2"]) assertEquals(follower.producers.state(p), log.producers.state(p));
     assertEquals(frep.terms, rep.terms);
     assertEquals(follower.endOffset, log.endOffset); // shown up to the commit index
     await until(() => followers.f === rep.durableEnd, 5_000, "the follower's durable end reported");
@@ -132,7 +132,7 @@ Deno.test("replication source catches a new follower up from chunks and segments
     source.commitIndex(rep.durableEnd);
     await until(() => follower.endOffset === rep.durableEnd, 5_000, "the commit index");
     assertEquals(await rowsOf(follower), await rowsOf(log));
-    assertEquals(follower.producerState("p2"), log.producerState("p2"));
+    assertEquals(follower.producers.state("p2"), log.producers.state("p2"));
   } finally {
     await halt();
     source.close();
@@ -176,7 +176,7 @@ Deno.test("replica sink cuts the rows of a term the leader never had, then takes
     await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to converge");
     assertEquals(cuts, [[4, 3]]);
     assertEquals(await rowsOf(follower), await rowsOf(log));
-    assertEquals(follower.producerState("x"), { seq: 1, first: 4, last: 4 });
+    assertEquals(follower.producers.state("x"), { seq: 1, first: 4, last: 4 });
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 3, start: 4 }]);
   } finally {
     await halt();
@@ -327,7 +327,7 @@ Deno.test("replica sink: under a term the leader never had, rows of an earlier t
     );
     assertEquals(await rowsOf(follower), want);
     assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 4 }, { term: 4, start: 5 }]);
-    assertEquals(follower.producerState("y"), null);
+    assertEquals(follower.producers.state("y"), null);
   } finally {
     await halt();
     source.close();

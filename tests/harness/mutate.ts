@@ -9,7 +9,7 @@ import {
   HEADER_BYTES,
   Layout,
   RECORD_OVERHEAD,
-} from "../../log/format.ts";
+} from "../../log/segment/format.ts";
 
 /** The kinds of damage applied. */
 export const MUTATIONS = [

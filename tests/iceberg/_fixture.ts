@@ -86,7 +86,7 @@ export async function fedLog(
       const first = await log.appendMany(jsons);
       jsons.forEach((json, k) => rows.set(first + k, { json, timeUs: ms * 1000 }));
       await log.roll();
-      await log.chunksSettled();
+      await log.chunks.settled();
     },
   };
 }

@@ -32,7 +32,7 @@ Deno.test("iceberg rows that only the archive holds (a restored log) are read fr
     const { stream: b, report } = await Stream.restore("trades", { schema, root: rootB, archive });
     try {
       assertEquals(report.archivedThrough, 8);
-      assertEquals(b.log!.manifest?.chunks.length ?? 0, 0, "no chunk was copied back");
+      assertEquals(b.log!.chunks.manifest?.chunks.length ?? 0, 0, "no chunk was copied back");
       const w = new TableWriter({
         store: new LocalTableStore(`${rootB}/trades/iceberg`),
         dir: `${rootB}/trades`,
@@ -92,8 +92,8 @@ Deno.test("iceberg: an archived chunk that reaches past where the local chunks b
     await b.fence(5);
     await b.appendMany([5, 6, 7, 8, 9, 10, 11, 12].map((o) => JSON.stringify(row(o - 1))));
     await b.roll();
-    await b.chunksSettled();
-    assertEquals(b.manifest!.chunks.map((c) => [c.first, c.last]), [[5, 12]]);
+    await b.chunks.settled();
+    assertEquals(b.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[5, 12]]);
     await b.close();
     const w = new TableWriter({
       store: new LocalTableStore(`${dirB}/iceberg`),

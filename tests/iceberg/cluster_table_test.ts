@@ -45,9 +45,9 @@ Deno.test("iceberg table of a replicated log takes committed rows only: a sealed
     await log.flush();
     rep.commitThrough(3);
     await log.roll(); // the sealed segment holds row 3, not committed
-    await log.chunksSettled();
+    await log.chunks.settled();
     assertEquals(
-      log.manifest?.chunks ?? [],
+      log.chunks.manifest?.chunks ?? [],
       [],
       "a segment with an uncommitted row is not chunked",
     );
@@ -65,8 +65,8 @@ Deno.test("iceberg table of a replicated log takes committed rows only: a sealed
     });
     rep.commitThrough(5);
     await log.roll();
-    await log.chunksSettled();
-    assertEquals(log.manifest?.chunks.at(-1)?.last, 4);
+    await log.chunks.settled();
+    assertEquals(log.chunks.manifest?.chunks.at(-1)?.last, 4);
     assertEquals(await table.settled(30_000), true);
     assertEquals(table.state?.lastOffset, 4);
     assertEquals(await tableRows(dir), [[1, "a"], [2, "b"], [3, "C"], [4, "d"]]);
@@ -95,7 +95,7 @@ Deno.test("iceberg table whose mayCommit answers false creates no version; once 
     await log.flush();
     rep.commitThrough(3);
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     await until(() => asked >= 1 && table.state !== null, 30_000, "the worker to ask and stop");
     // Refused before the table's first version: nothing was created.
     assertEquals(table.state?.lastError, null);
@@ -107,7 +107,7 @@ Deno.test("iceberg table whose mayCommit answers false creates no version; once 
     await log.flush();
     rep.commitThrough(4);
     await log.roll(); // a new chunk: the table is brought up to date again
-    await log.chunksSettled();
+    await log.chunks.settled();
     assertEquals(await table.settled(30_000), true);
     assertEquals(table.state?.lastOffset, 3);
     assertEquals(await tableRows(dir), [[1, "a"], [2, "b"], [3, "c"]]);

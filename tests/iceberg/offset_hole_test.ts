@@ -8,7 +8,7 @@ import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
 import { startS3, stopS3 } from "../harness/s3.ts";
 import { IcebergTable, Log, Logger } from "../../mod.ts";
-import { ArchiveStore } from "../../log/archive.ts";
+import { ArchiveStore } from "../../log/chunk/archive.ts";
 import { writeSchemaHistory } from "../../log/schema_history.ts";
 import { LocalTableStore } from "../../iceberg/table_store.ts";
 import { TableWriter } from "../../iceberg/table_writer.ts";
@@ -29,7 +29,7 @@ async function write(log: Log, first: number, last: number, cuts: number[]): Pro
     await log.appendMany(rows);
     await log.roll();
   }
-  await log.chunksSettled();
+  await log.chunks.settled();
 }
 
 Deno.test("iceberg: a hole in the archive's offsets stops the table before it, naming the offsets", async () => {
@@ -43,7 +43,7 @@ Deno.test("iceberg: a hole in the archive's offsets stops the table before it, n
     const a = await Log.open(join(root, "a"), { name: "trades", archive, timers: false });
     const streamId = a.streamId;
     await write(a, 1, 30, [7, 19]);
-    assert(await a.archiveSettled(20_000), JSON.stringify(a.archiveState));
+    assert(await a.archive.settled(20_000), JSON.stringify(a.archive.state));
     await a.close();
     const whole = (await store.getManifest())!;
     // Node B holds 12..40 (cut 12..25, 26..40) and keeps the table, archive unset
@@ -138,9 +138,9 @@ Deno.test("iceberg: rows retention dropped before the table took them stop the t
     await table.close(10_000);
     // While no table is kept, 6..10 and 11..15 are sealed and retention drops 1..10.
     await write(log, 6, 15, [10]);
-    log.setRetention({ retainBytes: log.manifest!.chunks.at(-1)!.bytes });
-    await log.chunksSettled(true);
-    assertEquals(log.manifest!.chunks.map((c) => [c.first, c.last]), [[11, 15]]);
+    log.chunks.setRetention({ retainBytes: log.chunks.manifest!.chunks.at(-1)!.bytes });
+    await log.chunks.settled(true);
+    assertEquals(log.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[11, 15]]);
     table = IcebergTable.start(log, "trades", null, { logger, pollMs: 20 });
     await until(
       () => lines.some((l) => l.includes("iceberg_commit_failed")),

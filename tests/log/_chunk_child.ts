@@ -20,6 +20,6 @@ while (log.nextOffset <= rows) {
   await log.appendMany(batch);
 }
 await log.roll();
-await log.chunksSettled(true);
+await log.chunks.settled(true);
 console.log("done");
 await log.close();

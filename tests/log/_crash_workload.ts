@@ -6,7 +6,7 @@ import { assert, assertEquals } from "../harness/assert.ts";
 import { rmrf } from "../harness/util.ts";
 import { Log, type LogOptions, verifyLog } from "../../log/mod.ts";
 import { Logger } from "../../common/logger.ts";
-import { type LogIo, REAL_IO } from "../../log/log_io.ts";
+import { type LogIo, REAL_IO } from "../../log/disk/io.ts";
 import { type DiskState, writeState } from "./_disk_model.ts";
 
 /** What the publisher was told: stored, at these offsets. */
@@ -200,7 +200,7 @@ export async function chunkWorkload(log: Log, onAck: (a: Ack) => void): Promise<
       continue;
     }
     if (seq % 2 === 0) await log.roll().catch(() => {});
-    await log.chunksSettled(seq === 6);
+    await log.chunks.settled(seq === 6);
     seq++;
   }
 }
@@ -253,7 +253,7 @@ export async function checkState(state: DiskState, spec: CheckSpec): Promise<voi
     }
     const log = await Log.open(dir, { ...spec.options, io: FAST_IO });
     try {
-      await log.chunksSettled(true);
+      await log.chunks.settled(true);
       const rows = await readAll(log);
       const end = log.endOffset;
       const earliest = log.earliest ?? end;
@@ -302,7 +302,7 @@ export async function checkState(state: DiskState, spec: CheckSpec): Promise<voi
       // A producer's state is a frame the log holds; its last acknowledged
       // seq is answered again with its offsets.
       for (const [producer, a] of last) {
-        const st = log.producerState(producer);
+        const st = log.producers.state(producer);
         assert(st !== null && st.seq >= a.seq, `${producer}: state ${JSON.stringify(st)}`);
         if (!(spec.retention && st.last < earliest)) {
           assertEquals(frames.get(`${producer} ${st.seq}`), st.first, `${producer} state's frame`);

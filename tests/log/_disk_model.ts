@@ -1,4 +1,4 @@
-// A model of what a crash leaves on disk, behind the log's I/O seam (log/log_io.ts).
+// A model of what a crash leaves on disk, behind the log's I/O seam (log/disk/io.ts).
 //
 // Every change the log makes goes through this LogIo: it is done for real
 // (on the files the running log reads: the page cache, as it were), and
@@ -26,7 +26,7 @@
 // thousands of runs fast.
 import { dirname, join, relative } from "node:path";
 import { crc32 } from "node:zlib";
-import type { LogIo } from "../../log/log_io.ts";
+import type { LogIo } from "../../log/disk/io.ts";
 
 /** One file's bytes, now and as of its last sync (null: never synced). */
 interface Inode {

@@ -6,8 +6,8 @@
 // the whole history from the archive gets each row once.
 import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { Log } from "../../log/mod.ts";
-import { ArchiveStore, mergeManifests, straddlingChunk } from "../../log/archive.ts";
-import { checkManifest, type ChunkEntry, type Manifest } from "../../log/chunk.ts";
+import { ArchiveStore, mergeManifests, straddlingChunk } from "../../log/chunk/archive.ts";
+import { checkManifest, type ChunkEntry, type Manifest } from "../../log/chunk/chunk.ts";
 import { restoreLog } from "../../log/restore.ts";
 import { rmrf, rng, tempDir } from "../harness/util.ts";
 import { startS3, stopS3 } from "../harness/s3.ts";
@@ -113,7 +113,7 @@ async function write(log: Log, first: number, last: number, cuts: number[]): Pro
     await log.appendMany(rows);
     await log.roll();
   }
-  await log.chunksSettled();
+  await log.chunks.settled();
 }
 
 Deno.test("archive of two leaders cut at other boundaries: a restore replays every row exactly once", async () => {
@@ -124,20 +124,23 @@ Deno.test("archive of two leaders cut at other boundaries: a restore replays eve
   try {
     // Leader A (term 1) archived offsets 1..30 as 1..7, 8..19, 20..30.
     const a = await Log.open(join(root, "a"), { name: "t", archive, timers: false });
-    a.setRetention({ archiveTerm: 1 });
+    a.chunks.setRetention({ archiveTerm: 1 });
     const streamId = a.streamId;
     await write(a, 1, 30, [7, 19]);
-    assertEquals(a.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 7], [8, 19], [20, 30]]);
-    assert(await a.archiveSettled(20_000), JSON.stringify(a.archiveState));
+    assertEquals(a.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 7], [8, 19], [
+      20,
+      30,
+    ]]);
+    assert(await a.archive.settled(20_000), JSON.stringify(a.archive.state));
     await a.close();
     // Leader B (term 2) holds the same rows from 12 on (its older chunks are
     // gone), cut where it chose: 12..25, 26..40.
     const b = await Log.open(join(root, "b"), { name: "t", archive, timers: false, streamId });
-    b.setRetention({ archiveTerm: 2 });
+    b.chunks.setRetention({ archiveTerm: 2 });
     await b.fence(12);
     await write(b, 12, 40, [25]);
-    assertEquals(b.manifest!.chunks.map((c) => [c.first, c.last]), [[12, 25], [26, 40]]);
-    assert(await b.archiveSettled(20_000), JSON.stringify(b.archiveState));
+    assertEquals(b.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[12, 25], [26, 40]]);
+    assert(await b.archive.settled(20_000), JSON.stringify(b.archive.state));
     await b.close();
     const m = (await store.getManifest())!;
     assertEquals(m.term, 2);

@@ -21,23 +21,23 @@ Deno.test("archive of a cluster's log: nothing while not leading, the term in ea
       await log.appendMany(Array.from({ length: n }, (_, k) => `{"k":${k}}`));
       await log.roll();
     };
-    log.setRetention({ archiveTerm: null });
+    log.chunks.setRetention({ archiveTerm: null });
     await rows(10);
     // Chunked locally, never uploaded: the wait runs out.
-    assertEquals(await log.archiveSettled(1500), false);
+    assertEquals(await log.archive.settled(1500), false);
     assertEquals(await store.getManifest(), null);
     assertEquals((await store.listChunks()).size, 0);
-    log.setRetention({ archiveTerm: 3 });
-    assert(await log.archiveSettled(20_000), JSON.stringify(log.archiveState));
+    log.chunks.setRetention({ archiveTerm: 3 });
+    assert(await log.archive.settled(20_000), JSON.stringify(log.archive.state));
     const m3 = (await store.getManifest())!;
     assertEquals([m3.term, m3.through], [3, 10]);
     // Another node leads term 5 and archived its manifest.
     await store.putManifest({ ...m3, term: 5, generation: m3.generation + 1 });
     await rows(10);
-    assertEquals(await log.archiveSettled(3000), false);
+    assertEquals(await log.archive.settled(3000), false);
     assert(
-      /holds the manifest of term 5; this node led term 3/.test(log.archiveState?.lastError ?? ""),
-      JSON.stringify(log.archiveState),
+      /holds the manifest of term 5; this node led term 3/.test(log.archive.state?.lastError ?? ""),
+      JSON.stringify(log.archive.state),
     );
     const after = (await store.getManifest())!;
     assertEquals([after.term, after.through], [5, 10]);

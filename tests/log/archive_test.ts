@@ -22,8 +22,8 @@ Deno.test("archive holds exactly the local chunks and manifest; an S3 outage del
       await log.appendMany(Array.from({ length: 30 }, (_, k) => crashPayload(o + k)));
       await log.roll();
     }
-    assert(await log.archiveSettled(20_000), `archive: ${JSON.stringify(log.archiveState)}`);
-    const local = log.manifest!;
+    assert(await log.archive.settled(20_000), `archive: ${JSON.stringify(log.archive.state)}`);
+    const local = log.chunks.manifest!;
     const remote = (await store.getManifest())!;
     assertEquals(remote.chunks, local.chunks);
     assertEquals(remote.stream_id, log.streamId);
@@ -41,18 +41,18 @@ Deno.test("archive holds exactly the local chunks and manifest; an S3 outage del
       await log.appendMany(Array.from({ length: 30 }, (_, k) => crashPayload(o + k)));
       await log.roll();
     }
-    await log.chunksSettled();
+    await log.chunks.settled();
     const appendMs = performance.now() - t0;
     assert(appendMs < 10_000, `appends took ${appendMs} ms during the outage`);
     assertEquals(log.endOffset, 601);
     await new Promise((r) => setTimeout(r, 500));
-    const during = log.archiveState!;
+    const during = log.archive.state!;
     assert(during.through < 600, "the archive is behind during the outage");
     assert(during.lastError !== null, "the outage is reported");
     assert(!during.lastError!.includes("S3RVER"), "no credential in errors");
     // Back: the archive catches up.
     await s3.start();
-    assert(await log.archiveSettled(30_000), `caught up: ${JSON.stringify(log.archiveState)}`);
+    assert(await log.archive.settled(30_000), `caught up: ${JSON.stringify(log.archive.state)}`);
     assertEquals((await store.getManifest())!.through, 600);
     await log.close();
   } finally {

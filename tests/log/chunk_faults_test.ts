@@ -1,12 +1,12 @@
-// The chunk worker's steps under a failed write (log/chunk_host.ts,
-// log/chunk_steps.ts): a sealed segment whose chunk cannot be written stays
+// The chunk worker's steps under a failed write (log/chunk/host.ts,
+// log/chunk/steps.ts): a sealed segment whose chunk cannot be written stays
 // first in line, and no later segment is listed, merged or taken for chunked
 // past it — or a merge would cover its offsets and its segment be deleted
 // with rows no chunk holds.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, verifyLog } from "../../log/mod.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 import { Logger } from "../../common/logger.ts";
 
 function enospc(): Error {
@@ -58,15 +58,15 @@ Deno.test("chunks: a seal whose chunk write fails is chunked again before any la
     for (let seal = 0; seal < 3; seal++) {
       await log.appendMany(Array.from({ length: 4 }, (_, i) => `{"s":${seal},"i":${i}}`));
       await log.roll();
-      await log.chunksSettled();
+      await log.chunks.settled();
     }
     assertEquals(failed, 1);
-    assert(log.chunkError?.includes("No space left"), String(log.chunkError));
+    assert(log.chunks.error?.includes("No space left"), String(log.chunks.error));
     assertEquals(said.map((l) => JSON.parse(l).event), ["chunk_worker_error"]);
     // The failed seal (rows 5..8) waited; the next maintenance chunks it first.
-    await log.chunksSettled(true);
+    await log.chunks.settled(true);
     assertEquals(await offsets(log), Array.from({ length: 12 }, (_, i) => i + 1));
-    const m = log.manifest!;
+    const m = log.chunks.manifest!;
     assertEquals(m.chunks.reduce((n, c) => n + c.rows, 0), 12);
     await log.close();
     assertEquals((await verifyLog(dir)).error, null);

@@ -55,10 +55,10 @@ Deno.test("a restart with sealed segments and a tail due to seal chunks them in 
     now += 60_000;
     const log = await Log.open(dir, { chunks: true, sealEveryMs: 4, clock: () => now });
     try {
-      await log.chunksSettled();
-      assertEquals(log.chunkError, null);
+      await log.chunks.settled();
+      assertEquals(log.chunks.error, null);
       assertEquals(
-        log.manifest!.chunks.map((c) => [c.first, c.last]),
+        log.chunks.manifest!.chunks.map((c) => [c.first, c.last]),
         [[1, 100], [101, 200], [201, 300]],
       );
       assertEquals(await readAll(log), range(1, 300));
@@ -80,7 +80,7 @@ Deno.test("a sealed segment left behind by out-of-order chunking fills its gap, 
     const first = await Log.open(dir, { chunks: true, timers: false });
     await append(first, 1, 100);
     await first.roll();
-    await first.chunksSettled();
+    await first.chunks.settled();
     await first.close();
     const plain = await Log.open(dir, { chunks: false, timers: false });
     await append(plain, 101, 150);
@@ -92,8 +92,11 @@ Deno.test("a sealed segment left behind by out-of-order chunking fills its gap, 
     const moved = `${aside}/held.seg`;
     await Deno.rename(s101, moved);
     const skip = await Log.open(dir, { chunks: true, timers: false });
-    await skip.chunksSettled();
-    assertEquals(skip.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 100], [151, 200]]);
+    await skip.chunks.settled();
+    assertEquals(skip.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 100], [
+      151,
+      200,
+    ]]);
     await skip.close();
     await Deno.rename(moved, s101);
 
@@ -101,10 +104,10 @@ Deno.test("a sealed segment left behind by out-of-order chunking fills its gap, 
     const log = await Log.open(dir, { chunks: true, timers: false });
     try {
       assertEquals(await readAll(log), range(1, 200));
-      await log.chunksSettled();
-      assertEquals(log.chunkError, null);
+      await log.chunks.settled();
+      assertEquals(log.chunks.error, null);
       assertEquals(
-        log.manifest!.chunks.map((c) => [c.first, c.last]),
+        log.chunks.manifest!.chunks.map((c) => [c.first, c.last]),
         [[1, 100], [101, 150], [151, 200]],
       );
       assert(!log.segments().some((s) => s.firstOffset === 101), "the segment was chunked");

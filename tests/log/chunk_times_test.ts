@@ -5,14 +5,14 @@
 // its chunk (grace period, retention). Real files, an injected clock.
 import { assert, assertEquals, assertThrows } from "../harness/assert.ts";
 import { join } from "node:path";
-import { ChunkCorruptError, type ChunkEntry } from "../../log/chunk.ts";
+import { ChunkCorruptError, type ChunkEntry } from "../../log/chunk/chunk.ts";
 import {
   decodeTimes,
   encodeTimes,
   mergeTimes,
   readChunkTimes,
   timesPath,
-} from "../../log/chunk_times.ts";
+} from "../../log/chunk/times.ts";
 import { FolderReader, Log, type LogOptions, verifyLog } from "../../log/mod.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 
@@ -37,7 +37,7 @@ async function timedLog(dir: string, chunks: LogOptions["chunks"]): Promise<Log>
     await log.appendMany(Array.from({ length: PER }, (_, k) => `{"i":${g * PER + k + 1}}`));
   }
   await log.roll();
-  await log.chunksSettled(true);
+  await log.chunks.settled(true);
   return log;
 }
 
@@ -91,7 +91,7 @@ Deno.test("time index: since inside a chunk is exact, between commits and at one
   const dir = await tempDir();
   try {
     const log = await timedLog(dir, { fanIn: 1000 });
-    const chunks = log.manifest!.chunks;
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 3, `${chunks.length} chunks`);
     assert(chunks.some((c) => c.last_ts > c.first_ts), "a chunk holds several commits");
     // One run per commit in each index.
@@ -120,7 +120,7 @@ Deno.test("time index: merged chunks get their sources' runs; replaced ones lose
   const dir = await tempDir();
   try {
     const log = await timedLog(dir, { fanIn: 2, graceMs: 0 });
-    const m = log.manifest!;
+    const m = log.chunks.manifest!;
     assert(m.chunks.some((c) => c.rows > 2 * PER), "chunks were merged");
     for (const c of m.chunks) {
       const t = (await readChunkTimes(dir, c))!;
@@ -133,8 +133,8 @@ Deno.test("time index: merged chunks get their sources' runs; replaced ones lose
       assertEquals([got.offset, got.ts, got.exact], [want.offset, want.ts, true], `since ${us}`);
     }
     // Every replaced chunk is gone past its grace period, and its index with it.
-    await log.chunksSettled(true);
-    const want = log.manifest!.chunks.flatMap((
+    await log.chunks.settled(true);
+    const want = log.chunks.manifest!.chunks.flatMap((
       c,
     ) => [`${c.sha256}.ndjson.zst`, `${c.sha256}.times`]);
     assertEquals(await files(dir), want.sort());
@@ -148,10 +148,10 @@ Deno.test("time index: retention deletes a chunk's index with the chunk", async 
   const dir = await tempDir();
   try {
     const log = await timedLog(dir, { fanIn: 1000 });
-    const chunks = log.manifest!.chunks;
-    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
-    const kept = log.manifest!.chunks;
+    const chunks = log.chunks.manifest!.chunks;
+    log.chunks.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
+    const kept = log.chunks.manifest!.chunks;
     assert(kept.length < chunks.length);
     const want = kept.flatMap((c) => [`${c.sha256}.ndjson.zst`, `${c.sha256}.times`]);
     assertEquals(await files(dir), want.sort());
@@ -170,8 +170,8 @@ Deno.test("time index: chunks without one (an older log) answer chunk-grained, a
       if (f.endsWith(".times")) await Deno.remove(join(dir, "chunks", f));
     }
     const again = await Log.open(dir, { timers: false, chunks: { fanIn: 1000 } });
-    await again.chunksSettled();
-    const chunks = again.manifest!.chunks;
+    await again.chunks.settled();
+    const chunks = again.chunks.manifest!.chunks;
     const folder = await FolderReader.open(dir);
     for (const c of chunks) {
       for (let t = c.first_ts + S; t <= c.last_ts; t += S) {
@@ -194,7 +194,7 @@ Deno.test("time index: a damaged one is reported by verify (naming it) and ignor
   const dir = await tempDir();
   try {
     const log = await timedLog(dir, { fanIn: 1000 });
-    const c = log.manifest!.chunks.find((e) => e.last_ts > e.first_ts)!;
+    const c = log.chunks.manifest!.chunks.find((e) => e.last_ts > e.first_ts)!;
     await log.close();
     const path = timesPath(dir, c.sha256);
     const good = await Deno.readFile(path);
@@ -213,7 +213,7 @@ Deno.test("time index: a damaged one is reported by verify (naming it) and ignor
       const got = await folder.offsetAt(c.last_ts);
       assertEquals([got.offset, got.ts, got.exact], [c.first, c.first_ts, false], what);
       const open = await Log.open(dir, { timers: false, chunks: { fanIn: 1000 } });
-      await open.chunksSettled();
+      await open.chunks.settled();
       const l = await open.offsetAt(c.last_ts - 1);
       assertEquals([l.offset, l.ts, l.exact], [c.first, c.first_ts, false], what);
       await open.close();
@@ -235,7 +235,7 @@ Deno.test("time index: an orphan index (its chunk never listed) goes at open; li
   const dir = await tempDir();
   try {
     const log = await timedLog(dir, { fanIn: 1000 });
-    const listed = log.manifest!.chunks;
+    const listed = log.chunks.manifest!.chunks;
     await log.close();
     const before = await files(dir);
     const orphan = "ab".repeat(32);
@@ -246,7 +246,7 @@ Deno.test("time index: an orphan index (its chunk never listed) goes at open; li
     await Deno.copyFile(timesPath(dir, c.sha256), timesPath(dir, "cd".repeat(32)));
     await Deno.writeFile(join(dir, "chunks", `${orphan}.ndjson.zst`), new Uint8Array([1, 2]));
     const again = await Log.open(dir, { timers: false, chunks: { fanIn: 1000 } });
-    await again.chunksSettled();
+    await again.chunks.settled();
     assertEquals(await files(dir), before);
     for (const e of listed) assert(await readChunkTimes(dir, e) !== null);
     await again.close();

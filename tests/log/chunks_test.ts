@@ -49,8 +49,8 @@ Deno.test("chunks replace sealed segments; readers cross chunks and segments sea
     for (let o = 1; o <= 2000; o += 50) {
       await log.appendMany(Array.from({ length: 50 }, (_, k) => crashPayload(o + k)));
     }
-    await log.chunksSettled();
-    const m = log.manifest!;
+    await log.chunks.settled();
+    const m = log.chunks.manifest!;
     assert(m.chunks.length >= 5, `${m.chunks.length} chunks`);
     assertEquals(m.chunks[0].first, 1);
     assertEquals(m.stream_id, log.streamId);
@@ -71,7 +71,7 @@ Deno.test("chunks replace sealed segments; readers cross chunks and segments sea
     await log.close();
     // Reopen: the manifest is read back; verify checks chunks too.
     const again = await Log.open(dir, { chunks: true, timers: false });
-    assertEquals(again.manifest!.generation, m.generation);
+    assertEquals(again.chunks.manifest!.generation, m.generation);
     checkAll(await readAll(again), 1, 2000);
     await again.close();
     const report = await verifyLog(dir);
@@ -95,12 +95,12 @@ Deno.test("chunks seal by age with an injected clock", async () => {
     await log.append(utf8('{"a":1}'));
     now += 999;
     log.tick();
-    await log.chunksSettled();
-    assertEquals(log.manifest!.chunks.length, 0);
+    await log.chunks.settled();
+    assertEquals(log.chunks.manifest!.chunks.length, 0);
     now += 1;
     log.tick();
-    await log.chunksSettled();
-    assertEquals(log.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 1]]);
+    await log.chunks.settled();
+    assertEquals(log.chunks.manifest!.chunks.map((c) => [c.first, c.last]), [[1, 1]]);
     await log.close();
   } finally {
     await rmrf(dir);
@@ -122,8 +122,8 @@ Deno.test("chunks merge size-tiered: the count grows logarithmically; replaced c
       await log.roll();
       seals++;
     }
-    await log.chunksSettled();
-    const m = log.manifest!;
+    await log.chunks.settled();
+    const m = log.chunks.manifest!;
     // 64 seals of equal size with fan-in 4: 64 → 16 → 4 → 1 chunk.
     assert(m.chunks.length <= 4, `${m.chunks.length} chunks after ${seals} seals`);
     assert(m.retired.length > 0, "merges retired chunks");
@@ -132,8 +132,8 @@ Deno.test("chunks merge size-tiered: the count grows logarithmically; replaced c
     const old = m.retired[0].sha256;
     assert((await Deno.stat(chunkPath(dir, old))).isFile);
     now += 61_000;
-    await log.chunksSettled(true);
-    assertEquals(log.manifest!.retired.length, 0);
+    await log.chunks.settled(true);
+    assertEquals(log.chunks.manifest!.retired.length, 0);
     await assertRejects(() => Deno.stat(chunkPath(dir, old)), Deno.errors.NotFound);
     checkAll(await readAll(log), 1, 640);
     await log.close();
@@ -151,8 +151,8 @@ Deno.test("retention drops the oldest chunks and moves earliest up", async () =>
       await log.appendMany(Array.from({ length: 40 }, (_, k) => crashPayload(o + k)));
       await log.roll();
     }
-    await log.chunksSettled(true);
-    const m = log.manifest!;
+    await log.chunks.settled(true);
+    const m = log.chunks.manifest!;
     const bytes = m.chunks.reduce((n, c) => n + c.bytes, 0);
     assert(bytes <= 3000, `kept ${bytes} bytes`);
     const earliest = log.earliest!;
@@ -203,14 +203,17 @@ for (
         assertEquals(left.length, 1, `one unlisted index at ${step}`);
       }
       const log = await Log.open(dir, { chunks: { fanIn: 2, graceMs: 0 }, timers: false });
-      await log.chunksSettled(true);
+      await log.chunks.settled(true);
       const rows = await readAll(log);
       const end = log.endOffset - 1;
       assert(end >= 1, "rows survived");
       checkAll(rows, 1, end);
       // The manifest's chunks exist and hold exactly what they claim.
-      const m = log.manifest!;
-      assert(log.manifest === m, "the log shares its manifest until it changes, no copy per call");
+      const m = log.chunks.manifest!;
+      assert(
+        log.chunks.manifest === m,
+        "the log shares its manifest until it changes, no copy per call",
+      );
       let prev = 0;
       for (const c of m.chunks) {
         assert(c.first > prev);
@@ -252,8 +255,8 @@ Deno.test("a chunk reader hands out rows longer than one read's worth whole", as
     );
     for (const r of rows) await log.append(r);
     await log.roll();
-    await log.chunksSettled();
-    assert(log.manifest!.chunks.length >= 1, "a chunk was made");
+    await log.chunks.settled();
+    assert(log.chunks.manifest!.chunks.length >= 1, "a chunk was made");
     const got = await readAll(log);
     assertEquals(got.length, rows.length);
     for (let i = 0; i < rows.length; i++) assertEquals(got[i][1], text(rows[i]));

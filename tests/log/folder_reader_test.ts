@@ -42,7 +42,7 @@ Deno.test("folder reader reads chunks, segments and a fence's gap like the log's
       chunks: { fanIn: 1000 },
     });
     for (let i = 1; i <= 120; i++) await log.append(row(i));
-    await log.chunksSettled();
+    await log.chunks.settled();
     await log.fence(1000);
     for (let i = 1000; i < 1010; i++) await log.append(row(i));
     await log.close();
@@ -116,7 +116,7 @@ Deno.test("folder reader reads right beside a writer that seals, chunks, merges 
       const n = 1 + (written % 5);
       await log.appendMany(Array.from({ length: n }, (_, k) => utf8(row(written + 1 + k))));
       written += n;
-      if (written % 40 < 5) await log.chunksSettled(true);
+      if (written % 40 < 5) await log.chunks.settled(true);
     }
   })();
   try {
@@ -133,7 +133,7 @@ Deno.test("folder reader reads right beside a writer that seals, chunks, merges 
       expectRows(await collect(reader.read(from, to)), from, to, `read ${reads} of ${from}..${to}`);
       reads++;
     }
-    assert(log.manifest!.chunks.length > 0, "the writer made chunks");
+    assert(log.chunks.manifest!.chunks.length > 0, "the writer made chunks");
   } finally {
     writing = false;
     await writer;

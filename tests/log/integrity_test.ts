@@ -9,7 +9,7 @@ import {
   readCheckedText,
   SIDECAR_SUFFIX,
   writeCheckedText,
-} from "../../log/meta_file.ts";
+} from "../../log/disk/meta_file.ts";
 import { Stream } from "../../mod.ts";
 import { recordSpans } from "../harness/mutate.ts";
 import { rmrf, tempDir, utf8 } from "../harness/util.ts";
@@ -93,7 +93,7 @@ async function chunkedLog(dir: string): Promise<void> {
     for (let i = 0; i < 5; i++) await log.append(row(k * 5 + i + 1));
     await log.roll();
   }
-  await log.chunksSettled();
+  await log.chunks.settled();
   await log.close();
 }
 

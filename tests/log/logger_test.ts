@@ -16,14 +16,14 @@ Deno.test("log reports a chunk worker error to its logger as chunk_worker_error"
     await Deno.remove(join(dir, "chunks"), { recursive: true });
     await Deno.writeTextFile(join(dir, "chunks"), "");
     await log.roll();
-    await log.chunksSettled();
-    assert(log.chunkError !== null, "the worker reported no error");
+    await log.chunks.settled();
+    assert(log.chunks.error !== null, "the worker reported no error");
     const events = lines.map((l) => JSON.parse(l));
     const e = events.find((x) => x.event === "chunk_worker_error");
     assert(e, `no chunk_worker_error in ${lines.join("\n")}`);
     assertEquals(e.level, "error");
     assertEquals(e.dir, dir);
-    assertEquals(e.msg, `streamcast: chunk worker: ${log.chunkError}`);
+    assertEquals(e.msg, `streamcast: chunk worker: ${log.chunks.error}`);
     await log.close();
   } finally {
     await rmrf(dir);

@@ -1,11 +1,11 @@
-// Producer keys scoped to token holders (log/producers.ts): the table, its
+// Producer keys scoped to token holders (log/producer/table.ts): the table, its
 // recovery from the journal, a verify of that journal and a replicated log's
 // kept records each bound producers per holder, so one holder's many ids
 // never push out another's.
 import { assertEquals } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
-import { producerKey, ProducerTable, recoverProducers } from "../../log/producers.ts";
+import { producerKey, ProducerTable, recoverProducers } from "../../log/producer/table.ts";
 
 Deno.test("producer table: max counts per holder; unscoped keys are one holder as before", () => {
   const t = new ProducerTable(3);
@@ -54,10 +54,10 @@ Deno.test("producer keys with holders: a log's state survives a reopen and verif
     assertEquals(await publish("alice feed", 1), "duplicate");
     await log.close();
     log = await Log.open(dir, { maxProducers: 2 });
-    assertEquals(log.producerState("alice feed")?.seq, 1);
-    assertEquals(log.producerState("bob feed"), null);
-    assertEquals(log.producerState("bob id-4")?.seq, 1);
-    assertEquals(log.producers, 3);
+    assertEquals(log.producers.state("alice feed")?.seq, 1);
+    assertEquals(log.producers.state("bob feed"), null);
+    assertEquals(log.producers.state("bob id-4")?.seq, 1);
+    assertEquals(log.producers.size, 3);
     await log.close();
     const report = await verifyLog(dir, { maxProducers: 2 });
     assertEquals(report.producers?.producers, 3);

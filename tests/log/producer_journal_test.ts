@@ -1,11 +1,11 @@
-// The producer journal under rewrites and failed appends (log/producer_journal.ts):
+// The producer journal under rewrites and failed appends (log/producer/journal.ts):
 // every way it is rewritten or partly written keeps each producer's last
 // acknowledged record, so a resend of an acknowledged seq is a duplicate.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
-import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { encodeRecords, parseJournal } from "../../log/producer/journal.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
 
@@ -67,7 +67,7 @@ Deno.test("producer journal: a rewrite keeps the acknowledged record of a produc
       last = log.publish([`{"i":${i}}`], { producer: `other-${i}`, seq: 1 });
     }
     if (last?.status === "stored") await last.done;
-    assert(log.producers === 25_001);
+    assert(log.producers.size === 25_001);
     const before = (await Deno.stat(`${dir}/${PRODUCERS_FILE}`)).size;
     assert(before > 1 << 20, `journal is ${before} bytes`);
     const next = log.publish(rows(3, "a.8."), { producer: "a", seq: 8 });
@@ -80,7 +80,7 @@ Deno.test("producer journal: a rewrite keeps the acknowledged record of a produc
     assertEquals(journal.length, 25_002);
 
     const again = await Log.open(crash, { timers: false, maxProducers: 100_000 });
-    assertEquals(again.producerState("a"), { seq: 7, ...acked });
+    assertEquals(again.producers.state("a"), { seq: 7, ...acked });
     const dup = again.publish(rows(3, "a.7."), { producer: "a", seq: 7 });
     assertEquals(
       dup.status === "duplicate" ? [dup.first, dup.last] : dup.status,
@@ -129,8 +129,8 @@ Deno.test("producer journal: a torn append is cut back, so later acknowledged re
     assertEquals((await verifyLog(dir)).error, null);
 
     const again = await Log.open(dir, { timers: false });
-    assertEquals(again.producerState("a"), { seq: 2, ...a2 });
-    assertEquals(again.producerState("b"), { seq: 1, ...b1 });
+    assertEquals(again.producers.state("a"), { seq: 2, ...a2 });
+    assertEquals(again.producers.state("b"), { seq: 1, ...b1 });
     for (const [producer, seq, acked] of [["a", 2, a2], ["b", 1, b1]] as const) {
       const dup = again.publish(rows(2, "x"), { producer, seq });
       assertEquals(dup.status === "duplicate" ? [dup.first, dup.last] : dup.status, [
@@ -167,8 +167,8 @@ Deno.test("producer journal: open keeps the records that follow torn bytes", asy
     ]);
     await Deno.writeFile(`${dir}/${PRODUCERS_FILE}`, bytes);
     log = await Log.open(dir, { timers: false });
-    assertEquals(log.producerState("a"), { seq: 1, ...a1 });
-    assertEquals(log.producerState("b"), { seq: 1, ...b1 });
+    assertEquals(log.producers.state("a"), { seq: 1, ...a1 });
+    assertEquals(log.producers.state("b"), { seq: 1, ...b1 });
     assertEquals(log.publish(rows(2, "b"), { producer: "b", seq: 1 }).status, "duplicate");
     await log.close();
     // Rewritten without the torn bytes.
@@ -209,7 +209,7 @@ Deno.test("producer journal: a producer whose commit failed stores no later seq 
     const again5 = await published(log, "p", 5, 1);
     const again6 = await published(log, "p", 6, 1);
     assertEquals([again5.first + 1, again6.first], [again6.first, again5.last + 1]);
-    assertEquals(log.producerState("p")?.seq, 6);
+    assertEquals(log.producers.state("p")?.seq, 6);
     await log.close();
   } finally {
     await rmrf(dir);

@@ -1,10 +1,10 @@
-// The producer journal and table of the log (log/producers.ts): records synced
+// The producer journal and table of the log (log/producer/table.ts): records synced
 // before rows are written, torn commits cut on open, bounded memory, rollback.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
-import { encodeRecords, parseJournal } from "../../log/producer_journal.ts";
-import { REAL_IO } from "../../log/log_io.ts";
+import { encodeRecords, parseJournal } from "../../log/producer/journal.ts";
+import { REAL_IO } from "../../log/disk/io.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
 
@@ -96,7 +96,7 @@ Deno.test("producers: a torn commit's surviving rows are cut on open and its seq
     assertEquals(recs.map((r) => [r.seq, r.first, r.last]), [[1, 1, 3], [2, 4, 13]]);
     const again = await Log.open(`${crash}/log`);
     assertEquals(again.endOffset, 4);
-    assertEquals(again.producerState("p"), { seq: 1, first: 1, last: 3 });
+    assertEquals(again.producers.state("p"), { seq: 1, first: 1, last: 3 });
     const retry = again.publish(rows(10, "b"), { producer: "p", seq: 2 });
     assert(retry.status === "stored");
     await retry.done;
@@ -134,7 +134,7 @@ Deno.test("producers: state survives a reopen; duplicates, stale seqs and pendin
     });
     await log.close();
     const again = await Log.open(dir);
-    assertEquals(again.producerState("p"), { seq: 5, first: 1, last: 2 });
+    assertEquals(again.producers.state("p"), { seq: 5, first: 1, last: 2 });
     const d2 = again.publish(rows(2, "a"), { producer: "p", seq: 5 });
     assertEquals([d2.status, again.endOffset], ["duplicate", 3]);
     await again.close();
@@ -151,14 +151,18 @@ Deno.test("producers: at most maxProducers are remembered, the oldest forgotten 
       const r = log.publish(rows(1, p), { producer: p, seq: 1 });
       if (r.status === "stored") await r.done;
     }
-    assertEquals([log.producers, log.producerState("a"), log.producerState("c")?.seq], [
+    assertEquals([log.producers.size, log.producers.state("a"), log.producers.state("c")?.seq], [
       2,
       null,
       1,
     ]);
     await log.close();
     const again = await Log.open(dir, { maxProducers: 2 });
-    assertEquals([again.producers, again.producerState("a"), again.producerState("b")?.seq], [
+    assertEquals([
+      again.producers.size,
+      again.producers.state("a"),
+      again.producers.state("b")?.seq,
+    ], [
       2,
       null,
       1,
@@ -193,9 +197,9 @@ Deno.test("producers: the journal is rewritten when it grows past its bound, and
     assertEquals(recs.filter((r) => r.producer === "p0").map((r) => r.seq), [1, 2]);
     const again = await Log.open(dir, { maxProducers: 100_000 });
     assertEquals([
-      again.producers,
-      again.producerState("p0")?.seq,
-      again.producerState("p29999")?.seq,
+      again.producers.size,
+      again.producers.state("p0")?.seq,
+      again.producers.state("p29999")?.seq,
     ], [30_000, 2, 1]);
     await again.close();
   } finally {
@@ -233,7 +237,7 @@ Deno.test("producers: a failed write puts the producer back, so its seq may be s
     assertEquals(report.producers?.records, 6);
     // Open drops the dead record of rows 5..6 ("new" seq 1), and rewrites the journal.
     const again = await Log.open(dir);
-    assertEquals([again.producerState("p")?.seq, again.producerState("new"), again.endOffset], [
+    assertEquals([again.producers.state("p")?.seq, again.producers.state("new"), again.endOffset], [
       2,
       null,
       5,

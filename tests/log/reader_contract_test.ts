@@ -32,7 +32,7 @@ const setups: Record<string, Setup> = {
     const log = await Log.open(dir, { chunks: { fanIn: 3 }, timers: false });
     await fill(log, 90);
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     assertEquals(log.segments().length, 1);
     assertEquals(log.segments()[0].count, 0, "every row is in a chunk");
     return log;
@@ -44,8 +44,8 @@ const setups: Record<string, Setup> = {
       timers: false,
     });
     await fill(log, null);
-    await log.chunksSettled();
-    assert(log.manifest!.chunks.length > 0 && log.segments()[0].count > 0);
+    await log.chunks.settled();
+    assert(log.chunks.manifest!.chunks.length > 0 && log.segments()[0].count > 0);
     return log;
   },
 };
@@ -122,7 +122,7 @@ Deno.test("reader contract: below the earliest offset throws LogEvictedError on 
     const log = await Log.open(dir, { chunks: { fanIn: 100, retainBytes: 1 }, timers: false });
     await fill(log, 300);
     await log.roll();
-    await log.chunksSettled(true);
+    await log.chunks.settled(true);
     const err = await assertRejects(() => readFrom(log, 1, 4096), LogEvictedError);
     assertEquals(err.offset, 1);
     await log.close();

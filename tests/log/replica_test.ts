@@ -44,8 +44,8 @@ Deno.test("replica log: appendAt keeps the primary's offsets, skips what it hold
     await assertRejects(() => log.appendAt([30, 29], ["{}", "{}"]), RangeError);
     // A replica makes no chunks of its own.
     await log.roll();
-    await log.chunksSettled(true);
-    assertEquals(log.manifest?.chunks.length, 0);
+    await log.chunks.settled(true);
+    assertEquals(log.chunks.manifest?.chunks.length, 0);
     await log.close();
     // Reopened (after a crash too): offsets and the gap are still there.
     const again = await Log.open(join(dir, "r"), { replica: true, timers: false });
@@ -67,8 +67,8 @@ Deno.test("replica log: the primary's chunks are adopted by name, checked, and r
     await primary.roll();
     await primary.appendMany(range(101, 150).map(row));
     await primary.roll();
-    await primary.chunksSettled();
-    const m = primary.manifest!;
+    await primary.chunks.settled();
+    const m = primary.chunks.manifest!;
     assertEquals(m.chunks.length, 2);
     // The replica holds 1..120 from its tail, in two sealed segments and an active one.
     const rdir = join(dir, "r");
@@ -91,7 +91,7 @@ Deno.test("replica log: the primary's chunks are adopted by name, checked, and r
     // The first chunk (rows the replica holds): adopted; the segment it covers goes.
     await storeAdoptedChunk(rdir, c0, bytes, times);
     await log.adoptChunks([c0]);
-    assertEquals(log.manifest!.chunks.map((c) => c.sha256), [c0.sha256]);
+    assertEquals(log.chunks.manifest!.chunks.map((c) => c.sha256), [c0.sha256]);
     assertEquals(log.segments().map((s) => s.firstOffset), [61, 111]);
     assertEquals(await Deno.readFile(timesPath(rdir, c0.sha256)), times);
     // The second reaches past the replica's end: adopted, and the next offset moves past it.
@@ -100,14 +100,14 @@ Deno.test("replica log: the primary's chunks are adopted by name, checked, and r
     await log.adoptChunks([c0, c1]);
     assertEquals(log.endOffset, 151);
     assertEquals(log.segments().map((s) => s.firstOffset), [151]);
-    assertEquals(log.manifest!.chunks, m.chunks);
+    assertEquals(log.chunks.manifest!.chunks, m.chunks);
     assertEquals(await lines(log, 1), range(1, 150).map(String));
     // Time lookups use the primary's times, through the adopted index.
     assertEquals((await log.offsetAt(c1.first_ts)).offset, 101);
     await log.close();
     // Reopened: the manifest is the primary's, files and all.
     const again = await Log.open(rdir, { replica: true, timers: false });
-    assertEquals(again.manifest!.chunks, m.chunks);
+    assertEquals(again.chunks.manifest!.chunks, m.chunks);
     assertEquals(again.endOffset, 151);
     await again.close();
     assertEquals((await verifyLog(rdir)).error, null);
@@ -128,23 +128,23 @@ Deno.test("replica log: a merge upstream replaces the chunks it merged", async (
     const log = await Log.open(rdir, { replica: true, timers: false, streamId: primary.streamId });
     await primary.appendMany(range(1, 10).map(row));
     await primary.roll();
-    await primary.chunksSettled();
-    const first = [...primary.manifest!.chunks];
+    await primary.chunks.settled();
+    const first = [...primary.chunks.manifest!.chunks];
     for (const c of first) {
       await storeAdoptedChunk(rdir, c, await Deno.readFile(chunkPath(primary.dir, c.sha256)), null);
     }
     await log.adoptChunks(first);
     await primary.appendMany(range(11, 20).map(row));
     await primary.roll();
-    await primary.chunksSettled();
-    const merged = [...primary.manifest!.chunks];
+    await primary.chunks.settled();
+    const merged = [...primary.chunks.manifest!.chunks];
     assertEquals(merged.length, 1);
     for (const c of merged) {
       await storeAdoptedChunk(rdir, c, await Deno.readFile(chunkPath(primary.dir, c.sha256)), null);
     }
     await log.adoptChunks(merged);
-    assertEquals(log.manifest!.chunks, merged);
-    assertEquals(log.manifest!.retired.map((r) => r.sha256), first.map((c) => c.sha256));
+    assertEquals(log.chunks.manifest!.chunks, merged);
+    assertEquals(log.chunks.manifest!.retired.map((r) => r.sha256), first.map((c) => c.sha256));
     assertEquals(await lines(log, 1), range(1, 20).map(String));
     await log.close();
     await primary.close();

@@ -6,7 +6,7 @@ import { assert, assertEquals, assertRejects, assertThrows } from "../harness/as
 import { tempDir, text } from "../harness/util.ts";
 import { Log } from "../../log/log.ts";
 import { NotLeaderError } from "../../log/errors.ts";
-import type { DurableCommit } from "../../log/replication.ts";
+import type { DurableCommit } from "../../log/replica/replication.ts";
 
 type Row = [number, number, string];
 
@@ -105,8 +105,8 @@ Deno.test("replicated log: a follower appends the leader's commits byte for byte
   await frep.beginTerm(1, 1);
   for (const c of shipped) await frep.appendCommit(c);
   assertEquals(await rowsOf(follower), await rowsOf(leader));
-  assertEquals(follower.producerState("p"), leader.producerState("p"));
-  assertEquals(follower.producerState("q"), { seq: 7, first: 4, last: 4 });
+  assertEquals(follower.producers.state("p"), leader.producers.state("p"));
+  assertEquals(follower.producers.state("q"), { seq: 7, first: 4, last: 4 });
   // A commit sent again (a reconnect) changes nothing; a gap is fenced.
   await frep.appendCommit(shipped[0]);
   assertEquals(frep.durableEnd, rep.durableEnd);
@@ -135,7 +135,7 @@ Deno.test("replicated log: the tail is cut in place, readers and producer state 
   const cut = await rep.cutTail(3);
   assertEquals(cut, { end: 3, rows: 3 });
   assertEquals(rep.durableEnd, 3);
-  assertEquals(log.producerState("p"), { seq: 1, first: 1, last: 2 });
+  assertEquals(log.producers.state("p"), { seq: 1, first: 1, last: 2 });
   // The same reader goes on with what the leader sends next.
   rep.commitThrough(5);
   await rep.beginTerm(2, 3);
@@ -147,11 +147,11 @@ Deno.test("replicated log: the tail is cut in place, readers and producer state 
   const b = await reader.read();
   assertEquals([...b.offsets], [3, 4]);
   reader.close();
-  assertEquals(log.producerState("p"), { seq: 2, first: 3, last: 4 });
+  assertEquals(log.producers.state("p"), { seq: 2, first: 3, last: 4 });
   assertEquals(rep.terms, [{ term: 1, start: 1 }, { term: 2, start: 3 }]);
   await log.close();
   const again = await Log.open(dir, { replicated: true, timers: false });
-  assertEquals(again.producerState("p"), { seq: 2, first: 3, last: 4 });
+  assertEquals(again.producers.state("p"), { seq: 2, first: 3, last: 4 });
   assertEquals(again.endOffset, 5);
   await again.close();
 });
@@ -196,17 +196,17 @@ Deno.test("replicated log: a journal rewritten many times still gives each produ
   await publish("a", 3, 2); // 5..6, not committed
   await publish("b", 2, 1); // 7
   await publish("a", 4, 1); // 8
-  assertEquals(log.producerState("a"), { seq: 4, first: 8, last: 8 });
+  assertEquals(log.producers.state("a"), { seq: 4, first: 8, last: 8 });
   // A new leader parted from this log at 6: a@3 stays, b@2 and a@4 go.
   await rep.cutTail(7);
-  assertEquals(log.producerState("a"), { seq: 3, first: 5, last: 6 });
-  assertEquals(log.producerState("b"), { seq: 1, first: 3, last: 3 });
+  assertEquals(log.producers.state("a"), { seq: 3, first: 5, last: 6 });
+  assertEquals(log.producers.state("b"), { seq: 1, first: 3, last: 3 });
   // Again, deeper, after another reopen: a falls back to a@2.
   await log.close();
   const again = await Log.open(dir, { replicated: true, timers: false, producerJournalBytes: 0 });
   await again.replication!.cutTail(5);
-  assertEquals(again.producerState("a"), { seq: 2, first: 4, last: 4 });
-  assertEquals(again.producerState("b"), { seq: 1, first: 3, last: 3 });
+  assertEquals(again.producers.state("a"), { seq: 2, first: 4, last: 4 });
+  assertEquals(again.producers.state("b"), { seq: 1, first: 3, last: 3 });
   await again.close();
 });
 

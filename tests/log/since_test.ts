@@ -63,7 +63,7 @@ Deno.test("log clamps to its chunks' last time when every segment was chunked", 
     const log = await Log.open(dir, { clock: () => now, timers: false, chunks: { fanIn: 100 } });
     await log.appendMany(["{}", "{}"]);
     await log.roll();
-    await log.chunksSettled();
+    await log.chunks.settled();
     assertEquals(log.segments().length, 1, "only the empty active segment is left");
     await log.close();
     now = 1_000;
@@ -141,8 +141,8 @@ Deno.test("log offsetAt through chunks: exact at chunk boundaries and inside one
     const groups = 60;
     const per = 10;
     const log = await timedLog(dir, groups, per, { chunks: true, segmentBytes: 4 * 1024 });
-    await log.chunksSettled();
-    const chunks = log.manifest!.chunks;
+    await log.chunks.settled();
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 3, `${chunks.length} chunks`);
     const c = chunks[1];
     // At or before a chunk's first time: exact, its first row.
@@ -170,8 +170,8 @@ Deno.test("log offsetAt through chunks: exact at chunk boundaries and inside one
     assertEquals((await log.offsetAt(seg.lastTimeUs)).offset, (g - 1) * per + 1);
     assertEquals((await log.offsetAt(0)).evicted, false, "nothing was ever dropped");
     // Retention drops the oldest chunks: a time before the earliest row held is evicted.
-    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
+    log.chunks.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
     const earliest = log.earliest!;
     assert(earliest > 1, `earliest ${earliest}`);
     const old = await log.offsetAt(0);
@@ -192,12 +192,12 @@ Deno.test("log offsetAt: a time inside the earliest chunk held, answered chunk-g
     const groups = 60;
     const per = 10;
     const log = await timedLog(dir, groups, per, { chunks: true, segmentBytes: 4 * 1024 });
-    await log.chunksSettled();
-    const chunks = log.manifest!.chunks;
+    await log.chunks.settled();
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 4, `${chunks.length} chunks`);
-    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
-    const first = log.manifest!.chunks[0];
+    log.chunks.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
+    const first = log.chunks.manifest!.chunks[0];
     assertEquals(log.earliest, first.first);
     assert(first.first > 1, "rows were dropped");
     assert(first.last_ts > first.first_ts, "the earliest chunk holds several commits");

@@ -1,11 +1,16 @@
-// The term history beside a log's segments (log/term_history.ts), on real
+// The term history beside a log's segments (log/replica/term_history.ts), on real
 // files: kept across opens, terms and starts that only grow, an empty term
 // replaced, damage named, and where a term ends as Kafka's leader epochs say.
 import { join } from "node:path";
 import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { LogCorruptError } from "../../log/mod.ts";
-import { termEnd, TermHistory, TERMS_FILE, truncationPoint } from "../../log/term_history.ts";
+import {
+  termEnd,
+  TermHistory,
+  TERMS_FILE,
+  truncationPoint,
+} from "../../log/replica/term_history.ts";
 
 Deno.test("term history: kept across opens; terms and starts only grow; a term with no row is replaced", async () => {
   const dir = await tempDir();

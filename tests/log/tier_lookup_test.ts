@@ -9,7 +9,7 @@ import {
   rowsBetween,
   type Tiers,
   type TierSegment,
-} from "../../log/tier_lookup.ts";
+} from "../../log/read/tier_lookup.ts";
 
 function chunk(first: number, last: number, rows = last - first + 1): ChunkEntry {
   return {

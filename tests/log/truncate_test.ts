@@ -1,14 +1,14 @@
-// Cutting a closed log's tail (log/truncate.ts) on real files: every cut
+// Cutting a closed log's tail (log/replica/truncate.ts) on real files: every cut
 // point of a log of three segments (two sealed), a cut interrupted between
 // its steps, the refusals, the producer state after a cut, and a deposed
 // leader and a lagging follower converging on the leader's rows through the
-// term histories (log/term_history.ts).
+// term histories (log/replica/term_history.ts).
 import { join } from "node:path";
 import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, LogLockedError, type PublishResult, verifyLog } from "../../log/mod.ts";
-import { truncateLog } from "../../log/truncate.ts";
-import { TermHistory, truncationPoint } from "../../log/term_history.ts";
+import { truncateLog } from "../../log/replica/truncate.ts";
+import { TermHistory, truncationPoint } from "../../log/replica/term_history.ts";
 
 const dec = new TextDecoder();
 const row = (tag: string, i: number) => `{"i":${i},"from":"${tag}"}`;
@@ -117,7 +117,7 @@ Deno.test("truncateLog refuses an open log, a cut inside a producer commit, and 
     // At the commit's start: its producer state goes back to seq 1.
     assertEquals(await truncateLog(join(dir, "p"), 3), { end: 3, rows: 3 });
     const again = await Log.open(join(dir, "p"), { timers: false });
-    assertEquals(again.producerState("p1"), { seq: 1, first: 1, last: 2 });
+    assertEquals(again.producers.state("p1"), { seq: 1, first: 1, last: 2 });
     // seq 2 was cut: a resend is stored anew, not answered as a duplicate.
     await stored(again.publish([row("b", 3)], { producer: "p1", seq: 2 }));
     await again.close();
@@ -125,9 +125,9 @@ Deno.test("truncateLog refuses an open log, a cut inside a producer commit, and 
     const chunked = await Log.open(join(dir, "c"), { chunks: true, timers: false });
     await chunked.appendMany([row("a", 1), row("a", 2)]);
     await chunked.roll();
-    await chunked.chunksSettled();
+    await chunked.chunks.settled();
     await chunked.appendMany([row("a", 3)]);
-    const sha = chunked.manifest!.chunks[0].sha256;
+    const sha = chunked.chunks.manifest!.chunks[0].sha256;
     await chunked.close();
     await assertRejects(
       () => truncateLog(join(dir, "c"), 2),

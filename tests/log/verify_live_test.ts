@@ -54,7 +54,7 @@ Deno.test("verify never reports a false error beside a log that chunks, merges a
     }
     // The race was really run: the worker kept chunking, merging and
     // deleting while verify ran, and verify saw chunks and segments side by side.
-    const generation = log.manifest?.generation ?? 0;
+    const generation = log.chunks.manifest?.generation ?? 0;
     assert(generation > 20, `manifest generation ${generation} after ${appended} rows`);
     assert(sawChunks > 0, `chunks in none of ${runs} runs`);
     assert(sawSegments > 0, `more than one segment in none of ${runs} runs`);
@@ -95,8 +95,8 @@ Deno.test("verify still reports a segment or a chunk that is really missing", as
     const chunked = join(dir, "chunked");
     const c = await Log.open(chunked, { segmentBytes: 1024, timers: false, chunks: true });
     for (let i = 1; i <= 100; i++) await c.append(payload(i));
-    await c.chunksSettled();
-    const m = c.manifest!;
+    await c.chunks.settled();
+    const m = c.chunks.manifest!;
     await c.close();
     assert(m.chunks.length >= 2, `${m.chunks.length} chunks`);
     await Deno.remove(chunkPath(chunked, m.chunks[1].sha256));

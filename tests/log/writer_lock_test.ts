@@ -7,7 +7,7 @@
 import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, LogLockedError } from "../../log/mod.ts";
-import { SELF_HELD_WAIT_MS, takeWriterLock } from "../../log/writer_lock.ts";
+import { SELF_HELD_WAIT_MS, takeWriterLock } from "../../log/disk/writer_lock.ts";
 
 // A worker that starts `true` in a loop until told to stop, then says how many.
 const SPAWNER = `
@@ -62,7 +62,7 @@ Deno.test("the writer's lock: a second writer in this isolate is refused, one in
     // Another isolate (a worker) holds it: this one waits, then is refused.
     const holder = worker(`
       import { takeWriterLock } from ${
-      JSON.stringify(import.meta.resolve("../../log/writer_lock.ts"))
+      JSON.stringify(import.meta.resolve("../../log/disk/writer_lock.ts"))
     };
       const lock = await takeWriterLock(${JSON.stringify(dir)});
       self.postMessage("held");

@@ -150,7 +150,7 @@ Deno.test("serve refuses bad subscribes with the documented close codes", async 
     for (let i = 1; i <= 10; i++) await t.stream.send(row(i));
     // Sealed into chunks: a client refused too_old can read them over HTTP.
     await t.stream.log!.roll();
-    await t.stream.log!.chunksSettled();
+    await t.stream.log!.chunks.settled();
     const cases: [string, number, Record<string, unknown>][] = [
       [`${t.ws}/trades?offset=12`, 4416, {
         error: "not_replayable",

@@ -226,7 +226,9 @@ async function partitionRun(seed: number): Promise<void> {
     await until(() => sent > 1500, 20_000, "first rows");
     // Replays start in chunks as well as in segments.
     await until(
-      () => (t.stream.log!.manifest?.chunks.length ?? 0) > 0 && t.stream.log!.segments().length > 1,
+      () =>
+        (t.stream.log!.chunks.manifest?.chunks.length ?? 0) > 0 &&
+        t.stream.log!.segments().length > 1,
       20_000,
       "sealed chunks and several segments",
     );

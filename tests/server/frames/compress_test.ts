@@ -124,7 +124,7 @@ Deno.test("compress=zstd replay from segments and chunks decodes with the zstd c
     for (let i = 1; i <= n; i += 100) {
       await stream.sendMany(Array.from({ length: 100 }, (_, k) => row(i + k)));
     }
-    await until(() => (stream.log!.chunksThrough ?? 0) > 0, 20_000, "a chunk");
+    await until(() => (stream.log!.chunks.through ?? 0) > 0, 20_000, "a chunk");
     const z = await ZSub.open(`${url}?offset=1&frames=batch&compress=zstd`);
     assertEquals(z.greeting!.replay, [1, n + 1]);
     await until(

@@ -361,8 +361,8 @@ Deno.test("renderBatch over a real log equals the live frames, from segments and
     };
     await check("segments");
     await log.roll();
-    await log.chunksSettled();
-    assert(log.manifest!.chunks.length > 0, "sealed into chunks");
+    await log.chunks.settled();
+    assert(log.chunks.manifest!.chunks.length > 0, "sealed into chunks");
     await check("chunks");
     await log.close();
   } finally {

@@ -41,7 +41,7 @@ Deno.test("chunks over HTTP then a subscribe at through+1 equal one subscribe fr
     for (let i = 1; i <= 3000; i += 100) {
       await t.stream.sendMany(Array.from({ length: 100 }, (_, k) => row(i + k)));
     }
-    await t.stream.log!.chunksSettled();
+    await t.stream.log!.chunks.settled();
     const manifest = await (await fetch(`${t.http}/t/manifest`)).json();
     assertEquals(manifest.stream_id, t.stream.streamId);
     assert(manifest.chunks.length > 0 && manifest.through > 1000, JSON.stringify(manifest));
@@ -77,8 +77,8 @@ Deno.test("chunk downloads honour If-None-Match, Range and 404", async () => {
   try {
     await t.stream.sendMany(Array.from({ length: 500 }, (_, k) => row(k)));
     await t.stream.log!.roll();
-    await t.stream.log!.chunksSettled();
-    const c = t.stream.log!.manifest!.chunks[0];
+    await t.stream.log!.chunks.settled();
+    const c = t.stream.log!.chunks.manifest!.chunks[0];
     const url = `${t.http}/t/chunks/${c.sha256}`;
     const whole = new Uint8Array(await (await fetch(url)).arrayBuffer());
     assertEquals(whole.length, c.bytes);
@@ -112,7 +112,7 @@ Deno.test("retention moves earliest up: below it is evicted, nothing left is emp
       await t.stream.sendMany(Array.from({ length: 100 }, (_, k) => row(i + k)));
       await t.stream.log!.roll();
     }
-    await t.stream.log!.chunksSettled(true);
+    await t.stream.log!.chunks.settled(true);
     const head = await (await fetch(`${t.http}/t/head`)).json();
     assert(head.earliest > 1, `earliest ${head.earliest}`);
     const refused = await TestSub.open(`${t.ws}/t?offset=1`);
@@ -131,7 +131,7 @@ Deno.test("retention moves earliest up: below it is evicted, nothing left is emp
   try {
     await e.stream.sendMany(Array.from({ length: 10 }, (_, k) => row(k)));
     await e.stream.log!.roll();
-    await e.stream.log!.chunksSettled(true);
+    await e.stream.log!.chunks.settled(true);
     assertEquals(e.stream.log!.earliest, null);
     const refused = await TestSub.open(`${e.ws}/t?offset=3`);
     const reason = JSON.parse((await refused.done).reason);
@@ -149,14 +149,14 @@ Deno.test("a subscriber overtaken by retention while catching up is closed with 
     for (let i = 1; i <= 20_000; i += 500) {
       await t.stream.sendMany(Array.from({ length: 500 }, (_, k) => big(i + k)));
     }
-    await t.stream.log!.chunksSettled();
+    await t.stream.log!.chunks.settled();
     // A subscriber from offset 1 that reads its greeting and then stalls.
     const raw = await RawWs.connect(t.server.addr.port, "/t?offset=1&frames=batch");
     await raw.readText();
     await new Promise((r) => setTimeout(r, 200));
     // Retention drops everything sealed.
-    t.stream.log!.setRetention({ retainBytes: 0 });
-    await t.stream.log!.chunksSettled(true);
+    t.stream.log!.chunks.setRetention({ retainBytes: 0 });
+    await t.stream.log!.chunks.settled(true);
     let last = 0;
     let close: Uint8Array | null = null;
     while (true) {

@@ -172,13 +172,13 @@ Deno.test("publisher: seq 5 failed, seq 6 sent after it, answers lost: both are 
     assertEquals(failed, 1);
     const six = pub.publish([row(6)]);
     await until(async () => (await refusals()) === 2, 10_000, "seq 6 refused");
-    assertEquals(f.stream.log!.producerState("p")?.seq, 4);
+    assertEquals(f.stream.log!.producers.state("p")?.seq, 4);
     proxy.cut();
     const [a5, a6] = await Promise.all([five, six]);
     assertEquals([a5.seq, a5.first, a5.last], [5, 5, 5]);
     assertEquals([a6.seq, a6.first, a6.last], [6, 6, 6]);
     assertEquals(f.stream.log!.endOffset, 7);
-    assertEquals(f.stream.log!.producerState("p")?.seq, 6);
+    assertEquals(f.stream.log!.producers.state("p")?.seq, 6);
     await pub.close();
   } finally {
     await proxy.close();
@@ -219,7 +219,7 @@ Deno.test("publisher: after a write_failed answer, later frames are refused and 
     const again = await pub.publish([row(2)]);
     assertEquals([again.seq, again.first], [2, 2]);
     assertEquals((await pub.publish([row(3)])).first, 3);
-    assertEquals(f.stream.log!.producerState("q")?.seq, 3);
+    assertEquals(f.stream.log!.producers.state("q")?.seq, 3);
     await pub.close();
   } finally {
     await f.close();

@@ -32,7 +32,7 @@ Deno.test("publish: a fenced restore keeps the producer table; a resend after it
     });
     try {
       assertEquals(report.archivedThrough, 3);
-      assertEquals(b.log!.producerState("p"), { seq: 3, first: 3, last: 3 });
+      assertEquals(b.log!.producers.state("p"), { seq: 3, first: 3, last: 3 });
       const dup = await commitPublish(b, rows(3), { producer: "p", seq: 3 });
       assertEquals(dup, { kind: "ack", first: 3, last: 3, duplicate: true });
       const next = await commitPublish(b, rows(4), { producer: "p", seq: 4 });

@@ -31,9 +31,9 @@ Deno.test("archive: replay_archive serves rows the local tier dropped; restore f
       await a.log!.roll();
     }
     await a.sendMany(Array.from({ length: 20 }, (_, k) => row(501 + k)));
-    assert(await a.log!.archiveSettled(30_000), JSON.stringify(a.log!.archiveState));
-    await a.log!.chunksSettled(true); // retention may now drop archived chunks
-    const local = a.log!.manifest!;
+    assert(await a.log!.archive.settled(30_000), JSON.stringify(a.log!.archive.state));
+    await a.log!.chunks.settled(true); // retention may now drop archived chunks
+    const local = a.log!.chunks.manifest!;
     assert(local.chunks.length <= 1, `local chunks ${local.chunks.length}`);
     assertEquals(a.log!.earliest, 1, "the archive still serves offset 1");
     const head = a.head();

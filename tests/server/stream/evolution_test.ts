@@ -186,7 +186,7 @@ Deno.test("evolution through restore: the archived rows keep their bytes under t
     });
     await a.sendMany([1, 2, 3].map(v1Row));
     await a.log!.roll();
-    assert(await a.log!.archiveSettled(30_000), "archived");
+    assert(await a.log!.archive.settled(30_000), "archived");
     await a.close();
     const { stream: b, report } = await Stream.restore("t", {
       schema: V2,

@@ -29,7 +29,7 @@ async function evolvedLog(root: string): Promise<void> {
   const a = await Stream.open("t", { schema: V1, root, logOptions: { timers: false } });
   await a.sendMany([1, 2, 3].map(old));
   await a.log!.roll();
-  await a.log!.chunksSettled();
+  await a.log!.chunks.settled();
   await a.sendMany([4, 5].map(old));
   await a.close();
   const b = await Stream.open("t", { schema: V2, root, logOptions: { timers: false } });
@@ -56,7 +56,7 @@ Deno.test("where {col: null} matches rows stored before the column was added, in
     await evolvedLog(root);
     const { stream, server, url } = await opened(root);
     try {
-      assertEquals(stream.log!.manifest!.chunks.length, 1, "rows 1-3 are read from a chunk");
+      assertEquals(stream.log!.chunks.manifest!.chunks.length, 1, "rows 1-3 are read from a chunk");
       const where = (w: unknown) => `where=${encodeURIComponent(JSON.stringify(w))}`;
       const isNull = await TestSub.open(`${url}?offset=1&frames=batch&${where({ venue: null })}`);
       const listed = await TestSub.open(

@@ -44,7 +44,7 @@ Deno.test("nested rows round-trip byte-exact through live, replay, chunks, the a
       await live.close();
 
       // Chunks over HTTP: every line is the frame.
-      await stream.log!.chunksSettled();
+      await stream.log!.chunks.settled();
       const manifest = await (await fetch(`${http}/manifest`)).json();
       const chunkLines: string[] = [];
       for (const c of manifest.chunks) {
@@ -60,8 +60,8 @@ Deno.test("nested rows round-trip byte-exact through live, replay, chunks, the a
       assertEquals(chunkLines, frames.slice(first - 1, first - 1 + chunkLines.length));
 
       // The archive, then catch-up from it once the local chunks are gone.
-      assert(await stream.log!.archiveSettled(30_000), "archived");
-      await stream.log!.chunksSettled(true);
+      assert(await stream.log!.archive.settled(30_000), "archived");
+      await stream.log!.chunks.settled(true);
       await stream.sendMany(lines.slice(100).map((l) => JSON.parse(l)));
       const from = Math.max(stream.log!.earliest!, 121 - 10); // within maxReplay
       const replay = await TestSub.open(`${ws}?offset=${from}&frames=batch`);

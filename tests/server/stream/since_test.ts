@@ -128,8 +128,8 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
   try {
     const log = t.stream.log!;
     await log.roll();
-    await log.chunksSettled();
-    const chunks = log.manifest!.chunks;
+    await log.chunks.settled();
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 3, `${chunks.length} chunks`);
     // Nothing dropped yet: an old time is the first row.
     const { sub: all, first } = await firstOffset(`${t.ws}/trades?since=0`);
@@ -154,8 +154,8 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
       assertEquals(at, { offset: want, ts: Math.ceil(since / S) * S });
     }
     // Retention drops the oldest chunks.
-    log.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
+    log.chunks.setRetention({ retainBytes: chunks.slice(2).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
     const earliest = log.earliest!;
     assert(earliest > 1);
     const old = await TestSub.open(`${t.ws}/trades?since=0`);
@@ -163,7 +163,7 @@ Deno.test("since: through chunks; evicted after retention, from the first row wh
     assertEquals(old.closed!.code, 4416);
     assertEquals(reason(old), { error: "not_replayable", why: "evicted", since: 0, earliest });
     // A time after the earliest row's is served (a chunk's first time: exact).
-    const last = log.manifest!.chunks.at(-1)!;
+    const last = log.chunks.manifest!.chunks.at(-1)!;
     const later = await firstOffset(`${t.ws}/trades?since=${last.first_ts}`);
     assertEquals(later.first, last.first);
     await later.sub.close();
@@ -183,12 +183,12 @@ Deno.test("since: a time inside the earliest chunk held, without its time index,
   try {
     const log = t.stream.log!;
     await log.roll();
-    await log.chunksSettled();
-    const chunks = log.manifest!.chunks;
+    await log.chunks.settled();
+    const chunks = log.chunks.manifest!.chunks;
     assert(chunks.length >= 3, `${chunks.length} chunks`);
-    log.setRetention({ retainBytes: chunks.slice(1).reduce((n, e) => n + e.bytes, 0) });
-    await log.chunksSettled(true);
-    const first = log.manifest!.chunks[0];
+    log.chunks.setRetention({ retainBytes: chunks.slice(1).reduce((n, e) => n + e.bytes, 0) });
+    await log.chunks.settled(true);
+    const first = log.chunks.manifest!.chunks[0];
     assertEquals(log.earliest, first.first);
     assert(first.first > 1, "rows were dropped");
     assert(first.last_ts > first.first_ts, "the earliest chunk holds several commits");

@@ -127,7 +127,7 @@ async function chunkFixture(): Promise<Files> {
       timers: false,
     });
     ROWS = await writeRows(log);
-    await log.chunksSettled();
+    await log.chunks.settled();
     await log.close();
     return await snapshot(dir);
   } finally {
@@ -576,7 +576,7 @@ Deno.test("fuzz: no one-bit flip anywhere in a chunk makes a LogReader hand out 
   try {
     // Bit rot on disk under a chunk's name: the log keeps its manifest; every
     // read opens the file afresh.
-    for (const c of log.manifest!.chunks.slice(0, 2)) {
+    for (const c of log.chunks.manifest!.chunks.slice(0, 2)) {
       const path = join(dir, "chunks", `${c.sha256}.ndjson.zst`);
       const orig = files.get(`chunks/${c.sha256}.ndjson.zst`)!;
       for (let pos = 0; pos < orig.length; pos++) {

@@ -35,7 +35,7 @@ async function setup() {
   for (let i = 1; i <= 10; i++) await trades.send(row(i));
   // Sealed into a chunk, so /manifest and /chunks have something to serve.
   await trades.log!.roll();
-  await trades.log!.chunksSettled();
+  await trades.log!.chunks.settled();
   await book.send(row(1));
   const server = serve([trades, book], {
     port: 0,
