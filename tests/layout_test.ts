@@ -6,7 +6,7 @@
 // harness (tests/harness/), which imports no other test file; inside bench/,
 // the helpers (harness/) import no benchmark and the micro-benchmarks (micro/)
 // none of the end-to-end ones (e2e/); and tests/ mirrors the source, a folder
-// of tests per source folder; no source file reaches another folder's
+// of tests per source folder; no source file reaches another part's
 // `_`-prefixed member.
 import { assert } from "./harness/assert.ts";
 import { REPO } from "./harness/demo.ts";
@@ -168,6 +168,51 @@ Deno.test("layout: each folder of server/ imports only the steps of the data pat
   assert(wrong.length === 0, `imports against server/'s layout:\n${wrong.join("\n")}`);
 });
 
+/**
+ * What each folder of log/ may import of log/'s folders besides itself: the
+ * parts below it. Any folder may import the shared files at the top of log/
+ * (options, errors, `log.json`, recovery…) but not the façade (log.ts) or
+ * the public entry (mod.ts), which sit on top of every part.
+ */
+const LOG_MAY_IMPORT: Record<string, readonly string[]> = {
+  disk: [],
+  segment: ["disk"],
+  producer: ["disk", "segment"],
+  chunk: ["disk", "segment", "producer"],
+  read: ["disk", "segment", "chunk"],
+  replica: ["disk", "segment", "producer", "chunk", "read"],
+};
+const LOG_TOP: readonly string[] = ["log/log.ts", "log/mod.ts"];
+
+// The part of log/ a log path is in: its folder, or "." for a file at the top.
+function logPart(path: string): string {
+  const rest = path.slice("log/".length);
+  return rest.includes("/") ? rest.slice(0, rest.indexOf("/")) : ".";
+}
+
+Deno.test("layout: each folder of log/ imports only the parts below it, never the façade", async () => {
+  const files = await sources();
+  const wrong: string[] = [];
+  for (const [path, text] of files) {
+    if (!path.startsWith("log/") || logPart(path) === ".") continue;
+    const from = logPart(path);
+    const allowed = LOG_MAY_IMPORT[from];
+    if (!allowed) {
+      wrong.push(`${path}: log/${from}/ has no rule in LOG_MAY_IMPORT`);
+      continue;
+    }
+    for (const target of importsOf(path, text)) {
+      if (!target.startsWith("log/")) continue;
+      const to = logPart(target);
+      if (LOG_TOP.includes(target)) wrong.push(`${path} imports ${target} (the façade or entry)`);
+      else if (to !== "." && to !== from && !allowed.includes(to)) {
+        wrong.push(`${path} imports ${target}`);
+      }
+    }
+  }
+  assert(wrong.length === 0, `imports against log/'s layout:\n${wrong.join("\n")}`);
+});
+
 /** The folders of tests/ that are no source folder's mirror. */
 const TESTS_OWN = new Set(["harness", "system", "fixtures"]);
 
@@ -243,11 +288,15 @@ Deno.test("layout: bench/ helpers import no benchmark, micro-benchmarks no end-t
 const UNDERSCORE_MEMBER =
   /^\s+(?:(?:readonly|static|async|get|set|private|protected|public|override)\s+)*(_[A-Za-z]\w*)\s*[(<:=?!;]/gm;
 
+// The part a path is in: its top folder, or inside server/ the step of the
+// data path (its folder there); "." for a file at the root.
 function folderOf(path: string): string {
-  return path.includes("/") ? path.slice(0, path.lastIndexOf("/")) : ".";
+  const parts = path.split("/");
+  if (parts.length === 1) return ".";
+  return parts[0] === "server" && parts.length > 2 ? `server/${parts[1]}` : parts[0];
 }
 
-Deno.test("layout: no source file reaches another folder's `_`-prefixed member", async () => {
+Deno.test("layout: no source file reaches another part's `_`-prefixed member", async () => {
   const files = await sources();
   const code = [...files].filter(([path]) => !/^(tests|bench)\//.test(path));
   // Where each `_` member is declared: the folders of the files declaring it.

@@ -12,7 +12,7 @@
  */
 import { Stream } from "../../server/stream/stream.ts";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { ArchiveStore } from "../../log/archive.ts";
+import { ArchiveStore } from "../../log/chunk/archive.ts";
 import { type BenchSection, median, renderSection } from "../harness/report.ts";
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 import { startS3, stopS3 } from "../../tests/harness/s3.ts";

@@ -8,7 +8,7 @@
  * Run alone: deno run -A bench/e2e/replay.ts [--quick]
  */
 import { Log } from "../../log/mod.ts";
-import { compress } from "../../log/chunk.ts";
+import { compress } from "../../log/chunk/chunk.ts";
 import type { LoadConfig } from "../harness/fanout_client.ts";
 import { freePort, Proc } from "../harness/contenders.ts";
 import { type BenchRow, type BenchSection, renderSection } from "../harness/report.ts";

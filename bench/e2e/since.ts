@@ -13,7 +13,7 @@
  */
 import { serve } from "../../server/serve.ts";
 import { Stream } from "../../server/stream/stream.ts";
-import { lookupStats } from "../../log/time_seek.ts";
+import { lookupStats } from "../../log/read/time_seek.ts";
 import { type BenchSection, median, renderSection } from "../harness/report.ts";
 
 const SCHEMA = {

@@ -15,7 +15,7 @@ export async function fill(root: string, rows: number, chunks: boolean): Promise
   }
   if (chunks) {
     await stream.log!.roll();
-    await stream.log!.chunksSettled();
+    await stream.log!.chunks.settled();
   }
   await stream.close();
 }

@@ -14,7 +14,7 @@
 import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
 import { PRODUCER_PATTERN, PRODUCER_RULE, PUBLISH_PARAMS } from "../../wire/publish.ts";
 import type { LogFields } from "../../common/logger.ts";
-import { producerKey } from "../../log/producers.ts";
+import { producerKey } from "../../log/producer/table.ts";
 import { PublishSession, type PublishSessionContext } from "../publish/session.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";

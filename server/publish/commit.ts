@@ -15,7 +15,7 @@
  */
 
 import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
-import { producerId } from "../../log/producers.ts";
+import { producerId } from "../../log/producer/table.ts";
 import { type Stream, streamInside } from "../stream/stream.ts";
 import { RowsRefusedError } from "../stream/row_error.ts";
 

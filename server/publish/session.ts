@@ -205,7 +205,7 @@ export class PublishSession implements SocketSession {
     if (this.#key !== null) {
       try {
         // On a cluster node, until the cluster committed it.
-        await log.producerSettled(this.#key);
+        await log.producers.settled(this.#key);
       } catch (err) {
         const detail = err instanceof Error ? err.message : String(err);
         // This node stopped leading first: the publisher goes to the leader.
@@ -222,7 +222,7 @@ export class PublishSession implements SocketSession {
       stream_id: log.streamId,
       publish: true,
       producer: this.#producer,
-      last_seq: this.#key === null ? 0 : log.producerState(this.#key)?.seq ?? 0,
+      last_seq: this.#key === null ? 0 : log.producers.state(this.#key)?.seq ?? 0,
       max_in_flight: this.#maxInFlight,
       max_in_flight_bytes: this.#maxInFlightBytes,
     };

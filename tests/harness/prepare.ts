@@ -14,7 +14,7 @@
  */
 
 import { CHROMIUM } from "./chromium_path.ts";
-import { exists } from "../../log/fs.ts";
+import { exists } from "../../log/disk/fs.ts";
 
 async function run(cmd: string, args: string[]): Promise<boolean> {
   try {

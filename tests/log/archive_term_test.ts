@@ -5,7 +5,7 @@
 // and says why.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { Log } from "../../log/mod.ts";
-import { ArchiveStore } from "../../log/archive.ts";
+import { ArchiveStore } from "../../log/chunk/archive.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { startS3, stopS3 } from "../harness/s3.ts";
 import { join } from "node:path";

@@ -2,8 +2,8 @@ import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import zlib from "node:zlib";
 import { chunkPath, Log, LogEvictedError, verifyLog } from "../../log/mod.ts";
-import { readChunkTimes } from "../../log/chunk_times.ts";
-import { readManifest } from "../../log/fs.ts";
+import { readChunkTimes } from "../../log/chunk/times.ts";
+import { readManifest } from "../../log/chunk/manifest_file.ts";
 import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 

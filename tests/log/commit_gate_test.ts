@@ -2,7 +2,7 @@
 // the fan-out) only below min(durable end, commit index), in order, and a
 // refused waiter leaves its rows to be committed or cut later.
 import { assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
-import { CommitGate } from "../../log/commit_gate.ts";
+import { CommitGate } from "../../log/replica/commit_gate.ts";
 
 Deno.test("commit gate shows rows only once durable here and committed, in order", async () => {
   const gate = new CommitGate(5);

@@ -4,10 +4,10 @@
 import { assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, verifyLog } from "../../log/mod.ts";
-import { encodeTimes } from "../../log/chunk_times.ts";
-import { ChunkDigestError, storeAdoptedChunk } from "../../log/adoption.ts";
-import { chunkPath } from "../../log/chunk.ts";
-import { timesPath } from "../../log/chunk_times.ts";
+import { encodeTimes } from "../../log/chunk/times.ts";
+import { ChunkDigestError, storeAdoptedChunk } from "../../log/chunk/adoption.ts";
+import { chunkPath } from "../../log/chunk/chunk.ts";
+import { timesPath } from "../../log/chunk/times.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 
 const row = (i: number) => `{"i":${i}}`;

@@ -5,8 +5,8 @@
 // appends go on until the next take. Seeded: a fresh seed each run plus the
 // regression seeds (STREAMCAST_FUZZ_SEED=N replays N).
 import { assertEquals } from "../harness/assert.ts";
-import { SegmentWriter, type WriterState } from "../../log/segment_writer.ts";
-import { MIN_BEACON_INTERVAL, RUNNING_SEED } from "../../log/format.ts";
+import { SegmentWriter, type WriterState } from "../../log/segment/writer.ts";
+import { MIN_BEACON_INTERVAL, RUNNING_SEED } from "../../log/segment/format.ts";
 import { caseName, caseRng, fuzzCases, replayHint, seedBanner } from "../harness/seeds.ts";
 
 console.log(seedBanner("segment writer"));

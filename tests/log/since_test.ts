@@ -4,10 +4,10 @@
 // grow with the log.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { FolderReader, Log } from "../../log/mod.ts";
-import { lookupStats } from "../../log/time_seek.ts";
-import { timesPath } from "../../log/chunk_times.ts";
-import { planSince, type Tiers } from "../../log/tier_lookup.ts";
-import type { ChunkEntry } from "../../log/chunk.ts";
+import { lookupStats } from "../../log/read/time_seek.ts";
+import { timesPath } from "../../log/chunk/times.ts";
+import { planSince, type Tiers } from "../../log/read/tier_lookup.ts";
+import type { ChunkEntry } from "../../log/chunk/chunk.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 
 const MS = 1000; // µs per ms

@@ -1,6 +1,6 @@
 // The tier lookup with plain data: no files, no log.
 import { assertEquals } from "../harness/assert.ts";
-import type { ChunkEntry } from "../../log/chunk.ts";
+import type { ChunkEntry } from "../../log/chunk/chunk.ts";
 import {
   archivedBelow,
   earliestOffset,

@@ -4,8 +4,8 @@
 import { assert, assertEquals } from "../harness/assert.ts";
 import { join } from "node:path";
 import { publisher } from "../../client/mod.ts";
-import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../../log/producer_journal.ts";
-import type { ProducerRecord } from "../../log/producer_journal.ts";
+import { encodeRecords, parseJournal, PRODUCERS_FILE } from "../../log/producer/journal.ts";
+import type { ProducerRecord } from "../../log/producer/journal.ts";
 import { CLI } from "../harness/serve.ts";
 import { verifyLog } from "../../log/mod.ts";
 import { startPublishServer } from "../harness/publish_child.ts";

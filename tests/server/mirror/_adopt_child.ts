@@ -3,7 +3,7 @@
 // and prints its memory (VmHWM, the peak, and VmRSS; MiB) before and after.
 // usage: _adopt_child.ts BASE_URL ENTRY_JSON DIR
 import { httpSource } from "../../../server/mirror/_fetch_history.ts";
-import { storeAdoptedChunk } from "../../../log/adoption.ts";
+import { storeAdoptedChunk } from "../../../log/chunk/adoption.ts";
 
 const [base, entryJson, dir] = Deno.args;
 const entry = JSON.parse(entryJson);

@@ -9,7 +9,7 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { compress, sha256Hex } from "../../../log/chunk.ts";
+import { compress, sha256Hex } from "../../../log/chunk/chunk.ts";
 
 const CHILD = new URL("./_adopt_child.ts", import.meta.url).pathname;
 

@@ -7,7 +7,7 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
 import { getJson, type ServeProc } from "../../harness/serve.ts";
-import { maxTimesBytes } from "../../../log/chunk_times.ts";
+import { maxTimesBytes } from "../../../log/chunk/times.ts";
 import { type Proxy, startProxy } from "./_proxy.ts";
 import {
   chunkNames,

@@ -5,7 +5,7 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { until } from "../../harness/util.ts";
 import { publisher } from "../../../client/mod.ts";
-import { REAL_IO } from "../../../log/log_io.ts";
+import { REAL_IO } from "../../../log/disk/io.ts";
 import type { LogIo } from "../../../log/mod.ts";
 import { startFixture } from "../../harness/publish_in_process.ts";
 import { RawPub } from "./_raw_pub.ts";

@@ -5,7 +5,7 @@
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { serve, Stream } from "../../../mod.ts";
 import { join } from "node:path";
-import { timesPath } from "../../../log/chunk_times.ts";
+import { timesPath } from "../../../log/chunk/times.ts";
 import { rmrf, tempDir, until } from "../../harness/util.ts";
 import { TestSub } from "../../harness/subscriber.ts";
 

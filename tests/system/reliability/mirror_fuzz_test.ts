@@ -20,7 +20,7 @@ import { freePort, rmrf, tempDir, until } from "../../harness/util.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../../harness/serve.ts";
 import { TestSub } from "../../harness/subscriber.ts";
 import { SCHEMA } from "../../harness/mirror_tree.ts";
-import { compress, mergeChunkFiles, sha256Hex } from "../../../log/chunk.ts";
+import { compress, mergeChunkFiles, sha256Hex } from "../../../log/chunk/chunk.ts";
 import {
   caseName,
   caseRng,
@@ -665,7 +665,7 @@ Deno.test("mirror fuzz: a lying primary never crashes a mirror, nothing it did n
 });
 
 Deno.test("mirror fuzz: a chunk whose SHA-256 matches its entry but whose bytes are not its rows is refused and not kept", async () => {
-  const { storeAdoptedChunk, ChunkDigestError } = await import("../../../log/adoption.ts");
+  const { storeAdoptedChunk, ChunkDigestError } = await import("../../../log/chunk/adoption.ts");
   const c: FuzzCase = { seed: FRESH_SEED, index: 0 };
   const r = caseRng(c, 0xadad);
   console.log(`${seedBanner(SUITE)} (chunks)`);

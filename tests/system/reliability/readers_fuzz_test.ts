@@ -21,7 +21,7 @@
 import { join } from "node:path";
 import { assert } from "../../harness/assert.ts";
 import { ChunkCorruptError, Log, LogCorruptError, verifyLog } from "../../../log/mod.ts";
-import { parseSegmentFileName } from "../../../log/format.ts";
+import { parseSegmentFileName } from "../../../log/segment/format.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
 import {
   mutate,

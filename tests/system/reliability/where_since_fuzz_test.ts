@@ -16,8 +16,8 @@ import { assert, assertEquals } from "../../harness/assert.ts";
 import { compileFilter, FilterError, MAX_FILTER_VALUES } from "../../../wire/filter.ts";
 import { parseSince } from "../../../wire/since.ts";
 import { join } from "node:path";
-import { type ChunkEntry, MANIFEST_FILE } from "../../../log/chunk.ts";
-import { readChunkTimes } from "../../../log/chunk_times.ts";
+import { type ChunkEntry, MANIFEST_FILE } from "../../../log/chunk/chunk.ts";
+import { readChunkTimes } from "../../../log/chunk/times.ts";
 import { FolderReader } from "../../../log/mod.ts";
 import { TestSub } from "../../harness/subscriber.ts";
 import {
