@@ -289,6 +289,8 @@ interface LatencyRun {
   /** Samples (rows × subscribers) in the window. */
   n: number;
   serverCpu: number;
+  /** The latest a row was sent after its planned time, ms (this process's own stalls). */
+  sendLag: number;
 }
 
 async function latency(cli: string): Promise<LatencyRun> {
@@ -317,6 +319,8 @@ async function latency(cli: string): Promise<LatencyRun> {
     const acks: Promise<unknown>[] = [];
     let failed = 0;
     let stopping = false;
+    let sendLag = 0;
+    let measuring = false;
     // Open loop: row i is planned at t0 + i / rate and sent then (or as soon
     // after as this process's timers allow), without waiting for any ack.
     const sending = (async () => {
@@ -327,7 +331,9 @@ async function latency(cli: string): Promise<LatencyRun> {
         const due = Math.floor((performance.now() - t0) * SIZES.rate / 1000);
         for (; i < due; i++) {
           const row = make(i);
-          row.event_ts = Math.round((origin + t0 + i * 1000 / SIZES.rate) * 1000);
+          const planned = t0 + i * 1000 / SIZES.rate;
+          row.event_ts = Math.round((origin + planned) * 1000);
+          if (measuring) sendLag = Math.max(sendLag, performance.now() - planned);
           acks.push(pub.send(row).catch(() => void failed++));
         }
         await sleep(Math.max(0, t0 + (i + 1) * 1000 / SIZES.rate - performance.now()));
@@ -336,17 +342,23 @@ async function latency(cli: string): Promise<LatencyRun> {
     await gen.line((l) => l === "FLOWING", 30_000);
     await sleep(SIZES.warmup * 1000);
     const g0 = await gen.mark(); // drops the warm-up's samples
+    measuring = true;
     const c0 = procCpuMs(server.pid);
     await sleep(SIZES.latWindow * 1000);
     const g1 = await gen.mark();
     const c1 = procCpuMs(server.pid);
+    measuring = false;
     stopping = true;
     await sending;
     await Promise.all(acks);
     await pub.close();
     if (failed) throw new Error(`${failed} of ${acks.length} publishes failed`);
     const lat = g1.lat as LatencyRun;
-    return { ...lat, serverCpu: (c1 - c0) / ((g1.t as number) - (g0.t as number)) * 100 };
+    return {
+      ...lat,
+      serverCpu: (c1 - c0) / ((g1.t as number) - (g0.t as number)) * 100,
+      sendLag,
+    };
   } finally {
     gen?.kill();
     await gen?.child.status;
@@ -466,7 +478,9 @@ try {
         (r) =>
           `p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, p99.9 ${
             r.p999.toFixed(2)
-          } ms, max ${r.max.toFixed(1)} ms (${r.n} samples, server ${r.serverCpu.toFixed(0)} %)`,
+          } ms, max ${r.max.toFixed(1)} ms (${r.n} samples, server ${
+            r.serverCpu.toFixed(0)
+          } %, sends at most ${r.sendLag.toFixed(1)} ms late)`,
       );
     }
   }
