@@ -90,6 +90,8 @@ export async function serveStdin(
     stdout: "null",
     stderr: "piped",
     env: { NO_COLOR: "1" },
+    // From its checkout's folder, so that it runs with that checkout's deno.json.
+    cwd: cli.slice(0, cli.lastIndexOf("/") + 1),
   }).spawn();
   let text = "";
   const wake: (() => void)[] = [];

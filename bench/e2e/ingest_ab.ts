@@ -1,8 +1,8 @@
 /**
  * Ingest from stdin, this checkout against another in one sitting: paired
  * runs of a real `cli.ts serve --stdin` (fsync on) in ABBA order (before,
- * after, after, before, …), so that the machine's load falls on both alike;
- * reported as the ratio of each pair's rows/s, server CPU a row and peak RSS
+ * after, after, before, …, as ../harness/ab.ts pairs them), so that the
+ * machine's load falls on both alike; reported as the ratio of each pair's rows/s, server CPU a row and peak RSS
  * (VmHWM), with their medians. On a machine shared with other work the
  * ratios are what carry over, not the rows/s.
  *
@@ -14,7 +14,7 @@
  *   bench/e2e/ingest_ab.ts [--rows N] [--pairs P] [--prof DIR]
  */
 import { CLI, makeInput, type ServeRun, serveStdin } from "./ingest.ts";
-import { median } from "../harness/report.ts";
+import { type Ratios, ratios, runPairs } from "../harness/ab.ts";
 import { summarize } from "./profile.ts";
 
 function flag(name: string, fallback: string): string {
@@ -35,30 +35,22 @@ const show = (r: ServeRun): string =>
   `${(r.rate / 1000).toFixed(0)} k rows/s, ${cpuUs(r).toFixed(2)} µs CPU a row, ` +
   `${r.hwmMiB.toFixed(0)} MiB peak RSS`;
 
-const rate: number[] = [];
-const cpu: number[] = [];
-const rss: number[] = [];
-for (let p = 0; p < pairs; p++) {
-  // ABBA: the order flips every pair.
-  const order = p % 2 === 0 ? ["before", "after"] : ["after", "before"];
-  const got: Record<string, ServeRun> = {};
-  for (const which of order) {
-    got[which] = await serveStdin(which === "before" ? `${before}/cli.ts` : CLI, bytes, n);
-  }
-  const a = got.after;
-  const b = got.before;
-  rate.push(a.rate / b.rate);
-  cpu.push(cpuUs(a) / cpuUs(b));
-  rss.push(a.hwmMiB / b.hwmMiB);
-  console.log(`pair ${p + 1} (${order.join(", ")}): before ${show(b)}; after ${show(a)}`);
-}
-const list = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(", ");
+const runs = await runPairs(
+  pairs,
+  (side) => serveStdin(side === "before" ? `${before}/cli.ts` : CLI, bytes, n),
+  (got, p, order) =>
+    console.log(
+      `pair ${p + 1} (${order.join(", ")}): before ${show(got.before)}; after ${show(got.after)}`,
+    ),
+);
+const rate = ratios(runs, (r) => r.rate);
+const cpu = ratios(runs, cpuUs);
+const rss = ratios(runs, (r) => r.hwmMiB);
+const list = (r: Ratios) =>
+  `${r.each.map((x) => x.toFixed(2)).join(", ")} (median ${r.median.toFixed(2)}×)`;
 console.log(
-  `after / before, ${pairs} pairs of ${n} rows: rows/s ${list(rate)} (median ${
-    median(rate).toFixed(2)
-  }×); CPU a row ${list(cpu)} (median ${median(cpu).toFixed(2)}×); peak RSS ${list(rss)} (median ${
-    median(rss).toFixed(2)
-  }×)`,
+  `after / before, ${pairs} pairs of ${n} rows: rows/s ${list(rate)}; CPU a row ${list(cpu)}; ` +
+    `peak RSS ${list(rss)}`,
 );
 
 if (prof) {

@@ -194,7 +194,7 @@ export interface CaseResult {
   /** Rows published per second by the server (in its own window). */
   published: number;
   /** Latency percentiles (ms), when asked for. */
-  lat?: { n: number; p50: number; p99: number; max: number };
+  lat?: { n: number; p50: number; p99: number; p999?: number; max: number };
   /** Server RSS samples over the window, MiB. */
   rss?: { peak: number; first: number; mid: number; last: number; hwm: number };
   /** The server's JavaScript heap used and external memory at the end of the window, MiB (Deno servers, with `rssEveryMs`). */

@@ -210,6 +210,7 @@ async function commands(): Promise<void> {
           n: latN,
           p50: percentile(xs, 0.5),
           p99: percentile(xs, 0.99),
+          p999: percentile(xs, 0.999),
           max: percentile(xs, 1),
         };
         latN = 0;

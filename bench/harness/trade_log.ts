@@ -2,12 +2,20 @@
 import { Stream } from "../../server/stream/stream.ts";
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 
-/** Fills `ROOT/trades` with `rows` trade rows (sealed into chunks when `chunks`). */
-export async function fill(root: string, rows: number, chunks: boolean): Promise<void> {
+/**
+ * Fills `ROOT/trades` with `rows` trade rows (sealed into chunks when
+ * `chunks`), in segments of `segmentBytes` (the log's default when not given).
+ */
+export async function fill(
+  root: string,
+  rows: number,
+  chunks: boolean,
+  segmentBytes?: number,
+): Promise<void> {
   const stream = await Stream.open("trades", {
     schema: SCHEMA,
     root,
-    logOptions: { chunks, timers: false },
+    logOptions: { chunks, timers: false, ...(segmentBytes ? { segmentBytes } : {}) },
   });
   const make = tradeRows(7);
   for (let i = 0; i < rows; i += 5000) {
