@@ -139,7 +139,7 @@ export interface CopyStanding {
 export interface LogCopy {
   /** When the copy's `log.json` was made, µs since the epoch. */
   createdUs: number;
-  /** The copy was made by this start (there was no log before). */
+  /** This process created the log when it opened it: no log was in its folder. */
   madeNow: boolean;
   /** The end of the rows it holds (the next offset). */
   end: number;

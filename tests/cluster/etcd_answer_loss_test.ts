@@ -72,6 +72,33 @@ function followSet(proxy: EtcdAnswerLoss, keys: () => StreamKeys | null): { node
   return truth;
 }
 
+// Reports nodes' durable ends to `t` (awaiting its set writes), and records
+// every commit above what a node of etcd's set — as the proxy saw etcd
+// answer it (`truth`) — holds.
+function reporter(t: CommitTracker, truth: { nodes: string[] }) {
+  const durable = new Map([["n1", 0], ["n2", 0], ["n3", 0]]);
+  const r = {
+    durable,
+    violations: [] as string[],
+    acked: 0,
+    at(n: string, end: number): Promise<void> {
+      durable.set(n, end);
+      if (n === "n1") t.leaderDurable(end);
+      else t.followerDurable(n, end);
+      return t.settled();
+    },
+  };
+  t.onIndex = (i) => {
+    r.acked = i;
+    for (const n of truth.nodes) {
+      if (durable.get(n)! < i) {
+        r.violations.push(`${i} committed, ${n} in etcd's set holds ${durable.get(n)}`);
+      }
+    }
+  };
+  return r;
+}
+
 async function leaderOf(c: EtcdClient, keys: StreamKeys, nodes: string[]) {
   const lease = await LeaseKeeper.grant(c, { ttlSeconds: 5 });
   const won = await campaign(c, keys, { node: "n1", url: "http://h1" }, lease.id);
@@ -136,20 +163,7 @@ Deno.test("in-sync add whose answer is lost: the leader re-reads etcd's set and 
       now: () => 0, // nobody lags: no drop but the ones the test makes
       logger: quiet,
     });
-    const durable = new Map([["n1", 0], ["n2", 0], ["n3", 0]]);
-    const violations: string[] = [];
-    t.onIndex = (i) => {
-      for (const n of truth.nodes) {
-        if (durable.get(n)! < i) {
-          violations.push(`${i} committed, ${n} in etcd's set holds ${durable.get(n)}`);
-        }
-      }
-    };
-    const at = (n: string, end: number) => {
-      durable.set(n, end);
-      if (n === "n1") t.leaderDurable(end);
-      else t.followerDurable(n, end);
-    };
+    const { violations, at } = reporter(t, truth);
     t.connected("n2");
     t.connected("n3");
     at("n1", 50);
@@ -196,20 +210,7 @@ for (const reads of [0, 2]) {
         now: () => now,
         logger: quiet,
       });
-      const durable = new Map([["n1", 0], ["n2", 0], ["n3", 0]]);
-      const violations: string[] = [];
-      t.onIndex = (i) => {
-        for (const n of truth.nodes) {
-          if (durable.get(n)! < i) {
-            violations.push(`${i} committed, ${n} in etcd's set holds ${durable.get(n)}`);
-          }
-        }
-      };
-      const at = (n: string, end: number) => {
-        durable.set(n, end);
-        if (n === "n1") t.leaderDurable(end);
-        else t.followerDurable(n, end);
-      };
+      const { violations, at } = reporter(t, truth);
       t.connected("n2");
       t.connected("n3");
       at("n1", 50);
@@ -359,23 +360,8 @@ async function scenario(
       now: () => now,
       logger: quiet,
     });
-    const durable = new Map([["n1", 0], ["n2", 0], ["n3", 0]]);
-    const violations: string[] = [];
-    let acked = 0;
-    t.onIndex = (i) => {
-      acked = i;
-      for (const n of truth.nodes) {
-        if (durable.get(n)! < i) {
-          violations.push(`${i} committed, ${n} in etcd's set holds ${durable.get(n)}`);
-        }
-      }
-    };
-    const at = async (n: string, end: number) => {
-      durable.set(n, end);
-      if (n === "n1") t.leaderDurable(end);
-      else t.followerDurable(n, end);
-      await t.settled();
-    };
+    const r = reporter(t, truth);
+    const { violations, durable, at } = r;
     t.connected("n2");
     t.connected("n3");
     await at("n1", 10);
@@ -394,13 +380,13 @@ async function scenario(
     await at("n2", 40);
     await at("n3", 40);
     assertEquals(violations, []);
-    assertEquals(acked, 40, "every row committed");
+    assertEquals(r.acked, 40, "every row committed");
     // What the leader acts on is what etcd holds.
     assert(l.valid(), "still leader");
     assertEquals((await direct.get(keys.leader))?.lease, l.leaseId, "the leader key");
     assertEquals(t.inSync, (await readInSync(direct, keys))!.nodes, "the in-sync set");
     assertEquals(t.inSync, ["n1", "n2", "n3"]);
-    for (const n of t.inSync) assert(durable.get(n)! >= acked, `${n} holds every committed row`);
+    for (const n of t.inSync) assert(durable.get(n)! >= r.acked, `${n} holds every committed row`);
     t.close();
     closed = true;
     await e.close();
@@ -421,7 +407,7 @@ async function scenario(
     assert(l2 !== null, "n2 leads once n1 resigned");
     assertEquals(l2.term, l.term + 1);
     assert(truth.nodes.includes("n2"), "n2 is in etcd's set");
-    assert(durable.get("n2")! >= acked, "n2 holds every committed row");
+    assert(durable.get("n2")! >= r.acked, "n2 holds every committed row");
     assertEquals((await direct.get(keys.leader))?.lease, l2.leaseId, "the leader key is n2's");
     second = null;
     await e2.close();
@@ -431,7 +417,7 @@ async function scenario(
     assertEquals(await direct.get(keys.leader), null);
     return {
       calls: proxy.calls.slice(first).filter((x) => x.path !== "/v3/lease/keepalive").length,
-      index: acked,
+      index: r.acked,
     };
   } finally {
     tracker?.close();
