@@ -6,9 +6,14 @@
  * together, as one commit would.
  *
  * Invariants:
- * - the pending rows are exactly the rows appended past the shown end (the
- *   durable end; on a replicated log, the end of what the cluster committed),
- *   in offset order: each commit takes its rows from the front, a failed
+ * - the pending rows are rows appended past the shown end (the durable end;
+ *   on a replicated log, the end of what the cluster committed), contiguous
+ *   and in offset order, and the offset of the first is known: a commit that
+ *   starts there and holds no more than them takes its rows from the front;
+ *   any other commit (rows placed that were never handed here: a log reopened
+ *   with rows the cluster had not committed, a follower's rows adopted by a
+ *   fence) drops the pending rows it covers and sends the live subscribers to
+ *   the log, so that a frame never carries another row's offset; a failed
  *   write or a cut of the tail drops those it dropped; a cluster follower's
  *   rows come from the leader's commits (`appendCommit`), and when a failed
  *   one leaves them unknown the commits reach the live subscribers through
@@ -58,11 +63,13 @@ export class Appender implements LogListener {
   readonly #fanout: Fanout;
   readonly #counts: AppendCounts;
   // The pending rows: the arrays handed in (adopted whole, never copied per
-  // row), oldest first; `#at` rows of the first are shown already.
+  // row), oldest first; `#at` rows of the first are shown already. The
+  // oldest pending row is at offset `#front`; the rest follow it.
   #pending: string[][] = [];
   #head = 0;
   #at = 0;
   #count = 0;
+  #front = 0;
   #ephemeral: string[] = [];
   // A replica's failed append left the pending rows unknown (see appendCommit).
   #untracked = false;
@@ -87,8 +94,9 @@ export class Appender implements LogListener {
       this.#broadcast(jsons);
       return Promise.resolve(null);
     }
+    const at = log.nextOffset;
     const done = log.appendMany(jsons);
-    this.#pend(jsons);
+    this.#pend(jsons, at);
     return done;
   }
 
@@ -98,7 +106,7 @@ export class Appender implements LogListener {
    */
   publish(jsons: string[], tag: ProducerTag | null): PublishResult {
     const r = this.#log!.publish(jsons, tag);
-    if (r.status === "stored") this.#pend(jsons);
+    if (r.status === "stored") this.#pend(jsons, r.first);
     return r;
   }
 
@@ -109,7 +117,7 @@ export class Appender implements LogListener {
   async appendAt(offsets: readonly number[], jsons: readonly string[]): Promise<number> {
     try {
       return await this.#log!.appendAt(offsets, jsons, (from, to) => {
-        if (to > from) this.#pend(jsons.slice(from, to));
+        if (to > from) this.#pend(jsons.slice(from, to), offsets[from]);
       });
     } catch (err) {
       // Nothing else appends to a replica: whatever was pending is gone.
@@ -128,6 +136,7 @@ export class Appender implements LogListener {
     const rep = this.#log!.replication!;
     // The rows the log skips (it holds them already) are pending or shown already.
     let skip = Math.max(0, rep.nextOffset - commit.first);
+    const at = commit.first + skip;
     const done = rep.appendCommit(commit);
     if (!this.#untracked) {
       const rows: string[] = [];
@@ -137,7 +146,7 @@ export class Appender implements LogListener {
           else rows.push(typeof p === "string" ? p : decoder.decode(p));
         }
       }
-      if (rows.length > 0) this.#pend(rows);
+      if (rows.length > 0) this.#pend(rows, at);
     }
     return done.catch((err) => {
       // Which of its rows were placed is not known here: until everything
@@ -148,9 +157,13 @@ export class Appender implements LogListener {
     });
   }
 
-  // Rows appended past the durable end: the array is adopted whole.
-  #pend(jsons: string[]): void {
+  // Rows appended past the durable end from offset `first`: the array is
+  // adopted whole. Rows that do not follow the pending ones replace them
+  // (commits of those reach the subscribers through the log).
+  #pend(jsons: string[], first: number): void {
     if (this.#untracked || jsons.length === 0) return;
+    if (this.#count > 0 && this.#front + this.#count !== first) this.#forget();
+    if (this.#count === 0) this.#front = first;
     this.#pending.push(jsons);
     this.#count += jsons.length;
   }
@@ -173,6 +186,7 @@ export class Appender implements LogListener {
       out = this.#at === 0 && first.length === n ? first : [];
     }
     this.#count -= n;
+    this.#front += n;
     while (n > 0) {
       const batch = pending[this.#head];
       const k = Math.min(n, batch.length - this.#at);
@@ -219,9 +233,14 @@ export class Appender implements LogListener {
       if (end >= this.#log!.replication!.nextOffset) this.#untracked = false;
       return;
     }
-    if (this.#count < n) {
-      // Rows shown that were never handed here: the live subscribers read them from the log.
-      this.#forget();
+    // Pending rows below the commit were shown already (through the log).
+    if (this.#count > 0 && this.#front < first) {
+      this.#take(Math.min(this.#count, first - this.#front), false);
+    }
+    if (this.#count < n || this.#front !== first) {
+      // Rows shown that were never handed here: the live subscribers read
+      // them from the log; the pending rows it covers go with them.
+      if (this.#count > 0) this.#take(Math.max(0, Math.min(this.#count, end - this.#front)), false);
       this.#counts.appended(n);
       this.#fanout.toLog();
       return;
@@ -235,10 +254,11 @@ export class Appender implements LogListener {
 
   /** A failed write dropped the appends from `from` on: forget their rows. */
   discarded(from: number): void {
-    const keep = Math.max(0, Math.min(this.#count, from - this.#log!.endOffset));
+    const keep = Math.max(0, Math.min(this.#count, from - this.#front));
+    const front = this.#front;
     const kept = keep > 0 ? this.#take(keep, true)! : [];
     this.#forget();
-    if (kept.length > 0) this.#pend(kept);
+    if (kept.length > 0) this.#pend(kept, front);
   }
 
   /** The log's end moved with no commit (a mirror adopted rows): live subscribers read them. */

@@ -58,7 +58,12 @@ const FAULTS_VARIABLE = "STREAMCAST_JEPSEN_FAULTS";
  * the table's next version and writing its version hint left the hint
  * behind, and the next leader, with no rows to add, never moved it —
  * readers following the hint saw the table 100 rows short (fixed in
- * `TableWriter`: opening a table writes a lagging hint forward).
+ * `TableWriter`: opening a table writes a lagging hint forward). 2157140864
+ * found a sixth: a leader reopened with rows the cluster had not committed
+ * forgot the rows published after them when the commit index crossed both
+ * at once, and framed the next commit's rows with the offsets of rows it had
+ * never handed to the fan-out — subscribers saw rows at the wrong offsets
+ * (fixed in `Appender`: it knows the offset of its first pending row).
  */
 const CLASSIC_SEEDS: readonly number[] = [
   3664698107,
