@@ -18,6 +18,7 @@ import type { WebSocketUpgrader } from "./http/context.ts";
 import { HttpHandler } from "./http/handler.ts";
 import { shown } from "./option_check.ts";
 import { useVectoredWrites } from "./vectored_writes.ts";
+import { type Listening, serveListening } from "./listener.ts";
 
 /** How often the archive's last error is looked at, for the log. */
 const ARCHIVE_WATCH_MS = 1000;
@@ -191,9 +192,10 @@ export function serve(
     Deno.unrefTimer(archiveWatch);
   }
 
-  let httpServer: Deno.HttpServer<Deno.NetAddr>;
+  let httpServer: Listening;
   try {
-    httpServer = Deno.serve(
+    // Deno.serve, listening again when an accept fails for lack of descriptors (listener.ts).
+    httpServer = serveListening(
       {
         hostname: o.hostname,
         port: o.port,
@@ -228,6 +230,7 @@ export function serve(
           : `${r.hostname}:${r.port}`;
         return handler.handle(req, remote);
       },
+      logger,
     );
   } catch (err) {
     clearInterval(archiveWatch);

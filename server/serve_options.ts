@@ -53,6 +53,14 @@ export interface ServeOptions {
    */
   maxConnections?: number;
   /**
+   * WebSocket connections the process's open-files limit leaves room for
+   * (`connectionBound` in `open_files.ts`); when lower than `maxConnections`
+   * it bounds them instead, and its refusals name `open_files`. `serve`
+   * does not look at the limit itself (`cli.ts serve` does).
+   * @default null (no such bound)
+   */
+  openFilesBound?: number | null;
+  /**
    * Log reads in flight at once for catching-up subscribers, across every
    * stream of the server; a read beyond it waits its turn (first come, first
    * served): nobody is refused.
@@ -147,6 +155,7 @@ export interface ServeSettings {
   pingIntervalS: number;
   maxUrlBytes: number;
   maxConnections: number;
+  openFilesBound: number | null;
   maxReplayReaders: number;
   sendBufferBytes: number;
   fanoutTurnBytes: number;
@@ -174,6 +183,7 @@ const KEYS = [
   "pingIntervalS",
   "maxUrlBytes",
   "maxConnections",
+  "openFilesBound",
   "maxReplayReaders",
   "sendBufferBytes",
   "fanoutTurnBytes",
@@ -263,6 +273,7 @@ export function checkServeOptions(options: unknown): ServeSettings {
     pingIntervalS: o.number("pingIntervalS", 0, true, DEFAULT_PING_INTERVAL_S),
     maxUrlBytes: o.int("maxUrlBytes", 64, max, DEFAULT_MAX_URL_BYTES),
     maxConnections: o.int("maxConnections", 1, max, DEFAULT_MAX_CONNECTIONS),
+    openFilesBound: o.int("openFilesBound", 1, max, null, true),
     maxReplayReaders: o.int("maxReplayReaders", 1, max, DEFAULT_MAX_REPLAY_READERS),
     sendBufferBytes: o.int(
       "sendBufferBytes",

@@ -50,6 +50,13 @@ import {
   trimMallocEvery,
 } from "../../server/allocator.ts";
 import { Stream } from "../../server/stream/stream.ts";
+import {
+  connectionBound,
+  descriptorsInUse,
+  openFilesLimit,
+  raiseOpenFilesLimit,
+} from "../../server/open_files.ts";
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REPLAY_READERS } from "../../server/limits.ts";
 import { parse, UsageError } from "../_args.ts";
 import { settingsFrom } from "./config.ts";
 import { Fatal, fileError, oneLine } from "./fatal.ts";
@@ -106,6 +113,58 @@ async function loadTls(s: Settings): Promise<{ cert: string; key: string } | nul
   return tls;
 }
 
+/**
+ * Raises the soft open-files limit to the hard one (open_files.ts); when
+ * that cannot be done, says why and keeps the limit in force.
+ */
+async function raiseLimit(logger: Logger): Promise<void> {
+  try {
+    const { before, after } = await raiseOpenFilesLimit();
+    logger.debug("open_files_limit", { before: before.soft, soft: after.soft, hard: after.hard });
+  } catch (err) {
+    logger.warn(
+      "open_files_limit",
+      { error: oneLine(err) },
+      `streamcast serve: cannot raise the open-files limit: ${oneLine(err)}; ` +
+        "serving within the limit in force",
+    );
+  }
+}
+
+/**
+ * The WebSocket connections the open-files limit leaves room for, counted
+ * once the streams are open (open_files.ts has the reserve's formula); null
+ * when the limit or the descriptors in use cannot be read, or it sets no
+ * bound. Logs both numbers when it is fewer than `--max-connections`.
+ */
+async function openFilesBound(
+  s: Settings,
+  streams: number,
+  logger: Logger,
+): Promise<number | null> {
+  const limit = await openFilesLimit();
+  const inUse = await descriptorsInUse();
+  if (limit === null || inUse === null || limit.soft === Infinity) return null;
+  const { bound, reserve } = connectionBound({
+    softLimit: limit.soft,
+    inUse,
+    streams,
+    maxReplayReaders: s.maxReplayReaders ?? DEFAULT_MAX_REPLAY_READERS,
+  });
+  const maxConnections = s.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  if (bound < maxConnections) {
+    logger.warn(
+      "open_files_bound",
+      { open_files: limit.soft, hard: limit.hard, reserve, bound, max_connections: maxConnections },
+      `streamcast serve: the open-files limit ${limit.soft} (hard ${limit.hard}) leaves room ` +
+        `for ${bound} connections (${reserve} descriptors kept for logs, chunks and requests), ` +
+        `fewer than --max-connections ${maxConnections}: more are answered 503; ` +
+        "raise the hard limit (ulimit -Hn, systemd LimitNOFILE) to accept more",
+    );
+  }
+  return bound;
+}
+
 async function start(s: Settings, logger: Logger): Promise<Running> {
   // Everything that can be checked without side effects first: schemas,
   // handlers, tokens, the certificate.
@@ -124,6 +183,8 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     s.mallocTrimEvery ?? DEFAULT_MALLOC_TRIM_EVERY_S,
     (ms) => logger.debug("malloc_trim", { ms: Math.round(ms * 100) / 100 }),
   );
+  // Before any log is opened: as many descriptors as this process may have.
+  await raiseLimit(logger);
   // Probe the port first, so that a busy one is reported before any log is
   // created; serve() below still handles losing a race for it.
   if (s.port !== 0) {
@@ -154,6 +215,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     })),
   ];
   const streams = served.map((st) => st instanceof Stream ? st : st.stream);
+  const bound = await openFilesBound(s, streams.length, logger);
   let server: Server;
   try {
     server = serve(served, {
@@ -161,6 +223,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       port: s.port,
       ...(s.pingInterval !== undefined ? { pingIntervalS: s.pingInterval } : {}),
       ...(s.maxConnections !== undefined ? { maxConnections: s.maxConnections } : {}),
+      openFilesBound: bound,
       ...(s.maxUrlBytes !== undefined ? { maxUrlBytes: s.maxUrlBytes } : {}),
       ...(s.maxReplayReaders !== undefined ? { maxReplayReaders: s.maxReplayReaders } : {}),
       ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),

@@ -78,7 +78,7 @@ export class ServerMetrics {
     this.#limits = bindOnUse(
       r.counter(
         "streamcast_limit_refusals_total",
-        "Requests refused by a server limit (max_connections, max_url_bytes, max_replica_links).",
+        "Requests refused by a server limit (max_connections, open_files, max_url_bytes, max_replica_links).",
       ),
       "limit",
     );
@@ -152,7 +152,9 @@ export class ServerMetrics {
   }
 
   /** Counts a request refused by a server limit. */
-  limitRefusal(limit: "max_connections" | "max_url_bytes" | "max_replica_links"): void {
+  limitRefusal(
+    limit: "max_connections" | "open_files" | "max_url_bytes" | "max_replica_links",
+  ): void {
     this.#limits(limit).inc();
   }
 

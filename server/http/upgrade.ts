@@ -1,7 +1,8 @@
 /**
  * The one way a request becomes a WebSocket, for subscribers and publishers
  * alike: refused with HTTP 503 (`Retry-After: 1`) before the upgrade while
- * the server holds `maxConnections` sockets; upgraded with the `streamcast`
+ * the server holds `maxConnections` sockets (or fewer, as many as its
+ * open-files limit leaves room for); upgraded with the `streamcast`
  * subprotocol when offered and the server's ping interval; counted among
  * the open sockets from the upgrade until its close or error event; closed
  * with 1001 if it opens while the server shuts down. A refusal after the
@@ -21,7 +22,10 @@ import { json } from "./_respond.ts";
 
 /**
  * The 503 for an upgrade while the server holds its `maxConnections`
- * sockets (counted and logged), or null when there is room.
+ * sockets, or as many as its open-files limit leaves room for when that is
+ * fewer (`openFilesBound`; the refusal then names `open_files`), counted and
+ * logged; or null when there is room. The answer closes its connection
+ * (`Connection: close`): a server out of room keeps no idle connection open.
  *
  * @example
  * ```ts ignore
@@ -30,17 +34,17 @@ import { json } from "./_respond.ts";
  * ```
  */
 export function refuseWhenFull(ctx: HttpContext, remote: string): Response | null {
-  const max = ctx.settings.maxConnections;
+  const { maxConnections, openFilesBound } = ctx.settings;
+  const byFiles = openFilesBound !== null && openFilesBound < maxConnections;
+  const max = byFiles ? openFilesBound : maxConnections;
   if (ctx.sockets.size < max) return null;
-  ctx.metrics.limitRefusal("max_connections");
-  ctx.logger.warn("refused", {
-    status: 503,
-    error: "overloaded",
-    limit: "max_connections",
-    max,
-    remote,
+  const limit = byFiles ? "open_files" : "max_connections";
+  ctx.metrics.limitRefusal(limit);
+  ctx.logger.warn("refused", { status: 503, error: "overloaded", limit, max, remote });
+  return json({ error: "overloaded", limit, max }, 503, {
+    "retry-after": "1",
+    connection: "close",
   });
-  return json({ error: "overloaded", limit: "max_connections", max }, 503, { "retry-after": "1" });
 }
 
 /**

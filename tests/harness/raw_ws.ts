@@ -27,22 +27,28 @@ export class RawWs {
     const req = `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
       `Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n` +
       `Sec-WebSocket-Version: 13\r\n\r\n`;
-    await conn.write(new TextEncoder().encode(req));
     let acc: Uint8Array = new Uint8Array(0);
-    while (true) {
-      const chunk = new Uint8Array(4096);
-      const n = await conn.read(chunk);
-      if (n === null) throw new Error("connection closed during handshake");
-      acc = concat(acc, chunk.subarray(0, n));
-      const text = new TextDecoder().decode(acc);
-      const end = text.indexOf("\r\n\r\n");
-      if (end >= 0) {
-        if (!text.startsWith("HTTP/1.1 101")) {
-          throw new Error(`handshake refused: ${text.split("\r\n")[0]}`);
+    try {
+      await conn.write(new TextEncoder().encode(req));
+      while (true) {
+        const chunk = new Uint8Array(4096);
+        const n = await conn.read(chunk);
+        if (n === null) throw new Error("connection closed during handshake");
+        acc = concat(acc, chunk.subarray(0, n));
+        const text = new TextDecoder().decode(acc);
+        const end = text.indexOf("\r\n\r\n");
+        if (end >= 0) {
+          if (!text.startsWith("HTTP/1.1 101")) {
+            throw new Error(`handshake refused: ${text.split("\r\n")[0]}`);
+          }
+          const headerBytes = new TextEncoder().encode(text.slice(0, end + 4)).length;
+          return new RawWs(conn, acc.slice(headerBytes));
         }
-        const headerBytes = new TextEncoder().encode(text.slice(0, end + 4)).length;
-        return new RawWs(conn, acc.slice(headerBytes));
       }
+    } catch (err) {
+      // Refused or cut: the connection is of no further use.
+      conn.close();
+      throw err;
     }
   }
 

@@ -44,6 +44,12 @@ export interface ListenOptions {
    * shares — the crash hook there would kill the runner itself.
    */
   env?: Record<string, string>;
+  /**
+   * A command that runs deno in its place, with deno's path and arguments
+   * after it (`["prlimit", "--nofile=1024:1024", "--"]`): one that execs, so
+   * that the child's pid is the server's.
+   */
+  under?: string[];
 }
 
 interface Spawned {
@@ -60,9 +66,11 @@ function spawn(
   stdin: boolean,
   cwd?: string,
   env: Record<string, string> = {},
+  under: string[] = [],
 ): Spawned {
-  const proc = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...runArgs],
+  const args = ["run", "-A", ...runArgs];
+  const proc = new Deno.Command(under.length > 0 ? under[0] : Deno.execPath(), {
+    args: under.length > 0 ? [...under.slice(1), Deno.execPath(), ...args] : args,
     stdin: stdin ? "piped" : "null",
     stdout: "null",
     stderr: "piped",
@@ -104,7 +112,7 @@ export async function startListening(
   options: ListenOptions = {},
 ): Promise<ServeProc> {
   const name = options.name ?? "serve";
-  const s = spawn(runArgs, options.stdin ?? false, options.cwd, options.env);
+  const s = spawn(runArgs, options.stdin ?? false, options.cwd, options.env, options.under);
   const writer = options.stdin ? s.proc.stdin.getWriter() : null;
   let stdinOpen = writer !== null;
   const closeStdin = async () => {

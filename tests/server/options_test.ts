@@ -16,6 +16,10 @@ Deno.test("options serve: a wrong type is a TypeError naming the option and the 
     [{ hostname: 127 }, "serve: options.hostname must be a string, got 127"],
     [{ pingIntervalS: "30" }, 'serve: options.pingIntervalS must be a number >= 0, got "30"'],
     [{ maxConnections: null }, "serve: options.maxConnections must be an integer >= 1, got null"],
+    [
+      { openFilesBound: "900" },
+      'serve: options.openFilesBound must be an integer >= 1 or null, got "900"',
+    ],
     [{ maxUrlBytes: "8k" }, 'options.maxUrlBytes must be an integer >= 64, got "8k"'],
     [{ maxReplayReaders: [] }, "options.maxReplayReaders must be an integer >= 1, got an array"],
     [{ tokens: {} }, "serve: options.tokens must be a TokenTable or null, got an object (Object)"],
@@ -51,6 +55,7 @@ Deno.test("options serve: a wrong value is a RangeError naming the option and th
     [{ pingIntervalS: -1 }, "serve: options.pingIntervalS must be a number >= 0, got -1"],
     [{ pingIntervalS: NaN }, "got NaN"],
     [{ maxConnections: 0 }, "serve: options.maxConnections must be an integer >= 1, got 0"],
+    [{ openFilesBound: 0 }, "serve: options.openFilesBound must be an integer >= 1 or null, got 0"],
     [{ maxUrlBytes: 10 }, "serve: options.maxUrlBytes must be an integer >= 64, got 10"],
     [{ closeWaitMs: -5 }, "serve: options.closeWaitMs must be a number >= 0, got -5"],
   ];

@@ -34,7 +34,10 @@ class FakeSocket {
   }
 }
 
-function fixture(streams: Stream[], o: { maxConnections?: number; maxUrlBytes?: number } = {}) {
+function fixture(
+  streams: Stream[],
+  o: { maxConnections?: number; openFilesBound?: number; maxUrlBytes?: number } = {},
+) {
   const upgrades: { url: string; protocol?: string; idleTimeoutS: number; socket: FakeSocket }[] =
     [];
   const upgrader: WebSocketUpgrader = {
@@ -52,6 +55,7 @@ function fixture(streams: Stream[], o: { maxConnections?: number; maxUrlBytes?: 
     logger: Logger.silent(),
     maxUrlBytes: o.maxUrlBytes ?? 8192,
     maxConnections: o.maxConnections ?? 100,
+    openFilesBound: o.openFilesBound ?? null,
     pingIntervalS: 30,
   });
   const handler = new HttpHandler(new Map(streams.map((s) => [s.name, s])), settings, upgrader);
@@ -157,6 +161,35 @@ Deno.test("http handler refuses a subscribe through the injected upgrade, in the
       metrics,
     );
     t.upgrades[2].socket.onclose?.(new CloseEvent("close", { code: 4400 }));
+  } finally {
+    await ticks.close();
+  }
+});
+
+Deno.test("http handler refuses an upgrade past the open-files bound when it is below maxConnections", async () => {
+  const ticks = Stream.ephemeral("ticks", { schema: SCHEMA });
+  try {
+    for (
+      const [o, max, limit] of [
+        [{ maxConnections: 5, openFilesBound: 2 }, 2, "open_files"],
+        [{ maxConnections: 2, openFilesBound: 5 }, 2, "max_connections"],
+      ] as const
+    ) {
+      const t = fixture([ticks], o);
+      for (let i = 0; i < max; i++) await (await t.ws("/ticks")).body?.cancel();
+      const full = await t.ws("/ticks");
+      assertEquals(
+        [full.status, full.headers.get("retry-after"), full.headers.get("connection")],
+        [503, "1", "close"],
+      );
+      assertEquals(await full.json(), { error: "overloaded", limit, max });
+      assertEquals(t.upgrades.length, max, "no upgrade past the bound");
+      const metrics = await (await t.get("/_/metrics")).text();
+      assert(metrics.includes(`streamcast_limit_refusals_total{limit="${limit}"} 1`), metrics);
+      for (const u of t.upgrades) u.socket.onclose?.(new CloseEvent("close", { code: 1000 }));
+      assertEquals(t.handler.sockets.size, 0);
+      t.handler.release();
+    }
   } finally {
     await ticks.close();
   }
