@@ -2,7 +2,9 @@
  * The HTTP and WebSocket front of a set of streams, on one port: the binding
  * of the portable handler (`http/handler.ts`; its routes are declared in
  * `http/routes.ts`) to `Deno.serve` and `Deno.upgradeWebSocket`, with TLS,
- * the listening line, the archive watch and shutdown. The options are in
+ * the listening line, the archive watch and shutdown. `Deno.serve` runs
+ * through `listener.ts`, which listens again when an accept fails for lack
+ * of descriptors. The options are in
  * `serve_options.ts`, the limits in `limits.ts`, the tokens in `auth.ts`.
  *
  * @module

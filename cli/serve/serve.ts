@@ -13,7 +13,11 @@
  * lines — rejects with their line number, end of stdin, upstream connects and
  * disconnects —, subscribes, refusals, drops, archive errors, one line when
  * shutting down), as text or, with `--log-format json`, as one JSON object per
- * line; or one plain `streamcast serve: …` line saying why it cannot start.
+ * line — among them, at start, a warning when the open-files limit leaves
+ * room for fewer connections than `--max-connections` (both numbers), and
+ * an error at most once a second while accepts fail for lack of
+ * descriptors; or one plain `streamcast serve: …` line saying why it cannot
+ * start.
  * Never a token (see docs/CLI.md).
  *
  * With `--tokens`, SIGHUP reloads the tokens file for the requests that

@@ -339,9 +339,11 @@ export const SETTINGS: readonly Setting[] = [
     group: LIMITS_GROUP,
     usage: [
       ["--max-connections N", "WebSocket connections at once; one more upgrade is"],
-      ["", `answered HTTP 503 [${DEFAULT_MAX_CONNECTIONS}]`],
+      ["", `answered HTTP 503 [${DEFAULT_MAX_CONNECTIONS}; fewer when the open-files`],
+      ["", "limit leaves room for fewer, said at start]"],
     ],
-    docs: "WebSocket connections open at once; see [Limits](#limits).",
+    docs: "WebSocket connections open at once (fewer when the open-files limit leaves room for " +
+      "fewer: see [Descriptors](#descriptors)); see [Limits](#limits).",
   },
   {
     flag: "max-subscribers",
