@@ -123,7 +123,9 @@ export function serveListening(
         await server.finished;
         return;
       } catch (err) {
-        if (!outOfDescriptors(err) || options.signal.aborted) throw err;
+        // Stopping: whatever ended the loop, there is nothing to listen again for.
+        if (options.signal.aborted) return;
+        if (!outOfDescriptors(err)) throw err;
         report(err);
       }
       const next = await listenAgain();
@@ -142,7 +144,7 @@ export function serveListening(
         logger.debug("relistening", { port: addr.port });
         return server;
       } catch (err) {
-        if (!outOfDescriptors(err) || options.signal.aborted) throw err;
+        if (!outOfDescriptors(err)) throw err;
         report(err);
       }
       await new Promise((r) => setTimeout(r, pauseMs));

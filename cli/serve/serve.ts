@@ -148,7 +148,16 @@ async function openFilesBound(
 ): Promise<number | null> {
   const limit = await openFilesLimit();
   const inUse = await descriptorsInUse();
-  if (limit === null || inUse === null || limit.soft === Infinity) return null;
+  if (limit === null || inUse === null) {
+    logger.warn(
+      "open_files_bound",
+      { error: "cannot read the open-files limit or the descriptors in use" },
+      "streamcast serve: cannot read the open-files limit or the descriptors in use: " +
+        "connections are bounded by --max-connections alone",
+    );
+    return null;
+  }
+  if (limit.soft === Infinity) return null;
   const { bound, reserve } = connectionBound({
     softLimit: limit.soft,
     inUse,

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { assert, assertEquals } from "../harness/assert.ts";
 import { freePort, rmrf, tempDir, until } from "../harness/util.ts";
 import { RawWs } from "../harness/raw_ws.ts";
-import { type ServeProc, startServe } from "../harness/serve.ts";
+import { CLI, type ServeProc, startListening, startServe } from "../harness/serve.ts";
 import { openFilesLimit, raiseOpenFilesLimit } from "../../server/open_files.ts";
 
 const SCHEMA = {
@@ -152,7 +152,10 @@ Deno.test(
       assertEquals(res2.status, 200, await res2.text());
       const rows2 = await Promise.all(subs.map((s) => s.readText()));
       assertEquals(rows2.filter((r) => r !== '[2,{"v":8}]'), []);
-      assertEquals(server.proc.pid > 0 && (await healthStatus(server.url)), 200);
+      assertEquals(await healthStatus(server.url), 200);
+      // And it stops as it always does, listening sockets of every generation and all.
+      const status = await server.signal("SIGTERM", 20_000);
+      assertEquals(status.code, 0, server.stderr());
     } finally {
       for (const c of idle) c.close();
       for (const s of subs) s.close();
@@ -170,6 +173,30 @@ Deno.test("serve raises its soft open-files limit to the hard limit", async () =
     const m = /^Max open files\s+(\d+)\s+(\d+)/m.exec(limits);
     assert(m !== null, limits);
     assertEquals([Number(m[1]), Number(m[2])], [4096, 4096]);
+  } finally {
+    await server.stop();
+    await w.rm();
+  }
+});
+
+Deno.test("serve without FFI says it cannot raise the limit, and serves", async () => {
+  const w = await workspace();
+  const args = ["serve", "--root", w.root, "--stream", `t=${w.schema}`];
+  const server = await startListening(
+    ["--deny-ffi", CLI, ...args, "--port", String(freePort())],
+  );
+  try {
+    assert(
+      server.stderr().includes(
+        "streamcast serve: cannot raise the open-files limit: no permission to call libc " +
+          "(--allow-ffi); serving within the limit in force",
+      ),
+      server.stderr(),
+    );
+    assertEquals(await healthStatus(server.url), 200);
+    const sub = await subscribe(Number(new URL(server.url).port));
+    assert(typeof sub !== "number", `subscribe refused: ${sub}`);
+    sub.close();
   } finally {
     await server.stop();
     await w.rm();
