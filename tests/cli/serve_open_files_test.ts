@@ -165,6 +165,9 @@ Deno.test(
   },
 );
 
+// What an operator sees of the process. Deno's executable raises the limit too as it starts, so
+// this alone cannot tell whose raise it was: tests/server/open_files_test.ts lowers a limit and
+// raises it with serve's own call.
 Deno.test("serve raises its soft open-files limit to the hard limit", async () => {
   const w = await workspace();
   const server = await serveUnder("512:4096", w);
