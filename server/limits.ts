@@ -6,6 +6,7 @@
  * |---|---|---|---|
  * | WebSocket connections open at once | 10,000 | `ServeOptions.maxConnections` | HTTP 503 before the upgrade |
  * | cluster replication links open at once (per server) | 1,024 | `ServeOptions.maxReplicaLinks` | HTTP 503 before the upgrade |
+ * | streams served (declared and created while serving) | 1,000 | the CLI's `--max-streams` | `PUT /_/streams/{name}` answers 409 `too_many_streams` |
  * | subscribers per stream | 5,000 | `StreamOptions.maxSubscribers` | close 1013, no greeting |
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn (fanout/replay_gate.ts) |
@@ -34,6 +35,8 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000;
  * links subscribers.
  */
 export const DEFAULT_MAX_REPLICA_LINKS = 1024;
+/** Default `--max-streams`: streams one server serves at once, declared and created. */
+export const DEFAULT_MAX_STREAMS = 1000;
 /** Default `maxSubscribers`: subscribers of one stream at once. */
 export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
 /** Default `maxUrlBytes`: the longest request URL accepted. */

@@ -60,6 +60,13 @@ import { onSignals } from "../_signals.ts";
 import { tokensReloader } from "./tokens_reloader.ts";
 import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
 import { joinCluster } from "./cluster.ts";
+import {
+  attachAdmin,
+  createdAdmin,
+  declaredDefinitions,
+  loadCreated,
+  openCreated,
+} from "./created_streams.ts";
 import type { Mirror } from "../../server/mirror/mirror.ts";
 
 interface Running extends Ingest {
@@ -110,6 +117,9 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   // Everything that can be checked without side effects first: schemas,
   // handlers, tokens, the certificate.
   const schemas = await loadSchemas(s);
+  // Streams created while serving, recorded in ROOT/streams.json (a cluster keeps them in etcd).
+  const declared = declaredDefinitions(s, schemas);
+  const recorded = s.cluster === null ? await loadCreated(s, declared) : new Map();
   const handlers: Map<string, FrameHandler> = await loadHandlers(s);
   const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
   const tls = await loadTls(s);
@@ -135,10 +145,13 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   }
   // A cluster's node: its streams are replicas of the cluster's, each with its node.
   const cluster = s.cluster !== null ? await joinCluster(s, schemas, logger, tls !== null) : null;
-  const own = cluster ? cluster.streams : await openStreams(s, schemas, logger);
+  const own: (Stream | ServedStream)[] = cluster
+    ? cluster.streams
+    : await openStreams(s, schemas, logger);
   // Followed streams (--follow): replicas, fed by their mirrors only.
   let followed: Awaited<ReturnType<typeof openMirrors>>;
   try {
+    own.push(...await openCreated(s, recorded, logger));
     followed = await openMirrors(s, logger);
   } catch (err) {
     // A cluster's members stop before their streams close (leave).
@@ -154,6 +167,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     })),
   ];
   const streams = served.map((st) => st instanceof Stream ? st : st.stream);
+  const admin = cluster ? null : createdAdmin(s, declared, recorded, logger);
   let server: Server;
   try {
     server = serve(served, {
@@ -166,7 +180,11 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),
       ...(s.fanoutTurnBytes !== undefined ? { fanoutTurnBytes: s.fanoutTurnBytes } : {}),
       ...(s.compressFrameBytes !== undefined ? { compressFrameBytes: s.compressFrameBytes } : {}),
-      publish: [...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
+      publish: [
+        ...[...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
+        ...[...recorded].filter(([, d]) => d.publish).map(([name]) => name),
+      ],
+      streamAdmin: admin,
       ...(s.maxPublishBytes !== undefined ? { maxPublishBytes: s.maxPublishBytes } : {}),
       ...(s.maxInFlight !== undefined ? { maxInFlight: s.maxInFlight } : {}),
       ...(s.maxPublishInflightBytes !== undefined
@@ -186,6 +204,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
+  if (admin) attachAdmin(admin, server);
   for (const f of followed.mirrors) f.start();
   for (const node of cluster?.nodes.values() ?? []) node.start();
   return {

@@ -21,6 +21,7 @@ import { DEFAULT_MALLOC_TRIM_EVERY_S } from "../../server/allocator.ts";
 import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
+  DEFAULT_MAX_STREAMS,
   DEFAULT_MAX_ROW_BYTES,
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
@@ -342,6 +343,18 @@ export const SETTINGS: readonly Setting[] = [
       ["", `answered HTTP 503 [${DEFAULT_MAX_CONNECTIONS}]`],
     ],
     docs: "WebSocket connections open at once; see [Limits](#limits).",
+  },
+  {
+    flag: "max-streams",
+    key: "maxStreams",
+    type: "string",
+    read: integer(1),
+    group: LIMITS_GROUP,
+    usage: [
+      ["--max-streams N", "streams served at once, declared and created; one more"],
+      ["", `PUT /_/streams/NAME is answered 409 [${DEFAULT_MAX_STREAMS}]`],
+    ],
+    docs: "streams served at once (declared and created while serving); see [Limits](#limits).",
   },
   {
     flag: "max-subscribers",
