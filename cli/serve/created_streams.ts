@@ -23,6 +23,7 @@ import { Stream } from "../../server/stream/stream.ts";
 import { Fatal, oneLine, show } from "./fatal.ts";
 import type { Settings } from "./run_settings.ts";
 import { streamOptionsOf } from "./streams.ts";
+import type { StreamOptions } from "../../server/stream/stream_options.ts";
 
 /**
  * The definition of each declared stream (null for a followed one: its
@@ -92,16 +93,28 @@ export async function loadCreated(
 }
 
 /**
- * Opens stream `name` as `def` says, with the server's options (its log
- * under `s.root` unless ephemeral; its retention, when given, over the
- * server's).
+ * The options stream `name` is opened with as `def` says, with the server's
+ * (its log under `s.root` unless ephemeral; its retention, when given, over
+ * the server's).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { definedOptions } from "./created_streams.ts";
+ * import { settingsFrom } from "./config.ts";
+ * import { parseDefinition } from "../../server/stream_definition.ts";
+ * const s = await settingsFrom({ stream: ["t=t.json"], root: "/data" });
+ * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+ * const o = definedOptions(s, parseDefinition({ schema, retainAge: "1h" }));
+ * equal(o.root, "/data");
+ * equal(o.logOptions?.retainAgeMs, 3_600_000);
+ * ```
  */
-export async function openDefined(
+export function definedOptions(
   s: Settings,
-  name: string,
   def: StreamDefinition,
-  logger: Logger,
-): Promise<Stream> {
+  logger?: Logger,
+): StreamOptions {
   const options = streamOptionsOf(
     s,
     {
@@ -112,17 +125,23 @@ export async function openDefined(
     },
     logger,
   );
+  if (def.ephemeral) return { ...options, schema: def.schema };
   const logOptions = {
     ...options.logOptions,
     ...(def.retainAge !== null ? { retainAgeMs: Math.round(def.retainAge * 1000) } : {}),
     ...(def.retainBytes !== null ? { retainBytes: def.retainBytes } : {}),
   };
-  return await Stream.open(name, {
-    ...options,
-    ...(def.ephemeral ? {} : { logOptions }),
-    schema: def.schema,
-    root: def.ephemeral ? undefined : s.root,
-  });
+  return { ...options, logOptions, schema: def.schema, root: s.root };
+}
+
+/** Opens stream `name` as `def` says, with the server's options ({@linkcode definedOptions}). */
+export async function openDefined(
+  s: Settings,
+  name: string,
+  def: StreamDefinition,
+  logger: Logger,
+): Promise<Stream> {
+  return await Stream.open(name, definedOptions(s, def, logger));
 }
 
 /**

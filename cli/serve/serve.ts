@@ -60,6 +60,7 @@ import { onSignals } from "../_signals.ts";
 import { tokensReloader } from "./tokens_reloader.ts";
 import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
 import { joinCluster } from "./cluster.ts";
+import { ClusterStreamAdmin } from "./cluster_streams.ts";
 import {
   attachAdmin,
   createdAdmin,
@@ -75,6 +76,8 @@ interface Running extends Ingest {
   mirrors: Mirror[];
   /** Stops this node's cluster nodes and removes its record (nothing without `--cluster`). */
   leaveCluster(): Promise<void>;
+  /** Stops following the cluster's stream definitions (nothing without `--cluster`). */
+  stopDefinitions(): Promise<void>;
 }
 
 function listenError(s: Settings, err: unknown): Fatal {
@@ -150,8 +153,18 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     : await openStreams(s, schemas, logger);
   // Followed streams (--follow): replicas, fed by their mirrors only.
   let followed: Awaited<ReturnType<typeof openMirrors>>;
+  let clusterAdmin: ClusterStreamAdmin | null = null;
+  const createdPublish = [...recorded].filter(([, d]) => d.publish).map(([name]) => name);
   try {
-    own.push(...await openCreated(s, recorded, logger));
+    if (cluster) {
+      // A cluster's created streams: their definitions are in etcd.
+      clusterAdmin = await ClusterStreamAdmin.load(cluster, s, declared, logger);
+      const defined = await clusterAdmin.openInitial();
+      own.push(...defined.served);
+      createdPublish.push(...defined.publish);
+    } else {
+      own.push(...await openCreated(s, recorded, logger));
+    }
     followed = await openMirrors(s, logger);
   } catch (err) {
     // A cluster's members stop before their streams close (leave).
@@ -167,7 +180,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     })),
   ];
   const streams = served.map((st) => st instanceof Stream ? st : st.stream);
-  const admin = cluster ? null : createdAdmin(s, declared, recorded, logger);
+  const localAdmin = cluster ? null : createdAdmin(s, declared, recorded, logger);
   let server: Server;
   try {
     server = serve(served, {
@@ -182,9 +195,9 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.compressFrameBytes !== undefined ? { compressFrameBytes: s.compressFrameBytes } : {}),
       publish: [
         ...[...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
-        ...[...recorded].filter(([, d]) => d.publish).map(([name]) => name),
+        ...createdPublish,
       ],
-      streamAdmin: admin,
+      streamAdmin: clusterAdmin ?? localAdmin,
       ...(s.maxPublishBytes !== undefined ? { maxPublishBytes: s.maxPublishBytes } : {}),
       ...(s.maxInFlight !== undefined ? { maxInFlight: s.maxInFlight } : {}),
       ...(s.maxPublishInflightBytes !== undefined
@@ -204,14 +217,16 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
-  if (admin) attachAdmin(admin, server);
+  if (localAdmin) attachAdmin(localAdmin, server);
   for (const f of followed.mirrors) f.start();
   for (const node of cluster?.nodes.values() ?? []) node.start();
+  clusterAdmin?.attach(server);
   return {
     server,
     streams,
     mirrors: followed.mirrors,
     leaveCluster: () => cluster?.leave() ?? Promise.resolve(),
+    stopDefinitions: () => clusterAdmin?.stop() ?? Promise.resolve(),
     ...startIngest(s, server, handlers, logger, cluster?.nodes),
   };
 }
@@ -275,6 +290,7 @@ export async function cmdServe(args: string[]): Promise<number> {
         logger.error("ingest_failed", { error: late }, `streamcast serve: ${late}`);
         code = 1;
       }
+      await running.stopDefinitions();
       await running.server.shutdown();
       await running.leaveCluster();
       await running.closeRejects();
