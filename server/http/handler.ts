@@ -9,10 +9,13 @@
  * other methods); public routes answer now; with tokens, the bearer token
  * (400, 401); for an upgrade the connection limit (503); the route's grant
  * (403, before any stream is looked up, so that a 404 does not say which
- * names exist); a path with no route (404; an upgrade: 4400 after it, and
- * 400 for a path that is not valid percent-encoding); the stream the path
- * names (404); then the route, counted once under its name. The routes check
- * the rest (subscribe.ts, publish_post.ts, publish_socket.ts).
+ * names exist; creating and deleting streams needs an admin grant, or
+ * without tokens a loopback client); a path with no route (404; an upgrade:
+ * 4400 after it, and 400 for a path that is not valid percent-encoding); the
+ * stream the path names (404, looked up in the live set of `stream_set.ts`:
+ * streams come and go while serving); then the route, counted once under its
+ * name. The routes check the rest (subscribe.ts, publish_post.ts,
+ * publish_socket.ts, streams_admin.ts).
  *
  * @module
  */

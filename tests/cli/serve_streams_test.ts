@@ -98,10 +98,19 @@ Deno.test("serve: a created stream is published to, subscribed, served again aft
       assertEquals([head.stream_id, head.end_offset, head.publish], [id, 3, true]);
       const again = await put(a.url, "q", { schema: SCHEMA, publish: true });
       assertEquals([again.status, again.body.stream_id], [200, id]);
+      // A nullable column added at the end: 200, the new version from the next row.
+      const watcher = await TestSub.open(`${a.ws}/q`);
+      const grown = await put(a.url, "q", { schema: GROWN, publish: true });
+      assertEquals([grown.status, grown.body.stream_id], [200, id]);
+      assertEquals((await watcher.done).code, 1001); // reopened: it resumes where it was
+      const versions = ((await getJson(`${a.url}/q/head`)).body as Record<string, unknown>)
+        .schema_versions as { from: number }[];
+      assertEquals(versions.map((v) => v.from), [1, 3]);
+      assertEquals(await postRows(a.url, "q", [{ v: 3, note: "grown" }]), 200);
 
       // Deleted with a subscriber open on it and one on another stream.
       const doomed = await TestSub.open(`${a.ws}/q?offset=1`);
-      await doomed.waitLines(2);
+      await doomed.waitLines(3);
       const other = await TestSub.open(`${a.ws}/t`);
       const publisher = new WebSocket(`${a.ws}/q/publish?producer=p1`);
       const publisherClosed = new Promise<CloseEvent>((r) => (publisher.onclose = r));
