@@ -16,6 +16,7 @@
  * | `POST` body, publish frame | 16 MiB | `ServeOptions.maxPublishBytes` | HTTP 413, close 1009 |
  * | publish frames awaiting their ack (per socket) | 64 frames, 16 MiB | `ServeOptions.maxInFlight`, `maxPublishInflightBytes` | more wait, unread |
  * | publishing held at once (per server) | 64 MiB | `ServeOptions.maxPublishServerBytes` | frames and bodies wait, unread (publish/budget.ts) |
+ * | a stream's definition (`PUT /_/streams/{name}` body) | 1 MiB | fixed (`MAX_DEFINITION_BYTES`, stream_definition.ts) | HTTP 413 |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
  *
