@@ -9,7 +9,12 @@
  */
 
 import type { Logger } from "../../common/logger.ts";
-import { LogCorruptError, LogLockedError } from "../../log/mod.ts";
+import {
+  type ChunkPolicy,
+  LogCorruptError,
+  LogLockedError,
+  type LogOptions,
+} from "../../log/mod.ts";
 import {
   compareDefinitions,
   DefinitionError,
@@ -107,7 +112,8 @@ export async function loadCreated(
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const o = definedOptions(s, parseDefinition({ schema, retainAge: "1h" }));
  * equal(o.root, "/data");
- * equal(o.logOptions?.retainAgeMs, 3_600_000);
+ * const chunks = o.logOptions?.chunks;
+ * equal(typeof chunks === "object" && chunks.retainAgeMs, 3_600_000);
  * ```
  */
 export function definedOptions(
@@ -126,11 +132,14 @@ export function definedOptions(
     logger,
   );
   if (def.ephemeral) return { ...options, schema: def.schema };
-  const logOptions = {
-    ...options.logOptions,
+  // Retention is the chunk worker's policy: its bounds drop sealed chunks, oldest first.
+  const retention: Partial<ChunkPolicy> = {
     ...(def.retainAge !== null ? { retainAgeMs: Math.round(def.retainAge * 1000) } : {}),
     ...(def.retainBytes !== null ? { retainBytes: def.retainBytes } : {}),
   };
+  const logOptions: LogOptions = Object.keys(retention).length === 0
+    ? { ...options.logOptions }
+    : { ...options.logOptions, chunks: retention };
   return { ...options, logOptions, schema: def.schema, root: s.root };
 }
 
