@@ -3,13 +3,17 @@
 // (published to through the leader, read on the other); a conflicting
 // definition refused; deleted on one node, closed on both (the subscriber on
 // the other gets 4410) and its definition gone from etcd; a node started
-// later serves what is defined.
+// later serves what is defined. And a create and a delete whose etcd answer
+// is lost are read back and answered as what etcd holds.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { startEtcd } from "../harness/etcd.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
 import { SCHEMA, startServeNodes } from "../harness/serve_nodes.ts";
 import { TestSub } from "../harness/subscriber.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
+import { b64 } from "../../cluster/_etcd_wire.ts";
+import { definitionsDir } from "../../cluster/keys.ts";
+import { EtcdAnswerLoss } from "../harness/jepsen/etcd_answer_loss.ts";
 
 async function status(url: string, init?: RequestInit): Promise<number> {
   const res = await fetch(url, init);
@@ -104,6 +108,43 @@ Deno.test("serve --cluster: a stream created on one node is served by every node
       "r on restarted n1",
     );
   } finally {
+    await rmrf(root);
+  }
+});
+
+Deno.test("serve --cluster: a create and a delete whose etcd answer is lost are read back, not sent again", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  const proxy = new EtcdAnswerLoss(etcd.url);
+  try {
+    await using nodes = await startServeNodes(root, ["n1"], { etcd: proxy.url, replicas: 1 });
+    const [n1] = nodes;
+    const key = b64(`${definitionsDir()}q`);
+    // The first write of q's definition: applied by etcd, its answer dropped.
+    let once = true;
+    proxy.loseWhen((c) => {
+      const pick = once && c.path === "/v3/kv/txn" && c.body.includes(key) &&
+        c.body.includes("request_put");
+      if (pick) once = false;
+      return pick;
+    });
+    const created = await put(n1.url, "q", { schema: SCHEMA, publish: true });
+    assertEquals(created.status, 201, JSON.stringify(created.body));
+    assertEquals(proxy.lost.length, 1);
+    assertEquals(await status(`${n1.url}/q/head`), 200);
+    once = true;
+    proxy.loseWhen((c) => {
+      const pick = once && c.path === "/v3/kv/txn" && c.body.includes(key) &&
+        c.body.includes("request_delete_range");
+      if (pick) once = false;
+      return pick;
+    });
+    assertEquals(await status(`${n1.url}/_/streams/q`, { method: "DELETE" }), 204);
+    assertEquals(proxy.lost.length, 2);
+    assertEquals(await new EtcdClient(etcd.url).get("/streamcast/definitions/q"), null);
+    assertEquals(await status(`${n1.url}/q/head`), 404);
+  } finally {
+    await proxy.close();
     await rmrf(root);
   }
 });
