@@ -13,7 +13,7 @@ import { CloseCode } from "../../wire/close_reason.ts";
 import type { Stream } from "../stream/stream.ts";
 import { compareDefinitions, definitionJson, type StreamDefinition } from "../stream_definition.ts";
 import type { AdminAnswer, StreamAdmin, StreamDescription } from "../stream_admin.ts";
-import { writeStreamsFile } from "./streams_file.ts";
+import { STREAMS_FILE, writeStreamsFile } from "./streams_file.ts";
 
 /** The server's live set of streams, as the admin changes it. */
 export interface StreamHost {
@@ -129,6 +129,11 @@ export class LocalStreamAdmin implements StreamAdmin {
   async #put(name: string, definition: StreamDefinition): Promise<AdminAnswer> {
     const host = this.#hostOrThrow();
     const { logger } = this.#o;
+    if (name === STREAMS_FILE || name.startsWith(`${STREAMS_FILE}.`)) {
+      // Its log's folder would be the file that records the created streams.
+      const detail = `the name ${JSON.stringify(name)} is taken by ROOT/${STREAMS_FILE}`;
+      return { status: 400, body: { error: "bad_request", detail } };
+    }
     if (this.#o.declared.has(name)) {
       const d = this.#o.declared.get(name)!;
       if (d !== null && compareDefinitions(d, definition).kind === "same") {

@@ -188,6 +188,7 @@ Deno.test("serve: PUT and DELETE /_/streams answer conflicts, a grown schema, ba
       // Bad names and bodies: 400, each naming what is wrong.
       const bad: [string, unknown, RegExp][] = [
         ["_x", { schema: SCHEMA }, /stream name "_x" is not/],
+        ["streams.json", { schema: SCHEMA }, /taken by ROOT\/streams\.json/],
         ["ok", "{not json", /not JSON/],
         ["ok", [1], /must be a JSON object/],
         ["ok", {}, /"schema" is required/],
