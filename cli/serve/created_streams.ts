@@ -104,7 +104,7 @@ export async function loadCreated(
  *
  * @example
  * ```ts
- * import { equal } from "node:assert/strict";
+ * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { definedOptions } from "./created_streams.ts";
  * import { settingsFrom } from "./config.ts";
  * import { parseDefinition } from "../../server/stream_definition.ts";
@@ -112,8 +112,7 @@ export async function loadCreated(
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const o = definedOptions(s, parseDefinition({ schema, retainAge: "1h" }));
  * equal(o.root, "/data");
- * const chunks = o.logOptions?.chunks;
- * equal(typeof chunks === "object" && chunks.retainAgeMs, 3_600_000);
+ * deepStrictEqual(o.logOptions?.chunks, { retainAgeMs: 3_600_000 });
  * ```
  */
 export function definedOptions(
