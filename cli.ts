@@ -24,6 +24,7 @@ import { cmdServe } from "./cli/serve/serve.ts";
 import { cmdDemo } from "./cli/demo.ts";
 import { cmdTail } from "./cli/tail.ts";
 import { cmdHead } from "./cli/head.ts";
+import { cmdStreams } from "./cli/streams.ts";
 import { cmdPublish } from "./cli/publish.ts";
 import { cmdInspect } from "./cli/inspect.ts";
 import { cmdVerify } from "./cli/verify.ts";
@@ -46,6 +47,10 @@ const COMMANDS: Record<string, Command> = {
   demo: { run: cmdDemo, summary: 'a synthetic trade feed on stream "trades", with the web viewer' },
   tail: { run: cmdTail, summary: "print a stream as NDJSON [offset,msg] lines" },
   head: { run: cmdHead, summary: "print a stream's head (end offset, subscribers, schema)" },
+  streams: {
+    run: cmdStreams,
+    summary: "list a server's streams; create and delete streams while it serves",
+  },
   publish: {
     run: cmdPublish,
     summary: "send NDJSON rows from stdin to a stream, acknowledged once durable",

@@ -10,6 +10,7 @@
  * PREFIX/streams/NAME/schema           {"schema":{…},"by":"n1"}
  * PREFIX/streams/NAME/stream_id        {"stream_id":"…","by":"n1"}   the log's id on every node
  * PREFIX/streams/NAME/copies/NODE      {"created_us":1765…}   the copy of the log NODE vouches for
+ * PREFIX/definitions/NAME              {"schema":{…},"publish":true,…}   a stream created while serving
  * ```
  *
  * NAME is the stream's name, `_` for the unnamed stream (as its log folder).
@@ -79,6 +80,21 @@ export function streamKeys(stream: string, prefix: string = DEFAULT_PREFIX): Str
     streamId: `${dir}stream_id`,
     copies: `${dir}copies/`,
   };
+}
+
+/**
+ * The folder of the definitions of streams created while serving (ends
+ * with `/`; a definition's key is the folder and the stream's name).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { definitionsDir } from "./keys.ts";
+ * equal(definitionsDir() + "quotes", "/streamcast/definitions/quotes");
+ * ```
+ */
+export function definitionsDir(prefix: string = DEFAULT_PREFIX): string {
+  return `${checkPrefix(prefix)}/definitions/`;
 }
 
 /**

@@ -23,8 +23,11 @@
  *   Reading does not grant publishing, nor publishing reading.
  * - `cluster`: `true` makes it the cluster's credential, which opens the
  *   replicate route of a cluster's leader (docs/SPEC.md §11); neither reading
- *   nor publishing grants that. A token needs `streams`, `publish`,
- *   `cluster: true`, or several of them.
+ *   nor publishing grants that.
+ * - `admin`: `true` lets it create and delete streams while serving
+ *   (`PUT`/`DELETE /_/streams/{name}`); nothing else grants that. A token
+ *   needs `streams`, `publish`, `cluster: true`, `admin: true`, or several
+ *   of them.
  * - `name`: what logs and metrics call the holder (never the token);
  *   1–64 of `A-Z a-z 0-9 . _ @ -`; `token#N` (1-based) when absent.
  *
@@ -86,6 +89,8 @@ export interface Grant {
   mayPublish(name: string): boolean;
   /** Whether it is the cluster's credential (`"cluster": true`): it may replicate. */
   readonly cluster: boolean;
+  /** Whether it may create and delete streams while serving (`"admin": true`). */
+  readonly admin: boolean;
 }
 
 interface Entry {
@@ -154,7 +159,7 @@ export class TokenTable {
       const where = `tokens[${i}]`;
       if (!isObject(item)) throw new TypeError(`${where} must be an object`);
       for (const key of Object.keys(item)) {
-        if (!["token", "sha256", "name", "streams", "publish", "cluster"].includes(key)) {
+        if (!["token", "sha256", "name", "streams", "publish", "cluster", "admin"].includes(key)) {
           throw new TypeError(`unknown key "${where}.${key}"`);
         }
       }
@@ -194,14 +199,23 @@ export class TokenTable {
         );
       }
       const cluster = item.cluster === true;
+      if (item.admin !== undefined && typeof item.admin !== "boolean") {
+        throw new TypeError(
+          `${where}.admin must be true or false, got ${JSON.stringify(item.admin)}`,
+        );
+      }
+      const admin = item.admin === true;
       names.add(name);
       const listOf = (key: "streams" | "publish"): { all: boolean; set: Set<string> } => {
         const list = item[key];
         const set = new Set<string>();
         let all = false;
         // A token may only publish (no "streams"), only read (no "publish"), or
-        // only replicate (`cluster`, neither list).
-        if (list === undefined && (key === "publish" || item.publish !== undefined || cluster)) {
+        // only replicate or administer (`cluster`, `admin`, neither list).
+        if (
+          list === undefined &&
+          (key === "publish" || item.publish !== undefined || cluster || admin)
+        ) {
           return { all, set };
         }
         if (!Array.isArray(list) || list.length === 0) {
@@ -232,6 +246,7 @@ export class TokenTable {
         mayRead: (stream: string) => all || streams.has(stream),
         mayPublish: (stream: string) => pub.all || pub.set.has(stream),
         cluster,
+        admin,
       };
       entries.push({ digest: d, grant });
     });

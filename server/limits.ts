@@ -6,6 +6,7 @@
  * |---|---|---|---|
  * | WebSocket connections open at once | 10,000 | `ServeOptions.maxConnections` | HTTP 503 before the upgrade |
  * | cluster replication links open at once (per server) | 1,024 | `ServeOptions.maxReplicaLinks` | HTTP 503 before the upgrade |
+ * | streams served (declared and created while serving) | 1,000 | the CLI's `--max-streams` | `PUT /_/streams/{name}` answers 409 `too_many_streams` |
  * | subscribers per stream | 5,000 | `StreamOptions.maxSubscribers` | close 1013, no greeting |
  * | request URL | 8 KiB | `ServeOptions.maxUrlBytes` | HTTP 414 |
  * | replay reads at once (per server) | 16 | `ServeOptions.maxReplayReaders` | the read waits its turn (fanout/replay_gate.ts) |
@@ -15,6 +16,7 @@
  * | `POST` body, publish frame | 16 MiB | `ServeOptions.maxPublishBytes` | HTTP 413, close 1009 |
  * | publish frames awaiting their ack (per socket) | 64 frames, 16 MiB | `ServeOptions.maxInFlight`, `maxPublishInflightBytes` | more wait, unread |
  * | publishing held at once (per server) | 64 MiB | `ServeOptions.maxPublishServerBytes` | frames and bodies wait, unread (publish/budget.ts) |
+ * | a stream's definition (`PUT /_/streams/{name}` body) | 1 MiB | fixed (`MAX_DEFINITION_BYTES`, stream_definition.ts) | HTTP 413 |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
  *
@@ -34,6 +36,8 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000;
  * links subscribers.
  */
 export const DEFAULT_MAX_REPLICA_LINKS = 1024;
+/** Default `--max-streams`: streams one server serves at once, declared and created. */
+export const DEFAULT_MAX_STREAMS = 1000;
 /** Default `maxSubscribers`: subscribers of one stream at once. */
 export const DEFAULT_MAX_SUBSCRIBERS = 5_000;
 /** Default `maxUrlBytes`: the longest request URL accepted. */

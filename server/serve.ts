@@ -97,7 +97,7 @@ export interface Server {
   readonly addr: Deno.NetAddr;
   /** `http://HOST:PORT`. */
   readonly url: string;
-  /** The streams by name. */
+  /** The streams by name, now (see {@linkcode Server.addStream}, {@linkcode Server.removeStream}). */
   readonly streams: ReadonlyMap<string, Stream>;
   /** The registry behind `/_/metrics` (add your own metrics to it). */
   readonly metrics: Registry;
@@ -115,6 +115,19 @@ export interface Server {
    * checking them from now on.
    */
   setTokens(tokens: TokenTable): void;
+  /**
+   * Serves one more stream from the next request on (`publish`: it takes
+   * network publishes; it must be durable). A `TypeError` when one of its
+   * name is served.
+   */
+  addStream(stream: Stream | ServedStream, options?: { publish?: boolean }): void;
+  /**
+   * Stops serving stream `name`: the next request does not find it; its
+   * subscribers and publishers are closed with `code` and `reason` (other
+   * streams' are not touched). Returns the stream, not closed (closing it is
+   * the caller's), or null when none of that name is served.
+   */
+  removeStream(name: string, code: number, reason: string): Stream | null;
 }
 
 /**
@@ -176,23 +189,22 @@ export function serve(
   const ac = new AbortController();
   let shuttingDown: Promise<void> | null = null;
 
+  const live = handler.streams;
   // Archive errors happen in the chunk worker; the log keeps the last one.
-  const archived = [...byName.values()].filter((s) => s.archive !== null && s.log !== null);
   const lastArchiveError = new Map<string, string | null>();
-  let archiveWatch: ReturnType<typeof setInterval> | undefined;
-  if (archived.length > 0) {
-    archiveWatch = setInterval(() => {
-      for (const s of archived) {
-        const error = s.log!.archive.state?.lastError ?? null;
-        const before = lastArchiveError.get(s.name) ?? null;
-        if (error === before) continue;
-        lastArchiveError.set(s.name, error);
-        if (error !== null) logger.error("archive_error", { stream: s.name, error });
-        else logger.info("archive_recovered", { stream: s.name });
-      }
-    }, ARCHIVE_WATCH_MS);
-    Deno.unrefTimer(archiveWatch);
-  }
+  // Streams come and go while serving: the watch looks at those served at each tick.
+  const archiveWatch = setInterval(() => {
+    for (const s of live.streams.values()) {
+      if (s.archive === null || s.log === null) continue;
+      const error = s.log!.archive.state?.lastError ?? null;
+      const before = lastArchiveError.get(s.name) ?? null;
+      if (error === before) continue;
+      lastArchiveError.set(s.name, error);
+      if (error !== null) logger.error("archive_error", { stream: s.name, error });
+      else logger.info("archive_recovered", { stream: s.name });
+    }
+  }, ARCHIVE_WATCH_MS);
+  Deno.unrefTimer(archiveWatch);
 
   let httpServer: Listening;
   try {
@@ -213,7 +225,7 @@ export function serve(
               url,
               tls: o.tls !== undefined,
               auth: handler.tokens ? "tokens" : "off",
-              streams: [...byName.keys()],
+              streams: [...live.streams.keys()],
             }, `listening on ${url}`);
           }
         },
@@ -251,8 +263,8 @@ export function serve(
       // what is pending commit and reach the subscribers, then say goodbye,
       // and give the close frames (queued behind data) time to go out before
       // the listener and its connections are torn down.
-      await Promise.all([...byName.values()].map((s) => s.log?.flush()));
-      for (const s of byName.values()) s.closeSubscribers(CloseCode.GoingAway, "");
+      await Promise.all([...live.streams.values()].map((s) => s.log?.flush()));
+      for (const s of live.streams.values()) s.closeSubscribers(CloseCode.GoingAway, "");
       handler.closeSockets();
       const deadline = Date.now() + o.closeWaitMs;
       while (handler.sockets.size > 0 && Date.now() < deadline) {
@@ -261,13 +273,13 @@ export function serve(
       ac.abort();
       if (o.closeStreams) {
         // A cluster member stops first (a leader resigns: another node takes over at once).
-        await Promise.all([...byName.values()].map(async (s) => {
-          const role = roles.get(s.name)!;
-          if (role.kind === "member") await role.member.close();
+        await Promise.all([...live.streams.values()].map(async (s) => {
+          const role = live.roles.get(s.name);
+          if (role?.kind === "member") await role.member.close();
           await s.close();
         }));
       } else {
-        await Promise.all([...byName.values()].map((s) => s.log?.flush()));
+        await Promise.all([...live.streams.values()].map((s) => s.log?.flush()));
       }
       await httpServer.finished;
       handler.release();
@@ -279,12 +291,25 @@ export function serve(
   return {
     addr,
     url: `${scheme}://${addr.hostname}:${addr.port}`,
-    streams: byName,
+    streams: live.streams,
     metrics: registry,
     finished: httpServer.finished.then(() => shuttingDown ?? undefined),
     shutdown,
     setTokens(table: TokenTable): void {
       handler.setTokens(table);
+    },
+    addStream(entry: Stream | ServedStream, options: { publish?: boolean } = {}): void {
+      const { stream: s, role } = servedOf(entry, "addStream's stream");
+      const publish = options.publish === true;
+      if (publish && s.log === null) {
+        throw new TypeError(
+          `serve: stream ${JSON.stringify(s.name)} is ephemeral: publishing needs a durable stream`,
+        );
+      }
+      live.add(s, { publish, role });
+    },
+    removeStream(name: string, code: number, reason: string): Stream | null {
+      return live.remove(name, code, reason);
     },
   };
 }

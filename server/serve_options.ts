@@ -23,6 +23,7 @@ import {
 } from "./limits.ts";
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../wire/publish.ts";
 import { checkKeys, OptionCheck, shown } from "./option_check.ts";
+import type { StreamAdmin } from "./stream_admin.ts";
 
 /** Address a server listens on by default (the CLI's `--host`). */
 export const DEFAULT_HOST = "127.0.0.1";
@@ -145,6 +146,13 @@ export interface ServeOptions {
    * stalls longer is cut with 408 and what it held is freed. @default 30
    */
   publishBodyTimeoutS?: number;
+  /**
+   * Creates and deletes streams while serving (`PUT`/`DELETE
+   * /_/streams/{name}`; see `admin/stream_admin.ts`); absent: those routes
+   * answer 405.
+   * @default null
+   */
+  streamAdmin?: StreamAdmin | null;
 }
 
 /** {@linkcode ServeOptions} checked, with the defaults applied. */
@@ -174,6 +182,7 @@ export interface ServeSettings {
   maxPublishInflightBytes: number;
   maxPublishServerBytes: number;
   publishBodyTimeoutS: number;
+  streamAdmin: StreamAdmin | null;
 }
 
 const KEYS = [
@@ -201,6 +210,7 @@ const KEYS = [
   "maxPublishInflightBytes",
   "maxPublishServerBytes",
   "publishBodyTimeoutS",
+  "streamAdmin",
 ] as const;
 
 // A timer runs at most 2^31-1 ms: a longer body timeout would fire at once.
@@ -250,7 +260,22 @@ export function checkServeOptions(options: unknown): ServeSettings {
       `serve: options.publish must be an array of stream names, got ${shown(publish)}`,
     );
   }
+  const streamAdmin = (options as Record<string, unknown>).streamAdmin ?? null;
+  if (
+    streamAdmin !== null &&
+    (typeof streamAdmin !== "object" ||
+      !["put", "delete", "describe"].every((k) =>
+        typeof (streamAdmin as Record<string, unknown>)[k] === "function"
+      ))
+  ) {
+    throw new TypeError(
+      `serve: options.streamAdmin must be a StreamAdmin (put, delete, describe), got ${
+        shown(streamAdmin)
+      }`,
+    );
+  }
   return {
+    streamAdmin: streamAdmin as StreamAdmin | null,
     publish: [...publish],
     maxPublishBytes: o.int("maxPublishBytes", 1, max, DEFAULT_MAX_PUBLISH_BYTES),
     maxInFlight: o.int("maxInFlight", 1, 1 << 20, DEFAULT_MAX_IN_FLIGHT),

@@ -57,6 +57,7 @@ const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   publish: ["stream", "."],
   mirror: ["stream", "."],
   member: ["stream", "."],
+  admin: ["stream", "."],
   ingest: ["stream", "."],
   http: ["publish", "stream", "fanout", "frames", "viewer", "."],
 };

@@ -35,6 +35,8 @@ export const CloseCode = {
   Unauthorized: 4401,
   /** No such stream. */
   NotFound: 4404,
+  /** The stream was deleted while serving (`DELETE /_/streams/{name}`); do not reconnect. */
+  StreamDeleted: 4410,
   /** That offset cannot be served. */
   NotReplayable: 4416,
   /** Too slow; resume at the offset in the reason. */
@@ -88,6 +90,12 @@ export interface NotFoundReason {
   stream: string;
 }
 
+/** The JSON object in a 4410 close reason. */
+export interface StreamDeletedReason {
+  /** Always `"stream_deleted"`. */
+  error: "stream_deleted";
+}
+
 /** The JSON object in a 4416 close reason. */
 export interface NotReplayableReason {
   /** Always `"not_replayable"`. */
@@ -122,6 +130,7 @@ export interface TooSlowReason {
 export type CloseReason =
   | ProtocolReason
   | NotFoundReason
+  | StreamDeletedReason
   | NotReplayableReason
   | TooSlowReason
   | { error: string; [key: string]: unknown };

@@ -14,6 +14,7 @@ import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { NodeNameTakenError } from "../../cluster/nodes.ts";
 import { LogCorruptError, LogLockedError } from "../../log/mod.ts";
 import type { Stream } from "../../server/stream/stream.ts";
+import type { StreamOptions } from "../../server/stream/stream_options.ts";
 import type { StreamMember } from "../../server/role.ts";
 import type { ServedStream } from "../../server/serve.ts";
 import { ClusterRefusedError, openClustered } from "../../server/member/clustered_stream.ts";
@@ -28,6 +29,17 @@ export interface ClusterJoined {
   streams: ServedStream[];
   /** Each stream's cluster node, by stream name (not started). */
   nodes: Map<string, ClusterNode>;
+  /** The cluster's etcd. */
+  etcd: EtcdClient;
+  /** The prefix of its keys. */
+  prefix: string;
+  /**
+   * Opens one more stream as this node's replica of the cluster's (a stream
+   * created while serving); its node is in `nodes`, not started.
+   */
+  open(name: string, options: StreamOptions & { root: string }): Promise<ServedStream>;
+  /** Stops stream `name`'s node (it resigns what it leads) and closes the stream. */
+  close(name: string): Promise<void>;
   /** Stops the nodes (they resign what they lead) and removes this node's record. */
   leave(): Promise<void>;
 }
@@ -77,13 +89,13 @@ export async function joinCluster(
     if (err instanceof NodeNameTakenError) throw new Fatal(oneLine(err), 1);
     throw new Fatal(`cannot join the cluster at ${s.cluster}: ${oneLine(err)}`, 1);
   }
-  const streams: Stream[] = [];
-  const members: StreamMember[] = [];
+  const streams = new Map<string, Stream>();
+  const members = new Map<string, StreamMember>();
   const nodes = new Map<string, ClusterNode>();
   // The members stop first (a leader resigns), then the streams close.
   const closeAll = async () => {
-    await Promise.allSettled(members.map((m) => m.close()));
-    await Promise.allSettled(streams.map((st) => st.close()));
+    await Promise.allSettled([...members.values()].map((m) => m.close()));
+    await Promise.allSettled([...streams.values()].map((st) => st.close()));
   };
   const membership = {
     etcd,
@@ -106,8 +118,8 @@ export async function joinCluster(
           schema: schemas.get(name)!,
           root: s.root,
         }, membership);
-        streams.push(stream);
-        members.push(member);
+        streams.set(name, stream);
+        members.set(name, member);
         nodes.set(name, node);
       } catch (err) {
         if (err instanceof ClusterRefusedError) throw new Fatal(err.message, 1);
@@ -131,11 +143,29 @@ export async function joinCluster(
     streams: [...nodes.keys()],
   });
   return {
-    streams: streams.map((stream, i) => ({
+    streams: [...streams].map(([name, stream]) => ({
       stream,
-      role: { kind: "member", member: members[i] },
+      role: { kind: "member", member: members.get(name)! },
     })),
     nodes,
+    etcd,
+    prefix: s.clusterPrefix,
+    async open(name, options) {
+      const { stream, node, member } = await openClustered(name, options, membership);
+      streams.set(name, stream);
+      members.set(name, member);
+      nodes.set(name, node);
+      return { stream, role: { kind: "member", member } };
+    },
+    async close(name) {
+      const member = members.get(name);
+      const stream = streams.get(name);
+      members.delete(name);
+      streams.delete(name);
+      nodes.delete(name);
+      await member?.close();
+      await stream?.close();
+    },
     async leave() {
       await closeAll();
       await registration.close();

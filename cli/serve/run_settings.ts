@@ -92,6 +92,7 @@ export interface Settings {
   archive: ArchiveOptions | null;
   replayArchive: boolean;
   maxConnections?: number;
+  maxStreams?: number;
   maxSubscribers?: number;
   maxUrlBytes?: number;
   maxRowBytes?: number;

@@ -71,6 +71,14 @@ import { onSignals } from "../_signals.ts";
 import { tokensReloader } from "./tokens_reloader.ts";
 import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
 import { joinCluster } from "./cluster.ts";
+import { ClusterStreamAdmin } from "./cluster_streams.ts";
+import {
+  attachAdmin,
+  createdAdmin,
+  declaredDefinitions,
+  loadCreated,
+  openCreated,
+} from "./created_streams.ts";
 import type { Mirror } from "../../server/mirror/mirror.ts";
 
 interface Running extends Ingest {
@@ -79,6 +87,8 @@ interface Running extends Ingest {
   mirrors: Mirror[];
   /** Stops this node's cluster nodes and removes its record (nothing without `--cluster`). */
   leaveCluster(): Promise<void>;
+  /** Stops following the cluster's stream definitions (nothing without `--cluster`). */
+  stopDefinitions(): Promise<void>;
 }
 
 function listenError(s: Settings, err: unknown): Fatal {
@@ -182,6 +192,9 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   // Everything that can be checked without side effects first: schemas,
   // handlers, tokens, the certificate.
   const schemas = await loadSchemas(s);
+  // Streams created while serving, recorded in ROOT/streams.json (a cluster keeps them in etcd).
+  const declared = declaredDefinitions(s, schemas);
+  const recorded = s.cluster === null ? await loadCreated(s, declared) : new Map();
   const handlers: Map<string, FrameHandler> = await loadHandlers(s);
   const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
   const tls = await loadTls(s);
@@ -209,10 +222,23 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   }
   // A cluster's node: its streams are replicas of the cluster's, each with its node.
   const cluster = s.cluster !== null ? await joinCluster(s, schemas, logger, tls !== null) : null;
-  const own = cluster ? cluster.streams : await openStreams(s, schemas, logger);
+  const own: (Stream | ServedStream)[] = cluster
+    ? cluster.streams
+    : await openStreams(s, schemas, logger);
   // Followed streams (--follow): replicas, fed by their mirrors only.
   let followed: Awaited<ReturnType<typeof openMirrors>>;
+  let clusterAdmin: ClusterStreamAdmin | null = null;
+  const createdPublish = [...recorded].filter(([, d]) => d.publish).map(([name]) => name);
   try {
+    if (cluster) {
+      // A cluster's created streams: their definitions are in etcd.
+      clusterAdmin = await ClusterStreamAdmin.load(cluster, s, declared, logger);
+      const defined = await clusterAdmin.openInitial();
+      own.push(...defined.served);
+      createdPublish.push(...defined.publish);
+    } else {
+      own.push(...await openCreated(s, recorded, logger));
+    }
     followed = await openMirrors(s, logger);
   } catch (err) {
     // A cluster's members stop before their streams close (leave).
@@ -229,6 +255,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   ];
   const streams = served.map((st) => st instanceof Stream ? st : st.stream);
   const bound = await openFilesBound(s, streams.length, logger);
+  const localAdmin = cluster ? null : createdAdmin(s, declared, recorded, logger);
   let server: Server;
   try {
     server = serve(served, {
@@ -242,7 +269,11 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.sendBufferBytes !== undefined ? { sendBufferBytes: s.sendBufferBytes } : {}),
       ...(s.fanoutTurnBytes !== undefined ? { fanoutTurnBytes: s.fanoutTurnBytes } : {}),
       ...(s.compressFrameBytes !== undefined ? { compressFrameBytes: s.compressFrameBytes } : {}),
-      publish: [...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
+      publish: [
+        ...[...s.streams].filter(([, d]) => d.publish).map(([name]) => name),
+        ...createdPublish,
+      ],
+      streamAdmin: clusterAdmin ?? localAdmin,
       ...(s.maxPublishBytes !== undefined ? { maxPublishBytes: s.maxPublishBytes } : {}),
       ...(s.maxInFlight !== undefined ? { maxInFlight: s.maxInFlight } : {}),
       ...(s.maxPublishInflightBytes !== undefined
@@ -262,13 +293,16 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     await Promise.allSettled(streams.map((st) => st.close()));
     throw listenError(s, err);
   }
+  if (localAdmin) attachAdmin(localAdmin, server);
   for (const f of followed.mirrors) f.start();
   for (const node of cluster?.nodes.values() ?? []) node.start();
+  clusterAdmin?.attach(server);
   return {
     server,
     streams,
     mirrors: followed.mirrors,
     leaveCluster: () => cluster?.leave() ?? Promise.resolve(),
+    stopDefinitions: () => clusterAdmin?.stop() ?? Promise.resolve(),
     ...startIngest(s, server, handlers, logger, cluster?.nodes),
   };
 }
@@ -332,6 +366,7 @@ export async function cmdServe(args: string[]): Promise<number> {
         logger.error("ingest_failed", { error: late }, `streamcast serve: ${late}`);
         code = 1;
       }
+      await running.stopDefinitions();
       await running.server.shutdown();
       await running.leaveCluster();
       await running.closeRejects();

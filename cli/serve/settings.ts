@@ -22,6 +22,7 @@ import {
   DEFAULT_MAX_CONNECTIONS,
   DEFAULT_MAX_REPLAY_READERS,
   DEFAULT_MAX_ROW_BYTES,
+  DEFAULT_MAX_STREAMS,
   DEFAULT_MAX_SUBSCRIBERS,
   DEFAULT_MAX_URL_BYTES,
 } from "../../server/limits.ts";
@@ -344,6 +345,18 @@ export const SETTINGS: readonly Setting[] = [
     ],
     docs: "WebSocket connections open at once (fewer when the open-files limit leaves room for " +
       "fewer: see [Descriptors](#descriptors)); see [Limits](#limits).",
+  },
+  {
+    flag: "max-streams",
+    key: "maxStreams",
+    type: "string",
+    read: integer(1),
+    group: LIMITS_GROUP,
+    usage: [
+      ["--max-streams N", "streams served at once, declared and created; one more"],
+      ["", `PUT /_/streams/NAME is answered 409 [${DEFAULT_MAX_STREAMS}]`],
+    ],
+    docs: "streams served at once (declared and created while serving); see [Limits](#limits).",
   },
   {
     flag: "max-subscribers",

@@ -52,6 +52,8 @@ export function denyRoute(
     case "token":
     case "cluster": // checked by the route (replicate.ts)
       return null;
+    case "admin":
+      return denyAdmin(ctx, grant, route, remote);
     case "all":
       if (grant.all) return null;
       return deny(ctx, forbidden({ route }), "forbidden", { route, ...who });
@@ -69,6 +71,55 @@ export function denyRoute(
         ...who,
       });
   }
+}
+
+/**
+ * Whether `remote` (`HOST:PORT`, `[V6]:PORT`) is a loopback address:
+ * 127.0.0.0/8, `::1`, or an IPv4 loopback mapped into IPv6.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { isLoopback } from "./access.ts";
+ * deepStrictEqual(
+ *   ["127.0.0.1:5", "[::1]:5", "[::ffff:127.0.0.2]:5", "192.0.2.7:5", "[fe80::1]:5"].map(isLoopback),
+ *   [true, true, true, false, false],
+ * );
+ * ```
+ */
+export function isLoopback(remote: string): boolean {
+  const host = remote.startsWith("[")
+    ? remote.slice(1, remote.indexOf("]"))
+    : remote.slice(0, remote.lastIndexOf(":"));
+  const v4 = host.toLowerCase().startsWith("::ffff:") ? host.slice(7) : host;
+  return v4.startsWith("127.") || host === "::1";
+}
+
+/**
+ * The 403 for an admin route (creating and deleting streams) `grant` may
+ * not use, or null when it may: with tokens, a grant with `"admin": true`;
+ * without, a client on a loopback address only.
+ *
+ * @example
+ * ```ts ignore
+ * const denied = denyAdmin(ctx, grant, "/_/streams/{name}", remote);
+ * if (denied) return denied;
+ * ```
+ */
+export function denyAdmin(
+  ctx: HttpContext,
+  grant: Grant | null,
+  route: string,
+  remote: string,
+): Response | null {
+  if (grant !== null) {
+    if (grant.admin) return null;
+    return deny(ctx, forbidden({ route }), "forbidden", { route, token_name: grant.name, remote });
+  }
+  if (ctx.tokens !== null || isLoopback(remote)) return null;
+  const detail = "without --tokens only a client on a loopback address may create or delete " +
+    'streams; give --tokens with an "admin": true entry';
+  return deny(ctx, json({ error: "forbidden", detail }, 403), "forbidden", { route, remote });
 }
 
 /**

@@ -18,6 +18,7 @@ import type { Serving } from "../fanout/serving.ts";
 import type { PublishBudget } from "../publish/budget.ts";
 import type { PublishMetrics } from "../publish/publish_metrics.ts";
 import type { ServerMetrics } from "./metrics.ts";
+import type { StreamAdmin } from "../stream_admin.ts";
 
 /** What an upgrade gives: the server's end of the socket, and the 101 response. */
 export interface WebSocketUpgrade {
@@ -37,10 +38,14 @@ export interface WebSocketUpgrader {
 
 /** The state the routes share (made by {@linkcode HttpHandler}). */
 export interface HttpContext {
-  /** The streams by name. */
+  /** The streams by name, now (streams come and go while serving: see `stream_set.ts`). */
   readonly streams: ReadonlyMap<string, Stream>;
   /** The role each stream plays here, by name (a stream not in it is a primary). */
   readonly roles: ReadonlyMap<string, StreamRole>;
+  /** The streams taking network publishes, by name. */
+  readonly publish: ReadonlySet<string>;
+  /** Creates and deletes streams (`PUT`/`DELETE /_/streams/{name}`); null: not offered. */
+  readonly admin: StreamAdmin | null;
   /** What the subscribers the server starts are given: its replay gate, logger, send buffer. */
   readonly serving: Serving;
   /** The server's options, checked, with their defaults. */
@@ -63,29 +68,30 @@ export interface HttpContext {
   readonly sockets: ReadonlySet<WebSocket>;
   /**
    * Counts a socket in `sockets`; `close`: how the server closes it (its
-   * session's close; absent: the socket's own).
+   * session's close; absent: the socket's own); `stream`: the stream it is
+   * open on, whose deletion closes it.
    */
-  track(socket: WebSocket, close?: (code: number, reason: string) => void): void;
+  track(socket: WebSocket, close?: (code: number, reason: string) => void, stream?: string): void;
   /** Counts it out. */
-  untrack(socket: WebSocket): void;
+  untrack(socket: WebSocket, stream?: string): void;
 }
 
 /**
  * Whether `stream` takes rows over the publish routes (what `/head` says as
- * `publish`): opened for it (`serve --publish`) and durable.
+ * `publish`): opened for it (`serve --publish`, a created stream's
+ * `"publish": true`) and durable.
  *
  * @example
  * ```ts
  * import { equal } from "node:assert/strict";
- * import { checkServeOptions } from "../serve_options.ts";
  * import { Stream } from "../stream/stream.ts";
  * import { isPublishable } from "./context.ts";
  * const s = Stream.ephemeral("t", { schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] } });
- * equal(isPublishable({ settings: checkServeOptions({ publish: ["t"] }) }, s), false); // ephemeral
+ * equal(isPublishable({ publish: new Set(["t"]) }, s), false); // ephemeral
  * ```
  */
-export function isPublishable(ctx: Pick<HttpContext, "settings">, stream: Stream): boolean {
-  return ctx.settings.publish.includes(stream.name) && stream.log !== null;
+export function isPublishable(ctx: Pick<HttpContext, "publish">, stream: Stream): boolean {
+  return ctx.publish.has(stream.name) && stream.log !== null;
 }
 
 /**

@@ -9,10 +9,13 @@
  * other methods); public routes answer now; with tokens, the bearer token
  * (400, 401); for an upgrade the connection limit (503); the route's grant
  * (403, before any stream is looked up, so that a 404 does not say which
- * names exist); a path with no route (404; an upgrade: 4400 after it, and
- * 400 for a path that is not valid percent-encoding); the stream the path
- * names (404); then the route, counted once under its name. The routes check
- * the rest (subscribe.ts, publish_post.ts, publish_socket.ts).
+ * names exist; creating and deleting streams needs an admin grant, or
+ * without tokens a loopback client); a path with no route (404; an upgrade:
+ * 4400 after it, and 400 for a path that is not valid percent-encoding); the
+ * stream the path names (404, looked up in the live set of `stream_set.ts`:
+ * streams come and go while serving); then the route, counted once under its
+ * name. The routes check the rest (subscribe.ts, publish_post.ts,
+ * publish_socket.ts, streams_admin.ts).
  *
  * @module
  */
@@ -23,14 +26,14 @@ import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import { OptionCheck } from "../option_check.ts";
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
-import { type Stream, streamInside } from "../stream/stream.ts";
+import type { Stream } from "../stream/stream.ts";
 import { Gate } from "../fanout/replay_gate.ts";
 import { SendBudget } from "../fanout/send_budget.ts";
 import type { Serving } from "../fanout/serving.ts";
-import type { StreamRole } from "../role.ts";
+import { PRIMARY, type StreamRole } from "../role.ts";
 import { PublishBudget } from "../publish/budget.ts";
 import { PublishMetrics } from "../publish/publish_metrics.ts";
-import { authenticate, denyRoute } from "./access.ts";
+import { authenticate, denyAdmin, denyRoute } from "./access.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
 import { ServerMetrics } from "./metrics.ts";
 import { matchRoute } from "./router.ts";
@@ -38,6 +41,7 @@ import { ROUTES } from "./routes.ts";
 import { refuseSubscribePath } from "./subscribe.ts";
 import { refuseWhenFull } from "./upgrade.ts";
 import { json, notFound } from "./_respond.ts";
+import { StreamSet } from "./stream_set.ts";
 
 // What a route that names no stream is handed as `RouteRequest.stream` (it never reads it).
 const NO_STREAM = undefined as unknown as Stream;
@@ -74,8 +78,9 @@ export class HttpHandler {
   readonly metrics: ServerMetrics;
   /** What the subscribers this handler starts are given (replay gate, logger, send buffer). */
   readonly serving: Required<Serving>;
+  /** The streams served now: add and remove them while serving. */
+  readonly streams: StreamSet;
   readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
-  readonly #excludes: (() => void)[];
   // How a tracked socket is closed by the server, when its session closes it (see SocketSession.close).
   readonly #closers = new Map<WebSocket, (code: number, reason: string) => void>();
 
@@ -97,32 +102,48 @@ export class HttpHandler {
       .int("compressFrameBytes", min, max, fallback);
     this.serving = { gate, logger: settings.logger, sendBudget, compressFrameBytes };
     this.metrics = new ServerMetrics(registry, gate, sendBudget);
-    this.#excludes = [...streams.values()].map((s) => registry.include(streamInside(s).metrics));
+    const set = this.streams = new StreamSet(registry);
+    for (const s of streams.values()) {
+      set.add(s, {
+        publish: settings.publish.includes(s.name),
+        role: roles.get(s.name) ?? PRIMARY,
+      });
+    }
     const sockets = new Set<WebSocket>();
     const closers = this.#closers;
     const metrics = this.metrics;
     const publishBudget = new PublishBudget(settings.maxPublishServerBytes);
     this.#ctx = {
-      streams,
-      roles,
+      streams: set.streams,
+      roles: set.roles,
+      publish: set.publish,
+      admin: settings.streamAdmin,
       serving: this.serving,
       settings,
       logger: settings.logger,
       metrics,
-      publishMetrics: new PublishMetrics(registry, streams.values(), publishBudget),
+      publishMetrics: new PublishMetrics(
+        registry,
+        { [Symbol.iterator]: () => set.streams.values() },
+        publishBudget,
+      ),
       publishBudget,
       upgrader,
       tokens: settings.tokens,
       shuttingDown: false,
       sockets,
-      track(socket, close) {
+      track(socket, close, stream) {
         sockets.add(socket);
         if (close) closers.set(socket, close);
+        if (stream !== undefined) {
+          set.track(stream, socket, close ?? ((code, reason) => socket.close(code, reason)));
+        }
         metrics.connections(sockets.size);
       },
-      untrack(socket) {
+      untrack(socket, stream) {
         sockets.delete(socket);
         closers.delete(socket);
+        if (stream !== undefined) set.untrack(stream, socket);
         metrics.connections(sockets.size);
       },
     };
@@ -156,7 +177,7 @@ export class HttpHandler {
 
   /** Gives the streams back (their series leave the registry): they may be served anew. */
   release(): void {
-    for (const exclude of this.#excludes.splice(0)) exclude();
+    this.streams.release();
   }
 
   /** Closes every open socket with 1001 (those not closed by their stream already). */
@@ -231,8 +252,17 @@ export class HttpHandler {
       if (full) return full;
     }
     const name = route ? params.name ?? null : match.kind === "no_route" ? match.name : null;
-    const denied = grant &&
-      denyRoute(ctx, grant, route?.access ?? "read", name, route?.pattern ?? url.pathname, remote);
+    const denied = route?.access === "admin"
+      ? denyAdmin(ctx, grant, route.pattern, remote)
+      : grant &&
+        denyRoute(
+          ctx,
+          grant,
+          route?.access ?? "read",
+          name,
+          route?.pattern ?? url.pathname,
+          remote,
+        );
     if (denied) return denied;
     if (route === null) {
       if (upgrade) return refuseSubscribePath(ctx, req, url, match.kind === "bad_path", remote);

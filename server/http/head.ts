@@ -20,17 +20,16 @@ import { json } from "./_respond.ts";
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
- * import { checkServeOptions } from "../serve_options.ts";
  * import { Stream } from "../stream/stream.ts";
  * import { readableHeads } from "./head.ts";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const streams = new Map(["a", "b"].map((n) => [n, Stream.ephemeral(n, { schema })]));
- * const ctx = { streams, roles: new Map(), settings: checkServeOptions({}) };
+ * const ctx = { streams, roles: new Map(), publish: new Set<string>() };
  * deepStrictEqual(readableHeads(ctx, null).map((h) => h.stream), ["a", "b"]);
  * ```
  */
 export function readableHeads(
-  ctx: Pick<HttpContext, "streams" | "roles" | "settings">,
+  ctx: Pick<HttpContext, "streams" | "roles" | "publish">,
   grant: Grant | null,
 ): StreamHead[] {
   const out: StreamHead[] = [];
@@ -48,13 +47,17 @@ export function headRoute(ctx: HttpContext, r: RouteRequest): Response {
 }
 
 // The head of `s` as this server serves it: whether it takes publishes, and its role's fields.
-function headOf(ctx: Pick<HttpContext, "roles" | "settings">, s: Stream): StreamHead {
+function headOf(ctx: Pick<HttpContext, "roles" | "publish">, s: Stream): StreamHead {
   return s.head(isPublishable(ctx, s), roleHead(roleOf(ctx, s.name)));
 }
 
 /**
- * `GET /_/streams`: the heads of the streams the caller may read, as a JSON array.
+ * `GET /_/streams`: the heads of the streams the caller may read, as a JSON
+ * array; on a server that creates streams while serving, each with
+ * `declared` (by flags or the config file) and its `definition`.
  */
 export function streamsRoute(ctx: HttpContext, r: RouteRequest): Response {
-  return json(readableHeads(ctx, r.grant));
+  const heads = readableHeads(ctx, r.grant);
+  if (ctx.admin === null) return json(heads);
+  return json(heads.map((h) => ({ ...h, ...ctx.admin!.describe(h.stream) })));
 }

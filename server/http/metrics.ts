@@ -32,7 +32,8 @@ export type RouteName =
   | "chunk"
   | "dictionary"
   | "publish"
-  | "replicate";
+  | "replicate"
+  | "admin";
 
 /** Why access control denied a request. */
 export type DenyWhy = "missing_token" | "invalid_token" | "bad_request" | "forbidden";

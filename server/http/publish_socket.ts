@@ -56,6 +56,7 @@ export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response 
     ctx,
     req,
     (socket) => new PublishSession(sessionContext(ctx), socket, stream, producer, key, who),
+    name,
   );
 }
 

@@ -20,10 +20,12 @@ import type { RouteName } from "./metrics.ts";
  * Who may use a route, when the server checks tokens: anyone (`public`: no
  * token asked), any valid token (`token`), a token that reads every stream
  * (`all`), one that may read (`read`) or publish to (`publish`) the stream
- * named in the path, or a cluster member (`cluster`: the route checks the
- * cluster's credential itself, with or without tokens; see replicate.ts).
+ * named in the path, a cluster member (`cluster`: the route checks the
+ * cluster's credential itself, with or without tokens; see replicate.ts), or
+ * an admin (`admin`: a token with `"admin": true`; without tokens, a client
+ * on a loopback address).
  */
-export type Access = "public" | "token" | "all" | "read" | "publish" | "cluster";
+export type Access = "public" | "token" | "all" | "read" | "publish" | "cluster" | "admin";
 
 /** A request as a route's handler gets it. */
 export interface RouteRequest {
@@ -43,8 +45,8 @@ export interface RouteRequest {
 
 /** One route. */
 export interface Route {
-  /** `GET` (which answers `HEAD` too) or `POST`. */
-  readonly method: "GET" | "POST";
+  /** `GET` (which answers `HEAD` too), `POST`, `PUT` or `DELETE`. */
+  readonly method: "GET" | "POST" | "PUT" | "DELETE";
   /** Whether it answers a WebSocket upgrade (only upgrades reach it, and no upgrade reaches the others). */
   readonly upgrade: boolean;
   /** The path pattern. */

@@ -12,6 +12,8 @@
  * | `GET /_/viewer.js` | viewer | anyone |
  * | `GET /_/metrics` | metrics | a token for every stream |
  * | `GET /_/streams` | streams | any token |
+ * | `PUT /_/streams/{stream}` | admin | an admin token (`"admin": true`); without tokens, a loopback client |
+ * | `DELETE /_/streams/{stream}` | admin | an admin token; without tokens, a loopback client |
  * | `GET /` | viewer | any token |
  * | WebSocket `/{name}` | upgrade | a token that reads the stream |
  * | WebSocket `/{name}/publish` | upgrade | a token that publishes to it |
@@ -41,6 +43,7 @@ import { publishSocketRoute } from "./publish_socket.ts";
 import { replicateRoute } from "./replicate.ts";
 import type { Access, Route } from "./router.ts";
 import { subscribeRoute } from "./subscribe.ts";
+import { deleteStreamRoute, putStreamRoute } from "./streams_admin.ts";
 import { VIEWER_ASSETS, viewerAssetRoute, viewerPageRoute } from "./viewer.ts";
 
 function get(
@@ -53,14 +56,26 @@ function get(
   return { method: "GET", upgrade: false, pattern, name, access, stream, handle };
 }
 
+function admin(method: "PUT" | "DELETE", handle: Route["handle"]): Route {
+  const pattern = "/_/streams/{stream}";
+  return { method, upgrade: false, pattern, name: "admin", access: "admin", stream: false, handle };
+}
+
 /**
  * The routes, in the order they are matched.
  */
 export const ROUTES: readonly Route[] = Object.freeze([
-  get("/_/health", "health", "public", (ctx) => healthResponse(ctx.shuttingDown, ctx.streams.size)),
+  get(
+    "/_/health",
+    "health",
+    "public",
+    (ctx) => healthResponse(ctx.shuttingDown, ctx.streams.size),
+  ),
   ...VIEWER_ASSETS.map((path) => get(path, "viewer", "public", viewerAssetRoute)),
   get("/_/metrics", "metrics", "all", (ctx) => metricsResponse(ctx.metrics.registry)),
   get("/_/streams", "streams", "token", streamsRoute),
+  admin("PUT", putStreamRoute),
+  admin("DELETE", deleteStreamRoute),
   get("/", "viewer", "token", viewerPageRoute),
   {
     method: "GET",

@@ -62,6 +62,7 @@ export function subscribeRoute(ctx: HttpContext, r: RouteRequest): Response {
     req,
     (socket) =>
       new SubscribeSession(sessionContext(ctx, stream), socket, stream, q.value, filter, who),
+    stream.name,
   );
 }
 

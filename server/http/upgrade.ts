@@ -50,7 +50,8 @@ export function refuseWhenFull(ctx: HttpContext, remote: string): Response | nul
 /**
  * Upgrades `req` and runs `session(socket)` over the socket's life (the
  * session sees the socket's narrow side, `../socket.ts`); returns the
- * response that completes the upgrade.
+ * response that completes the upgrade. `stream`: the stream the socket is
+ * open on (a subscriber's, a publisher's), whose deletion closes it.
  *
  * @example
  * ```ts ignore
@@ -61,6 +62,7 @@ export function acceptSocket(
   ctx: HttpContext,
   req: Request,
   session: (socket: SessionSocket) => SocketSession,
+  stream?: string,
 ): Response {
   // The subprotocol to answer with: `streamcast` when offered, else none.
   const protocol = offeredProtocols(req).includes(SUBPROTOCOL) ? SUBPROTOCOL : undefined;
@@ -71,12 +73,12 @@ export function acceptSocket(
   const s = session(socket);
   const close = (code: number, reason: string) =>
     s.close ? s.close(code, reason) : socket.close(code, reason);
-  ctx.track(socket, close);
+  ctx.track(socket, close, stream);
   let ended = false;
   const end = (e: Event) => {
     if (ended) return;
     ended = true;
-    ctx.untrack(socket);
+    ctx.untrack(socket, stream);
     s.ended(endOf(e));
   };
   socket.onopen = () => {

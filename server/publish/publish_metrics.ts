@@ -93,9 +93,11 @@ export class PublishMetrics {
       "Bytes of publishing the server holds now (frames taken, POST bodies being read or " +
         "committed), against --max-publish-server-bytes.",
     );
-    const durable = [...streams].filter((s) => s.log !== null);
+    // Read at each render: streams come and go while serving.
     registry.collect(() => {
-      for (const s of durable) producers.set(s.log!.producers.size, { stream: s.name });
+      for (const s of streams) {
+        if (s.log !== null) producers.set(s.log.producers.size, { stream: s.name });
+      }
       held?.set(budget!.used);
     });
   }

@@ -16,7 +16,7 @@ Deno.test("routes: every route is in the route table's doc and in SPEC §3.5, an
   const section = spec.slice(spec.indexOf("### 3.5 HTTP routes"), spec.indexOf("### 3.6"));
   const docRows = (text: string) =>
     text.split("\n").map((l) => l.replace(/^ \* /, "")).filter((l) =>
-      /^\| (`(GET|POST) \/|WebSocket `)/.test(l)
+      /^\| (`(GET|POST|PUT|DELETE) \/|WebSocket `)/.test(l)
     ).map((l) => l.split(" | ")[0].slice(2).trim());
   const want = ROUTES.map(shown).sort();
   assertEquals(docRows(code).sort(), want, "server/http/routes.ts's doc table");

@@ -1,0 +1,422 @@
+/**
+ * `serve --cluster`'s streams created while serving: their definitions live
+ * in etcd (`PREFIX/definitions/NAME`), and every node opens a stream when
+ * its definition appears and closes it when it is removed, as it watches
+ * them ({@linkcode ClusterStreamAdmin}). A `PUT` or `DELETE` is answered
+ * once etcd holds the change; a write whose answer was lost is read back
+ * before it is answered.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+import type { Logger } from "../../common/logger.ts";
+import { sleep } from "../../common/backoff.ts";
+import { EtcdIndeterminateError } from "../../cluster/etcd_client.ts";
+import { watchKeys } from "../../cluster/etcd_watch.ts";
+import { definitionsDir, streamKeys } from "../../cluster/keys.ts";
+import { CloseCode } from "../../wire/close_reason.ts";
+import {
+  compareDefinitions,
+  DefinitionError,
+  definitionJson,
+  parseDefinition,
+  type StreamDefinition,
+} from "../../server/stream_definition.ts";
+import type { AdminAnswer, StreamAdmin, StreamDescription } from "../../server/stream_admin.ts";
+import { STREAM_DELETED_REASON } from "../../server/admin/local_admin.ts";
+import type { ServedStream, Server } from "../../server/serve.ts";
+import type { ClusterJoined } from "./cluster.ts";
+import { definedOptions } from "./created_streams.ts";
+import { Fatal, oneLine, show } from "./fatal.ts";
+import type { Settings } from "./run_settings.ts";
+import { DEFAULT_MAX_STREAMS } from "../../server/limits.ts";
+
+/** How long an answer waits for this node to open or close the stream, ms. */
+const APPLY_WAIT_MS = 10_000;
+/** Attempts of a write that lost a race with another node's. */
+const WRITE_ATTEMPTS = 5;
+
+function declaredAnswer(name: string): AdminAnswer {
+  return {
+    status: 409,
+    body: {
+      error: "declared",
+      detail: `stream ${JSON.stringify(name)} is declared by flags or the config file: ` +
+        "change it there and restart",
+    },
+  };
+}
+
+function unavailable(err: unknown): AdminAnswer {
+  return { status: 503, body: { error: "unavailable", detail: `etcd: ${oneLine(err)}` } };
+}
+
+/**
+ * The admin of a cluster node: definitions in etcd, streams opened and
+ * closed on every node as they appear and go.
+ */
+export class ClusterStreamAdmin implements StreamAdmin {
+  readonly #cluster: ClusterJoined;
+  readonly #s: Settings;
+  readonly #declared: ReadonlyMap<string, StreamDefinition | null>;
+  readonly #logger: Logger;
+  readonly #dir: string;
+  // The definitions this node serves now, as applied from etcd.
+  readonly #defs = new Map<string, StreamDefinition>();
+  // Those read at start, opened before serving.
+  readonly #initial: Map<string, StreamDefinition>;
+  #revision: number;
+  #server: Server | null = null;
+  #queue: Promise<unknown> = Promise.resolve();
+  readonly #ac = new AbortController();
+  #watching: Promise<void> | null = null;
+
+  private constructor(
+    cluster: ClusterJoined,
+    s: Settings,
+    declared: ReadonlyMap<string, StreamDefinition | null>,
+    initial: Map<string, StreamDefinition>,
+    revision: number,
+    logger: Logger,
+  ) {
+    this.#cluster = cluster;
+    this.#s = s;
+    this.#declared = declared;
+    this.#initial = initial;
+    this.#revision = revision;
+    this.#logger = logger;
+    this.#dir = definitionsDir(cluster.prefix);
+  }
+
+  /**
+   * Reads the cluster's definitions; a {@linkcode Fatal} for one that does
+   * not parse or names a declared stream with another definition.
+   */
+  static async load(
+    cluster: ClusterJoined,
+    s: Settings,
+    declared: ReadonlyMap<string, StreamDefinition | null>,
+    logger: Logger,
+  ): Promise<ClusterStreamAdmin> {
+    const dir = definitionsDir(cluster.prefix);
+    let listed;
+    try {
+      listed = await cluster.etcd.range(dir, { prefix: true });
+    } catch (err) {
+      throw new Fatal(`cannot read the cluster's stream definitions: ${oneLine(err)}`, 1);
+    }
+    const initial = new Map<string, StreamDefinition>();
+    for (const kv of listed.kvs) {
+      const name = kv.key.slice(dir.length);
+      let def: StreamDefinition;
+      try {
+        def = parseDefinition(JSON.parse(kv.value));
+      } catch (err) {
+        throw new Fatal(`${show(name)}: its definition in etcd (${kv.key}): ${oneLine(err)}`, 1);
+      }
+      if (declared.has(name)) {
+        const d = declared.get(name)!;
+        const change = d === null ? null : compareDefinitions(def, d);
+        if (change === null || change.kind !== "same") {
+          throw new Fatal(
+            `${show(name)} is declared and also defined in the cluster (${kv.key}) with another ` +
+              `definition${change?.kind === "conflict" ? ` (${change.detail})` : ""}: ` +
+              "remove one of them",
+            2,
+          );
+        }
+        continue;
+      }
+      initial.set(name, def);
+    }
+    return new ClusterStreamAdmin(cluster, s, declared, initial, listed.revision, logger);
+  }
+
+  /** Opens the streams defined at start (their nodes not started); on a failure a {@linkcode Fatal}. */
+  async openInitial(): Promise<{ served: ServedStream[]; publish: string[] }> {
+    const served: ServedStream[] = [];
+    const publish: string[] = [];
+    for (const [name, def] of this.#initial) {
+      try {
+        served.push(await this.#cluster.open(name, this.#options(def)));
+      } catch (err) {
+        throw new Fatal(`${show(name)} (defined in the cluster): ${oneLine(err)}`, 1);
+      }
+      this.#defs.set(name, def);
+      if (def.publish) publish.push(name);
+    }
+    return { served, publish };
+  }
+
+  #options(def: StreamDefinition) {
+    return { ...definedOptions(this.#s, def, this.#logger), root: this.#s.root };
+  }
+
+  /** Starts watching the definitions, opening and closing streams on `server`. */
+  attach(server: Server): void {
+    this.#server = server;
+    this.#watching = this.#watch();
+  }
+
+  /** Stops watching (before the server shuts down). */
+  async stop(): Promise<void> {
+    this.#ac.abort();
+    await this.#watching;
+    await this.#queue;
+  }
+
+  async #watch(): Promise<void> {
+    const signal = this.#ac.signal;
+    while (!signal.aborted) {
+      try {
+        for await (
+          const events of watchKeys(this.#cluster.etcd, this.#dir, {
+            prefix: true,
+            fromRevision: this.#revision + 1,
+            signal,
+          })
+        ) {
+          for (const e of events) {
+            const name = e.kv.key.slice(this.#dir.length);
+            this.#revision = Math.max(this.#revision, e.kv.modRevision);
+            let def: StreamDefinition | null = null;
+            if (e.type === "put") {
+              try {
+                def = parseDefinition(JSON.parse(e.kv.value));
+              } catch (err) {
+                this.#logger.error("stream_definition_refused", {
+                  stream: name,
+                  error: oneLine(err),
+                });
+                continue;
+              }
+            }
+            await this.#serial(() => this.#apply(name, def));
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        // A watch that cannot resume (compacted, say): read them all again.
+        this.#logger.warn("stream_definitions_resync", { error: oneLine(err) });
+        await this.#resync().catch(() => sleep(1000));
+      }
+    }
+  }
+
+  async #resync(): Promise<void> {
+    const listed = await this.#cluster.etcd.range(this.#dir, { prefix: true });
+    const now = new Map<string, StreamDefinition>();
+    for (const kv of listed.kvs) {
+      try {
+        now.set(kv.key.slice(this.#dir.length), parseDefinition(JSON.parse(kv.value)));
+      } catch {
+        // Refused when it came; refused again.
+      }
+    }
+    for (const name of [...this.#defs.keys()]) {
+      if (!now.has(name)) await this.#serial(() => this.#apply(name, null));
+    }
+    for (const [name, def] of now) await this.#serial(() => this.#apply(name, def));
+    this.#revision = listed.revision;
+  }
+
+  #serial<T>(f: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(f, f);
+    this.#queue = next.catch(() => {});
+    return next;
+  }
+
+  // Serves `name` as `def` says on this node, or stops serving it (`def` null).
+  async #apply(name: string, def: StreamDefinition | null): Promise<void> {
+    const server = this.#server!;
+    if (this.#declared.has(name)) return;
+    const before = this.#defs.get(name);
+    if (def === null) {
+      if (before === undefined) return;
+      this.#defs.delete(name);
+      server.removeStream(name, CloseCode.StreamDeleted, STREAM_DELETED_REASON);
+      await this.#cluster.close(name);
+      // The local folder goes; an archive is left alone.
+      await Deno.remove(join(this.#s.root, name), { recursive: true }).catch(() => {});
+      this.#logger.info("stream_deleted", { stream: name });
+      return;
+    }
+    if (before !== undefined) {
+      if (compareDefinitions(before, def).kind === "same") return;
+      // A grown schema: opened again (its subscribers get 1001 and resume).
+      this.#defs.delete(name);
+      server.removeStream(name, CloseCode.GoingAway, "");
+      await this.#cluster.close(name);
+    }
+    try {
+      const served = await this.#cluster.open(name, this.#options(def));
+      server.addStream(served, { publish: def.publish });
+      this.#cluster.nodes.get(name)?.start();
+      this.#defs.set(name, def);
+      this.#logger.info(before === undefined ? "stream_created" : "stream_schema_grown", {
+        stream: name,
+        stream_id: served.stream.streamId,
+      });
+    } catch (err) {
+      this.#logger.error("stream_open_failed", { stream: name, error: oneLine(err) });
+    }
+  }
+
+  describe(name: string): StreamDescription | null {
+    if (this.#declared.has(name)) {
+      const d = this.#declared.get(name)!;
+      return { declared: true, definition: d === null ? null : definitionJson(d) };
+    }
+    const d = this.#defs.get(name);
+    return d === undefined ? null : { declared: false, definition: definitionJson(d) };
+  }
+
+  // Waits (bounded) until this node serves `name` as `def` says (null: not at all).
+  async #applied(name: string, def: StreamDefinition | null): Promise<void> {
+    const deadline = Date.now() + APPLY_WAIT_MS;
+    while (Date.now() < deadline) {
+      const now = this.#defs.get(name) ?? null;
+      if (
+        def === null ? now === null : now !== null && compareDefinitions(now, def).kind === "same"
+      ) {
+        return;
+      }
+      await sleep(20);
+    }
+  }
+
+  #answer(status: number, name: string): AdminAnswer {
+    return {
+      status,
+      body: { stream: name, stream_id: this.#server?.streams.get(name)?.streamId ?? null },
+    };
+  }
+
+  async put(name: string, def: StreamDefinition): Promise<AdminAnswer> {
+    if (this.#declared.has(name)) {
+      const d = this.#declared.get(name)!;
+      if (d !== null && compareDefinitions(d, def).kind === "same") return this.#answer(200, name);
+      return declaredAnswer(name);
+    }
+    if (def.ephemeral) {
+      return {
+        status: 400,
+        body: {
+          error: "bad_request",
+          detail: "a cluster's streams are durable: ephemeral is refused",
+        },
+      };
+    }
+    const etcd = this.#cluster.etcd;
+    const key = this.#dir + name;
+    const value = JSON.stringify(definitionJson(def));
+    try {
+      for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+        const kv = await etcd.get(key);
+        if (kv !== null) {
+          let before: StreamDefinition;
+          try {
+            before = parseDefinition(JSON.parse(kv.value));
+          } catch (err) {
+            if (!(err instanceof DefinitionError) && !(err instanceof SyntaxError)) throw err;
+            return {
+              status: 409,
+              body: { error: "conflict", detail: `its definition in etcd: ${oneLine(err)}` },
+            };
+          }
+          const change = compareDefinitions(before, def);
+          if (change.kind === "conflict") {
+            return { status: 409, body: { error: "conflict", detail: change.detail } };
+          }
+          if (change.kind === "grows") {
+            const wrote = await this.#write(key, value, [
+              { key, target: "mod", op: "==", value: kv.modRevision },
+            ], [{ put: { key, value } }]);
+            if (!wrote) continue;
+          }
+          await this.#applied(name, def);
+          return this.#answer(200, name);
+        }
+        const listed = await etcd.range(this.#dir, { prefix: true });
+        const served = listed.kvs.length + this.#declared.size;
+        if (served >= (this.#s.maxStreams ?? DEFAULT_MAX_STREAMS)) {
+          return {
+            status: 409,
+            body: {
+              error: "too_many_streams",
+              detail: `the cluster serves ${served} streams, its most (--max-streams ${
+                this.#s.maxStreams ?? DEFAULT_MAX_STREAMS
+              })`,
+            },
+          };
+        }
+        // Created only if absent, and what an earlier stream of that name left is cleared.
+        const wrote = await this.#write(key, value, [
+          { key, target: "create", op: "==", value: 0 },
+        ], [
+          { delete: { key: streamKeys(name, this.#cluster.prefix).dir, prefix: true } },
+          { put: { key, value } },
+        ]);
+        if (!wrote) continue;
+        await this.#applied(name, def);
+        return this.#answer(201, name);
+      }
+      return {
+        status: 503,
+        body: { error: "unavailable", detail: "other writes kept winning; try again" },
+      };
+    } catch (err) {
+      return unavailable(err);
+    }
+  }
+
+  // Runs the transaction; true when it applied. An answer lost is read back:
+  // applied when the key holds `value` (null: is absent).
+  async #write(
+    key: string,
+    value: string | null,
+    compare: Parameters<ClusterJoined["etcd"]["txn"]>[0],
+    success: Parameters<ClusterJoined["etcd"]["txn"]>[1],
+  ): Promise<boolean> {
+    try {
+      return (await this.#cluster.etcd.txn(compare, success)).succeeded;
+    } catch (err) {
+      if (!(err instanceof EtcdIndeterminateError)) throw err;
+      const kv = await this.#cluster.etcd.get(key);
+      return value === null ? kv === null : kv?.value === value;
+    }
+  }
+
+  async delete(name: string): Promise<AdminAnswer> {
+    if (this.#declared.has(name)) return declaredAnswer(name);
+    const etcd = this.#cluster.etcd;
+    const key = this.#dir + name;
+    try {
+      for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+        const kv = await etcd.get(key);
+        if (kv === null) {
+          return {
+            status: 404,
+            body: { error: "not_found", detail: `no stream ${JSON.stringify(name)}` },
+          };
+        }
+        const wrote = await this.#write(key, null, [
+          { key, target: "mod", op: "==", value: kv.modRevision },
+        ], [
+          { delete: { key } },
+          { delete: { key: streamKeys(name, this.#cluster.prefix).dir, prefix: true } },
+        ]);
+        if (!wrote) continue;
+        await this.#applied(name, null);
+        return { status: 204, body: null };
+      }
+      return {
+        status: 503,
+        body: { error: "unavailable", detail: "other writes kept winning; try again" },
+      };
+    } catch (err) {
+      return unavailable(err);
+    }
+  }
+}

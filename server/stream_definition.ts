@@ -1,0 +1,305 @@
+/**
+ * A stream's definition, as `PUT /_/streams/{name}` takes it and
+ * `ROOT/streams.json` keeps it: its schema, whether it takes network
+ * publishes, whether it is ephemeral, whether it keeps an Iceberg table,
+ * its retention bounds and its key columns. {@linkcode parseDefinition}
+ * checks a body (every problem named), {@linkcode compareDefinitions} says
+ * whether a definition given again is the same, grows the schema only (§14's
+ * rule: nullable columns added at the end), or conflicts.
+ *
+ * @module
+ */
+
+import { compileSchema } from "../schema/compile.ts";
+import { schemaChange } from "../schema/evolution.ts";
+import { SchemaError } from "../schema/schema_error.ts";
+
+/** A stream's definition, checked, every field present. */
+export interface StreamDefinition {
+  /** The JSON Schema of its rows. */
+  readonly schema: Record<string, unknown>;
+  /** Opened for network publishing (`POST /{name}`, the publish socket). */
+  readonly publish: boolean;
+  /** Without a log (nothing replayable). */
+  readonly ephemeral: boolean;
+  /** Keeps an Apache Iceberg table of its sealed rows. */
+  readonly iceberg: boolean;
+  /** Local history kept by age, seconds; null: the server's. */
+  readonly retainAge: number | null;
+  /** Local history kept by size, bytes; null: the server's. */
+  readonly retainBytes: number | null;
+  /** Its key columns (the latest row per key); null: none. */
+  readonly key: readonly string[] | null;
+}
+
+/** The fields a definition may have. */
+export const DEFINITION_FIELDS: readonly string[] = [
+  "schema",
+  "publish",
+  "ephemeral",
+  "iceberg",
+  "retainAge",
+  "retainBytes",
+  "key",
+];
+
+/** The largest definition body taken, bytes (a schema of a few hundred columns fits). */
+export const MAX_DEFINITION_BYTES = 1 << 20;
+
+/** A definition that cannot be taken; the message names what is wrong. */
+export class DefinitionError extends Error {
+  /** Makes one. */
+  constructor(message: string) {
+    super(message);
+    this.name = "DefinitionError";
+  }
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)(s|m|h|d)?$/;
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+const SIZE = /^(\d+)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$/;
+const SIZE_UNITS: Record<string, number> = {
+  B: 1,
+  KB: 1e3,
+  MB: 1e6,
+  GB: 1e9,
+  TB: 1e12,
+  KiB: 2 ** 10,
+  MiB: 2 ** 20,
+  GiB: 2 ** 30,
+  TiB: 2 ** 40,
+};
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * A retention age, seconds: a positive number of seconds, or a string such
+ * as `90s`, `15m`, `24h`, `7d`; null for null or absent.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { durationSeconds } from "./stream_definition.ts";
+ * equal(durationSeconds("15m", "retainAge"), 900);
+ * equal(durationSeconds(30, "retainAge"), 30);
+ * ```
+ */
+export function durationSeconds(v: unknown, what: string): number | null {
+  if (v === undefined || v === null) return null;
+  const m = typeof v === "string" ? DURATION.exec(v.trim()) : null;
+  const s = typeof v === "number" ? v : m ? Number(m[1]) * DURATION_UNITS[m[2] ?? "s"] : NaN;
+  if (!Number.isFinite(s) || s <= 0) {
+    throw new DefinitionError(
+      `${what} must be a positive duration (seconds, or 90s, 15m, 24h, 7d), got ${
+        JSON.stringify(v)
+      }`,
+    );
+  }
+  return s;
+}
+
+/**
+ * A retention size, bytes: a positive integer, or a string such as `500MB`,
+ * `2GiB`; null for null or absent.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { sizeBytes } from "./stream_definition.ts";
+ * equal(sizeBytes("2GiB", "retainBytes"), 2 ** 31);
+ * equal(sizeBytes(4096, "retainBytes"), 4096);
+ * ```
+ */
+export function sizeBytes(v: unknown, what: string): number | null {
+  if (v === undefined || v === null) return null;
+  const m = typeof v === "string" ? SIZE.exec(v.trim()) : null;
+  const n = typeof v === "number" ? v : m ? Number(m[1]) * SIZE_UNITS[m[2] ?? "B"] : NaN;
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    throw new DefinitionError(
+      `${what} must be a positive size (bytes, or 500MB, 2GiB), got ${JSON.stringify(v)}`,
+    );
+  }
+  return n;
+}
+
+function flag(body: Record<string, unknown>, key: string): boolean {
+  const v = body[key];
+  if (v === undefined) return false;
+  if (typeof v !== "boolean") {
+    throw new DefinitionError(`${key} must be true or false, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+/**
+ * Checks a definition (the parsed JSON of a `PUT` body, or an entry of
+ * `streams.json`): only `schema` is required; a {@linkcode DefinitionError}
+ * names the first problem (unknown fields all at once).
+ *
+ * @example
+ * ```ts
+ * import { equal, throws } from "node:assert/strict";
+ * import { parseDefinition } from "./stream_definition.ts";
+ * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+ * const d = parseDefinition({ schema, publish: true, retainAge: "1h" });
+ * equal(d.retainAge, 3600);
+ * throws(() => parseDefinition({ schema, colour: 1, size: 2 }), {
+ *   message: 'unknown fields "colour", "size" (known: schema, publish, ephemeral, iceberg, retainAge, retainBytes, key)',
+ * });
+ * ```
+ */
+export function parseDefinition(body: unknown): StreamDefinition {
+  if (!isObject(body)) throw new DefinitionError(`the body must be a JSON object {"schema": {…}}`);
+  const unknown = Object.keys(body).filter((k) => !DEFINITION_FIELDS.includes(k));
+  if (unknown.length > 0) {
+    throw new DefinitionError(
+      `unknown field${unknown.length > 1 ? "s" : ""} ${
+        unknown.map((k) => JSON.stringify(k.slice(0, 40))).join(", ")
+      } (known: ${DEFINITION_FIELDS.join(", ")})`,
+    );
+  }
+  if (body.schema === undefined) throw new DefinitionError(`"schema" is required`);
+  if (!isObject(body.schema)) throw new DefinitionError(`schema must be a JSON Schema object`);
+  let columns: Set<string>;
+  try {
+    columns = new Set(compileSchema(body.schema).columns.map((c) => c.name));
+  } catch (err) {
+    if (!(err instanceof SchemaError)) throw err;
+    throw new DefinitionError(`schema is refused: ${err.message}`);
+  }
+  const publish = flag(body, "publish");
+  const ephemeral = flag(body, "ephemeral");
+  const iceberg = flag(body, "iceberg");
+  const retainAge = durationSeconds(body.retainAge, "retainAge");
+  const retainBytes = sizeBytes(body.retainBytes, "retainBytes");
+  let key: string[] | null = null;
+  if (body.key !== undefined && body.key !== null) {
+    if (!Array.isArray(body.key) || body.key.length === 0) {
+      throw new DefinitionError(`key must be a non-empty array of column names`);
+    }
+    for (const k of body.key) {
+      if (typeof k !== "string" || !columns.has(k)) {
+        throw new DefinitionError(`key: ${JSON.stringify(k)} is not a column of the schema`);
+      }
+    }
+    if (new Set(body.key).size !== body.key.length) {
+      throw new DefinitionError(`key names a column twice`);
+    }
+    key = [...body.key];
+  }
+  if (ephemeral) {
+    const durableOnly = [
+      publish && "publish",
+      iceberg && "iceberg",
+      retainAge !== null && "retainAge",
+      retainBytes !== null && "retainBytes",
+    ].filter((x) => x !== false);
+    if (durableOnly.length > 0) {
+      throw new DefinitionError(
+        `an ephemeral stream has no log: ${durableOnly.join(", ")} need${
+          durableOnly.length > 1 ? "" : "s"
+        } a durable stream`,
+      );
+    }
+  }
+  return {
+    schema: body.schema,
+    publish,
+    ephemeral,
+    iceberg,
+    retainAge,
+    retainBytes,
+    key,
+  };
+}
+
+/**
+ * A definition as JSON, every field present (what `streams.json` and
+ * `GET /_/streams` show).
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { definitionJson, parseDefinition } from "./stream_definition.ts";
+ * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+ * deepStrictEqual(Object.keys(definitionJson(parseDefinition({ schema }))), [
+ *   "schema", "publish", "ephemeral", "iceberg", "retainAge", "retainBytes", "key",
+ * ]);
+ * ```
+ */
+export function definitionJson(d: StreamDefinition): Record<string, unknown> {
+  return {
+    schema: d.schema,
+    publish: d.publish,
+    ephemeral: d.ephemeral,
+    iceberg: d.iceberg,
+    retainAge: d.retainAge,
+    retainBytes: d.retainBytes,
+    key: d.key === null ? null : [...d.key],
+  };
+}
+
+// JSON text with object keys sorted, so that two equal values give one text.
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(",")}]`;
+  if (isObject(v)) {
+    return `{${
+      Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")
+    }}`;
+  }
+  return JSON.stringify(v);
+}
+
+/** How a definition given again compares with the one in force. */
+export type DefinitionChange =
+  | { kind: "same" }
+  | { kind: "grows" }
+  | { kind: "conflict"; detail: string };
+
+/**
+ * Compares `after` (given now) with `before` (in force): `same`, `grows`
+ * (only the schema differs, and only by nullable columns added at the end,
+ * or by its annotations: the new schema applies from the next row), or a
+ * `conflict` naming the first difference.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { compareDefinitions, parseDefinition } from "./stream_definition.ts";
+ * const v1 = parseDefinition({ schema: { type: "object", properties: { a: { type: "number" } }, required: ["a"] } });
+ * const v2 = parseDefinition({
+ *   schema: { type: "object", properties: { a: { type: "number" }, b: { type: ["string", "null"] } }, required: ["a", "b"] },
+ * });
+ * equal(compareDefinitions(v1, v1).kind, "same");
+ * equal(compareDefinitions(v1, v2).kind, "grows");
+ * equal(compareDefinitions(v2, v1).kind, "conflict");
+ * equal(compareDefinitions(v1, { ...v1, publish: true }).kind, "conflict");
+ * ```
+ */
+export function compareDefinitions(
+  before: StreamDefinition,
+  after: StreamDefinition,
+): DefinitionChange {
+  for (const k of DEFINITION_FIELDS) {
+    if (k === "schema") continue;
+    const a = (before as unknown as Record<string, unknown>)[k];
+    const b = (after as unknown as Record<string, unknown>)[k];
+    if (canonical(a) !== canonical(b)) {
+      return {
+        kind: "conflict",
+        detail: `${k} is ${JSON.stringify(a)} here, ${JSON.stringify(b)} in the request`,
+      };
+    }
+  }
+  if (canonical(before.schema) === canonical(after.schema)) return { kind: "same" };
+  const change = schemaChange(compileSchema(before.schema), compileSchema(after.schema));
+  if (change.kind === "refused") {
+    return {
+      kind: "conflict",
+      detail: `the schema ${change.detail}; a stream takes only nullable columns added at the end`,
+    };
+  }
+  return { kind: "grows" };
+}

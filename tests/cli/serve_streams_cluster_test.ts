@@ -1,0 +1,150 @@
+// Streams created and deleted while a cluster serves, against a real etcd and
+// two real `serve --cluster` nodes: created on one node, served by both
+// (published to through the leader, read on the other); a conflicting
+// definition refused; deleted on one node, closed on both (the subscriber on
+// the other gets 4410) and its definition gone from etcd; a node started
+// later serves what is defined. And a create and a delete whose etcd answer
+// is lost are read back and answered as what etcd holds.
+import { assert, assertEquals } from "../harness/assert.ts";
+import { startEtcd } from "../harness/etcd.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+import { SCHEMA, startServeNodes } from "../harness/serve_nodes.ts";
+import { TestSub } from "../harness/subscriber.ts";
+import { EtcdClient } from "../../cluster/etcd_client.ts";
+import { b64 } from "../../cluster/_etcd_wire.ts";
+import { definitionsDir } from "../../cluster/keys.ts";
+import { EtcdAnswerLoss } from "../harness/jepsen/etcd_answer_loss.ts";
+
+async function status(url: string, init?: RequestInit): Promise<number> {
+  const res = await fetch(url, init);
+  await res.body?.cancel();
+  return res.status;
+}
+
+async function put(url: string, name: string, body: unknown) {
+  const res = await fetch(`${url}/_/streams/${name}`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() as Record<string, unknown> };
+}
+
+Deno.test("serve --cluster: a stream created on one node is served by every node, and deleted on one is closed on every node", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  try {
+    await using nodes = await startServeNodes(root, ["n1", "n2"], { etcd: etcd.url });
+    const [n1, n2] = nodes;
+    const created = await put(n1.url, "q", { schema: SCHEMA, publish: true });
+    assertEquals(created.status, 201, JSON.stringify(created.body));
+    assertEquals(created.body.stream, "q");
+    // Stored in etcd under the cluster's prefix.
+    const kv = await new EtcdClient(etcd.url).get("/streamcast/definitions/q");
+    assertEquals(JSON.parse(kv!.value).publish, true);
+    // Every node serves it, with one stream id.
+    await until(async () => (await status(`${n2.url}/q/head`)) === 200, 20_000, "q on n2");
+    const heads = await Promise.all(
+      nodes.map(async (n) =>
+        (await (await fetch(`${n.url}/q/head`)).json()) as Record<string, unknown>
+      ),
+    );
+    assertEquals(heads[0].stream_id, heads[1].stream_id);
+    assert(typeof heads[0].stream_id === "string", "a stream id");
+    // Read on n2, published through whichever node leads.
+    const sub = await TestSub.open(`${n2.url.replace("http", "ws")}/q`);
+    let posted = 0;
+    await until(
+      async () => {
+        for (const n of nodes) {
+          const res = await fetch(`${n.url}/q`, {
+            method: "POST",
+            headers: { "content-type": "application/x-ndjson" },
+            body: JSON.stringify({ p: "a", seq: 1, i: 0 }) + "\n",
+            redirect: "manual",
+          });
+          await res.body?.cancel();
+          if (res.status === 200) {
+            posted++;
+            return true;
+          }
+        }
+        return false;
+      },
+      20_000,
+      "a leader of q taking the row",
+    );
+    assertEquals(posted, 1);
+    await sub.waitLines(1);
+    assertEquals(sub.offsets(), [1]);
+    // Another definition: 409 on any node.
+    const other = await put(n2.url, "q", { schema: SCHEMA, publish: false });
+    assertEquals([other.status, other.body.error], [409, "conflict"]);
+    assertEquals((await put(n2.url, "q", { schema: SCHEMA, publish: true })).status, 200);
+    // A cluster's streams are durable.
+    const ephemeral = await put(n2.url, "e", { schema: SCHEMA, ephemeral: true });
+    assertEquals([ephemeral.status, ephemeral.body.error], [400, "bad_request"]);
+    // Deleted on n1: closed on n2 too.
+    assertEquals(await status(`${n1.url}/_/streams/q`, { method: "DELETE" }), 204);
+    const closed = await sub.done;
+    assertEquals([closed.code, JSON.parse(closed.reason)], [4410, { error: "stream_deleted" }]);
+    await until(
+      async () =>
+        (await status(`${n1.url}/q/head`)) === 404 && (await status(`${n2.url}/q/head`)) === 404,
+      20_000,
+      "q closed on every node",
+    );
+    assertEquals(await new EtcdClient(etcd.url).get("/streamcast/definitions/q"), null);
+    assertEquals(await status(`${n2.url}/_/streams/q`, { method: "DELETE" }), 404);
+    // The declared stream is untouched on both.
+    for (const n of nodes) assertEquals(await status(`${n.url}/t/head`), 200);
+    // Defined again, then a node restarted serves it from etcd.
+    assertEquals((await put(n2.url, "r", { schema: SCHEMA })).status, 201);
+    await n1.kill();
+    await n1.start();
+    await until(
+      async () => (await status(`${n1.url}/r/head`)) === 200,
+      20_000,
+      "r on restarted n1",
+    );
+  } finally {
+    await rmrf(root);
+  }
+});
+
+Deno.test("serve --cluster: a create and a delete whose etcd answer is lost are read back, not sent again", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  const proxy = new EtcdAnswerLoss(etcd.url);
+  try {
+    await using nodes = await startServeNodes(root, ["n1"], { etcd: proxy.url, replicas: 1 });
+    const [n1] = nodes;
+    const key = b64(`${definitionsDir()}q`);
+    // The first write of q's definition: applied by etcd, its answer dropped.
+    let once = true;
+    proxy.loseWhen((c) => {
+      const pick = once && c.path === "/v3/kv/txn" && c.body.includes(key) &&
+        c.body.includes("request_put");
+      if (pick) once = false;
+      return pick;
+    });
+    const created = await put(n1.url, "q", { schema: SCHEMA, publish: true });
+    assertEquals(created.status, 201, JSON.stringify(created.body));
+    assertEquals(proxy.lost.length, 1);
+    assertEquals(await status(`${n1.url}/q/head`), 200);
+    once = true;
+    proxy.loseWhen((c) => {
+      const pick = once && c.path === "/v3/kv/txn" && c.body.includes(key) &&
+        c.body.includes("request_delete_range");
+      if (pick) once = false;
+      return pick;
+    });
+    assertEquals(await status(`${n1.url}/_/streams/q`, { method: "DELETE" }), 204);
+    assertEquals(proxy.lost.length, 2);
+    assertEquals(await new EtcdClient(etcd.url).get("/streamcast/definitions/q"), null);
+    assertEquals(await status(`${n1.url}/q/head`), 404);
+  } finally {
+    await proxy.close();
+    await rmrf(root);
+  }
+});

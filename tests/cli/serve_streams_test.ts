@@ -1,0 +1,359 @@
+// Streams created and deleted while serving, through real `serve` processes
+// and real sockets: PUT/DELETE /_/streams/{name}, ROOT/streams.json across a
+// restart, a subscriber open when its stream is deleted (4410) beside one of
+// another stream (untouched), the answers (409, 400, 413, 404), tokens with
+// and without "admin", the start refused for a name declared and recorded
+// differently, and the `streams` command.
+import { assert, assertEquals } from "../harness/assert.ts";
+import { CLI, runServe, startServe } from "../harness/serve.ts";
+import { TestSub } from "../harness/subscriber.ts";
+import { freePort, rmrf, tempDir } from "../harness/util.ts";
+
+function assertMatch(text: string, pattern: RegExp): void {
+  assert(pattern.test(text), `${JSON.stringify(text)} does not match ${pattern}`);
+}
+
+const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+const GROWN = {
+  type: "object",
+  properties: { v: { type: "number" }, note: { type: ["string", "null"] } },
+  required: ["v", "note"],
+};
+
+async function put(
+  url: string,
+  name: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${url}/_/streams/${name}`, {
+    method: "PUT",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+async function del(
+  url: string,
+  name: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Record<string, unknown> | null }> {
+  const res = await fetch(`${url}/_/streams/${name}`, { method: "DELETE", headers });
+  const text = await res.text();
+  return { status: res.status, body: text === "" ? null : JSON.parse(text) };
+}
+
+async function postRows(url: string, name: string, rows: unknown[]): Promise<number> {
+  const res = await fetch(`${url}/${name}`, {
+    method: "POST",
+    headers: { "content-type": "application/x-ndjson" },
+    body: rows.map((r) => JSON.stringify(r)).join("\n") + "\n",
+  });
+  await res.body?.cancel();
+  return res.status;
+}
+
+async function getJson(url: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(url);
+  return { status: res.status, body: await res.json() };
+}
+
+async function withRoot(f: (root: string, schemaFile: string) => Promise<void>): Promise<void> {
+  const root = await tempDir("streamcast-streams-");
+  const schemaFile = `${root}/t.json`;
+  await Deno.writeTextFile(schemaFile, JSON.stringify(SCHEMA));
+  try {
+    await f(`${root}/data`, schemaFile);
+  } finally {
+    await rmrf(root);
+  }
+}
+
+Deno.test("serve: a created stream is published to, subscribed, served again after a restart, deleted with a subscriber open, and created again", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const args = ["--stream", `t=${schemaFile}`, "--publish", "t", "--root", root];
+    let a = await startServe([...args, "--port", String(freePort())]);
+    try {
+      const created = await put(a.url, "q", { schema: SCHEMA, publish: true });
+      assertEquals(created.status, 201);
+      assertEquals(created.body.stream, "q");
+      const id = created.body.stream_id as string;
+      assertMatch(id, /^[0-9a-f]{32}$/);
+      const sub = await TestSub.open(`${a.ws}/q`);
+      assertEquals(await postRows(a.url, "q", [{ v: 1 }, { v: 2 }]), 200);
+      await sub.waitLines(2);
+      assertEquals(sub.offsets(), [1, 2]);
+      await sub.close();
+      const listed = (await getJson(`${a.url}/_/streams`)).body as Record<string, unknown>[];
+      assertEquals(listed.map((h) => [h.stream, h.declared]), [["t", true], ["q", false]]);
+      assertEquals((listed[1].definition as Record<string, unknown>).publish, true);
+      const file = JSON.parse(await Deno.readTextFile(`${root}/streams.json`));
+      assertEquals(Object.keys(file.streams), ["q"]);
+      assertEquals((await a.signal("SIGTERM")).code, 0);
+
+      // Served again from streams.json, with its history.
+      a = await startServe([...args, "--port", String(freePort())]);
+      const head = (await getJson(`${a.url}/q/head`)).body as Record<string, unknown>;
+      assertEquals([head.stream_id, head.end_offset, head.publish], [id, 3, true]);
+      const again = await put(a.url, "q", { schema: SCHEMA, publish: true });
+      assertEquals([again.status, again.body.stream_id], [200, id]);
+      // A nullable column added at the end: 200, the new version from the next row.
+      const watcher = await TestSub.open(`${a.ws}/q`);
+      const grown = await put(a.url, "q", { schema: GROWN, publish: true });
+      assertEquals([grown.status, grown.body.stream_id], [200, id]);
+      assertEquals((await watcher.done).code, 1001); // reopened: it resumes where it was
+      const versions = ((await getJson(`${a.url}/q/head`)).body as Record<string, unknown>)
+        .schema_versions as { from: number }[];
+      assertEquals(versions.map((v) => v.from), [1, 3]);
+      assertEquals(await postRows(a.url, "q", [{ v: 3, note: "grown" }]), 200);
+
+      // Deleted with a subscriber open on it and one on another stream.
+      const doomed = await TestSub.open(`${a.ws}/q?offset=1`);
+      await doomed.waitLines(3);
+      const other = await TestSub.open(`${a.ws}/t`);
+      const publisher = new WebSocket(`${a.ws}/q/publish?producer=p1`);
+      const publisherClosed = new Promise<CloseEvent>((r) => (publisher.onclose = r));
+      await new Promise((r) => (publisher.onmessage = r)); // its greeting
+      const gone = await del(a.url, "q");
+      assertEquals(gone.status, 204);
+      const closed = await doomed.done;
+      assertEquals(closed.code, 4410);
+      assertEquals(JSON.parse(closed.reason), { error: "stream_deleted" });
+      const pubClose = await publisherClosed;
+      assertEquals([pubClose.code, pubClose.reason], [4410, '{"error":"stream_deleted"}']);
+      assertEquals(await postRows(a.url, "q", [{ v: 3 }]), 404);
+      assertEquals((await getJson(`${a.url}/q/head`)).status, 404);
+      // The other stream's subscriber is untouched: it gets the next row.
+      assertEquals(await postRows(a.url, "t", [{ v: 9 }]), 200);
+      await other.waitLines(1);
+      assertEquals([other.closed, other.offsets()], [null, [1]]);
+      await other.close();
+      let removed = false;
+      try {
+        await Deno.stat(`${root}/q`);
+      } catch (err) {
+        removed = err instanceof Deno.errors.NotFound;
+      }
+      assert(removed, "the deleted stream's folder is removed");
+      const after = JSON.parse(await Deno.readTextFile(`${root}/streams.json`));
+      assertEquals(after.streams, {});
+      const health = (await getJson(`${a.url}/_/health`)).body as Record<string, unknown>;
+      assertEquals(health.streams, 1);
+
+      // Created again: a new stream, from offset 1.
+      const anew = await put(a.url, "q", { schema: SCHEMA, publish: true });
+      assertEquals(anew.status, 201);
+      assert(anew.body.stream_id !== id, "a new stream id");
+      const fresh = (await getJson(`${a.url}/q/head`)).body as Record<string, unknown>;
+      assertEquals(fresh.end_offset, 1);
+      const metrics = await (await fetch(`${a.url}/_/metrics`)).text();
+      assert(metrics.includes('stream="q"'), "the new stream's series are served");
+    } finally {
+      await a.stop();
+    }
+  });
+});
+
+Deno.test("serve: PUT and DELETE /_/streams answer conflicts, a grown schema, bad names and bodies, declared streams and too many", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const a = await startServe([
+      "--stream",
+      `t=${schemaFile}`,
+      "--root",
+      root,
+      "--max-streams",
+      "2",
+      "--port",
+      String(freePort()),
+    ]);
+    try {
+      assertEquals((await put(a.url, "q", { schema: SCHEMA })).status, 201);
+      // Another definition: 409 naming the difference.
+      const flag = await put(a.url, "q", { schema: SCHEMA, ephemeral: true });
+      assertEquals(flag.status, 409);
+      assertEquals(flag.body.error, "conflict");
+      assertMatch(flag.body.detail as string, /ephemeral/);
+      const retyped = { ...SCHEMA, properties: { v: { type: "string" } } };
+      const typed = await put(a.url, "q", { schema: retyped });
+      assertEquals(typed.status, 409);
+      assertMatch(typed.body.detail as string, /column "v" changes type/);
+      // A nullable column added at the end: 200, from the next row.
+      assertEquals(await postRows(a.url, "q", [{ v: 1 }]), 405); // not opened for publishing
+      const grown = await put(a.url, "q", { schema: GROWN });
+      assertEquals(grown.status, 200);
+      const head = (await getJson(`${a.url}/q/head`)).body as Record<string, unknown>;
+      assertEquals((head.schema_versions as unknown[]).length, 1); // no row yet: replaced
+      assertEquals(head.schema, GROWN);
+      // Bad names and bodies: 400, each naming what is wrong.
+      const bad: [string, unknown, RegExp][] = [
+        ["_x", { schema: SCHEMA }, /stream name "_x" is not/],
+        ["streams.json", { schema: SCHEMA }, /taken by ROOT\/streams\.json/],
+        ["ok", "{not json", /not JSON/],
+        ["ok", [1], /must be a JSON object/],
+        ["ok", {}, /"schema" is required/],
+        ["ok", { schema: SCHEMA, colour: "red" }, /unknown field "colour"/],
+        ["ok", { schema: { type: "string" } }, /schema is refused/],
+        ["ok", { schema: SCHEMA, publish: "yes" }, /publish must be true or false/],
+        ["ok", { schema: SCHEMA, retainAge: "soon" }, /retainAge must be a positive duration/],
+        ["ok", { schema: SCHEMA, retainBytes: -1 }, /retainBytes must be a positive size/],
+        ["ok", { schema: SCHEMA, key: ["w"] }, /key: "w" is not a column/],
+        ["ok", { schema: SCHEMA, ephemeral: true, publish: true }, /publish needs a durable/],
+      ];
+      for (const [name, body, detail] of bad) {
+        const r = await put(a.url, name, body);
+        assertEquals(
+          [r.status, r.body.error],
+          [400, "bad_request"],
+          `${name} ${JSON.stringify(body)}`,
+        );
+        assertMatch(r.body.detail as string, detail);
+      }
+      const big = await put(a.url, "ok", { schema: SCHEMA, pad: "x".repeat(2 << 20) });
+      assertEquals([big.status, big.body.error], [413, "too_large"]);
+      // Declared streams: neither changed nor deleted here.
+      const changed = await put(a.url, "t", { schema: GROWN });
+      assertEquals([changed.status, changed.body.error], [409, "declared"]);
+      assertEquals((await put(a.url, "t", { schema: SCHEMA })).status, 200);
+      const undeletable = await del(a.url, "t");
+      assertEquals([undeletable.status, undeletable.body?.error], [409, "declared"]);
+      assertEquals((await del(a.url, "nope")).status, 404);
+      // t and q are served: a third is one too many.
+      const third = await put(a.url, "r", { schema: SCHEMA });
+      assertEquals([third.status, third.body.error], [409, "too_many_streams"]);
+      assertEquals((await del(a.url, "q")).status, 204);
+      assertEquals((await put(a.url, "r", { schema: SCHEMA, ephemeral: true })).status, 201);
+      const r = (await getJson(`${a.url}/r/head`)).body as Record<string, unknown>;
+      assertEquals([r.durable, r.stream_id], [false, null]);
+    } finally {
+      await a.stop();
+    }
+  });
+});
+
+Deno.test("serve: with --tokens only an admin token creates and deletes streams", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const tokens = `${root}.tokens.json`;
+    const admin = "admin-token-0123456789";
+    const reader = "reader-token-0123456789";
+    await Deno.writeTextFile(
+      tokens,
+      JSON.stringify({
+        tokens: [
+          { name: "ops", token: admin, admin: true },
+          { name: "reader", token: reader, streams: ["*"], publish: ["*"] },
+        ],
+      }),
+    );
+    const a = await startServe([
+      "--stream",
+      `t=${schemaFile}`,
+      "--root",
+      root,
+      "--tokens",
+      tokens,
+      "--port",
+      String(freePort()),
+    ]);
+    try {
+      const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+      assertEquals((await put(a.url, "q", { schema: SCHEMA })).status, 401);
+      const denied = await put(a.url, "q", { schema: SCHEMA }, bearer(reader));
+      assertEquals([denied.status, denied.body.error], [403, "forbidden"]);
+      assertEquals((await put(a.url, "q", { schema: SCHEMA }, bearer(admin))).status, 201);
+      assertEquals((await del(a.url, "q", bearer(reader))).status, 403);
+      // Administering grants no reading.
+      const head = await fetch(`${a.url}/q/head`, { headers: bearer(admin) });
+      await head.body?.cancel();
+      assertEquals(head.status, 403);
+      assertEquals((await del(a.url, "q", bearer(admin))).status, 204);
+    } finally {
+      await a.stop();
+      await Deno.remove(tokens);
+    }
+  });
+});
+
+Deno.test("serve: a stream declared and recorded in streams.json with another definition stops the start", async () => {
+  await withRoot(async (root, schemaFile) => {
+    await Deno.mkdir(root, { recursive: true });
+    await Deno.writeTextFile(
+      `${root}/streams.json`,
+      JSON.stringify({ format: 1, streams: { t: { schema: GROWN } } }),
+    );
+    const { code, stderr } = await runServe([
+      "--stream",
+      `t=${schemaFile}`,
+      "--root",
+      root,
+      "--port",
+      String(freePort()),
+    ]);
+    assertEquals(code, 2);
+    const lines = stderr.trim().split("\n");
+    assertEquals(lines.length, 1, stderr);
+    assertMatch(
+      lines[0],
+      /^streamcast serve: stream "t" is declared and also recorded in .*streams\.json/,
+    );
+  });
+});
+
+async function streamsCmd(
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "streams", ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  const d = new TextDecoder();
+  return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
+}
+
+Deno.test("cli streams: create, list and delete against a running server", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const a = await startServe([
+      "--stream",
+      `t=${schemaFile}`,
+      "--root",
+      root,
+      "--port",
+      String(freePort()),
+    ]);
+    try {
+      const made = await streamsCmd([
+        "create",
+        a.url,
+        "q",
+        "--schema",
+        schemaFile,
+        "--publish",
+        "--retain-age",
+        "1h",
+        "--retain-bytes",
+        "64MiB",
+      ]);
+      assertEquals(made.code, 0, made.stderr);
+      assertEquals(JSON.parse(made.stdout).stream, "q");
+      const listed = await streamsCmd(["list", a.url]);
+      assertEquals(listed.code, 0, listed.stderr);
+      const q = JSON.parse(listed.stdout).find((h: { stream: string }) => h.stream === "q");
+      assertEquals([q.definition.retainAge, q.definition.retainBytes], [3600, 64 << 20]);
+      const refused = await streamsCmd(["delete", a.url, "t"]);
+      assertEquals(refused.code, 1);
+      assertMatch(refused.stderr, /^streamcast streams: delete t: HTTP 409 declared: /);
+      const gone = await streamsCmd(["delete", a.url, "q"]);
+      assertEquals([gone.code, gone.stdout], [0, ""]);
+      const usage = await streamsCmd(["create", a.url, "q"]);
+      assertEquals(usage.code, 2);
+      assertMatch(usage.stderr, /needs --schema FILE/);
+      const help = await streamsCmd(["--help"]);
+      assertEquals(help.code, 0);
+      assertMatch(help.stdout, /streams create URL NAME --schema FILE/);
+    } finally {
+      await a.stop();
+    }
+  });
+});

@@ -1,0 +1,91 @@
+// A stream's definition: what a PUT body may hold, how two compare, and the
+// file that records created streams (ROOT/streams.json), written whole.
+import { assert, assertEquals } from "../harness/assert.ts";
+import {
+  compareDefinitions,
+  DefinitionError,
+  durationSeconds,
+  parseDefinition,
+  sizeBytes,
+} from "../../server/stream_definition.ts";
+import { readStreamsFile, writeStreamsFile } from "../../server/admin/streams_file.ts";
+import { rmrf, tempDir } from "../harness/util.ts";
+
+const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+
+function refusal(f: () => unknown): string {
+  try {
+    f();
+  } catch (err) {
+    assert(err instanceof DefinitionError, String(err));
+    return err.message;
+  }
+  throw new Error("not refused");
+}
+
+Deno.test("stream definition: durations and sizes in their units, anything else named", () => {
+  assertEquals(
+    ["90s", "15m", "24h", "7d", "2.5", 30].map((v) => durationSeconds(v, "retainAge")),
+    [90, 900, 86400, 604800, 2.5, 30],
+  );
+  assertEquals(
+    ["500MB", "2GiB", "4096", 10].map((v) => sizeBytes(v, "retainBytes")),
+    [500e6, 2 ** 31, 4096, 10],
+  );
+  assertEquals(durationSeconds(null, "retainAge"), null);
+  for (const bad of ["", "1w", "-5s", 0, true]) {
+    assert(refusal(() => durationSeconds(bad, "retainAge")).startsWith("retainAge must be"));
+  }
+  for (const bad of ["1.5GB", "2 PiB", 0, 1.5]) {
+    assert(refusal(() => sizeBytes(bad, "retainBytes")).startsWith("retainBytes must be"));
+  }
+});
+
+Deno.test("stream definition: a changed annotation grows, a changed option or column conflicts", () => {
+  const d = parseDefinition({ schema: SCHEMA, key: ["v"], retainBytes: "1MB" });
+  // Key order of the schema is no difference.
+  const reordered = parseDefinition({
+    schema: { required: ["v"], properties: { v: { type: "number" } }, type: "object" },
+    key: ["v"],
+    retainBytes: 1e6,
+  });
+  assertEquals(compareDefinitions(d, reordered).kind, "same");
+  const titled = { ...SCHEMA, properties: { v: { type: "number", title: "value" } } };
+  assertEquals(compareDefinitions(d, { ...d, schema: titled }).kind, "grows");
+  const keyless = compareDefinitions(d, { ...d, key: null });
+  assertEquals(keyless, { kind: "conflict", detail: 'key is ["v"] here, null in the request' });
+  const renamed = parseDefinition({
+    schema: { type: "object", properties: { w: { type: "number" } }, required: ["w"] },
+  });
+  assertEquals(compareDefinitions(d, { ...d, schema: renamed.schema }), {
+    kind: "conflict",
+    detail: 'the schema column "v" (double) is removed; a stream takes only nullable columns ' +
+      "added at the end",
+  });
+});
+
+Deno.test("streams file: written whole, read back; a damaged one is named", async () => {
+  const root = await tempDir();
+  try {
+    const defs = new Map([["a", parseDefinition({ schema: SCHEMA, publish: true })]]);
+    await writeStreamsFile(root, defs);
+    await writeStreamsFile(root, new Map([...defs, ["b", parseDefinition({ schema: SCHEMA })]]));
+    const names = [];
+    for await (const e of Deno.readDir(root)) names.push(e.name);
+    assertEquals(names, ["streams.json"]); // no temp file left behind
+    assertEquals([...(await readStreamsFile(root)).keys()], ["a", "b"]);
+    await Deno.writeTextFile(
+      `${root}/streams.json`,
+      JSON.stringify({ format: 1, streams: { c: { schema: SCHEMA, colour: 1 } } }),
+    );
+    let message = "";
+    try {
+      await readStreamsFile(root);
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    assert(message.includes('streams.json: stream "c": unknown field "colour"'), message);
+  } finally {
+    await rmrf(root);
+  }
+});
