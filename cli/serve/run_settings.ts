@@ -34,6 +34,8 @@ export interface StreamDecl {
   publish?: boolean;
   /** Keeps an Iceberg table (`--iceberg`, config `"iceberg": true`). */
   iceberg?: boolean;
+  /** A keyed stream's key columns (`--key NAME=COL,…`, config `"key": [COL, …]`). */
+  key?: string[];
 }
 
 /**
@@ -109,6 +111,7 @@ export interface Settings {
   publishBodyTimeout?: number;
   maxProducers?: number;
   icebergCommitBytes?: number;
+  maxKeys?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;
   tlsCert: string | null;

@@ -177,6 +177,8 @@ export function streamOptionsOf(
     ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
     ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
     ...(s.stallTimeout !== undefined ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) } : {}),
+    ...(decl.key ? { key: decl.key } : {}),
+    ...(decl.key && s.maxKeys !== undefined ? { maxKeys: s.maxKeys } : {}),
   };
 }
 

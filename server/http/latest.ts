@@ -88,5 +88,7 @@ export function latestResponse(stream: Stream, url: URL): Response {
     return json({ error: "snapshot_unavailable", why: "too_many_keys" }, 503);
   }
   const body = snap!.lines.length === 0 ? "" : snap!.lines.join("\n") + "\n";
-  return new Response(body, { headers: { "content-type": NDJSON, [END_HEADER]: String(snap!.end) } });
+  return new Response(body, {
+    headers: { "content-type": NDJSON, [END_HEADER]: String(snap!.end) },
+  });
 }

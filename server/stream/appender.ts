@@ -81,7 +81,12 @@ export class Appender implements LogListener {
    * The appender of a stream with `log` (null: ephemeral); it listens to the
    * log. `keys`: a keyed stream's index, told of every commit.
    */
-  constructor(log: Log | null, fanout: Fanout, counts: AppendCounts, keys: KeyKeeper | null = null) {
+  constructor(
+    log: Log | null,
+    fanout: Fanout,
+    counts: AppendCounts,
+    keys: KeyKeeper | null = null,
+  ) {
     this.#log = log;
     this.#fanout = fanout;
     this.#counts = counts;

@@ -61,7 +61,9 @@ export class KeyColumns {
       const c = schema.columns.find((c) => c.name === name);
       if (c === undefined) {
         const known = schema.columns.map((c) => c.name).join(", ");
-        throw new RangeError(`key column ${JSON.stringify(name)} is not a column (columns: ${known})`);
+        throw new RangeError(
+          `key column ${JSON.stringify(name)} is not a column (columns: ${known})`,
+        );
       }
       if (!KEY_TYPES.has(c.type)) {
         throw new RangeError(
@@ -72,7 +74,9 @@ export class KeyColumns {
       if (c.nullable) {
         throw new RangeError(`key column ${JSON.stringify(name)} is nullable: a key needs a value`);
       }
-      if (columns.includes(c)) throw new RangeError(`key column ${JSON.stringify(name)} is given twice`);
+      if (columns.includes(c)) {
+        throw new RangeError(`key column ${JSON.stringify(name)} is given twice`);
+      }
       columns.push(c);
     }
     return new KeyColumns(columns);

@@ -119,7 +119,9 @@ export function decodeKeyFile(
   } catch {
     throw new KeyFileError("its header is not JSON");
   }
-  if (head.keys !== VERSION) throw new KeyFileError(`format ${JSON.stringify(head.keys)} is not ${VERSION}`);
+  if (head.keys !== VERSION) {
+    throw new KeyFileError(`format ${JSON.stringify(head.keys)} is not ${VERSION}`);
+  }
   if (head.stream_id !== streamId) {
     throw new KeyFileError(`it is of stream id ${head.stream_id}, the log's is ${streamId}`);
   }
@@ -130,7 +132,10 @@ export function decodeKeyFile(
   }
   const end = head.end;
   const count = head.count;
-  if (!Number.isSafeInteger(end) || !Number.isSafeInteger(count) || lines.length !== count as number + 1) {
+  if (
+    !Number.isSafeInteger(end) || !Number.isSafeInteger(count) ||
+    lines.length !== count as number + 1
+  ) {
     throw new KeyFileError("its header's end or count does not fit its lines");
   }
   const entries: KeyEntry[] = [];
