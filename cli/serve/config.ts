@@ -283,6 +283,7 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     s.streams.get(name)!.iceberg = true;
   }
   const keyed = new Set<string>();
+  s.followKeys = new Map();
   for (const spec of list("key")) {
     const kv = split(spec);
     if (!kv || !isStreamName(kv[0]) || kv[1] === "") {
@@ -290,7 +291,11 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     }
     if (keyed.has(kv[0])) throw new RangeError(`--key names ${show(kv[0])} twice`);
     keyed.add(kv[0]);
-    followed(kv[0], "--key", "a mirror's key is not supported: key the primary's stream");
+    // A mirror keeps its own index, from the rows it makes durable.
+    if (s.follow.has(kv[0])) {
+      s.followKeys.set(kv[0], keyColumns(kv[1], "--key"));
+      continue;
+    }
     undeclared(kv[0], "--key");
     s.streams.get(kv[0])!.key = keyColumns(kv[1], "--key");
   }

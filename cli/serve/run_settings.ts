@@ -120,6 +120,8 @@ export interface Settings {
   logFormat: LogFormat;
   // Mirrors (follow_settings.ts): followed stream → primary URL.
   follow: Map<string, string>;
+  /** A followed stream's key columns (`--key NAME=…` naming it): its mirror keeps its own index. */
+  followKeys: Map<string, string[]>;
   followToken: string | null;
   /** Seconds. */
   followPoll: number;

@@ -129,6 +129,8 @@ export async function openMirrors(
             ...(s.stallTimeout !== undefined
               ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) }
               : {}),
+            ...(s.followKeys.has(name) ? { key: s.followKeys.get(name) } : {}),
+            ...(s.followKeys.has(name) && s.maxKeys !== undefined ? { maxKeys: s.maxKeys } : {}),
           },
         });
         streams.push(stream);
