@@ -9,6 +9,10 @@
  * texts of its key columns' values joined with `,` (the body of the JSON
  * array of those values), found by scanning the row's top level up to the
  * last key column, skipping the values of the others without building them.
+ * A row of the current schema has every column, in order: the scan checks
+ * each column's name where it must be (no name is cut out or looked up) and
+ * skips its value by the column's type; a row that does not fit that (of
+ * an older schema version) is scanned name by name.
  *
  * @module
  */
@@ -42,11 +46,21 @@ export class KeyColumns {
   readonly #columns: readonly Column[];
   // Each key column's name as JSON text (`"symbol"`), by name, and its place in `names`.
   readonly #quoted: Map<string, number>;
+  // The schema's columns up to the last key column, in order: each one's
+  // `"name":`, whether its value is a scalar (no nesting to skip), and its
+  // place in `names` (-1: not a key column).
+  readonly #plan: { prefix: string; scalar: boolean; slot: number }[];
 
-  private constructor(columns: Column[]) {
+  private constructor(schema: RowSchema, columns: Column[]) {
     this.#columns = columns;
     this.names = Object.freeze(columns.map((c) => c.name));
     this.#quoted = new Map(columns.map((c, i) => [JSON.stringify(c.name), i]));
+    const last = Math.max(...columns.map((c) => schema.columns.indexOf(c)));
+    this.#plan = schema.columns.slice(0, last + 1).map((c) => ({
+      prefix: `${JSON.stringify(c.name)}:`,
+      scalar: c.type !== "object" && c.type !== "array",
+      slot: columns.indexOf(c),
+    }));
   }
 
   /**
@@ -79,7 +93,7 @@ export class KeyColumns {
       }
       columns.push(c);
     }
-    return new KeyColumns(columns);
+    return new KeyColumns(schema, columns);
   }
 
   /**
@@ -87,6 +101,34 @@ export class KeyColumns {
    * column (a row of an older schema version) or is not an object.
    */
   keyOf(json: string): string | null {
+    const plan = this.#plan;
+    if (plan.length === 1 || (plan.length === 2 && this.#columns.length === 1)) {
+      // One key column, first or second: no array for the values.
+      let i = 1;
+      for (let k = 0; k < plan.length; k++) {
+        const p = plan[k];
+        if (!json.startsWith(p.prefix, i)) return this.#scan(json);
+        i += p.prefix.length;
+        const to = p.scalar ? skipScalar(json, i) : skipValue(json, i);
+        if (p.slot === 0 && plan.length === k + 1) return json.slice(i, to);
+        i = to + 1;
+      }
+    }
+    const found: string[] = new Array(this.#columns.length);
+    let i = 1;
+    for (let k = 0; k < plan.length; k++) {
+      const p = plan[k];
+      if (!json.startsWith(p.prefix, i)) return this.#scan(json);
+      i += p.prefix.length;
+      const to = p.scalar ? skipScalar(json, i) : skipValue(json, i);
+      if (p.slot >= 0) found[p.slot] = json.slice(i, to);
+      i = to + 1;
+    }
+    return found.length === 1 ? found[0] : found.join(",");
+  }
+
+  // The key of a row whose columns are not the schema's in order: name by name.
+  #scan(json: string): string | null {
     const want = this.#columns.length;
     const found: string[] = new Array(want);
     let got = 0;
@@ -148,6 +190,15 @@ function skipString(s: string, i: number): number {
     if ((at - 1 - k) % 2 === 0) return at + 1;
     i = at + 1;
   }
+}
+
+// The index just past the scalar JSON value (a string, number, boolean or null) at `i`.
+function skipScalar(s: string, i: number): number {
+  if (s.charCodeAt(i) === 0x22) return skipString(s, i);
+  // A number or a literal holds no comma: it ends at the next one, or at the
+  // row's closing brace when it is the last column's.
+  const comma = s.indexOf(",", i);
+  return comma === -1 ? s.length - 1 : comma;
 }
 
 // The index just past the JSON value starting at `i`.

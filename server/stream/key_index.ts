@@ -8,8 +8,8 @@
  *   below `end` was applied once, in offset order, and none at or above it;
  *   rows given again (below `end`) are skipped, so a row reaching the index
  *   twice changes nothing;
- * - the map's order is offset order of the entries (an updated key moves to
- *   the back), so a snapshot is the entries as they are iterated;
+ * - a key's entry is updated in place (one lookup a row); a snapshot puts
+ *   the entries in offset order when it is taken;
  * - past `maxKeys` keys, a row of a new key is not added and the index is
  *   `full` from then on (its snapshot is incomplete, and refused).
  *
@@ -28,6 +28,12 @@ export interface KeyEntry {
   readonly offset: number;
   /** The row's JSON text, as stored. */
   readonly json: string;
+}
+
+// An entry of the map, updated in place.
+interface Slot {
+  offset: number;
+  json: string;
 }
 
 /** The latest rows of an index below `end`, in offset order. */
@@ -65,7 +71,7 @@ export class KeyIndex {
   readonly maxKeys: number;
   /** The offset after the last row applied. */
   end: number;
-  #map = new Map<string, KeyEntry>();
+  #map = new Map<string, Slot>();
   #full = false;
   #onRefused: (first: boolean) => void;
 
@@ -109,9 +115,12 @@ export class KeyIndex {
       const json = rows[i];
       const key = columns.keyOf(json);
       if (key === null) continue;
-      if (map.delete(key) || map.size < this.maxKeys) {
-        map.set(key, { offset: first + i, json });
-      } else this.#refuse();
+      const slot = map.get(key);
+      if (slot !== undefined) {
+        slot.offset = first + i;
+        slot.json = json;
+      } else if (map.size < this.maxKeys) map.set(key, { offset: first + i, json });
+      else this.#refuse();
     }
     this.end = Math.max(this.end, first + rows.length);
     return true;
@@ -128,7 +137,7 @@ export class KeyIndex {
    */
   snapshot(filter: Filter | null): KeySnapshot {
     const lines: string[] = [];
-    for (const e of this.#map.values()) {
+    for (const e of this.entries()) {
       if (filter !== null && !filter.test(JSON.parse(e.json))) continue;
       lines.push(`[${e.offset},${e.json}]`);
     }
@@ -137,12 +146,16 @@ export class KeyIndex {
 
   /** The latest row of `key` (as {@linkcode KeyColumns.keyOf} spells it), if any. */
   get(key: string): KeyEntry | undefined {
-    return this.#map.get(key);
+    const slot = this.#map.get(key);
+    return slot === undefined ? undefined : { offset: slot.offset, json: slot.json };
   }
 
-  /** Every entry, in offset order (a copy). */
+  /** Every entry, in offset order (copies: they do not change as the index does). */
   entries(): KeyEntry[] {
-    return [...this.#map.values()];
+    const out: KeyEntry[] = new Array(this.#map.size);
+    let k = 0;
+    for (const slot of this.#map.values()) out[k++] = { offset: slot.offset, json: slot.json };
+    return out.sort((a, b) => a.offset - b.offset);
   }
 
   /**
@@ -156,8 +169,13 @@ export class KeyIndex {
     for (const e of entries) {
       const key = this.columns.keyOf(e.json);
       if (key === null) continue;
-      if (this.#map.delete(key) || this.#map.size < this.maxKeys) this.#map.set(key, e);
-      else this.#refuse();
+      const slot = this.#map.get(key);
+      if (slot !== undefined) {
+        slot.offset = e.offset;
+        slot.json = e.json;
+      } else if (this.#map.size < this.maxKeys) {
+        this.#map.set(key, { offset: e.offset, json: e.json });
+      } else this.#refuse();
     }
   }
 

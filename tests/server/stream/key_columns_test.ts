@@ -47,6 +47,12 @@ Deno.test("key columns: the key scanned from a row's text is its key columns' va
   }
 });
 
+Deno.test("key columns: a row of an older schema (columns missing) is scanned name by name", () => {
+  const key = KeyColumns.of(SCHEMA, ["venue", "id", "up"]);
+  assertEquals(key.keyOf('{"note":"x","venue":"v","id":5,"up":true}'), '"v",5,true');
+  assertEquals(key.keyOf('{"venue":"v","list":[],"up":false,"id":-1}'), '"v",-1,false');
+});
+
 Deno.test("key columns: a row without a key column has no key; bad values have none either", () => {
   const key = KeyColumns.of(SCHEMA, ["id"]);
   assertEquals(key.keyOf('{"note":"x"}'), null);
