@@ -58,6 +58,26 @@ Deno.test("connect snapshot: a filtered snapshot; an empty one goes live from it
   }
 });
 
+Deno.test("connect snapshot: compressed frames (compress=zstd) carry the same rows", async () => {
+  const f = await fixture({ key: ["symbol"] });
+  try {
+    await f.send(1, 10);
+    const sub = await connect<TradeRow>(f.url, { snapshot: true, compress: "zstd" });
+    assertEquals(sub.greeting.compress, "zstd");
+    assertEquals(sub.greeting.snapshot, { end: 11, keys: 2 });
+    const got: string[] = [];
+    for await (const [offset, l] of sub.lines()) {
+      got.push(l);
+      if (offset === 10) await f.send(11, 12);
+      if (offset === 12) break;
+    }
+    await sub.close();
+    assertEquals(got, [9, 10, 11, 12].map((i) => line(i)));
+  } finally {
+    await f.stop();
+  }
+});
+
 Deno.test("connect snapshot: not with offset or since, and a boolean", async () => {
   await assertRejects(
     () => connect("ws://127.0.0.1:1/t", { snapshot: true, offset: 1 }),
