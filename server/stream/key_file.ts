@@ -68,21 +68,71 @@ function crcHex(bytes: Uint8Array): string {
  * ```
  */
 export function encodeKeyFile(body: KeyFileBody): Uint8Array {
-  const parts: string[] = [
-    JSON.stringify({
-      keys: VERSION,
-      stream_id: body.streamId,
-      columns: body.columns,
-      end: body.end,
-      count: body.entries.length,
-    }),
-  ];
-  for (const e of body.entries) parts.push(`[${e.offset},${e.json}]`);
-  const text = new TextEncoder().encode(parts.join("\n") + "\n");
-  const trailer = new TextEncoder().encode(`{"crc32":"${crcHex(text)}"}\n`);
-  const out = new Uint8Array(text.length + trailer.length);
-  out.set(text);
-  out.set(trailer, text.length);
+  const pieces = [headerBytes(body)];
+  for (let i = 0; i < body.entries.length; i += SLICE_ENTRIES) {
+    pieces.push(linesBytes(body.entries, i, i + SLICE_ENTRIES));
+  }
+  return withTrailer(pieces);
+}
+
+/**
+ * {@linkcode encodeKeyFile}, a slice of entries at a time, awaiting
+ * `pause()` between slices: a large index is encoded without holding the
+ * event loop for all of it.
+ */
+export async function encodeKeyFileInSlices(
+  body: KeyFileBody,
+  pause: () => Promise<void>,
+): Promise<Uint8Array> {
+  const pieces = [headerBytes(body)];
+  for (let i = 0; i < body.entries.length; i += SLICE_ENTRIES) {
+    if (i > 0) await pause();
+    pieces.push(linesBytes(body.entries, i, i + SLICE_ENTRIES));
+  }
+  return withTrailer(pieces);
+}
+
+/** Entries encoded at once (one slice). */
+const SLICE_ENTRIES = 16_384;
+
+function headerBytes(body: KeyFileBody): Uint8Array {
+  const head = {
+    keys: VERSION,
+    stream_id: body.streamId,
+    columns: body.columns,
+    end: body.end,
+    count: body.entries.length,
+  };
+  return new TextEncoder().encode(JSON.stringify(head) + "\n");
+}
+
+// The `[offset,row]` lines of entries `from` to `to` (each ending in a newline).
+function linesBytes(entries: readonly KeyEntry[], from: number, to: number): Uint8Array {
+  const parts: string[] = [];
+  for (let i = from; i < Math.min(to, entries.length); i++) {
+    parts.push(`[${entries[i].offset},${entries[i].json}]\n`);
+  }
+  return new TextEncoder().encode(parts.join(""));
+}
+
+// The pieces joined, then the checksum line of all of them.
+function withTrailer(pieces: Uint8Array[]): Uint8Array {
+  let size = 0;
+  let sum = 0;
+  for (const p of pieces) {
+    size += p.length;
+    sum = crc32(p, sum);
+  }
+  const trailer = new TextEncoder().encode(
+    `{"crc32":"${(sum >>> 0).toString(16).padStart(8, "0")}"}\n`,
+  );
+  const out = new Uint8Array(size + trailer.length);
+  let at = 0;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.length;
+  }
+  out.set(trailer, at);
   return out;
 }
 
@@ -157,7 +207,8 @@ export function decodeKeyFile(
 }
 
 /**
- * Writes `body` as the key file of the log folder `dir`, atomically, through `io`.
+ * Writes `body` as the key file of the log folder `dir`, atomically, through `io`;
+ * with `pause`, encoded a slice at a time (see {@linkcode encodeKeyFileInSlices}).
  *
  * @example
  * ```ts
@@ -170,8 +221,14 @@ export function decodeKeyFile(
  * equal((await readKeyFile(dir, id, ["s"]))?.end, 5);
  * ```
  */
-export async function saveKeyFile(dir: string, body: KeyFileBody, io: LogIo): Promise<void> {
-  await writeFileAtomic(join(dir, KEY_FILE), encodeKeyFile(body), io);
+export async function saveKeyFile(
+  dir: string,
+  body: KeyFileBody,
+  io: LogIo,
+  pause?: () => Promise<void>,
+): Promise<void> {
+  const bytes = pause ? await encodeKeyFileInSlices(body, pause) : encodeKeyFile(body);
+  await writeFileAtomic(join(dir, KEY_FILE), bytes, io);
 }
 
 /**

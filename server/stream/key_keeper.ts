@@ -27,6 +27,9 @@ import { KeyFileError, readKeyFile, saveKeyFile } from "./key_file.ts";
 
 const decoder = new TextDecoder();
 
+// Lets other work run between the slices of a save.
+const yieldTurn = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
+
 /** Bytes read from the log per step of a catch-up. */
 const READ_BYTES = 1 << 20;
 
@@ -191,7 +194,7 @@ export class KeyKeeper {
       end: index.end,
       entries: index.entries(),
     };
-    this.#saving = saveKeyFile(log.dir, body, log.io).catch((err) => {
+    this.#saving = saveKeyFile(log.dir, body, log.io, yieldTurn).catch((err) => {
       this.#logger.warn("key_file_not_saved", { stream: log.name, error: String(err) });
     }).finally(() => {
       this.#saving = null;
