@@ -208,6 +208,15 @@ Deno.test("key columns are checked at start, naming the column", async () => {
       assertEquals(r.code, 2, r.stderr);
       assert(message.test(r.stderr), r.stderr);
     }
+    // The config file's "key" on the stream is checked the same way.
+    const config = `${root}/c.json`;
+    await Deno.writeTextFile(
+      config,
+      JSON.stringify({ root: `${root}/data`, streams: { t: { schema, key: ["venue"] } } }),
+    );
+    const r = await runServe(["--config", config]);
+    assertEquals(r.code, 2, r.stderr);
+    assert(/key column "venue" is nullable/.test(r.stderr), r.stderr);
   } finally {
     await Deno.remove(root, { recursive: true });
   }
