@@ -21,6 +21,9 @@
  * - the fan-out of a commit happens after its sync and before its callers
  *   are resolved; the next commit of the log waits until the previous one is
  *   handed out (the fan-out's `idle`), so a publisher cannot outrun it.
+ * - a keyed stream's index (`key_keeper.ts`) is told of every commit in the
+ *   same step as the fan-out, just before it: with the commit's rows when
+ *   they are here, else to read them from the log (a fence, too).
  *
  * @module
  */
