@@ -57,17 +57,17 @@ Deno.test("key snapshot then live, with publishers writing during the subscribes
     for (let i = 0; i < before; i += 50) {
       await post(s.http, Array.from({ length: Math.min(50, before - i) }, row));
     }
-    // Publishers write while subscribers start at random points among their posts.
-    const batches = Array.from({ length: 3 }, () =>
-      Array.from(
-        { length: 10 + Math.floor(rand() * 10) },
-        () => Array.from({ length: 1 + Math.floor(rand() * 40) }, row),
-      ));
+    // Publishers write until every subscriber has started (and a little
+    // after), so that each snapshot is taken among their posts.
+    let subscribed = false;
     const modes = ["frames=single", "frames=batch"];
     const filters = [null, { px: { gte: 50 } }];
     const subs: { sub: TestSub; match: (r: Row) => boolean }[] = [];
-    const publishing = Promise.all(batches.map(async (list) => {
-      for (const rows of list) await post(s.http, rows);
+    const publishing = Promise.all([0, 1, 2].map(async () => {
+      let after = 3;
+      while (!subscribed || after-- > 0) {
+        await post(s.http, Array.from({ length: 1 + Math.floor(rand() * 40) }, row));
+      }
     }));
     for (let i = 0; i < 6; i++) {
       await new Promise((r) => setTimeout(r, Math.floor(rand() * 20)));
@@ -80,9 +80,12 @@ Deno.test("key snapshot then live, with publishers writing during the subscribes
         match: where ? (r) => r.px >= 50 : () => true,
       });
     }
+    subscribed = true;
     await publishing;
     const end = await endOffset(s.http);
     const log = await readAll(s.ws, end - 1);
+    const ends = subs.map(({ sub }) => (sub.greeting!.snapshot as { end: number }).end);
+    console.log(`seed ${SEED}: snapshots at ${ends.join(", ")} of ${end}`);
     for (const { sub, match } of subs) {
       const snap = sub.greeting!.snapshot as { end: number; keys: number };
       assert(snap !== undefined, JSON.stringify(sub.greeting));
