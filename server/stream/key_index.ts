@@ -9,7 +9,9 @@
  *   rows given again (below `end`) are skipped, so a row reaching the index
  *   twice changes nothing;
  * - a key's entry is updated in place (one lookup a row); a snapshot puts
- *   the entries in offset order when it is taken;
+ *   the entries in offset order when it is taken, and keeps that order for
+ *   the next snapshots until a row is applied (subscribers arriving together
+ *   sort once);
  * - past `maxKeys` keys, a row of a new key is not added and the index is
  *   `full` from then on (its snapshot is incomplete, and refused).
  *
@@ -73,6 +75,8 @@ export class KeyIndex {
   end: number;
   #map = new Map<string, Slot>();
   #full = false;
+  // The entries in offset order as of the last snapshot (null: rows applied since).
+  #ordered: KeyEntry[] | null = null;
   #onRefused: (first: boolean) => void;
 
   /**
@@ -109,6 +113,7 @@ export class KeyIndex {
    */
   apply(first: number, rows: readonly string[]): boolean {
     if (first > this.end) return false;
+    if (first + rows.length > this.end) this.#ordered = null;
     const map = this.#map;
     const columns = this.columns;
     for (let i = this.end - first; i < rows.length; i++) {
@@ -150,12 +155,13 @@ export class KeyIndex {
     return slot === undefined ? undefined : { offset: slot.offset, json: slot.json };
   }
 
-  /** Every entry, in offset order (copies: they do not change as the index does). */
-  entries(): KeyEntry[] {
+  /** Every entry, in offset order (copies: they do not change as the index does; do not change them). */
+  entries(): readonly KeyEntry[] {
+    if (this.#ordered !== null) return this.#ordered;
     const out: KeyEntry[] = new Array(this.#map.size);
     let k = 0;
     for (const slot of this.#map.values()) out[k++] = { offset: slot.offset, json: slot.json };
-    return out.sort((a, b) => a.offset - b.offset);
+    return this.#ordered = out.sort((a, b) => a.offset - b.offset);
   }
 
   /**
@@ -165,6 +171,7 @@ export class KeyIndex {
   load(end: number, entries: readonly KeyEntry[]): void {
     this.#map = new Map();
     this.#full = false;
+    this.#ordered = null;
     this.end = end;
     for (const e of entries) {
       const key = this.columns.keyOf(e.json);
