@@ -24,6 +24,8 @@ const BENCHES = [
   "e2e/memory",
   "e2e/replay",
   "e2e/since",
+  "micro/key_index",
+  "e2e/snapshot",
   "micro/client_parse",
   "micro/arrow",
   "micro/nested",

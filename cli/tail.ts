@@ -23,7 +23,7 @@ import { parseSince } from "../wire/since.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 
 const TAIL_USAGE =
-  `usage: deno run -A cli.ts tail URL[,URL…] [URL…] [--offset N|earliest | --since T] [--cursor FILE] [--no-reconnect]
+  `usage: deno run -A cli.ts tail URL[,URL…] [URL…] [--offset N|earliest | --since T | --snapshot] [--cursor FILE] [--no-reconnect]
 
 Prints the stream at URL (ws://HOST:PORT/NAME, ws://HOST:PORT/ for the unnamed
 stream; http:// works too) as NDJSON: one [offset,msg] line per row, exactly as
@@ -41,6 +41,10 @@ serve the same stream (stream_id); one that serves another is an error.
   --since T            start at the first row appended at or after time T: RFC 3339
                        (2026-12-01T09:30:00Z) or µs since the epoch. Not with
                        --offset; a --cursor FILE that exists wins over it.
+  --snapshot           a keyed stream's latest row of each key first (in offset
+                       order), then every row after them, live. Not with
+                       --offset or --since; a --cursor FILE that exists wins
+                       over it.
   --cursor FILE        resume from FILE and keep it up to date (the next offset to
                        print, and the stream id). When FILE exists it wins over
                        --offset. A row counts as printed once written to stdout; the
@@ -162,6 +166,10 @@ function describeStart(sub: Subscription): string {
   const id = `(stream_id ${g.stream_id})`;
   const only = (g.where ? ` (only rows where ${JSON.stringify(g.where)})` : "") +
     (g.compress ? ` (${g.compress} frames)` : "");
+  if (g.snapshot) {
+    return `${name} ${id}: the latest row of ${g.snapshot.keys} key(s) below offset ` +
+      `${g.snapshot.end}${only}, then from ${g.snapshot.end}, live`;
+  }
   if (g.replay) {
     return `${name} ${id}: replaying ${g.replay[0]}..${g.replay[1] - 1}${only}, then live`;
   }
@@ -206,6 +214,7 @@ export async function cmdTail(args: string[]): Promise<number> {
   const { values, positionals } = parse(args, {
     offset: { type: "string" },
     since: { type: "string" },
+    snapshot: { type: "boolean" },
     cursor: { type: "string" },
     reconnect: { type: "boolean" },
     "no-reconnect": { type: "boolean" },
@@ -240,6 +249,10 @@ export async function cmdTail(args: string[]): Promise<number> {
   const offset = parseOffset(values.offset);
   const where = parseWhere(values.where);
   const since = parseSinceFlag(values.since, values.offset);
+  const snapshot = values.snapshot === true;
+  if (snapshot && (values.offset !== undefined || since !== undefined)) {
+    throw new UsageError("--snapshot starts at the snapshot: give no --offset or --since");
+  }
   const cursorPath = values.cursor as string | undefined;
   const s3opts = {
     endpoint: values["s3-endpoint"] as string | undefined,
@@ -284,6 +297,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     sub = await connect(urls, {
       offset,
       ...(since !== undefined ? { since } : {}),
+      ...(snapshot ? { snapshot } : {}),
       cursor,
       reconnect: !values["no-reconnect"],
       signal: ac.signal,

@@ -67,6 +67,7 @@ const OPTION_KEYS: Record<keyof ConnectOptions, true> = {
   catchUp: true,
   where: true,
   compress: true,
+  snapshot: true,
 };
 const BACKOFF_KEYS: ReadonlySet<string> = new Set(["minMs", "maxMs"]);
 
@@ -208,6 +209,13 @@ function checkOptions(options: unknown): ConnectOptions {
     checkCatchUpOptions(catchUp, "connect: catchUp");
   }
   checkCursorOption(o.cursor);
+  const snapshot: unknown = o.snapshot;
+  if (snapshot !== undefined && typeof snapshot !== "boolean") {
+    throw new TypeError(`connect: snapshot must be a boolean, got ${describe(snapshot)}`);
+  }
+  if (snapshot === true && (o.offset !== undefined || o.since !== undefined)) {
+    throw new TypeError("connect: snapshot starts at the snapshot: give no offset or since");
+  }
   const where: unknown = o.where;
   if (where !== undefined && typeof where !== "string" && !isObject(where)) {
     throw new TypeError(

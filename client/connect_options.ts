@@ -156,6 +156,16 @@ export interface ConnectOptions {
    */
   where?: Where | string;
   /**
+   * A keyed stream's snapshot first (`snapshot=1`): the latest row of each
+   * key (that `where` matches), in offset order, then every row after them,
+   * live, with nothing missed between. The greeting's `snapshot` says where
+   * the rows after it start. Not with `offset` or `since`; a saved cursor
+   * wins over it, and a reconnect resumes at the offset after the last row
+   * received (past the snapshot's end once all of it came).
+   * @default false
+   */
+  snapshot?: boolean;
+  /**
    * compress= (§16, §20): `"zstd-stream"` asks for the server's compressed
    * stream (one zstd stream per group of subscribers, compressed once; the
    * fewest bytes a live row), decoded here with a streaming decoder that

@@ -124,6 +124,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #catchUpFilter: CatchUpFilter | null = null; // where= on chunk rows
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since: number | null = null;
+  // snapshot=1: asked for on the first connect only; then the snapshot's
+  // rows still to come, and the offset where the rows after them start.
+  #snapshot = false;
+  #snapshotLeft = 0;
+  #snapshotEnd = 0;
   readonly #onAbort = (): void => this.#abort();
   readonly #compress: CompressChoice; // compress= (§16): asked for, decoded, fallen back
 
@@ -169,6 +174,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== undefined) this.#since = sinceMicros(this.#opts.since);
+    else if (this.#opts.snapshot) this.#snapshot = true;
     // Each node in turn while the one tried cannot be reached.
     const failures: string[] = [];
     for (let i = 1;; i++) {
@@ -265,6 +271,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         where: this.#opts.where,
         since: this.#since,
         compress: this.#compress.query, // compress= (§16)
+        snapshot: this.#snapshot,
       }),
       this.#compress.zstd,
       this.#compress.dict,
@@ -340,9 +347,15 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     }
     this.#greeting = g;
     this.#since = null;
+    this.#snapshot = false;
     this.#durable = g.durable;
     this.#streamId = this.#saver.streamId = g.stream_id;
-    if (g.durable) {
+    this.#snapshotLeft = 0;
+    if (g.durable && g.snapshot && g.snapshot.keys > 0) {
+      // Its rows are below its end, in offset order; the rows after them from its end.
+      this.#snapshotLeft = g.snapshot.keys;
+      this.#snapshotEnd = g.snapshot.end;
+    } else if (g.durable) {
       const floor = g.replay ? g.replay[0] : (g.end_offset as number);
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
     }
@@ -617,6 +630,10 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       }
       this.#expect = offset + 1;
       this.#lastOffset = offset;
+      // The snapshot's last row: the rows after it start at its end.
+      if (this.#snapshotLeft > 0 && --this.#snapshotLeft === 0) {
+        this.#expect = Math.max(this.#expect, this.#snapshotEnd);
+      }
     } else if (offset !== null) {
       return `a row with offset ${offset} on an ephemeral stream`;
     }

@@ -29,7 +29,8 @@ import { type Located, LogReader, type ReaderSource } from "./read/log_reader.ts
 import { type ChunkEntry, chunkPath } from "./chunk/chunk.ts";
 import { appendAt } from "./replica/append_at.ts";
 import { LogArchive, LogChunks } from "./chunk/log_chunks.ts";
-import { type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
+import { type LogIo, type LogOptions, type ResolvedOptions, resolveOptions } from "./options.ts";
+import type { Logger } from "../common/logger.ts";
 import { Committer, type ProducerTag } from "./committer.ts";
 import type { ProducerJournal, ProducerRecord } from "./producer/journal.ts";
 import type { ProducerState, ProducerTable, PublishResult } from "./producer/table.ts";
@@ -139,7 +140,10 @@ export class Log {
       wake: () => {
         for (const r of this.#readers) r._wake();
       },
-      sealed: () => this.#link?.handOver(),
+      sealed: () => {
+        this.#link?.handOver();
+        this.#listener?.sealed?.();
+      },
       discarded: (from) => {
         this.#rollBackProducers(from);
         this.#listener?.discarded?.(from);
@@ -273,6 +277,16 @@ export class Log {
   /** The largest payload accepted. */
   get maxPayloadBytes(): number {
     return this.#opts.maxPayloadBytes;
+  }
+
+  /** The I/O seam its changes on disk go through (the `io` option): an owner's files in its folder use it too. */
+  get io(): LogIo {
+    return this.#opts.io;
+  }
+
+  /** Where it reports what it cannot tell a caller (the `logger` option). */
+  get logger(): Logger {
+    return this.#opts.logger;
   }
 
   /** The segments, oldest first (a snapshot). */

@@ -31,6 +31,8 @@ export interface LogListener {
   discarded?(from: number): void;
   /** A fence moved the next offset to `offset` with no commit (rows adopted, a gap). */
   fenced?(offset: number): void;
+  /** The active segment was sealed (the next one made): a time for an owner to save its own state. */
+  sealed?(): void;
   /** Before each commit's write: the write waits for what it returns (null: nothing to wait for). */
   beforeCommit?(): Promise<void> | null;
 }

@@ -41,6 +41,8 @@ export const CloseCode = {
   NotReplayable: 4416,
   /** Too slow; resume at the offset in the reason. */
   TooSlow: 4429,
+  /** What was asked for cannot be served now (a keyed stream's snapshot past its key limit). */
+  Unavailable: 4503,
 } as const;
 
 /** One of the values of {@linkcode CloseCode}. */

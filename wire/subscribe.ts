@@ -63,6 +63,20 @@ export interface Greeting {
   compress?: Compression | null;
   /** compress= (§16): the zstd dictionary the frames need, by id; `null` (or absent): none. */
   dictionary?: string | null;
+  /**
+   * snapshot=1: the keyed stream's snapshot that follows: the latest row
+   * below `end` of each of `keys` keys (those the filter matches), in offset
+   * order, then every row from `end` on. Absent without snapshot=1.
+   */
+  snapshot?: GreetingSnapshot;
+}
+
+/** The `snapshot` object of a greeting (snapshot=1). */
+export interface GreetingSnapshot {
+  /** The rows after the snapshot start here: it is each key's state as of `end - 1`. */
+  end: number;
+  /** Rows in the snapshot: one per key (that the filter matches). */
+  keys: number;
 }
 
 /** The object served at `GET /{name}/head` (and in `GET /_/streams`). */
@@ -89,6 +103,10 @@ export interface StreamHead {
   schema_versions?: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Whether the stream takes rows from publishers (`serve --publish`); absent from older servers. */
   publish?: boolean;
+  /** A keyed stream's key columns (`serve --key`); absent when it has none. */
+  key?: readonly string[];
+  /** A keyed stream's keys kept now; absent when it has none. */
+  keys?: number;
   /** Any field a newer server adds. */
   [key: string]: unknown;
 }
@@ -119,6 +137,8 @@ export interface SubscribeQuery {
   since: number | null;
   /** compress= (§16): `"zstd"` for binary zstd data frames, `null` (or absent) for text. */
   compress?: Compression | null;
+  /** snapshot=1: the latest row of each key first, then live (a keyed stream's). */
+  snapshot?: boolean;
 }
 
 /**
@@ -158,6 +178,7 @@ export const SUBSCRIBE_PARAMS: readonly string[] = [
   "where",
   "since",
   "compress",
+  "snapshot",
 ];
 
 /** Largest offset a subscribe may name (2^53 - 1). */
@@ -217,6 +238,13 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
   }
   const compress = parseCompress(params.get("compress"), rawFrames);
   if (!compress.ok) return compress;
+  const rawSnapshot = params.get("snapshot");
+  if (rawSnapshot !== null) {
+    if (rawSnapshot !== "1") return { ok: false, detail: `snapshot must be 1, got ${rawSnapshot}` };
+    if (offset !== null || rawSince !== null) {
+      return { ok: false, detail: "snapshot=1 starts at the snapshot: give no offset or since" };
+    }
+  }
   const where = params.get("where");
   return {
     ok: true,
@@ -228,6 +256,7 @@ export function parseSubscribeQuery(params: URLSearchParams): ParseResult<Subscr
       where,
       since,
       compress: compress.value,
+      ...(rawSnapshot !== null ? { snapshot: true } : {}),
     },
   };
 }
@@ -294,12 +323,13 @@ export function subscribeUrl(
     where?: Where | string | null;
     since?: number | null;
     compress?: Compression | null;
+    snapshot?: boolean;
   },
 ): string {
   const u = new URL(url);
   if (u.protocol === "http:") u.protocol = "ws:";
   if (u.protocol === "https:") u.protocol = "wss:";
-  for (const key of ["offset", "stream_id", "frames", "where", "since", "compress"]) {
+  for (const key of ["offset", "stream_id", "frames", "where", "since", "compress", "snapshot"]) {
     u.searchParams.delete(key);
   }
   if (query.since !== undefined && query.since !== null) {
@@ -316,6 +346,9 @@ export function subscribeUrl(
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
   if (query.compress) u.searchParams.set("compress", query.compress);
+  if (query.snapshot && (query.offset === undefined || query.offset === null) && !query.since) {
+    u.searchParams.set("snapshot", "1");
+  }
   return u.toString();
 }
 

@@ -14,6 +14,7 @@ import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./run_set
 import { nonEmpty, streamName, upstreamUrl } from "./values.ts";
 import { mirrorUrl } from "../../server/mirror/mirror.ts";
 import { checkClusterSettings, CLUSTER_SETTINGS } from "./cluster_settings.ts";
+import { keyColumns } from "./key_settings.ts";
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -80,7 +81,9 @@ function configSettings(json: unknown, base: string): FileSettings {
         throw new TypeError(`"${key}" must be an object like {"schema": "x.json"}`);
       }
       for (const k of Object.keys(decl)) {
-        if (k !== "schema" && k !== "ephemeral" && k !== "publish" && k !== "iceberg") {
+        if (
+          k !== "schema" && k !== "ephemeral" && k !== "publish" && k !== "iceberg" && k !== "key"
+        ) {
           throw new TypeError(`unknown key "${key}.${k}"`);
         }
       }
@@ -105,6 +108,7 @@ function configSettings(json: unknown, base: string): FileSettings {
         ephemeral: decl.ephemeral === true,
         publish: decl.publish === true,
         iceberg: decl.iceberg === true,
+        ...(decl.key !== undefined ? { key: keyColumns(decl.key, `"${key}.key"`) } : {}),
       });
     }
   }
@@ -278,7 +282,30 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     undeclared(name, "--iceberg");
     s.streams.get(name)!.iceberg = true;
   }
+  const keyed = new Set<string>();
+  s.followKeys = new Map();
+  for (const spec of list("key")) {
+    const kv = split(spec);
+    if (!kv || !isStreamName(kv[0]) || kv[1] === "") {
+      throw new RangeError(`--key wants NAME=COL[,COL…], got ${JSON.stringify(spec)}`);
+    }
+    if (keyed.has(kv[0])) throw new RangeError(`--key names ${show(kv[0])} twice`);
+    keyed.add(kv[0]);
+    // A mirror keeps its own index, from the rows it makes durable.
+    if (s.follow.has(kv[0])) {
+      s.followKeys.set(kv[0], keyColumns(kv[1], "--key"));
+      continue;
+    }
+    undeclared(kv[0], "--key");
+    s.streams.get(kv[0])!.key = keyColumns(kv[1], "--key");
+  }
   for (const [name, decl] of s.streams) {
+    if (decl.key && decl.ephemeral) {
+      throw new RangeError(
+        `${show(name)} has a key and is ephemeral: the latest row per key is kept from ` +
+          "committed rows, so it needs a durable stream",
+      );
+    }
     if (decl.publish && decl.ephemeral) {
       throw new RangeError(
         `${show(name)} is opened for publishing and ephemeral: publishing acknowledges offsets, ` +

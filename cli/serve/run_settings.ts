@@ -34,6 +34,8 @@ export interface StreamDecl {
   publish?: boolean;
   /** Keeps an Iceberg table (`--iceberg`, config `"iceberg": true`). */
   iceberg?: boolean;
+  /** A keyed stream's key columns (`--key NAME=COL,…`, config `"key": [COL, …]`). */
+  key?: string[];
 }
 
 /**
@@ -110,6 +112,7 @@ export interface Settings {
   publishBodyTimeout?: number;
   maxProducers?: number;
   icebergCommitBytes?: number;
+  maxKeys?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;
   tlsCert: string | null;
@@ -118,6 +121,8 @@ export interface Settings {
   logFormat: LogFormat;
   // Mirrors (follow_settings.ts): followed stream → primary URL.
   follow: Map<string, string>;
+  /** A followed stream's key columns (`--key NAME=…` naming it): its mirror keeps its own index. */
+  followKeys: Map<string, string[]>;
   followToken: string | null;
   /** Seconds. */
   followPoll: number;

@@ -45,6 +45,7 @@ import {
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
 import { SEND_SETTINGS } from "./send_settings.ts";
 import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
+import { KEY_LIMIT_SETTINGS, KEY_STREAM_SETTINGS } from "./key_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -115,6 +116,7 @@ export const SETTINGS: readonly Setting[] = [
   },
   ...PUBLISH_STREAM_SETTINGS,
   ...ICEBERG_STREAM_SETTINGS,
+  ...KEY_STREAM_SETTINGS,
   {
     flag: "stdin",
     key: "stdin",
@@ -423,6 +425,7 @@ export const SETTINGS: readonly Setting[] = [
   },
   ...PUBLISH_LIMIT_SETTINGS,
   ...ICEBERG_LIMIT_SETTINGS,
+  ...KEY_LIMIT_SETTINGS,
   {
     flag: "tokens",
     key: "tokens",

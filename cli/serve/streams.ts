@@ -129,6 +129,8 @@ export async function openMirrors(
             ...(s.stallTimeout !== undefined
               ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) }
               : {}),
+            ...(s.followKeys.has(name) ? { key: s.followKeys.get(name) } : {}),
+            ...(s.followKeys.has(name) && s.maxKeys !== undefined ? { maxKeys: s.maxKeys } : {}),
           },
         });
         streams.push(stream);
@@ -177,6 +179,8 @@ export function streamOptionsOf(
     ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
     ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
     ...(s.stallTimeout !== undefined ? { stallTimeoutMs: Math.round(s.stallTimeout * 1000) } : {}),
+    ...(decl.key ? { key: decl.key } : {}),
+    ...(decl.key && s.maxKeys !== undefined ? { maxKeys: s.maxKeys } : {}),
   };
 }
 

@@ -108,7 +108,12 @@ export interface CatchingUp {
  * await log.close();
  * ```
  */
-export async function catchUp(sub: CatchingUp, host: CatchUpHost): Promise<void> {
+export async function catchUp(
+  sub: CatchingUp,
+  host: CatchUpHost,
+  snapshot: readonly string[] | null = null,
+): Promise<void> {
+  if (snapshot !== null && !(await sendSnapshot(sub, host, snapshot))) return;
   let reader: ReplayReader<RecordBatch> | null = gated(host.reader(sub.next), sub.gate ?? null);
   let empty = 0;
   try {
@@ -208,6 +213,30 @@ async function sendFiltered(
 interface Slice {
   rows: number;
   cost: number;
+}
+
+// snapshot=1: sends `lines` (rows below `next`, which does not move), in
+// slices as replayed rows are, each within the socket's room. Returns false
+// when it stopped catching up.
+async function sendSnapshot(
+  sub: CatchingUp,
+  host: CatchUpHost,
+  lines: readonly string[],
+): Promise<boolean> {
+  for (let i = 0; i < lines.length;) {
+    if (sub.room() <= 0) await sub.drained();
+    await pacer.turn();
+    let cost = 0;
+    try {
+      if (!sub.catchingUp) return false;
+      const sent = sendLines(sub, host, lines, i);
+      cost = sent.cost;
+      i += sent.rows;
+    } finally {
+      pacer.spend(cost);
+    }
+  }
+  return sub.catchingUp;
 }
 
 // Sends frames from `i` of filtered replay lines, one slice.

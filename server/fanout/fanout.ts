@@ -81,6 +81,11 @@ export interface SubscribeOptions {
   compress: Compression | null;
   /** What the server starting it gives it (see serving.ts). @default UNSERVED */
   serving?: Serving;
+  /**
+   * snapshot=1: `[offset,row]` lines (a keyed stream's latest rows below
+   * `from`, filtered) sent before the rows from `from`. @default null
+   */
+  snapshot?: readonly string[] | null;
 }
 
 /**
@@ -187,6 +192,7 @@ export class Fanout implements SubscriberHost {
       logger: serving.logger,
       filter,
       compress: options.compress,
+      snapshot: options.snapshot ?? null,
     });
     this.#all.add(sub);
     this.#counts.subscribed();

@@ -58,6 +58,7 @@ export interface SubscribeSessionContext {
     filter: Filter | null,
     compress: Compression | null,
     serving: Serving,
+    snapshot?: readonly string[] | null,
   ): Subscriber;
 }
 
@@ -81,6 +82,11 @@ export interface SubscribeTarget {
   dictionary(logger: Logger): Promise<FrameDictionary | null>;
   /** The greeting of a subscription from `from`. */
   greeting(from: number | null, frames: FrameMode, where: Where | null): Greeting;
+  /**
+   * A keyed stream's snapshot (the latest row of each key `filter` matches,
+   * below `end`); `"too_many_keys"` past its key limit; null: not keyed.
+   */
+  snapshot(filter: Filter | null): { end: number; lines: string[] } | "too_many_keys" | null;
 }
 
 /**
@@ -215,8 +221,28 @@ export class SubscribeSession implements SocketSession {
       this.#refuse(CloseCode.TryAgainLater, reason, "max_subscribers", true);
       return;
     }
+    // snapshot=1: the rows below its end first, then from its end; taken in
+    // the step that starts the subscriber, which reads the rows after it.
+    let snapshot: { end: number; lines: string[] } | null = null;
+    if (q.snapshot) {
+      const s = stream.snapshot(this.#filter);
+      if (s === null) {
+        this.#ctx.protocolRefused();
+        const detail = `snapshot=1: stream ${JSON.stringify(stream.name)} has no key`;
+        this.#refuse(CloseCode.Protocol, { error: "protocol", detail }, null);
+        return;
+      }
+      if (s === "too_many_keys") {
+        const reason = { error: "snapshot_unavailable", why: "too_many_keys" };
+        this.#refuse(CloseCode.Unavailable, reason, "too_many_keys", true);
+        return;
+      }
+      snapshot = s;
+      d = { ok: true, from: s.end };
+    }
     const from = d.from ?? stream.endOffset;
     const greeting = stream.greeting(d.from, q.frames, this.#filter?.where ?? null);
+    if (snapshot !== null) greeting.snapshot = { end: snapshot.end, keys: snapshot.lines.length };
     greeting.since = q.since; // since=: echoed, µs or null
     // compress=zstd-dict only with a dictionary, which the greeting names;
     // compress=zstd-stream only where libzstd loads (else plain zstd frames).
@@ -244,12 +270,14 @@ export class SubscribeSession implements SocketSession {
       this.#filter,
       compress,
       this.#ctx.serving,
+      snapshot?.lines,
     );
     logger.info("subscribe", {
       ...this.#who,
       offset: q.offset,
       ...(q.since !== null ? { since: q.since } : {}),
       from: d.from,
+      ...(snapshot !== null ? { snapshot: snapshot.lines.length } : {}),
       end_offset: stream.endOffset,
       frames: q.frames,
       ...(this.#filter ? { where: this.#filter.key } : {}),

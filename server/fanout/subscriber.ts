@@ -85,6 +85,11 @@ export interface SubscriberOptions {
   filter?: Filter | null;
   /** compress=: every data frame one binary zstd frame (`zstd-dict`: with the dictionary). @default null */
   compress?: Compression | null;
+  /**
+   * snapshot=1: `[offset,row]` lines sent first, before the rows from its
+   * first offset (they are rows below it: `next` does not move). @default null
+   */
+  snapshot?: readonly string[] | null;
 }
 
 const poller = new DrainPoller<Subscriber>();
@@ -139,6 +144,8 @@ export class Subscriber implements CatchingUp, StreamMember {
   #wake: (() => void) | null = null;
   #lastBuffered = 0;
   #lastProgress = Date.now();
+  // snapshot=1: the lines sent before the first offset (let go once sent).
+  #snapshot: readonly string[] | null;
 
   /** A subscriber on `socket` whose first row is `next`. */
   constructor(socket: SessionSocket, host: SubscriberHost, next: number, opts: SubscriberOptions) {
@@ -154,6 +161,7 @@ export class Subscriber implements CatchingUp, StreamMember {
     this.sendBudget = opts.sendBudget;
     this.gate = opts.gate ?? null;
     this.#logger = opts.logger ?? UNSERVED.logger;
+    this.#snapshot = opts.snapshot ?? null;
     this.sendBudget.open(socket);
     open++;
   }
@@ -173,10 +181,14 @@ export class Subscriber implements CatchingUp, StreamMember {
     return this.#queue.rows;
   }
 
-  /** Starts serving: catch up from the log when behind, else go live at once. */
+  /**
+   * Starts serving: catch up from the log when behind (or when a snapshot
+   * goes first), else go live at once.
+   */
   start(): void {
-    if (!this.#host.durable || this.next >= this.#host.endOffset()) this.goLive();
-    else this.#catchUp();
+    if (this.#snapshot === null && (!this.#host.durable || this.next >= this.#host.endOffset())) {
+      this.goLive();
+    } else this.#catchUp();
   }
 
   /** Joins the live set (at the start, or from the step of a catch-up that reached the end). */
@@ -199,7 +211,9 @@ export class Subscriber implements CatchingUp, StreamMember {
   }
 
   #catchUp(): void {
-    catchUp(this, this.#host).catch((err) => this.#fail(err));
+    const snapshot = this.#snapshot;
+    this.#snapshot = null;
+    catchUp(this, this.#host, snapshot).catch((err) => this.#fail(err));
   }
 
   /**

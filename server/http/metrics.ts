@@ -28,6 +28,7 @@ export type RouteName =
   | "streams"
   | "head"
   | "at"
+  | "latest"
   | "manifest"
   | "chunk"
   | "dictionary"

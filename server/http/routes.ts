@@ -22,6 +22,7 @@
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
  * | `GET /{name}/at` | at | a token that reads it |
+ * | `GET /{name}/latest` | latest | a token that reads it |
  * | `GET /{name}/manifest` | manifest | a token that reads it |
  * | `GET /{name}/chunks/{file}` | chunk | a token that reads it |
  * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads it |
@@ -33,6 +34,7 @@
  */
 
 import { atResponse } from "./at.ts";
+import { latestResponse } from "./latest.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
 import { dictionaryResponse } from "./dictionaries.ts";
 import { headRoute, streamsRoute } from "./head.ts";
@@ -116,6 +118,7 @@ export const ROUTES: readonly Route[] = Object.freeze([
   get("/{name}", "viewer", "read", viewerPageRoute),
   get("/{name}/head", "head", "read", headRoute),
   get("/{name}/at", "at", "read", (_, r) => atResponse(r.stream, r.url)),
+  get("/{name}/latest", "latest", "read", (_, r) => latestResponse(r.stream, r.url)),
   get("/{name}/manifest", "manifest", "read", (_, r) => manifestResponse(r.stream)),
   get(
     "/{name}/chunks/{file}",

@@ -21,6 +21,9 @@
  * - the fan-out of a commit happens after its sync and before its callers
  *   are resolved; the next commit of the log waits until the previous one is
  *   handed out (the fan-out's `idle`), so a publisher cannot outrun it.
+ * - a keyed stream's index (`key_keeper.ts`) is told of every commit in the
+ *   same step as the fan-out, just before it: with the commit's rows when
+ *   they are here, else to read them from the log (a fence, too).
  *
  * @module
  */
@@ -28,6 +31,7 @@
 import type { Log, LogListener, ProducerTag, PublishResult } from "../../log/mod.ts";
 import type { ReplicaCommit } from "../../log/replica/replication.ts";
 import type { Fanout } from "../fanout/fanout.ts";
+import type { KeyKeeper } from "./key_keeper.ts";
 
 const decoder = new TextDecoder();
 
@@ -73,12 +77,23 @@ export class Appender implements LogListener {
   #ephemeral: string[] = [];
   // A replica's failed append left the pending rows unknown (see appendCommit).
   #untracked = false;
+  // A keyed stream's index: given every commit's rows (or told to read them from the log).
+  readonly #keys: KeyKeeper | null;
 
-  /** The appender of a stream with `log` (null: ephemeral); it listens to the log. */
-  constructor(log: Log | null, fanout: Fanout, counts: AppendCounts) {
+  /**
+   * The appender of a stream with `log` (null: ephemeral); it listens to the
+   * log. `keys`: a keyed stream's index, told of every commit.
+   */
+  constructor(
+    log: Log | null,
+    fanout: Fanout,
+    counts: AppendCounts,
+    keys: KeyKeeper | null = null,
+  ) {
     this.#log = log;
     this.#fanout = fanout;
     this.#counts = counts;
+    this.#keys = keys;
     log?.listen(this);
   }
 
@@ -229,6 +244,7 @@ export class Appender implements LogListener {
     if (this.#untracked) {
       this.#counts.appended(n);
       this.#counts.committed(this.#log!.lastCommitMs);
+      this.#keys?.committed(first, end, null);
       this.#fanout.toLog();
       if (end >= this.#log!.replication!.nextOffset) this.#untracked = false;
       return;
@@ -242,13 +258,16 @@ export class Appender implements LogListener {
       // them from the log; the pending rows it covers go with them.
       if (this.#count > 0) this.#take(Math.max(0, Math.min(this.#count, end - this.#front)), false);
       this.#counts.appended(n);
+      this.#keys?.committed(first, end, null);
       this.#fanout.toLog();
       return;
     }
     const live = this.#fanout.live;
-    const rows = this.#take(n, live);
+    const keys = this.#keys;
+    const rows = this.#take(n, live || keys !== null);
     this.#counts.appended(n);
     this.#counts.committed(this.#log!.lastCommitMs);
+    keys?.committed(first, end, rows);
     if (live) this.#fanout.send(rows!, first);
   }
 
@@ -263,7 +282,13 @@ export class Appender implements LogListener {
 
   /** The log's end moved with no commit (a mirror adopted rows): live subscribers read them. */
   fenced(): void {
+    this.#keys?.fromLog();
     this.#fanout.toLog();
+  }
+
+  /** The log sealed a segment: a keyed stream saves its index. */
+  sealed(): void {
+    this.#keys?.sealed();
   }
 
   /** The next commit's write waits until the fan-out of the previous ones is handed out. */

@@ -62,6 +62,9 @@ import {
   type StreamSettings,
 } from "./stream_options.ts";
 import { greetingOf, headOf } from "./views.ts";
+import { KeyColumns } from "./key_columns.ts";
+import { type KeyEntry, KeyIndex, type KeySnapshot } from "./key_index.ts";
+import { KeyKeeper } from "./key_keeper.ts";
 
 export type { StreamStats } from "./stream_metrics.ts";
 
@@ -108,6 +111,7 @@ export interface StreamInside {
     filter?: Filter | null,
     compress?: Compression | null,
     serving?: Serving,
+    snapshot?: readonly string[] | null,
   ): Subscriber;
   /** Counts a subscribe refused for `why` (a close reason's `why`, or a limit). */
   subscribeRefused(why: string): void;
@@ -147,6 +151,8 @@ interface Made {
   ownsLog: boolean;
   /** The log's schema history (none: ephemeral). */
   versions?: SchemaVersion[];
+  /** A keyed stream's key columns (none: not keyed). */
+  key?: KeyColumns;
 }
 
 /**
@@ -200,6 +206,7 @@ export class Stream {
   readonly #frames: StreamFrames;
   readonly #fanout: Fanout;
   readonly #appender: Appender;
+  readonly #keys: KeyKeeper | null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
   readonly #inside: StreamInside;
@@ -240,8 +247,27 @@ export class Stream {
       maxBacklog: this.maxBacklog,
       stallTimeoutMs: this.stallTimeoutMs,
     });
-    this.#appender = new Appender(log, this.#fanout, metrics);
+    this.#keys = m.key && log ? this.#keyKeeper(log, m.key, settings.maxKeys) : null;
+    this.#appender = new Appender(log, this.#fanout, metrics, this.#keys);
     this.#inside = this.#makeInside();
+  }
+
+  // A keyed stream's index and its keeper; a new key refused past the
+  // limit is counted, and warned of once.
+  #keyKeeper(log: Log, key: KeyColumns, maxKeys: number): KeyKeeper {
+    let refused: { inc(): void } | null = null;
+    const index = new KeyIndex(key, maxKeys, log.firstOffset, (first) => {
+      refused!.inc();
+      if (first) {
+        log.logger.warn("too_many_keys", {
+          stream: this.name,
+          max_keys: maxKeys,
+          detail: "new keys are not added; snapshots are refused",
+        });
+      }
+    });
+    refused = this.#metrics.keyed(() => index.size);
+    return new KeyKeeper(log, index);
   }
 
   // The stream's inside (see StreamInside), made once all of it exists.
@@ -261,8 +287,15 @@ export class Stream {
       },
       appendAt: (offsets, jsons) => this.#appender.appendAt(offsets, jsons),
       appendCommit: (commit) => this.#appender.appendCommit(commit),
-      subscribe: (socket, from, frames, filter = null, compress = null, serving = UNSERVED) =>
-        fanout.subscribe(socket, from, { frames, filter, compress, serving }),
+      subscribe: (
+        socket,
+        from,
+        frames,
+        filter = null,
+        compress = null,
+        serving = UNSERVED,
+        snapshot = null,
+      ) => fanout.subscribe(socket, from, { frames, filter, compress, serving, snapshot }),
       subscribeRefused: (why) => metrics.refused(why),
       metrics: metrics.registry,
       get filters() {
@@ -305,7 +338,9 @@ export class Stream {
   ): Promise<Stream> {
     try {
       const versions = await keepSchema(log, compiled);
-      const stream = new Stream(name, { settings, compiled, log, ownsLog: true, versions });
+      const key = settings.key ? KeyColumns.of(compiled, settings.key) : undefined;
+      const stream = new Stream(name, { settings, compiled, log, ownsLog: true, versions, key });
+      await stream.#keys?.start();
       const { iceberg } = settings;
       if (iceberg) stream.#iceberg = IcebergTable.start(log, name, settings.archive, iceberg);
       return stream;
@@ -334,7 +369,7 @@ export class Stream {
   static ephemeral(name: string, options: StreamOptions): Stream {
     checkStreamName("Stream.ephemeral", name);
     const settings = checkStreamOptions("Stream.ephemeral", options);
-    for (const key of ["root", "logOptions", "archive"] as const) {
+    for (const key of ["root", "logOptions", "archive", "key"] as const) {
       if (options[key] !== undefined && options[key] !== null) {
         throw new TypeError(
           `Stream.ephemeral: options.${key} is for a durable stream (Stream.open with root)`,
@@ -388,6 +423,56 @@ export class Stream {
     return this.log?.streamId ?? null;
   }
 
+  /** A keyed stream's key columns (`key` option), or null. */
+  get key(): readonly string[] | null {
+    return this.#keys?.index.columns.names ?? null;
+  }
+
+  /** Keys a keyed stream keeps now (null: not keyed). */
+  get keys(): number | null {
+    return this.#keys?.index.size ?? null;
+  }
+
+  /**
+   * A keyed stream's snapshot: the latest row of every key that `filter`
+   * matches (null: every key) below `end`, in offset order, as
+   * `[offset,row]` lines; `end` is where the rows after it start. Null when
+   * the stream is not keyed; `"too_many_keys"` when it kept no new key past
+   * its `maxKeys` (the snapshot would miss keys).
+   *
+   * @example
+   * ```ts
+   * import { deepStrictEqual } from "node:assert/strict";
+   * import { Stream } from "./stream.ts";
+   * const s = await Stream.open("px", {
+   *   root: await Deno.makeTempDir(),
+   *   schema: { type: "object", properties: { sym: { type: "string" }, px: { type: "number" } }, required: ["sym", "px"] },
+   *   key: ["sym"],
+   * });
+   * await s.sendMany([{ sym: "a", px: 1 }, { sym: "b", px: 2 }, { sym: "a", px: 3 }]);
+   * deepStrictEqual(s.snapshot(), { end: 4, lines: ['[2,{"sym":"b","px":2}]', '[3,{"sym":"a","px":3}]'] });
+   * await s.close();
+   * ```
+   */
+  snapshot(filter: Filter | null = null): KeySnapshot | "too_many_keys" | null {
+    const index = this.#keys?.index;
+    if (!index) return null;
+    if (index.full) return "too_many_keys";
+    return index.snapshot(filter);
+  }
+
+  /**
+   * A keyed stream's latest row of the key with `values` (one per key
+   * column, in order, as text) as of `end`: `entry` undefined when there is
+   * none. Null when a value does not fit its column (or the stream is not
+   * keyed).
+   */
+  latest(values: readonly string[]): { entry: KeyEntry | undefined; end: number } | null {
+    const index = this.#keys?.index;
+    const key = index?.columns.keyOfValues(values) ?? null;
+    return key === null ? null : { entry: index!.get(key), end: index!.end };
+  }
+
   /** Subscribers connected now. */
   get subscribers(): number {
     return this.#fanout.size;
@@ -409,7 +494,9 @@ export class Stream {
    * fields the role it is served in adds (`../role.ts`).
    */
   head(publish = false, role: Record<string, unknown> = {}): StreamHead {
-    return headOf(this, publish, { ...this.#iceberg?.head(), ...role });
+    const index = this.#keys?.index;
+    const keyed = index ? { key: index.columns.names, keys: index.size } : {};
+    return headOf(this, publish, { ...this.#iceberg?.head(), ...keyed, ...role });
   }
 
   /**
@@ -541,6 +628,7 @@ export class Stream {
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
+    await this.#keys?.close();
     if (this.log && this.#ownsLog) await this.log.close();
   }
 }

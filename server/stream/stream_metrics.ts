@@ -96,6 +96,8 @@ export function declareStreamMetrics(registry: Registry): {
   commitSeconds: Histogram;
   zstdFrames: Counter;
   zstdBytes: Counter;
+  keys: Gauge;
+  keysRefused: Counter;
 } {
   const c = (name: string, help: string) => registry.counter(name, help);
   const families = {
@@ -132,6 +134,11 @@ export function declareStreamMetrics(registry: Registry): {
     zstdBytes: c(
       "streamcast_zstd_bytes_total",
       "Bytes into (side=text) and out of (side=zstd) zstd compression, by path.",
+    ),
+    keys: registry.gauge("streamcast_keys", "Keys a keyed stream keeps (its latest row each)."),
+    keysRefused: c(
+      "streamcast_keys_refused_total",
+      "Rows of a new key a keyed stream did not add: it keeps --max-keys keys already.",
     ),
   };
   return families;
@@ -178,6 +185,7 @@ export class StreamMetrics {
     { frames: CounterChild; text: CounterChild; zstd: CounterChild }
   >;
   readonly #labels: { stream: string };
+  readonly #f: ReturnType<typeof declareStreamMetrics>;
   readonly #drops: Counter;
   readonly #refusals: Counter;
   readonly #dropsBy = new Map<string, CounterChild>();
@@ -185,7 +193,7 @@ export class StreamMetrics {
 
   /** Binds the series of stream `name`; gauges are read from `source` at each render. */
   constructor(name: string, source: StreamMetricsSource) {
-    const f = declareStreamMetrics(this.registry);
+    const f = this.#f = declareStreamMetrics(this.registry);
     const labels = this.#labels = { stream: name };
     this.rowsAppended = f.rowsAppended.labels(labels);
     this.rowsRejected = f.rowsRejected.labels(labels);
@@ -214,6 +222,16 @@ export class StreamMetrics {
       const end = source.endOffset;
       if (endOffset !== null && end !== null) endOffset.set(end);
     });
+  }
+
+  /**
+   * A keyed stream's series: the keys it keeps (`keys()`, read at each
+   * render); returns the counter of rows of new keys refused.
+   */
+  keyed(keys: () => number): CounterChild {
+    const gauge = this.#f.keys.labels(this.#labels);
+    this.registry.collect(() => gauge.set(keys()));
+    return this.#f.keysRefused.labels(this.#labels);
   }
 
   /** Counts frames and bytes sent to subscribers, and the replayed rows among them. */

@@ -11,6 +11,7 @@ import { DEFAULT_MAX_SUBSCRIBERS } from "../limits.ts";
 import { checkKeys, OptionCheck, shown } from "../option_check.ts";
 import { checkIcebergOptions, type IcebergOptions } from "../../iceberg/options.ts";
 import { checkTableColumns } from "../../iceberg/schema.ts";
+import { DEFAULT_MAX_KEYS } from "./key_index.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -59,6 +60,15 @@ export interface StreamOptions {
    * (`true`, or its options). Durable streams only. @default false
    */
   iceberg?: boolean | IcebergOptions;
+  /**
+   * The key columns of a keyed stream: the server keeps each key's latest
+   * row, for snapshots (`?snapshot=1`, `GET /NAME/latest`). Each must be a
+   * non-nullable string, integer or boolean column. Durable streams only.
+   * @default null
+   */
+  key?: readonly string[] | null;
+  /** Keys a keyed stream keeps at most; past it new keys are not added. @default 1000000 */
+  maxKeys?: number;
 }
 
 /**
@@ -87,6 +97,8 @@ export interface StreamSettings {
   root: string | undefined;
   logOptions: LogOptions | undefined;
   iceberg: IcebergOptions | null;
+  key: readonly string[] | null;
+  maxKeys: number;
 }
 
 const KEYS = [
@@ -100,6 +112,8 @@ const KEYS = [
   "archive",
   "replayArchive",
   "iceberg",
+  "key",
+  "maxKeys",
 ] as const;
 
 const RESTORE_KEYS = [...KEYS, "hydrate", "progress"] as const;
@@ -187,7 +201,22 @@ export function checkStreamOptions(
     root,
     logOptions,
     iceberg: icebergSetting(o.get("iceberg"), root, schema as Record<string, unknown>, where),
+    key: keySetting(o.get("key"), root, where),
+    maxKeys: o.int("maxKeys", 1, max, DEFAULT_MAX_KEYS),
   };
+}
+
+// The `key` option checked as a list of names (the columns are checked
+// against the compiled schema): null when none; a durable stream's only.
+function keySetting(v: unknown, root: string | undefined, where: string): string[] | null {
+  if (v === undefined || v === null) return null;
+  if (!Array.isArray(v) || v.some((c) => typeof c !== "string")) {
+    throw new TypeError(`${where}: options.key must be an array of column names, got ${shown(v)}`);
+  }
+  if (root === undefined) {
+    throw new TypeError(`${where}: options.key is for a durable stream (one with root)`);
+  }
+  return [...v];
 }
 
 // The `iceberg` option checked: null when off; a durable stream's only.

@@ -36,7 +36,9 @@ var CloseCode = {
   /** That offset cannot be served. */
   NotReplayable: 4416,
   /** Too slow; resume at the offset in the reason. */
-  TooSlow: 4429
+  TooSlow: 4429,
+  /** What was asked for cannot be served now (a keyed stream's snapshot past its key limit). */
+  Unavailable: 4503
 };
 var NOT_REPLAYABLE_WHYS = [
   "not_durable",
@@ -392,7 +394,8 @@ function subscribeUrl(url, query) {
     "frames",
     "where",
     "since",
-    "compress"
+    "compress",
+    "snapshot"
   ]) {
     u.searchParams.delete(key);
   }
@@ -407,6 +410,9 @@ function subscribeUrl(url, query) {
   if (query.streamId) u.searchParams.set("stream_id", query.streamId);
   if (query.frames && query.frames !== "single") u.searchParams.set("frames", query.frames);
   if (query.compress) u.searchParams.set("compress", query.compress);
+  if (query.snapshot && (query.offset === void 0 || query.offset === null) && !query.since) {
+    u.searchParams.set("snapshot", "1");
+  }
   return u.toString();
 }
 function splitBatch(frame) {
@@ -2550,6 +2556,11 @@ var Subscription = class _Subscription {
   #catchUpFilter = null;
   // since= (µs): asked for on the first connect only; from then on, offsets.
   #since = null;
+  // snapshot=1: asked for on the first connect only; then the snapshot's
+  // rows still to come, and the offset where the rows after them start.
+  #snapshot = false;
+  #snapshotLeft = 0;
+  #snapshotEnd = 0;
   #onAbort = () => this.#abort();
   #compress;
   constructor(urls, options) {
@@ -2593,6 +2604,7 @@ var Subscription = class _Subscription {
       offset = saved.offset;
       streamId = saved.streamId;
     } else if (this.#opts.since !== void 0) this.#since = sinceMicros(this.#opts.since);
+    else if (this.#opts.snapshot) this.#snapshot = true;
     const failures = [];
     for (let i = 1; ; i++) {
       try {
@@ -2674,7 +2686,8 @@ var Subscription = class _Subscription {
       frames: "batch",
       where: this.#opts.where,
       since: this.#since,
-      compress: this.#compress.query
+      compress: this.#compress.query,
+      snapshot: this.#snapshot
     }), this.#compress.zstd, this.#compress.dict, this.#compress.stream);
     this.#pastBytes += this.#conn?.bytes ?? 0;
     this.#conn = conn;
@@ -2733,9 +2746,14 @@ var Subscription = class _Subscription {
     }
     this.#greeting = g;
     this.#since = null;
+    this.#snapshot = false;
     this.#durable = g.durable;
     this.#streamId = this.#saver.streamId = g.stream_id;
-    if (g.durable) {
+    this.#snapshotLeft = 0;
+    if (g.durable && g.snapshot && g.snapshot.keys > 0) {
+      this.#snapshotLeft = g.snapshot.keys;
+      this.#snapshotEnd = g.snapshot.end;
+    } else if (g.durable) {
       const floor = g.replay ? g.replay[0] : g.end_offset;
       this.#expect = Math.max(floor, typeof offset === "number" ? offset : 0, this.#expect);
     }
@@ -2990,6 +3008,9 @@ var Subscription = class _Subscription {
       }
       this.#expect = offset + 1;
       this.#lastOffset = offset;
+      if (this.#snapshotLeft > 0 && --this.#snapshotLeft === 0) {
+        this.#expect = Math.max(this.#expect, this.#snapshotEnd);
+      }
     } else if (offset !== null) {
       return `a row with offset ${offset} on an ephemeral stream`;
     }
@@ -3112,7 +3133,8 @@ var OPTION_KEYS = {
   token: true,
   catchUp: true,
   where: true,
-  compress: true
+  compress: true,
+  snapshot: true
 };
 var BACKOFF_KEYS = /* @__PURE__ */ new Set([
   "minMs",
@@ -3230,6 +3252,13 @@ function checkOptions(options) {
     checkCatchUpOptions(catchUp2, "connect: catchUp");
   }
   checkCursorOption(o.cursor);
+  const snapshot = o.snapshot;
+  if (snapshot !== void 0 && typeof snapshot !== "boolean") {
+    throw new TypeError(`connect: snapshot must be a boolean, got ${describe(snapshot)}`);
+  }
+  if (snapshot === true && (o.offset !== void 0 || o.since !== void 0)) {
+    throw new TypeError("connect: snapshot starts at the snapshot: give no offset or since");
+  }
   const where = o.where;
   if (where !== void 0 && typeof where !== "string" && !isObject2(where)) {
     throw new TypeError(`connect: where must be a filter object or its JSON text, got ${describe(where)}`);

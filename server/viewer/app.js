@@ -1,11 +1,14 @@
 // The web viewer's script, served as /_/viewer.js: the streams with their
-// rates, the newest rows of one stream, a chart of a numeric column, and
+// rates, the newest rows of one stream (of a keyed stream, one line per key:
+// its snapshot, then each key's changes), a chart of a numeric column, and
 // replay from an offset. It runs in the browser on the project's own client
 // (/_/client.js, a bundle of client/connect.ts), with no framework and no
 // build step. The page (server/viewer/page.ts) calls startViewer(connect).
 
 /** Rows kept in the table. */
 const TABLE_ROWS = 50;
+/** Keys shown in a keyed stream's table (the most recently changed). */
+const KEY_ROWS = 500;
 /** Points kept per chart series. */
 const CHART_POINTS = 1500;
 /** How often the streams list is refreshed. */
@@ -153,7 +156,7 @@ export function startViewer(connect) {
    * absent: the filter now shown); the current subscription runs until this
    * one is up.
    */
-  async function subscribe(offset, filter = where, since = undefined) {
+  async function subscribe(offset, filter = where, since = undefined, snapshot = false) {
     const mine = ++attempt;
     ui.notice.textContent = "";
     if (!sub) setConn("connecting", "connecting…");
@@ -164,6 +167,7 @@ export function startViewer(connect) {
       next = await connect(url, {
         offset,
         since,
+        ...(snapshot ? { snapshot } : {}),
         token,
         ...(filter != null ? { where: filter } : {}),
         reconnect: true,
@@ -235,9 +239,14 @@ export function startViewer(connect) {
     const numCols = columns.filter((c) =>
       (c.type === "number" || c.type === "integer") && c !== timeCol && !/(^|_)id$/i.test(c.name)
     );
+    // A keyed stream: one line per key, its latest row.
+    const key = heads.find((h) => h.stream === name)?.key ?? null;
     return {
       id: attempt,
       greeting: null,
+      key,
+      byKey: new Map(),
+      snapshot: null,
       columns,
       timeCol,
       keyCol,
@@ -266,7 +275,14 @@ export function startViewer(connect) {
       return;
     }
     view.liveFrom = g.replay ? g.replay[1] : g.end_offset;
-    if (g.replay) {
+    if (g.snapshot) {
+      view.snapshot = g.snapshot;
+      if (view.replayFrom === null) view.replayFrom = 0;
+      setConn(
+        g.snapshot.keys > 0 ? "replaying" : "live",
+        `snapshot of ${fmtInt(g.snapshot.keys)} keys below offset ${fmtInt(g.snapshot.end)}`,
+      );
+    } else if (g.replay) {
       if (view.replayFrom === null) view.replayFrom = g.replay[0];
       setConn("replaying", `replaying ${fmtInt(g.replay[0])} → ${fmtInt(g.replay[1] - 1)}`);
     } else {
@@ -290,8 +306,18 @@ export function startViewer(connect) {
     }
     view.lastOffset = offset;
     const row = { offset, msg, replayed };
-    view.rows.unshift(row);
-    if (view.rows.length > TABLE_ROWS) view.rows.length = TABLE_ROWS;
+    if (view.key) {
+      // Its latest row, moved to the end of the map: the newest change last.
+      const k = JSON.stringify(view.key.map((c) => msg[c]));
+      view.byKey.delete(k);
+      view.byKey.set(k, row);
+      if (view.snapshot && view.replayed === view.snapshot.keys && replayed) {
+        setConn("live", `live from offset ${fmtInt(view.liveFrom)}`);
+      }
+    } else {
+      view.rows.unshift(row);
+      if (view.rows.length > TABLE_ROWS) view.rows.length = TABLE_ROWS;
+    }
     const key = view.keyCol ? String(msg[view.keyCol.name]) : "all";
     let pts = view.series.get(key);
     if (!pts) {
@@ -347,8 +373,9 @@ export function startViewer(connect) {
   function renderRows() {
     const out = [];
     let before = null;
-    for (const r of view.rows) {
-      if (before && !before.replayed && r.replayed) {
+    const rows = view.key ? keyRows() : view.rows;
+    for (const r of rows) {
+      if (!view.key && before && !before.replayed && r.replayed) {
         const tr = document.createElement("tr");
         tr.className = "switch";
         // `before` is the row above: the first live one after the replay.
@@ -360,6 +387,7 @@ export function startViewer(connect) {
       before = r;
       const tr = document.createElement("tr");
       tr.dataset.offset = r.offset ?? "";
+      if (view.key) tr.dataset.key = JSON.stringify(view.key.map((c) => r.msg[c]));
       const th = document.createElement("th");
       th.scope = "row";
       th.textContent = r.offset === null ? "–" : String(r.offset);
@@ -367,7 +395,7 @@ export function startViewer(connect) {
         tr.className = "replayed";
         const badge = document.createElement("span");
         badge.className = "badge";
-        badge.textContent = "replay";
+        badge.textContent = view.snapshot ? "snapshot" : "replay";
         th.append(badge);
       }
       tr.append(th);
@@ -386,10 +414,23 @@ export function startViewer(connect) {
     body.replaceChildren(...out);
   }
 
+  // A keyed stream's lines: each key's latest row, the most recently changed first.
+  function keyRows() {
+    const out = [];
+    for (const r of view.byKey.values()) out.push(r);
+    out.reverse();
+    if (out.length > KEY_ROWS) out.length = KEY_ROWS;
+    return out;
+  }
+
   function renderInfo() {
     let text;
     if (!view.durable) text = "This stream keeps no log: rows are live only.";
-    else if (view.replayFrom === null) {
+    else if (view.key) {
+      const shown = view.byKey.size > KEY_ROWS ? ` (the ${KEY_ROWS} changed last shown)` : "";
+      text = `One line per key (${view.key.join(", ")}): ${fmtInt(view.byKey.size)} keys` +
+        `${shown}, the latest change first; ${fmtInt(view.live)} live rows.`;
+    } else if (view.replayFrom === null) {
       text = `Live from offset ${fmtInt(view.liveFrom)}; ${fmtInt(view.live)} rows so far.`;
     } else {
       const rows = `${fmtInt(view.replayed)} rows replayed from offset ${fmtInt(view.replayFrom)}`;
@@ -592,6 +633,11 @@ export function startViewer(connect) {
     ui.notice.textContent = heads.length === 0
       ? "This server serves no stream yet."
       : `No stream named ${JSON.stringify(name)}.`;
+    return;
+  }
+  // A keyed stream opens with its snapshot: every key's latest row, then live.
+  if (head.key) {
+    subscribe(undefined, undefined, undefined, true);
     return;
   }
   // Open with a little history, so the table and chart are not empty.
