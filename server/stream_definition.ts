@@ -13,6 +13,8 @@
 import { compileSchema } from "../schema/compile.ts";
 import { schemaChange } from "../schema/evolution.ts";
 import { SchemaError } from "../schema/schema_error.ts";
+import type { RowSchema } from "../schema/row_schema.ts";
+import { KeyColumns } from "./stream/key_columns.ts";
 
 /** A stream's definition, checked, every field present. */
 export interface StreamDefinition {
@@ -162,9 +164,9 @@ export function parseDefinition(body: unknown): StreamDefinition {
   }
   if (body.schema === undefined) throw new DefinitionError(`"schema" is required`);
   if (!isObject(body.schema)) throw new DefinitionError(`schema must be a JSON Schema object`);
-  let columns: Set<string>;
+  let compiled: RowSchema;
   try {
-    columns = new Set(compileSchema(body.schema).columns.map((c) => c.name));
+    compiled = compileSchema(body.schema);
   } catch (err) {
     if (!(err instanceof SchemaError)) throw err;
     throw new DefinitionError(`schema is refused: ${err.message}`);
@@ -180,12 +182,16 @@ export function parseDefinition(body: unknown): StreamDefinition {
       throw new DefinitionError(`key must be a non-empty array of column names`);
     }
     for (const k of body.key) {
-      if (typeof k !== "string" || !columns.has(k)) {
-        throw new DefinitionError(`key: ${JSON.stringify(k)} is not a column of the schema`);
+      if (typeof k !== "string") {
+        throw new DefinitionError(`key: ${JSON.stringify(k)} is not a column name`);
       }
     }
-    if (new Set(body.key).size !== body.key.length) {
-      throw new DefinitionError(`key names a column twice`);
+    try {
+      // The key columns' own rule: required, not nullable, a string, an integer or a boolean.
+      KeyColumns.of(compiled, body.key);
+    } catch (err) {
+      if (!(err instanceof RangeError)) throw err;
+      throw new DefinitionError(`key: ${err.message}`);
     }
     key = [...body.key];
   }
@@ -195,6 +201,7 @@ export function parseDefinition(body: unknown): StreamDefinition {
       iceberg && "iceberg",
       retainAge !== null && "retainAge",
       retainBytes !== null && "retainBytes",
+      key !== null && "key",
     ].filter((x) => x !== false);
     if (durableOnly.length > 0) {
       throw new DefinitionError(

@@ -139,7 +139,8 @@ export function definedOptions(
   const logOptions: LogOptions = Object.keys(retention).length === 0
     ? { ...options.logOptions }
     : { ...options.logOptions, chunks: retention };
-  return { ...options, logOptions, schema: def.schema, root: s.root };
+  const key = def.key === null ? {} : { key: def.key };
+  return { ...options, ...key, logOptions, schema: def.schema, root: s.root };
 }
 
 /** Opens stream `name` as `def` says, with the server's options ({@linkcode definedOptions}). */

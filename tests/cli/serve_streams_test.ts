@@ -197,7 +197,7 @@ Deno.test("serve: PUT and DELETE /_/streams answer conflicts, a grown schema, ba
         ["ok", { schema: SCHEMA, publish: "yes" }, /publish must be true or false/],
         ["ok", { schema: SCHEMA, retainAge: "soon" }, /retainAge must be a positive duration/],
         ["ok", { schema: SCHEMA, retainBytes: -1 }, /retainBytes must be a positive size/],
-        ["ok", { schema: SCHEMA, key: ["w"] }, /key: "w" is not a column/],
+        ["ok", { schema: SCHEMA, key: ["w"] }, /key: key column "w" is not a column/],
         ["ok", { schema: SCHEMA, ephemeral: true, publish: true }, /publish needs a durable/],
       ];
       for (const [name, body, detail] of bad) {
@@ -352,6 +352,52 @@ Deno.test("cli streams: create, list and delete against a running server", async
       const help = await streamsCmd(["--help"]);
       assertEquals(help.code, 0);
       assertMatch(help.stdout, /streams create URL NAME --schema FILE/);
+    } finally {
+      await a.stop();
+    }
+  });
+});
+
+Deno.test("serve: a stream created with a key keeps its latest row per key; a key column it cannot key on is a 400", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const args = ["--stream", `t=${schemaFile}`, "--root", root, "--port", String(freePort())];
+    const a = await startServe(args);
+    try {
+      const quotes = {
+        type: "object",
+        properties: {
+          sym: { type: "string" },
+          px: { type: "number" },
+          note: { type: ["string", "null"] },
+        },
+        required: ["sym", "px", "note"],
+      };
+      const nullable = await put(a.url, "q", { schema: quotes, key: ["note"] });
+      assertEquals(nullable.status, 400);
+      assertMatch(String(nullable.body.detail), /key column "note" is nullable/);
+      const number = await put(a.url, "q", { schema: quotes, key: ["px"] });
+      assertEquals(number.status, 400);
+      assertMatch(String(number.body.detail), /key column "px" is double/);
+      const ephemeral = await put(a.url, "q", { schema: quotes, key: ["sym"], ephemeral: true });
+      assertEquals(ephemeral.status, 400);
+      assertMatch(String(ephemeral.body.detail), /key needs a durable stream/);
+      assertEquals(
+        (await put(a.url, "q", { schema: quotes, key: ["sym"], publish: true })).status,
+        201,
+      );
+      const rows = [
+        { sym: "a", px: 1, note: null },
+        { sym: "b", px: 2, note: null },
+        { sym: "a", px: 3, note: "x" },
+      ];
+      assertEquals(await postRows(a.url, "q", rows), 200);
+      const res = await fetch(`${a.url}/q/latest`);
+      assertEquals(res.status, 200);
+      assertEquals(res.headers.get("streamcast-end"), "4");
+      assertEquals((await res.text()).trim().split("\n"), [
+        `[2,{"sym":"b","px":2,"note":null}]`,
+        `[3,{"sym":"a","px":3,"note":"x"}]`,
+      ]);
     } finally {
       await a.stop();
     }

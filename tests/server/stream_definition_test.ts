@@ -12,6 +12,11 @@ import { readStreamsFile, writeStreamsFile } from "../../server/admin/streams_fi
 import { rmrf, tempDir } from "../harness/util.ts";
 
 const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
+const KEYED = {
+  type: "object",
+  properties: { k: { type: "string" }, v: { type: "number" } },
+  required: ["k", "v"],
+};
 
 function refusal(f: () => unknown): string {
   try {
@@ -42,24 +47,31 @@ Deno.test("stream definition: durations and sizes in their units, anything else 
 });
 
 Deno.test("stream definition: a changed annotation grows, a changed option or column conflicts", () => {
-  const d = parseDefinition({ schema: SCHEMA, key: ["v"], retainBytes: "1MB" });
+  const d = parseDefinition({ schema: KEYED, key: ["k"], retainBytes: "1MB" });
   // Key order of the schema is no difference.
   const reordered = parseDefinition({
-    schema: { required: ["v"], properties: { v: { type: "number" } }, type: "object" },
-    key: ["v"],
+    schema: {
+      required: ["k", "v"],
+      properties: { k: { type: "string" }, v: { type: "number" } },
+      type: "object",
+    },
+    key: ["k"],
     retainBytes: 1e6,
   });
   assertEquals(compareDefinitions(d, reordered).kind, "same");
-  const titled = { ...SCHEMA, properties: { v: { type: "number", title: "value" } } };
+  const titled = {
+    ...KEYED,
+    properties: { k: { type: "string" }, v: { type: "number", title: "value" } },
+  };
   assertEquals(compareDefinitions(d, { ...d, schema: titled }).kind, "grows");
   const keyless = compareDefinitions(d, { ...d, key: null });
-  assertEquals(keyless, { kind: "conflict", detail: 'key is ["v"] here, null in the request' });
+  assertEquals(keyless, { kind: "conflict", detail: 'key is ["k"] here, null in the request' });
   const renamed = parseDefinition({
     schema: { type: "object", properties: { w: { type: "number" } }, required: ["w"] },
   });
   assertEquals(compareDefinitions(d, { ...d, schema: renamed.schema }), {
     kind: "conflict",
-    detail: 'the schema column "v" (double) is removed; a stream takes only nullable columns ' +
+    detail: 'the schema column "k" (string) is removed; a stream takes only nullable columns ' +
       "added at the end",
   });
 });
