@@ -89,6 +89,10 @@ export interface StreamHead {
   schema_versions?: readonly { from: number | null; schema: Record<string, unknown> }[];
   /** Whether the stream takes rows from publishers (`serve --publish`); absent from older servers. */
   publish?: boolean;
+  /** A durable stream's retention bounds (null: none): seconds of age, bytes of local history. */
+  retention?: { age_s: number | null; bytes: number | null };
+  /** A durable stream's local history: bytes of its segments and chunks on disk. */
+  bytes?: number;
   /** Any field a newer server adds. */
   [key: string]: unknown;
 }

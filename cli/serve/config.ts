@@ -14,6 +14,17 @@ import type { SchemaSource, Settings, StreamDecl, UpstreamDecl } from "./run_set
 import { nonEmpty, streamName, upstreamUrl } from "./values.ts";
 import { mirrorUrl } from "../../server/mirror/mirror.ts";
 import { checkClusterSettings, CLUSTER_SETTINGS } from "./cluster_settings.ts";
+import { retainAge, retainBytes } from "./disk_settings.ts";
+
+// The keys of one stream in the config's "streams".
+const STREAM_KEYS = new Set([
+  "schema",
+  "ephemeral",
+  "publish",
+  "iceberg",
+  "retainAge",
+  "retainBytes",
+]);
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -80,9 +91,7 @@ function configSettings(json: unknown, base: string): FileSettings {
         throw new TypeError(`"${key}" must be an object like {"schema": "x.json"}`);
       }
       for (const k of Object.keys(decl)) {
-        if (k !== "schema" && k !== "ephemeral" && k !== "publish" && k !== "iceberg") {
-          throw new TypeError(`unknown key "${key}.${k}"`);
-        }
+        if (!STREAM_KEYS.has(k)) throw new TypeError(`unknown key "${key}.${k}"`);
       }
       let schema: SchemaSource;
       if (typeof decl.schema === "string" && decl.schema !== "") {
@@ -105,6 +114,13 @@ function configSettings(json: unknown, base: string): FileSettings {
         ephemeral: decl.ephemeral === true,
         publish: decl.publish === true,
         iceberg: decl.iceberg === true,
+        // A stream's own retention wins over the server's.
+        ...(decl.retainAge !== undefined
+          ? { retainAge: retainAge(decl.retainAge, `"${key}.retainAge"`, base) as number }
+          : {}),
+        ...(decl.retainBytes !== undefined
+          ? { retainBytes: retainBytes(decl.retainBytes, `"${key}.retainBytes"`, base) as number }
+          : {}),
       });
     }
   }

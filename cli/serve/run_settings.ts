@@ -34,6 +34,10 @@ export interface StreamDecl {
   publish?: boolean;
   /** Keeps an Iceberg table (`--iceberg`, config `"iceberg": true`). */
   iceberg?: boolean;
+  /** Its own retention age, seconds (config `"retainAge"`; absent: the server's). */
+  retainAge?: number;
+  /** Its own retention size, bytes (config `"retainBytes"`; absent: the server's). */
+  retainBytes?: number;
 }
 
 /**
@@ -84,6 +88,12 @@ export interface Settings {
   segmentBytes?: number;
   /** Seconds. */
   sealEvery?: number;
+  /** Retention by age, seconds (null: none). */
+  retainAge: number | null;
+  /** Retention by size, bytes of local history per stream (null: none). */
+  retainBytes: number | null;
+  /** Free space under which durable streams take no rows, bytes. */
+  minFreeBytes: number;
   fsync: boolean;
   /** Seconds. */
   pingInterval?: number;

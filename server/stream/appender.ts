@@ -73,12 +73,23 @@ export class Appender implements LogListener {
   #ephemeral: string[] = [];
   // A replica's failed append left the pending rows unknown (see appendCommit).
   #untracked = false;
+  readonly #writeFailed: (err: Error) => void;
 
-  /** The appender of a stream with `log` (null: ephemeral); it listens to the log. */
-  constructor(log: Log | null, fanout: Fanout, counts: AppendCounts) {
+  /**
+   * The appender of a stream with `log` (null: ephemeral); it listens to the
+   * log. `writeFailed` is told of each failed write, before the appends it
+   * dropped reject.
+   */
+  constructor(
+    log: Log | null,
+    fanout: Fanout,
+    counts: AppendCounts,
+    writeFailed: (err: Error) => void = () => {},
+  ) {
     this.#log = log;
     this.#fanout = fanout;
     this.#counts = counts;
+    this.#writeFailed = writeFailed;
     log?.listen(this);
   }
 
@@ -252,8 +263,9 @@ export class Appender implements LogListener {
     if (live) this.#fanout.send(rows!, first);
   }
 
-  /** A failed write dropped the appends from `from` on: forget their rows. */
-  discarded(from: number): void {
+  /** A failed write (`cause`) dropped the appends from `from` on: forget their rows. */
+  discarded(from: number, cause?: Error): void {
+    if (cause !== undefined) this.#writeFailed(cause);
     const keep = Math.max(0, Math.min(this.#count, from - this.#front));
     const front = this.#front;
     const kept = keep > 0 ? this.#take(keep, true)! : [];
