@@ -389,12 +389,14 @@ export class Committer {
   }
 
   // Makes the file of the active segment `a` (its header, synced) and lists
-  // the segment; a failed attempt leaves no file behind.
+  // the segment. A failed attempt leaves what it wrote: the next one
+  // truncates it, and an open after a crash takes a segment file with a
+  // torn header for an empty one, which also says where the log goes on
+  // when its chunks hold everything before it.
   async #makeActiveFile(a: Active): Promise<void> {
     try {
       a.file = await createSegmentFile(a.seg, this.#opts.io);
     } catch (err) {
-      await this.#opts.io.remove(a.seg.info.path).catch(() => {});
       throw new LogWriteError(`cannot create segment ${a.seg.info.path}: ${err}`, err);
     }
     this.#segments.push(a.seg);

@@ -2,7 +2,7 @@ import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, type LogIo, LogWriteError, verifyLog } from "../../log/mod.ts";
 import { REAL_IO } from "../../log/options.ts";
-import { serve, Stream } from "../../mod.ts";
+import { DiskFullError, serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
 import { TestSub } from "../harness/subscriber.ts";
 
@@ -100,6 +100,11 @@ Deno.test("stream fan-out never shows rows of a failed commit", async () => {
     io.failWrite = true;
     const err = await stream.send({ i: 2 }).catch((e) => e);
     assert(err instanceof LogWriteError, String(err));
+    // A full disk: the stream takes no rows until it has room (it looks every second).
+    assert(stream.diskFull !== null);
+    await assertRejects(() => stream.send({ i: 3 }), DiskFullError);
+    await stream.ready();
+    assertEquals(stream.diskFull, null);
     assertEquals(await stream.send({ i: 3 }), 2);
     await sub.waitLines(2);
     assertEquals(sub.lines, ['[1,{"i":1}]', '[2,{"i":3}]']);
