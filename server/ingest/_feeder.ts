@@ -211,7 +211,9 @@ export class Feeder {
   /**
    * Sends rows given as JSON texts (of lines `lines`) together, through the
    * sink's `sendJson` (see `batches`): a run of stored rows is one entry,
-   * each refused text one of its own, all in line order.
+   * each refused text one of its own, all in line order. The arrays are
+   * kept until their rows settle (to be sent again after a full disk): the
+   * caller does not change them afterwards.
    */
   sendJson(lines: readonly number[], texts: readonly string[]): void {
     if (texts.length === 0) return;
@@ -241,8 +243,11 @@ export class Feeder {
         error: undefined,
       };
       if (this.#diskFull.resend) {
-        entry.lines = lines.slice(start, end);
-        entry.texts = texts.slice(start, end);
+        // The arrays are the caller's to give away (lines.ts makes new ones
+        // each batch): a run of all of them is kept as it is, not copied.
+        const whole = start === 0 && end === texts.length;
+        entry.lines = whole ? lines : lines.slice(start, end);
+        entry.texts = whole ? texts : texts.slice(start, end);
       }
       runs.push(entry);
       this.#queue.push(entry);
