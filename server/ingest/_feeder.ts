@@ -10,10 +10,6 @@ import { RowError } from "../stream/row_error.ts";
 import { DiskFullError } from "../stream/disk_gate.ts";
 import { isNoSpace } from "../../common/free_space.ts";
 import { sleep } from "../../common/backoff.ts";
-
-// How long a feeder waits before sending again what a full disk refused,
-// when its sink cannot say when it takes rows again.
-const DISK_RETRY_MS = 1000;
 import type {
   IngestBatch,
   IngestEvent,
@@ -23,6 +19,10 @@ import type {
   IngestStats,
   RejectSink,
 } from "./options.ts";
+
+// How long a feeder waits before sending again what a full disk refused,
+// when its sink cannot say when it takes rows again.
+const DISK_RETRY_MS = 1000;
 
 /**
  * Where an ingest's events go: `onEvent`, else each event's `msg` to `log`
