@@ -179,8 +179,8 @@ export class DiskGate {
     this.#full = detail;
     if (was !== null || this.#closed) return;
     this.#onChange(detail);
+    // Kept referenced: whoever waits for `ready` (an ingest) waits on it; `close` clears it.
     this.#timer = setInterval(() => void this.#retry(), DISK_CHECK_MS);
-    Deno.unrefTimer(this.#timer);
   }
 
   // Every second while stopped: once the space is back (or, when it cannot
