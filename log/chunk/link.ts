@@ -332,7 +332,8 @@ export class ChunkLink {
         break;
       case "retained":
         this.#retainedRows += m.rows;
-        this.#opts.logger.info(
+        // At debug: at steady state every seal drops a chunk (the metric counts them).
+        this.#opts.logger.debug(
           "retention_dropped",
           { dir: this.#log.dir, rows: m.rows, bytes: m.bytes },
           `streamcast: retention dropped the ${m.rows} oldest rows (${m.bytes} bytes of chunks) of ${this.#log.dir}`,
