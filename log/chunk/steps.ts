@@ -266,11 +266,14 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
     if (at < 0) return;
     const run = c.slice(at, at + fanIn);
     const tmp = join(st.dir, CHUNKS_DIR, `merge.tmp-${crypto.randomUUID().slice(0, 8)}`);
-    const merged = await mergeChunkFiles(
-      run.map((e) => chunkPath(st.dir, e.sha256)),
-      tmp,
-      st.io,
-    );
+    let merged: { sha256: string; bytes: number };
+    try {
+      merged = await mergeChunkFiles(run.map((e) => chunkPath(st.dir, e.sha256)), tmp, st.io);
+    } catch (err) {
+      // A full disk, say: what was written of it would only keep the disk full.
+      await st.io.remove(tmp).catch(() => {});
+      throw err;
+    }
     const sha = merged.sha256;
     const path = chunkPath(st.dir, sha);
     if (await exists(path)) await st.io.remove(tmp);
