@@ -107,6 +107,9 @@ Deno.test("serve --stdin on a full disk stops reading and resumes by itself, no 
       "0",
       "--min-free-bytes",
       "0",
+      // Segments are sealed and chunked while the disk fills: the chunk worker meets it too.
+      "--seal-every",
+      "0.2",
     ], { stdin: true });
     const live = await TestSub.open(`${s.ws}/t`);
     await d.fill(1 << 20);
