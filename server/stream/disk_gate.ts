@@ -86,7 +86,7 @@ function shownBytes(n: number): string {
  * free = 1 << 30;
  * await gate.ready();
  * equal(gate.full, null);
- * gate.close();
+ * await gate.close();
  * ```
  */
 export class DiskGate {
@@ -156,12 +156,16 @@ export class DiskGate {
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
-  /** Stops looking (the stream is closing); whoever waits is let go. */
-  close(): void {
+  /**
+   * Stops looking (the stream is closing); whoever waits is let go.
+   * Resolves once a look in flight is done.
+   */
+  async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#wake();
+    await this.#looking;
   }
 
   async #look(): Promise<void> {

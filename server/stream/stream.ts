@@ -577,7 +577,7 @@ export class Stream {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#disk?.close();
+    await this.#disk?.close();
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
