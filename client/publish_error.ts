@@ -21,7 +21,7 @@
  */
 export class PublishError extends Error {
   /**
-   * `invalid_row`, `stale_seq`, `write_failed`, `answer_lost`, `closed`,
+   * `invalid_row`, `stale_seq`, `write_failed`, `disk_full`, `answer_lost`, `closed`,
    * `protocol`, or `other_stream` (a node serves another stream: another
    * `stream_id` than the first node's).
    */

@@ -325,7 +325,7 @@ export class Publisher {
           ...(a.error === "stale_seq" ? { lastSeq: a.last_seq } : {}),
         }),
       );
-      if (a.error === "write_failed") this.#failedAt(a.seq, a.detail);
+      if (a.error === "write_failed" || a.error === "disk_full") this.#failedAt(a.seq, a.detail);
     } else {
       p.resolve({ seq: a.seq, first: a.first, last: a.last, duplicate: a.duplicate === true });
     }

@@ -39,8 +39,8 @@ export interface CommitHost {
   wake(): void;
   /** The active segment was sealed and the next one made. */
   sealed(): void;
-  /** Appends assigned offsets from `from` on were dropped by a failed write. */
-  discarded(from: number): void;
+  /** Appends assigned offsets from `from` on were dropped by a failed write (`cause`). */
+  discarded(from: number, cause: Error): void;
   /**
    * Called before a commit's bytes are written, with its producer records
    * (null: none); the write waits for what it returns (null: nothing to wait
@@ -341,6 +341,9 @@ export class Committer {
           if (before !== null) await before;
           if (this.#failed) throw this.#failed;
           // --- end of producer journal ---
+          // A segment whose file could not be made when the one before it
+          // was sealed (a full disk) is made now, before its first row.
+          if (a.file === null) await this.#makeActiveFile(a);
           if (bytes.length > 0) {
             await this.#opts.io.write(a.file!, bytes);
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
@@ -368,11 +371,9 @@ export class Committer {
           a.file!.close();
           a.file = null;
           try {
-            const file = await createSegmentFile(next, this.#opts.io);
-            this.#segments.push(next);
-            this.#active.file = file;
-          } catch (err) {
-            this.fail(new LogWriteError(`cannot create segment ${next.info.path}: ${err}`, err));
+            await this.#makeActiveFile(this.#active);
+          } catch {
+            // A full disk, say: the next commit tries again before it writes.
           }
           this.#host.sealed();
         }
@@ -385,6 +386,20 @@ export class Committer {
         this.#idleResolve = null;
       }
     }
+  }
+
+  // Makes the file of the active segment `a` (its header, synced) and lists
+  // the segment. A failed attempt leaves what it wrote: the next one
+  // truncates it, and an open after a crash takes a segment file with a
+  // torn header for an empty one, which also says where the log goes on
+  // when its chunks hold everything before it.
+  async #makeActiveFile(a: Active): Promise<void> {
+    try {
+      a.file = await createSegmentFile(a.seg, this.#opts.io);
+    } catch (err) {
+      throw new LogWriteError(`cannot create segment ${a.seg.info.path}: ${err}`, err);
+    }
+    this.#segments.push(a.seg);
   }
 
   /** Whether the active segment is due to be sealed (by size or age). */
@@ -420,10 +435,11 @@ export class Committer {
     }
     a.writer.reset(a.durable);
     if (a.durable.count === 0) a.seg.info.firstTimeUs = 0;
-    this.#host.discarded(from);
+    this.#host.discarded(from, err);
+    if (a.file === null) return; // its file was never made: nothing to cut
     try {
-      await this.#opts.io.truncate(a.file!, a.durable.physEnd);
-      a.file!.seekSync(a.durable.physEnd, Deno.SeekMode.Start);
+      await this.#opts.io.truncate(a.file, a.durable.physEnd);
+      a.file.seekSync(a.durable.physEnd, Deno.SeekMode.Start);
     } catch (e) {
       this.fail(new LogWriteError(`log ${this.#dir} cannot recover from a failed write: ${e}`, e));
     }
@@ -435,7 +451,7 @@ export class Committer {
     this.#group?.reject(err);
     this.#group = null;
     this.#next = this.#end;
-    this.#host.discarded(this.#end);
+    this.#host.discarded(this.#end, err);
   }
 
   /** Seals the active segment now if it holds rows (after what is pending). */

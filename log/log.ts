@@ -21,7 +21,6 @@
  */
 
 import { type CursorStart, seekStart, segmentStart } from "./segment/reader.ts";
-import { LogWriteError } from "./errors.ts";
 import { claimLogFolder, LOCK_FILE, type WriterLock } from "./disk/writer_lock.ts";
 import { readManifest } from "./chunk/manifest_file.ts";
 import { META_FILE } from "./log_meta.ts";
@@ -105,6 +104,8 @@ export class Log {
   #listener: LogListener | null = null;
   #rep: Replication | null = null;
   #cutting: Promise<void> | null = null;
+  // Producer records a failed write put back that are not in the journal yet.
+  #owed: ProducerRecord[] = [];
 
   private constructor(
     dir: string,
@@ -144,17 +145,15 @@ export class Log {
         this.#link?.handOver();
         this.#listener?.sealed?.();
       },
-      discarded: (from) => {
+      discarded: (from, cause) => {
         this.#rollBackProducers(from);
-        this.#listener?.discarded?.(from);
+        this.#listener?.discarded?.(from, cause);
       },
       // A commit with producer records writes and syncs them first; one
       // without waits only while the journal is being put back after a failure.
       beforeWrite: (tags) => {
-        const own = tags !== null
-          ? this.#p.journal.append(tags, this.#remembered)
-          : this.#p.journal.busy
-          ? this.#p.journal.settled()
+        const own = tags !== null || this.#owed.length > 0 || this.#p.journal.busy
+          ? this.#journalFirst(tags)
           : null;
         const gate = this.#listener?.beforeCommit?.() ?? null; // a stream's paced fan-out
         return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
@@ -425,15 +424,33 @@ export class Log {
 
   // A failed write dropped appends from `from` on: the journal records of
   // their producers are put back to the committed state, before any later
-  // commit is written (beforeWrite waits while the journal is busy).
+  // commit is written (beforeWrite waits while the journal is busy). When
+  // that fails too (a full disk), the records are owed: the next commit
+  // writes them before its own, or fails.
   #rollBackProducers(from: number): void {
     const back = this.#p.table.discarded(from);
     if (back.length === 0) return;
-    this.#p.journal.append(back, this.#remembered).catch((err) => {
-      this.#committer.fail(
-        new LogWriteError(`log ${this.dir}: cannot write the producer journal: ${err}`, err),
-      );
+    this.#p.journal.append(back, this.#remembered).catch(() => {
+      this.#owed.push(...back);
     });
+  }
+
+  // What a commit writes to the producer journal before its rows: the
+  // records owed (above), then its own (`tags`). A failure fails the commit,
+  // and the owed records stay owed.
+  async #journalFirst(tags: readonly ProducerRecord[] | null): Promise<void> {
+    const journal = this.#p.journal;
+    if (journal.busy) await journal.settled();
+    const owed = this.#owed;
+    this.#owed = [];
+    const records = tags === null ? owed : owed.length > 0 ? [...owed, ...tags] : tags;
+    if (records.length === 0) return;
+    try {
+      await journal.append(records, this.#remembered);
+    } catch (err) {
+      this.#owed = [...owed, ...this.#owed];
+      throw err;
+    }
   }
 
   /** Checks the age rule; called by the log's timer, or by tests with an injected clock. */
@@ -505,7 +522,10 @@ export class Log {
     }
     const old = c.active;
     const active = await fenceSegment(this, old, offset, this.#opts);
-    this.#segments.splice(this.#segments.indexOf(old.seg), 1, active.seg);
+    const at = this.#segments.indexOf(old.seg);
+    // Not listed when its file was never made (a full disk at its seal).
+    if (at >= 0) this.#segments.splice(at, 1, active.seg);
+    else this.#segments.push(active.seg);
     c.restartAt(active, offset);
     // A replicated log tells of the gap once it is committed (#visible).
     if (this.#rep) this.#rep.gate.durable(offset);

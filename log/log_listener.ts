@@ -27,8 +27,12 @@
 export interface LogListener {
   /** After each durable commit, with the offsets `[first, end)` it made durable. */
   committed?(first: number, end: number): void;
-  /** Appends that were given offsets from `from` on were dropped by a failed write. */
-  discarded?(from: number): void;
+  /**
+   * Appends that were given offsets from `from` on were dropped by a failed
+   * write (`cause`; none for a cut of a replicated log's tail). Called before
+   * the appends' promises reject.
+   */
+  discarded?(from: number, cause?: Error): void;
   /** A fence moved the next offset to `offset` with no commit (rows adopted, a gap). */
   fenced?(offset: number): void;
   /** The active segment was sealed (the next one made): a time for an owner to save its own state. */

@@ -30,6 +30,7 @@ import {
 } from "./log_meta.ts";
 import type { LogOptions, ResolvedOptions } from "./options.ts";
 import { type Active, createSegment, initialState, nowUs, type Segment } from "./segment/state.ts";
+import { readManifest } from "./chunk/manifest_file.ts";
 
 /** What opening found: the metadata, the segments (oldest first), the active one. */
 export interface Recovered {
@@ -127,10 +128,14 @@ export async function recoverLog(
   }
   let tail = segments.at(-1);
   if (!tail || tail.info.sealed) {
-    // A new log, or a crash right after sealing: start the next segment.
+    // A new log, or a crash right after sealing: start the next segment —
+    // after its chunks when they hold everything (a crash after the last
+    // sealed segment was chunked and deleted, before the next one's file
+    // was made: a full disk, say).
+    const chunked = tail ? 0 : ((await readManifest(dir).catch(() => null))?.through ?? 0);
     const first = tail
       ? tail.info.firstOffset + tail.info.count
-      : Math.max(1, options.firstOffset ?? 1);
+      : Math.max(1, options.firstOffset ?? 1, chunked + 1);
     tail = await createSegment(dir, meta, first, opts);
     segments.push(tail);
     tailState = initialState();

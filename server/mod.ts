@@ -30,6 +30,7 @@ export {
 export { Stream } from "./stream/stream.ts";
 export { type StreamOptions, type StreamRestoreOptions } from "./stream/stream_options.ts";
 export { RowError } from "./stream/row_error.ts";
+export { DiskFullError } from "./stream/disk_gate.ts";
 export { type Grant, TokenTable } from "./auth.ts";
 export {
   Counter,

@@ -11,6 +11,7 @@
  */
 
 import { compileSchema } from "../schema/compile.ts";
+import { parseBytes, parseDuration } from "../common/units.ts";
 import { schemaChange } from "../schema/evolution.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
@@ -57,21 +58,6 @@ export class DefinitionError extends Error {
   }
 }
 
-const DURATION = /^(\d+(?:\.\d+)?)(s|m|h|d)?$/;
-const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
-const SIZE = /^(\d+)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$/;
-const SIZE_UNITS: Record<string, number> = {
-  B: 1,
-  KB: 1e3,
-  MB: 1e6,
-  GB: 1e9,
-  TB: 1e12,
-  KiB: 2 ** 10,
-  MiB: 2 ** 20,
-  GiB: 2 ** 30,
-  TiB: 2 ** 40,
-};
-
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -90,16 +76,12 @@ function isObject(v: unknown): v is Record<string, unknown> {
  */
 export function durationSeconds(v: unknown, what: string): number | null {
   if (v === undefined || v === null) return null;
-  const m = typeof v === "string" ? DURATION.exec(v.trim()) : null;
-  const s = typeof v === "number" ? v : m ? Number(m[1]) * DURATION_UNITS[m[2] ?? "s"] : NaN;
-  if (!Number.isFinite(s) || s <= 0) {
-    throw new DefinitionError(
-      `${what} must be a positive duration (seconds, or 90s, 15m, 24h, 7d), got ${
-        JSON.stringify(v)
-      }`,
-    );
+  try {
+    return parseDuration(v, what);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    throw new DefinitionError(err.message);
   }
-  return s;
 }
 
 /**
@@ -116,14 +98,12 @@ export function durationSeconds(v: unknown, what: string): number | null {
  */
 export function sizeBytes(v: unknown, what: string): number | null {
   if (v === undefined || v === null) return null;
-  const m = typeof v === "string" ? SIZE.exec(v.trim()) : null;
-  const n = typeof v === "number" ? v : m ? Number(m[1]) * SIZE_UNITS[m[2] ?? "B"] : NaN;
-  if (!Number.isSafeInteger(n) || n <= 0) {
-    throw new DefinitionError(
-      `${what} must be a positive size (bytes, or 500MB, 2GiB), got ${JSON.stringify(v)}`,
-    );
+  try {
+    return parseBytes(v, what);
+  } catch (err) {
+    if (!(err instanceof RangeError)) throw err;
+    throw new DefinitionError(err.message);
   }
-  return n;
 }
 
 function flag(body: Record<string, unknown>, key: string): boolean {

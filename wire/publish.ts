@@ -82,7 +82,9 @@ export type PublishAnswer =
   | { seq: number; first: number; last: number; duplicate?: true }
   | { seq: number; error: "invalid_row"; index: number; detail: string }
   | { seq: number; error: "stale_seq"; last_seq: number }
-  | { seq: number; error: "write_failed"; detail: string };
+  | { seq: number; error: "write_failed"; detail: string }
+  // The stream takes no rows while its disk is full: send it again later.
+  | { seq: number; error: "disk_full"; detail: string };
 
 /**
  * Parses a sequence number: an integer 1..2^53-1 in decimal, else null.

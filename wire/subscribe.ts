@@ -107,6 +107,10 @@ export interface StreamHead {
   key?: readonly string[];
   /** A keyed stream's keys kept now; absent when it has none. */
   keys?: number;
+  /** A durable stream's retention bounds (null: none): seconds of age, bytes of local history. */
+  retention?: { age_s: number | null; bytes: number | null };
+  /** A durable stream's local history: bytes of its segments and chunks on disk. */
+  bytes?: number;
   /** Any field a newer server adds. */
   [key: string]: unknown;
 }

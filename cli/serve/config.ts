@@ -15,6 +15,18 @@ import { nonEmpty, streamName, upstreamUrl } from "./values.ts";
 import { mirrorUrl } from "../../server/mirror/mirror.ts";
 import { checkClusterSettings, CLUSTER_SETTINGS } from "./cluster_settings.ts";
 import { keyColumns } from "./key_settings.ts";
+import { retainAge, retainBytes } from "./disk_settings.ts";
+
+// The keys of one stream in the config's "streams".
+const STREAM_KEYS = new Set([
+  "schema",
+  "ephemeral",
+  "publish",
+  "iceberg",
+  "retainAge",
+  "retainBytes",
+  "key",
+]);
 
 /** Settings as a config file gives them. */
 interface FileSettings {
@@ -81,11 +93,7 @@ function configSettings(json: unknown, base: string): FileSettings {
         throw new TypeError(`"${key}" must be an object like {"schema": "x.json"}`);
       }
       for (const k of Object.keys(decl)) {
-        if (
-          k !== "schema" && k !== "ephemeral" && k !== "publish" && k !== "iceberg" && k !== "key"
-        ) {
-          throw new TypeError(`unknown key "${key}.${k}"`);
-        }
+        if (!STREAM_KEYS.has(k)) throw new TypeError(`unknown key "${key}.${k}"`);
       }
       let schema: SchemaSource;
       if (typeof decl.schema === "string" && decl.schema !== "") {
@@ -109,6 +117,13 @@ function configSettings(json: unknown, base: string): FileSettings {
         publish: decl.publish === true,
         iceberg: decl.iceberg === true,
         ...(decl.key !== undefined ? { key: keyColumns(decl.key, `"${key}.key"`) } : {}),
+        // A stream's own retention wins over the server's.
+        ...(decl.retainAge !== undefined
+          ? { retainAge: retainAge(decl.retainAge, `"${key}.retainAge"`, base) as number }
+          : {}),
+        ...(decl.retainBytes !== undefined
+          ? { retainBytes: retainBytes(decl.retainBytes, `"${key}.retainBytes"`, base) as number }
+          : {}),
       });
     }
   }

@@ -9,12 +9,7 @@
  */
 
 import type { Logger } from "../../common/logger.ts";
-import {
-  type ChunkPolicy,
-  LogCorruptError,
-  LogLockedError,
-  type LogOptions,
-} from "../../log/mod.ts";
+import { LogCorruptError, LogLockedError } from "../../log/mod.ts";
 import {
   compareDefinitions,
   DefinitionError,
@@ -112,7 +107,7 @@ export async function loadCreated(
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * const o = definedOptions(s, parseDefinition({ schema, retainAge: "1h" }));
  * equal(o.root, "/data");
- * deepStrictEqual(o.logOptions?.chunks, { retainAgeMs: 3_600_000 });
+ * deepStrictEqual(o.logOptions?.chunks, { retainAgeMs: 3_600_000, retainBytes: null });
  * ```
  */
 export function definedOptions(
@@ -127,20 +122,14 @@ export function definedOptions(
       ephemeral: def.ephemeral,
       publish: def.publish,
       iceberg: def.iceberg,
+      ...(def.retainAge !== null ? { retainAge: def.retainAge } : {}),
+      ...(def.retainBytes !== null ? { retainBytes: def.retainBytes } : {}),
     },
     logger,
   );
   if (def.ephemeral) return { ...options, schema: def.schema };
-  // Retention is the chunk worker's policy: its bounds drop sealed chunks, oldest first.
-  const retention: Partial<ChunkPolicy> = {
-    ...(def.retainAge !== null ? { retainAgeMs: Math.round(def.retainAge * 1000) } : {}),
-    ...(def.retainBytes !== null ? { retainBytes: def.retainBytes } : {}),
-  };
-  const logOptions: LogOptions = Object.keys(retention).length === 0
-    ? { ...options.logOptions }
-    : { ...options.logOptions, chunks: retention };
   const key = def.key === null ? {} : { key: def.key };
-  return { ...options, ...key, logOptions, schema: def.schema, root: s.root };
+  return { ...options, ...key, schema: def.schema, root: s.root };
 }
 
 /** Opens stream `name` as `def` says, with the server's options ({@linkcode definedOptions}). */

@@ -36,6 +36,10 @@ export interface StreamDecl {
   iceberg?: boolean;
   /** A keyed stream's key columns (`--key NAME=COL,…`, config `"key": [COL, …]`). */
   key?: string[];
+  /** Its own retention age, seconds (config `"retainAge"`; absent: the server's). */
+  retainAge?: number;
+  /** Its own retention size, bytes (config `"retainBytes"`; absent: the server's). */
+  retainBytes?: number;
 }
 
 /**
@@ -86,6 +90,12 @@ export interface Settings {
   segmentBytes?: number;
   /** Seconds. */
   sealEvery?: number;
+  /** Retention by age, seconds (null: none). */
+  retainAge: number | null;
+  /** Retention by size, bytes of local history per stream (null: none). */
+  retainBytes: number | null;
+  /** Free space under which durable streams take no rows, bytes. */
+  minFreeBytes: number;
   fsync: boolean;
   /** Seconds. */
   pingInterval?: number;

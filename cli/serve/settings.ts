@@ -46,6 +46,7 @@ import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_setti
 import { SEND_SETTINGS } from "./send_settings.ts";
 import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
 import { KEY_LIMIT_SETTINGS, KEY_STREAM_SETTINGS } from "./key_settings.ts";
+import { DISK_LIMIT_SETTINGS, RETENTION_SETTINGS } from "./disk_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
 const MAX_ROW_BYTES_CAP = 0xffff_ffff - 64;
@@ -241,6 +242,7 @@ export const SETTINGS: readonly Setting[] = [
     ],
     docs: "roll the active segment once its first row is this old (`0`: never).",
   },
+  ...RETENTION_SETTINGS,
   {
     flag: "no-fsync",
     key: "fsync",
@@ -426,6 +428,7 @@ export const SETTINGS: readonly Setting[] = [
   ...PUBLISH_LIMIT_SETTINGS,
   ...ICEBERG_LIMIT_SETTINGS,
   ...KEY_LIMIT_SETTINGS,
+  ...DISK_LIMIT_SETTINGS,
   {
     flag: "tokens",
     key: "tokens",

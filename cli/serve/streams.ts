@@ -7,7 +7,12 @@
  */
 
 import type { Logger } from "../../common/logger.ts";
-import { LogCorruptError, LogLockedError, type LogOptions } from "../../log/mod.ts";
+import {
+  DEFAULT_SEAL_EVERY_MS,
+  LogCorruptError,
+  LogLockedError,
+  type LogOptions,
+} from "../../log/mod.ts";
 import { compileSchema } from "../../schema/compile.ts";
 import { SchemaError } from "../../schema/schema_error.ts";
 import { Stream } from "../../server/stream/stream.ts";
@@ -66,12 +71,27 @@ export async function loadSchemas(s: Settings): Promise<Map<string, Record<strin
   return schemas;
 }
 
-function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
+// The log options of a stream (`decl`: a declared one's, whose own
+// retention wins over the server's; none for a followed stream).
+function baseLogOptions(s: Settings, logger?: Logger, decl?: StreamDecl): LogOptions {
   const logOptions: LogOptions = logger ? { fsync: s.fsync, logger } : { fsync: s.fsync };
   if (s.segmentBytes !== undefined) logOptions.segmentBytes = s.segmentBytes;
   if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
   if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
   if (s.maxProducers !== undefined) logOptions.maxProducers = s.maxProducers;
+  const age = decl?.retainAge ?? s.retainAge;
+  const bytes = decl?.retainBytes ?? s.retainBytes;
+  if (age !== null || bytes !== null) {
+    logOptions.chunks = {
+      retainAgeMs: age === null ? null : Math.round(age * 1000),
+      retainBytes: bytes,
+    };
+    // Retention runs at each seal and each maintenance: a stream that seals
+    // often is maintained as often (from 1 s to the default 60 s), so that
+    // a bound is applied within --seal-every + 60 s whether rows come or not.
+    const sealMs = logOptions.sealEveryMs ?? DEFAULT_SEAL_EVERY_MS;
+    logOptions.maintainEveryMs = Math.min(60_000, Math.max(1000, sealMs || 60_000));
+  }
   return logOptions;
 }
 
@@ -123,6 +143,7 @@ export async function openMirrors(
           startWaitMs: s.followStartWait * 1000,
           archive: s.archive,
           streamOptions: {
+            minFreeBytes: s.minFreeBytes,
             ...(s.maxBacklog !== undefined ? { maxBacklog: s.maxBacklog } : {}),
             ...(s.maxReplay !== undefined ? { maxReplay: s.maxReplay } : {}),
             ...(s.maxSubscribers !== undefined ? { maxSubscribers: s.maxSubscribers } : {}),
@@ -166,8 +187,9 @@ export function streamOptionsOf(
   logger?: Logger,
 ): Omit<StreamOptions, "schema"> {
   return {
-    logOptions: baseLogOptions(s, logger),
+    logOptions: baseLogOptions(s, logger, decl),
     ...(s.archive && !decl.ephemeral ? { archive: s.archive, replayArchive: s.replayArchive } : {}),
+    ...(decl.ephemeral ? {} : { minFreeBytes: s.minFreeBytes }),
     ...(decl.iceberg
       ? {
         iceberg: s.icebergCommitBytes === undefined

@@ -53,9 +53,16 @@ export class Archiver {
   #wakeSleep: (() => void) | null = null;
   closed = false;
 
-  /** An archiver of `st`, whose policy names an archive. */
-  constructor(st: ArchivedLog) {
+  readonly #learned: () => void;
+
+  /**
+   * An archiver of `st`, whose policy names an archive; `learned` is told
+   * when a node that does not upload (see `#learn`) finds the archive
+   * holds more than it last saw.
+   */
+  constructor(st: ArchivedLog, learned: () => void = () => {}) {
     this.st = st;
+    this.#learned = learned;
     this.state = {
       uri: st.policy.archive!.uri,
       through: 0,
@@ -111,14 +118,10 @@ export class Archiver {
 
   async #sync(): Promise<void> {
     const st = this.st;
-    // A cluster's node that does not lead uploads nothing (kicked again when it leads).
     const term = st.policy.archiveTerm;
-    if (term === null) return;
-    if (!this.store) {
-      const { ArchiveStore } = await import("./archive.ts");
-      this.store = new ArchiveStore(st.policy.archive!, st.stream);
-    }
-    const store = this.store;
+    const store = await this.#store();
+    // A cluster's node that does not lead uploads nothing (kicked again when it leads).
+    if (term === null) return await this.#learn(store);
     if (!this.uploaded) {
       this.archived = await store.getManifest();
       if (this.archived && this.archived.stream_id !== st.manifest.stream_id) {
@@ -196,6 +199,35 @@ export class Archiver {
     this.state.lastError = null;
     this.state.syncedUs = Date.now() * 1000;
     this.#post();
+  }
+
+  async #store(): Promise<ArchiveStore> {
+    if (!this.store) {
+      const { ArchiveStore } = await import("./archive.ts");
+      this.store = new ArchiveStore(this.st.policy.archive!, this.st.stream);
+    }
+    return this.store;
+  }
+
+  // A node that does not upload (a cluster's follower) reads the archive's
+  // manifest, which the leader writes after the chunks it lists: its own
+  // retention drops a chunk once that manifest covers its rows
+  // (`steps.ts`, inArchive), whoever cut the chunks.
+  async #learn(store: ArchiveStore): Promise<void> {
+    const m = await store.getManifest();
+    if (m && m.stream_id !== this.st.manifest.stream_id) {
+      throw new Error(
+        `${store.uri} holds stream ${m.stream_id}, not ${this.st.manifest.stream_id}`,
+      );
+    }
+    const before = this.archived?.through ?? 0;
+    this.archived = m;
+    this.state.through = m?.through ?? 0;
+    this.state.manifest = m;
+    this.state.lastError = null;
+    this.state.syncedUs = Date.now() * 1000;
+    this.#post();
+    if ((m?.through ?? 0) > before) this.#learned();
   }
 
   #post(): void {

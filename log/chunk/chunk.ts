@@ -496,6 +496,9 @@ export async function mergeChunkFiles(
         bytes += piece.length;
       }
     })();
+    // A failed write (a full disk) stops the compressor, so that feeding it
+    // (which waits for it to drain) fails too rather than wait forever.
+    written.catch((err) => comp.destroy(err));
     for (const path of inputs) {
       const dec = zlib.createZstdDecompress();
       const file = await Deno.open(path, { read: true });

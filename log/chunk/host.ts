@@ -26,6 +26,8 @@ interface HostedLog extends ChunkLogState {
   archive: Archiver | null;
   /** Sealed segments handed over and not chunked yet, oldest first. */
   sealed: SealedSegment[];
+  /** The log's clock as its last message gave it, µs. */
+  nowUs: number;
 }
 
 // Chunks the sealed segments handed over, oldest first. One that fails (a
@@ -65,8 +67,9 @@ export class ChunkHost {
     this.#post = post;
   }
 
-  #enqueue(dir: string, work: (st: HostedLog) => Promise<void>): void {
+  #enqueue(dir: string, work: (st: HostedLog) => Promise<void>, nowUs?: number): void {
     const st = this.#logs.get(dir);
+    if (st && nowUs !== undefined) st.nowUs = Math.max(st.nowUs, nowUs);
     if (!st) {
       this.#post({ type: "error", dir, message: `log ${dir} is not open in the chunk worker` });
       return;
@@ -92,12 +95,17 @@ export class ChunkHost {
           queue: Promise.resolve(),
           archive: null,
           sealed: [],
+          nowUs: 0,
         };
         this.#logs.set(msg.dir, st);
         this.#enqueue(msg.dir, async (s) => {
           await loadChunks(s, msg.streamId);
           if (s.policy.archive) {
-            s.archive = new Archiver(s);
+            // What a node that does not upload learns of the archive lets its retention drop more.
+            s.archive = new Archiver(
+              s,
+              () => this.#enqueue(s.dir, (st) => retainChunks(st, st.nowUs)),
+            );
             s.archive.kick();
           }
         });
@@ -109,7 +117,7 @@ export class ChunkHost {
           await chunkSealed(st);
           await compactChunks(st, msg.nowUs);
           await retainChunks(st, msg.nowUs);
-        });
+        }, msg.nowUs);
         break;
       case "maintain":
         this.#enqueue(msg.dir, async (st) => {
@@ -117,7 +125,7 @@ export class ChunkHost {
           await compactChunks(st, msg.nowUs);
           await retainChunks(st, msg.nowUs);
           st.archive?.kick();
-        });
+        }, msg.nowUs);
         break;
       case "policy":
         this.#enqueue(msg.dir, (st) => {
@@ -127,7 +135,7 @@ export class ChunkHost {
         });
         break;
       case "adopt":
-        this.#enqueue(msg.dir, (st) => adoptChunks(st, msg.chunks, msg.nowUs));
+        this.#enqueue(msg.dir, (st) => adoptChunks(st, msg.chunks, msg.nowUs), msg.nowUs);
         break;
       case "sync":
         this.#enqueue(msg.dir, (st) => {

@@ -65,6 +65,7 @@ export class ChunkLink {
   #handedFrom = 0;
   #handing = false;
   #archiveState: ArchiveState | null = null;
+  #retainedRows = 0;
   #archiveStore: ArchiveStore | null = null;
   #waiters: { test: (m: FromWorker) => boolean; resolve: (m: FromWorker) => void }[] = [];
   // Deletions of chunked segments under way (settled() waits for them).
@@ -90,6 +91,11 @@ export class ChunkLink {
   /** The archive to replay from (when replay from the archive is on). */
   get archiveStore(): ArchiveStore | null {
     return this.#archiveStore;
+  }
+
+  /** Rows retention dropped since the log was opened. */
+  get retainedRows(): number {
+    return this.#retainedRows;
   }
 
   /** The last error the worker reported. */
@@ -323,6 +329,15 @@ export class ChunkLink {
         break;
       case "archive":
         this.#archiveState = m.state;
+        break;
+      case "retained":
+        this.#retainedRows += m.rows;
+        // At debug: at steady state every seal drops a chunk (the metric counts them).
+        this.#opts.logger.debug(
+          "retention_dropped",
+          { dir: this.#log.dir, rows: m.rows, bytes: m.bytes },
+          `streamcast: retention dropped the ${m.rows} oldest rows (${m.bytes} bytes of chunks) of ${this.#log.dir}`,
+        );
         break;
       case "closed":
       case "synced":

@@ -72,6 +72,28 @@ export class LogChunks {
     await this.#link()?.settled(maintain);
   }
 
+  /**
+   * The retention in force (see `ChunkPolicy`): bytes of chunks kept at
+   * most and the age past which they go, ms; null for no bound (and both
+   * null when the log keeps no chunks).
+   */
+  get retention(): { bytes: number | null; ageMs: number | null } {
+    const p = this.#opts.chunks;
+    return { bytes: p?.retainBytes ?? null, ageMs: p?.retainAgeMs ?? null };
+  }
+
+  /** Rows retention dropped since the log was opened. */
+  get droppedRows(): number {
+    return this.#link()?.retainedRows ?? 0;
+  }
+
+  /** Bytes of the chunks the manifest lists (0 without chunks). */
+  get bytes(): number {
+    let n = 0;
+    for (const c of this.#link()?.manifest?.chunks ?? []) n += c.bytes;
+    return n;
+  }
+
   /** Changes the chunk policy: merges and retention (next maintenance), `archiveTerm` (at once). */
   setRetention(policy: Partial<ChunkPolicy>): void {
     const link = this.#link();

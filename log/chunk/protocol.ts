@@ -86,5 +86,7 @@ export type FromWorker =
   | { type: "chunked"; dir: string; segmentPath: string; sha256: string | null }
   | { type: "synced"; dir: string; id: number }
   | { type: "archive"; dir: string; state: ArchiveState }
+  // Retention dropped these rows and bytes of chunks (the oldest).
+  | { type: "retained"; dir: string; rows: number; bytes: number }
   | { type: "closed"; dir: string }
   | { type: "error"; dir: string; message: string };

@@ -78,6 +78,8 @@ export interface ChunkLogState {
     kick(): void;
     /** Chunks the archive holds (null: not listed yet). */
     readonly uploaded: Set<string> | null;
+    /** The archive's manifest as last read or written (null: none yet). */
+    readonly archived: Manifest | null;
   } | null;
 }
 
@@ -264,11 +266,14 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
     if (at < 0) return;
     const run = c.slice(at, at + fanIn);
     const tmp = join(st.dir, CHUNKS_DIR, `merge.tmp-${crypto.randomUUID().slice(0, 8)}`);
-    const merged = await mergeChunkFiles(
-      run.map((e) => chunkPath(st.dir, e.sha256)),
-      tmp,
-      st.io,
-    );
+    let merged: { sha256: string; bytes: number };
+    try {
+      merged = await mergeChunkFiles(run.map((e) => chunkPath(st.dir, e.sha256)), tmp, st.io);
+    } catch (err) {
+      // A full disk, say: what was written of it would only keep the disk full.
+      await st.io.remove(tmp).catch(() => {});
+      throw err;
+    }
     const sha = merged.sha256;
     const path = chunkPath(st.dir, sha);
     if (await exists(path)) await st.io.remove(tmp);
@@ -300,9 +305,44 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
 }
 
 /**
+ * Whether the rows of `entry` are in the archive `a`: its chunk was uploaded
+ * (by this log), or the archive's manifest lists chunks that cover every
+ * one of its offsets (uploaded by another writer: a cluster's leader, whose
+ * chunks are cut elsewhere, or a mirror's primary).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { inArchive } from "./steps.ts";
+ * const c = (first: number, last: number, sha256 = "ab") =>
+ *   ({ first, last, rows: last - first + 1, bytes: 1, sha256, first_ts: 0, last_ts: 0 });
+ * const archived = { stream: "t", stream_id: "0".repeat(32), generation: 1, through: 80,
+ *   chunks: [c(1, 50), c(51, 80)], retired: [] };
+ * const a = { uploaded: new Set<string>(), archived };
+ * equal(inArchive(a, c(40, 70, "cd")), true);
+ * equal(inArchive(a, c(70, 90, "cd")), false);
+ * ```
+ */
+export function inArchive(
+  a: { readonly uploaded: Set<string> | null; readonly archived: Manifest | null },
+  entry: ChunkEntry,
+): boolean {
+  if (a.uploaded?.has(entry.sha256)) return true;
+  let next = entry.first;
+  for (const c of a.archived?.chunks ?? []) {
+    if (c.last < next) continue;
+    if (c.first > next) return false;
+    next = c.last + 1;
+    if (next > entry.last) return true;
+  }
+  return false;
+}
+
+/**
  * Applies retention (the oldest chunks past the policy's bytes or age; with
- * an archive, only chunks uploaded) and deletes retired chunks past their
- * grace period: the manifest first, then the files.
+ * an archive, only chunks whose rows it holds: {@linkcode inArchive}) and
+ * deletes retired chunks past their grace period: the manifest first, then
+ * the files. Tells the log what it dropped.
  */
 export async function retainChunks(st: ChunkLogState, nowUs: number): Promise<void> {
   const { retainBytes, retainAgeMs } = st.policy;
@@ -314,8 +354,8 @@ export async function retainChunks(st: ChunkLogState, nowUs: number): Promise<vo
     const old = retainAgeMs !== null && c[0].last_ts < nowUs - retainAgeMs * 1000;
     const big = retainBytes !== null && total > retainBytes;
     if (!old && !big) break;
-    // Never drop the only copy: with an archive, a chunk goes once uploaded.
-    if (st.archive && !st.archive.uploaded?.has(c[0].sha256)) break;
+    // Never drop the only copy: with an archive, a chunk goes once archived.
+    if (st.archive && !inArchive(st.archive, c[0])) break;
     total -= c[0].bytes;
     drop.push(c.shift()!);
   }
@@ -326,6 +366,14 @@ export async function retainChunks(st: ChunkLogState, nowUs: number): Promise<vo
   next.retired = keep;
   await saveManifest(st, next);
   crashStep("retain-manifest-written");
+  if (drop.length > 0) {
+    st.post({
+      type: "retained",
+      dir: st.dir,
+      rows: drop.reduce((n, e) => n + e.rows, 0),
+      bytes: drop.reduce((n, e) => n + e.bytes, 0),
+    });
+  }
   const listed = new Set(c.map((e) => e.sha256));
   for (const e of [...drop, ...expired]) {
     if (listed.has(e.sha256)) continue; // a merge reproduced the same bytes

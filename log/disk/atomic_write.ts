@@ -35,9 +35,13 @@ export async function writeFileAtomic(
   try {
     await io.write(f, bytes);
     await io.syncData(f);
-  } finally {
+  } catch (err) {
     f.close();
+    // A full disk, say: what was written of it would only keep the disk full.
+    await io.remove(tmp).catch(() => {});
+    throw err;
   }
+  f.close();
   await io.rename(tmp, path);
   await io.syncDir(join(path, ".."));
 }

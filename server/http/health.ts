@@ -1,14 +1,24 @@
 /**
- * `GET /_/health`: 200 with `{"ok":true,"streams":N}` while serving, 503 with
- * `ok: false` once shutting down. Public (no token), like the viewer's scripts.
+ * `GET /_/health`: 200 with `{"ok":true,"streams":N}` while serving (with
+ * `"degraded"` naming the streams whose full disk keeps them from taking
+ * rows: they still serve reads), 503 with `ok: false` once shutting down. Public (no token), like the viewer's scripts.
  *
  * @module
  */
 
 import { json } from "./_respond.ts";
 
+/** A stream that serves reads but takes no rows, and why (`disk_full`). */
+export interface Degraded {
+  /** The stream's name. */
+  stream: string;
+  /** Why: `disk_full`. */
+  why: "disk_full";
+}
+
 /**
- * The health answer.
+ * The health answer: `degraded` lists the streams that take no rows (their
+ * reads still work, so the server stays healthy); absent when none.
  *
  * @example
  * ```ts
@@ -17,8 +27,21 @@ import { json } from "./_respond.ts";
  * const res = healthResponse(false, 2);
  * equal(res.status, 200);
  * deepStrictEqual(await res.json(), { ok: true, streams: 2 });
+ * const full = healthResponse(false, 2, [{ stream: "t", why: "disk_full" }]);
+ * deepStrictEqual(await full.json(), {
+ *   ok: true,
+ *   streams: 2,
+ *   degraded: [{ stream: "t", why: "disk_full" }],
+ * });
  * ```
  */
-export function healthResponse(shuttingDown: boolean, streams: number): Response {
-  return json({ ok: !shuttingDown, streams }, shuttingDown ? 503 : 200);
+export function healthResponse(
+  shuttingDown: boolean,
+  streams: number,
+  degraded: readonly Degraded[] = [],
+): Response {
+  const body = degraded.length > 0
+    ? { ok: !shuttingDown, streams, degraded }
+    : { ok: !shuttingDown, streams };
+  return json(body, shuttingDown ? 503 : 200);
 }

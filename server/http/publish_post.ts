@@ -10,7 +10,8 @@
  * `invalid_row`); then stored: 200 `{"first","last","count"}` (with
  * `"duplicate":true` for a producer's last seq sent again; with tokens a
  * producer id is scoped to the token's holder), 409 `stale_seq`,
- * or 503 `write_failed`. On a cluster node, after the 405: 307 to the
+ * 507 `disk_full` (with `Retry-After`: the stream takes no rows while its
+ * disk is full) or 503 `write_failed`. On a cluster node, after the 405: 307 to the
  * leader, or 503 `no_leader` / `not_enough_replicas`, before the body is
  * read; 503 `no_leader` too when the node stops leading before the rows
  * are committed (then nothing was acknowledged). Nothing of a refused body is stored. The body
@@ -157,6 +158,11 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
       ctx.logger.error("publish_failed", { stream: streamField(name), error: out.detail, remote });
       m.refused(name, "write_failed");
       return json(answer, status);
+    }
+    if (out.kind === "disk_full") {
+      m.refused(name, "disk_full");
+      // The stream tries again every second.
+      return json(answer, status, { "retry-after": "1" });
     }
     // Stale, or (no_leader) this node stopped leading before the rows were
     // committed: nothing was acknowledged.

@@ -38,7 +38,7 @@ import { latestResponse } from "./latest.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
 import { dictionaryResponse } from "./dictionaries.ts";
 import { headRoute, streamsRoute } from "./head.ts";
-import { healthResponse } from "./health.ts";
+import { type Degraded, healthResponse } from "./health.ts";
 import { metricsResponse } from "./metrics.ts";
 import { publishPostRoute } from "./publish_post.ts";
 import { publishSocketRoute } from "./publish_socket.ts";
@@ -67,12 +67,13 @@ function admin(method: "PUT" | "DELETE", handle: Route["handle"]): Route {
  * The routes, in the order they are matched.
  */
 export const ROUTES: readonly Route[] = Object.freeze([
-  get(
-    "/_/health",
-    "health",
-    "public",
-    (ctx) => healthResponse(ctx.shuttingDown, ctx.streams.size),
-  ),
+  get("/_/health", "health", "public", (ctx) => {
+    const degraded: Degraded[] = [];
+    for (const [stream, s] of ctx.streams) {
+      if (s.diskFull !== null) degraded.push({ stream, why: "disk_full" });
+    }
+    return healthResponse(ctx.shuttingDown, ctx.streams.size, degraded);
+  }),
   ...VIEWER_ASSETS.map((path) => get(path, "viewer", "public", viewerAssetRoute)),
   get("/_/metrics", "metrics", "all", (ctx) => metricsResponse(ctx.metrics.registry)),
   get("/_/streams", "streams", "token", streamsRoute),

@@ -7,6 +7,9 @@
  */
 
 import { RowError } from "../stream/row_error.ts";
+import { DiskFullError } from "../stream/disk_gate.ts";
+import { isNoSpace } from "../../common/free_space.ts";
+import { sleep } from "../../common/backoff.ts";
 import type {
   IngestBatch,
   IngestEvent,
@@ -16,6 +19,10 @@ import type {
   IngestStats,
   RejectSink,
 } from "./options.ts";
+
+// How long a feeder waits before sending again what a full disk refused,
+// when its sink cannot say when it takes rows again.
+const DISK_RETRY_MS = 1000;
 
 /**
  * Where an ingest's events go: `onEvent`, else each event's `msg` to `log`
@@ -55,7 +62,9 @@ export class InputReject {
 }
 
 // One row, or (`count` > 1) a run of consecutive rows stored by one
-// `sendJson` call, which settle together.
+// `sendJson` call, which settle together. What was sent is kept (`row`, or
+// the run's `lines` and `texts`) until it settles, to be sent again when a
+// full disk refused it.
 interface Pending {
   readonly line: number;
   readonly input: string;
@@ -63,7 +72,30 @@ interface Pending {
   settled: boolean;
   ok: boolean;
   error: unknown;
+  row?: unknown;
+  lines?: readonly number[];
+  texts?: readonly string[];
 }
+
+// Sent while the feeder waits for a full disk: held, and sent after the rows it refused.
+const HELD = Symbol("held behind a full disk");
+
+// Whether `error` (of a settled entry) is the sink's full disk.
+function diskFull(error: unknown): boolean {
+  const e = error instanceof Unstored ? error.error : error;
+  return e === HELD || e instanceof DiskFullError || isNoSpace(e);
+}
+
+/**
+ * What a feeder does with rows a full disk refused: `resend` them once the
+ * sink takes rows again (`IngestSink.ready`), in order, reading no more
+ * input meanwhile (stdin); or drop them and tell `dropped` (an upstream,
+ * which disconnects and says what it missed).
+ */
+export type DiskFullPolicy = { resend: true } | {
+  resend: false;
+  dropped(rows: number, error: unknown): void;
+};
 
 /**
  * Pipelines rows into a sink and reports outcomes strictly in input order.
@@ -99,6 +131,10 @@ export class Feeder {
   #rejectsWriting = 0;
   #fatal: { error: unknown } | undefined;
   #waiters: (() => void)[] = [];
+  readonly #diskFull: DiskFullPolicy;
+  readonly #signal: AbortSignal | undefined;
+  // Waiting for the sink to take rows again, to send again what it refused.
+  #retrying = false;
 
   constructor(
     sink: IngestSink,
@@ -106,6 +142,7 @@ export class Feeder {
     where: (line: number) => string,
     onFatal: () => void,
     origin: IngestOrigin,
+    diskFull: DiskFullPolicy = { resend: true },
   ) {
     const maxInFlight = options.maxInFlight ?? 4096;
     if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
@@ -118,14 +155,17 @@ export class Feeder {
     this.#maxInFlight = maxInFlight;
     this.#where = where;
     this.#onFatal = onFatal;
+    this.#diskFull = diskFull;
+    this.#signal = options.signal;
   }
 
   get failed(): boolean {
     return this.#fatal !== undefined;
   }
 
+  /** Whether no more may be sent now: `maxInFlight` is reached, or a full disk is waited for. */
   get full(): boolean {
-    return this.space <= 0;
+    return this.#retrying || this.space <= 0;
   }
 
   /** How many more rows may be sent before `maxInFlight` is reached. */
@@ -135,8 +175,15 @@ export class Feeder {
 
   send(line: number, input: string, row: unknown): void {
     const entry: Pending = { line, input, count: 1, settled: false, ok: false, error: undefined };
+    if (this.#diskFull.resend) entry.row = row;
     this.#queue.push(entry);
     this.#inFlight++;
+    if (this.#retrying) {
+      // Behind rows a full disk refused: sent after them.
+      entry.settled = true;
+      entry.error = HELD;
+      return;
+    }
     let sent: Promise<unknown>;
     try {
       sent = this.#sink.send(row);
@@ -164,15 +211,23 @@ export class Feeder {
   /**
    * Sends rows given as JSON texts (of lines `lines`) together, through the
    * sink's `sendJson` (see `batches`): a run of stored rows is one entry,
-   * each refused text one of its own, all in line order.
+   * each refused text one of its own, all in line order. The arrays are
+   * kept until their rows settle (to be sent again after a full disk): the
+   * caller does not change them afterwards.
    */
   sendJson(lines: readonly number[], texts: readonly string[]): void {
     if (texts.length === 0) return;
     let batch: IngestBatch;
-    try {
-      batch = this.#sink.sendJson!(texts);
-    } catch (error) {
-      batch = { refused: null, durable: Promise.reject(error) };
+    if (this.#retrying) {
+      // Behind rows a full disk refused: sent after them.
+      batch = { refused: null, durable: Promise.reject(HELD) };
+      batch.durable.catch(() => {});
+    } else {
+      try {
+        batch = this.#sink.sendJson!(texts);
+      } catch (error) {
+        batch = { refused: null, durable: Promise.reject(error) };
+      }
     }
     const refused = batch.refused;
     const runs: Pending[] = [];
@@ -187,6 +242,13 @@ export class Feeder {
         ok: false,
         error: undefined,
       };
+      if (this.#diskFull.resend) {
+        // The arrays are the caller's to give away (lines.ts makes new ones
+        // each batch): a run of all of them is kept as it is, not copied.
+        const whole = start === 0 && end === texts.length;
+        entry.lines = whole ? lines : lines.slice(start, end);
+        entry.texts = whole ? texts : texts.slice(start, end);
+      }
       runs.push(entry);
       this.#queue.push(entry);
       this.#inFlight += entry.count;
@@ -270,9 +332,26 @@ export class Feeder {
   }
 
   #pump(): void {
+    if (this.#retrying) {
+      this.#notify(); // the retry waits for what is in flight to settle
+      return;
+    }
     const queue = this.#queue;
     while (this.#head < queue.length && queue[this.#head].settled) {
       const entry = queue[this.#head];
+      if (!entry.ok && diskFull(entry.error)) {
+        if (this.#diskFull.resend) {
+          void this.#retry();
+          return;
+        }
+        this.#diskFull.dropped(
+          entry.count,
+          entry.error instanceof Unstored ? entry.error.error : entry.error,
+        );
+        queue[this.#head++] = undefined as unknown as Pending;
+        this.#inFlight -= entry.count;
+        continue;
+      }
       queue[this.#head++] = undefined as unknown as Pending;
       this.#inFlight -= entry.count;
       if (entry.ok) this.stats.accepted += entry.count;
@@ -292,6 +371,40 @@ export class Feeder {
       this.#head = 0;
     }
     this.#notify();
+  }
+
+  // A full disk refused the entry at the head (and, the stream having
+  // stopped at once, every one after it): once the sink takes rows again,
+  // everything from it on is sent again, in order; what did not reach the
+  // sink (input rejects) keeps its place. No input is read meanwhile. When
+  // ingest stops first, the rows not stored fail it.
+  async #retry(): Promise<void> {
+    this.#retrying = true;
+    const stopped = new Promise<void>((resolve) => {
+      if (this.#signal?.aborted) resolve();
+      this.#signal?.addEventListener("abort", () => resolve(), { once: true });
+    });
+    const ready = this.#sink.ready?.() ?? sleep(DISK_RETRY_MS);
+    await Promise.race([ready, stopped]);
+    const queue = this.#queue;
+    while (queue.slice(this.#head).some((e) => !e.settled)) await this.#wait();
+    const rest = queue.splice(this.#head);
+    for (const e of rest) this.#inFlight -= e.count;
+    this.#retrying = false;
+    if (this.#signal?.aborted) {
+      const failed = rest.find((e) => !e.ok && diskFull(e.error));
+      this.fail(failed?.error instanceof Unstored ? failed.error.error : failed?.error);
+      this.#notify();
+      return;
+    }
+    for (const e of rest) {
+      if (e.ok || !diskFull(e.error)) {
+        queue.push(e);
+        this.#inFlight += e.count;
+      } else if (e.texts !== undefined) this.sendJson(e.lines!, e.texts);
+      else this.send(e.line, e.input, e.row);
+    }
+    this.#pump();
   }
 
   #report(entry: Pending, message: string): void {

@@ -32,6 +32,12 @@ export interface IngestSink {
    * `send` would reject the row with. Nothing of a refused text is stored.
    */
   sendJson?(texts: readonly string[]): IngestBatch;
+  /**
+   * Optional: resolves once the sink takes rows (at once unless its disk is
+   * full: a `DiskFullError`, or a write that failed for lack of space).
+   * Without it, a feeder tries again after a second.
+   */
+  ready?(): Promise<void>;
 }
 
 /**
@@ -137,6 +143,17 @@ export type IngestEvent =
     delayMs: number;
   })
   | (EventBase & { event: "upstream_backlog"; url: string; queued: number; limit: number })
+  | (EventBase & { event: "upstream_paused"; url: string; detail: string })
+  | (EventBase & {
+    event: "upstream_resumed";
+    url: string;
+    /** When the stream stopped taking rows (ISO 8601). */
+    missedFrom: string;
+    /** When it took rows again and the upstream is reconnected (ISO 8601). */
+    missedTo: string;
+    /** Rows received and not stored meanwhile. */
+    dropped: number;
+  })
   | (EventBase & { event: "upstream_frames_dropped"; url: string; dropped: number })
   | (EventBase & { event: "upstream_stopped"; url: string; accepted: number; rejected: number });
 

@@ -11,6 +11,7 @@ import { decodeLine, lossyUtf8 } from "./_decode.ts";
 import { errorMessage, eventsTo, Feeder } from "./_feeder.ts";
 import type { FrameHandler } from "./handler.ts";
 import type { IngestOptions, IngestSink, IngestStats } from "./options.ts";
+import { DiskFullError } from "../stream/disk_gate.ts";
 
 /**
  * Options of {@linkcode ingestUpstream}.
@@ -154,12 +155,61 @@ export async function ingestUpstream(
   // Aborted by the caller's signal or by a fatal sink error: stops everything.
   const halt = new AbortController();
   const onAbort = (): void => halt.abort();
+  // A full disk: the stream took no rows from `sinceMs` on; the rows it
+  // refused are dropped (counted), and the connection is closed until it
+  // takes rows again (then reconnected, saying what was missed).
+  let paused: { sinceMs: number; rows: number; detail: string } | null = null;
+  let closeForDisk: (() => void) | null = null;
   const feeder = new Feeder(sink, options, (n) => `upstream ${shown} frame ${n}`, onAbort, {
     source: "upstream",
     url: shown,
+  }, {
+    resend: false,
+    dropped: (rows, error) => {
+      if (paused === null) {
+        const detail = error instanceof DiskFullError ? error.detail : errorMessage(error);
+        paused = { sinceMs: Date.now(), rows: 0, detail };
+        emit({
+          event: "upstream_paused",
+          stream: sink.name,
+          url: shown,
+          detail,
+          msg: `streamcast: upstream ${shown} for ${stream}: the stream takes no rows (its ` +
+            `disk is full: ${detail}); disconnecting until it does`,
+        });
+        closeForDisk?.();
+      }
+      paused.rows += rows;
+    },
   });
+  // Once the stream takes rows again: says what was missed, and reconnects at once.
+  const resume = async (): Promise<void> => {
+    await Promise.race([sink.ready?.() ?? sleep(1000), halted]);
+    // Frames of the last connection first: they are dropped or stored in order.
+    if (running !== undefined) await running;
+    const p = paused!;
+    paused = null;
+    if (halt.signal.aborted) return;
+    const from = new Date(p.sinceMs).toISOString();
+    const to = new Date().toISOString();
+    emit({
+      event: "upstream_resumed",
+      stream: sink.name,
+      url: shown,
+      missedFrom: from,
+      missedTo: to,
+      dropped: p.rows,
+      msg: `streamcast: upstream ${shown} for ${stream}: the stream takes rows again; ` +
+        `reconnecting. Missed the feed from ${from} to ${to} (${p.rows} rows received and ` +
+        "not stored, and what the upstream sent while disconnected)",
+    });
+  };
   options.signal?.addEventListener("abort", onAbort, { once: true });
   if (options.signal?.aborted) onAbort();
+  const halted = new Promise<void>((resolve) => {
+    if (halt.signal.aborted) resolve();
+    halt.signal.addEventListener("abort", () => resolve(), { once: true });
+  });
 
   // Frames received and not yet handled; handled one at a time, in order.
   let frames: (string | ArrayBuffer | undefined)[] = [];
@@ -258,6 +308,8 @@ export async function ingestUpstream(
       halt.signal.addEventListener("abort", close, { once: true });
       ws.onopen = () => {
         opened = true;
+        closeForDisk = () => ws.close(1000, "disk full");
+        if (paused !== null) closeForDisk();
         emit({
           event: "upstream_connected",
           stream: sink.name,
@@ -292,6 +344,7 @@ export async function ingestUpstream(
       };
       ws.onclose = (event) => {
         halt.signal.removeEventListener("abort", close);
+        closeForDisk = null;
         ws.onopen =
           ws.onmessage =
           ws.onerror =
@@ -313,6 +366,11 @@ export async function ingestUpstream(
     while (!halt.signal.aborted) {
       const outcome = await connectOnce();
       if (halt.signal.aborted) break;
+      if (paused !== null) {
+        await resume();
+        failures = 0;
+        continue;
+      }
       failures = outcome.productive ? 0 : failures + 1;
       const delayMs = Math.max(
         minBackoffMs,

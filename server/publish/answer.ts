@@ -72,6 +72,12 @@ export function wireAnswer(out: PublishOutcome, seq: number): WireAnswer {
         status: 503,
         refusal: "write_failed",
       };
+    case "disk_full":
+      return {
+        answer: { seq, error: "disk_full", detail: out.detail },
+        status: 507,
+        refusal: "disk_full",
+      };
     case "not_leader":
       return { answer: null, status: 503, refusal: "no_leader" };
   }

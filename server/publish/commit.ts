@@ -3,7 +3,8 @@
  * and WebSocket routes share. The rows take the stream's row path (checked
  * and encoded; the first refused refuses them all), then the answer is the
  * rows' offsets (for a duplicate, the original commit's), a refused row, a
- * stale seq, or a failed write — also for a seq sent after one of its
+ * stale seq, a full disk (the stream takes no rows, or the write failed for
+ * lack of space), or a failed write — also for a seq sent after one of its
  * producer's failed, which the log refuses so that the producer commits
  * without holes. On a cluster node the rows are answered once the cluster
  * committed them (the log's promises resolve then); a node that does not
@@ -18,6 +19,8 @@ import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
 import { producerId } from "../../log/producer/table.ts";
 import { type Stream, streamInside } from "../stream/stream.ts";
 import { RowsRefusedError } from "../stream/row_error.ts";
+import { DiskFullError } from "../stream/disk_gate.ts";
+import { isNoSpace } from "../../common/free_space.ts";
 
 /**
  * How a publish ended: the one result both publish routes act on, and
@@ -28,6 +31,7 @@ export type PublishOutcome =
   | { kind: "invalid"; index: number; detail: string }
   | { kind: "stale"; lastSeq: number }
   | { kind: "failed"; detail: string }
+  | { kind: "disk_full"; detail: string }
   | { kind: "not_leader"; detail: string };
 
 /**
@@ -78,6 +82,9 @@ export async function commitPublish(
       return { kind: "invalid", index: err.index, detail: err.detail };
     }
     if (err instanceof NotLeaderError) return { kind: "not_leader", detail: err.message };
+    // The stream takes no rows (its disk is full), or this write failed for lack of space.
+    if (err instanceof DiskFullError) return { kind: "disk_full", detail: err.message };
+    if (isNoSpace(err)) return { kind: "disk_full", detail: (err as Error).message };
     return { kind: "failed", detail: err instanceof Error ? err.message : String(err) };
   }
 }

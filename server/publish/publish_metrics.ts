@@ -30,6 +30,7 @@ export type PublishRefusal =
   | "protocol"
   | "too_many_in_flight"
   | "write_failed"
+  | "disk_full"
   | "not_leader"
   | "no_leader"
   | "not_enough_replicas";

@@ -80,20 +80,25 @@ export class Appender implements LogListener {
   // A keyed stream's index: given every commit's rows (or told to read them from the log).
   readonly #keys: KeyKeeper | null;
 
+  readonly #writeFailed: (err: Error) => void;
+
   /**
    * The appender of a stream with `log` (null: ephemeral); it listens to the
-   * log. `keys`: a keyed stream's index, told of every commit.
+   * log. `keys`: a keyed stream's index, told of every commit. `writeFailed`
+   * is told of each failed write, before the appends it dropped reject.
    */
   constructor(
     log: Log | null,
     fanout: Fanout,
     counts: AppendCounts,
     keys: KeyKeeper | null = null,
+    writeFailed: (err: Error) => void = () => {},
   ) {
     this.#log = log;
     this.#fanout = fanout;
     this.#counts = counts;
     this.#keys = keys;
+    this.#writeFailed = writeFailed;
     log?.listen(this);
   }
 
@@ -271,8 +276,9 @@ export class Appender implements LogListener {
     if (live) this.#fanout.send(rows!, first);
   }
 
-  /** A failed write dropped the appends from `from` on: forget their rows. */
-  discarded(from: number): void {
+  /** A failed write (`cause`) dropped the appends from `from` on: forget their rows. */
+  discarded(from: number, cause?: Error): void {
+    if (cause !== undefined) this.#writeFailed(cause);
     const keep = Math.max(0, Math.min(this.#count, from - this.#front));
     const front = this.#front;
     const kept = keep > 0 ? this.#take(keep, true)! : [];

@@ -46,7 +46,9 @@ import { type Serving, UNSERVED } from "../fanout/serving.ts";
 import type { Subscriber, SubscriberState } from "../fanout/subscriber.ts";
 import type { Registry } from "../metrics.ts";
 import type { SessionSocket } from "../socket.ts";
-import type { Logger } from "../../common/logger.ts";
+import { Logger } from "../../common/logger.ts";
+import { isNoSpace } from "../../common/free_space.ts";
+import { DiskGate } from "./disk_gate.ts";
 import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { keepSchema } from "./kept_schema.ts";
@@ -61,7 +63,7 @@ import {
   type StreamRestoreOptions,
   type StreamSettings,
 } from "./stream_options.ts";
-import { greetingOf, headOf } from "./views.ts";
+import { greetingOf, headOf, retentionOf } from "./views.ts";
 import { KeyColumns } from "./key_columns.ts";
 import { type KeyEntry, KeyIndex, type KeySnapshot } from "./key_index.ts";
 import { KeyKeeper } from "./key_keeper.ts";
@@ -207,6 +209,7 @@ export class Stream {
   readonly #fanout: Fanout;
   readonly #appender: Appender;
   readonly #keys: KeyKeeper | null;
+  readonly #disk: DiskGate | null;
   #iceberg: IcebergTable | null = null; // the log's Iceberg table (`iceberg` option)
   #closed = false;
   readonly #inside: StreamInside;
@@ -231,7 +234,22 @@ export class Stream {
     this.maxSubscribers = settings.maxSubscribers;
     const a = settings.archive;
     this.archive = a === null ? null : typeof a === "string" ? a : a.uri;
-    const metrics = this.#metrics = new StreamMetrics(name, this);
+    this.#disk = log === null ? null : diskGateOf(name, log, settings);
+    const source = {
+      subscriberStates: () => this.subscriberStates(),
+      get endOffset() {
+        return log ? log.endOffset : null;
+      },
+      get diskFull() {
+        return disk?.full ?? null;
+      },
+      history: () => ({
+        bytes: log ? retentionOf(log).bytes : 0,
+        droppedRows: log?.chunks.droppedRows ?? 0,
+      }),
+    };
+    const disk = this.#disk;
+    const metrics = this.#metrics = new StreamMetrics(name, source);
     this.#rows = new RowEncoder(
       name,
       this.schema,
@@ -248,7 +266,9 @@ export class Stream {
       stallTimeoutMs: this.stallTimeoutMs,
     });
     this.#keys = m.key && log ? this.#keyKeeper(log, m.key, settings.maxKeys) : null;
-    this.#appender = new Appender(log, this.#fanout, metrics, this.#keys);
+    this.#appender = new Appender(log, this.#fanout, metrics, this.#keys, (err) => {
+      if (isNoSpace(err)) this.#disk?.noSpace(err);
+    });
     this.#inside = this.#makeInside();
   }
 
@@ -507,12 +527,31 @@ export class Stream {
     return greetingOf(this, from, frames, where);
   }
 
-  // The one check before any row is taken: the stream is open and not a mirror's replica.
+  /**
+   * Why the stream takes no rows now because its disk is full (a failed
+   * write, or free space under `minFreeBytes`), or null while it takes them
+   * (always on an ephemeral stream). It tries again every second.
+   */
+  get diskFull(): string | null {
+    return this.#disk?.full ?? null;
+  }
+
+  /**
+   * Resolves once the stream takes rows: at once unless its disk is full,
+   * else when the space is back (or the stream closes).
+   */
+  ready(): Promise<void> {
+    return this.#disk?.ready() ?? Promise.resolve();
+  }
+
+  // The one check before any row is taken: the stream is open, not a
+  // mirror's replica, and its disk has room (else DiskFullError).
   #takingRows(): void {
     if (this.#closed) throw new Deno.errors.BadResource(`stream "${this.name}" is closed`);
     if (this.log?.replica) {
       throw new TypeError(`stream "${this.name}" is a mirror's: it takes no rows`);
     }
+    this.#disk?.admit();
   }
 
   /**
@@ -625,12 +664,38 @@ export class Stream {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#disk?.close();
     if (this.log) await this.log.flush();
     this.closeSubscribers(CloseCode.GoingAway, "");
     await this.#iceberg?.close(30_000); // seals the tail and commits it, before the log closes
     await this.#keys?.close();
     if (this.log && this.#ownsLog) await this.log.close();
   }
+}
+
+// The disk gate of a durable stream (see disk_gate.ts), telling the log's
+// logger when the stream stops taking rows and when it takes them again.
+function diskGateOf(name: string, log: Log, settings: StreamSettings): DiskGate {
+  const logger = settings.logOptions?.logger ?? new Logger();
+  return new DiskGate(name, log.dir, {
+    minFreeBytes: settings.minFreeBytes,
+    onChange: (detail) => {
+      if (detail !== null) {
+        logger.warn(
+          "disk_full",
+          { stream: name, detail },
+          `streamcast: stream "${name}" takes no rows: its disk is full (${detail}); ` +
+            "trying again every second",
+        );
+      } else {
+        logger.info(
+          "disk_ok",
+          { stream: name },
+          `streamcast: stream "${name}" takes rows again: its disk has room`,
+        );
+      }
+    },
+  });
 }
 
 // The refusal of one of several rows, naming its index.

@@ -64,6 +64,13 @@ export interface StreamMetricsSource {
   subscriberStates(): { catching_up: number; live: number };
   /** The log's end, or null when the stream is ephemeral. */
   readonly endOffset: number | null;
+  /** Why the stream takes no rows (its disk is full), or null while it takes them. */
+  readonly diskFull?: string | null;
+  /**
+   * A durable stream's local history: bytes on disk, and the rows retention
+   * dropped since it opened (absent: ephemeral).
+   */
+  history?(): { bytes: number; droppedRows: number };
 }
 
 /**
@@ -98,6 +105,9 @@ export function declareStreamMetrics(registry: Registry): {
   zstdBytes: Counter;
   keys: Gauge;
   keysRefused: Counter;
+  takesRows: Gauge;
+  historyBytes: Gauge;
+  retentionRows: Counter;
 } {
   const c = (name: string, help: string) => registry.counter(name, help);
   const families = {
@@ -139,6 +149,18 @@ export function declareStreamMetrics(registry: Registry): {
     keysRefused: c(
       "streamcast_keys_refused_total",
       "Rows of a new key a keyed stream did not add: it keeps --max-keys keys already.",
+    ),
+    takesRows: registry.gauge(
+      "streamcast_stream_takes_rows",
+      "1 while a durable stream takes rows, 0 while its disk is full.",
+    ),
+    historyBytes: registry.gauge(
+      "streamcast_log_bytes",
+      "Bytes of local history a durable stream holds (segments and chunks).",
+    ),
+    retentionRows: c(
+      "streamcast_retention_dropped_rows_total",
+      "Rows of local history retention dropped (--retain-age, --retain-bytes).",
     ),
   };
   return families;
@@ -215,12 +237,23 @@ export class StreamMetrics {
     const durable = source.endOffset !== null;
     const endOffset = durable ? f.endOffset.labels(labels) : null;
     this.commitSeconds = durable ? f.commitSeconds.labels(labels) : null;
+    const takesRows = durable ? f.takesRows.labels(labels) : null;
+    const historyBytes = durable ? f.historyBytes.labels(labels) : null;
+    const retentionRows = durable ? f.retentionRows.labels(labels) : null;
+    let droppedSeen = 0;
     this.registry.collect(() => {
       const states = source.subscriberStates();
       catchingUp.set(states.catching_up);
       live.set(states.live);
       const end = source.endOffset;
       if (endOffset !== null && end !== null) endOffset.set(end);
+      takesRows?.set(source.diskFull ? 0 : 1);
+      const h = durable ? source.history?.() : undefined;
+      if (h !== undefined) {
+        historyBytes!.set(h.bytes);
+        retentionRows!.inc(Math.max(0, h.droppedRows - droppedSeen));
+        droppedSeen = Math.max(droppedSeen, h.droppedRows);
+      }
     });
   }
 

@@ -12,6 +12,7 @@ import { checkKeys, OptionCheck, shown } from "../option_check.ts";
 import { checkIcebergOptions, type IcebergOptions } from "../../iceberg/options.ts";
 import { checkTableColumns } from "../../iceberg/schema.ts";
 import { DEFAULT_MAX_KEYS } from "./key_index.ts";
+import { DEFAULT_MIN_FREE_BYTES } from "./disk_gate.ts";
 
 /** Default `maxBacklog`: frames queued for one live subscriber. */
 export const DEFAULT_MAX_BACKLOG = 8192;
@@ -55,6 +56,12 @@ export interface StreamOptions {
   /** Serve offsets the local tier no longer holds from the archive. @default false */
   replayArchive?: boolean;
   /**
+   * Free space on the disk of the log under which the stream takes no rows
+   * (`DiskFullError`) until it is back (0: only a write that fails for lack
+   * of space stops it). Durable streams only. @default 64 MiB
+   */
+  minFreeBytes?: number;
+  /**
    * Keep an Apache Iceberg table of the log's sealed rows, at
    * `ARCHIVE/NAME/iceberg/` with an archive, else `ROOT/NAME/iceberg/`
    * (`true`, or its options). Durable streams only. @default false
@@ -94,6 +101,7 @@ export interface StreamSettings {
   maxSubscribers: number;
   archive: string | ArchiveOptions | null;
   replayArchive: boolean;
+  minFreeBytes: number;
   root: string | undefined;
   logOptions: LogOptions | undefined;
   iceberg: IcebergOptions | null;
@@ -111,6 +119,7 @@ const KEYS = [
   "maxSubscribers",
   "archive",
   "replayArchive",
+  "minFreeBytes",
   "iceberg",
   "key",
   "maxKeys",
@@ -198,6 +207,7 @@ export function checkStreamOptions(
     maxSubscribers: o.int("maxSubscribers", 1, max, DEFAULT_MAX_SUBSCRIBERS),
     archive: archive as string | ArchiveOptions | null,
     replayArchive: o.bool("replayArchive", false),
+    minFreeBytes: o.int("minFreeBytes", 0, max, DEFAULT_MIN_FREE_BYTES),
     root,
     logOptions,
     iceberg: icebergSetting(o.get("iceberg"), root, schema as Record<string, unknown>, where),

@@ -106,9 +106,37 @@ export function headOf(
     schema: s.schema.json,
     archive: s.archive,
     ...(s.archive ? { archive_lag: log ? archiveLagOf(log) : null } : {}),
-    ...(log ? { first_offset: log.firstOffset } : {}),
+    ...(log ? { first_offset: log.firstOffset, ...retentionOf(log) } : {}),
     ...extra,
     schema_versions: s.schemaVersions,
     publish,
+  };
+}
+
+/**
+ * What a durable stream's head says of its retention: the bounds in force
+ * (`age_s`, `bytes`: null for none) and the bytes of local history it holds
+ * (its segments and its chunks).
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { Log } from "../../log/mod.ts";
+ * import { retentionOf } from "./views.ts";
+ * const log = await Log.open(await Deno.makeTempDir(), {
+ *   timers: false,
+ *   chunks: { retainAgeMs: 90_000, retainBytes: null },
+ * });
+ * deepStrictEqual(retentionOf(log), { retention: { age_s: 90, bytes: null }, bytes: 128 });
+ * await log.close();
+ * ```
+ */
+export function retentionOf(
+  log: Log,
+): { retention: { age_s: number | null; bytes: number | null }; bytes: number } {
+  const r = log.chunks.retention;
+  return {
+    retention: { age_s: r.ageMs === null ? null : r.ageMs / 1000, bytes: r.bytes },
+    bytes: log.sizeBytes + log.chunks.bytes,
   };
 }

@@ -77,3 +77,61 @@ Deno.test("chunks: a seal whose chunk write fails is chunked again before any la
     await rmrf(dir);
   }
 });
+
+Deno.test("chunks: a merge whose write fails (a full disk) ends, leaves no file behind, and is made again", async () => {
+  const dir = await tempDir();
+  try {
+    const paths = new WeakMap<Deno.FsFile, string>();
+    let failMerge = false;
+    let failed = 0;
+    const io: LogIo = {
+      ...REAL_IO,
+      open: async (path, options) => {
+        const f = await REAL_IO.open(path, options);
+        paths.set(f, path);
+        return f;
+      },
+      write: (file, bytes) => {
+        // Every write of the merged chunk fails.
+        if (failMerge && /merge\.tmp-/.test(paths.get(file) ?? "")) {
+          failed++;
+          return Promise.reject(enospc());
+        }
+        return REAL_IO.write(file, bytes);
+      },
+    };
+    const options = {
+      io,
+      timers: false,
+      chunks: { fanIn: 2, graceMs: 0 },
+      logger: Logger.silent(),
+    };
+    const log = await Log.open(dir, options);
+    const seal = async (s: number) => {
+      await log.appendMany(Array.from({ length: 4 }, (_, i) => `{"s":${s},"i":${i}}`));
+      await log.roll();
+    };
+    await seal(0);
+    await log.chunks.settled();
+    // The second seal's chunk is written; its merge with the first fails.
+    failMerge = true;
+    await seal(1);
+    await log.chunks.settled();
+    failMerge = false;
+    assert(failed > 0, "the merge was failed");
+    assert(log.chunks.error?.includes("No space left"), String(log.chunks.error));
+    const left = [];
+    for await (const e of Deno.readDir(`${dir}/chunks`)) {
+      if (e.name.includes("tmp")) left.push(e.name);
+    }
+    assertEquals(left, []);
+    // The next maintenance merges them.
+    await log.chunks.settled(true);
+    assertEquals(log.chunks.manifest!.chunks.length, 1);
+    assertEquals(await offsets(log), Array.from({ length: 8 }, (_, i) => i + 1));
+    await log.close();
+    assertEquals((await verifyLog(dir)).error, null);
+  } finally {
+    await rmrf(dir);
+  }
+});

@@ -2,7 +2,7 @@ import { assert, assertEquals, assertRejects } from "../harness/assert.ts";
 import { join } from "node:path";
 import { Log, type LogIo, LogWriteError, verifyLog } from "../../log/mod.ts";
 import { REAL_IO } from "../../log/options.ts";
-import { serve, Stream } from "../../mod.ts";
+import { DiskFullError, serve, Stream } from "../../mod.ts";
 import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
 import { TestSub } from "../harness/subscriber.ts";
 
@@ -100,6 +100,11 @@ Deno.test("stream fan-out never shows rows of a failed commit", async () => {
     io.failWrite = true;
     const err = await stream.send({ i: 2 }).catch((e) => e);
     assert(err instanceof LogWriteError, String(err));
+    // A full disk: the stream takes no rows until it has room (it looks every second).
+    assert(stream.diskFull !== null);
+    await assertRejects(() => stream.send({ i: 3 }), DiskFullError);
+    await stream.ready();
+    assertEquals(stream.diskFull, null);
     assertEquals(await stream.send({ i: 3 }), 2);
     await sub.waitLines(2);
     assertEquals(sub.lines, ['[1,{"i":1}]', '[2,{"i":3}]']);
@@ -152,5 +157,79 @@ Deno.test("log on a real full filesystem (1 MiB tmpfs): appends fail loudly, not
   } finally {
     await new Deno.Command("umount", { args: [mnt] }).output();
     await rmrf(mnt);
+  }
+});
+
+Deno.test("log goes on when a full disk keeps the next segment's file from being made at a seal", async () => {
+  const dir = await tempDir();
+  let failHeader = false;
+  const io: LogIo = {
+    ...REAL_IO,
+    write: (file, bytes) => {
+      // The next segment's header (128 bytes): the disk is full.
+      if (failHeader && bytes.length === 128) {
+        failHeader = false;
+        return Promise.reject(enospc());
+      }
+      return REAL_IO.write(file, bytes);
+    },
+  };
+  try {
+    const log = await Log.open(dir, { io, timers: false, chunks: false });
+    assertEquals(await log.appendMany(["{}", "{}"]), 1);
+    failHeader = true;
+    await log.roll();
+    assertEquals(failHeader, false, "the header write was failed");
+    // The file is made before the next commit's rows.
+    assertEquals(await log.append('{"after":1}'), 3);
+    assertEquals(log.segments().map((s) => [s.firstOffset, s.count]), [[1, 2], [3, 1]]);
+    await log.close();
+    assertEquals((await verifyLog(dir)).error, null);
+    const again = await Log.open(dir, { timers: false, chunks: false });
+    assertEquals(again.endOffset, 4);
+    await again.close();
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("log goes on when a full disk fails a producer's record and then its putting back", async () => {
+  const dir = await tempDir();
+  let failJournal = 0;
+  const io: LogIo = {
+    ...REAL_IO,
+    write: (file, bytes) => {
+      // Producer journal records hold `{"p":`; segment records hold the rows.
+      if (failJournal > 0 && text(bytes).includes('{"p":')) {
+        failJournal--;
+        return Promise.reject(enospc());
+      }
+      return REAL_IO.write(file, bytes);
+    },
+  };
+  try {
+    const log = await Log.open(dir, { io, timers: false, chunks: false });
+    const one = log.publish(['{"v":1}'], { producer: "a", seq: 1 });
+    await (one.status === "stored" ? one.done : null);
+    // Seq 2's record fails, and so does the record putting "a" back to seq 1.
+    failJournal = 2;
+    const two = log.publish(['{"v":2}'], { producer: "a", seq: 2 });
+    assertEquals(two.status, "stored");
+    await assertRejects(() => (two as { done: Promise<void> }).done, LogWriteError);
+    await log.flush();
+    assertEquals(failJournal, 0, "both journal writes were failed");
+    // The record owed is written before the next commit's own.
+    const again = log.publish(['{"v":2}'], { producer: "a", seq: 2 });
+    assertEquals(again.status, "stored");
+    await (again as { done: Promise<void> }).done;
+    await log.close();
+    assertEquals((await verifyLog(dir)).error, null);
+    const reopened = await Log.open(dir, { timers: false, chunks: false });
+    assertEquals(reopened.producers.state("a")?.seq, 2);
+    const dup = reopened.publish(['{"v":2}'], { producer: "a", seq: 2 });
+    assertEquals([dup.status, (dup as { first: number }).first], ["duplicate", 2]);
+    await reopened.close();
+  } finally {
+    await rmrf(dir);
   }
 });

@@ -129,7 +129,7 @@ Deno.test("publisher: a frame whose answer was lost and that the server calls st
   }
 });
 
-// The real server: seq 5 fails to be stored (a full disk), seq 6 comes
+// The real server: seq 5 fails to be stored (an I/O error), seq 6 comes
 // after that failure; the answers of both are lost with the connection.
 // Seq 6 was refused, so last_seq stays 4: both are sent again and stored.
 Deno.test("publisher: seq 5 failed, seq 6 sent after it, answers lost: both are sent again, stored once, with offsets", async () => {
@@ -143,7 +143,8 @@ Deno.test("publisher: seq 5 failed, seq 6 sent after it, answers lost: both are 
         failNext = false;
         failed++;
         return Promise.reject(
-          Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" }),
+          // An I/O error: the write failed (a full disk is answered disk_full instead).
+          Object.assign(new Error("Input/output error (os error 5)"), { code: "EIO" }),
         );
       }
       return REAL_IO.write(file, bytes);
@@ -197,7 +198,8 @@ Deno.test("publisher: after a write_failed answer, later frames are refused and 
       if (failNext && new TextDecoder().decode(bytes).includes('"sym":"p2"')) {
         failNext = false;
         return Promise.reject(
-          Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" }),
+          // An I/O error: the write failed (a full disk is answered disk_full instead).
+          Object.assign(new Error("Input/output error (os error 5)"), { code: "EIO" }),
         );
       }
       return REAL_IO.write(file, bytes);
@@ -236,7 +238,8 @@ Deno.test("publish over HTTP: after seq 5 failed, seq 6 is refused until seq 5 i
       if (failNext && new TextDecoder().decode(bytes).includes('"sym":"p5"')) {
         failNext = false;
         return Promise.reject(
-          Object.assign(new Error("No space left on device (os error 28)"), { code: "ENOSPC" }),
+          // An I/O error: the write failed (a full disk is answered disk_full instead).
+          Object.assign(new Error("Input/output error (os error 5)"), { code: "EIO" }),
         );
       }
       return REAL_IO.write(file, bytes);

@@ -1,0 +1,283 @@
+// A full disk, through the real path: `serve` on a small tmpfs the test
+// mounts (tests run as root), filled by --stdin, by publishers (POST and the
+// publish socket) and by an --upstream. The stream stops taking rows (507
+// disk_full, a publish frame's disk_full, stdin unread, the upstream
+// disconnected), /_/health stays 200 and lists it degraded, subscribers keep
+// every committed row; once the test frees space (deletes its filler file)
+// the stream takes rows again by itself, and `verify` passes.
+import { join } from "node:path";
+import { assert, assertEquals } from "../harness/assert.ts";
+import { CLI, getJson, type ServeProc, startServe } from "../harness/serve.ts";
+import { TestSub } from "../harness/subscriber.ts";
+import { rmrf, tempDir, until } from "../harness/util.ts";
+
+const SCHEMA = {
+  type: "object",
+  properties: { n: { type: "integer" }, pad: { type: "string" } },
+  required: ["n", "pad"],
+};
+const PAD = "x".repeat(400);
+const row = (n: number) => JSON.stringify({ n, pad: PAD });
+
+/** A tmpfs of `mib` MiB at DIR/disk, with a log root and a schema; unmounted by `close`. */
+async function smallDisk(mib: number) {
+  const dir = await tempDir("streamcast-disk-");
+  const disk = join(dir, "disk");
+  await Deno.mkdir(disk);
+  const mount = await new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", `size=${mib}m`, "tmpfs", disk],
+    stderr: "piped",
+  }).output();
+  assert(mount.success, `mount: ${new TextDecoder().decode(mount.stderr)}`);
+  const schema = join(dir, "t.json");
+  await Deno.writeTextFile(schema, JSON.stringify(SCHEMA));
+  const filler = join(disk, "filler");
+  return {
+    dir,
+    root: join(disk, "data"),
+    schema,
+    filler,
+    /** Fills the disk with a file until `leaveBytes` are left free (roughly). */
+    async fill(leaveBytes: number): Promise<void> {
+      const df = await new Deno.Command("df", { args: ["-B1", "--output=avail", disk] })
+        .output();
+      const free = Number(new TextDecoder().decode(df.stdout).trim().split("\n")[1]);
+      await Deno.writeFile(filler, new Uint8Array(Math.max(0, free - leaveBytes)));
+    },
+    async free(): Promise<void> {
+      await Deno.remove(filler);
+    },
+    async close(): Promise<void> {
+      await new Deno.Command("umount", { args: ["-l", disk] }).output();
+      await rmrf(dir);
+    },
+  };
+}
+
+type Disk = Awaited<ReturnType<typeof smallDisk>>;
+
+async function health(s: ServeProc): Promise<Record<string, unknown>> {
+  const res = await fetch(`${s.url}/_/health`);
+  assertEquals(res.status, 200);
+  return await res.json();
+}
+
+async function degraded(s: ServeProc): Promise<boolean> {
+  return (await health(s)).degraded !== undefined;
+}
+
+async function takesRowsMetric(s: ServeProc): Promise<string | undefined> {
+  const text = await (await fetch(`${s.url}/_/metrics`)).text();
+  return /^streamcast_stream_takes_rows\{stream="t"\} (\d)$/m.exec(text)?.[1];
+}
+
+/** Every row of stream t from offset 1, by a subscriber (replay then live). */
+async function allRows(s: ServeProc, end: number): Promise<number[]> {
+  const sub = await TestSub.open(`${s.ws}/t?offset=1&frames=batch`);
+  try {
+    await sub.waitLines(end - 1, 30_000);
+    return sub.lines.map((l) => JSON.parse(l)[1].n);
+  } finally {
+    await sub.close();
+  }
+}
+
+async function verify(d: Disk): Promise<void> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, "verify", join(d.root, "t")],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const said = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  assert(out.success, said);
+}
+
+Deno.test("serve --stdin on a full disk stops reading and resumes by itself, no line lost", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--stdin",
+      "t",
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "0",
+      // Segments are sealed and chunked while the disk fills: the chunk worker meets it too.
+      "--seal-every",
+      "0.2",
+    ], { stdin: true });
+    const live = await TestSub.open(`${s.ws}/t`);
+    await d.fill(1 << 20);
+    // Twice what is left: the disk fills, the server stops reading, this writer blocks.
+    const total = 4000;
+    const server = s;
+    const writing = (async () => {
+      for (let n = 1; n <= total; n += 100) {
+        const lines = [];
+        for (let k = n; k < n + 100 && k <= total; k++) lines.push(row(k));
+        await server.write(lines.join("\n") + "\n");
+      }
+    })();
+    await until(() => degraded(server), 30_000, "health degraded");
+    assertEquals((await health(s)).degraded, [{ stream: "t", why: "disk_full" }]);
+    assertEquals(await takesRowsMetric(s), "0");
+    await s.waitStderr(/takes no rows: its disk is full/);
+    // Reads go on: what was committed is there.
+    const head = await getJson(`${s.url}/t/head`);
+    const held = (head.end_offset as number) - 1;
+    assert(held > 0 && held < total, `held ${held}`);
+    assertEquals(s.stderr().includes("shutting down"), false);
+    await d.free();
+    await writing;
+    await s.closeStdin();
+    await s.waitStderr(/end of stdin for stream "t" \(4000 rows accepted, 0 rejected\)/, 30_000);
+    assertEquals(await degraded(s), false);
+    assertEquals(await takesRowsMetric(s), "1");
+    const rows = await allRows(s, total + 1);
+    assertEquals(rows, Array.from({ length: total }, (_, i) => i + 1));
+    // The live subscriber saw every committed row, in order, none twice.
+    await live.waitLines(total);
+    assertEquals(live.lines.map((l) => JSON.parse(l)[1].n), rows);
+    await live.close();
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await s?.stop();
+    await d.close();
+  }
+});
+
+Deno.test("serve under --min-free-bytes answers publishers disk_full, then takes rows again", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--publish",
+      "t",
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "8MiB",
+    ]);
+    const post = (n: number) => fetch(`${s!.url}/t`, { method: "POST", body: row(n) + "\n" });
+    const first = await post(1);
+    assertEquals(first.status, 200, await first.text());
+    await d.fill(4 << 20); // under the 8 MiB kept free
+    // Looked at before a commit, at most once a second.
+    let refused: Response | null = null;
+    for (let n = 2; refused === null; n++) {
+      const res = await post(n);
+      if (res.status === 507) refused = res;
+      else assertEquals(res.status, 200, await res.text());
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assertEquals(refused.headers.get("retry-after"), "1");
+    const body = await refused.json();
+    assertEquals(body.error, "disk_full");
+    assert(/kept free/.test(body.detail), body.detail);
+    const end = (await getJson(`${s.url}/t/head`)).end_offset as number;
+    // A publish socket's frame: disk_full, nothing of it stored.
+    const ws = new WebSocket(`${s.ws}/t/publish?producer=p1`);
+    const answers: Record<string, unknown>[] = [];
+    ws.onmessage = (e) => answers.push(JSON.parse(e.data));
+    await until(() => answers.length === 1, 10_000, "publish greeting");
+    ws.send(JSON.stringify({ seq: 1, rows: [{ n: 0, pad: "" }] }));
+    await until(() => answers.length === 2, 10_000, "publish answer");
+    assertEquals(answers[1].seq, 1);
+    assertEquals(answers[1].error, "disk_full");
+    assertEquals((await getJson(`${s.url}/t/head`)).end_offset, end);
+    assertEquals((await health(s)).degraded, [{ stream: "t", why: "disk_full" }]);
+    await d.free();
+    await until(async () => !(await degraded(s!)), 10_000, "health not degraded");
+    ws.send(JSON.stringify({ seq: 1, rows: [{ n: 0, pad: "" }] }));
+    await until(() => answers.length === 3, 10_000, "publish answer after");
+    assertEquals(answers[2].first, end);
+    ws.close();
+    const again = await post(-1);
+    assertEquals(again.status, 200, await again.text());
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await s?.stop();
+    await d.close();
+  }
+});
+
+Deno.test("serve --upstream on a full disk disconnects, reconnects once the disk has room, says what it missed", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  // The upstream: a WebSocket server sending numbered rows as fast as the socket takes them.
+  const connections: number[] = [];
+  let sent = 0;
+  const upstream = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen: () => {} }, (req) => {
+    const { socket, response } = Deno.upgradeWebSocket(req);
+    connections.push(Date.now());
+    let timer: ReturnType<typeof setInterval> | undefined;
+    socket.onopen = () => {
+      timer = setInterval(() => {
+        if (socket.readyState !== WebSocket.OPEN) return;
+        for (let k = 0; k < 50; k++) socket.send(row(++sent));
+      }, 5);
+    };
+    socket.onclose = () => clearInterval(timer);
+    socket.onerror = () => {};
+    return response;
+  });
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--upstream",
+      `t=ws://127.0.0.1:${upstream.addr.port}/`,
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "0",
+    ]);
+    const server = s;
+    await until(() => connections.length === 1, 10_000, "upstream connected");
+    await d.fill(1 << 20);
+    await until(() => degraded(server), 30_000, "health degraded");
+    await s.waitStderr(/disconnecting until it does/, 10_000);
+    const stuck = (await getJson(`${s.url}/t/head`)).end_offset as number;
+    assertEquals(connections.length, 1);
+    await d.free();
+    await s.waitStderr(
+      /takes rows again; reconnecting\. Missed the feed from \S+ to \S+ \(\d+ rows/,
+      15_000,
+    );
+    await until(() => connections.length === 2, 10_000, "upstream reconnected");
+    await until(
+      async () => ((await getJson(`${server.url}/t/head`)).end_offset as number) > stuck + 100,
+      10_000,
+      "rows after the reconnect",
+    );
+    // What is stored is in the upstream's order, none twice.
+    const end = (await getJson(`${s.url}/t/head`)).end_offset as number;
+    const rows = await allRows(s, end);
+    for (let i = 1; i < rows.length; i++) assert(rows[i] > rows[i - 1], `row ${i}: ${rows[i]}`);
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await s?.stop();
+    await upstream.shutdown();
+    await d.close();
+  }
+});
