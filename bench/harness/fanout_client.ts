@@ -211,6 +211,7 @@ async function commands(): Promise<void> {
           p50: percentile(xs, 0.5),
           p99: percentile(xs, 0.99),
           p999: percentile(xs, 0.999),
+          p9999: percentile(xs, 0.9999),
           max: percentile(xs, 1),
         };
         latN = 0;

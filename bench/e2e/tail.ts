@@ -1,0 +1,353 @@
+/**
+ * The tickerplant path's latency tail, open loop: a real `cli.ts serve --stdin`
+ * process (fsync on) fed NDJSON trade rows on its stdin at a fixed rate, with
+ * `--subs` batched subscribers (`frames=batch`, the client library's mode) in
+ * one load-generator process (../harness/fanout_client.ts), against the bare
+ * `Deno.upgradeWebSocket` server (../harness/bare_feed_server.ts: no log, one
+ * frame a read of stdin) fed the same way in the same run.
+ *
+ * Open loop: every row's send time is fixed in advance (row i at t0 + i/rate)
+ * and written into its `event_ts`; the feeder writes the rows due at each tick
+ * whatever the server does, so a stall of the server (or of its pipe) counts
+ * against every row it delays. Latency: the generator's wall clock at receipt
+ * minus `event_ts`, for every row at every subscriber, over the window after a
+ * warm-up; percentiles are exact (every sample kept and sorted) up to p99.99.
+ *
+ * Each rate runs in rounds; a round runs every contender once, in an order
+ * that alternates (streamcast then bare, then bare then streamcast, …), and
+ * the ratios reported are the medians of each round's streamcast / bare
+ * ratio. `STREAMCAST_BENCH_BEFORE=/path/to/checkout` adds that checkout's
+ * `cli.ts` as a third contender in every round (its ratios to bare, and this
+ * checkout's to it).
+ *
+ * Run alone: deno run -A bench/e2e/tail.ts [--quick] [--rounds N] [--rates 500,5000]
+ *   [--subs N] [--window S] [--warmup S] [--server-flags "--cpu-prof --cpu-prof-dir=DIR"]
+ */
+import { tradeRows } from "../../tests/harness/trades.ts";
+import { SCHEMA } from "../../tests/harness/trades.ts";
+import { Proc, procCpuMs, sleep } from "../harness/contenders.ts";
+import type { LoadConfig } from "../harness/fanout_client.ts";
+import { type BenchRow, type BenchSection, median } from "../harness/report.ts";
+
+const here = new URL(".", import.meta.url).pathname;
+const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+const BARE = `${here}../harness/bare_feed_server.ts`;
+const GENERATOR = `${here}../harness/fanout_client.ts`;
+
+/** One contender: this checkout's server, another checkout's, or the bare one. */
+type Who = "streamcast" | "before" | "bare";
+
+/** One run's latency figures, ms, and what the processes did. */
+export interface TailRun {
+  p50: number;
+  p99: number;
+  p999: number;
+  p9999: number;
+  max: number;
+  /** Samples (rows × subscribers) in the window. */
+  n: number;
+  /** Rows per second the feeder wrote over the window. */
+  fed: number;
+  /** Server CPU, % of one core, over the window. */
+  serverCpu: number;
+  /** The latest a write left this process after its rows' planned time, ms. */
+  sendLag: number;
+}
+
+interface Sizes {
+  rounds: number;
+  rates: number[];
+  subs: number;
+  warmup: number;
+  window: number;
+  serverFlags: string[];
+}
+
+/** A server process: `cli.ts serve --stdin` or the bare one, and its port. */
+async function startServer(who: Who, flags: string[], dir: string) {
+  const before = Deno.env.get("STREAMCAST_BENCH_BEFORE")?.replace(/\/$/, "");
+  const cli = who === "before" ? `${before}/cli.ts` : CLI;
+  const args = who === "bare" ? ["run", "-A", BARE] : [
+    "run",
+    "-A",
+    ...flags,
+    cli,
+    "serve",
+    "--stream",
+    `trades=${dir}/trades.json`,
+    "--stdin",
+    "trades",
+    "--root",
+    `${dir}/data`,
+    "--seal-every",
+    "0",
+    "--port",
+    "0",
+  ];
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    stdin: "piped",
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+    cwd: who === "bare" ? undefined : cli.slice(0, cli.lastIndexOf("/") + 1),
+  }).spawn();
+  let text = "";
+  const drained = (async () => {
+    for await (const c of child.stderr.pipeThrough(new TextDecoderStream())) text += c;
+  })().catch(() => {});
+  const stdin = child.stdin.getWriter();
+  const stop = async () => {
+    await stdin.close().catch(() => {});
+    // SIGINT lets a `--cpu-prof` server write its profile.
+    const t = setTimeout(() => {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* exited */ }
+    }, 10_000);
+    try {
+      child.kill("SIGINT");
+    } catch { /* exited */ }
+    await child.status;
+    clearTimeout(t);
+    await drained;
+  };
+  const deadline = Date.now() + 30_000;
+  let m: RegExpExecArray | null;
+  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(text))) {
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${who} server did not start:\n${text.slice(-2000)}`);
+    }
+    await sleep(20);
+  }
+  return { port: Number(m[1]), pid: child.pid, stdin, stop };
+}
+
+/**
+ * Writes trade rows to `w` at `rate` rows/s, open loop: row i is planned at
+ * t0 + i / rate and carries that time (µs, wall clock) in `event_ts`; each
+ * tick writes every row due by then.
+ */
+function feed(w: WritableStreamDefaultWriter<Uint8Array>, rate: number) {
+  const enc = new TextEncoder();
+  const make = tradeRows(7);
+  const t0 = performance.now();
+  const origin = performance.timeOrigin;
+  let fed = 0;
+  let lag = 0;
+  let stopping = false;
+  const done = (async () => {
+    while (!stopping) {
+      const now = performance.now();
+      const due = Math.floor((now - t0) * rate / 1000) + 1;
+      if (due > fed) {
+        let text = "";
+        for (let i = fed; i < due; i++) {
+          const row = make(i);
+          row.event_ts = Math.round((origin + t0 + i * 1000 / rate) * 1000);
+          text += JSON.stringify(row) + "\n";
+        }
+        lag = Math.max(lag, now - (t0 + fed * 1000 / rate));
+        fed = due;
+        await w.write(enc.encode(text));
+      }
+      await sleep(Math.max(0, t0 + fed * 1000 / rate - performance.now()));
+    }
+  })().catch(() => {});
+  return {
+    fed: () => fed,
+    /** The latest lag since the last call, ms. */
+    lag: () => {
+      const l = lag;
+      lag = 0;
+      return l;
+    },
+    stop: async () => {
+      stopping = true;
+      await done;
+    },
+  };
+}
+
+/** One run of one contender at one rate. */
+async function once(who: Who, rate: number, z: Sizes): Promise<TailRun> {
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-tail-" });
+  await Deno.writeTextFile(`${dir}/trades.json`, JSON.stringify(SCHEMA));
+  const server = await startServer(who, who === "bare" ? [] : z.serverFlags, dir);
+  let gen: Proc | undefined;
+  let feeder: ReturnType<typeof feed> | undefined;
+  try {
+    const cfg: LoadConfig = {
+      url: who === "bare"
+        ? `ws://127.0.0.1:${server.port}/`
+        : `ws://127.0.0.1:${server.port}/trades?frames=batch`,
+      subs: z.subs,
+      latency: true,
+    };
+    gen = new Proc("generator", Deno.execPath(), ["run", "-A", GENERATOR, JSON.stringify(cfg)]);
+    await gen.line((l) => l === "OPEN", 60_000);
+    feeder = feed(server.stdin, rate);
+    await gen.line((l) => l === "ALL", 30_000);
+    await sleep(z.warmup * 1000);
+    const g0 = await gen.mark(); // drops the warm-up's samples
+    const [c0, f0] = [procCpuMs(server.pid), feeder.fed()];
+    feeder.lag();
+    await sleep(z.window * 1000);
+    const g1 = await gen.mark();
+    const [c1, f1, lag] = [procCpuMs(server.pid), feeder.fed(), feeder.lag()];
+    const ms = (g1.t as number) - (g0.t as number);
+    const lat = g1.lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag">;
+    return {
+      ...lat,
+      fed: (f1 - f0) / (ms / 1000),
+      serverCpu: (c1 - c0) / ms * 100,
+      sendLag: lag,
+    };
+  } finally {
+    gen?.kill();
+    await gen?.child.status;
+    await feeder?.stop();
+    await server.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+const QS = [["p50", "p50"], ["p99", "p99"], ["p99.9", "p999"], ["p99.99", "p9999"]] as const;
+const TARGET: Record<string, number> = { p99: 1.3, p999: 2 };
+
+/** Every round of every rate; the contenders alternate their order round by round. */
+export async function measureTail(
+  z: Sizes,
+  log: (line: string) => void = () => {},
+): Promise<Map<number, Record<Who, TailRun>[]>> {
+  const whos: Who[] = Deno.env.get("STREAMCAST_BENCH_BEFORE")
+    ? ["streamcast", "bare", "before"]
+    : ["streamcast", "bare"];
+  const out = new Map<number, Record<Who, TailRun>[]>();
+  for (const rate of z.rates) {
+    const rounds: Record<Who, TailRun>[] = [];
+    for (let r = 0; r < z.rounds; r++) {
+      const order = r % 2 === 0 ? whos : [...whos].reverse();
+      const got = {} as Record<Who, TailRun>;
+      for (const who of order) {
+        got[who] = await once(who, rate, z);
+        const x = got[who];
+        log(
+          `${rate} rows/s round ${r + 1}/${z.rounds} ${who}: p50 ${x.p50.toFixed(2)} p99 ${
+            x.p99.toFixed(2)
+          } p99.9 ${x.p999.toFixed(2)} p99.99 ${x.p9999.toFixed(2)} max ${
+            x.max.toFixed(1)
+          } ms (${x.n} samples, fed ${x.fed.toFixed(0)} rows/s, server ${
+            x.serverCpu.toFixed(0)
+          } %, feeder at most ${x.sendLag.toFixed(1)} ms late)`,
+        );
+      }
+      rounds.push(got);
+    }
+    out.set(rate, rounds);
+  }
+  return out;
+}
+
+function sizes(quick: boolean, args: string[] = []): Sizes {
+  const flag = (name: string, fallback: string) => {
+    const i = args.indexOf(name);
+    return i === -1 ? fallback : args[i + 1];
+  };
+  return {
+    rounds: Number(flag("--rounds", quick ? "1" : "4")),
+    rates: flag("--rates", "500,5000").split(",").map(Number),
+    subs: Number(flag("--subs", "100")),
+    warmup: Number(flag("--warmup", quick ? "1" : "2")),
+    window: Number(flag("--window", quick ? "3" : "10")),
+    serverFlags: flag("--server-flags", "").split(" ").filter(Boolean),
+  };
+}
+
+/** The section: each rate's percentiles (medians over rounds) and the medians of the per-round ratios. */
+function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSection {
+  const rows: BenchRow[] = [];
+  const notes: string[] = [];
+  for (const [rate, rounds] of got) {
+    for (const [q, key] of QS) {
+      const ours = median(rounds.map((r) => r.streamcast[key]));
+      const base = median(rounds.map((r) => r.bare[key]));
+      const ratio = median(rounds.map((r) => r.streamcast[key] / r.bare[key]));
+      const target = TARGET[key];
+      rows.push({
+        case: `${rate} rows/s, ${z.subs} batched subscribers: ${q} vs bare Deno`,
+        ours,
+        baseline: base,
+        unit: "ms",
+        ratio,
+        target: target ? `≤ ${target}×` : "",
+        met: target ? ratio <= target : null,
+        serverCpu: [
+          median(rounds.map((r) => r.streamcast.serverCpu)),
+          median(rounds.map((r) => r.bare.serverCpu)),
+        ],
+      });
+    }
+    const f = (w: Who, k: keyof TailRun) =>
+      rounds.map((r) => r[w][k].toFixed(k === "n" || k === "fed" ? 0 : 2)).join(", ");
+    notes.push(
+      `${rate} rows/s, each round's figures (ms): streamcast p50 ${f("streamcast", "p50")}; p99 ${
+        f("streamcast", "p99")
+      }; p99.9 ${f("streamcast", "p999")}; p99.99 ${f("streamcast", "p9999")}; max ${
+        f("streamcast", "max")
+      }. Bare: p50 ${f("bare", "p50")}; p99 ${f("bare", "p99")}; p99.9 ${
+        f("bare", "p999")
+      }; p99.99 ${f("bare", "p9999")}; max ${f("bare", "max")}. Samples a run: ${
+        f("streamcast", "n")
+      } (bare ${f("bare", "n")}); rows/s fed ${f("streamcast", "fed")} (bare ${
+        f("bare", "fed")
+      }); the feeder at most ${f("streamcast", "sendLag")} ms late (bare ${f("bare", "sendLag")}).`,
+    );
+    if (rounds[0].before) {
+      notes.push(
+        `${rate} rows/s, STREAMCAST_BENCH_BEFORE's server in the same rounds: ${
+          QS.map(([q, key]) =>
+            `${q} ${median(rounds.map((r) => r.before[key])).toFixed(2)} ms (${
+              median(rounds.map((r) => r.before[key] / r.bare[key])).toFixed(2)
+            }× bare; this checkout ${
+              median(rounds.map((r) => r.streamcast[key] / r.before[key])).toFixed(2)
+            }× it)`
+          ).join(", ")
+        }.`,
+      );
+    }
+  }
+  notes.push(
+    `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (one process), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the two servers alternating their order; each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin.`,
+  );
+  return {
+    title: "Latency's tail: the tickerplant path, open loop",
+    baseline:
+      "the bare `Deno.upgradeWebSocket` server (no log, no fsync) fed the same rows on stdin at the same planned times, to the same subscribers, in the same run",
+    rows,
+    notes,
+  };
+}
+
+/** Runs the benchmark (bench/run.ts). */
+export async function run(quick = false): Promise<BenchSection> {
+  const z = sizes(quick);
+  return section(z, await measureTail(z, (l) => console.error(`  ${l}`)));
+}
+
+if (import.meta.main) {
+  const z = sizes(Deno.args.includes("--quick"), Deno.args);
+  const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+  console.log(`tail: ${JSON.stringify(z)}; load average ${load()}; ${new Date().toISOString()}`);
+  const s = section(z, await measureTail(z, console.log));
+  console.log(`load average ${load()}`);
+  for (const r of s.rows) {
+    console.log(
+      `${r.case}: ${r.ours.toFixed(2)} ms vs ${r.baseline.toFixed(2)} ms, ${r.ratio.toFixed(2)}×${
+        r.target ? ` (target ${r.target}: ${r.met ? "met" : "not met"})` : ""
+      }`,
+    );
+  }
+  for (const n of s.notes ?? []) console.log(n);
+}
