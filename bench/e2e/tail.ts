@@ -21,7 +21,8 @@
  * checkout's to it).
  *
  * Run alone: deno run -A bench/e2e/tail.ts [--quick] [--rounds N] [--rates 500,5000]
- *   [--subs N] [--window S] [--warmup S] [--server-flags "--cpu-prof --cpu-prof-dir=DIR"]
+ *   [--subs N] [--window S] [--warmup S] [--server-flags "--cpu-prof --cpu-prof-dir=DIR --v8-flags=--trace-gc"]
+ *   [--server-out FILE]
  */
 import { tradeRows } from "../../tests/harness/trades.ts";
 import { SCHEMA } from "../../tests/harness/trades.ts";
@@ -34,8 +35,13 @@ const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 const BARE = `${here}../harness/bare_feed_server.ts`;
 const GENERATOR = `${here}../harness/fanout_client.ts`;
 
-/** One contender: this checkout's server, another checkout's, or the bare one. */
-type Who = "streamcast" | "before" | "bare";
+/**
+ * One contender: this checkout's server, another checkout's, the same with
+ * `--no-fsync`, the bare one, or the bare one syncing each read before it
+ * sends it (the durable floor).
+ */
+type Who = "streamcast" | "before" | "nofsync" | "bare" | "bare_fsync";
+const WHOS: readonly Who[] = ["streamcast", "before", "nofsync", "bare", "bare_fsync"];
 
 /** One run's latency figures, ms, and what the processes did. */
 export interface TailRun {
@@ -61,41 +67,54 @@ interface Sizes {
   warmup: number;
   window: number;
   serverFlags: string[];
+  /** A file each server's stdout is appended to (e.g. its `--trace-gc` lines), or "". */
+  serverOut: string;
+  /** The contenders besides `before` (streamcast and bare always). */
+  whos: Who[];
 }
 
 /** A server process: `cli.ts serve --stdin` or the bare one, and its port. */
-async function startServer(who: Who, flags: string[], dir: string) {
+async function startServer(who: Who, flags: string[], dir: string, out = "") {
   const before = Deno.env.get("STREAMCAST_BENCH_BEFORE")?.replace(/\/$/, "");
   const cli = who === "before" ? `${before}/cli.ts` : CLI;
-  const args = who === "bare" ? ["run", "-A", BARE] : [
-    "run",
-    "-A",
-    ...flags,
-    cli,
-    "serve",
-    "--stream",
-    `trades=${dir}/trades.json`,
-    "--stdin",
-    "trades",
-    "--root",
-    `${dir}/data`,
-    "--seal-every",
-    "0",
-    "--port",
-    "0",
-  ];
+  const args = who === "bare" || who === "bare_fsync"
+    ? ["run", "-A", ...flags, BARE, ...(who === "bare_fsync" ? ["--fsync"] : [])]
+    : [
+      "run",
+      "-A",
+      ...flags,
+      cli,
+      "serve",
+      "--stream",
+      `trades=${dir}/trades.json`,
+      "--stdin",
+      "trades",
+      "--root",
+      `${dir}/data`,
+      "--seal-every",
+      "0",
+      ...(who === "nofsync" ? ["--no-fsync"] : []),
+      "--port",
+      "0",
+    ];
   const child = new Deno.Command(Deno.execPath(), {
     args,
     stdin: "piped",
-    stdout: "null",
+    stdout: out ? "piped" : "null",
     stderr: "piped",
     env: { NO_COLOR: "1" },
-    cwd: who === "bare" ? undefined : cli.slice(0, cli.lastIndexOf("/") + 1),
+    cwd: who === "bare" || who === "bare_fsync"
+      ? undefined
+      : cli.slice(0, cli.lastIndexOf("/") + 1),
   }).spawn();
   let text = "";
   const drained = (async () => {
     for await (const c of child.stderr.pipeThrough(new TextDecoderStream())) text += c;
   })().catch(() => {});
+  const copied = out
+    ? Deno.open(out, { append: true, create: true }).then((f) => child.stdout.pipeTo(f.writable))
+      .catch(() => {})
+    : null;
   const stdin = child.stdin.getWriter();
   const stop = async () => {
     await stdin.close().catch(() => {});
@@ -111,6 +130,7 @@ async function startServer(who: Who, flags: string[], dir: string) {
     await child.status;
     clearTimeout(t);
     await drained;
+    await copied;
   };
   const deadline = Date.now() + 30_000;
   let m: RegExpExecArray | null;
@@ -174,12 +194,15 @@ function feed(w: WritableStreamDefaultWriter<Uint8Array>, rate: number) {
 async function once(who: Who, rate: number, z: Sizes): Promise<TailRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-tail-" });
   await Deno.writeTextFile(`${dir}/trades.json`, JSON.stringify(SCHEMA));
-  const server = await startServer(who, who === "bare" ? [] : z.serverFlags, dir);
+  if (z.serverOut) {
+    await Deno.writeTextFile(z.serverOut, `== ${who} ${rate} rows/s\n`, { append: true });
+  }
+  const server = await startServer(who, z.serverFlags, dir, z.serverOut);
   let gen: Proc | undefined;
   let feeder: ReturnType<typeof feed> | undefined;
   try {
     const cfg: LoadConfig = {
-      url: who === "bare"
+      url: who === "bare" || who === "bare_fsync"
         ? `ws://127.0.0.1:${server.port}/`
         : `ws://127.0.0.1:${server.port}/trades?frames=batch`,
       subs: z.subs,
@@ -190,13 +213,14 @@ async function once(who: Who, rate: number, z: Sizes): Promise<TailRun> {
     feeder = feed(server.stdin, rate);
     await gen.line((l) => l === "ALL", 30_000);
     await sleep(z.warmup * 1000);
-    const g0 = await gen.mark(); // drops the warm-up's samples
-    const [c0, f0] = [procCpuMs(server.pid), feeder.fed()];
+    const [c0, f0, t0] = [procCpuMs(server.pid), feeder.fed(), performance.now()];
+    await gen.mark(); // drops the warm-up's samples
     feeder.lag();
     await sleep(z.window * 1000);
+    const [c1, f1, t1] = [procCpuMs(server.pid), feeder.fed(), performance.now()];
     const g1 = await gen.mark();
-    const [c1, f1, lag] = [procCpuMs(server.pid), feeder.fed(), feeder.lag()];
-    const ms = (g1.t as number) - (g0.t as number);
+    const lag = feeder.lag();
+    const ms = t1 - t0;
     const lat = g1.lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag">;
     return {
       ...lat,
@@ -221,9 +245,8 @@ export async function measureTail(
   z: Sizes,
   log: (line: string) => void = () => {},
 ): Promise<Map<number, Record<Who, TailRun>[]>> {
-  const whos: Who[] = Deno.env.get("STREAMCAST_BENCH_BEFORE")
-    ? ["streamcast", "bare", "before"]
-    : ["streamcast", "bare"];
+  const whos: Who[] = [...z.whos];
+  if (Deno.env.get("STREAMCAST_BENCH_BEFORE")) whos.push("before");
   const out = new Map<number, Record<Who, TailRun>[]>();
   for (const rate of z.rates) {
     const rounds: Record<Who, TailRun>[] = [];
@@ -262,6 +285,13 @@ function sizes(quick: boolean, args: string[] = []): Sizes {
     warmup: Number(flag("--warmup", quick ? "1" : "2")),
     window: Number(flag("--window", quick ? "3" : "10")),
     serverFlags: flag("--server-flags", "").split(" ").filter(Boolean),
+    serverOut: flag("--server-out", ""),
+    whos: flag("--with", "streamcast,bare,bare_fsync,nofsync").split(",").map((w) => {
+      if (!WHOS.includes(w as Who) || w === "before") {
+        throw new Error(`bench/e2e/tail.ts: --with takes ${WHOS.filter((x) => x !== "before")}`);
+      }
+      return w as Who;
+    }),
   };
 }
 
@@ -304,22 +334,28 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
         f("bare", "fed")
       }); the feeder at most ${f("streamcast", "sendLag")} ms late (bare ${f("bare", "sendLag")}).`,
     );
-    if (rounds[0].before) {
+    const others: [Who, string][] = [
+      ["bare_fsync", "the bare server syncing each read before it sends it (the durable floor)"],
+      ["nofsync", "streamcast with --no-fsync"],
+      ["before", "STREAMCAST_BENCH_BEFORE's server"],
+    ];
+    for (const [w, what] of others) {
+      if (!rounds[0][w]) continue;
       notes.push(
-        `${rate} rows/s, STREAMCAST_BENCH_BEFORE's server in the same rounds: ${
+        `${rate} rows/s, ${what}, in the same rounds: ${
           QS.map(([q, key]) =>
-            `${q} ${median(rounds.map((r) => r.before[key])).toFixed(2)} ms (${
-              median(rounds.map((r) => r.before[key] / r.bare[key])).toFixed(2)
-            }× bare; this checkout ${
-              median(rounds.map((r) => r.streamcast[key] / r.before[key])).toFixed(2)
+            `${q} ${median(rounds.map((r) => r[w][key])).toFixed(2)} ms (${
+              median(rounds.map((r) => r[w][key] / r.bare[key])).toFixed(2)
+            }× bare; streamcast ${
+              median(rounds.map((r) => r.streamcast[key] / r[w][key])).toFixed(2)
             }× it)`
           ).join(", ")
-        }.`,
+        }; server CPU ${median(rounds.map((r) => r[w].serverCpu)).toFixed(0)} %.`,
       );
     }
   }
   notes.push(
-    `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (one process), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the two servers alternating their order; each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin.`,
+    `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (one process), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the servers alternating their order (forwards, then backwards); each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin (with --fsync: the read appended to a file and fdatasync'd first).`,
   );
   return {
     title: "Latency's tail: the tickerplant path, open loop",

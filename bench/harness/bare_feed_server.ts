@@ -3,7 +3,11 @@
 // stdin becomes one text frame of its whole lines as `[n,row]` lines joined by
 // "\n" (the shape of streamcast's batched frames), sent to every socket.
 //
-// usage: bare_feed_server.ts
+// usage: bare_feed_server.ts [--fsync]
+//
+// With --fsync, each read is first appended to a file in a fresh temporary
+// folder and synced (fdatasync) before it is sent: the least a durable
+// broadcaster does, and the floor of streamcast's path with fsync on.
 //
 // Prints "listening on http://127.0.0.1:PORT" on stderr once listening (as
 // `cli.ts serve` does), and exits when stdin ends.
@@ -22,6 +26,9 @@ const server = Deno.serve({
   return response;
 });
 
+const fsync = Deno.args.includes("--fsync");
+const dir = fsync ? await Deno.makeTempDir({ prefix: "streamcast-bench-bare-" }) : "";
+const file = fsync ? await Deno.open(`${dir}/log`, { write: true, create: true }) : null;
 const dec = new TextDecoder();
 let rest = "";
 let n = 0;
@@ -33,6 +40,10 @@ for await (const chunk of Deno.stdin.readable) {
     continue;
   }
   rest = text.slice(end + 1);
+  if (file !== null) {
+    for (let o = 0; o < chunk.length;) o += file.writeSync(chunk.subarray(o));
+    await file.syncData();
+  }
   let frame = "";
   for (const line of text.slice(0, end).split("\n")) {
     if (line) frame += (frame ? "\n[" : "[") + ++n + "," + line + "]";
@@ -41,3 +52,5 @@ for await (const chunk of Deno.stdin.readable) {
 }
 for (const s of sockets) s.close();
 await server.shutdown();
+file?.close();
+if (dir) await Deno.remove(dir, { recursive: true });
