@@ -37,12 +37,13 @@ import type { SharedFrames } from "../frames/shared_frames.ts";
 
 /** What the pacer hands commits to (a live `Subscriber`). */
 export interface FanoutMember {
-  /** Its socket (the pacer reads what `push` added to its `bufferedAmount`). */
-  readonly socket: { readonly bufferedAmount: number };
   /** The send buffer its socket shares (and whose turn allowance it uses). */
   readonly sendBudget: SendBudget;
-  /** Hands it a commit's frames (see `Subscriber.push`). */
-  push(frames: readonly string[], end: number | null, shared: SharedFrames): void;
+  /**
+   * Hands it a commit's frames (see `Subscriber.push`); returns what it
+   * handed its socket's `send` now (a text's length, a binary frame's bytes).
+   */
+  push(frames: readonly string[], end: number | null, shared: SharedFrames): number;
 }
 
 /** Most rows of commits waiting in one pacer before they are handed out without pacing. */
@@ -66,17 +67,13 @@ interface Job<S> {
  * import { SendBudget } from "./send_budget.ts";
  * const budget = new SendBudget(1 << 20, 100);
  * const got: string[] = [];
- * const sub = (name: string) => {
- *   const socket = { bufferedAmount: 0 };
- *   return {
- *     socket,
- *     sendBudget: budget,
- *     push(frames: readonly string[]) {
- *       socket.bufferedAmount += 80; // what a send copies
- *       got.push(`${name}:${frames.join(",")}`);
- *     },
- *   };
- * };
+ * const sub = (name: string) => ({
+ *   sendBudget: budget,
+ *   push(frames: readonly string[]) {
+ *     got.push(`${name}:${frames.join(",")}`);
+ *     return 80; // what it handed its socket
+ *   },
+ * });
  * const shared = { joined: () => "", arrow: () => new Uint8Array(0) };
  * const pacer = new FanoutPacer();
  * pacer.fanOut([sub("a"), sub("b"), sub("c")], ["r1"], 2, shared);
@@ -173,14 +170,15 @@ export class FanoutPacer<S extends FanoutMember = FanoutMember> {
   }
 }
 
-// One subscriber's push, its copies counted against its server's turn.
+// One subscriber's push, what it handed its socket counted against its
+// server's turn (as the push reports it: reading the socket's
+// `bufferedAmount` before and after costs two calls into the runtime a
+// subscriber a commit, as many as the sends themselves).
 function deliver<S extends FanoutMember>(
   sub: S,
   frames: readonly string[],
   end: number | null,
   shared: SharedFrames,
 ): void {
-  const before = sub.socket.bufferedAmount;
-  sub.push(frames, end, shared);
-  sub.sendBudget.charge(sub.socket.bufferedAmount - before);
+  sub.sendBudget.charge(sub.push(frames, end, shared));
 }

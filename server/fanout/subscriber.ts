@@ -143,6 +143,8 @@ export class Subscriber implements CatchingUp, StreamMember {
   #blocked = false;
   #wake: (() => void) | null = null;
   #lastBuffered = 0;
+  // What it handed its socket's `send` so far: a text's length, a binary frame's bytes.
+  #handed = 0;
   #lastProgress = Date.now();
   // snapshot=1: the lines sent before the first offset (let go once sent).
   #snapshot: readonly string[] | null;
@@ -222,8 +224,17 @@ export class Subscriber implements CatchingUp, StreamMember {
    * handed only the frames its filter matches (possibly none). `shared`
    * gives those frames joined with `\n`, as Arrow or as zstd, made once per
    * commit (and filter) and shared by every subscriber handed the same frames.
+   * Returns what it handed its socket now (a text's length, a binary
+   * frame's bytes; 0 when it queued or skipped them), which the fan-out
+   * counts against its turn.
    */
-  push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
+  push(frames: readonly string[], end: number | null, shared: SharedFrames): number {
+    const before = this.#handed;
+    this.#push(frames, end, shared);
+    return this.#handed - before;
+  }
+
+  #push(frames: readonly string[], end: number | null, shared: SharedFrames): void {
     // A paced commit (fanout_pacer.ts) this subscriber already read from the log is skipped.
     if (this.#state !== "live" || (end !== null && end <= this.next)) return;
     const q = this.#queue;
@@ -359,11 +370,13 @@ export class Subscriber implements CatchingUp, StreamMember {
   }
 
   #sendText(text: string): void {
+    this.#handed += text.length;
     this.socket.send(text);
     this.#host.count(1, text.length, 0);
   }
 
   #sendBinary(bytes: Uint8Array): void {
+    this.#handed += bytes.byteLength;
     this.socket.send(bytes as Uint8Array<ArrayBuffer>);
     this.#host.count(1, bytes.byteLength, 0);
   }

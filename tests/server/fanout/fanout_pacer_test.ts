@@ -120,15 +120,13 @@ Deno.test("paced fan-out: every subscriber gets every row once and in order, in 
   }
 });
 
-// A fake subscriber: what it got, and a socket whose buffer grows by what it is handed.
+// A fake subscriber: what it got; it reports handing its socket the frames' length.
 function member(budget: SendBudget, got: string[], name: string) {
-  const socket = { bufferedAmount: 0 };
   return {
-    socket,
     sendBudget: budget,
     push(frames: readonly string[]) {
-      socket.bufferedAmount += frames.join("").length;
       for (const f of frames) got.push(`${name}${f}`);
+      return frames.join("").length;
     },
   };
 }
