@@ -1,0 +1,350 @@
+/**
+ * One-row publish latency, closed loop, every contender in the same run: a
+ * client in this process sends one row, waits for its durable ack, then sends
+ * the next; p50 and p99 of the round trip. The contenders:
+ *
+ * - the floors: one 200-byte write + fdatasync in this process (the disk),
+ *   and a round trip to a bare Deno WebSocket echo server
+ *   (../harness/echo_server.ts);
+ * - a single `cli.ts serve --publish` (fsync on): the WebSocket publisher
+ *   (`publisher()`, a producer id, one row a frame) and a one-row `POST`
+ *   (keep-alive, a producer id and seq);
+ * - a cluster of two `serve --cluster` nodes and one etcd on this machine
+ *   (lease 2 s, fsync on) at R = 1 and R = 2: the same two, to the leader;
+ * - NATS JetStream (one nats-server, file store): one publish at a time,
+ *   awaiting its PubAck (no per-ack fsync in nats-server 2.9).
+ *
+ * In rounds, the contenders in order and then in reverse (ABBA); each
+ * figure is the median over rounds, each ratio the median of the rounds'
+ * ratios. The first round trips of each contender are a warm-up, dropped.
+ *
+ * Run alone: deno run -A bench/e2e/ack.ts [--quick] [--rounds N] [--n N]
+ */
+import { connect as natsConnect } from "nats";
+import { publisher } from "../../client/publisher.ts";
+import { startEtcd } from "../../tests/harness/etcd.ts";
+import { leaderOf, post, startServeNodes } from "../../tests/harness/serve_nodes.ts";
+import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
+import { startNats } from "../harness/nats.ts";
+import { type BenchRow, type BenchSection, median } from "../harness/report.ts";
+
+const here = new URL(".", import.meta.url).pathname;
+const CLI = new URL("../../cli.ts", import.meta.url).pathname;
+const ECHO = `${here}../harness/echo_server.ts`;
+const WARMUP = 100;
+const LEASE_S = 2;
+
+type Case =
+  | "fdatasync"
+  | "echo"
+  | "single_ws"
+  | "single_post"
+  | "r1_ws"
+  | "r1_post"
+  | "r2_ws"
+  | "r2_post"
+  | "nats";
+/** p50 and p99 of one contender's round trips, ms. */
+type Lat = { p50: number; p99: number };
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(s.length * p))];
+}
+
+/** Times `n` + WARMUP calls of `one(i)` one after the other; the warm-up's are dropped. */
+async function timed(n: number, one: (i: number) => Promise<unknown>): Promise<Lat> {
+  const ms: number[] = [];
+  for (let i = 0; i < n + WARMUP; i++) {
+    const t = performance.now();
+    await one(i);
+    if (i >= WARMUP) ms.push(performance.now() - t);
+  }
+  return { p50: pct(ms, 0.5), p99: pct(ms, 0.99) };
+}
+
+/** A child process that prints "listening on http://127.0.0.1:PORT" on stderr; stopped by closing its stdin, then SIGTERM. */
+async function spawnListening(args: string[]) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    stdin: "piped",
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  let text = "";
+  const drained = (async () => {
+    for await (const c of child.stderr.pipeThrough(new TextDecoderStream())) text += c;
+  })().catch(() => {});
+  const stop = async () => {
+    await child.stdin.close().catch(() => {});
+    try {
+      child.kill("SIGTERM");
+    } catch { /* exited */ }
+    await child.status;
+    await drained;
+  };
+  const deadline = Date.now() + 30_000;
+  let m: RegExpExecArray | null;
+  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(text))) {
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${args.join(" ")} did not start:\n${text.slice(-2000)}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { port: Number(m[1]), stop };
+}
+
+const rows = tradeRows(5);
+
+/** The WebSocket publisher's and the POST's round trips against a server at `url` (http://). */
+async function publishBoth(url: string, n: number, tag: string): Promise<[Lat, Lat]> {
+  const pub = await publisher(`${url.replace(/^http/, "ws")}/t`, { producer: `ws-${tag}` });
+  const ws = await timed(n, (i) => pub.send(rows(i)));
+  await pub.close();
+  const producer = `post-${tag}`;
+  const http = await timed(n, async (i) => {
+    const a = await post(url, JSON.stringify(rows(i)) + "\n", { producer, seq: i + 1 });
+    if (a?.status !== 200) throw new Error(`POST to ${url} answered ${JSON.stringify(a)}`);
+  });
+  return [ws, http];
+}
+
+async function single(n: number): Promise<[Lat, Lat]> {
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-" });
+  await Deno.writeTextFile(`${dir}/t.json`, JSON.stringify(SCHEMA));
+  const s = await spawnListening([
+    "run",
+    "-A",
+    CLI,
+    "serve",
+    "--stream",
+    `t=${dir}/t.json`,
+    "--publish",
+    "t",
+    "--root",
+    `${dir}/data`,
+    "--log-level",
+    "warn",
+    "--port",
+    "0",
+  ]);
+  try {
+    return await publishBoth(`http://127.0.0.1:${s.port}`, n, "single");
+  } finally {
+    await s.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+}
+
+async function cluster(etcd: string, replicas: number, n: number): Promise<[Lat, Lat]> {
+  const root = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-cluster-" });
+  try {
+    await using nodes = await startServeNodes(root, ["n1", "n2"], {
+      etcd,
+      replicas,
+      leaseSeconds: LEASE_S,
+      extra: [
+        "--cluster-prefix",
+        `/bench-ack-${crypto.randomUUID().slice(0, 8)}`,
+        "--log-level",
+        "error",
+      ],
+    }, SCHEMA);
+    const leader = await leaderOf(nodes, 30_000);
+    // Both nodes in the set first (R = 1 too: the leader ships to the follower all the same).
+    const deadline = Date.now() + 30_000;
+    while ((await leader.head())?.in_sync.length !== 2 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return await publishBoth(leader.url, n, `r${replicas}`);
+  } finally {
+    await Deno.remove(root, { recursive: true }).catch(() => {});
+  }
+}
+
+async function fdatasync(n: number): Promise<Lat> {
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-disk-" });
+  const f = await Deno.open(`${dir}/f`, { write: true, create: true });
+  const bytes = new Uint8Array(200).fill(97);
+  try {
+    return await timed(n, async () => {
+      f.writeSync(bytes);
+      await f.syncData();
+    });
+  } finally {
+    f.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+async function echo(n: number): Promise<Lat> {
+  const s = await spawnListening(["run", "-A", ECHO]);
+  try {
+    const ws = new WebSocket(`ws://127.0.0.1:${s.port}/`);
+    await new Promise((r, j) => (ws.onopen = r, ws.onerror = j));
+    let got: () => void = () => {};
+    ws.onmessage = () => got();
+    const text = JSON.stringify(rows(0));
+    const lat = await timed(n, () => {
+      const p = new Promise<void>((r) => (got = r));
+      ws.send(text);
+      return p;
+    });
+    ws.close();
+    return lat;
+  } finally {
+    await s.stop();
+  }
+}
+
+async function nats(n: number): Promise<Lat | null> {
+  const srv = await startNats();
+  if ("missing" in srv) return null;
+  const nc = await natsConnect({ servers: srv.url });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: "ACK", subjects: ["ack.>"], storage: "file" as never });
+    const js = nc.jetstream();
+    const enc = new TextEncoder();
+    return await timed(n, (i) => js.publish("ack.rows", enc.encode(JSON.stringify(rows(i)))));
+  } finally {
+    await nc.close();
+    await srv.stop();
+  }
+}
+
+/** Every contender once a round, forwards then backwards. */
+export async function measureAcks(
+  rounds: number,
+  n: number,
+  log: (line: string) => void = () => {},
+): Promise<Partial<Record<Case, Lat>>[]> {
+  const etcd = await startEtcd();
+  const steps: [string, () => Promise<Partial<Record<Case, Lat>>>][] = [
+    ["fdatasync", async () => ({ fdatasync: await fdatasync(n) })],
+    ["echo", async () => ({ echo: await echo(n) })],
+    ["single", async () => {
+      const [ws, http] = await single(n);
+      return { single_ws: ws, single_post: http };
+    }],
+    ["R = 1", async () => {
+      const [ws, http] = await cluster(etcd.url, 1, n);
+      return { r1_ws: ws, r1_post: http };
+    }],
+    ["R = 2", async () => {
+      const [ws, http] = await cluster(etcd.url, 2, n);
+      return { r2_ws: ws, r2_post: http };
+    }],
+    ["nats", async () => {
+      const lat = await nats(n);
+      return lat ? { nats: lat } : {};
+    }],
+  ];
+  const out: Partial<Record<Case, Lat>>[] = [];
+  try {
+    for (let r = 0; r < rounds; r++) {
+      const got: Partial<Record<Case, Lat>> = {};
+      for (const [name, step] of r % 2 === 0 ? steps : [...steps].reverse()) {
+        Object.assign(got, await step());
+        log(
+          `round ${r + 1}/${rounds} ${name}: ${
+            Object.entries(got).map(([k, v]) => `${k} ${v.p50.toFixed(2)}/${v.p99.toFixed(2)}`)
+              .join(", ")
+          } ms (p50/p99)`,
+        );
+      }
+      out.push(got);
+    }
+  } finally {
+    await etcd.stop();
+  }
+  return out;
+}
+
+const NAMES: Record<Case, string> = {
+  fdatasync: "floor: a 200-byte write + fdatasync",
+  echo: "floor: a bare Deno WebSocket echo",
+  single_ws: "one server: WebSocket publish ack",
+  single_post: "one server: one-row POST",
+  r1_ws: "cluster R = 1: WebSocket publish ack",
+  r1_post: "cluster R = 1: one-row POST",
+  r2_ws: "cluster R = 2: WebSocket publish ack",
+  r2_post: "cluster R = 2: one-row POST",
+  nats: "NATS JetStream R = 1: publish, PubAck",
+};
+
+/** The section: each contender's p50/p99, and the ratios §28 sets targets on. */
+function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection {
+  const rows: BenchRow[] = [];
+  const fig = (c: Case, q: keyof Lat) => median(rounds.map((r) => r[c]![q]));
+  const ratio = (a: Case, b: Case, q: keyof Lat) => median(rounds.map((r) => r[a]![q] / r[b]![q]));
+  const add = (a: Case, b: Case, q: keyof Lat, target?: number) => {
+    if (!rounds.every((r) => r[a] && r[b])) return;
+    const x = ratio(a, b, q);
+    rows.push({
+      case: `${q}: ${NAMES[a]} vs ${NAMES[b]}`,
+      ours: fig(a, q),
+      baseline: fig(b, q),
+      unit: "ms",
+      ratio: x,
+      target: target ? `≤ ${target}×` : "",
+      met: target ? x <= target : null,
+    });
+  };
+  for (const q of ["p50", "p99"] as const) {
+    add("single_post", "single_ws", q, q === "p99" ? 2 : undefined);
+    add("single_ws", "fdatasync", q);
+    add("single_ws", "echo", q);
+    add("single_ws", "nats", q);
+    add("single_post", "nats", q);
+    add("r2_ws", "single_ws", q, 1.5);
+    add("r1_ws", "single_ws", q);
+    add("r2_post", "single_post", q);
+    add("r1_post", "single_post", q);
+  }
+  const each = (Object.keys(NAMES) as Case[]).filter((c) => rounds.every((r) => r[c])).map((c) =>
+    `${NAMES[c]} ${fig(c, "p50").toFixed(2)} / ${fig(c, "p99").toFixed(2)} ms`
+  );
+  return {
+    title: "One-row publish latency against the floors, a cluster and NATS (closed loop)",
+    baseline:
+      "the contender named after “vs”, measured in the same run (rounds in ABBA order; ratios are medians of each round's)",
+    rows,
+    notes: [
+      `p50 / p99 of each (medians over ${rounds.length} rounds of ${n} round trips after ${WARMUP} of warm-up): ${
+        each.join("; ")
+      }.`,
+      `A client in this process sends one trade row, waits for its durable ack (fsync on), then sends the next. WebSocket: \`publisher()\` with a producer id, one row a frame. POST: one NDJSON row with a producer id and seq, keep-alive. The cluster: two \`serve --cluster\` nodes and one etcd on this machine, lease ${LEASE_S} s, both nodes in the in-sync set before the first row; at R = 1 the leader still ships every commit to the follower but acknowledges after its own fsync. NATS JetStream 2.9 has no per-ack fsync: its PubAck follows a write to the OS.`,
+    ],
+  };
+}
+
+/** Runs the benchmark (bench/run.ts). */
+export async function run(quick = false): Promise<BenchSection> {
+  const n = quick ? 200 : 1000;
+  return section(await measureAcks(quick ? 1 : 2, n, (l) => console.error(`  ${l}`)), n);
+}
+
+if (import.meta.main) {
+  const flag = (name: string, fallback: string) => {
+    const i = Deno.args.indexOf(name);
+    return i === -1 ? fallback : Deno.args[i + 1];
+  };
+  const quick = Deno.args.includes("--quick");
+  const rounds = Number(flag("--rounds", quick ? "1" : "2"));
+  const n = Number(flag("--n", quick ? "200" : "1000"));
+  const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+  console.log(`ack: ${rounds} rounds of ${n}; load average ${load()}; ${new Date().toISOString()}`);
+  const s = section(await measureAcks(rounds, n, console.log), n);
+  console.log(`load average ${load()}`);
+  for (const r of s.rows) {
+    console.log(
+      `${r.case}: ${r.ours.toFixed(2)} vs ${r.baseline.toFixed(2)} ms, ${r.ratio.toFixed(2)}×${
+        r.target ? ` (target ${r.target}: ${r.met ? "met" : "not met"})` : ""
+      }`,
+    );
+  }
+  for (const x of s.notes ?? []) console.log(x);
+}
