@@ -38,6 +38,8 @@ const BENCHES = [
   "e2e/cluster",
   "e2e/iceberg",
   "e2e/nats_peer",
+  "e2e/tail",
+  "e2e/ack",
   "e2e/profile",
 ];
 const nameOf = (path: string): string => path.slice(path.lastIndexOf("/") + 1);
