@@ -33,6 +33,8 @@ var CloseCode = {
   Unauthorized: 4401,
   /** No such stream. */
   NotFound: 4404,
+  /** The stream was deleted while serving (`DELETE /_/streams/{name}`); do not reconnect. */
+  StreamDeleted: 4410,
   /** That offset cannot be served. */
   NotReplayable: 4416,
   /** Too slow; resume at the offset in the reason. */
