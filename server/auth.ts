@@ -23,8 +23,10 @@
  *   Reading does not grant publishing, nor publishing reading.
  * - `cluster`: `true` makes it the cluster's credential, which opens the
  *   replicate route of a cluster's leader (docs/SPEC.md §11); neither reading
- *   nor publishing grants that. A token needs `streams`, `publish`,
- *   `cluster: true`, or several of them.
+ *   nor publishing grants that.
+ * - `admin`: `true` opens the admin routes; neither reading nor publishing
+ *   grants that. A token needs `streams`, `publish`, `cluster: true`,
+ *   `admin: true`, or several of them.
  * - `name`: what logs and metrics call the holder (never the token);
  *   1–64 of `A-Z a-z 0-9 . _ @ -`; `token#N` (1-based) when absent.
  *
@@ -56,6 +58,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BEARER_PROTOCOL_PREFIX, TOKEN_PATTERN } from "../wire/subscribe.ts";
 import { isStreamName } from "../wire/stream_name.ts";
+import type { Where } from "../wire/filter.ts";
 const NAME_PATTERN = /^[A-Za-z0-9._@-]{1,64}$/;
 const SHA256_PATTERN = /^[0-9a-f]{64}$/;
 
@@ -86,6 +89,28 @@ export interface Grant {
   mayPublish(name: string): boolean;
   /** Whether it is the cluster's credential (`"cluster": true`): it may replicate. */
   readonly cluster: boolean;
+  /** Whether it may use the admin routes (`"admin": true`). */
+  readonly admin: boolean;
+  /** When it stops being valid (ms since the epoch; a signed token's `exp`); null: never. */
+  readonly expiresAt: number | null;
+  /**
+   * The row filter of a row-level grant on stream `name` (a signed token's
+   * `streamcast.where`): the holder reads and publishes only the rows that
+   * match it. Null: every row.
+   */
+  whereFor(name: string): Where | null;
+}
+
+/**
+ * Checks a signed token: its grant, or why it is refused (`why` names the
+ * check that failed). `access/signed_tokens.ts`'s `SignedTokens` is one.
+ */
+export interface TokenVerifier {
+  /** Checks `token` at `now` (ms since the epoch; default: the clock). */
+  verify(
+    token: string,
+    now?: number,
+  ): Promise<{ ok: true; grant: Grant } | { ok: false; why: string; detail: string }>;
 }
 
 interface Entry {
@@ -154,7 +179,7 @@ export class TokenTable {
       const where = `tokens[${i}]`;
       if (!isObject(item)) throw new TypeError(`${where} must be an object`);
       for (const key of Object.keys(item)) {
-        if (!["token", "sha256", "name", "streams", "publish", "cluster"].includes(key)) {
+        if (!["token", "sha256", "name", "streams", "publish", "cluster", "admin"].includes(key)) {
           throw new TypeError(`unknown key "${where}.${key}"`);
         }
       }
@@ -194,6 +219,12 @@ export class TokenTable {
         );
       }
       const cluster = item.cluster === true;
+      if (item.admin !== undefined && typeof item.admin !== "boolean") {
+        throw new TypeError(
+          `${where}.admin must be true or false, got ${JSON.stringify(item.admin)}`,
+        );
+      }
+      const admin = item.admin === true;
       names.add(name);
       const listOf = (key: "streams" | "publish"): { all: boolean; set: Set<string> } => {
         const list = item[key];
@@ -201,7 +232,10 @@ export class TokenTable {
         let all = false;
         // A token may only publish (no "streams"), only read (no "publish"), or
         // only replicate (`cluster`, neither list).
-        if (list === undefined && (key === "publish" || item.publish !== undefined || cluster)) {
+        if (
+          list === undefined &&
+          (key === "publish" || item.publish !== undefined || cluster || admin)
+        ) {
           return { all, set };
         }
         if (!Array.isArray(list) || list.length === 0) {
@@ -232,6 +266,9 @@ export class TokenTable {
         mayRead: (stream: string) => all || streams.has(stream),
         mayPublish: (stream: string) => pub.all || pub.set.has(stream),
         cluster,
+        admin,
+        expiresAt: null,
+        whereFor: () => null,
       };
       entries.push({ digest: d, grant });
     });
@@ -385,6 +422,36 @@ export function unauthorized(invalid: boolean): Response {
     },
     { "www-authenticate": challenge },
   );
+}
+
+/**
+ * The 401 answer to a signed token that is not valid: `why` names which
+ * check failed (`expired`, `bad_signature`, …; see
+ * `access/signed_tokens.ts`), in the body and in the challenge's
+ * `error_description`.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
+ * import { invalidToken } from "./auth.ts";
+ * const res = invalidToken("expired", "the token has expired (exp)");
+ * equal(res.status, 401);
+ * equal(
+ *   res.headers.get("www-authenticate"),
+ *   'Bearer realm="streamcast", error="invalid_token", error_description="expired"',
+ * );
+ * deepStrictEqual(await res.json(), {
+ *   error: "unauthorized",
+ *   why: "expired",
+ *   detail: "the token has expired (exp)",
+ * });
+ * ```
+ */
+export function invalidToken(why: string, detail: string): Response {
+  return problem(401, { error: "unauthorized", why, detail }, {
+    "www-authenticate":
+      `Bearer realm="streamcast", error="invalid_token", error_description="${why}"`,
+  });
 }
 
 /**

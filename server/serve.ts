@@ -9,7 +9,7 @@
  */
 
 import { CloseCode } from "../wire/close_reason.ts";
-import type { TokenTable } from "./auth.ts";
+import type { TokenTable, TokenVerifier } from "./auth.ts";
 import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
 import { PRIMARY, type StreamRole } from "./role.ts";
@@ -112,6 +112,11 @@ export interface Server {
    * checking them from now on.
    */
   setTokens(tokens: TokenTable): void;
+  /**
+   * Replaces the keys every later signed token is checked against (reloaded
+   * key files). Open subscriptions stay, each until its own token expires.
+   */
+  setSignedTokens(keys: TokenVerifier): void;
 }
 
 /**
@@ -208,7 +213,10 @@ export function serve(
             logger.info("listening", {
               url,
               tls: o.tls !== undefined,
-              auth: handler.tokens ? "tokens" : "off",
+              auth: [
+                ...(handler.tokens ? ["tokens"] : []),
+                ...(o.signedTokens ? ["jwt"] : []),
+              ].join("+") || "off",
               streams: [...byName.keys()],
             }, `listening on ${url}`);
           }
@@ -280,6 +288,9 @@ export function serve(
     shutdown,
     setTokens(table: TokenTable): void {
       handler.setTokens(table);
+    },
+    setSignedTokens(keys: TokenVerifier): void {
+      handler.setSignedTokens(keys);
     },
   };
 }

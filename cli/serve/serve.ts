@@ -58,6 +58,11 @@ import { SERVE_FLAGS, SERVE_USAGE } from "./settings.ts";
 import type { Settings } from "./run_settings.ts";
 import { onSignals } from "../_signals.ts";
 import { tokensReloader } from "./tokens_reloader.ts";
+import {
+  DEFAULT_MAX_TOKEN_BYTES,
+  SignedTokens,
+  type SignedTokensFiles,
+} from "../../server/access/signed_tokens.ts";
 import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
 import { joinCluster } from "./cluster.ts";
 import type { Mirror } from "../../server/mirror/mirror.ts";
@@ -87,6 +92,29 @@ async function loadTokens(path: string): Promise<TokenTable> {
   }
 }
 
+// The key files of signed tokens, as SignedTokens.load reads them; null: not served.
+function jwtFiles(s: Settings): SignedTokensFiles | null {
+  if (s.jwtKeys === null && s.jwtSecretFile === null) return null;
+  return {
+    keys: s.jwtKeys,
+    secret: s.jwtSecretFile,
+    issuer: s.jwtIssuer,
+    audience: s.jwtAudience,
+    maxTokenBytes: s.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES,
+  };
+}
+
+async function loadSignedTokens(files: SignedTokensFiles | null): Promise<SignedTokens | null> {
+  if (files === null) return null;
+  try {
+    return await SignedTokens.load(files);
+  } catch (err) {
+    if (err instanceof TypeError) throw new Fatal(err.message, 2);
+    const names = [files.keys, files.secret].filter((f) => f !== null).join(", ");
+    throw new Fatal(`cannot read ${names}: ${fileError(err)}`, 2);
+  }
+}
+
 async function loadTls(s: Settings): Promise<{ cert: string; key: string } | null> {
   if (s.tlsCert === null || s.tlsKey === null) return null;
   const read = async (path: string, what: string) => {
@@ -112,6 +140,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   const schemas = await loadSchemas(s);
   const handlers: Map<string, FrameHandler> = await loadHandlers(s);
   const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
+  const signedTokens = await loadSignedTokens(jwtFiles(s));
   const tls = await loadTls(s);
   // A long-running process: keep glibc from growing its heap on big
   // short-lived buffers (see server/allocator.ts).
@@ -178,6 +207,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.publishBodyTimeout !== undefined ? { publishBodyTimeoutS: s.publishBodyTimeout } : {}),
       ...(tls ? { tls } : {}),
       tokens,
+      signedTokens,
       ...(s.cluster !== null ? { maxReplicaLinks: s.maxReplicaLinks } : {}),
       logger,
     });
@@ -226,7 +256,10 @@ export async function cmdServe(args: string[]): Promise<number> {
     try {
       const settings = await settingsFrom(values);
       logger = new Logger({ level: settings.logLevel, format: settings.logFormat });
-      if (settings.tokens !== null) reloader = tokensReloader(settings.tokens, () => logger);
+      const jwt = jwtFiles(settings);
+      if (settings.tokens !== null || jwt !== null) {
+        reloader = tokensReloader({ tokens: settings.tokens, jwt }, () => logger);
+      }
       running = await start(settings, logger);
       reloader?.attach(running.server);
     } catch (err) {

@@ -43,6 +43,7 @@ import {
 } from "./values.ts";
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
 import { SEND_SETTINGS } from "./send_settings.ts";
+import { JWT_SETTINGS } from "./jwt_settings.ts";
 import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
 
 /** The largest `--max-row-bytes`: a record's length field is 32 bits (the log checks it too). */
@@ -423,6 +424,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "bearer tokens granting read access per stream; SIGHUP reloads the file; see " +
       "[Access control](#access-control-tokens).",
   },
+  ...JWT_SETTINGS,
   {
     flag: "tls-cert",
     key: "tlsCert",

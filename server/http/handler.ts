@@ -18,7 +18,7 @@
  */
 
 import { CloseCode } from "../../wire/close_reason.ts";
-import { type Grant, TokenTable } from "../auth.ts";
+import { type Grant, TokenTable, type TokenVerifier } from "../auth.ts";
 import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import { OptionCheck } from "../option_check.ts";
@@ -33,7 +33,7 @@ import { PublishMetrics } from "../publish/publish_metrics.ts";
 import { authenticate, denyRoute } from "./access.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
 import { ServerMetrics } from "./metrics.ts";
-import { matchRoute } from "./router.ts";
+import { type Match, matchRoute } from "./router.ts";
 import { ROUTES } from "./routes.ts";
 import { refuseSubscribePath } from "./subscribe.ts";
 import { refuseWhenFull } from "./upgrade.ts";
@@ -74,7 +74,11 @@ export class HttpHandler {
   readonly metrics: ServerMetrics;
   /** What the subscribers this handler starts are given (replay gate, logger, send buffer). */
   readonly serving: Required<Serving>;
-  readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
+  readonly #ctx: HttpContext & {
+    tokens: TokenTable | null;
+    signedTokens: TokenVerifier | null;
+    shuttingDown: boolean;
+  };
   readonly #excludes: (() => void)[];
   // How a tracked socket is closed by the server, when its session closes it (see SocketSession.close).
   readonly #closers = new Map<WebSocket, (code: number, reason: string) => void>();
@@ -113,6 +117,7 @@ export class HttpHandler {
       publishBudget,
       upgrader,
       tokens: settings.tokens,
+      signedTokens: settings.signedTokens,
       shuttingDown: false,
       sockets,
       track(socket, close) {
@@ -147,6 +152,16 @@ export class HttpHandler {
       );
     }
     this.#ctx.tokens = tokens;
+  }
+
+  /** Replaces the keys signed tokens are checked against, for the requests that follow. */
+  setSignedTokens(keys: TokenVerifier): void {
+    if (typeof keys?.verify !== "function") {
+      throw new TypeError(
+        `setSignedTokens wants a SignedTokens, got ${keys === null ? "null" : typeof keys}`,
+      );
+    }
+    this.#ctx.signedTokens = keys;
   }
 
   /** From now on, `/_/health` answers 503 and an opening socket is closed with 1001. */
@@ -217,13 +232,34 @@ export class HttpHandler {
       ctx.metrics.request(route.name);
       return route.handle(ctx, { req, url, remote, grant: null, params, stream: NO_STREAM });
     }
-    let grant: Grant | null = null;
+    const next = (grant: Grant | null) =>
+      this.#granted({ req, url, remote, upgrade, match }, grant);
     // The replicate route checks the cluster's credential itself (replicate.ts).
-    if (ctx.tokens && route?.access !== "cluster") {
-      const a = authenticate(ctx, req, url, upgrade, remote, ctx.tokens);
+    if ((ctx.tokens || ctx.signedTokens) && route?.access !== "cluster") {
+      const a = authenticate(ctx, req, url, upgrade, remote, ctx.tokens, ctx.signedTokens);
       if (a instanceof Response) return a;
-      grant = a;
+      // A signed token's check is asynchronous (WebCrypto).
+      if (a instanceof Promise) return a.then((g) => g instanceof Response ? g : next(g));
+      return next(a);
     }
+    return next(null);
+  }
+
+  // The rest of a request once its token (if any) is checked: `grant` null without access control.
+  #granted(
+    r: {
+      req: Request;
+      url: URL;
+      remote: string;
+      upgrade: boolean;
+      match: Exclude<Match, { kind: "bad_method" }>;
+    },
+    grant: Grant | null,
+  ): Response | Promise<Response> {
+    const ctx = this.#ctx;
+    const { req, url, remote, upgrade, match } = r;
+    const route = match.kind === "route" ? match.route : null;
+    const params = match.kind === "route" ? match.params : {};
     // A cluster follower's replication socket is never refused for a crowd of
     // subscribers: replication links have a limit of their own (replicate.ts).
     if (upgrade && route?.name !== "replicate") {

@@ -20,10 +20,12 @@ import type { RouteName } from "./metrics.ts";
  * Who may use a route, when the server checks tokens: anyone (`public`: no
  * token asked), any valid token (`token`), a token that reads every stream
  * (`all`), one that may read (`read`) or publish to (`publish`) the stream
- * named in the path, or a cluster member (`cluster`: the route checks the
- * cluster's credential itself, with or without tokens; see replicate.ts).
+ * named in the path, one that reads every row of it (`rows`: a row-level
+ * grant, which must read through the socket, may not), or a cluster member
+ * (`cluster`: the route checks the cluster's credential itself, with or
+ * without tokens; see replicate.ts).
  */
-export type Access = "public" | "token" | "all" | "read" | "publish" | "cluster";
+export type Access = "public" | "token" | "all" | "read" | "rows" | "publish" | "cluster";
 
 /** A request as a route's handler gets it. */
 export interface RouteRequest {

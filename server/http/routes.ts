@@ -20,8 +20,8 @@
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
  * | `GET /{name}/at` | at | a token that reads it |
- * | `GET /{name}/manifest` | manifest | a token that reads it |
- * | `GET /{name}/chunks/{file}` | chunk | a token that reads it |
+ * | `GET /{name}/manifest` | manifest | a token that reads every row of it (not a row-level grant) |
+ * | `GET /{name}/chunks/{file}` | chunk | a token that reads every row of it (not a row-level grant) |
  * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads it |
  *
  * `{name}` is a stream's name; the unnamed stream's paths are `/` and `/_/…`
@@ -48,7 +48,7 @@ function get(
   name: Route["name"],
   access: Access,
   handle: Route["handle"],
-  stream = access === "read",
+  stream = access === "read" || access === "rows",
 ): Route {
   return { method: "GET", upgrade: false, pattern, name, access, stream, handle };
 }
@@ -101,11 +101,11 @@ export const ROUTES: readonly Route[] = Object.freeze([
   get("/{name}", "viewer", "read", viewerPageRoute),
   get("/{name}/head", "head", "read", headRoute),
   get("/{name}/at", "at", "read", (_, r) => atResponse(r.stream, r.url)),
-  get("/{name}/manifest", "manifest", "read", (_, r) => manifestResponse(r.stream)),
+  get("/{name}/manifest", "manifest", "rows", (_, r) => manifestResponse(r.stream)),
   get(
     "/{name}/chunks/{file}",
     "chunk",
-    "read",
+    "rows",
     (_, r) => chunkResponse(r.req, r.stream, r.params.file),
   ),
   get(
