@@ -159,3 +159,40 @@ Deno.test("signed tokens: a JWKS with two keys picks the key by kid", async () =
     await rmrf(dir);
   }
 });
+
+Deno.test("signed tokens: SIGHUP reloads the keys; a bad key file keeps the keys in force", async () => {
+  const dir = await tempDir();
+  const [a, b] = await Promise.all([testKey("ES256", "a"), testKey("EdDSA", "b")]);
+  const jwks = join(dir, "jwks.json");
+  const write = async (content: string) => {
+    await Deno.writeTextFile(`${jwks}.tmp`, content);
+    await Deno.rename(`${jwks}.tmp`, jwks);
+  };
+  await write(JSON.stringify({ keys: [a.jwk] }));
+  await Deno.writeTextFile(join(dir, "schema.json"), JSON.stringify(SCHEMA));
+  const s = await serveCli([
+    ...["--root", join(dir, "data"), "--port", "0"],
+    ...["--stream", `trades=${join(dir, "schema.json")}`, "--jwt-keys", jwks],
+  ]);
+  try {
+    const byA = await sign(a, READ, "a");
+    const byB = await sign(b, READ, "b");
+    assertEquals((await head(s, byA)).status, 200);
+    assertEquals((await head(s, byB)).body.why, "wrong_alg");
+
+    await write(JSON.stringify({ keys: [b.jwk] }));
+    s.signal("SIGHUP");
+    await s.waitStderr(/reloaded .*jwks\.json: 1 key/);
+    assertEquals((await head(s, byB)).status, 200);
+    assertEquals((await head(s, byA)).body.why, "wrong_alg");
+
+    await write("{ not json");
+    s.signal("SIGHUP");
+    await s.waitStderr(/SIGHUP: .*jwks\.json.*the keys loaded before stay in force/);
+    assert(s.running(), "serve kept running");
+    assertEquals((await head(s, byB)).status, 200);
+  } finally {
+    await s.stop();
+    await rmrf(dir);
+  }
+});
