@@ -108,6 +108,7 @@ export interface Settings {
   /** Seconds. */
   publishBodyTimeout?: number;
   maxProducers?: number;
+  maxProducerHolders?: number;
   icebergCommitBytes?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;

@@ -72,6 +72,7 @@ function baseLogOptions(s: Settings, logger?: Logger): LogOptions {
   if (s.maxRowBytes !== undefined) logOptions.maxPayloadBytes = s.maxRowBytes;
   if (s.sealEvery !== undefined) logOptions.sealEveryMs = Math.round(s.sealEvery * 1000);
   if (s.maxProducers !== undefined) logOptions.maxProducers = s.maxProducers;
+  if (s.maxProducerHolders !== undefined) logOptions.maxProducerHolders = s.maxProducerHolders;
   return logOptions;
 }
 

@@ -1,6 +1,6 @@
 // Keys and signed tokens for the tests, made with jose: each test signs its
 // own tokens, and the server checks them against the key files written here.
-import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose";
+import { type CryptoKey, exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose";
 
 /** A key pair for one algorithm: the private key signs, the public one goes to the server. */
 export interface TestKey {
