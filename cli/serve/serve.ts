@@ -16,9 +16,10 @@
  * line; or one plain `streamcast serve: …` line saying why it cannot start.
  * Never a token (see docs/CLI.md).
  *
- * With `--tokens`, SIGHUP reloads the tokens file for the requests that
- * follow (subscriptions already open stay); a file that cannot be read or
- * checked keeps the tokens in force, and says why in one error line.
+ * With `--tokens`, `--jwt-keys` or `--jwt-secret-file`, SIGHUP reloads those
+ * files for the requests that follow (subscriptions already open stay, each
+ * until its own signed token expires); a file that cannot be read or checked
+ * keeps what was loaded from it in force, and says why in one error line.
  *
  * Exit codes: 0 after SIGINT/SIGTERM; 2 for anything wrong in the command
  * line or the config (a flag, a key, a schema or handler file); 1 when the

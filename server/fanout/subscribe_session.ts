@@ -222,7 +222,8 @@ export class SubscribeSession implements SocketSession {
     // compress=zstd-dict: the stream's dictionary, built on first use;
     // without one (too few rows, no libzstd, a failed write) plain zstd frames.
     let dictionary: FrameDictionary | null = null;
-    if (q.compress === "zstd-dict") {
+    // A row-level grant gets no dictionary: it is trained on rows the grant may leave out.
+    if (q.compress === "zstd-dict" && !this.#access.rowLevel) {
       try {
         dictionary = await stream.dictionary(logger);
       } catch (err) {

@@ -93,10 +93,10 @@ export function denyRoute(
 }
 
 /**
- * The grant of the request's token, or the answer refusing it: a token with
- * two dots is checked against `signed` when the server has signed-token keys,
- * any other against `tokens` (a promise: a signature's check is
- * asynchronous).
+ * The grant of the request's token, or the answer refusing it: a token
+ * listed in `tokens` is that entry's, whatever its shape; any other with two
+ * dots is checked against `signed` when the server has signed-token keys (a
+ * promise: a signature's check is asynchronous).
  *
  * @example
  * ```ts ignore
@@ -128,7 +128,8 @@ export function authenticate(
   if (f.token === null) return deny(ctx, unauthorized(false), "missing_token", { remote });
   const token = f.token;
   const carrier = f.carrier;
-  if (signed !== null && looksSigned(token)) {
+  const listed = tokens?.lookup(token) ?? null;
+  if (listed === null && signed !== null && looksSigned(token)) {
     return signed.verify(token).then((v) => {
       if (!v.ok) {
         return deny(ctx, invalidToken(v.why, v.detail), "invalid_token", {
@@ -140,11 +141,10 @@ export function authenticate(
       return carrierChecked(ctx, req, carrier, v.grant, remote);
     });
   }
-  const grant = tokens?.lookup(token) ?? null;
-  if (!grant) {
+  if (!listed) {
     return deny(ctx, unauthorized(true), "invalid_token", { carrier, remote });
   }
-  return carrierChecked(ctx, req, carrier, grant, remote);
+  return carrierChecked(ctx, req, carrier, listed, remote);
 }
 
 // `grant`, or the 400 for a bearer subprotocol offered without the streamcast one.

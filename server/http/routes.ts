@@ -22,7 +22,7 @@
  * | `GET /{name}/at` | at | a token that reads it |
  * | `GET /{name}/manifest` | manifest | a token that reads every row of it (not a row-level grant) |
  * | `GET /{name}/chunks/{file}` | chunk | a token that reads every row of it (not a row-level grant) |
- * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads it |
+ * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads every row of it (a dictionary is trained on rows) |
  *
  * `{name}` is a stream's name; the unnamed stream's paths are `/` and `/_/…`
  * (`/_/head`, `/_/publish`). `GET` routes answer `HEAD` too.
@@ -111,7 +111,7 @@ export const ROUTES: readonly Route[] = Object.freeze([
   get(
     "/{name}/dictionaries/{id}",
     "dictionary",
-    "read",
+    "rows",
     (_, r) => dictionaryResponse(r.req, r.stream, r.params.id),
   ),
 ]);

@@ -170,7 +170,13 @@ Deno.test("row-level grants: manifest and chunks refuse the holder; a publisher 
       sub: "aaa-desk",
       streamcast: { read: ["trades"], publish: ["trades"], where: { trades: { sym: "AAA" } } },
     });
-    for (const path of ["/trades/manifest", `/trades/chunks/${"0".repeat(64)}`]) {
+    for (
+      const path of [
+        "/trades/manifest",
+        `/trades/chunks/${"0".repeat(64)}`,
+        `/trades/dictionaries/${"0".repeat(16)}`,
+      ]
+    ) {
       const res = await fetch(`${s.url}${path}`, {
         headers: { authorization: `Bearer ${rowLevel}` },
       });
@@ -220,6 +226,21 @@ Deno.test("row-level grants: manifest and chunks refuse the holder; a publisher 
     ws.close();
     await closed;
     assertEquals(await endOffset(s, all), before + 1);
+    // compress=zstd-dict: a plain holder gets the stream's dictionary once there are rows
+    // enough; a row-level holder does not (it is trained on every row): plain zstd frames.
+    const many = Array.from({ length: 300 }, (_, i) => ({ seq: 10 + i, sym: "BBB", px: i % 100 }));
+    assertEquals((await post(s, all, many)).status, 200);
+    const dict = async (token: string) => {
+      const sub = await TestSub.open(
+        `${
+          s.url.replace("http", "ws")
+        }/trades?frames=batch&compress=zstd-dict&access_token=${token}`,
+      );
+      await sub.close();
+      return [sub.greeting?.compress, typeof sub.greeting?.dictionary];
+    };
+    assertEquals(await dict(all), ["zstd", "string"]);
+    assertEquals(await dict(rowLevel), ["zstd", "undefined"]);
   } finally {
     await s.stop();
     await rmrf(dir);

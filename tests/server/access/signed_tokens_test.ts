@@ -9,6 +9,7 @@ import { rawRequest, SCHEMA, serveCli, type Served } from "../../harness/securit
 import { secretText, sign, type TestKey, testKey, unsigned } from "../../harness/jwt.ts";
 
 const STATIC = "static-0123456789abcdef0123456789"; // a tokens-file entry beside the JWTs
+const DOTTED = "static.0123456789.abcdef0123456789"; // one with two dots: the file's still
 const ISSUER = "https://issuer.test";
 const AUDIENCE = "streamcast-test";
 const READ = { streamcast: { read: ["trades"] } };
@@ -39,7 +40,12 @@ async function setup(): Promise<Setup> {
   await Deno.writeTextFile(join(dir, "schema.json"), JSON.stringify(SCHEMA));
   await Deno.writeTextFile(
     join(dir, "tokens.json"),
-    JSON.stringify({ tokens: [{ name: "static", token: STATIC, streams: ["trades"] }] }),
+    JSON.stringify({
+      tokens: [
+        { name: "static", token: STATIC, streams: ["trades"] },
+        { name: "dotted", token: DOTTED, streams: ["trades"] },
+      ],
+    }),
   );
   const served = await serveCli([
     ...["--root", join(dir, "data"), "--port", "0"],
@@ -81,6 +87,7 @@ Deno.test("signed tokens: HS256, ES256 and EdDSA read beside a tokens file; ever
       assertEquals((await head(s, jwt, "book")).status, 403);
     }
     assertEquals((await head(s, STATIC)).status, 200);
+    assertEquals((await head(s, DOTTED)).status, 200);
     // Each carrier: the subprotocol and the query too.
     const jwt = await sign(t.es, { ...ok, ...READ });
     const up = await rawRequest(s.port, "/trades", {
