@@ -6,8 +6,8 @@
  *
  * Every request is checked in this order, each check answering before the
  * next runs: URL length (414); the route (405 for a path whose routes take
- * other methods); public routes answer now; with tokens, the bearer token
- * (400, 401); for an upgrade the connection limit (503); the route's grant
+ * other methods); public routes answer now; with tokens or signed tokens,
+ * the bearer token (400, 401); for an upgrade the connection limit (503); the route's grant
  * (403, before any stream is looked up, so that a 404 does not say which
  * names exist); a path with no route (404; an upgrade: 4400 after it, and
  * 400 for a path that is not valid percent-encoding); the stream the path
