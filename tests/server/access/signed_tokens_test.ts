@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
-import { rawRequest, SCHEMA, serveCli, type Served } from "../../harness/security.ts";
+import { rawRequest, SCHEMA, serveCli, serveCliExit, type Served } from "../../harness/security.ts";
 import { secretText, sign, type TestKey, testKey, unsigned } from "../../harness/jwt.ts";
 
 const STATIC = "static-0123456789abcdef0123456789"; // a tokens-file entry beside the JWTs
@@ -200,6 +200,47 @@ Deno.test("signed tokens: SIGHUP reloads the keys; a bad key file keeps the keys
     assertEquals((await head(s, byB)).status, 200);
   } finally {
     await s.stop();
+    await rmrf(dir);
+  }
+});
+
+Deno.test("signed tokens: bad key files and flags stop the start with one line naming what is wrong", async () => {
+  const dir = await tempDir();
+  try {
+    await Deno.writeTextFile(join(dir, "schema.json"), JSON.stringify(SCHEMA));
+    const base = [
+      "--root",
+      join(dir, "data"),
+      "--port",
+      "0",
+      "--stream",
+      `trades=${join(dir, "schema.json")}`,
+    ];
+    const short = join(dir, "short");
+    await Deno.writeTextFile(short, "only-twenty-bytes-xx\n");
+    const priv = join(dir, "private.json");
+    const k = await testKey("ES256");
+    await Deno.writeTextFile(priv, JSON.stringify({ keys: [{ ...k.jwk, d: "AAAA" }] }));
+    const notKeys = join(dir, "not.pem");
+    await Deno.writeTextFile(notKeys, "hello\n");
+    const cases: [string[], RegExp][] = [
+      [["--jwt-issuer", "x"], /--jwt-issuer needs --jwt-keys or --jwt-secret-file/],
+      [
+        ["--jwt-secret-file", short],
+        /--jwt-secret-file .*short: an HS256 secret needs at least 32 bytes, got 20/,
+      ],
+      [["--jwt-keys", priv], /--jwt-keys .*private\.json: keys\[0\] is a private key/],
+      [["--jwt-keys", notKeys], /--jwt-keys .*not\.pem: no "-----BEGIN PUBLIC KEY-----" block/],
+      [["--jwt-keys", join(dir, "missing.json")], /cannot read .*missing\.json/],
+      [["--jwt-secret-file", short, "--max-token-bytes", "10"], /--max-token-bytes/],
+    ];
+    for (const [args, want] of cases) {
+      const { code, stderr } = await serveCliExit([...base, ...args]);
+      assertEquals(code, 2, `${args.join(" ")}: ${stderr}`);
+      assert(want.test(stderr), `${args.join(" ")}: ${stderr}`);
+      assertEquals(stderr.trim().split("\n").length, 1, stderr);
+    }
+  } finally {
     await rmrf(dir);
   }
 });
