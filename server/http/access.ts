@@ -134,7 +134,7 @@ export function authenticate(
       if (!v.ok) {
         return deny(ctx, invalidToken(v.why, v.detail), "invalid_token", {
           carrier,
-          why: v.why,
+          check: v.why,
           remote,
         });
       }
