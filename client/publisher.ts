@@ -375,7 +375,9 @@ export class Publisher {
       this.#fail(new PublishError("token_expired", reason || `closed with ${code}`));
       return;
     }
-    if (fatal || this.#opts.reconnect === false) {
+    // A token function renews an expired token: reconnect, with or without `reconnect`.
+    const renew = code === CloseCode.Unauthorized;
+    if (fatal || (this.#opts.reconnect === false && !renew)) {
       this.#fail(new PublishError(fatal ? "protocol" : "closed", reason || `closed with ${code}`));
       return;
     }

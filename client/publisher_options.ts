@@ -22,8 +22,8 @@ export interface PublisherOptions {
    * function (sync or async) returning one, called before each connect and
    * reconnect. When the server closes the socket at the token's expiry
    * (4401 `token_expired`), a token function gives the reconnect a fresh
-   * one and the frames not answered are sent again; a fixed token fails
-   * the publisher (`token_expired`).
+   * one (with or without `reconnect`) and the frames not answered are sent
+   * again; a fixed token fails the publisher (`token_expired`).
    * @default undefined
    */
   token?: string | (() => string | Promise<string>);
