@@ -19,7 +19,11 @@ export async function testKey(alg: TestKey["alg"], kid?: string): Promise<TestKe
   return { alg, privateKey, pem: await exportSPKI(publicKey), jwk };
 }
 
-/** The claims of a test token: `exp` and `nbf` in seconds from now (null: left out). */
+/**
+ * The claims of a test token: `exp` and `nbf` in seconds from now, counted
+ * from the current whole second (so `expIn: 2` expires in 1 to 2 s; null:
+ * left out).
+ */
 export interface TestClaims {
   sub?: string;
   expIn?: number | null;

@@ -39,8 +39,8 @@ Deno.test("expiry: a subscription closes at exp with 4401 token_expired; connect
   try {
     const ws = s.url.replace("http", "ws");
     const full = await sign(secret, { sub: "ops", streamcast: { read: ["*"], publish: ["*"] } });
-    // A raw subscriber on a token that expires in a second: closed with the resume offset.
-    const short = await sign(secret, { sub: "short", expIn: 1, streamcast: { read: ["trades"] } });
+    // A raw subscriber on a token that expires in 1-2 s (exp is whole seconds): closed with the resume offset.
+    const short = await sign(secret, { sub: "short", expIn: 2, streamcast: { read: ["trades"] } });
     const raw = await TestSub.open(`${ws}/trades?offset=0&access_token=${short}`);
     assertEquals(raw.closed, null);
 
