@@ -246,3 +246,70 @@ Deno.test("row-level grants: manifest and chunks refuse the holder; a publisher 
     await rmrf(dir);
   }
 });
+
+Deno.test("row-level grants: a keyed stream's snapshot and /latest hold only the keys whose latest row the grant allows", async () => {
+  const dir = await tempDir();
+  const secretFile = join(dir, "secret");
+  const text = secretText();
+  await Deno.writeTextFile(secretFile, text);
+  const secret = new TextEncoder().encode(text);
+  await Deno.writeTextFile(join(dir, "schema.json"), JSON.stringify(SCHEMA));
+  const s = await serveCli([
+    ...["--root", join(dir, "data"), "--port", "0"],
+    ...["--stream", `trades=${join(dir, "schema.json")}`, "--key", "trades=sym"],
+    ...["--publish", "trades", "--jwt-secret-file", secretFile],
+  ]);
+  try {
+    const all = await sign(secret, { sub: "all", streamcast: { read: ["*"], publish: ["*"] } });
+    const cheap = await sign(secret, {
+      sub: "cheap",
+      streamcast: { read: ["trades"], where: { trades: { px: { lt: 50 } } } },
+    });
+    // Latest rows: AAA 10 (at 3), BBB 90 (at 4), CCC 20 (at 5); AAA's older row was 60.
+    assertEquals(
+      (await post(s, all, [
+        { seq: 1, sym: "AAA", px: 60 },
+        { seq: 2, sym: "BBB", px: 5 },
+        { seq: 3, sym: "AAA", px: 10 },
+        { seq: 4, sym: "BBB", px: 90 },
+        { seq: 5, sym: "CCC", px: 20 },
+      ])).status,
+      200,
+    );
+    const latest = async (query: string) => {
+      const res = await fetch(`${s.url}/trades/latest${query}`, {
+        headers: { authorization: `Bearer ${cheap}` },
+      });
+      return [res.status, await res.text()];
+    };
+    assertEquals(await latest(""), [
+      200,
+      `[3,{"seq":3,"sym":"AAA","px":10}]\n[5,{"seq":5,"sym":"CCC","px":20}]\n`,
+    ]);
+    assertEquals(await latest(`?where=${encodeURIComponent('{"sym":"CCC"}')}`), [
+      200,
+      `[5,{"seq":5,"sym":"CCC","px":20}]\n`,
+    ]);
+    assertEquals(await latest("?key=BBB"), [404, `{"error":"no_such_key"}\n`]);
+    assertEquals((await latest("?key=AAA"))[0], 200);
+    const sub = await TestSub.open(
+      `${s.url.replace("http", "ws")}/trades?snapshot=1&access_token=${cheap}`,
+    );
+    try {
+      await sub.waitLines(2);
+      assertEquals(sub.lines, [
+        `[3,{"seq":3,"sym":"AAA","px":10}]`,
+        `[5,{"seq":5,"sym":"CCC","px":20}]`,
+      ]);
+      // Live after the snapshot: only rows inside the grant.
+      await post(s, all, [{ seq: 6, sym: "BBB", px: 70 }, { seq: 7, sym: "BBB", px: 7 }]);
+      await sub.waitLines(3);
+      assertEquals(sub.lines[2], `[7,{"seq":7,"sym":"BBB","px":7}]`);
+    } finally {
+      await sub.close();
+    }
+  } finally {
+    await s.stop();
+    await rmrf(dir);
+  }
+});
