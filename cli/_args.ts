@@ -46,3 +46,35 @@ export function tokenOf(values: Record<string, unknown>): string | undefined {
     return undefined; // no env permission
   }
 }
+
+/**
+ * The bearer token of `tail` and `publish`: `--token-command CMD` (run with
+ * `sh -c` before each connect; its standard output, trimmed, is the token:
+ * a short-lived signed token minted afresh each time), else `--token` or
+ * STREAMCAST_TOKEN. Both flags at once is a usage error.
+ */
+export function tokenSourceOf(
+  values: Record<string, unknown>,
+): string | (() => Promise<string>) | undefined {
+  const cmd = values["token-command"];
+  if (typeof cmd !== "string") return tokenOf(values);
+  if (typeof values.token === "string") {
+    throw new UsageError("give --token or --token-command, not both");
+  }
+  if (cmd.trim() === "") throw new UsageError("--token-command must not be empty");
+  return async () => {
+    const out = await new Deno.Command("sh", {
+      args: ["-c", cmd],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!out.success) {
+      const said = new TextDecoder().decode(out.stderr).trim().split("\n")[0].slice(0, 200);
+      throw new Error(`--token-command exited with ${out.code}${said ? `: ${said}` : ""}`);
+    }
+    const token = new TextDecoder().decode(out.stdout).trim();
+    if (token === "") throw new Error("--token-command printed no token");
+    return token;
+  };
+}

@@ -16,12 +16,12 @@
  * @module
  */
 
-import { MAX_URLS, parse, tokenOf, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, tokenSourceOf, UsageError } from "./_args.ts";
 import { type Published, publisher, PublishError } from "../client/publisher.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 
 const USAGE =
-  `usage: deno run -A cli.ts publish URL[,URL…] [URL…] [--producer ID] [--batch N] [--acks] [--token TOKEN]
+  `usage: deno run -A cli.ts publish URL[,URL…] [URL…] [--producer ID] [--batch N] [--acks] [--token TOKEN | --token-command CMD]
 
 Reads NDJSON rows from stdin (one JSON object per line; blank lines are
 skipped) and publishes them to the stream at URL (ws://HOST:PORT/NAME, or
@@ -46,6 +46,10 @@ with backoff, resending what was not acknowledged (never stored twice with
   --acks          print one line per acknowledged frame on stdout:
                   {"seq":S,"first":F,"last":L}.
   --token TOKEN   a bearer token with a "publish" grant (or STREAMCAST_TOKEN).
+  --token-command CMD
+                  run CMD (sh -c) before each connect; its output, trimmed,
+                  is the token (a fresh signed token each time: when one
+                  expires, publish reconnects on the next).
   --no-reconnect  exit 1 when the connection drops, instead of reconnecting
                   with backoff and resending what was not acknowledged.
   --retry-timeout-ms MS
@@ -100,6 +104,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
     batch: { type: "string" },
     acks: { type: "boolean" },
     token: { type: "string" },
+    "token-command": { type: "string" },
     "no-reconnect": { type: "boolean" },
     "retry-timeout-ms": { type: "string" },
     "max-redirects": { type: "string" },
@@ -122,7 +127,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const token = tokenOf(values);
+  const token = tokenSourceOf(values);
   const producer = values.producer as string | undefined;
   if (producer !== undefined && !/^[\x21-\x7e]{1,128}$/.test(producer)) {
     throw new UsageError("--producer must be 1-128 printable ASCII characters, no space");

@@ -12,7 +12,7 @@
  * @module
  */
 
-import { MAX_URLS, parse, tokenOf, UsageError } from "./_args.ts";
+import { MAX_URLS, parse, tokenSourceOf, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
 import { SubscriptionError } from "../client/errors.ts";
@@ -61,8 +61,12 @@ serve the same stream (stream_id); one that serves another is an error.
                        (evicted) from its archive (AWS credentials from the
                        SDK's chain; --s3-endpoint URL and --s3-path-style for
                        S3-compatible stores)
-  --token TOKEN        a bearer token for a server started with --tokens (or
-                       the STREAMCAST_TOKEN environment variable)
+  --token TOKEN        a bearer token for a server started with --tokens or
+                       signed tokens (or the STREAMCAST_TOKEN environment
+                       variable)
+  --token-command CMD  run CMD (sh -c) before each connect; its output,
+                       trimmed, is the token (a fresh signed token each time:
+                       when one expires, tail reconnects on the next)
   --cursor-uri s3://BUCKET/KEY
                        keep a copy of the --cursor in S3, used only when FILE
                        does not exist (a new machine)
@@ -224,6 +228,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     "s3-endpoint": { type: "string" },
     "s3-path-style": { type: "boolean" },
     token: { type: "string" },
+    "token-command": { type: "string" },
     where: { type: "string" },
     compress: { type: "boolean" },
     "no-compress": { type: "boolean" },
@@ -248,6 +253,7 @@ export async function cmdTail(args: string[]): Promise<number> {
   const url = urls[0];
   const offset = parseOffset(values.offset);
   const where = parseWhere(values.where);
+  const token = tokenSourceOf(values);
   const since = parseSinceFlag(values.since, values.offset);
   const snapshot = values.snapshot === true;
   if (snapshot && (values.offset !== undefined || since !== undefined)) {
@@ -304,7 +310,7 @@ export async function cmdTail(args: string[]): Promise<number> {
       beforeSave: () => out.flush(),
       onReconnect: (e) => console.error(describeReconnect(e)),
       ...(values["catch-up"] ? { catchUp: { archive } } : {}),
-      ...(tokenOf(values) ? { token: tokenOf(values) } : {}),
+      ...(token ? { token } : {}),
       ...(where !== undefined ? { where } : {}),
       ...(values.compress ? { compress: "zstd" as const } : {}),
       ...(values["no-compress"] ? { compress: false as const } : {}),

@@ -23,8 +23,9 @@ export class CompressChoice {
       _zstdDict?: DictDecompress | null;
       _zstdDefault?: boolean;
       _zstdStream?: boolean;
-      token?: string;
     },
+    /** The token of the latest connect (the dictionaries' requests send it). */
+    token: () => string | undefined,
     /** The stream's URL on the node connected to (dictionaries come from there). */
     url: () => string,
   ) {
@@ -32,11 +33,16 @@ export class CompressChoice {
     this.#stream = opts._zstdStream ?? false;
     this.#fallBack = opts._zstdDefault ?? false;
     const decompress = this.#zstd ? opts._zstdDict ?? null : null;
-    const token = opts.token;
-    const headers = token === undefined ? undefined : { authorization: `Bearer ${token}` };
     this.#dict = decompress && {
       decompress,
-      load: (id: string) => fetchDictionary(url(), id, headers),
+      load: (id: string) => {
+        const t = token();
+        return fetchDictionary(
+          url(),
+          id,
+          t === undefined ? undefined : { authorization: `Bearer ${t}` },
+        );
+      },
     };
   }
 

@@ -10,7 +10,7 @@
 import type { WebSocketConstructor } from "./_connection.ts";
 import { ConnectionClosed } from "./errors.ts";
 import { headUrl } from "./head.ts";
-import { BEARER_PROTOCOL_PREFIX, SUBPROTOCOL } from "../wire/subscribe.ts";
+import { BEARER_PROTOCOL_PREFIX, isBearerToken, SUBPROTOCOL } from "../wire/subscribe.ts";
 import { CloseCode } from "../wire/close_reason.ts";
 
 /**
@@ -142,4 +142,52 @@ export async function accessDenied(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Throws a `TypeError` when `token` is not one a client may send (a static
+ * token, or a signed one); `who` starts the message, which never quotes
+ * the token.
+ *
+ * @example
+ * ```ts
+ * import { throws } from "node:assert/strict";
+ * import { checkToken } from "./_token.ts";
+ * checkToken("a".repeat(16), "connect");
+ * throws(() => checkToken("a b", "connect"), TypeError);
+ * ```
+ */
+export function checkToken(token: string, who: string): void {
+  // A TypeError, not a RangeError: the characters are the token's shape.
+  if (!isBearerToken(token)) {
+    throw new TypeError(
+      `${who}: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -, or a signed token ` +
+        `(three base64url parts)`,
+    );
+  }
+}
+
+/**
+ * The token of `source` now: the string, or what the function returns
+ * (checked); undefined without one.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { tokenNow } from "./_token.ts";
+ * equal(await tokenNow(() => "a.b.c", "connect"), "a.b.c");
+ * equal(await tokenNow(undefined, "connect"), undefined);
+ * ```
+ */
+export async function tokenNow(
+  source: string | (() => string | Promise<string>) | undefined,
+  who: string,
+): Promise<string | undefined> {
+  if (typeof source !== "function") return source;
+  const token = await source();
+  if (typeof token !== "string") {
+    throw new TypeError(`${who}: the token function returned ${typeof token}, not a string`);
+  }
+  checkToken(token, who);
+  return token;
 }

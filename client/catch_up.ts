@@ -15,7 +15,12 @@
 import { describe } from "./_describe.ts";
 import { headUrl } from "./head.ts";
 import { NotReplayable } from "./errors.ts";
-import { type Greeting, PROTOCOL_VERSION, type StreamHead } from "../wire/subscribe.ts";
+import {
+  type Greeting,
+  PROTOCOL_VERSION,
+  ROW_LEVEL_DETAIL,
+  type StreamHead,
+} from "../wire/subscribe.ts";
 
 /** One chunk as a manifest lists it. */
 export interface ChunkInfo {
@@ -147,7 +152,22 @@ export function streamHttpBase(streamUrl: string | URL): string {
   return headUrl(streamUrl).replace(/\/head$/, "");
 }
 
-/** Fetches the server's manifest for a stream; `null` when it keeps no chunks. */
+/**
+ * The server refused the chunks to this token: a row-level grant reads
+ * only through the socket, which filters its rows (403 `row-level grant`).
+ */
+export class ChunksForbidden extends Error {
+  /** Makes the error for the stream at `streamUrl`. */
+  constructor(streamUrl: string | URL) {
+    super(`GET manifest of ${streamUrl}: 403 ${ROW_LEVEL_DETAIL}`);
+    this.name = "ChunksForbidden";
+  }
+}
+
+/**
+ * Fetches the server's manifest for a stream; `null` when it keeps no
+ * chunks. Throws {@linkcode ChunksForbidden} for a row-level grant.
+ */
 export async function fetchManifest(
   streamUrl: string | URL,
   f: typeof fetch = fetch,
@@ -156,6 +176,11 @@ export async function fetchManifest(
   if (res.status === 404) {
     await res.body?.cancel();
     return null;
+  }
+  if (res.status === 403) {
+    const body = await res.json().catch(() => null);
+    if (body?.detail === ROW_LEVEL_DETAIL) throw new ChunksForbidden(streamUrl);
+    throw new Error(`GET manifest of ${streamUrl}: HTTP 403`);
   }
   if (!res.ok) {
     await res.body?.cancel();

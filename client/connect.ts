@@ -38,7 +38,7 @@ import { checkCatchUpOptions } from "./catch_up.ts";
 import type { ConnectOptions, SubscriptionOptions } from "./connect_options.ts";
 import type { CursorStore } from "./cursor.ts";
 import { Subscription } from "./subscription.ts";
-import { TOKEN_PATTERN } from "../wire/subscribe.ts";
+import { checkToken } from "./_token.ts";
 import { sinceMicros } from "../wire/since.ts";
 import { loadZstd } from "./_zstd.ts";
 import { loadDictZstd } from "./_zstd_dict.ts";
@@ -191,13 +191,10 @@ function checkOptions(options: unknown): ConnectOptions {
   const token: unknown = o.token;
   if (token !== undefined) {
     // Neither message quotes the value: it is a secret, typo or not.
-    if (typeof token !== "string") {
-      throw new TypeError(`connect: token must be a string, got ${typeof token}`);
+    if (typeof token !== "string" && typeof token !== "function") {
+      throw new TypeError(`connect: token must be a string or a function, got ${typeof token}`);
     }
-    // A TypeError, not a RangeError: the characters are the token's shape.
-    if (!TOKEN_PATTERN.test(token)) {
-      throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
-    }
+    if (typeof token === "string") checkToken(token, "connect");
   }
   const catchUp: unknown = o.catchUp;
   if (catchUp !== undefined && typeof catchUp !== "boolean") {

@@ -43,6 +43,9 @@ export interface BackoffOptions {
   maxMs?: number;
 }
 
+/** A bearer token, or a function returning one (called before each connect). */
+export type TokenSource = string | (() => string | Promise<string>);
+
 /**
  * What {@linkcode ConnectOptions.onReconnect} is told before each reconnect attempt.
  */
@@ -126,16 +129,21 @@ export interface ConnectOptions {
   /** The WebSocket constructor to use. @default globalThis.WebSocket */
   WebSocket?: WebSocketConstructor;
   /**
-   * A bearer token, for a server started with a tokens file. The socket
-   * offers it as the subprotocol `bearer.TOKEN` beside `streamcast` (the form
-   * browsers can send); catch-up's HTTP requests to the server send it as
+   * A bearer token, for a server started with a tokens file or signed
+   * tokens: the token, or a function (sync or async) returning one, called
+   * before each connect and reconnect — so a short-lived signed token is
+   * fresh each time, and when the server closes the subscription at the
+   * token's expiry (4401 `token_expired`) it reconnects on a new token from
+   * where it was, with or without `reconnect`. The socket offers it as the
+   * subprotocol `bearer.TOKEN` beside `streamcast` (the form browsers can
+   * send); catch-up's HTTP requests to the server send it as
    * `Authorization: Bearer TOKEN`. A server that refuses it (HTTP 401/403
    * before the upgrade) makes `connect()` reject with a `ConnectionClosed`
    * of code 4401, which `reconnect` does not retry. It appears in no error
    * message.
    * @default undefined
    */
-  token?: string;
+  token?: TokenSource;
   /**
    * When a subscribe is refused `too_old` (or `evicted`/`empty`, given an
    * `archive` source), read the gap from the server's chunks over HTTP — with no socket

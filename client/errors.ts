@@ -364,6 +364,40 @@ export class TooSlow extends SubscriptionError {
   }
 }
 
+/**
+ * The token the socket was opened with expired (4401 `token_expired`): the
+ * server closed the subscription at its `exp`. `resume` is the offset to
+ * resume at (`null` on an ephemeral stream). With `token` given as a
+ * function, the subscription reconnects on a fresh token by itself.
+ *
+ * @example
+ * ```ts
+ * import { equal, ok } from "node:assert/strict";
+ * import { closeError, TokenExpired } from "./errors.ts";
+ * const err = closeError(4401, '{"error":"token_expired","resume":12}', { url: "ws://h/trades" });
+ * ok(err instanceof TokenExpired);
+ * equal(err.resume, 12);
+ * ```
+ */
+export class TokenExpired extends SubscriptionError {
+  /** The offset to resume at, or `null` (ephemeral stream, or not sent). */
+  readonly resume: number | null;
+
+  /** Makes the error. */
+  constructor(url: string, resume: number | null, reason = "") {
+    super(
+      `${quoteStream(url)} closed this subscription: its token expired (4401). ` +
+        (resume !== null ? `Resume at offset ${resume} ` : "Subscribe again ") +
+        "with a fresh token (a token function does this).",
+      CloseCode.Unauthorized,
+      reason,
+      url,
+    );
+    this.name = "TokenExpired";
+    this.resume = resume;
+  }
+}
+
 function describeCode(code: number | null): string {
   switch (code) {
     case null:
@@ -495,6 +529,15 @@ export function closeError(
     }
     case CloseCode.TooSlow:
       return new TooSlow(ctx.url, num(f.resume) ?? resume, reason);
+    case CloseCode.Unauthorized:
+      if (f.error === "token_expired") {
+        return new TokenExpired(
+          ctx.url,
+          f.resume === null ? null : num(f.resume) ?? resume,
+          reason,
+        );
+      }
+      return new ConnectionClosed(ctx.url, code, reason, resume, undefined, wasClean);
     default:
       return new ConnectionClosed(ctx.url, code, reason, resume, undefined, wasClean);
   }

@@ -65,6 +65,7 @@ export {
   RECONNECT_CODES,
   StreamNotFound,
   SubscriptionError,
+  TokenExpired,
   TooSlow,
 } from "./errors.ts";
 export { fetchHead, headUrl } from "./head.ts";
@@ -115,6 +116,7 @@ export {
   type NotReplayableReason,
   type NotReplayableWhy,
   type ProtocolReason,
+  type TokenExpiredReason,
   type TooSlowReason,
 } from "../wire/close_reason.ts";
 export { type PublishAnswer, type PublishFrame, type PublishGreeting } from "../wire/publish.ts";

@@ -31,7 +31,8 @@
 
 import { backoffDelay, sleep } from "../common/backoff.ts";
 import type { WebSocketConstructor } from "./_connection.ts";
-import { withToken } from "./_token.ts";
+import { tokenNow, withToken } from "./_token.ts";
+import { CloseCode } from "../wire/close_reason.ts";
 import type { PublisherOptions } from "./publisher_options.ts";
 import { PublishError } from "./publish_error.ts";
 import { type NodeUrls, nodeUrls } from "./node_urls.ts";
@@ -95,7 +96,9 @@ export class Publisher {
   readonly producer: string | null;
   readonly #route: PublishRoute;
   readonly #opts: PublisherOptions;
-  readonly #WS: WebSocketConstructor;
+  readonly #baseWS: WebSocketConstructor;
+  // The token of the latest connect (a token function is called before each).
+  #token: string | undefined = undefined;
   #ws: WebSocket | null = null;
   #greeting: PublishGreeting | null = null;
   #nextSeq = 1;
@@ -123,7 +126,7 @@ export class Publisher {
     );
     this.#opts = options;
     const WS = options.WebSocket ?? (globalThis.WebSocket as unknown as WebSocketConstructor);
-    this.#WS = options.token ? withToken(WS, options.token) : WS;
+    this.#baseWS = WS;
   }
 
   /** The publish socket URL of the node connected to, or tried first. */
@@ -182,7 +185,7 @@ export class Publisher {
           const e = err as PublishError;
           if (e.error === "protocol" || e.error === "other_stream") throw e;
           const status = refusedStatus(e.message);
-          const a = status === null ? null : await askUpgrade(url, this.#opts.token, waitMs);
+          const a = status === null ? null : await askUpgrade(url, this.#token, waitMs);
           if (a === null || typeof a === "string") {
             this.#route.answered(url, this.#lastProblem);
             break;
@@ -211,12 +214,23 @@ export class Publisher {
     return null;
   }
 
+  // One connection, on a token fresh from the token function (if one was given).
+  async #connect(url: string): Promise<PublishGreeting> {
+    let token: string | undefined;
+    try {
+      token = this.#token = await tokenNow(this.#opts.token, "publisher");
+    } catch (err) {
+      throw new PublishError("protocol", `the token function failed: ${err}`);
+    }
+    return this.#open(url, token === undefined ? this.#baseWS : withToken(this.#baseWS, token));
+  }
+
   // One connection, resolved with its greeting (rejected if it closes first).
-  #connect(url: string): Promise<PublishGreeting> {
+  #open(url: string, WS: WebSocketConstructor): Promise<PublishGreeting> {
     return new Promise((resolve, reject) => {
       let ws: WebSocket;
       try {
-        ws = new this.#WS(url);
+        ws = new WS(url);
       } catch (err) {
         this.#lastProblem = `cannot open it: ${err}`;
         reject(new PublishError("closed", `cannot open ${url}: ${err}`));
@@ -313,7 +327,7 @@ export class Publisher {
         ),
       );
     } else if ("error" in a) {
-      const detail = a.error === "invalid_row"
+      const detail = a.error === "invalid_row" || a.error === "forbidden"
         ? `row ${a.index}: ${a.detail}`
         : a.error === "stale_seq"
         ? `the producer's last seq is ${a.last_seq}`
@@ -321,7 +335,7 @@ export class Publisher {
       p.reject(
         new PublishError(a.error, detail, {
           seq: a.seq,
-          ...(a.error === "invalid_row" ? { index: a.index } : {}),
+          ...(a.error === "invalid_row" || a.error === "forbidden" ? { index: a.index } : {}),
           ...(a.error === "stale_seq" ? { lastSeq: a.last_seq } : {}),
         }),
       );
@@ -355,7 +369,15 @@ export class Publisher {
   #dropped(code: number, reason: string): void {
     if (this.#closing && this.#queue.length === 0) return;
     const fatal = code === 1008 || code === 1009 || code === 4400;
-    if (fatal || this.#opts.reconnect === false) {
+    // The token expired (4401 token_expired): a token function gives a fresh
+    // one on the reconnect; a fixed token cannot be renewed.
+    if (code === CloseCode.Unauthorized && typeof this.#opts.token !== "function") {
+      this.#fail(new PublishError("token_expired", reason || `closed with ${code}`));
+      return;
+    }
+    // A token function renews an expired token: reconnect, with or without `reconnect`.
+    const renew = code === CloseCode.Unauthorized;
+    if (fatal || (this.#opts.reconnect === false && !renew)) {
       this.#fail(new PublishError(fatal ? "protocol" : "closed", reason || `closed with ${code}`));
       return;
     }

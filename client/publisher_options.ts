@@ -17,8 +17,16 @@ export interface PublisherOptions {
    * `null`: at-least-once publishing. @default a random name for this publisher
    */
   producer?: string | null;
-  /** A bearer token with a `"publish"` grant for the stream. */
-  token?: string;
+  /**
+   * A bearer token with a `"publish"` grant for the stream: the token, or a
+   * function (sync or async) returning one, called before each connect and
+   * reconnect. When the server closes the socket at the token's expiry
+   * (4401 `token_expired`), a token function gives the reconnect a fresh
+   * one (with or without `reconnect`) and the frames not answered are sent
+   * again; a fixed token fails the publisher (`token_expired`).
+   * @default undefined
+   */
+  token?: string | (() => string | Promise<string>);
   /** Most frames awaiting their answer at once (the server's `max_in_flight` caps it). @default 64 */
   maxInFlight?: number;
   /** Reconnect after a dropped connection and resend what was not answered. @default true */

@@ -32,6 +32,7 @@ import {
   NotReplayable,
   ProtocolError,
   SubscriptionError,
+  TokenExpired,
 } from "./errors.ts";
 import { BAD_LINE, clip, lineOffset, parseLine } from "./_frame.ts";
 import {
@@ -40,10 +41,11 @@ import {
   catchUp,
   catchUpGreeting,
   type CatchUpOptions,
+  ChunksForbidden,
 } from "./catch_up.ts";
 import { type CatchUpFilter, catchUpFilter } from "./catch_up_filter.ts";
 import { fetchHead } from "./head.ts";
-import { accessDenied, fetchWithToken, httpOrigin, withToken } from "./_token.ts";
+import { accessDenied, fetchWithToken, httpOrigin, tokenNow, withToken } from "./_token.ts";
 import {
   DEFAULT_BACKOFF_MAX_MS,
   DEFAULT_BACKOFF_MIN_MS,
@@ -95,7 +97,6 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> {
   readonly #nodes: NodeRing;
   readonly #opts: SubscriptionOptions;
-  readonly #WS: WebSocketConstructor;
   #conn: Connection | null = null;
   #pastBytes = 0; // data message bytes of the connections before #conn
   #greeting: Greeting | null = null;
@@ -130,6 +131,9 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
   #snapshotLeft = 0;
   #snapshotEnd = 0;
   readonly #onAbort = (): void => this.#abort();
+  readonly #baseWS: WebSocketConstructor;
+  // The token of the latest connect (a token function is called before each).
+  #token: string | undefined = undefined;
   readonly #compress: CompressChoice; // compress= (§16): asked for, decoded, fallen back
 
   private constructor(urls: readonly URL[], options: SubscriptionOptions) {
@@ -137,13 +141,13 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     this.#opts = options;
     const WS = options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
-    this.#WS = options.token === undefined ? WS : withToken(WS, options.token);
+    this.#baseWS = WS;
     this.#saver = new CursorSaver(options.cursor ?? null, {
       everyRows: options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS,
       everyMs: options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS,
       ...(options.beforeSave ? { beforeSave: options.beforeSave } : {}),
     }, () => this.#conn?.wakeUp());
-    this.#compress = new CompressChoice(options, () => this.#url);
+    this.#compress = new CompressChoice(options, () => this.#token, () => this.#url);
   }
 
   /**
@@ -226,16 +230,24 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
       }
       // No progress since the last catch-up ended here: the refusal stands.
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err;
-      const token = this.#opts.token;
-      const c = await catchUp(
-        this.#url,
-        from,
-        streamId ?? this.#streamId,
-        token === undefined ? options : {
-          ...options,
-          fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url)),
-        },
-      );
+      const token = this.#token;
+      let c: CatchUp;
+      try {
+        c = await catchUp(
+          this.#url,
+          from,
+          streamId ?? this.#streamId,
+          token === undefined ? options : {
+            ...options,
+            fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url)),
+          },
+        );
+      } catch (e) {
+        // A row-level grant reads only through the socket: catch up there.
+        if (!(e instanceof ChunksForbidden) || typeof offset !== "number") throw e;
+        await this.#open(offset, streamId, resume);
+        return;
+      }
       const head = await fetchHead(
         this.#url,
         token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } },
@@ -262,8 +274,9 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
     resume: number | null,
   ): Promise<void> {
     const ctx = { url: this.#url, offset, streamId };
+    const token = this.#token = await tokenNow(this.#opts.token, "connect");
     const conn = new Connection(
-      this.#WS,
+      token === undefined ? this.#baseWS : withToken(this.#baseWS, token),
       subscribeUrl(this.#url, {
         offset,
         streamId,
@@ -313,7 +326,7 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
         if (c.code === 1006) {
           const denied = await accessDenied(
             this.#url,
-            this.#opts.token,
+            token,
             Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5_000),
             resume,
           );
@@ -585,7 +598,11 @@ export class Subscription<T = unknown> implements AsyncIterableIterator<Row<T>> 
             this.#durable ? this.#expect : null,
             c.wasClean,
           );
-          if (this.#opts.reconnect && err.reconnectable) {
+          // A token function renews an expired token: reconnect, with or without `reconnect`.
+          const renew = err instanceof TokenExpired && typeof this.#opts.token === "function";
+          if (
+            (this.#opts.reconnect && err.reconnectable && !(err instanceof TokenExpired)) || renew
+          ) {
             try {
               await this.#reconnect(err);
             } catch (e) {

@@ -536,37 +536,41 @@ export class Log {
   async #replicate(options: LogOptions): Promise<void> {
     const c = this.#committer;
     const durable = Object.defineProperty({ ...this.#source }, "endOffset", { get: () => c.end });
-    this.#rep = await Replication.open({
-      dir: this.dir,
-      name: this.name,
-      streamId: this.streamId,
-      committer: c,
-      segments: this.#segments,
-      durableReader: (offset) => this.#reader(durable, offset, true),
-      fence: (offset) => this.fence(offset),
-      cut: (offset) =>
-        this.#whileCutting(() =>
-          cutOpenLog({
-            dir: this.dir,
-            opts: this.#opts,
-            recover: () => recoverWithProducers(this.dir, options, this.#opts),
-            committer: c,
-            segments: this.#segments,
-            producers: this.#p,
-            flush: () => this.flush(),
-            discarded: (from) => {
-              for (const r of this.#readers) r._reset();
-              this.#listener?.discarded?.(from);
-            },
-          }, offset)
-        ),
-      shown: (first, end) => this.#listener?.committed?.(first, end),
-      fenced: (offset) => this.#listener?.fenced?.(offset),
-      visible: () => {
-        this.#link?.handOver();
-        for (const r of this.#readers) r._wake();
+    this.#rep = await Replication.open(
+      {
+        dir: this.dir,
+        name: this.name,
+        streamId: this.streamId,
+        committer: c,
+        segments: this.#segments,
+        durableReader: (offset) => this.#reader(durable, offset, true),
+        fence: (offset) => this.fence(offset),
+        cut: (offset) =>
+          this.#whileCutting(() =>
+            cutOpenLog({
+              dir: this.dir,
+              opts: this.#opts,
+              recover: () => recoverWithProducers(this.dir, options, this.#opts),
+              committer: c,
+              segments: this.#segments,
+              producers: this.#p,
+              flush: () => this.flush(),
+              discarded: (from) => {
+                for (const r of this.#readers) r._reset();
+                this.#listener?.discarded?.(from);
+              },
+            }, offset)
+          ),
+        shown: (first, end) => this.#listener?.committed?.(first, end),
+        fenced: (offset) => this.#listener?.fenced?.(offset),
+        visible: () => {
+          this.#link?.handOver();
+          for (const r of this.#readers) r._wake();
+        },
       },
-    }, this.#opts.maxProducers);
+      this.#opts.maxProducers,
+      this.#opts.maxProducerHolders,
+    );
   }
 
   // Runs a cut of the tail in place: readers wait meanwhile, and drop what

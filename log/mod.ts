@@ -60,7 +60,7 @@ export type { ArchiveState, ChunkPolicy } from "./chunk/protocol.ts";
 export type { LogArchive, LogChunks } from "./chunk/log_chunks.ts";
 export type { LogProducers } from "./producer/log_producers.ts";
 export type { ArchiveOptions } from "./chunk/archive.ts";
-export { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+export { DEFAULT_MAX_PRODUCER_HOLDERS, DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
 export { PRODUCERS_FILE } from "./producer/journal.ts";
 export type { ProducerJournalReport } from "./producer/verify.ts";
 export type { LogListener } from "./log_listener.ts";

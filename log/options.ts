@@ -8,7 +8,7 @@ import { DEFAULT_BEACON_INTERVAL, HEADER_BYTES, MIN_BEACON_INTERVAL } from "./se
 import type { ChunkPolicy } from "./chunk/protocol.ts";
 import type { ArchiveOptions } from "./chunk/archive.ts";
 import { Logger } from "../common/logger.ts";
-import { DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
+import { DEFAULT_MAX_PRODUCER_HOLDERS, DEFAULT_MAX_PRODUCERS } from "./producer/table.ts";
 import { DEFAULT_JOURNAL_BYTES } from "./producer/journal.ts";
 import { type LogIo, REAL_IO } from "./disk/io.ts";
 
@@ -49,6 +49,12 @@ export interface LogOptions {
    * it, the one whose last publish is oldest is forgotten. @default 10000
    */
   maxProducers?: number;
+  /**
+   * Token holders whose producers are remembered (see `producer/table.ts`);
+   * past it, every producer of the holder whose last publish is oldest is
+   * forgotten. @default 100000
+   */
+  maxProducerHolders?: number;
   /**
    * Size of the producer journal (`producers.log`) past which the next
    * producer commit rewrites it, one record per producer remembered.
@@ -148,6 +154,7 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
     beaconInterval: options.beaconInterval ?? DEFAULT_BEACON_INTERVAL,
     maxPayloadBytes: options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
     maxProducers: options.maxProducers ?? DEFAULT_MAX_PRODUCERS,
+    maxProducerHolders: options.maxProducerHolders ?? DEFAULT_MAX_PRODUCER_HOLDERS,
     producerJournalBytes: options.producerJournalBytes ?? DEFAULT_JOURNAL_BYTES,
     clock: options.clock ?? Date.now,
     timers: options.timers ?? true,
@@ -180,6 +187,11 @@ export function resolveOptions(options: LogOptions): ResolvedOptions {
   }
   if (!Number.isSafeInteger(opts.maxProducers) || opts.maxProducers < 1) {
     throw new RangeError(`maxProducers must be an integer ≥ 1, got ${opts.maxProducers}`);
+  }
+  if (!Number.isSafeInteger(opts.maxProducerHolders) || opts.maxProducerHolders < 1) {
+    throw new RangeError(
+      `maxProducerHolders must be an integer ≥ 1, got ${opts.maxProducerHolders}`,
+    );
   }
   if (!Number.isSafeInteger(opts.producerJournalBytes) || opts.producerJournalBytes < 0) {
     throw new RangeError(

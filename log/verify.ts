@@ -238,6 +238,8 @@ export interface VerifyOptions {
    * @default {DEFAULT_MAX_PRODUCERS} (10000)
    */
   maxProducers?: number;
+  /** The writer's `maxProducerHolders` (holders whose producers it remembers). @default 100000 */
+  maxProducerHolders?: number;
 }
 
 /**
@@ -399,7 +401,13 @@ export async function verifyLog(dir: string, options: VerifyOptions = {}): Promi
     if (journal !== null) {
       const end = expectNext ?? (report.manifest?.through ?? 0) + 1;
       const max = options.maxProducers ?? DEFAULT_MAX_PRODUCERS;
-      report.producers = checkProducerJournal(journal, journalPath, end, max);
+      report.producers = checkProducerJournal(
+        journal,
+        journalPath,
+        end,
+        max,
+        options.maxProducerHolders,
+      );
     }
   } catch (err) {
     if (!(err instanceof LogCorruptError)) throw err;

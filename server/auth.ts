@@ -59,6 +59,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { BEARER_PROTOCOL_PREFIX, TOKEN_PATTERN } from "../wire/subscribe.ts";
 import { isStreamName } from "../wire/stream_name.ts";
+import type { Where } from "../wire/filter.ts";
 const NAME_PATTERN = /^[A-Za-z0-9._@-]{1,64}$/;
 const SHA256_PATTERN = /^[0-9a-f]{64}$/;
 
@@ -89,8 +90,28 @@ export interface Grant {
   mayPublish(name: string): boolean;
   /** Whether it is the cluster's credential (`"cluster": true`): it may replicate. */
   readonly cluster: boolean;
-  /** Whether it may create and delete streams while serving (`"admin": true`). */
+  /** Whether it may use the admin routes (`"admin": true`). */
   readonly admin: boolean;
+  /** When it stops being valid (ms since the epoch; a signed token's `exp`); null: never. */
+  readonly expiresAt: number | null;
+  /**
+   * The row filter of a row-level grant on stream `name` (a signed token's
+   * `streamcast.where`): the holder reads and publishes only the rows that
+   * match it. Null: every row.
+   */
+  whereFor(name: string): Where | null;
+}
+
+/**
+ * Checks a signed token: its grant, or why it is refused (`why` names the
+ * check that failed). `access/signed_tokens.ts`'s `SignedTokens` is one.
+ */
+export interface TokenVerifier {
+  /** Checks `token` at `now` (ms since the epoch; default: the clock). */
+  verify(
+    token: string,
+    now?: number,
+  ): Promise<{ ok: true; grant: Grant } | { ok: false; why: string; detail: string }>;
 }
 
 interface Entry {
@@ -247,6 +268,8 @@ export class TokenTable {
         mayPublish: (stream: string) => pub.all || pub.set.has(stream),
         cluster,
         admin,
+        expiresAt: null,
+        whereFor: () => null,
       };
       entries.push({ digest: d, grant });
     });
@@ -400,6 +423,36 @@ export function unauthorized(invalid: boolean): Response {
     },
     { "www-authenticate": challenge },
   );
+}
+
+/**
+ * The 401 answer to a signed token that is not valid: `why` names which
+ * check failed (`expired`, `bad_signature`, …; see
+ * `access/signed_tokens.ts`), in the body and in the challenge's
+ * `error_description`.
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual, equal } from "node:assert/strict";
+ * import { invalidToken } from "./auth.ts";
+ * const res = invalidToken("expired", "the token has expired (exp)");
+ * equal(res.status, 401);
+ * equal(
+ *   res.headers.get("www-authenticate"),
+ *   'Bearer realm="streamcast", error="invalid_token", error_description="expired"',
+ * );
+ * deepStrictEqual(await res.json(), {
+ *   error: "unauthorized",
+ *   why: "expired",
+ *   detail: "the token has expired (exp)",
+ * });
+ * ```
+ */
+export function invalidToken(why: string, detail: string): Response {
+  return problem(401, { error: "unauthorized", why, detail }, {
+    "www-authenticate":
+      `Bearer realm="streamcast", error="invalid_token", error_description="${why}"`,
+  });
 }
 
 /**

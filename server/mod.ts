@@ -31,7 +31,13 @@ export { Stream } from "./stream/stream.ts";
 export { type StreamOptions, type StreamRestoreOptions } from "./stream/stream_options.ts";
 export { RowError } from "./stream/row_error.ts";
 export { DiskFullError } from "./stream/disk_gate.ts";
-export { type Grant, TokenTable } from "./auth.ts";
+export { type Grant, TokenTable, type TokenVerifier } from "./auth.ts";
+export {
+  type InvalidWhy,
+  SignedTokens,
+  type SignedTokensOptions,
+  type TokenCheck,
+} from "./access/signed_tokens.ts";
 export {
   Counter,
   type CounterChild,

@@ -11,7 +11,7 @@
  */
 
 import { CloseCode } from "../wire/close_reason.ts";
-import type { TokenTable } from "./auth.ts";
+import type { TokenTable, TokenVerifier } from "./auth.ts";
 import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
 import { PRIMARY, type StreamRole } from "./role.ts";
@@ -128,6 +128,11 @@ export interface Server {
    * the caller's), or null when none of that name is served.
    */
   removeStream(name: string, code: number, reason: string): Stream | null;
+  /**
+   * Replaces the keys every later signed token is checked against (reloaded
+   * key files). Open subscriptions stay, each until its own token expires.
+   */
+  setSignedTokens(keys: TokenVerifier): void;
 }
 
 /**
@@ -224,7 +229,10 @@ export function serve(
             logger.info("listening", {
               url,
               tls: o.tls !== undefined,
-              auth: handler.tokens ? "tokens" : "off",
+              auth: [
+                ...(handler.tokens ? ["tokens"] : []),
+                ...(o.signedTokens ? ["jwt"] : []),
+              ].join("+") || "off",
               streams: [...live.streams.keys()],
             }, `listening on ${url}`);
           }
@@ -310,6 +318,9 @@ export function serve(
     },
     removeStream(name: string, code: number, reason: string): Stream | null {
       return live.remove(name, code, reason);
+    },
+    setSignedTokens(keys: TokenVerifier): void {
+      handler.setSignedTokens(keys);
     },
   };
 }

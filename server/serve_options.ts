@@ -7,7 +7,7 @@
  */
 
 import { Logger } from "../common/logger.ts";
-import { TokenTable } from "./auth.ts";
+import { TokenTable, type TokenVerifier } from "./auth.ts";
 import {
   DEFAULT_FANOUT_TURN_BYTES,
   DEFAULT_MAX_CONNECTIONS,
@@ -103,6 +103,13 @@ export interface ServeOptions {
    */
   tokens?: TokenTable | null;
   /**
+   * The keys signed tokens (JWTs) are checked against (see
+   * `access/signed_tokens.ts`); with `tokens` too, a token with two dots is
+   * checked here, any other against `tokens`. `null`: no signed tokens.
+   * @default null
+   */
+  signedTokens?: TokenVerifier | null;
+  /**
    * Cluster replication sockets (`/{name}/replicate`) open at once; past it
    * HTTP 503 before the upgrade. They do not count against `maxConnections`.
    * @default 1024
@@ -170,6 +177,7 @@ export interface ServeSettings {
   /** Absent: the default; its range is checked where the frames are (http/handler.ts). */
   compressFrameBytes: number | undefined;
   tokens: TokenTable | null;
+  signedTokens: TokenVerifier | null;
   maxReplicaLinks: number;
   logger: Logger;
   onListen: ((addr: Deno.NetAddr) => void) | undefined;
@@ -198,6 +206,7 @@ const KEYS = [
   "fanoutTurnBytes",
   "compressFrameBytes",
   "tokens",
+  "signedTokens",
   "maxReplicaLinks",
   "logger",
   "onListen",
@@ -221,6 +230,16 @@ function bodyTimeout(s: number): number {
     );
   }
   return s;
+}
+
+// signedTokens: anything with a verify method (access/signed_tokens.ts's SignedTokens), or null.
+function verifier(o: OptionCheck): TokenVerifier | null {
+  const v = o.get("signedTokens");
+  if (v === undefined || v === null) return null;
+  if (typeof (v as Partial<TokenVerifier>).verify !== "function") {
+    o.typeError("signedTokens", "a SignedTokens (access/signed_tokens.ts)");
+  }
+  return v as TokenVerifier;
 }
 
 /**
@@ -314,6 +333,7 @@ export function checkServeOptions(options: unknown): ServeSettings {
     ),
     compressFrameBytes: o.int("compressFrameBytes", 1, max, null, true) ?? undefined,
     tokens: o.instance("tokens", TokenTable, true) ?? null,
+    signedTokens: verifier(o),
     maxReplicaLinks: o.int("maxReplicaLinks", 1, max, DEFAULT_MAX_REPLICA_LINKS),
     logger: o.instance("logger", Logger) ?? new Logger({ level: "warn" }),
     onListen: o.fn<(addr: Deno.NetAddr) => void>("onListen"),

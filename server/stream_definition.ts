@@ -15,7 +15,7 @@ import { parseBytes, parseDuration } from "../common/units.ts";
 import { schemaChange } from "../schema/evolution.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
-import { KeyColumns } from "./stream/key_columns.ts";
+import { keyColumnsOf } from "../schema/key_check.ts";
 
 /** A stream's definition, checked, every field present. */
 export interface StreamDefinition {
@@ -168,7 +168,7 @@ export function parseDefinition(body: unknown): StreamDefinition {
     }
     try {
       // The key columns' own rule: required, not nullable, a string, an integer or a boolean.
-      KeyColumns.of(compiled, body.key);
+      keyColumnsOf(compiled, body.key);
     } catch (err) {
       if (!(err instanceof RangeError)) throw err;
       throw new DefinitionError(`key: ${err.message}`);

@@ -50,16 +50,17 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
  */
 const SERVER_MAY_IMPORT: Record<string, readonly string[]> = {
   ".": [],
+  access: ["."],
   frames: [],
   viewer: [],
-  fanout: ["frames", "."],
+  fanout: ["frames", "access", "."],
   stream: ["fanout", "frames", "."],
-  publish: ["stream", "."],
+  publish: ["stream", "access", "."],
   mirror: ["stream", "."],
   member: ["stream", "."],
   admin: ["stream", "."],
   ingest: ["stream", "."],
-  http: ["publish", "stream", "fanout", "frames", "viewer", "."],
+  http: ["publish", "stream", "fanout", "frames", "viewer", "access", "."],
 };
 const SERVER_BINDING = "server/serve.ts";
 const SERVER_ENTRY = "server/mod.ts";

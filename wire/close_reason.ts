@@ -31,7 +31,11 @@ export const CloseCode = {
   TryAgainLater: 1013,
   /** The path or query does not parse. */
   Protocol: 4400,
-  /** Access denied (bearer token missing or not valid for this stream). */
+  /**
+   * Access denied (bearer token missing or not valid for this stream), or
+   * the token expired while the socket was open (`token_expired`, with the
+   * offset to resume at).
+   */
   Unauthorized: 4401,
   /** No such stream. */
   NotFound: 4404,
@@ -128,6 +132,22 @@ export interface TooSlowReason {
   earliest?: number | null;
 }
 
+/**
+ * The JSON object in a 4401 close reason when the token a socket was opened
+ * with expires: the subscription, or the publish socket, ends at its `exp`.
+ * A client reconnects with a fresh token from `resume`.
+ */
+export interface TokenExpiredReason {
+  /** Always `"token_expired"`. */
+  error: "token_expired";
+  /**
+   * A subscription: the next offset it would have got (`null` on an
+   * ephemeral stream). A publish socket: the stream's end offset when it
+   * closed (its acknowledged frames are below it).
+   */
+  resume: number | null;
+}
+
 /** Any close reason the server sends as JSON. */
 export type CloseReason =
   | ProtocolReason
@@ -135,6 +155,7 @@ export type CloseReason =
   | StreamDeletedReason
   | NotReplayableReason
   | TooSlowReason
+  | TokenExpiredReason
   | { error: string; [key: string]: unknown };
 
 /** The WebSocket protocol caps a close reason at 123 bytes of UTF-8. */

@@ -319,3 +319,33 @@ export function compileFilter(where: unknown, schema: Record<string, unknown>): 
   const test = make(sets);
   return Object.freeze({ where: parsed as Where, key: JSON.stringify(key), test });
 }
+
+/**
+ * The filter that holds where both `grant` and `own` hold: a row-level
+ * grant's filter ANDed with the subscriber's own `where=`. Its
+ * {@linkcode Filter.key} is the same for the same pair, so subscribers with
+ * the same grant and the same `where=` share one evaluation per row; its
+ * `where` is `own`'s (what the greeting echoes: what the subscriber asked).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { bothFilters, compileFilter } from "./filter.ts";
+ * const schema = { type: "object", properties: { s: { type: "string" }, n: { type: "number" } } };
+ * const f = bothFilters(compileFilter({ s: "a" }, schema), compileFilter({ n: { gt: 1 } }, schema));
+ * equal(f.test({ s: "a", n: 2 }), true);
+ * equal(f.test({ s: "b", n: 2 }), false);
+ * equal(f.test({ s: "a", n: 1 }), false);
+ * equal(f.key, '[{"s":"a"},{"n":{"gt":1}}]');
+ * ```
+ */
+export function bothFilters(grant: Filter, own: Filter): Filter {
+  const a = grant.test;
+  const b = own.test;
+  return Object.freeze({
+    where: own.where,
+    // An array: never the key of a single filter, which is an object.
+    key: `[${grant.key},${own.key}]`,
+    test: (row: Record<string, unknown>) => a(row) && b(row),
+  });
+}

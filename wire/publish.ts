@@ -81,6 +81,7 @@ export interface PublishFrame {
 export type PublishAnswer =
   | { seq: number; first: number; last: number; duplicate?: true }
   | { seq: number; error: "invalid_row"; index: number; detail: string }
+  | { seq: number; error: "forbidden"; index: number; detail: string }
   | { seq: number; error: "stale_seq"; last_seq: number }
   | { seq: number; error: "write_failed"; detail: string }
   // The stream takes no rows while its disk is full: send it again later.

@@ -158,6 +158,39 @@ export const SUBPROTOCOL = "streamcast";
 export const BEARER_PROTOCOL_PREFIX = "bearer.";
 
 /**
+ * The `detail` of the 403 that `/{name}/manifest` and `/{name}/chunks/…`
+ * answer a row-level grant (a signed token whose grant filters the
+ * stream's rows): chunks hold every row, so such a holder reads through the
+ * socket, which filters them. A client catching up from chunks falls back
+ * to the socket on it.
+ */
+export const ROW_LEVEL_DETAIL = "row-level grant: read through the socket";
+
+/** Longest signed token (JWT) a client sends, in characters. */
+export const MAX_SIGNED_TOKEN_CHARS = 16384;
+
+/**
+ * Whether `token` is one a client may send: a static token
+ * ({@linkcode TOKEN_PATTERN}) or a signed one (three base64url parts, at
+ * most {@linkcode MAX_SIGNED_TOKEN_CHARS} characters).
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { isBearerToken } from "./subscribe.ts";
+ * deepStrictEqual(
+ *   ["0123456789abcdef", "eyJh.eyJz.c2ln", "a b", "a.b.c.d"].map(isBearerToken),
+ *   [true, true, false, false],
+ * );
+ * ```
+ */
+export function isBearerToken(token: string): boolean {
+  return TOKEN_PATTERN.test(token) ||
+    (token.length <= MAX_SIGNED_TOKEN_CHARS &&
+      /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token));
+}
+
+/**
  * What a bearer token may consist of: it must fit a header, a subprotocol
  * and a query unescaped (`openssl rand -hex 32` makes one).
  *

@@ -225,6 +225,11 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     throw new RangeError("--tls-cert and --tls-key go together: give both or neither");
   }
   if (s.host === "") throw new RangeError("--host must not be empty");
+  if (s.jwtKeys === null && s.jwtSecretFile === null) {
+    for (const [flag, v] of [["--jwt-issuer", s.jwtIssuer], ["--jwt-audience", s.jwtAudience]]) {
+      if (v !== null) throw new RangeError(`${flag} needs --jwt-keys or --jwt-secret-file`);
+    }
+  }
   const declared = new Set<string>();
   for (const spec of list("stream")) {
     const kv = split(spec);

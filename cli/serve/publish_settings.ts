@@ -7,7 +7,7 @@
  */
 
 import { DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT_BYTES } from "../../wire/publish.ts";
-import { DEFAULT_MAX_PRODUCERS } from "../../log/mod.ts";
+import { DEFAULT_MAX_PRODUCER_HOLDERS, DEFAULT_MAX_PRODUCERS } from "../../log/mod.ts";
 import {
   DEFAULT_MAX_PUBLISH_BYTES,
   DEFAULT_MAX_PUBLISH_SERVER_BYTES,
@@ -127,5 +127,20 @@ export const PUBLISH_LIMIT_SETTINGS = [
     ] as [string, string][],
     docs: "producers remembered per stream, and per token holder with `--tokens` (oldest " +
       "publish forgotten first); see [Limits](#limits).",
+  },
+  {
+    flag: "max-producer-holders",
+    key: "maxProducerHolders",
+    type: "string" as const,
+    read: integer(1),
+    group: LIMITS_GROUP,
+    usage: [
+      ["--max-producer-holders N", "token holders whose producers are remembered per"],
+      ["", "stream; past it the holder whose last publish is oldest is"],
+      ["", `forgotten whole [${DEFAULT_MAX_PRODUCER_HOLDERS}]`],
+    ] as [string, string][],
+    docs: "token holders (tokens-file names, signed tokens' `sub`) whose producers are " +
+      "remembered per stream (oldest publish forgotten first, all its producers); see " +
+      "[Limits](#limits).",
   },
 ];

@@ -121,10 +121,18 @@ export interface Settings {
   /** Seconds. */
   publishBodyTimeout?: number;
   maxProducers?: number;
+  maxProducerHolders?: number;
   icebergCommitBytes?: number;
   maxKeys?: number;
   /** The tokens file, or null for no access control. */
   tokens: string | null;
+  /** Signed tokens' public keys (a JWKS or PEM), or null. */
+  jwtKeys: string | null;
+  /** Signed tokens' HS256 secret, or null. */
+  jwtSecretFile: string | null;
+  jwtIssuer: string | null;
+  jwtAudience: string | null;
+  maxTokenBytes?: number;
   tlsCert: string | null;
   tlsKey: string | null;
   logLevel: LogLevel;

@@ -20,9 +20,10 @@
  * start.
  * Never a token (see docs/CLI.md).
  *
- * With `--tokens`, SIGHUP reloads the tokens file for the requests that
- * follow (subscriptions already open stay); a file that cannot be read or
- * checked keeps the tokens in force, and says why in one error line.
+ * With `--tokens`, `--jwt-keys` or `--jwt-secret-file`, SIGHUP reloads those
+ * files for the requests that follow (subscriptions already open stay, each
+ * until its own signed token expires); a file that cannot be read or checked
+ * keeps what was loaded from it in force, and says why in one error line.
  *
  * Exit codes: 0 after SIGINT/SIGTERM; 2 for anything wrong in the command
  * line or the config (a flag, a key, a schema or handler file); 1 when the
@@ -69,6 +70,11 @@ import { SERVE_FLAGS, SERVE_USAGE } from "./settings.ts";
 import type { Settings } from "./run_settings.ts";
 import { onSignals } from "../_signals.ts";
 import { tokensReloader } from "./tokens_reloader.ts";
+import {
+  DEFAULT_MAX_TOKEN_BYTES,
+  SignedTokens,
+  type SignedTokensFiles,
+} from "../../server/access/signed_tokens.ts";
 import { loadSchemas, openMirrors, openStreams } from "./streams.ts";
 import { joinCluster } from "./cluster.ts";
 import { ClusterStreamAdmin } from "./cluster_streams.ts";
@@ -105,6 +111,29 @@ async function loadTokens(path: string): Promise<TokenTable> {
   } catch (err) {
     if (err instanceof TypeError) throw new Fatal(err.message, 2);
     throw new Fatal(`cannot read tokens file ${path}: ${fileError(err)}`, 2);
+  }
+}
+
+// The key files of signed tokens, as SignedTokens.load reads them; null: not served.
+function jwtFiles(s: Settings): SignedTokensFiles | null {
+  if (s.jwtKeys === null && s.jwtSecretFile === null) return null;
+  return {
+    keys: s.jwtKeys,
+    secret: s.jwtSecretFile,
+    issuer: s.jwtIssuer,
+    audience: s.jwtAudience,
+    maxTokenBytes: s.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES,
+  };
+}
+
+async function loadSignedTokens(files: SignedTokensFiles | null): Promise<SignedTokens | null> {
+  if (files === null) return null;
+  try {
+    return await SignedTokens.load(files);
+  } catch (err) {
+    if (err instanceof TypeError) throw new Fatal(err.message, 2);
+    const names = [files.keys, files.secret].filter((f) => f !== null).join(", ");
+    throw new Fatal(`cannot read ${names}: ${fileError(err)}`, 2);
   }
 }
 
@@ -197,6 +226,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
   const recorded = s.cluster === null ? await loadCreated(s, declared) : new Map();
   const handlers: Map<string, FrameHandler> = await loadHandlers(s);
   const tokens = s.tokens === null ? null : await loadTokens(s.tokens);
+  const signedTokens = await loadSignedTokens(jwtFiles(s));
   const tls = await loadTls(s);
   // A long-running process: keep glibc from growing its heap on big
   // short-lived buffers (see server/allocator.ts).
@@ -285,6 +315,7 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
       ...(s.publishBodyTimeout !== undefined ? { publishBodyTimeoutS: s.publishBodyTimeout } : {}),
       ...(tls ? { tls } : {}),
       tokens,
+      signedTokens,
       ...(s.cluster !== null ? { maxReplicaLinks: s.maxReplicaLinks } : {}),
       logger,
     });
@@ -336,7 +367,10 @@ export async function cmdServe(args: string[]): Promise<number> {
     try {
       const settings = await settingsFrom(values);
       logger = new Logger({ level: settings.logLevel, format: settings.logFormat });
-      if (settings.tokens !== null) reloader = tokensReloader(settings.tokens, () => logger);
+      const jwt = jwtFiles(settings);
+      if (settings.tokens !== null || jwt !== null) {
+        reloader = tokensReloader({ tokens: settings.tokens, jwt }, () => logger);
+      }
       running = await start(settings, logger);
       reloader?.attach(running.server);
     } catch (err) {

@@ -44,6 +44,7 @@ import {
 } from "./values.ts";
 import { PUBLISH_LIMIT_SETTINGS, PUBLISH_STREAM_SETTINGS } from "./publish_settings.ts";
 import { SEND_SETTINGS } from "./send_settings.ts";
+import { JWT_SETTINGS } from "./jwt_settings.ts";
 import { ICEBERG_LIMIT_SETTINGS, ICEBERG_STREAM_SETTINGS } from "./iceberg_settings.ts";
 import { KEY_LIMIT_SETTINGS, KEY_STREAM_SETTINGS } from "./key_settings.ts";
 import { DISK_LIMIT_SETTINGS, RETENTION_SETTINGS } from "./disk_settings.ts";
@@ -444,6 +445,7 @@ export const SETTINGS: readonly Setting[] = [
     docs: "bearer tokens granting read access per stream; SIGHUP reloads the file; see " +
       "[Access control](#access-control-tokens).",
   },
+  ...JWT_SETTINGS,
   {
     flag: "tls-cert",
     key: "tlsCert",

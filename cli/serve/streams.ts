@@ -92,6 +92,7 @@ function baseLogOptions(s: Settings, logger?: Logger, decl?: StreamDecl): LogOpt
     const sealMs = logOptions.sealEveryMs ?? DEFAULT_SEAL_EVERY_MS;
     logOptions.maintainEveryMs = Math.min(60_000, Math.max(1000, sealMs || 60_000));
   }
+  if (s.maxProducerHolders !== undefined) logOptions.maxProducerHolders = s.maxProducerHolders;
   return logOptions;
 }
 

@@ -58,7 +58,12 @@ export async function recoverWithProducers(
     }
     const info = recovered.active.seg.info;
     const end = info.firstOffset + info.count;
-    const { table, cut, dropped, kept } = recoverProducers(records, end, opts.maxProducers);
+    const { table, cut, dropped, kept } = recoverProducers(
+      records,
+      end,
+      opts.maxProducers,
+      opts.maxProducerHolders,
+    );
     if (cut !== null && cut < end) {
       opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
       await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes, opts.io);

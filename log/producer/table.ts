@@ -27,7 +27,10 @@
  *   restart ends every connection, and with it every frame in flight;
  * - at most `max` producers are remembered per holder; the holder's one
  *   whose last publish is oldest is forgotten first (its next publish starts
- *   it anew).
+ *   it anew);
+ * - at most `maxHolders` holders have producers remembered; past it, the
+ *   holder whose last publish is oldest is forgotten whole (signed tokens
+ *   let any number of holders publish: their state is bounded too).
  *
  * A producer is known by its key ({@linkcode producerKey}): its id alone,
  * or, when the server ties producers to token holders, the holder's name and
@@ -41,6 +44,9 @@ import type { ProducerRecord } from "./journal.ts";
 
 /** Default of `maxProducers`: producers remembered per log. */
 export const DEFAULT_MAX_PRODUCERS = 10_000;
+
+/** Default of `maxProducerHolders`: token holders whose producers are remembered, per log. */
+export const DEFAULT_MAX_PRODUCER_HOLDERS = 100_000;
 
 /**
  * The key a producer's state is kept under: the id it sent, or, for a
@@ -74,27 +80,35 @@ export function producerId(key: string): string {
 
 /**
  * Values by producer key, oldest use first, holding at most `max` keys per
- * holder: setting one past it forgets that holder's oldest.
+ * holder (setting one past it forgets that holder's oldest) and keys of at
+ * most `maxHolders` holders (setting one of a holder past it forgets every
+ * key of the holder whose latest set is oldest).
  *
  * @example
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { ProducerLru } from "./table.ts";
- * const m = new ProducerLru<number>(2);
+ * const m = new ProducerLru<number>(2, 2);
  * m.set("bob b1", 1);
  * for (const id of ["a1", "a2", "a3"]) m.set(`alice ${id}`, 1);
  * deepStrictEqual([...m.keys()], ["bob b1", "alice a2", "alice a3"]);
+ * m.set("carol c1", 1); // a third holder: bob, whose last set is oldest, goes
+ * deepStrictEqual([...m.keys()], ["alice a2", "alice a3", "carol c1"]);
  * ```
  */
 export class ProducerLru<V> {
   /** Keys kept per holder. */
   readonly max: number;
+  /** Holders kept. */
+  readonly maxHolders: number;
   readonly #all = new Map<string, V>();
+  // Each holder's keys; holders in the order of their latest set, oldest first.
   readonly #byHolder = new Map<string, Set<string>>();
 
-  /** A map of at most `max` keys per holder. */
-  constructor(max: number) {
+  /** A map of at most `max` keys per holder, of at most `maxHolders` holders. */
+  constructor(max: number, maxHolders: number = DEFAULT_MAX_PRODUCER_HOLDERS) {
     this.max = max;
+    this.maxHolders = maxHolders;
   }
 
   /** Keys held, every holder's. */
@@ -113,9 +127,15 @@ export class ProducerLru<V> {
     this.#all.set(key, value);
     const holder = producerHolder(key);
     let keys = this.#byHolder.get(holder);
-    if (keys === undefined) this.#byHolder.set(holder, keys = new Set());
+    if (keys === undefined) keys = new Set();
+    else this.#byHolder.delete(holder); // set again below: the holder is now the latest
+    this.#byHolder.set(holder, keys);
     keys.add(key);
     if (keys.size > this.max) this.delete(keys.values().next().value!);
+    while (this.#byHolder.size > this.maxHolders) {
+      const [, oldest] = this.#byHolder.entries().next().value!;
+      for (const k of [...oldest]) this.delete(k);
+    }
   }
 
   /** Forgets `key`. */
@@ -186,6 +206,8 @@ export type PublishResult =
 export class ProducerTable {
   /** Producers remembered per holder. */
   readonly max: number;
+  /** Holders whose producers are remembered. */
+  readonly maxHolders: number;
   readonly #committed: ProducerLru<ProducerState>;
   readonly #pending = new Map<string, { state: ProducerState; done: Promise<void> }>();
   // Producers whose commit failed: the highest seq that failed, above which
@@ -193,14 +215,18 @@ export class ProducerTable {
   // Bounded like the table: a holder's oldest block goes first.
   readonly #blocked: ProducerLru<number>;
 
-  /** A table remembering at most `max` producers per holder. */
-  constructor(max: number) {
+  /** A table remembering at most `max` producers per holder, of at most `maxHolders` holders. */
+  constructor(max: number, maxHolders: number = DEFAULT_MAX_PRODUCER_HOLDERS) {
     if (!Number.isSafeInteger(max) || max < 1) {
       throw new RangeError(`maxProducers must be an integer ≥ 1, got ${max}`);
     }
+    if (!Number.isSafeInteger(maxHolders) || maxHolders < 1) {
+      throw new RangeError(`maxProducerHolders must be an integer ≥ 1, got ${maxHolders}`);
+    }
     this.max = max;
-    this.#committed = new ProducerLru(max);
-    this.#blocked = new ProducerLru(max);
+    this.maxHolders = maxHolders;
+    this.#committed = new ProducerLru(max, maxHolders);
+    this.#blocked = new ProducerLru(max, maxHolders);
   }
 
   /** Producers remembered (committed state). */
@@ -354,6 +380,7 @@ export function recoverProducers(
   records: readonly ProducerRecord[],
   end: number,
   max: number,
+  maxHolders: number = DEFAULT_MAX_PRODUCER_HOLDERS,
 ): { table: ProducerTable; cut: number | null; dropped: number; kept: ProducerRecord[] } {
   const superseded = supersededRecords(records);
   let limit = end;
@@ -377,7 +404,7 @@ export function recoverProducers(
     kept.push(r);
     if (!superseded[i]) lasting.push(r);
   }
-  const table = new ProducerTable(max);
+  const table = new ProducerTable(max, maxHolders);
   table.committed(kept);
   return { table, cut, dropped: records.length - kept.length, kept: lasting };
 }

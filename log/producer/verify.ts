@@ -12,7 +12,7 @@
  * - a record whose rows are not `1 ≤ first ≤ last` is damage;
  * - per producer, in file order, seqs go up: a record whose seq is below
  *   the producer's state (the journal replayed as open does, remembering at
- *   most `maxProducers`) is a finding, unless it puts back a state the
+ *   most `maxProducers` per holder, of at most `maxProducerHolders` holders) is a finding, unless it puts back a state the
  *   producer had (a record equal to an earlier one of it: the committer
  *   writes one after a failed write). An equal seq is a commit sent again
  *   after an open dropped it (journals of versions before opens rewrote
@@ -86,6 +86,7 @@ export function checkProducerJournal(
   path: string,
   end: number,
   maxProducers: number,
+  maxProducerHolders?: number,
 ): ProducerJournalReport {
   const { records, goodBytes, stop } = parseJournal(bytes, path);
   let tailBytes = 0;
@@ -117,7 +118,7 @@ export function checkProducerJournal(
   const superseded = supersededRecords(records);
   const current = new Map<string, ProducerRecord>();
   const history = new Map<string, ProducerRecord[]>();
-  const table = new ProducerTable(maxProducers);
+  const table = new ProducerTable(maxProducers, maxProducerHolders);
   let pending = 0;
   let pendingFirst: { i: number; r: ProducerRecord } | null = null;
   for (let i = 0; i < records.length; i++) {

@@ -189,9 +189,10 @@ export class Replication {
     committed: number,
     records: readonly ProducerRecord[],
     maxProducers: number,
+    maxProducerHolders?: number,
   ) {
     this.#host = host;
-    this.#below = new ProducerLru(maxProducers);
+    this.#below = new ProducerLru(maxProducers, maxProducerHolders);
     this.#recent = [...records];
     this.#terms = terms;
     this.gate = new CommitGate(host.committer.end, committed);
@@ -223,11 +224,22 @@ export class Replication {
   }
 
   /** @internal Opens the term history and the commit index of the log in `host.dir`. */
-  static async open(host: ReplicationHost, maxProducers: number): Promise<Replication> {
+  static async open(
+    host: ReplicationHost,
+    maxProducers: number,
+    maxProducerHolders?: number,
+  ): Promise<Replication> {
     const terms = await TermHistory.open(host.dir);
     const index = await readCommitIndex(host.dir, terms.entries);
     const records = await journalRecords(host.dir);
-    return new Replication(host, terms, index ?? host.committer.end, records, maxProducers);
+    return new Replication(
+      host,
+      terms,
+      index ?? host.committer.end,
+      records,
+      maxProducers,
+      maxProducerHolders,
+    );
   }
 
   /** The log's stream id. */

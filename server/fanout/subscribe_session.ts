@@ -28,6 +28,7 @@ import type { FrameDictionary } from "../frames/frame_dictionary.ts";
 import { zstdStreamAvailable } from "../frames/zstd_stream.ts";
 import type { Serving } from "./serving.ts";
 import type { Subscriber } from "./subscriber.ts";
+import { atExpiry } from "../access/expiry.ts";
 import { decideSinceStart, decideStart, mirrorLag, type StartDecision } from "./subscribe_start.ts";
 
 /** Close codes of a server-side drop of an accepted subscriber (logged as `dropped`). */
@@ -89,6 +90,21 @@ export interface SubscribeTarget {
   snapshot(filter: Filter | null): { end: number; lines: string[] } | "too_many_keys" | null;
 }
 
+/** What a subscribe's token says about it (none without access control). */
+export interface SubscribeAccess {
+  /** The `where=` the greeting echoes: the subscriber's own, not a row-level grant's. */
+  readonly echo: Where | null;
+  /** When its token expires (ms since the epoch): the socket closes then with 4401. Null: never. */
+  readonly expiresAt: number | null;
+  /**
+   * Whether a row-level grant filters its rows. Such a holder may not read
+   * the chunks (`/manifest`, `/chunks/…`), so `max_replay` does not refuse
+   * it `too_old`: a refusal helps only a client that can read the start
+   * another way. Its replay still takes turns through the replay gate.
+   */
+  readonly rowLevel?: boolean;
+}
+
 /**
  * One subscribe over its socket's life: the start decided when it opens,
  * then the subscriber (see the module doc).
@@ -107,10 +123,17 @@ export class SubscribeSession implements SocketSession {
   readonly #filter: Filter | null;
   readonly #who: LogFields;
   readonly #waiting = new AbortController();
+  readonly #access: SubscribeAccess;
   #sub: Subscriber | null = null;
   #closedByServer = false;
+  #cancelExpiry: (() => void) | null = null;
+  // Where the subscription starts, once decided (the resume of an expiry before its subscriber).
+  #from: number | null = null;
 
-  /** A subscribe of `stream` over `socket` with query `q` and its compiled `filter`. */
+  /**
+   * A subscribe of `stream` over `socket` with query `q` and the filter of
+   * the rows it gets (`where=`, and a row-level grant's).
+   */
   constructor(
     ctx: SubscribeSessionContext,
     socket: SessionSocket,
@@ -118,8 +141,10 @@ export class SubscribeSession implements SocketSession {
     q: SubscribeQuery,
     filter: Filter | null,
     who: LogFields,
+    access: SubscribeAccess = { echo: filter?.where ?? null, expiresAt: null },
   ) {
     this.#ctx = ctx;
+    this.#access = access;
     this.#stream = stream;
     this.#q = q;
     this.#filter = filter;
@@ -167,6 +192,23 @@ export class SubscribeSession implements SocketSession {
 
   /** Decides the start, greets and hands the socket to the stream's fan-out; or refuses. */
   async open(): Promise<void> {
+    const expiresAt = this.#access.expiresAt;
+    if (expiresAt !== null) this.#cancelExpiry = atExpiry(expiresAt, () => this.#expired());
+    await this.#start();
+  }
+
+  // The token expired: closed with 4401 and the offset to resume at.
+  #expired(): void {
+    if (!this.#isOpen) return;
+    const stream = this.#stream;
+    const resume = stream.log === null ? null : this.#sub?.next ?? this.#from ?? stream.endOffset;
+    const reason = encodeCloseReason({ error: "token_expired", resume });
+    this.#ctx.logger.info("token_expired", { ...this.#who, resume });
+    if (this.#sub) this.#sub.close(CloseCode.Unauthorized, reason);
+    else this.#socket.close(CloseCode.Unauthorized, reason);
+  }
+
+  async #start(): Promise<void> {
     const { logger } = this.#ctx;
     const stream = this.#stream;
     const q = this.#q;
@@ -186,7 +228,8 @@ export class SubscribeSession implements SocketSession {
     // compress=zstd-dict: the stream's dictionary, built on first use;
     // without one (too few rows, no libzstd, a failed write) plain zstd frames.
     let dictionary: FrameDictionary | null = null;
-    if (q.compress === "zstd-dict") {
+    // A row-level grant gets no dictionary: it is trained on rows the grant may leave out.
+    if (q.compress === "zstd-dict" && !this.#access.rowLevel) {
       try {
         dictionary = await stream.dictionary(logger);
       } catch (err) {
@@ -196,9 +239,10 @@ export class SubscribeSession implements SocketSession {
     }
     let d: StartDecision;
     try {
+      const maxReplay = this.#access.rowLevel ? null : stream.maxReplay;
       d = q.since === null
-        ? decideStart(stream.log, stream.maxReplay, q)
-        : await decideSinceStart(stream.log, stream.maxReplay, q);
+        ? decideStart(stream.log, maxReplay, q)
+        : await decideSinceStart(stream.log, maxReplay, q);
     } catch (err) {
       // The time lookup read a damaged file: this subscribe cannot start.
       const detail = err instanceof Error ? err.message : String(err);
@@ -241,7 +285,8 @@ export class SubscribeSession implements SocketSession {
       d = { ok: true, from: s.end };
     }
     const from = d.from ?? stream.endOffset;
-    const greeting = stream.greeting(d.from, q.frames, this.#filter?.where ?? null);
+    this.#from = from;
+    const greeting = stream.greeting(d.from, q.frames, this.#access.echo);
     if (snapshot !== null) greeting.snapshot = { end: snapshot.end, keys: snapshot.lines.length };
     greeting.since = q.since; // since=: echoed, µs or null
     // compress=zstd-dict only with a dictionary, which the greeting names;
@@ -314,6 +359,7 @@ export class SubscribeSession implements SocketSession {
       });
     }
     this.#waiting.abort();
+    this.#cancelExpiry?.();
     this.#sub?.close();
   }
 }

@@ -10,7 +10,7 @@
  */
 
 import type { Logger } from "../../common/logger.ts";
-import type { TokenTable } from "../auth.ts";
+import type { TokenTable, TokenVerifier } from "../auth.ts";
 import { PRIMARY, type StreamRole } from "../role.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import type { Stream } from "../stream/stream.ts";
@@ -62,6 +62,8 @@ export interface HttpContext {
   readonly upgrader: WebSocketUpgrader;
   /** The tokens every request is checked against now; null: no access control. */
   readonly tokens: TokenTable | null;
+  /** The keys signed tokens are checked against now; null: no signed tokens. */
+  readonly signedTokens: TokenVerifier | null;
   /** Whether the server is shutting down (upgrades get 1001, health 503). */
   readonly shuttingDown: boolean;
   /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */

@@ -6,8 +6,8 @@
  *
  * Every request is checked in this order, each check answering before the
  * next runs: URL length (414); the route (405 for a path whose routes take
- * other methods); public routes answer now; with tokens, the bearer token
- * (400, 401); for an upgrade the connection limit (503); the route's grant
+ * other methods); public routes answer now; with tokens or signed tokens,
+ * the bearer token (400, 401); for an upgrade the connection limit (503); the route's grant
  * (403, before any stream is looked up, so that a 404 does not say which
  * names exist; creating and deleting streams needs an admin grant, or
  * without tokens a loopback client); a path with no route (404; an upgrade:
@@ -21,7 +21,7 @@
  */
 
 import { CloseCode } from "../../wire/close_reason.ts";
-import { type Grant, TokenTable } from "../auth.ts";
+import { type Grant, TokenTable, type TokenVerifier } from "../auth.ts";
 import { Registry } from "../metrics.ts";
 import type { ServeSettings } from "../serve_options.ts";
 import { OptionCheck } from "../option_check.ts";
@@ -36,7 +36,7 @@ import { PublishMetrics } from "../publish/publish_metrics.ts";
 import { authenticate, denyAdmin, denyRoute } from "./access.ts";
 import type { HttpContext, WebSocketUpgrader } from "./context.ts";
 import { ServerMetrics } from "./metrics.ts";
-import { matchRoute } from "./router.ts";
+import { type Match, matchRoute } from "./router.ts";
 import { ROUTES } from "./routes.ts";
 import { refuseSubscribePath } from "./subscribe.ts";
 import { refuseWhenFull } from "./upgrade.ts";
@@ -80,7 +80,11 @@ export class HttpHandler {
   readonly serving: Required<Serving>;
   /** The streams served now: add and remove them while serving. */
   readonly streams: StreamSet;
-  readonly #ctx: HttpContext & { tokens: TokenTable | null; shuttingDown: boolean };
+  readonly #ctx: HttpContext & {
+    tokens: TokenTable | null;
+    signedTokens: TokenVerifier | null;
+    shuttingDown: boolean;
+  };
   // How a tracked socket is closed by the server, when its session closes it (see SocketSession.close).
   readonly #closers = new Map<WebSocket, (code: number, reason: string) => void>();
 
@@ -130,6 +134,7 @@ export class HttpHandler {
       publishBudget,
       upgrader,
       tokens: settings.tokens,
+      signedTokens: settings.signedTokens,
       shuttingDown: false,
       sockets,
       track(socket, close, stream) {
@@ -168,6 +173,16 @@ export class HttpHandler {
       );
     }
     this.#ctx.tokens = tokens;
+  }
+
+  /** Replaces the keys signed tokens are checked against, for the requests that follow. */
+  setSignedTokens(keys: TokenVerifier): void {
+    if (typeof keys?.verify !== "function") {
+      throw new TypeError(
+        `setSignedTokens wants a SignedTokens, got ${keys === null ? "null" : typeof keys}`,
+      );
+    }
+    this.#ctx.signedTokens = keys;
   }
 
   /** From now on, `/_/health` answers 503 and an opening socket is closed with 1001. */
@@ -238,13 +253,34 @@ export class HttpHandler {
       ctx.metrics.request(route.name);
       return route.handle(ctx, { req, url, remote, grant: null, params, stream: NO_STREAM });
     }
-    let grant: Grant | null = null;
+    const next = (grant: Grant | null) =>
+      this.#granted({ req, url, remote, upgrade, match }, grant);
     // The replicate route checks the cluster's credential itself (replicate.ts).
-    if (ctx.tokens && route?.access !== "cluster") {
-      const a = authenticate(ctx, req, url, upgrade, remote, ctx.tokens);
+    if ((ctx.tokens || ctx.signedTokens) && route?.access !== "cluster") {
+      const a = authenticate(ctx, req, url, upgrade, remote, ctx.tokens, ctx.signedTokens);
       if (a instanceof Response) return a;
-      grant = a;
+      // A signed token's check is asynchronous (WebCrypto).
+      if (a instanceof Promise) return a.then((g) => g instanceof Response ? g : next(g));
+      return next(a);
     }
+    return next(null);
+  }
+
+  // The rest of a request once its token (if any) is checked: `grant` null without access control.
+  #granted(
+    r: {
+      req: Request;
+      url: URL;
+      remote: string;
+      upgrade: boolean;
+      match: Exclude<Match, { kind: "bad_method" }>;
+    },
+    grant: Grant | null,
+  ): Response | Promise<Response> {
+    const ctx = this.#ctx;
+    const { req, url, remote, upgrade, match } = r;
+    const route = match.kind === "route" ? match.route : null;
+    const params = match.kind === "route" ? match.params : {};
     // A cluster follower's replication socket is never refused for a crowd of
     // subscribers: replication links have a limit of their own (replicate.ts).
     if (upgrade && route?.name !== "replicate") {

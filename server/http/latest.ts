@@ -8,12 +8,13 @@
  * 404 `{"error":"no_such_key"}`. 404 for a stream without a key; 503
  * `{"error":"snapshot_unavailable","why":"too_many_keys"}` past its key
  * limit; 400 for a bad parameter. Access is checked by the handler as for
- * `/head`.
+ * `/head`; a row-level grant's filter (`grantFilter`) is ANDed with
+ * `where=`, and a key whose row it leaves out is not found.
  *
  * @module
  */
 
-import { compileFilter, FilterError } from "../../wire/filter.ts";
+import { bothFilters, compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { Stream } from "../stream/stream.ts";
 import { json } from "./_respond.ts";
 
@@ -45,7 +46,11 @@ const NDJSON = "application/x-ndjson; charset=utf-8";
  * await s.close();
  * ```
  */
-export function latestResponse(stream: Stream, url: URL): Response {
+export function latestResponse(
+  stream: Stream,
+  url: URL,
+  grantFilter: Filter | null = null,
+): Response {
   for (const key of url.searchParams.keys()) {
     if (!LATEST_PARAMS.has(key)) {
       return json({ error: "bad_request", detail: `unknown parameter ${key.slice(0, 40)}` }, 400);
@@ -69,7 +74,11 @@ export function latestResponse(stream: Stream, url: URL): Response {
       }, 400);
     }
     const { entry, end } = found;
-    if (entry === undefined) return json({ error: "no_such_key" }, 404);
+    if (
+      entry === undefined || (grantFilter !== null && !grantFilter.test(JSON.parse(entry.json)))
+    ) {
+      return json({ error: "no_such_key" }, 404);
+    }
     return new Response(`[${entry.offset},${entry.json}]\n`, {
       headers: { "content-type": NDJSON, [END_HEADER]: String(end) },
     });
@@ -83,7 +92,12 @@ export function latestResponse(stream: Stream, url: URL): Response {
       return json({ error: "bad_request", detail: err.detail }, 400);
     }
   }
-  const snap = stream.snapshot(filter);
+  const rows = grantFilter === null
+    ? filter
+    : filter === null
+    ? grantFilter
+    : bothFilters(grantFilter, filter);
+  const snap = stream.snapshot(rows);
   if (snap === "too_many_keys") {
     return json({ error: "snapshot_unavailable", why: "too_many_keys" }, 503);
   }

@@ -35,6 +35,7 @@ import { parseJsonArray, parseNdjson, readBody } from "../publish/body.ts";
 import type { PublishRefusal } from "../publish/publish_metrics.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
+import { firstOutside, OUTSIDE_GRANT_DETAIL, rowGrant } from "../access/row_grant.ts";
 import { json, streamField } from "./_respond.ts";
 import { publishTarget } from "./_publish_target.ts";
 
@@ -144,6 +145,17 @@ export async function publishPostRoute(ctx: HttpContext, r: RouteRequest): Promi
       return refuse("invalid_body", 400, {
         error: "invalid_body",
         detail: "the body holds no row",
+      });
+    }
+    // A row-level grant: every row must match it, or nothing is stored.
+    const g = rowGrant(grant, stream.name, stream.schema.json);
+    if (!g.ok) return refuse("forbidden", 403, { error: "forbidden", detail: g.detail });
+    const outside = g.filter === null ? -1 : firstOutside(g.filter, parsed.rows);
+    if (outside !== -1) {
+      return refuse("forbidden", 403, {
+        error: "forbidden",
+        line: parsed.lines[outside],
+        detail: OUTSIDE_GRANT_DETAIL,
       });
     }
     // With tokens a producer id is the holder's own (log/producer/table.ts).

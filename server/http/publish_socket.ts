@@ -15,6 +15,7 @@ import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
 import { PRODUCER_PATTERN, PRODUCER_RULE, PUBLISH_PARAMS } from "../../wire/publish.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { producerKey } from "../../log/producer/table.ts";
+import { rowGrant } from "../access/row_grant.ts";
 import { PublishSession, type PublishSessionContext } from "../publish/session.ts";
 import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
@@ -50,12 +51,20 @@ export function publishSocketRoute(ctx: HttpContext, r: RouteRequest): Response 
     const reason = encodeCloseReason({ error: "protocol", detail: problem });
     return refuseSocket(ctx, req, CloseCode.Protocol, reason, who);
   }
+  // A row-level grant whose filter does not fit the stream: none of its rows may be published.
+  const g = rowGrant(grant, stream.name, stream.schema.json);
+  if (!g.ok) {
+    ctx.publishMetrics.refused(name, "forbidden");
+    const reason = encodeCloseReason({ error: "forbidden", detail: g.detail });
+    return refuseSocket(ctx, req, CloseCode.Unauthorized, reason, who);
+  }
+  const access = { rows: g.filter, expiresAt: grant?.expiresAt ?? null };
   // With tokens a producer id is the holder's own (log/producer/table.ts).
   const key = producer === null ? null : producerKey(grant?.name ?? null, producer);
   return acceptSocket(
     ctx,
     req,
-    (socket) => new PublishSession(sessionContext(ctx), socket, stream, producer, key, who),
+    (socket) => new PublishSession(sessionContext(ctx), socket, stream, producer, key, who, access),
     name,
   );
 }

@@ -20,12 +20,21 @@ import type { RouteName } from "./metrics.ts";
  * Who may use a route, when the server checks tokens: anyone (`public`: no
  * token asked), any valid token (`token`), a token that reads every stream
  * (`all`), one that may read (`read`) or publish to (`publish`) the stream
- * named in the path, a cluster member (`cluster`: the route checks the
- * cluster's credential itself, with or without tokens; see replicate.ts), or
- * an admin (`admin`: a token with `"admin": true`; without tokens, a client
- * on a loopback address).
+ * named in the path, one that reads every row of it (`rows`: a row-level
+ * grant, which must read through the socket, may not), a cluster member
+ * (`cluster`: the route checks the cluster's credential itself, with or
+ * without tokens; see replicate.ts), or an admin (`admin`: a token with
+ * `"admin": true`; without tokens, a client on a loopback address).
  */
-export type Access = "public" | "token" | "all" | "read" | "publish" | "cluster" | "admin";
+export type Access =
+  | "public"
+  | "token"
+  | "all"
+  | "read"
+  | "rows"
+  | "publish"
+  | "cluster"
+  | "admin";
 
 /** A request as a route's handler gets it. */
 export interface RouteRequest {

@@ -22,10 +22,10 @@
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
  * | `GET /{name}/at` | at | a token that reads it |
- * | `GET /{name}/latest` | latest | a token that reads it |
- * | `GET /{name}/manifest` | manifest | a token that reads it |
- * | `GET /{name}/chunks/{file}` | chunk | a token that reads it |
- * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads it |
+ * | `GET /{name}/latest` | latest | a token that reads it (a row-level grant gets its rows) |
+ * | `GET /{name}/manifest` | manifest | a token that reads every row of it (not a row-level grant) |
+ * | `GET /{name}/chunks/{file}` | chunk | a token that reads every row of it (not a row-level grant) |
+ * | `GET /{name}/dictionaries/{id}` | dictionary | a token that reads every row of it (a dictionary is trained on rows) |
  *
  * `{name}` is a stream's name; the unnamed stream's paths are `/` and `/_/…`
  * (`/_/head`, `/_/publish`). `GET` routes answer `HEAD` too.
@@ -47,13 +47,15 @@ import type { Access, Route } from "./router.ts";
 import { subscribeRoute } from "./subscribe.ts";
 import { deleteStreamRoute, putStreamRoute } from "./streams_admin.ts";
 import { VIEWER_ASSETS, viewerAssetRoute, viewerPageRoute } from "./viewer.ts";
+import { rowGrant } from "../access/row_grant.ts";
+import { json } from "./_respond.ts";
 
 function get(
   pattern: string,
   name: Route["name"],
   access: Access,
   handle: Route["handle"],
-  stream = access === "read",
+  stream = access === "read" || access === "rows",
 ): Route {
   return { method: "GET", upgrade: false, pattern, name, access, stream, handle };
 }
@@ -119,18 +121,22 @@ export const ROUTES: readonly Route[] = Object.freeze([
   get("/{name}", "viewer", "read", viewerPageRoute),
   get("/{name}/head", "head", "read", headRoute),
   get("/{name}/at", "at", "read", (_, r) => atResponse(r.stream, r.url)),
-  get("/{name}/latest", "latest", "read", (_, r) => latestResponse(r.stream, r.url)),
-  get("/{name}/manifest", "manifest", "read", (_, r) => manifestResponse(r.stream)),
+  get("/{name}/latest", "latest", "read", (_, r) => {
+    const g = rowGrant(r.grant, r.stream.name, r.stream.schema.json);
+    if (!g.ok) return json({ error: "forbidden", detail: g.detail }, 403);
+    return latestResponse(r.stream, r.url, g.filter);
+  }),
+  get("/{name}/manifest", "manifest", "rows", (_, r) => manifestResponse(r.stream)),
   get(
     "/{name}/chunks/{file}",
     "chunk",
-    "read",
+    "rows",
     (_, r) => chunkResponse(r.req, r.stream, r.params.file),
   ),
   get(
     "/{name}/dictionaries/{id}",
     "dictionary",
-    "read",
+    "rows",
     (_, r) => dictionaryResponse(r.req, r.stream, r.params.id),
   ),
 ]);

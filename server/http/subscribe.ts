@@ -14,8 +14,9 @@
 
 import { parseSubscribeQuery } from "../../wire/subscribe.ts";
 import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
-import { compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
+import { bothFilters, compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { LogFields } from "../../common/logger.ts";
+import { rowGrant } from "../access/row_grant.ts";
 import { SubscribeSession, type SubscribeSessionContext } from "../fanout/subscribe_session.ts";
 import { type Stream, streamInside } from "../stream/stream.ts";
 import { type HttpContext, roleOf } from "./context.ts";
@@ -57,11 +58,29 @@ export function subscribeRoute(ctx: HttpContext, r: RouteRequest): Response {
     remote,
     ...(r.grant ? { token_name: r.grant.name } : {}),
   };
+  // A row-level grant: its filter ANDed with the subscriber's own, as one
+  // filter, so that the filter groups share it like any other.
+  const g = rowGrant(r.grant, stream.name, stream.schema.json);
+  if (!g.ok) {
+    // The token's filter does not fit the stream: its holder may read none of it.
+    const reason = encodeCloseReason({ error: "forbidden", detail: g.detail });
+    return refuseSocket(ctx, req, CloseCode.Unauthorized, reason, who);
+  }
+  const rows = g.filter === null
+    ? filter
+    : filter === null
+    ? g.filter
+    : bothFilters(g.filter, filter);
+  const access = {
+    echo: filter?.where ?? null,
+    expiresAt: r.grant?.expiresAt ?? null,
+    rowLevel: g.filter !== null,
+  };
   return acceptSocket(
     ctx,
     req,
     (socket) =>
-      new SubscribeSession(sessionContext(ctx, stream), socket, stream, q.value, filter, who),
+      new SubscribeSession(sessionContext(ctx, stream), socket, stream, q.value, rows, who, access),
     stream.name,
   );
 }

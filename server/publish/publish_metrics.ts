@@ -20,6 +20,7 @@ export type PublishRoute = "http" | "websocket";
  */
 export type PublishRefusal =
   | "invalid_row"
+  | "forbidden"
   | "invalid_body"
   | "stale_seq"
   | "too_large"

@@ -40,6 +40,17 @@ import { commitPublish } from "./commit.ts";
 import { wireAnswer } from "./answer.ts";
 import type { PublishBudget } from "./budget.ts";
 import type { PublishMetrics } from "./publish_metrics.ts";
+import type { Filter } from "../../wire/filter.ts";
+import { atExpiry } from "../access/expiry.ts";
+import { firstOutside, OUTSIDE_GRANT_DETAIL } from "../access/row_grant.ts";
+
+/** What a publish socket's token says about it (none without access control). */
+export interface PublishAccess {
+  /** The filter every row must match (a row-level grant's); null: any row. */
+  readonly rows: Filter | null;
+  /** When its token expires (ms since the epoch): the socket closes then with 4401. Null: never. */
+  readonly expiresAt: number | null;
+}
 
 /** What a publish session is given by the server: its logger, series, budget and windows. */
 export interface PublishSessionContext {
@@ -172,8 +183,15 @@ export class PublishSession implements SocketSession {
   // Waiting for the server's budget to free room (see #pump).
   #waitingForBudget = false;
   #closing: { code: number; error: string; detail: string } | null = null;
+  readonly #rows: Filter | null;
+  readonly #expiresAt: number | null;
+  #cancelExpiry: (() => void) | null = null;
 
-  /** A session of `stream` over `socket`, publishing as `producer`. */
+  /**
+   * A session of `stream` over `socket`, publishing as `producer`; `access`:
+   * what its token says (the filter its rows must match, when its token
+   * expires).
+   */
   constructor(
     ctx: PublishSessionContext,
     socket: SessionSocket,
@@ -181,8 +199,11 @@ export class PublishSession implements SocketSession {
     producer: string | null,
     key: string | null,
     who: LogFields,
+    access: PublishAccess = { rows: null, expiresAt: null },
   ) {
     this.#ctx = ctx;
+    this.#rows = access.rows;
+    this.#expiresAt = access.expiresAt;
     this.#socket = socket;
     this.#stream = stream;
     this.#producer = producer;
@@ -199,6 +220,9 @@ export class PublishSession implements SocketSession {
 
   /** Greets the publisher once its producer's pending commit settled. */
   async open(): Promise<void> {
+    if (this.#expiresAt !== null) {
+      this.#cancelExpiry = atExpiry(this.#expiresAt, () => this.#expired());
+    }
     const ctx = this.#ctx;
     const log = this.#stream.log!;
     // A seq still being committed decides what last_seq is: wait for it.
@@ -232,6 +256,16 @@ export class PublishSession implements SocketSession {
     this.#pump();
   }
 
+  // The token expired: the frames already taken are answered, the rest
+  // refused, then the socket is closed with 4401 token_expired.
+  #expired(): void {
+    if (this.#ended || this.#closing !== null) return;
+    this.#closing = { code: CloseCode.Unauthorized, error: "token_expired", detail: "" };
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#flush();
+  }
+
   // Refuses the rest of the input; the frames already taken are still
   // answered, then the socket is closed with `code`.
   // Counted as refused when decided, not once the answers have gone out.
@@ -252,8 +286,12 @@ export class PublishSession implements SocketSession {
   #closeNow(code: number, error: string, detail: string): void {
     if (this.#ended) return;
     this.#ctx.logger.info("dropped", { ...this.#who, code, error, detail });
+    // token_expired: with the stream's end, which every frame acknowledged here is below.
+    const reason = error === "token_expired"
+      ? encodeCloseReason({ error, resume: this.#stream.log!.endOffset })
+      : encodeCloseReason({ error, detail } as never);
     try {
-      this.#socket.close(code, encodeCloseReason({ error, detail } as never));
+      this.#socket.close(code, reason);
     } catch {
       // already closing
     }
@@ -334,6 +372,20 @@ export class PublishSession implements SocketSession {
     const stream = this.#stream;
     const m = this.#ctx.metrics;
     const tag = this.#key !== null ? { producer: this.#key, seq: f.seq } : null;
+    const outside = this.#rows === null ? -1 : firstOutside(this.#rows, f.rows);
+    if (outside !== -1) {
+      // A row outside the publisher's row-level grant: nothing of the frame is stored.
+      budget.release(bytes);
+      m.refused(stream.name, "forbidden");
+      entry.answer = {
+        seq: f.seq,
+        error: "forbidden",
+        index: outside,
+        detail: OUTSIDE_GRANT_DETAIL,
+      };
+      this.#flush();
+      return;
+    }
     void commitPublish(stream, f.rows, tag).then((out) => {
       budget.release(bytes); // committed or refused: what it held is freed
       const { answer, refusal } = wireAnswer(out, f.seq);
@@ -377,6 +429,7 @@ export class PublishSession implements SocketSession {
   ended(_end?: SocketEnd): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#cancelExpiry?.();
     this.#held = [];
     this.#heldBytes = 0;
     this.#ctx.logger.debug("publish_close", { ...this.#who });

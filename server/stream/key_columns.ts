@@ -18,9 +18,7 @@
  */
 
 import type { Column, RowSchema } from "../../schema/row_schema.ts";
-
-/** The column types a key column may have. */
-const KEY_TYPES: ReadonlySet<string> = new Set(["string", "int32", "int64", "boolean"]);
+import { keyColumnsOf } from "../../schema/key_check.ts";
 
 /**
  * The key columns of a stream, checked; reads the key of a stored row.
@@ -69,30 +67,7 @@ export class KeyColumns {
    * boolean; none twice; at least one.
    */
   static of(schema: RowSchema, names: readonly string[]): KeyColumns {
-    if (names.length === 0) throw new RangeError("a key needs at least one column");
-    const columns: Column[] = [];
-    for (const name of names) {
-      const c = schema.columns.find((c) => c.name === name);
-      if (c === undefined) {
-        const known = schema.columns.map((c) => c.name).join(", ");
-        throw new RangeError(
-          `key column ${JSON.stringify(name)} is not a column (columns: ${known})`,
-        );
-      }
-      if (!KEY_TYPES.has(c.type)) {
-        throw new RangeError(
-          `key column ${JSON.stringify(name)} is ${c.type}: a key column must be a string, ` +
-            "an integer or a boolean",
-        );
-      }
-      if (c.nullable) {
-        throw new RangeError(`key column ${JSON.stringify(name)} is nullable: a key needs a value`);
-      }
-      if (columns.includes(c)) {
-        throw new RangeError(`key column ${JSON.stringify(name)} is given twice`);
-      }
-      columns.push(c);
-    }
+    const columns = keyColumnsOf(schema, names);
     return new KeyColumns(schema, columns);
   }
 

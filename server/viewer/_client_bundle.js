@@ -29,10 +29,16 @@ var CloseCode = {
   TryAgainLater: 1013,
   /** The path or query does not parse. */
   Protocol: 4400,
-  /** Access denied (bearer token missing or not valid for this stream). */
+  /**
+   * Access denied (bearer token missing or not valid for this stream), or
+   * the token expired while the socket was open (`token_expired`, with the
+   * offset to resume at).
+   */
   Unauthorized: 4401,
   /** No such stream. */
   NotFound: 4404,
+  /** The stream was deleted while serving (`DELETE /_/streams/{name}`); do not reconnect. */
+  StreamDeleted: 4410,
   /** That offset cannot be served. */
   NotReplayable: 4416,
   /** Too slow; resume at the offset in the reason. */
@@ -190,6 +196,16 @@ var TooSlow = class extends SubscriptionError {
     this.resume = resume;
   }
 };
+var TokenExpired = class extends SubscriptionError {
+  /** The offset to resume at, or `null` (ephemeral stream, or not sent). */
+  resume;
+  /** Makes the error. */
+  constructor(url, resume, reason = "") {
+    super(`${quoteStream(url)} closed this subscription: its token expired (4401). ` + (resume !== null ? `Resume at offset ${resume} ` : "Subscribe again ") + "with a fresh token (a token function does this).", CloseCode.Unauthorized, reason, url);
+    this.name = "TokenExpired";
+    this.resume = resume;
+  }
+};
 function describeCode(code) {
   switch (code) {
     case null:
@@ -254,6 +270,11 @@ function closeError(code, reason, ctx, resume = null, wasClean = true) {
     }
     case CloseCode.TooSlow:
       return new TooSlow(ctx.url, num(f.resume) ?? resume, reason);
+    case CloseCode.Unauthorized:
+      if (f.error === "token_expired") {
+        return new TokenExpired(ctx.url, f.resume === null ? null : num(f.resume) ?? resume, reason);
+      }
+      return new ConnectionClosed(ctx.url, code, reason, resume, void 0, wasClean);
     default:
       return new ConnectionClosed(ctx.url, code, reason, resume, void 0, wasClean);
   }
@@ -382,6 +403,11 @@ function sinceMicros(value) {
 var PROTOCOL_VERSION = 2;
 var SUBPROTOCOL = "streamcast";
 var BEARER_PROTOCOL_PREFIX = "bearer.";
+var ROW_LEVEL_DETAIL = "row-level grant: read through the socket";
+var MAX_SIGNED_TOKEN_CHARS = 16384;
+function isBearerToken(token) {
+  return TOKEN_PATTERN.test(token) || token.length <= MAX_SIGNED_TOKEN_CHARS && /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/.test(token);
+}
 var TOKEN_PATTERN = /^[A-Za-z0-9._~-]{16,512}$/;
 var MAX_OFFSET = Number.MAX_SAFE_INTEGER;
 function subscribeUrl(url, query) {
@@ -474,11 +500,23 @@ async function sha256Hex(bytes) {
 function streamHttpBase(streamUrl) {
   return headUrl(streamUrl).replace(/\/head$/, "");
 }
+var ChunksForbidden = class extends Error {
+  /** Makes the error for the stream at `streamUrl`. */
+  constructor(streamUrl) {
+    super(`GET manifest of ${streamUrl}: 403 ${ROW_LEVEL_DETAIL}`);
+    this.name = "ChunksForbidden";
+  }
+};
 async function fetchManifest(streamUrl, f = fetch) {
   const res = await f(`${streamHttpBase(streamUrl)}/manifest`);
   if (res.status === 404) {
     await res.body?.cancel();
     return null;
+  }
+  if (res.status === 403) {
+    const body = await res.json().catch(() => null);
+    if (body?.detail === ROW_LEVEL_DETAIL) throw new ChunksForbidden(streamUrl);
+    throw new Error(`GET manifest of ${streamUrl}: HTTP 403`);
   }
   if (!res.ok) {
     await res.body?.cancel();
@@ -2122,18 +2160,19 @@ var CompressChoice = class {
   #dict;
   #stream;
   #fallBack;
-  constructor(opts, url) {
+  constructor(opts, token, url) {
     this.#zstd = opts._zstd ?? null;
     this.#stream = opts._zstdStream ?? false;
     this.#fallBack = opts._zstdDefault ?? false;
     const decompress2 = this.#zstd ? opts._zstdDict ?? null : null;
-    const token = opts.token;
-    const headers = token === void 0 ? void 0 : {
-      authorization: `Bearer ${token}`
-    };
     this.#dict = decompress2 && {
       decompress: decompress2,
-      load: (id) => fetchDictionary(url(), id, headers)
+      load: (id) => {
+        const t = token();
+        return fetchDictionary(url(), id, t === void 0 ? void 0 : {
+          authorization: `Bearer ${t}`
+        });
+      }
     };
   }
   /** The `compress=` value to send, or null. */
@@ -2488,6 +2527,20 @@ async function accessDenied(url, token, timeoutMs, resume) {
     clearTimeout(timer);
   }
 }
+function checkToken(token, who) {
+  if (!isBearerToken(token)) {
+    throw new TypeError(`${who}: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -, or a signed token (three base64url parts)`);
+  }
+}
+async function tokenNow(source, who) {
+  if (typeof source !== "function") return source;
+  const token = await source();
+  if (typeof token !== "string") {
+    throw new TypeError(`${who}: the token function returned ${typeof token}, not a string`);
+  }
+  checkToken(token, who);
+  return token;
+}
 
 // client/connect_options.ts
 var DEFAULT_SAVE_EVERY_ROWS = 1e4;
@@ -2527,7 +2580,6 @@ var DONE = {
 var Subscription = class _Subscription {
   #nodes;
   #opts;
-  #WS;
   #conn = null;
   #pastBytes = 0;
   #greeting = null;
@@ -2562,13 +2614,16 @@ var Subscription = class _Subscription {
   #snapshotLeft = 0;
   #snapshotEnd = 0;
   #onAbort = () => this.#abort();
+  #baseWS;
+  // The token of the latest connect (a token function is called before each).
+  #token = void 0;
   #compress;
   constructor(urls, options) {
     this.#nodes = new NodeRing(urls.map((u) => u.toString()));
     this.#opts = options;
     const WS = options.WebSocket ?? globalThis.WebSocket;
     if (!WS) throw new TypeError("connect: no WebSocket here; pass the WebSocket option");
-    this.#WS = options.token === void 0 ? WS : withToken(WS, options.token);
+    this.#baseWS = WS;
     this.#saver = new CursorSaver(options.cursor ?? null, {
       everyRows: options.saveEveryRows ?? DEFAULT_SAVE_EVERY_ROWS,
       everyMs: options.saveEveryMs ?? DEFAULT_SAVE_EVERY_MS,
@@ -2576,7 +2631,7 @@ var Subscription = class _Subscription {
         beforeSave: options.beforeSave
       } : {}
     }, () => this.#conn?.wakeUp());
-    this.#compress = new CompressChoice(options, () => this.#url);
+    this.#compress = new CompressChoice(options, () => this.#token, () => this.#url);
   }
   /**
    * @internal Use `connect`, which checks `url` and `options` (this trusts them).
@@ -2646,11 +2701,18 @@ var Subscription = class _Subscription {
         from = await archiveOffsetAt(options.archive, this.#since) ?? from;
       }
       if (this.#catchUpRows === 0 && this.#expect === from && this.#greeting !== null) throw err2;
-      const token = this.#opts.token;
-      const c = await catchUp(this.#url, from, streamId ?? this.#streamId, token === void 0 ? options : {
-        ...options,
-        fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url))
-      });
+      const token = this.#token;
+      let c;
+      try {
+        c = await catchUp(this.#url, from, streamId ?? this.#streamId, token === void 0 ? options : {
+          ...options,
+          fetch: fetchWithToken(options.fetch ?? fetch, token, httpOrigin(this.#url))
+        });
+      } catch (e) {
+        if (!(e instanceof ChunksForbidden) || typeof offset !== "number") throw e;
+        await this.#open(offset, streamId, resume);
+        return;
+      }
       const head = await fetchHead(this.#url, token === void 0 ? {} : {
         headers: {
           authorization: `Bearer ${token}`
@@ -2680,7 +2742,8 @@ var Subscription = class _Subscription {
       offset,
       streamId
     };
-    const conn = new Connection(this.#WS, subscribeUrl(this.#url, {
+    const token = this.#token = await tokenNow(this.#opts.token, "connect");
+    const conn = new Connection(token === void 0 ? this.#baseWS : withToken(this.#baseWS, token), subscribeUrl(this.#url, {
       offset,
       streamId,
       frames: "batch",
@@ -2723,7 +2786,7 @@ var Subscription = class _Subscription {
       if (conn.closed !== null) {
         const c = conn.closed;
         if (c.code === 1006) {
-          const denied = await accessDenied(this.#url, this.#opts.token, Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3), resume);
+          const denied = await accessDenied(this.#url, token, Math.min(this.#opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS, 5e3), resume);
           if (denied) throw denied;
         }
         const err2 = closeError(c.code, c.reason, ctx, resume, c.wasClean);
@@ -2963,7 +3026,8 @@ var Subscription = class _Subscription {
             offset: this.#durable ? this.#expect : null,
             streamId: this.#streamId
           }, this.#durable ? this.#expect : null, c.wasClean);
-          if (this.#opts.reconnect && err2.reconnectable) {
+          const renew = err2 instanceof TokenExpired && typeof this.#opts.token === "function";
+          if (this.#opts.reconnect && err2.reconnectable && !(err2 instanceof TokenExpired) || renew) {
             try {
               await this.#reconnect(err2);
             } catch (e) {
@@ -3237,12 +3301,10 @@ function checkOptions(options) {
   }
   const token = o.token;
   if (token !== void 0) {
-    if (typeof token !== "string") {
-      throw new TypeError(`connect: token must be a string, got ${typeof token}`);
+    if (typeof token !== "string" && typeof token !== "function") {
+      throw new TypeError(`connect: token must be a string or a function, got ${typeof token}`);
     }
-    if (!TOKEN_PATTERN.test(token)) {
-      throw new TypeError("connect: token must be 16-512 characters of A-Z a-z 0-9 . _ ~ -");
-    }
+    if (typeof token === "string") checkToken(token, "connect");
   }
   const catchUp2 = o.catchUp;
   if (catchUp2 !== void 0 && typeof catchUp2 !== "boolean") {

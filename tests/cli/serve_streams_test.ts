@@ -195,8 +195,8 @@ Deno.test("serve: PUT and DELETE /_/streams answer conflicts, a grown schema, ba
         ["ok", { schema: SCHEMA, colour: "red" }, /unknown field "colour"/],
         ["ok", { schema: { type: "string" } }, /schema is refused/],
         ["ok", { schema: SCHEMA, publish: "yes" }, /publish must be true or false/],
-        ["ok", { schema: SCHEMA, retainAge: "soon" }, /retainAge must be a positive duration/],
-        ["ok", { schema: SCHEMA, retainBytes: -1 }, /retainBytes must be a positive size/],
+        ["ok", { schema: SCHEMA, retainAge: "soon" }, /retainAge must be a duration like 90s/],
+        ["ok", { schema: SCHEMA, retainBytes: -1 }, /retainBytes must be a size like 500MB/],
         ["ok", { schema: SCHEMA, key: ["w"] }, /key: key column "w" is not a column/],
         ["ok", { schema: SCHEMA, ephemeral: true, publish: true }, /publish needs a durable/],
       ];

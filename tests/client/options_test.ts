@@ -91,7 +91,7 @@ Deno.test("connect checks every option's type and value at the call, before any 
     [{ signal: "stop" }, TypeError, 'signal must be an AbortSignal, got string "stop"'],
     [{ signal: {} }, TypeError, "signal must be an AbortSignal, got an object"],
     [{ WebSocket: "ws" }, TypeError, 'WebSocket must be a function, got string "ws"'],
-    [{ token: 12345 }, TypeError, "token must be a string, got number"],
+    [{ token: 12345 }, TypeError, "token must be a string or a function, got number"],
     [{ token: "short" }, TypeError, "token must be 16-512 characters"],
     [
       { catchUp: "yes" },

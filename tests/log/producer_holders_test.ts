@@ -1,7 +1,7 @@
 // Producer keys scoped to token holders (log/producer/table.ts): the table, its
 // recovery from the journal, a verify of that journal and a replicated log's
 // kept records each bound producers per holder, so one holder's many ids
-// never push out another's.
+// never push out another's; and the number of holders is bounded too.
 import { assertEquals } from "../harness/assert.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, verifyLog } from "../../log/mod.ts";
@@ -61,6 +61,48 @@ Deno.test("producer keys with holders: a log's state survives a reopen and verif
     await log.close();
     const report = await verifyLog(dir, { maxProducers: 2 });
     assertEquals(report.producers?.producers, 3);
+  } finally {
+    await rmrf(root);
+  }
+});
+
+Deno.test("producer holders: past maxProducerHolders the least recent holder is forgotten whole, the same after a reopen and in verify", async () => {
+  const t = new ProducerTable(10, 2);
+  t.committed([{ producer: producerKey("alice", "a1"), seq: 1, first: 1, last: 1 }]);
+  t.committed([{ producer: producerKey("alice", "a2"), seq: 1, first: 2, last: 2 }]);
+  t.committed([{ producer: producerKey("bob", "b1"), seq: 1, first: 3, last: 3 }]);
+  t.committed([{ producer: producerKey("alice", "a1"), seq: 2, first: 4, last: 4 }]);
+  // carol is a third holder: bob published last longest ago, so bob goes, all of him.
+  t.committed([{ producer: producerKey("carol", "c1"), seq: 1, first: 5, last: 5 }]);
+  assertEquals(t.committedState("bob b1"), null);
+  assertEquals(t.committedState("alice a2")?.seq, 1);
+  assertEquals(t.committedState("carol c1")?.seq, 1);
+  assertEquals(t.size, 3);
+
+  const root = await tempDir();
+  try {
+    const dir = `${root}/t`;
+    const opts = { maxProducers: 10, maxProducerHolders: 2 };
+    let log = await Log.open(dir, opts);
+    for (
+      const [producer, seq] of [["alice a1", 1], ["bob b1", 1], ["alice a1", 2], [
+        "carol c1",
+        1,
+      ]] as const
+    ) {
+      const r = log.publish(["{}"], { producer, seq });
+      if (r.status === "stored") await r.done;
+    }
+    assertEquals(log.producers.state("bob b1"), null);
+    await log.close();
+    log = await Log.open(dir, opts);
+    assertEquals(log.producers.state("bob b1"), null);
+    assertEquals(log.producers.state("alice a1")?.seq, 2);
+    assertEquals(log.producers.state("carol c1")?.seq, 1);
+    await log.close();
+    const report = await verifyLog(dir, opts);
+    assertEquals(report.error, null);
+    assertEquals(report.producers?.producers, 2);
   } finally {
     await rmrf(root);
   }

@@ -41,7 +41,7 @@ Deno.test("stream definition: durations and sizes in their units, anything else 
   for (const bad of ["", "1w", "-5s", 0, true]) {
     assert(refusal(() => durationSeconds(bad, "retainAge")).startsWith("retainAge must be"));
   }
-  for (const bad of ["1.5GB", "2 PiB", 0, 1.5]) {
+  for (const bad of ["2 PiB", 0, "lots", -1]) {
     assert(refusal(() => sizeBytes(bad, "retainBytes")).startsWith("retainBytes must be"));
   }
 });
