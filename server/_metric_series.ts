@@ -47,10 +47,12 @@ export class SeriesMap<S extends Series> {
   readonly #make: (labels: string) => S;
   // Label names and values in the caller's key order → series: two `Map`
   // lookups per label and no string building, so `inc(labels)` stays cheap.
-  readonly #aliases: AliasNode<S> = {};
+  #aliases: AliasNode<S> = {};
   #aliasCount = 0;
   // Rendered label text (names sorted) → series; the identity of a series.
   readonly #byLabels = new Map<string, S>();
+  // Rendered label text → the labels it was made from, for `drop`.
+  readonly #labelsOf = new Map<string, Labels>();
 
   constructor(metric: string, make: (labels: string) => S, reserved?: string) {
     this.#metric = metric;
@@ -115,9 +117,32 @@ export class SeriesMap<S extends Series> {
       }
       series = this.#make(text);
       this.#byLabels.set(text, series);
+      this.#labelsOf.set(text, { ...labels });
     }
     if (this.#aliasCount < MAX_ALIASES) this.#alias(labels, series);
     return series;
+  }
+
+  /**
+   * Removes every series whose label `name` is `value` (e.g. the series of a
+   * deleted stream), so names that come and go do not pile up series. Returns
+   * how many were removed. A child bound earlier to a removed series keeps
+   * counting into it unseen: bind again after a drop.
+   */
+  drop(name: string, value: string): number {
+    let dropped = 0;
+    for (const [text, labels] of this.#labelsOf) {
+      if (labels[name] !== value) continue;
+      this.#labelsOf.delete(text);
+      this.#byLabels.delete(text);
+      dropped++;
+    }
+    if (dropped > 0) {
+      // The alias trie may lead to a dropped series; it refills on the next lookups.
+      this.#aliases = {};
+      this.#aliasCount = 0;
+    }
+    return dropped;
   }
 
   #alias(labels: Labels, series: S): void {

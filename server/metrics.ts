@@ -216,6 +216,11 @@ export abstract class ValueMetric<Child> {
     return header(this.name, this.help, this.#type) + renderValues(this.name, this.#series);
   }
 
+  /** Removes every series whose label `label` is `value`; returns how many. */
+  forget(label: string, value: string): number {
+    return this.#series.drop(label, value);
+  }
+
   /** The series of `labels`, made if new: what a change of the value changes. */
   protected series(labels?: Labels): { value: number } {
     return this.#series.get(labels);
@@ -435,6 +440,11 @@ export class Histogram {
     return header(this.name, this.help, "histogram") + this.#samples();
   }
 
+  /** Removes every series whose label `label` is `value`; returns how many. */
+  forget(label: string, value: string): number {
+    return this.#series.drop(label, value);
+  }
+
   #samples(): string {
     const name = this.name;
     const les = this.buckets.map((b) => 'le="' + formatNumber(b) + '"');
@@ -590,6 +600,30 @@ export class Registry {
     return () => {
       this.#included.delete(other);
     };
+  }
+
+  /**
+   * Removes, from every metric of this registry, the series whose label
+   * `label` is `value` — what a stream deleted at runtime leaves behind.
+   * Returns how many series were removed.
+   *
+   * @example
+   * ```ts
+   * import { equal } from "node:assert/strict";
+   * import { Registry } from "./metrics.ts";
+   * const r = new Registry();
+   * const rows = r.counter("rows_total", "Rows.");
+   * rows.inc({ stream: "a" });
+   * rows.inc({ stream: "b" });
+   * equal(r.forget("stream", "a"), 1);
+   * equal(r.render().includes('stream="a"'), false);
+   * equal(rows.get({ stream: "b" }), 1);
+   * ```
+   */
+  forget(label: string, value: string): number {
+    let dropped = 0;
+    for (const metric of this.#metrics.values()) dropped += metric.forget(label, value);
+    return dropped;
   }
 
   /** Every metric in registration order, in the text exposition format. */

@@ -83,6 +83,8 @@ export class StreamSet {
     this.#publish.delete(name);
     this.#excludes.get(name)?.();
     this.#excludes.delete(name);
+    // Server-wide series labelled with the stream (publishing's) go with it.
+    this.#registry.forget("stream", name);
     stream.closeSubscribers(code, reason);
     for (const close of this.#sockets.get(name)?.values() ?? []) {
       try {

@@ -7,7 +7,7 @@
  * @module
  */
 
-import type { Counter, CounterChild, Histogram, HistogramChild, Registry } from "../metrics.ts";
+import type { Counter, Histogram, HistogramChild, Registry } from "../metrics.ts";
 import type { Stream } from "../stream/stream.ts";
 
 /**
@@ -60,7 +60,6 @@ export class PublishMetrics {
   readonly #duplicates: Counter;
   readonly #refusals: Counter;
   readonly #ack: Histogram;
-  readonly #children = new Map<string, CounterChild>();
   readonly #acks = new Map<string, HistogramChild>();
 
   /**
@@ -104,26 +103,20 @@ export class PublishMetrics {
     });
   }
 
-  #child(metric: Counter, labels: Record<string, string>): CounterChild {
-    const key = `${metric.name}\u0000${JSON.stringify(labels)}`;
-    let c = this.#children.get(key);
-    if (c === undefined) this.#children.set(key, c = metric.labels(labels));
-    return c;
-  }
-
   /** Counts `rows` stored in `stream` by `route`. */
   published(stream: string, route: PublishRoute, rows: number): void {
-    this.#child(this.#rows, { stream, route }).inc(rows);
+    // Looked up per call (no child kept): a deleted stream's series are dropped.
+    this.#rows.inc({ stream, route }, rows);
   }
 
   /** Counts a duplicate answered. */
   duplicate(stream: string): void {
-    this.#child(this.#duplicates, { stream }).inc();
+    this.#duplicates.inc({ stream });
   }
 
   /** Counts a refusal. */
   refused(stream: string, reason: PublishRefusal): void {
-    this.#child(this.#refusals, { stream, reason }).inc();
+    this.#refusals.inc({ stream, reason });
   }
 
   /** Records the time from arrival (`t0`, `performance.now()`) to the answer. */

@@ -140,6 +140,10 @@ Deno.test("serve: a created stream is published to, subscribed, served again aft
       assertEquals(after.streams, {});
       const health = (await getJson(`${a.url}/_/health`)).body as Record<string, unknown>;
       assertEquals(health.streams, 1);
+      // No series of the deleted stream is left: names that come and go do not pile up.
+      const left = (await (await fetch(`${a.url}/_/metrics`)).text()).split("\n")
+        .filter((l) => l.includes('stream="q"'));
+      assertEquals(left, []);
 
       // Created again: a new stream, from offset 1.
       const anew = await put(a.url, "q", { schema: SCHEMA, publish: true });

@@ -290,3 +290,25 @@ Deno.test("metrics a metric holds at most MAX_SERIES series", () => {
   c.inc({ id: "7" });
   assert.equal(c.get({ id: "7" }), 2, "existing series still work");
 });
+
+Deno.test("Registry.forget drops the series of one label value from every metric; the rest count on", () => {
+  const r = new Registry();
+  const rows = r.counter("rows_total", "Rows.");
+  const lag = r.gauge("lag", "Lag.");
+  const ack = r.histogram("ack_seconds", "Ack.", [0.1, 1]);
+  rows.inc({ stream: "a", route: "http" }, 2);
+  rows.inc({ route: "websocket", stream: "a" }, 3);
+  rows.inc({ stream: "b", route: "http" });
+  lag.set(4, { stream: "a" });
+  ack.observe(0.5, { stream: "a" });
+  ack.observe(0.5, { stream: "b" });
+  assert.equal(r.forget("stream", "a"), 4);
+  const text = r.render();
+  assert.equal(text.includes('stream="a"'), false);
+  assert.equal(rows.get({ stream: "b", route: "http" }), 1);
+  // A lookup by the same labels after the drop starts a new series at 0.
+  assert.equal(rows.get({ stream: "a", route: "http" }), 0);
+  rows.inc({ stream: "a", route: "http" });
+  assert.equal(rows.get({ route: "http", stream: "a" }), 1);
+  assert.equal(r.forget("stream", "nobody"), 0);
+});
