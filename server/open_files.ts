@@ -239,3 +239,21 @@ export function connectionBound(needs: DescriptorNeeds): ConnectionBound {
     DESCRIPTORS_PER_REPLAY_READER * needs.maxReplayReaders + DESCRIPTORS_FOR_REQUESTS;
   return { bound: Math.max(1, needs.softLimit - reserve), reserve };
 }
+
+/**
+ * The connection bound once the streams served differ from those counted at
+ * start: each stream created since sets aside its descriptors too, each one
+ * deleted gives them back. Infinity stays Infinity; never below 1.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { boundForStreams } from "./open_files.ts";
+ * equal(boundForStreams(880, 1, 3), 880 - 2 * 8);
+ * equal(boundForStreams(880, 3, 1), 880 + 2 * 8);
+ * equal(boundForStreams(10, 1, 100), 1);
+ * ```
+ */
+export function boundForStreams(bound: number, streamsAtStart: number, streamsNow: number): number {
+  return Math.max(1, bound - DESCRIPTORS_PER_STREAM * (streamsNow - streamsAtStart));
+}

@@ -271,11 +271,6 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
   if (s.stdin !== null) followed(s.stdin, values.stdin !== undefined ? "--stdin" : '"stdin"');
   for (const spec of list("upstream")) followed(split(spec)?.[0] ?? "", "--upstream");
   for (const name of file.upstreams.keys()) followed(name, `"upstreams"`);
-  if (s.streams.size === 0 && s.follow.size === 0) {
-    throw new RangeError(
-      `no stream declared: give --stream NAME=SCHEMA.json (or "streams" in --config) or --follow NAME=URL`,
-    );
-  }
   const undeclared = (name: string, what: string) => {
     if (!s.streams.has(name)) {
       const known = [...s.streams.keys()].map((n) => JSON.stringify(n)).join(", ");

@@ -102,7 +102,8 @@ export const SETTINGS: readonly Setting[] = [
     ],
     docs: "declares a stream and its JSON Schema. Repeatable. `=SCHEMA.json` (empty name) " +
       "declares the unnamed stream, served at `/`. Names: 1–64 of `A-Z a-z 0-9 . _ -`, not " +
-      "starting with `_` or `.`.",
+      "starting with `_` or `.`. With none declared (and none followed) the server starts " +
+      "empty and serves the streams created at runtime (`PUT /_/streams/NAME`).",
   },
   {
     flag: "ephemeral",

@@ -66,6 +66,8 @@ export interface HttpContext {
   readonly signedTokens: TokenVerifier | null;
   /** Whether the server is shutting down (upgrades get 1001, health 503). */
   readonly shuttingDown: boolean;
+  /** Streams served when the server started (what `settings.openFilesBound` counted). */
+  readonly streamsAtStart: number;
   /** WebSocket connections open (subscribers, publishers, and refused ones still closing). */
   readonly sockets: ReadonlySet<WebSocket>;
   /**

@@ -119,6 +119,7 @@ export class HttpHandler {
     const publishBudget = new PublishBudget(settings.maxPublishServerBytes);
     this.#ctx = {
       streams: set.streams,
+      streamsAtStart: set.streams.size,
       roles: set.roles,
       publish: set.publish,
       admin: settings.streamAdmin,

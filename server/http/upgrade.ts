@@ -17,6 +17,7 @@ import { CloseCode } from "../../wire/close_reason.ts";
 import type { LogFields } from "../../common/logger.ts";
 import { offeredProtocols } from "../auth.ts";
 import { parseReason, type SessionSocket, type SocketEnd, type SocketSession } from "../socket.ts";
+import { boundForStreams } from "../open_files.ts";
 import type { HttpContext } from "./context.ts";
 import { json } from "./_respond.ts";
 
@@ -34,7 +35,11 @@ import { json } from "./_respond.ts";
  * ```
  */
 export function refuseWhenFull(ctx: HttpContext, remote: string): Response | null {
-  const { maxConnections, openFilesBound } = ctx.settings;
+  const { maxConnections } = ctx.settings;
+  // Streams created since the start hold descriptors the start-time bound did not count.
+  const openFilesBound = ctx.settings.openFilesBound === null
+    ? null
+    : boundForStreams(ctx.settings.openFilesBound, ctx.streamsAtStart, ctx.streams.size);
   const byFiles = openFilesBound !== null && openFilesBound < maxConnections;
   const max = byFiles ? openFilesBound : maxConnections;
   if (ctx.sockets.size < max) return null;

@@ -205,3 +205,62 @@ Deno.test("serve without FFI says it cannot raise the limit, and serves", async 
     await w.rm();
   }
 });
+
+/** The `streamcast_connections` gauge the server reports now. */
+async function connections(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/_/metrics`)).text();
+  const m = /^streamcast_connections (\d+)$/m.exec(text);
+  assert(m !== null, "streamcast_connections is reported");
+  return Number(m[1]);
+}
+
+Deno.test("serve: streams created at runtime take their descriptors out of the connection bound, and give them back when deleted", async () => {
+  const w = await workspace();
+  const server = await serveUnder("512:512", w);
+  const port = Number(new URL(server.url).port);
+  const subs: RawWs[] = [];
+  try {
+    const line = /leaves room for (\d+) connections/.exec(server.stderr());
+    assert(line !== null, `the bound's line at start:\n${server.stderr()}`);
+    const bound = Number(line[1]);
+    const { open, refused } = await subscribeMany(port, bound);
+    subs.push(...open);
+    assertEquals([open.length, refused], [bound, []]);
+    assertEquals(await subscribe(port), 503, "the bound is full");
+
+    // Five streams created: 5 × 8 descriptors set aside from the bound.
+    const names = ["c1", "c2", "c3", "c4", "c5"];
+    for (const name of names) {
+      const res = await fetch(`${server.url}/_/streams/${name}`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ schema: SCHEMA }),
+      });
+      assertEquals(res.status, 201, await res.text());
+    }
+    for (const s of subs.splice(0, 30)) s.close();
+    await until(async () => (await connections(server.url)) === bound - 30, 10_000, "30 gone");
+    assertEquals(await subscribe(port), 503, "30 free slots are fewer than the 40 set aside");
+    for (const s of subs.splice(0, 15)) s.close();
+    await until(async () => (await connections(server.url)) === bound - 45, 10_000, "45 gone");
+    const { open: five } = await subscribeMany(port, 5);
+    subs.push(...five);
+    assertEquals(five.length, 5, "bound - 40 connections fit, no more");
+    assertEquals(await subscribe(port), 503);
+
+    // Deleted again: the descriptors come back to the bound.
+    for (const name of names) {
+      const res = await fetch(`${server.url}/_/streams/${name}`, { method: "DELETE" });
+      assertEquals(res.status, 204, await res.text());
+    }
+    const { open: back } = await subscribeMany(port, 40);
+    subs.push(...back);
+    assertEquals(back.length, 40, "the bound is back where it started");
+    assertEquals(await subscribe(port), 503);
+    assertEquals((await server.signal("SIGTERM", 20_000)).code, 0, server.stderr());
+  } finally {
+    for (const s of subs) s.close();
+    await server.stop();
+    await w.rm();
+  }
+});
