@@ -284,6 +284,14 @@ async function start(s: Settings, logger: Logger): Promise<Running> {
     })),
   ];
   const streams = served.map((st) => st instanceof Stream ? st : st.stream);
+  if (streams.length === 0 && clusterAdmin === null) {
+    logger.info(
+      "no_streams",
+      {},
+      "streamcast serve: no stream declared: serving none until one is created " +
+        "(PUT /_/streams/NAME, or cli.ts streams create)",
+    );
+  }
   const bound = await openFilesBound(s, streams.length, logger);
   const localAdmin = cluster ? null : createdAdmin(s, declared, recorded, logger);
   let server: Server;

@@ -407,3 +407,22 @@ Deno.test("serve: a stream created with a key keeps its latest row per key; a ke
     }
   });
 });
+
+Deno.test("serve: with no stream declared it starts empty, says so, and serves the streams created", async () => {
+  await withRoot(async (root) => {
+    const a = await startServe(["--root", root, "--port", String(freePort())]);
+    try {
+      assertMatch(a.stderr(), /no stream declared: serving none until one is created/);
+      assertEquals((await getJson(`${a.url}/_/health`)).body, { ok: true, streams: 0 });
+      assertEquals((await getJson(`${a.url}/_/streams`)).body, []);
+      assertEquals((await put(a.url, "q", { schema: SCHEMA, publish: true })).status, 201);
+      const sub = await TestSub.open(`${a.ws}/q`);
+      assertEquals(await postRows(a.url, "q", [{ v: 1 }]), 200);
+      await sub.waitLines(1);
+      assertEquals(sub.offsets(), [1]);
+      await sub.close();
+    } finally {
+      await a.stop();
+    }
+  });
+});

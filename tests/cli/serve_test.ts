@@ -445,7 +445,6 @@ Deno.test("serve refuses bad starts with one line naming the problem", async () 
       2,
       /--malloc-trim-every must be a number of seconds >= 0, got "often"/,
     ],
-    [["--root", w.root, ...port()], 2, /no stream declared/],
     [["--stream", `trades=${missing}`, ...port()], 2, /cannot read schema file .*missing\.json/],
     [["--stream", `trades=${notJson}`, ...port()], 2, /schema file .*not\.json is not JSON/],
     [
