@@ -23,7 +23,13 @@ import {
   parseDefinition,
   type StreamDefinition,
 } from "../../server/stream_definition.ts";
-import type { AdminAnswer, StreamAdmin, StreamDescription } from "../../server/stream_admin.ts";
+import {
+  type AdminAnswer,
+  declaredAnswer,
+  describeStream,
+  type StreamAdmin,
+  type StreamDescription,
+} from "../../server/stream_admin.ts";
 import { STREAM_DELETED_REASON } from "../../server/admin/local_admin.ts";
 import type { ServedStream, Server } from "../../server/serve.ts";
 import type { ClusterJoined } from "./cluster.ts";
@@ -36,17 +42,6 @@ import { DEFAULT_MAX_STREAMS } from "../../server/limits.ts";
 const APPLY_WAIT_MS = 10_000;
 /** Attempts of a write that lost a race with another node's. */
 const WRITE_ATTEMPTS = 5;
-
-function declaredAnswer(name: string): AdminAnswer {
-  return {
-    status: 409,
-    body: {
-      error: "declared",
-      detail: `stream ${JSON.stringify(name)} is declared by flags or the config file: ` +
-        "change it there and restart",
-    },
-  };
-}
 
 function unavailable(err: unknown): AdminAnswer {
   return { status: 503, body: { error: "unavailable", detail: `etcd: ${oneLine(err)}` } };
@@ -264,12 +259,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
   }
 
   describe(name: string): StreamDescription | null {
-    if (this.#declared.has(name)) {
-      const d = this.#declared.get(name)!;
-      return { declared: true, definition: d === null ? null : definitionJson(d) };
-    }
-    const d = this.#defs.get(name);
-    return d === undefined ? null : { declared: false, definition: definitionJson(d) };
+    return describeStream(this.#declared, this.#defs, name);
   }
 
   // Waits (bounded) until this node serves `name` as `def` says (null: not at all).

@@ -11,8 +11,14 @@ import { join } from "node:path";
 import type { Logger } from "../../common/logger.ts";
 import { CloseCode } from "../../wire/close_reason.ts";
 import type { Stream } from "../stream/stream.ts";
-import { compareDefinitions, definitionJson, type StreamDefinition } from "../stream_definition.ts";
-import type { AdminAnswer, StreamAdmin, StreamDescription } from "../stream_admin.ts";
+import { compareDefinitions, type StreamDefinition } from "../stream_definition.ts";
+import {
+  type AdminAnswer,
+  declaredAnswer,
+  describeStream,
+  type StreamAdmin,
+  type StreamDescription,
+} from "../stream_admin.ts";
 import { STREAMS_FILE, writeStreamsFile } from "./streams_file.ts";
 
 /** The server's live set of streams, as the admin changes it. */
@@ -110,12 +116,7 @@ export class LocalStreamAdmin implements StreamAdmin {
   }
 
   describe(name: string): StreamDescription | null {
-    if (this.#o.declared.has(name)) {
-      const d = this.#o.declared.get(name)!;
-      return { declared: true, definition: d === null ? null : definitionJson(d) };
-    }
-    const d = this.#recorded.get(name);
-    return d === undefined ? null : { declared: false, definition: definitionJson(d) };
+    return describeStream(this.#o.declared, this.#recorded, name);
   }
 
   put(name: string, definition: StreamDefinition): Promise<AdminAnswer> {
@@ -139,7 +140,7 @@ export class LocalStreamAdmin implements StreamAdmin {
       if (d !== null && compareDefinitions(d, definition).kind === "same") {
         return { status: 200, body: { stream: name, stream_id: streamIdOf(host, name) } };
       }
-      return declared(name);
+      return declaredAnswer(name);
     }
     const before = this.#recorded.get(name);
     if (before !== undefined) {
@@ -197,7 +198,7 @@ export class LocalStreamAdmin implements StreamAdmin {
 
   async #delete(name: string): Promise<AdminAnswer> {
     const host = this.#hostOrThrow();
-    if (this.#o.declared.has(name)) return declared(name);
+    if (this.#o.declared.has(name)) return declaredAnswer(name);
     const def = this.#recorded.get(name);
     if (def === undefined) {
       return {
@@ -220,17 +221,6 @@ export class LocalStreamAdmin implements StreamAdmin {
 
 function streamIdOf(host: StreamHost, name: string): string | null {
   return host.get(name)?.streamId ?? null;
-}
-
-function declared(name: string): AdminAnswer {
-  return {
-    status: 409,
-    body: {
-      error: "declared",
-      detail: `stream ${JSON.stringify(name)} is declared by flags or the config file: ` +
-        "change it there and restart",
-    },
-  };
 }
 
 // The answer when a stream cannot be opened as defined: its folder holds a
