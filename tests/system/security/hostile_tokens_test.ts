@@ -134,7 +134,13 @@ async function hostile(c: FuzzCase, keys: Keys): Promise<Hostile> {
     "wrong_issuer",
     "no_exp",
   ] as const;
-  const kind = pick(r, kinds);
+  // Kinds added later draw from a generator of their own, so that the cases
+  // kept in seeds.ts still make the tokens they were kept for.
+  const later = caseRng(c, 0x1a7e5);
+  const laterKinds = ["embedded_key", "hmac_with_public_key", "crit"] as const;
+  const kind: typeof kinds[number] | typeof laterKinds[number] = later() < 0.15
+    ? pick(later, laterKinds)
+    : pick(r, kinds);
   const token = (why: Why | null, t: string): Hostile => ({ kind, token: t, why });
   switch (kind) {
     case "good":
@@ -262,6 +268,38 @@ async function hostile(c: FuzzCase, keys: Keys): Promise<Hostile> {
       const { iss: _, ...without } = claims;
       const payload = r() < 0.3 ? without : { ...claims, iss: "https://evil.test" };
       return token("wrong_issuer", await signClaims(signer, header, payload));
+    }
+    case "embedded_key": {
+      // A stranger's key, named in the header (jwk, jku, x5u) or by a kid: never the one checked.
+      const stranger = pick(r, [keys.strangerEd, keys.strangerRs]);
+      const h = pick<Record<string, unknown>>(r, [
+        { jwk: stranger.jwk },
+        { jku: "https://evil.test/jwks.json" },
+        { x5u: "https://evil.test/cert.pem" },
+        { kid: "../../../../dev/null" },
+        { kid: 7 },
+      ]);
+      return token(
+        "bad_signature",
+        await signClaims(stranger, { alg: stranger.alg, ...h }, claims),
+      );
+    }
+    case "hmac_with_public_key": {
+      // HS256 keyed with the text of a public key the server holds: a public key is no secret.
+      const pub = pick(r, [keys.ed, keys.rs]);
+      const secret = new TextEncoder().encode(r() < 0.5 ? pub.pem : JSON.stringify(pub.jwk));
+      return token("bad_signature", await signClaims(secret, { alg: "HS256" }, claims));
+    }
+    case "crit": {
+      // Critical extensions the server does not know, or an unencoded payload.
+      const h = pick<Record<string, unknown>>(r, [
+        { crit: ["exp"], exp: 1 },
+        { crit: ["x-unknown"], "x-unknown": true },
+        { crit: ["b64"], b64: false },
+        { crit: [] },
+        { crit: "b64" },
+      ]);
+      return token("malformed", await signClaims(signer, { ...header, ...h }, claims));
     }
     case "no_exp": {
       const { exp: _, ...without } = claims;
