@@ -44,7 +44,7 @@ import { checkName, compileColumn, expectObject } from "./column.ts";
 import { generateEncodedCheck } from "./encoded_check.ts";
 import { generateEncoder } from "./encoder.ts";
 import type { Column, RowSchema } from "./row_schema.ts";
-import { MAX_COLUMNS, MUST_REQUIRE, TOP_KEYWORDS } from "./rules.ts";
+import { MAX_COLUMNS, MAX_SCHEMA_DEPTH, MUST_REQUIRE, TOP_KEYWORDS } from "./rules.ts";
 import { refuse } from "./schema_error.ts";
 import { buildValidator, checkSubSchema, getAjv } from "./validator.ts";
 
@@ -99,6 +99,7 @@ import { buildValidator, checkSubSchema, getAjv } from "./validator.ts";
 export function compileSchema(json: unknown): RowSchema {
   const { ajv, stringFormats } = getAjv();
   const top = expectObject(json, "");
+  checkDepth(top);
   for (const key of Object.keys(top)) {
     if (!TOP_KEYWORDS.includes(key)) {
       throw refuse(
@@ -165,6 +166,27 @@ export function compileSchema(json: unknown): RowSchema {
     encode,
     isEncoded: generateEncodedCheck(columns, derived),
   });
+}
+
+// Refuses a schema nesting deeper than MAX_SCHEMA_DEPTH, naming where,
+// without recursion: what checks and compiles it afterwards recurses.
+function checkDepth(top: Record<string, unknown>): void {
+  const stack: [unknown, number, string][] = [[top, 1, ""]];
+  while (stack.length > 0) {
+    const [value, depth, at] = stack.pop()!;
+    if (typeof value !== "object" || value === null) continue;
+    if (depth > MAX_SCHEMA_DEPTH) {
+      const where = at.length > 80 ? `${at.slice(0, 80)}…` : at;
+      throw refuse("", `nests deeper than ${MAX_SCHEMA_DEPTH} levels (at ${where})`);
+    }
+    if (Array.isArray(value)) {
+      value.forEach((item, i) => stack.push([item, depth + 1, `${at}/${i}`]));
+    } else {
+      for (const [key, item] of Object.entries(value)) {
+        stack.push([item, depth + 1, `${at}/${pointerEscape(key)}`]);
+      }
+    }
+  }
 }
 
 function checkRequired(required: unknown, names: readonly string[]): void {

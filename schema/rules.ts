@@ -188,3 +188,12 @@ export const ARRAY_KEYWORDS: ReadonlySet<string> = new Set([
  * encoding, validating and Arrow building never recurse without bound.
  */
 export const MAX_ROW_DEPTH = 64;
+
+/**
+ * How deep a schema may nest, counting every JSON object and array in it
+ * (the schema itself is level 1). A nested column's sub-schema takes about
+ * two levels per level of its values (`properties`, then the property), so
+ * this leaves room for {@linkcode MAX_ROW_DEPTH} levels and their keywords;
+ * a deeper schema is refused before anything walks it recursively.
+ */
+export const MAX_SCHEMA_DEPTH = 2 * MAX_ROW_DEPTH + 8;

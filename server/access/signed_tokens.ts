@@ -2,22 +2,25 @@
  * Signed tokens (JWTs, RFC 7519): the keys that check them and the check.
  *
  * Keys come from `--jwt-keys FILE` — a JWKS (`{"keys": [...]}`: RSA keys for
- * RS256, P-256 keys for ES256, Ed25519 keys for EdDSA; a key's `alg` and
- * `kid` are honoured) or PEM public keys (`-----BEGIN PUBLIC KEY-----`, as
- * many as the file holds) — and from `--jwt-secret-file FILE` (HS256: the
+ * RS256, P-256 keys for ES256, Ed25519 keys for EdDSA, which a token's
+ * header may also call `Ed25519`; a key's `alg` and `kid` are honoured) or
+ * PEM public keys (`-----BEGIN PUBLIC KEY-----`, as many as the file
+ * holds) — and from `--jwt-secret-file FILE` (HS256: the
  * file's bytes are the key, one trailing newline ignored, at least
  * {@linkcode MIN_SECRET_BYTES} bytes). The signatures are checked by npm
  * `jose`.
  *
  * A token is checked in this order, the first failure naming it
- * ({@linkcode InvalidWhy}): its size (`oversized`, before any parsing), its
- * header (`malformed`), `alg: none` (`alg_none`), an `alg` no key allows
+ * ({@linkcode InvalidWhy}): its size in UTF-8 bytes (`oversized`, before
+ * any parsing), its header (`malformed`, also for an `alg` that is not a
+ * string), `alg: none` (`alg_none`), an `alg` no key allows
  * (`wrong_alg`; a token's `alg` picks only keys made for it, so an RS256
  * public key is never taken as an HS256 secret), the signature against every
  * key of that `alg` (and that `kid`, when the token names one:
  * `bad_signature`), then the claims: `exp` required (`no_exp`) and not past
- * (`expired`), `nbf` not ahead (`not_yet_valid`), `iss` and `aud` when the
- * server is given them (`wrong_issuer`, `wrong_audience`), and the grant
+ * (`expired`), `nbf` not ahead (`not_yet_valid`; `exp` or `nbf` not a
+ * number: `malformed`), `iss` and `aud` when the server is given them
+ * (`wrong_issuer`, `wrong_audience`), and the grant
  * claims (`malformed`, see `claim_grant.ts`). No clock tolerance: the
  * server's clock is the one that counts.
  *
@@ -138,9 +141,7 @@ function jwkAlg(jwk: Record<string, unknown>, at: string): TokenAlg {
       } is none of RSA, EC P-256, OKP Ed25519`,
     );
   }
-  if (
-    jwk.alg !== undefined && jwk.alg !== implied && !(implied === "EdDSA" && jwk.alg === "Ed25519")
-  ) {
+  if (jwk.alg !== undefined && (typeof jwk.alg !== "string" || tokenAlg(jwk.alg) !== implied)) {
     throw new TypeError(`${at}: alg ${JSON.stringify(jwk.alg)} does not fit a ${jwk.kty} key`);
   }
   return implied;
@@ -286,7 +287,7 @@ export class SignedTokens {
    */
   async verify(token: string, now: number = Date.now()): Promise<TokenCheck> {
     const fail = (why: InvalidWhy, detail: string): TokenCheck => ({ ok: false, why, detail });
-    if (token.length > this.maxTokenBytes) {
+    if (utf8Length(token, this.maxTokenBytes) > this.maxTokenBytes) {
       return fail("oversized", `the token is over ${this.maxTokenBytes} bytes`);
     }
     let header;
@@ -295,20 +296,27 @@ export class SignedTokens {
     } catch {
       return fail("malformed", "the token's header is not a JWS header");
     }
-    const alg = header.alg;
-    if (typeof alg !== "string" || alg.toLowerCase() === "none") {
+    const headerAlg: unknown = header.alg;
+    if (typeof headerAlg !== "string") {
+      return fail("malformed", "the token's header has no alg string");
+    }
+    if (headerAlg.toLowerCase() === "none") {
       return fail("alg_none", "an unsigned token (alg none)");
     }
+    const alg = tokenAlg(headerAlg);
     let keys = this.#keys.filter((k) => k.alg === alg);
     if (keys.length === 0) {
-      return fail("wrong_alg", `alg ${alg.slice(0, 16)} is not one the server's keys allow`);
+      return fail(
+        "wrong_alg",
+        `alg ${JSON.stringify(headerAlg.slice(0, 16))} is not one the server's keys allow`,
+      );
     }
     if (typeof header.kid === "string") {
       keys = keys.filter((k) => k.kid === null || k.kid === header.kid);
       if (keys.length === 0) return fail("bad_signature", "no key has the token's kid");
     }
     const options = {
-      algorithms: [alg],
+      algorithms: [headerAlg],
       currentDate: new Date(now),
       requiredClaims: ["exp"],
       ...(this.#issuer !== null ? { issuer: this.#issuer } : {}),
@@ -328,7 +336,9 @@ export class SignedTokens {
                 ? fail("no_exp", "the token has no exp")
                 : fail("malformed", "exp is not a number");
             case "nbf":
-              return fail("not_yet_valid", "the token is not valid yet (nbf)");
+              return err.reason === "invalid"
+                ? fail("malformed", "nbf is not a number")
+                : fail("not_yet_valid", "the token is not valid yet (nbf)");
             case "iss":
               return fail("wrong_issuer", "the token's iss is not the server's issuer");
             case "aud":
@@ -344,6 +354,42 @@ export class SignedTokens {
     }
     return fail("bad_signature", "the signature is not one of the server's keys");
   }
+}
+
+/**
+ * The algorithm a key must be made for to check a token whose header says
+ * `alg`: JOSE's fully-specified name `Ed25519` (RFC 9864) is the `EdDSA` of
+ * an Ed25519 key; any other name is itself.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { tokenAlg } from "./signed_tokens.ts";
+ * equal(tokenAlg("Ed25519"), "EdDSA");
+ * equal(tokenAlg("RS256"), "RS256");
+ * ```
+ */
+export function tokenAlg(alg: string): string {
+  return alg === "Ed25519" ? "EdDSA" : alg;
+}
+
+// The UTF-8 length of `s` in bytes, counted only until it passes `max`.
+function utf8Length(s: string, max: number): number {
+  if (s.length > max) return s.length; // every UTF-16 unit is at least one byte
+  let n = 0;
+  for (let i = 0; i < s.length && n <= max; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        n += 4;
+        i++;
+      } else n += 3;
+    } else n += 3;
+  }
+  return n;
 }
 
 /**

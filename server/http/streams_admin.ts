@@ -17,8 +17,17 @@ import type { HttpContext } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { json } from "./_respond.ts";
 
+/**
+ * The longest `detail` a 400 carries, in characters: a message that quotes
+ * what the body held is cut there, so a huge value is not sent back.
+ */
+export const MAX_DETAIL_CHARS = 1024;
+
 function bad(detail: string): Response {
-  return json({ error: "bad_request", detail }, 400);
+  const clipped = detail.length > MAX_DETAIL_CHARS
+    ? `${detail.slice(0, MAX_DETAIL_CHARS)}…`
+    : detail;
+  return json({ error: "bad_request", detail: clipped }, 400);
 }
 
 function answer(a: AdminAnswer): Response {

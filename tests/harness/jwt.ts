@@ -68,3 +68,50 @@ export function secretText(): string {
   )
     .join("");
 }
+
+/** `data` (bytes, or text as UTF-8) in base64url without padding, as JOSE writes it. */
+export function b64url(data: Uint8Array | string): string {
+  const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+// The Web Crypto parameters that sign with a key of each test algorithm.
+const SUBTLE_SIGN: Record<TestKey["alg"], AlgorithmIdentifier | EcdsaParams> = {
+  RS256: "RSASSA-PKCS1-v1_5",
+  ES256: { name: "ECDSA", hash: "SHA-256" },
+  EdDSA: "Ed25519",
+};
+
+/**
+ * A compact JWS of any `header` and `payload` (a value, written as JSON, or
+ * raw bytes), signed with `key` (an HS256 secret or a test key) whatever the
+ * header says: for tokens no JOSE library would make — an `alg` that is not a
+ * string, an `nbf` that is a string, a claims set that is not an object.
+ */
+export async function signClaims(
+  key: Uint8Array | TestKey,
+  header: unknown,
+  payload: unknown,
+): Promise<string> {
+  const body = payload instanceof Uint8Array ? payload : JSON.stringify(payload);
+  const input = `${b64url(JSON.stringify(header))}.${b64url(body)}`;
+  const data = new TextEncoder().encode(input);
+  let sig: ArrayBuffer;
+  if (key instanceof Uint8Array) {
+    const hmac = await crypto.subtle.importKey(
+      "raw",
+      new Uint8Array(key),
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign"],
+    );
+    sig = await crypto.subtle.sign("HMAC", hmac, data);
+  } else {
+    // jose's CryptoKey type is node's; the key is Web Crypto's.
+    const privateKey = key.privateKey as unknown as Parameters<typeof crypto.subtle.sign>[1];
+    sig = await crypto.subtle.sign(SUBTLE_SIGN[key.alg], privateKey, data);
+  }
+  return `${input}.${b64url(new Uint8Array(sig))}`;
+}

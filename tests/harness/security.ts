@@ -30,12 +30,26 @@ export interface RawAnswer {
 export async function rawRequest(
   port: number,
   path: string,
-  options: { headers?: Record<string, string>; upgrade?: boolean; ms?: number } = {},
+  options: {
+    headers?: Record<string, string>;
+    upgrade?: boolean;
+    ms?: number;
+    /** The method (default GET). */
+    method?: string;
+    /** A body, sent with its Content-Length. */
+    body?: Uint8Array | string;
+  } = {},
 ): Promise<RawAnswer> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   const timer = setTimeout(() => conn.close(), options.ms ?? 10_000);
   try {
-    let head = `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n`;
+    const body = typeof options.body === "string"
+      ? new TextEncoder().encode(options.body)
+      : options.body;
+    let head = `${
+      options.method ?? "GET"
+    } ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n`;
+    if (body !== undefined) head += `Content-Length: ${body.length}\r\n`;
     if (options.upgrade) {
       head = `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
         `Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n` +
@@ -43,6 +57,12 @@ export async function rawRequest(
     }
     for (const [k, v] of Object.entries(options.headers ?? {})) head += `${k}: ${v}\r\n`;
     await conn.write(new TextEncoder().encode(head + "\r\n"));
+    // A server may answer (413) and close before it has read a big body.
+    for (let at = 0; body !== undefined && at < body.length;) {
+      const n = await conn.write(body.subarray(at)).catch(() => null);
+      if (n === null) break;
+      at += n;
+    }
     let acc = new Uint8Array(0);
     const dec = new TextDecoder();
     const more = async (): Promise<boolean> => {

@@ -27,6 +27,20 @@ export const REGRESSION_CASES: Readonly<Record<string, readonly FuzzCase[]>> = {
   // A greeting `null` from a lying primary: the mirror read its stream_id
   // in a socket handler, and the TypeError killed the process.
   follower_inputs: [{ seed: 2815668905, index: 0 }],
+  // Seed 3005994606: a string nbf was refused as not_yet_valid (case 8), an
+  // alg that is not a string as alg_none (12), a header alg "Ed25519" for an
+  // Ed25519 key as wrong_alg (15), and a token over --max-token-bytes in
+  // UTF-8 but not in UTF-16 units was parsed, not refused oversized (23).
+  hostile_tokens: [
+    { seed: 3005994606, index: 8 },
+    { seed: 3005994606, index: 12 },
+    { seed: 3005994606, index: 15 },
+    { seed: 3005994606, index: 23 },
+  ],
+  // Seed 1786153575: a PUT /_/streams schema nesting ~50,000 levels
+  // overflowed the stack of the schema compiler, a 500 (case 16); a 400
+  // quoted a 78,000-character field back in its detail (20).
+  hostile_admin: [{ seed: 1786153575, index: 16 }, { seed: 1786153575, index: 20 }],
 };
 
 /** The variable that replays one seed. */

@@ -1027,3 +1027,34 @@ Deno.test("schema validators keep working across many compiles", () => {
   assert.equal(first.validate({ v: "599" }), '/v: must match pattern "^first$"');
   assert.equal(last.validate({ v: "599" }), null);
 });
+
+Deno.test("schema takes values nested to the row limit and refuses a schema nested past its own, without recursing", async () => {
+  const { MAX_ROW_DEPTH, MAX_SCHEMA_DEPTH } = await import("../../schema/rules.ts");
+  const objects = (levels: number) => {
+    let inner: Record<string, unknown> = { type: "integer" };
+    for (let i = 0; i < levels; i++) {
+      inner = { type: "object", properties: { a: inner }, required: ["a"] };
+    }
+    return { type: "object", properties: { x: inner }, required: ["x"] };
+  };
+  const arrays = (levels: number) => {
+    let inner: Record<string, unknown> = { type: "integer" };
+    for (let i = 0; i < levels; i++) inner = { type: "array", items: inner };
+    return { type: "object", properties: { x: inner }, required: ["x"] };
+  };
+  // A schema for values as deep as a row may nest is taken.
+  compileSchema(objects(MAX_ROW_DEPTH));
+  compileSchema(arrays(MAX_ROW_DEPTH));
+  // Deep enough to overflow the stack of a recursive walk: refused by name.
+  for (const json of [objects(100_000), arrays(100_000), arrays(MAX_SCHEMA_DEPTH)]) {
+    assert.throws(() => compileSchema(json), (err: Error) => {
+      assert.ok(err instanceof SchemaError, `${err.name}: ${err.message.slice(0, 200)}`);
+      assert.match(
+        err.message,
+        new RegExp(`nests deeper than ${MAX_SCHEMA_DEPTH} levels \\(at /properties/x/`),
+      );
+      assert.ok(err.message.length < 200, `${err.message.length} characters`);
+      return true;
+    });
+  }
+});
