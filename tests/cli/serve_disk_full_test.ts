@@ -281,3 +281,78 @@ Deno.test("serve --upstream on a full disk disconnects, reconnects once the disk
     await d.close();
   }
 });
+
+Deno.test("serve: a producer's frames pipelined behind a disk_full refusal are refused too, leaving no hole", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--publish",
+      "t",
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "8MiB",
+    ]);
+    const server = s;
+    const post = (n: number) => fetch(`${server.url}/t`, { method: "POST", body: row(n) + "\n" });
+    const ws = new WebSocket(`${s.ws}/t/publish?producer=p`);
+    const answers: Record<string, unknown>[] = [];
+    ws.onmessage = (e) => answers.push(JSON.parse(e.data));
+    await until(() => answers.length === 1, 10_000, "publish greeting");
+    const frame = (seq: number) =>
+      ws.send(JSON.stringify({ seq, rows: [{ n: 1000 + seq, pad: "" }] }));
+    frame(1);
+    await until(() => answers.length === 2, 10_000, "seq 1 answered");
+    assertEquals(answers[1].first, 1);
+    // The disk fills: the stream stops taking rows.
+    await d.fill(4 << 20);
+    for (let n = 1;; n++) {
+      const res = await post(n);
+      await res.body?.cancel();
+      if (res.status === 507) break;
+      assertEquals(res.status, 200);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    frame(2);
+    await until(() => answers.length === 3, 10_000, "seq 2 answered");
+    assertEquals([answers[2].seq, answers[2].error], [2, "disk_full"]);
+    // Space is back; the frames the producer had pipelined behind seq 2 come after.
+    await d.free();
+    await until(async () => !(await degraded(server)), 10_000, "health not degraded");
+    frame(3);
+    frame(4);
+    await until(() => answers.length === 5, 10_000, "seqs 3 and 4 answered");
+    for (const [i, seq] of [[3, 3], [4, 4]]) {
+      assertEquals([answers[i].seq, answers[i].error], [seq, "write_failed"]);
+      assert(
+        /send again from seq 2/.test(answers[i].detail as string),
+        answers[i].detail as string,
+      );
+    }
+    const end = (await getJson(`${s.url}/t/head`)).end_offset as number;
+    // Sent again from the refused seq: stored in order.
+    frame(2);
+    frame(3);
+    frame(4);
+    await until(() => answers.length === 8, 10_000, "seqs 2 to 4 answered again");
+    assertEquals(answers.slice(5).map((a) => [a.seq, a.first]), [[2, end], [3, end + 1], [
+      4,
+      end + 2,
+    ]]);
+    ws.close();
+    const ns = (await allRows(s, end + 3)).filter((n) => n > 1000);
+    assertEquals(ns, [1001, 1002, 1003, 1004]);
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await s?.stop();
+    await d.close();
+  }
+});
