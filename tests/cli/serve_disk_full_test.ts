@@ -10,6 +10,7 @@ import { assert, assertEquals } from "../harness/assert.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../harness/serve.ts";
 import { TestSub } from "../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
+import { SmallDisk } from "../harness/small_disk.ts";
 
 const SCHEMA = {
   type: "object",
@@ -22,33 +23,18 @@ const row = (n: number) => JSON.stringify({ n, pad: PAD });
 /** A tmpfs of `mib` MiB at DIR/disk, with a log root and a schema; unmounted by `close`. */
 async function smallDisk(mib: number) {
   const dir = await tempDir("streamcast-disk-");
-  const disk = join(dir, "disk");
-  await Deno.mkdir(disk);
-  const mount = await new Deno.Command("mount", {
-    args: ["-t", "tmpfs", "-o", `size=${mib}m`, "tmpfs", disk],
-    stderr: "piped",
-  }).output();
-  assert(mount.success, `mount: ${new TextDecoder().decode(mount.stderr)}`);
+  const disk = await SmallDisk.mount(join(dir, "disk"), mib);
   const schema = join(dir, "t.json");
   await Deno.writeTextFile(schema, JSON.stringify(SCHEMA));
-  const filler = join(disk, "filler");
   return {
     dir,
-    root: join(disk, "data"),
+    root: join(disk.path, "data"),
     schema,
-    filler,
     /** Fills the disk with a file until `leaveBytes` are left free (roughly). */
-    async fill(leaveBytes: number): Promise<void> {
-      const df = await new Deno.Command("df", { args: ["-B1", "--output=avail", disk] })
-        .output();
-      const free = Number(new TextDecoder().decode(df.stdout).trim().split("\n")[1]);
-      await Deno.writeFile(filler, new Uint8Array(Math.max(0, free - leaveBytes)));
-    },
-    async free(): Promise<void> {
-      await Deno.remove(filler);
-    },
+    fill: (leaveBytes: number) => disk.fill(leaveBytes),
+    free: () => disk.free(),
     async close(): Promise<void> {
-      await new Deno.Command("umount", { args: ["-l", disk] }).output();
+      await disk.close();
       await rmrf(dir);
     },
   };
