@@ -4,7 +4,8 @@
  * its definition appears and closes it when it is removed, as it watches
  * them ({@linkcode ClusterStreamAdmin}). A `PUT` or `DELETE` is answered
  * once etcd holds the change; a write whose answer was lost is read back
- * before it is answered.
+ * before it is answered. A stream this node fails to open (its disk is full,
+ * say) is tried again every second until it opens or its definition goes.
  *
  * @module
  */
@@ -42,6 +43,8 @@ import { DEFAULT_MAX_STREAMS } from "../../server/limits.ts";
 const APPLY_WAIT_MS = 10_000;
 /** Attempts of a write that lost a race with another node's. */
 const WRITE_ATTEMPTS = 5;
+/** How often a stream this node failed to open is tried again, ms. */
+export const OPEN_RETRY_MS = 1000;
 
 function unavailable(err: unknown): AdminAnswer {
   return { status: 503, body: { error: "unavailable", detail: `etcd: ${oneLine(err)}` } };
@@ -66,6 +69,9 @@ export class ClusterStreamAdmin implements StreamAdmin {
   #queue: Promise<unknown> = Promise.resolve();
   readonly #ac = new AbortController();
   #watching: Promise<void> | null = null;
+  // Definitions this node failed to open, tried again every OPEN_RETRY_MS.
+  readonly #unopened = new Map<string, StreamDefinition>();
+  #retryTimer: ReturnType<typeof setInterval> | undefined;
 
   private constructor(
     cluster: ClusterJoined,
@@ -157,6 +163,9 @@ export class ClusterStreamAdmin implements StreamAdmin {
   /** Stops watching (before the server shuts down). */
   async stop(): Promise<void> {
     this.#ac.abort();
+    clearInterval(this.#retryTimer);
+    this.#retryTimer = undefined;
+    this.#unopened.clear();
     await this.#watching;
     await this.#queue;
   }
@@ -227,8 +236,16 @@ export class ClusterStreamAdmin implements StreamAdmin {
     const server = this.#server!;
     if (this.#declared.has(name)) return;
     const before = this.#defs.get(name);
+    const retried = this.#unopened.get(name);
+    this.#unopened.delete(name);
     if (def === null) {
-      if (before === undefined) return;
+      if (before === undefined) {
+        // Never opened here: what a failed open left goes with it.
+        if (retried !== undefined) {
+          await Deno.remove(join(this.#s.root, name), { recursive: true }).catch(() => {});
+        }
+        return;
+      }
       this.#defs.delete(name);
       server.removeStream(name, CloseCode.StreamDeleted, STREAM_DELETED_REASON);
       await this.#cluster.close(name);
@@ -244,6 +261,8 @@ export class ClusterStreamAdmin implements StreamAdmin {
       server.removeStream(name, CloseCode.GoingAway, "");
       await this.#cluster.close(name);
     }
+    const dir = join(this.#s.root, name);
+    const existed = await Deno.stat(dir).then(() => true, () => false);
     try {
       const served = await this.#cluster.open(name, this.#options(def));
       server.addStream(served, { publish: def.publish });
@@ -254,7 +273,34 @@ export class ClusterStreamAdmin implements StreamAdmin {
         stream_id: served.stream.streamId,
       });
     } catch (err) {
-      this.#logger.error("stream_open_failed", { stream: name, error: oneLine(err) });
+      // A folder this attempt made holds nothing: the next starts clean.
+      if (!existed) await Deno.remove(dir, { recursive: true }).catch(() => {});
+      if (this.#ac.signal.aborted) return;
+      // Said once; the tries after it are quiet until one works.
+      if (retried === undefined) {
+        this.#logger.error("stream_open_failed", {
+          stream: name,
+          error: oneLine(err),
+          detail: `trying again every ${OPEN_RETRY_MS / 1000} s`,
+        });
+      }
+      this.#unopened.set(name, def);
+      this.#retryTimer ??= setInterval(() => this.#retryOpens(), OPEN_RETRY_MS);
+    }
+  }
+
+  // Tries again to open each stream that failed to open; stops once none is left.
+  #retryOpens(): void {
+    if (this.#unopened.size === 0) {
+      clearInterval(this.#retryTimer);
+      this.#retryTimer = undefined;
+      return;
+    }
+    for (const [name, def] of this.#unopened) {
+      void this.#serial(() =>
+        // Only while it is still the definition wanted and not opened meanwhile.
+        this.#unopened.get(name) === def ? this.#apply(name, def) : Promise.resolve()
+      );
     }
   }
 

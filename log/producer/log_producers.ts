@@ -52,6 +52,15 @@ export class LogProducers {
   }
 
   /**
+   * `producer`'s publish of `seq` was refused before it reached the log (a
+   * full disk): its later seqs are refused until it sends `seq` again (see
+   * `ProducerTable.refused`).
+   */
+  refused(producer: string, seq: number): void {
+    this.#p.table.refused(producer, seq);
+  }
+
+  /**
    * Resolves once `producer`'s pending publish, if any, is durable or failed
    * (in a replicated log: once its last commit is committed in the cluster;
    * rejects with `NotLeaderError` when this node stops leading first).

@@ -276,6 +276,31 @@ export class ProducerTable {
     this.#blocked.delete(producer); // sent again from at or below the failed seq
   }
 
+  /**
+   * A publish of `seq` by `producer` was refused before it reached the log
+   * (the stream took no rows: its disk was full): nothing of it is stored,
+   * so its later seqs are refused as after a failed commit (`blocked`), and
+   * frames pipelined behind it leave no hole. A seq at or below the
+   * producer's last one is a duplicate or stale: nothing to block.
+   *
+   * @example
+   * ```ts
+   * import { equal } from "node:assert/strict";
+   * import { ProducerTable } from "./table.ts";
+   * const t = new ProducerTable(10);
+   * t.assign("a", { seq: 4, first: 1, last: 1 }, Promise.resolve());
+   * t.refused("a", 5);
+   * equal(t.check("a", 6)?.status, "blocked");
+   * equal(t.check("a", 5), null); // sent again: stored
+   * ```
+   */
+  refused(producer: string, seq: number): void {
+    const state = this.#pending.get(producer)?.state ?? this.#committed.get(producer);
+    if (state !== undefined && seq <= state.seq) return;
+    const failed = this.#blocked.get(producer);
+    if (failed === undefined || seq > failed) this.#blocked.set(producer, seq);
+  }
+
   /** The highest seq of `producer` that failed to be stored while it is blocked, or null. */
   blockedAt(producer: string): number | null {
     return this.#blocked.get(producer) ?? null;

@@ -48,7 +48,7 @@ import type { Registry } from "../metrics.ts";
 import type { SessionSocket } from "../socket.ts";
 import { Logger } from "../../common/logger.ts";
 import { isNoSpace } from "../../common/free_space.ts";
-import { DiskGate } from "./disk_gate.ts";
+import { DiskFullError, DiskGate } from "./disk_gate.ts";
 import { Appender } from "./appender.ts";
 import { type ArchiveLag, archiveLagOf } from "./archive_lag.ts";
 import { keepSchema } from "./kept_schema.ts";
@@ -297,7 +297,16 @@ export class Stream {
     const iceberg = () => this.#iceberg;
     return {
       publish: (rows, tag) => {
-        this.#takingRows();
+        try {
+          this.#takingRows();
+        } catch (err) {
+          // Nothing of it is stored: the producer's later seqs must not be either, or the
+          // frames pipelined behind it would leave a hole where it was.
+          if (err instanceof DiskFullError && tag !== null) {
+            this.log?.producers.refused(tag.producer, tag.seq);
+          }
+          throw err;
+        }
         const jsons = this.#rows.encodeAll(rows);
         if (!Array.isArray(jsons)) {
           const r = jsons.refusal;

@@ -10,6 +10,7 @@ import { assert, assertEquals } from "../harness/assert.ts";
 import { CLI, getJson, type ServeProc, startServe } from "../harness/serve.ts";
 import { TestSub } from "../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
+import { SmallDisk } from "../harness/small_disk.ts";
 
 const SCHEMA = {
   type: "object",
@@ -22,33 +23,18 @@ const row = (n: number) => JSON.stringify({ n, pad: PAD });
 /** A tmpfs of `mib` MiB at DIR/disk, with a log root and a schema; unmounted by `close`. */
 async function smallDisk(mib: number) {
   const dir = await tempDir("streamcast-disk-");
-  const disk = join(dir, "disk");
-  await Deno.mkdir(disk);
-  const mount = await new Deno.Command("mount", {
-    args: ["-t", "tmpfs", "-o", `size=${mib}m`, "tmpfs", disk],
-    stderr: "piped",
-  }).output();
-  assert(mount.success, `mount: ${new TextDecoder().decode(mount.stderr)}`);
+  const disk = await SmallDisk.mount(join(dir, "disk"), mib);
   const schema = join(dir, "t.json");
   await Deno.writeTextFile(schema, JSON.stringify(SCHEMA));
-  const filler = join(disk, "filler");
   return {
     dir,
-    root: join(disk, "data"),
+    root: join(disk.path, "data"),
     schema,
-    filler,
     /** Fills the disk with a file until `leaveBytes` are left free (roughly). */
-    async fill(leaveBytes: number): Promise<void> {
-      const df = await new Deno.Command("df", { args: ["-B1", "--output=avail", disk] })
-        .output();
-      const free = Number(new TextDecoder().decode(df.stdout).trim().split("\n")[1]);
-      await Deno.writeFile(filler, new Uint8Array(Math.max(0, free - leaveBytes)));
-    },
-    async free(): Promise<void> {
-      await Deno.remove(filler);
-    },
+    fill: (leaveBytes: number) => disk.fill(leaveBytes),
+    free: () => disk.free(),
     async close(): Promise<void> {
-      await new Deno.Command("umount", { args: ["-l", disk] }).output();
+      await disk.close();
       await rmrf(dir);
     },
   };
@@ -278,6 +264,81 @@ Deno.test("serve --upstream on a full disk disconnects, reconnects once the disk
   } finally {
     await s?.stop();
     await upstream.shutdown();
+    await d.close();
+  }
+});
+
+Deno.test("serve: a producer's frames pipelined behind a disk_full refusal are refused too, leaving no hole", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--publish",
+      "t",
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "8MiB",
+    ]);
+    const server = s;
+    const post = (n: number) => fetch(`${server.url}/t`, { method: "POST", body: row(n) + "\n" });
+    const ws = new WebSocket(`${s.ws}/t/publish?producer=p`);
+    const answers: Record<string, unknown>[] = [];
+    ws.onmessage = (e) => answers.push(JSON.parse(e.data));
+    await until(() => answers.length === 1, 10_000, "publish greeting");
+    const frame = (seq: number) =>
+      ws.send(JSON.stringify({ seq, rows: [{ n: 1000 + seq, pad: "" }] }));
+    frame(1);
+    await until(() => answers.length === 2, 10_000, "seq 1 answered");
+    assertEquals(answers[1].first, 1);
+    // The disk fills: the stream stops taking rows.
+    await d.fill(4 << 20);
+    for (let n = 1;; n++) {
+      const res = await post(n);
+      await res.body?.cancel();
+      if (res.status === 507) break;
+      assertEquals(res.status, 200);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    frame(2);
+    await until(() => answers.length === 3, 10_000, "seq 2 answered");
+    assertEquals([answers[2].seq, answers[2].error], [2, "disk_full"]);
+    // Space is back; the frames the producer had pipelined behind seq 2 come after.
+    await d.free();
+    await until(async () => !(await degraded(server)), 10_000, "health not degraded");
+    frame(3);
+    frame(4);
+    await until(() => answers.length === 5, 10_000, "seqs 3 and 4 answered");
+    for (const [i, seq] of [[3, 3], [4, 4]]) {
+      assertEquals([answers[i].seq, answers[i].error], [seq, "write_failed"]);
+      assert(
+        /send again from seq 2/.test(answers[i].detail as string),
+        answers[i].detail as string,
+      );
+    }
+    const end = (await getJson(`${s.url}/t/head`)).end_offset as number;
+    // Sent again from the refused seq: stored in order.
+    frame(2);
+    frame(3);
+    frame(4);
+    await until(() => answers.length === 8, 10_000, "seqs 2 to 4 answered again");
+    assertEquals(answers.slice(5).map((a) => [a.seq, a.first]), [[2, end], [3, end + 1], [
+      4,
+      end + 2,
+    ]]);
+    ws.close();
+    const ns = (await allRows(s, end + 3)).filter((n) => n > 1000);
+    assertEquals(ns, [1001, 1002, 1003, 1004]);
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await s?.stop();
     await d.close();
   }
 });

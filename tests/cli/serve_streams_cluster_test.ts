@@ -4,7 +4,9 @@
 // definition refused; deleted on one node, closed on both (the subscriber on
 // the other gets 4410) and its definition gone from etcd; a node started
 // later serves what is defined. And a create and a delete whose etcd answer
-// is lost are read back and answered as what etcd holds.
+// is lost are read back and answered as what etcd holds. And a node whose
+// disk is full when a stream is created opens it once the disk has room
+// (it tries every second), or never, when it is deleted meanwhile.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { startEtcd } from "../harness/etcd.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
@@ -14,6 +16,8 @@ import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { b64 } from "../../cluster/_etcd_wire.ts";
 import { definitionsDir } from "../../cluster/keys.ts";
 import { EtcdAnswerLoss } from "../harness/jepsen/etcd_answer_loss.ts";
+import { SmallDisk } from "../harness/small_disk.ts";
+import { join } from "node:path";
 
 async function status(url: string, init?: RequestInit): Promise<number> {
   const res = await fetch(url, init);
@@ -145,6 +149,70 @@ Deno.test("serve --cluster: a create and a delete whose etcd answer is lost are 
     assertEquals(await status(`${n1.url}/q/head`), 404);
   } finally {
     await proxy.close();
+    await rmrf(root);
+  }
+});
+
+Deno.test("serve --cluster: a node whose disk was full when a stream was created opens it once there is room", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  // n2's root is a small disk of its own, full when q and r are created.
+  const disk = await SmallDisk.mount(join(root, "n2"), 16);
+  try {
+    await using nodes = await startServeNodes(root, ["n1", "n2"], {
+      etcd: etcd.url,
+      extra: ["--min-free-bytes", "0"],
+    });
+    const [n1, n2] = nodes;
+    await disk.fill(0);
+    assertEquals((await put(n1.url, "q", { schema: SCHEMA, publish: true })).status, 201);
+    assertEquals((await put(n1.url, "r", { schema: SCHEMA })).status, 201);
+    await until(
+      () => n2.stderr().split("\n").filter((l) => l.includes("stream_open_failed")).length >= 2,
+      20_000,
+      "n2 failing to open q and r",
+    );
+    assertEquals(await status(`${n2.url}/q/head`), 404);
+    // r is deleted while n2 has not opened it: n2 stops trying.
+    assertEquals(await status(`${n1.url}/_/streams/r`, { method: "DELETE" }), 204);
+    await disk.free();
+    await until(async () => (await status(`${n2.url}/q/head`)) === 200, 20_000, "q on n2");
+    // Said once, however many tries it took.
+    assertEquals(n2.stderr().split("\n").filter((l) => l.includes("stream_open_failed")).length, 2);
+    const heads = await Promise.all(
+      nodes.map(async (n) => (await (await fetch(`${n.url}/q/head`)).json()).stream_id),
+    );
+    assertEquals(heads[0], heads[1]);
+    // A row published through the leader reaches n2.
+    const sub = await TestSub.open(`${n2.ws}/q?offset=1`);
+    await until(
+      async () => {
+        for (const n of nodes) {
+          const res = await fetch(`${n.url}/q`, {
+            method: "POST",
+            headers: { "content-type": "application/x-ndjson" },
+            body: JSON.stringify({ p: "a", seq: 1, i: 0 }) + "\n",
+            redirect: "manual",
+          });
+          await res.body?.cancel();
+          if (res.status === 200) return true;
+        }
+        return false;
+      },
+      20_000,
+      "a leader of q taking the row",
+    );
+    await sub.waitLines(1);
+    await sub.close();
+    // r was never opened on n2 and is not now; its folder is not there.
+    await new Promise((r) => setTimeout(r, 2500));
+    assertEquals(await status(`${n2.url}/r/head`), 404);
+    assertEquals(await Deno.stat(join(n2.root, "r")).then(() => true, () => false), false);
+    const opened = n2.stderr().split("\n").filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l)).filter((e) => e.event === "stream_created");
+    assertEquals(opened.map((e) => e.stream), ["q"]);
+  } finally {
+    await disk.close();
     await rmrf(root);
   }
 });

@@ -3,7 +3,9 @@
 // killed too: SIGKILL ends a stopped process). Plus what the tests do to them
 // over plain HTTP and WebSocket: read /head's cluster object, find the leader,
 // publish with a producer id following the 307 or moving to another node, and
-// read every row a node shows.
+// read every row a node shows. With signed tokens on, each node holds the
+// token the test's own requests carry; the helpers read stream `t` unless
+// told another.
 import { join } from "node:path";
 import { freePort, until } from "./util.ts";
 import { type ServeProc, startServe } from "./serve.ts";
@@ -38,6 +40,26 @@ export interface ServeNodeOptions {
   lagMs?: number;
   /** More flags. */
   extra?: string[];
+  /** The bearer token the test's own requests to the nodes carry (null: none). @default null */
+  token?: string | null;
+}
+
+/** Which stream a helper acts on, and the token it carries. */
+export interface StreamAccess {
+  /** @default "t" */
+  stream?: string;
+  /** @default none */
+  token?: string | null;
+}
+
+/** The Authorization header of `token` (none for null). */
+export function bearer(token: string | null | undefined): Record<string, string> {
+  return token ? { authorization: `Bearer ${token}` } : {};
+}
+
+/** `&access_token=…` for a WebSocket URL's query (empty for null). */
+export function tokenQuery(token: string | null | undefined): string {
+  return token ? `&access_token=${encodeURIComponent(token)}` : "";
 }
 
 /** One `cli.ts serve --cluster` node. */
@@ -46,6 +68,8 @@ export class ServeNode {
   readonly port: number = freePort();
   readonly url: string;
   readonly root: string;
+  /** The token the test's own requests carry, or null. */
+  readonly token: string | null;
   readonly #args: string[];
   #proc: ServeProc | null = null;
   #paused = false;
@@ -56,6 +80,7 @@ export class ServeNode {
     this.name = name;
     this.url = `http://127.0.0.1:${this.port}`;
     this.root = join(root, name);
+    this.token = o.token ?? null;
     this.#args = [
       "--cluster",
       o.etcd,
@@ -136,10 +161,16 @@ export class ServeNode {
     }
   }
 
-  /** /head's cluster object and end offset, or null when it does not answer within `ms`. */
-  async head(ms = 1000): Promise<(ClusterHead & { end: number }) | null> {
+  /**
+   * /head's cluster object and end offset (of stream `t`, or `stream`), or
+   * null when it does not answer within `ms`.
+   */
+  async head(ms = 1000, stream = "t"): Promise<(ClusterHead & { end: number }) | null> {
     try {
-      const res = await fetch(`${this.url}/t/head`, { signal: AbortSignal.timeout(ms) });
+      const res = await fetch(`${this.url}/${stream}/head`, {
+        headers: bearer(this.token),
+        signal: AbortSignal.timeout(ms),
+      });
       const h = await res.json();
       return { ...h.cluster, end: h.end_offset };
     } catch {
@@ -191,7 +222,7 @@ export async function leaderOf(nodes: ServeNode[], ms = 20_000): Promise<ServeNo
       if (!heads.every((h, i) => !nodes[i].running || h === null || h.leader === url)) return false;
       const r = await fetch(`${url}/t`, {
         method: "POST",
-        headers: { "content-type": "application/x-ndjson" },
+        headers: { "content-type": "application/x-ndjson", ...bearer(leaders[0].token) },
         body: "",
       }).catch(() => null);
       await r?.body?.cancel();
@@ -227,9 +258,13 @@ export async function post(
   body: string,
   tag: { producer: string; seq: number } | null,
   ms = 10_000,
+  access: StreamAccess = {},
 ): Promise<PostAnswer | null> {
+  const stream = access.stream ?? "t";
+  // The token rides in the query: fetch drops an Authorization header on a 307 to another port.
+  const query = access.token ? `?access_token=${encodeURIComponent(access.token)}` : "";
   try {
-    const res = await fetch(`${url}/t`, {
+    const res = await fetch(`${url}/${stream}${query}`, {
       method: "POST",
       headers: {
         "content-type": "application/x-ndjson",
@@ -240,16 +275,23 @@ export async function post(
     });
     return { status: res.status, body: await res.json(), url: new URL(res.url).origin };
   } catch (err) {
-    console.log(`POST ${url}/t (${tag?.producer} seq ${tag?.seq}): no answer: ${err}`);
+    console.log(`POST ${url}/${stream} (${tag?.producer} seq ${tag?.seq}): no answer: ${err}`);
     return null;
   }
 }
 
 /** Every row node `url` shows, as `[offset, row text]`, read by a subscription from offset 1. */
-export async function rowsShown(url: string, end: number): Promise<[number, string][]> {
+export async function rowsShown(
+  url: string,
+  end: number,
+  access: StreamAccess = {},
+): Promise<[number, string][]> {
   const out: [number, string][] = [];
   if (end <= 1) return out;
-  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/t?offset=1`);
+  const stream = access.stream ?? "t";
+  const ws = new WebSocket(
+    `${url.replace(/^http/, "ws")}/${stream}?offset=1${tokenQuery(access.token)}`,
+  );
   let greeted = false;
   let closed = false;
   ws.onmessage = (e) => {
@@ -277,11 +319,13 @@ export async function rowsShown(url: string, end: number): Promise<[number, stri
  * Waits until the running nodes show the same end, all of it committed and
  * durable on each; returns that end.
  */
-export async function converged(nodes: ServeNode[], ms = 30_000): Promise<number> {
+export async function converged(nodes: ServeNode[], ms = 30_000, stream = "t"): Promise<number> {
   let end = 0;
   await until(
     async () => {
-      const heads = await Promise.all(nodes.filter((n) => n.running).map((n) => n.head()));
+      const heads = await Promise.all(
+        nodes.filter((n) => n.running).map((n) => n.head(1000, stream)),
+      );
       if (heads.some((h) => h === null)) return false;
       end = heads[0]!.end;
       return heads.every((h) =>

@@ -66,7 +66,10 @@ export function checkSeqProducer(
   }
 }
 
-/** `publisher()`'s rows: each resolved one at its offset, each answer_lost one in the log. */
+/**
+ * `publisher()`'s rows: each resolved one at its offset, each answer_lost
+ * one in the log, none refused for a full disk in it.
+ */
 export function checkLibraryProducer(
   id: string,
   resolved: Map<number, number>,
@@ -74,7 +77,11 @@ export function checkLibraryProducer(
   sent: number,
   at: Map<string, number>,
   problems: string[],
+  diskFull: ReadonlySet<number> = new Set(),
 ): void {
+  for (const k of diskFull) {
+    if (at.has(`${id}/${k}/0`)) problems.push(`${id} row ${k} (disk_full) is in the log`);
+  }
   for (const [k, offset] of resolved) {
     const o = at.get(`${id}/${k}/0`);
     if (o !== offset) {
@@ -86,12 +93,17 @@ export function checkLibraryProducer(
   }
   for (const [k] of at) {
     const [p, seq] = k.split("/");
-    if (p === id && !resolved.has(Number(seq)) && !answerLost.has(Number(seq))) {
+    if (
+      p === id && !resolved.has(Number(seq)) && !answerLost.has(Number(seq)) &&
+      !diskFull.has(Number(seq))
+    ) {
       problems.push(`${id} row ${seq} is in the log but its send was not answered`);
     }
   }
-  if (resolved.size + answerLost.size !== sent) {
-    problems.push(`${id}: ${sent} sent, ${resolved.size + answerLost.size} answered`);
+  if (resolved.size + answerLost.size + diskFull.size !== sent) {
+    problems.push(
+      `${id}: ${sent} sent, ${resolved.size + answerLost.size + diskFull.size} answered`,
+    );
   }
 }
 

@@ -8,7 +8,7 @@
 import { connect } from "../../../client/connect.ts";
 import { type Publisher, publisher } from "../../../client/publisher.ts";
 import type { Subscription } from "../../../client/subscription.ts";
-import type { ServeNode } from "../serve_nodes.ts";
+import { type ServeNode, tokenQuery } from "../serve_nodes.ts";
 
 /** A row of the test's schema. */
 export interface Row {
@@ -17,9 +17,13 @@ export interface Row {
   i: number;
 }
 
-/** A filter: what the server is asked for, and the same condition in plain code. */
+/**
+ * A filter: what the server is asked for (null: nothing, the rows being
+ * chosen by the subscriber's row-level grant), and the condition the rows
+ * it gets meet, in plain code.
+ */
 export interface Filter {
-  where: Record<string, unknown>;
+  where: Record<string, unknown> | null;
   matches(row: Row): boolean;
 }
 
@@ -31,6 +35,8 @@ export class LibraryProducer {
   readonly resolved = new Map<number, number>();
   /** The k whose send rejected `answer_lost` (stored once, offsets unknown). */
   readonly answerLost = new Set<number>();
+  /** The k whose send was refused for a full disk (not stored). */
+  readonly diskFull = new Set<number>();
   /** Any other rejection. */
   readonly problems: string[] = [];
   #sent = 0;
@@ -46,14 +52,15 @@ export class LibraryProducer {
     return this.#sent;
   }
 
-  /** Rows answered (resolved or answer_lost). */
+  /** Rows answered (resolved, answer_lost, or refused for a full disk). */
   get answered(): number {
-    return this.resolved.size + this.answerLost.size;
+    return this.resolved.size + this.answerLost.size + this.diskFull.size;
   }
 
   async start(nodes: ServeNode[]): Promise<void> {
     this.#pub = await publisher(nodes.map((n) => `${n.ws}/t`), {
       producer: this.id,
+      ...(nodes[0].token ? { token: nodes[0].token } : {}),
       retryTimeoutMs: 120_000, // longer than any fault the test holds
       backoff: { minMs: 50, maxMs: 500 },
     });
@@ -68,8 +75,12 @@ export class LibraryProducer {
         pub.send({ p: this.id, seq: k, i: 0 } satisfies Row).then(
           (offset) => void this.resolved.set(k, offset),
           (err) => {
-            if ((err as { error?: string }).error === "answer_lost") this.answerLost.add(k);
-            else this.problems.push(`row ${k}: ${err}`);
+            const why = (err as { error?: string }).error;
+            if (why === "answer_lost") this.answerLost.add(k);
+            else if (why === "disk_full" || (why === "write_failed" && this.diskFull.size > 0)) {
+              // Not stored: its seq is the publisher's next again (no hole).
+              this.diskFull.add(k);
+            } else this.problems.push(`row ${k}: ${err}`);
           },
         ),
       );
@@ -112,7 +123,8 @@ export class LibrarySub implements Seen {
       reconnect: true,
       offset: 1,
       backoff: { minMs: 50, maxMs: 500 },
-      ...(this.filter ? { where: JSON.stringify(this.filter.where) } : {}),
+      ...(first.token ? { token: first.token } : {}),
+      ...(this.filter?.where ? { where: JSON.stringify(this.filter.where) } : {}),
     });
     const sub = this.#sub;
     this.#reading = (async () => {
@@ -143,12 +155,19 @@ export class RawSub implements Seen {
   #ws: WebSocket | null = null;
   #done: Promise<void>;
 
+  readonly #stream: string;
+  readonly #token: string | null;
+
+  /** Reads stream `t` (or `access.stream`) with the nodes' token (or `access.token`). */
   constructor(
     readonly name: string,
     readonly filter: Filter | null,
     nodes: ServeNode[],
     first: ServeNode,
+    access: { stream?: string; token?: string | null } = {},
   ) {
+    this.#stream = access.stream ?? "t";
+    this.#token = access.token !== undefined ? access.token : first.token;
     this.#done = this.#run(nodes, first);
   }
 
@@ -169,11 +188,13 @@ export class RawSub implements Seen {
   }
 
   #session(node: ServeNode): Promise<void> {
-    const where = this.filter
+    const where = this.filter?.where
       ? `&where=${encodeURIComponent(JSON.stringify(this.filter.where))}`
       : "";
     return new Promise((resolve) => {
-      const ws = new WebSocket(`${node.ws}/t?offset=${this.#next}${where}`);
+      const ws = new WebSocket(
+        `${node.ws}/${this.#stream}?offset=${this.#next}${where}${tokenQuery(this.#token)}`,
+      );
       this.#ws = ws;
       let greeted = false;
       ws.onmessage = (e) => {

@@ -3,8 +3,10 @@
 // theirs goes (an HTTP one resending its seq; a WebSocket one pipelining and
 // resending what the greeting's last_seq says was not stored), and a
 // subscriber that moves to another node with its cursor. Each records what
-// it was told, for the checks against the final log.
-import { post, rowsOf, type ServeNode } from "../serve_nodes.ts";
+// it was told, for the checks against the final log. A full disk (507, a
+// frame's disk_full) is no problem: the producer sends the refused seq again
+// until it is stored, and counts the refusals.
+import { post, rowsOf, type ServeNode, tokenQuery } from "../serve_nodes.ts";
 
 /** An acknowledgement: the seq and the offsets it was given. */
 export interface Ack {
@@ -29,6 +31,8 @@ function rotation(nodes: ServeNode[], i: number): ServeNode[] {
 export class HttpProducer {
   readonly acks: Ack[] = [];
   readonly problems: string[] = [];
+  /** Sends refused for a full disk (507), sent again. */
+  diskFull = 0;
   #stop = false;
   #done: Promise<void>;
 
@@ -47,18 +51,25 @@ export class HttpProducer {
       for (;;) {
         const node = rotation(nodes, at)[0];
         const a = node
-          ? await post(node.url, rowsOf(this.id, seq, this.rows), {
-            producer: this.id,
-            seq,
-          }, 5000)
+          ? await post(
+            node.url,
+            rowsOf(this.id, seq, this.rows),
+            {
+              producer: this.id,
+              seq,
+            },
+            5000,
+            { token: node.token },
+          )
           : null;
+        if (a?.status === 507) this.diskFull++;
         if (a?.status === 200) {
           const b = a.body as { first: number; last: number; duplicate?: boolean };
           this.acks.push({ seq, first: b.first, last: b.last, duplicate: b.duplicate === true });
           if (this.paceMs > 0) await pause(this.paceMs);
           break;
         }
-        if (a && a.status !== 503) {
+        if (a && a.status !== 503 && a.status !== 507) {
           this.problems.push(`seq ${seq}: ${a.status} ${JSON.stringify(a.body)}`);
         }
         at++; // no answer, or not taken there: the next node
@@ -84,6 +95,8 @@ export class WsProducer {
   readonly problems: string[] = [];
   /** The greetings' last_seq, in order. */
   readonly greetings: number[] = [];
+  /** Frames refused for a full disk (disk_full, and the ones after it refused with it). */
+  diskFull = 0;
   #next = 1;
   #unacked = new Map<number, string>();
   #stop = false;
@@ -117,8 +130,12 @@ export class WsProducer {
   // One connection: resolves when it closes (or fails to open).
   #session(node: ServeNode): Promise<void> {
     return new Promise((resolve) => {
-      const ws = new WebSocket(`${node.ws}/t/publish?producer=${this.id}`);
+      const ws = new WebSocket(
+        `${node.ws}/t/publish?producer=${this.id}${tokenQuery(node.token)}`,
+      );
       let greeted = false;
+      // A frame refused for a full disk: the frames after it are refused too (no hole).
+      let full = false;
       const fill = () => {
         if (!greeted || ws.readyState !== WebSocket.OPEN) return;
         while (!this.#stop && this.#unacked.size < this.window) {
@@ -145,6 +162,14 @@ export class WsProducer {
           return;
         }
         if (m.error) {
+          // Refused for a full disk, or behind such a refusal: sent again on a new
+          // connection, from what its greeting says is stored.
+          if (m.error === "disk_full" || (full && m.error === "write_failed")) {
+            full = true;
+            this.diskFull++;
+            ws.close();
+            return;
+          }
           this.problems.push(`${JSON.stringify(m)}`);
           return;
         }
@@ -176,7 +201,7 @@ export class WsProducer {
 
   /** The greeting a new connection to `node` gets: its last_seq. */
   async lastSeq(node: ServeNode): Promise<number> {
-    const ws = new WebSocket(`${node.ws}/t/publish?producer=${this.id}`);
+    const ws = new WebSocket(`${node.ws}/t/publish?producer=${this.id}${tokenQuery(node.token)}`);
     try {
       return await new Promise<number>((resolve, reject) => {
         ws.onmessage = (e) => resolve(JSON.parse(e.data as string).last_seq);

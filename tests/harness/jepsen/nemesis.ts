@@ -6,8 +6,9 @@
 // every call, to each call or each write with a drawn probability, or to one
 // write of the window; sometimes with another node SIGSTOPped meanwhile, so
 // that the target writes to etcd), one node's disk wiped (stopped by SIGKILL
-// or SIGTERM, its root emptied, started again with the same name and flags)
-// — the target the leader or a follower, as the nodes' heads say at that
+// or SIGTERM, its root emptied, started again with the same name and flags),
+// one node's disk filled (its root a small tmpfs of its own, filled to the
+// last byte by a file of the test's, which is removed to heal it) — the target the leader or a follower, as the nodes' heads say at that
 // moment. What happens, when and for how long comes from the run's seeded
 // generator; the history is kept with times since the start, to be printed
 // when a check fails.
@@ -17,6 +18,7 @@ import { rng } from "../util.ts";
 import type { EtcdAnswerLoss, EtcdCall } from "./etcd_answer_loss.ts";
 import type { EtcdProxy } from "./etcd_proxy.ts";
 import type { ServeNode } from "../serve_nodes.ts";
+import type { SmallDisk } from "../small_disk.ts";
 
 /**
  * The first kinds of fault. A run drawing from these alone draws, for a
@@ -44,7 +46,13 @@ export const FAULTS = [
   "wipe-node",
   "wipe-node",
 ] as const;
-export type Fault = typeof FAULTS[number];
+
+/**
+ * What a run of the fourth kind draws from: every kind above, and a full
+ * disk twice, so that a 40 s run seldom misses it.
+ */
+export const FOURTH_FAULTS = [...FAULTS, "fill-disk", "fill-disk"] as const;
+export type Fault = typeof FOURTH_FAULTS[number];
 
 /** One line of the history. */
 export interface Event {
@@ -87,8 +95,10 @@ export interface Cluster {
    * `--cluster`); null when the run draws from {@linkcode CLASSIC_FAULTS}.
    */
   losses: EtcdAnswerLoss[] | null;
-  /** The kinds drawn from: {@linkcode CLASSIC_FAULTS} or {@linkcode FAULTS}. */
+  /** The kinds drawn from: {@linkcode CLASSIC_FAULTS}, {@linkcode FAULTS} or {@linkcode FOURTH_FAULTS}. */
   kinds: readonly Fault[];
+  /** Each node's disk, its root (null unless the run draws from {@linkcode FOURTH_FAULTS}). */
+  disks: SmallDisk[] | null;
   etcd: EtcdProc;
   leaseMs: number;
 }
@@ -280,6 +290,19 @@ export async function faultAndHeal(
         `${pick!.name} gets etcd's answers again; ${loss.calls.length - calls} calls, lost: ` +
           lostSummary(loss.lost.slice(lost)),
       );
+      break;
+    }
+    case "fill-disk": {
+      const disk = c.disks![c.nodes.indexOf(pick!)];
+      history.add(`fill ${pick!.name}${role}'s disk for ${holdMs} ms`);
+      try {
+        await disk.fill(0);
+        history.add(`${pick!.name}'s disk full (${await disk.freeBytes()} bytes free)`);
+        await pause(holdMs);
+      } finally {
+        await disk.free();
+      }
+      history.add(`${pick!.name}'s disk has room again`);
       break;
     }
     case "wipe-node": {

@@ -10,7 +10,12 @@
 // the cluster seen taking publishes again before the next; then the clients
 // stop, the nodes converge, and the checks run against the final log — the
 // Iceberg table's once the leader has committed the log's end to it — and
-// `cli.ts verify` on each node's folder once the nodes are stopped. Returns
+// `cli.ts verify` on each node's folder once the nodes are stopped. A run of
+// the fourth kind also gives each node's root a small tmpfs of its own (one
+// of its faults fills it), turns signed tokens on (HS256; every client of
+// the test carries one), serves a keyed stream read by subscribers whose
+// tokens grant only some of its rows (keyed.ts), and creates and deletes
+// streams while the faults go on (stream_churn.ts). Returns
 // every problem found and the history; it throws only when the run could not
 // be carried out (a service that does not start, a cluster that never heals).
 import { join } from "node:path";
@@ -38,8 +43,12 @@ import {
   currentLeader,
   faultAndHeal,
   FAULTS,
+  FOURTH_FAULTS,
   History,
 } from "./nemesis.ts";
+import { SmallDisk } from "../small_disk.ts";
+import { checkKeyed, grantedSubs, KEYED, KeyedProducer, keyedSetup } from "./keyed.ts";
+import { StreamChurn } from "./stream_churn.ts";
 import { converged, leaderOf, rowsShown, SCHEMA, ServeNode } from "../serve_nodes.ts";
 
 // A node's log lines that say its leadership or its lease changed.
@@ -75,6 +84,15 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How long the table may take to reach the final log's end, ms. */
 const TABLE_WAIT_MS = 30_000;
+
+/**
+ * Each node's disk in a run of the fourth kind, MiB: room for a run's logs
+ * under the 64 MiB `--min-free-bytes` keeps free, small enough to fill at once.
+ */
+export const DISK_MIB = 256;
+
+/** The kinds of fault a run draws from (see `RunOptions.kinds`). */
+export type Kinds = "all" | "classic" | "fourth";
 
 async function recordHeads(nodes: ServeNode[], history: History): Promise<void> {
   for (const n of nodes) {
@@ -124,12 +142,14 @@ export interface RunOptions {
   /** Faults (the test) or none (the soak: a steady feed, subscribers moving). @default true */
   faults?: boolean;
   /**
-   * The kinds of fault drawn: every kind, or the classic ones alone (no
-   * lost etcd answers, no wiped disk, and no answer-loss proxy in the
-   * nodes' way to etcd), with which a seed draws what it drew before those
-   * existed. @default "all"
+   * The kinds of fault drawn: the classic ones alone (no lost etcd answers,
+   * no wiped disk, and no answer-loss proxy in the nodes' way to etcd),
+   * with which a seed draws what it drew before those existed; every kind
+   * but a full disk ("all"), likewise; or "fourth": every kind and a full
+   * disk, with streams created and deleted, signed tokens and a keyed
+   * stream read through row-level grants. @default "all"
    */
-  kinds?: "all" | "classic";
+  kinds?: Kinds;
   /** Each producer's pause after each acknowledgement (a steady feed), ms. @default 0 */
   paceMs?: number;
   /** Told each process the run starts (node, etcd, s3rver): the soak samples their memory. */
@@ -166,22 +186,28 @@ export async function jepsenRun(
   );
   // A node's way to etcd: node → answer-loss proxy → TCP proxy → etcd, so that both
   // faults act on it; only when lost answers may be drawn.
-  const classic = (options.kinds ?? "all") === "classic";
+  const kinds = options.kinds ?? "all";
+  const classic = kinds === "classic";
+  const fourth = kinds === "fourth";
   const losses = withFaults && !classic ? proxies.map((p) => new EtcdAnswerLoss(p.url)) : null;
   const schemaPath = join(root, "schema.json");
   await Deno.writeTextFile(schemaPath, JSON.stringify(SCHEMA));
+  const keyed = fourth ? await keyedSetup(root, schemaPath) : null;
+  const disks: SmallDisk[] = [];
   const nodes = ["n1", "n2", "n3"].map((name, i) =>
     new ServeNode(name, root, schemaPath, {
       etcd: losses?.[i].url ?? proxies[i].url,
       replicas: 2,
       leaseSeconds: LEASE_SECONDS,
       lagMs: 1000,
+      token: keyed?.adminToken ?? null,
       // The final reads replay the whole log: a soak's is far past the default window,
       // and a quick machine feeds a 40 s run past it too.
       extra: [
         ...tableFlags(s3.endpoint),
         "--max-replay",
         "none",
+        ...(keyed?.flags ?? []),
         ...(options.nodeFlags ?? []),
       ],
     })
@@ -190,7 +216,8 @@ export async function jepsenRun(
     nodes,
     proxies,
     losses,
-    kinds: classic ? CLASSIC_FAULTS : FAULTS,
+    kinds: classic ? CLASSIC_FAULTS : fourth ? FOURTH_FAULTS : FAULTS,
+    disks: fourth ? disks : null,
     etcd,
     leaseMs: LEASE_SECONDS * 1000,
   };
@@ -199,6 +226,9 @@ export async function jepsenRun(
   let rows = 0;
   let failed = true;
   try {
+    if (fourth) {
+      for (const n of nodes) disks.push(await SmallDisk.mount(n.root, DISK_MIB));
+    }
     await Promise.all(nodes.map((n) => n.start()));
     options.started?.("etcd", etcd.pid, null);
     if (s3.pid !== null) options.started?.("s3rver", s3.pid, null);
@@ -225,6 +255,11 @@ export async function jepsenRun(
     clients.push(...subs);
     const acked = () => [...http, ...ws].reduce((s, p) => s + p.acks.length, 0) + lib.resolved.size;
     await until(() => acked() >= 20, 30_000, "the first acknowledgements");
+    const keyedProducer = keyed ? new KeyedProducer(nodes, paceMs) : null;
+    const keyedSubs = keyed ? grantedSubs(nodes, keyed) : [];
+    const churn = fourth ? new StreamChurn(nodes, history) : null;
+    if (keyedProducer) clients.push(keyedProducer, ...keyedSubs);
+    if (churn) clients.push(churn);
 
     const started = performance.now();
     const deadline = started + seconds * 1000;
@@ -277,15 +312,19 @@ export async function jepsenRun(
 
     options.fed?.();
     history.add(`${withFaults ? "faults" : "the soak"} over; stopping the producers`);
+    if (churn) {
+      await withTimeout(churn.stop(), 4 * 60_000, "the stream churn to finish its cycle")
+        .catch((err) => problems.push(`stream churn: ${err}`));
+      history.add(`stream churn: ${churn.created} created, ${churn.deleted} deleted`);
+    }
+    const producers = [...http, ...ws, lib, ...(keyedProducer ? [keyedProducer] : [])];
     const stopped = await Promise.allSettled(
-      [...http, ...ws, lib].map((p) =>
-        withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)
-      ),
+      producers.map((p) => withTimeout(p.stop(), 60_000, `${p.id} to get every send answered`)),
     );
     const stuck = stopped.flatMap((s, i) => s.status === "rejected" ? [i] : []);
     if (stuck.length > 0) {
       const what = stuck.map((i) => {
-        const p = [...http, ...ws, lib][i];
+        const p = producers[i];
         return p instanceof WsProducer
           ? `${p.id} (unanswered seqs ${p.unacked.join(",")})`
           : p instanceof LibraryProducer
@@ -300,10 +339,18 @@ export async function jepsenRun(
     for (const p of [...http, ...ws, lib]) {
       for (const x of p.problems) problems.push(`${p.id}: ${x}`);
     }
+    if (fourth) {
+      const full = [...http, ...ws].map((p) => `${p.id} ${p.diskFull}`).join(", ");
+      history.add(
+        `refused for a full disk and sent again: ${full}, lib ${lib.diskFull.size}, ` +
+          `${KEYED} ${keyedProducer!.diskFull}`,
+      );
+      for (const x of keyedProducer!.problems) problems.push(`${KEYED} producer: ${x}`);
+    }
     const end = await converged(nodes, 30_000);
     rows = end - 1;
     history.add(`converged at end ${end}`);
-    const shown = await Promise.all(nodes.map((n) => rowsShown(n.url, end)));
+    const shown = await Promise.all(nodes.map((n) => rowsShown(n.url, end, { token: n.token })));
     for (const [i, s] of shown.entries()) {
       if (JSON.stringify(s) !== JSON.stringify(shown[0])) {
         problems.push(`${nodes[i].name}'s log differs from ${nodes[0].name}'s`);
@@ -314,7 +361,15 @@ export async function jepsenRun(
     const at = checkOnce(log, problems);
     for (const p of http) checkSeqProducer(p.id, p.acks, 3, log, problems);
     for (const p of ws) checkSeqProducer(p.id, p.acks, 2, log, problems);
-    checkLibraryProducer(lib.id, lib.resolved, lib.answerLost, lib.sent, at, problems);
+    checkLibraryProducer(
+      lib.id,
+      lib.resolved,
+      lib.answerLost,
+      lib.sent,
+      at,
+      problems,
+      lib.diskFull,
+    );
     history.add(`library producer: ${lib.resolved.size} resolved, ${lib.answerLost.size} lost`);
 
     // Subscribers: each gets to its end of the final log (or is reported as stuck).
@@ -329,12 +384,22 @@ export async function jepsenRun(
     await Promise.allSettled(subs.map((s) => s.stop()));
     for (const s of subs) checkSeen(s, log, problems);
     await checkIceberg(s3.endpoint, log, history, problems);
+    if (keyed) {
+      const k = await checkKeyed(nodes, keyed, keyedProducer!, keyedSubs, problems);
+      history.add(`${KEYED}: ${k.rows} rows in the final log`);
+    }
+    if (churn) {
+      await churn.checkListed();
+      for (const x of churn.problems) problems.push(`stream churn: ${x}`);
+    }
 
     // verify, on each node's folder, with the nodes stopped.
     await Promise.all(nodes.map((n) => n.stop()));
     for (const n of nodes) {
-      const bad = await verify(join(n.root, "t"));
-      if (bad) problems.push(bad);
+      for (const stream of keyed ? ["t", KEYED] : ["t"]) {
+        const bad = await verify(join(n.root, stream));
+        if (bad) problems.push(bad);
+      }
     }
     failed = problems.length > 0;
   } finally {
@@ -354,6 +419,14 @@ export async function jepsenRun(
       }
     }
     await Promise.allSettled(nodes.map((n) => n.kill()));
+    // A node's small disk goes with the run; a failed run keeps a copy of what it held.
+    for (const [i, d] of disks.entries()) {
+      if (failed) {
+        await new Deno.Command("cp", { args: ["-a", d.path, `${d.path}.kept`] }).output()
+          .catch(() => {});
+      }
+      await d.close().catch((err) => console.log(`jepsen: ${nodes[i].name}'s disk: ${err}`));
+    }
     await Promise.allSettled([...(losses ?? []), ...proxies].map((p) => p.close()));
     await stopS3(s3);
     if (!failed) await Deno.remove(root, { recursive: true }).catch(() => {});

@@ -24,13 +24,19 @@
 // 60–90 s a run with the start and the checks); set it to minutes to run it
 // as a benchmark of endurance.
 //
-// A seed draws its faults from every kind, except the seeds found before lost
-// answers and wiped disks existed: they draw from the classic kinds alone
-// (and their nodes reach etcd through the TCP proxy alone), so that each
-// draws the very faults it failed with. `STREAMCAST_JEPSEN_FAULTS=classic`
-// (or `all`) says which for a replayed seed; by default a seed of
-// `CLASSIC_SEEDS` replays classic, any other with every kind.
-import { jepsenRun } from "../../harness/jepsen/run.ts";
+// A fresh seed draws its faults from every kind, a full disk among them
+// (the fourth kind: each node's root a small tmpfs the test mounts, one of
+// them filled and freed), and its run also creates and deletes streams while
+// the faults go on, turns signed tokens on and reads a keyed stream through
+// row-level grants (tests/harness/jepsen/run.ts). The seeds found before
+// that draw as they did then, so that each draws the very faults it failed
+// with: those found before lost answers and wiped disks existed from the
+// classic kinds alone (their nodes reaching etcd through the TCP proxy
+// alone), the next ones from every kind but a full disk.
+// `STREAMCAST_JEPSEN_FAULTS=classic` (or `all`, or `fourth`) says which for a
+// replayed seed; by default a seed of `CLASSIC_SEEDS` replays classic, one
+// of `REGRESSION_SEEDS` all, any other fourth.
+import { jepsenRun, type Kinds } from "../../harness/jepsen/run.ts";
 
 const SEED_VARIABLE = "STREAMCAST_JEPSEN_SEED";
 const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
@@ -86,7 +92,12 @@ const CLASSIC_SEEDS: readonly number[] = [
  */
 const REGRESSION_SEEDS: readonly number[] = [2121];
 
-type Kinds = "all" | "classic";
+/**
+ * Seeds that once found a problem, drawing from every kind of fault and a
+ * full disk, with streams created and deleted and the keyed stream read
+ * through row-level grants: each runs every time.
+ */
+const FOURTH_SEEDS: readonly number[] = [];
 
 function envNumber(name: string, fallback: number): number {
   const v = Deno.env.get(name);
@@ -99,13 +110,14 @@ function envNumber(name: string, fallback: number): number {
 }
 
 // What a replay of `seed` draws from unless told: what it found its bug with.
-const defaultKinds = (seed: number): Kinds => CLASSIC_SEEDS.includes(seed) ? "classic" : "all";
+const defaultKinds = (seed: number): Kinds =>
+  CLASSIC_SEEDS.includes(seed) ? "classic" : REGRESSION_SEEDS.includes(seed) ? "all" : "fourth";
 
 function envKinds(seed: number): Kinds {
   const v = Deno.env.get(FAULTS_VARIABLE);
   if (v === undefined || v === "") return defaultKinds(seed);
-  if (v !== "all" && v !== "classic") {
-    throw new RangeError(`${FAULTS_VARIABLE} must be "all" or "classic", got ${v}`);
+  if (v !== "all" && v !== "classic" && v !== "fourth") {
+    throw new RangeError(`${FAULTS_VARIABLE} must be "all", "classic" or "fourth", got ${v}`);
   }
   return v;
 }
@@ -115,13 +127,18 @@ const fresh = replay ?? crypto.getRandomValues(new Uint32Array(1))[0];
 const seconds = envNumber(SECONDS_VARIABLE, 40);
 const seeds: [number, Kinds][] = replay !== null ? [[fresh, envKinds(fresh)]] : [
   [fresh, envKinds(fresh)],
+  ...FOURTH_SEEDS.map((s): [number, Kinds] => [s, "fourth"]),
   ...REGRESSION_SEEDS.map((s): [number, Kinds] => [s, "all"]),
   ...CLASSIC_SEEDS.map((s): [number, Kinds] => [s, "classic"]),
 ];
 
 for (const [seed, kinds] of seeds) {
   const kind = seed === fresh && replay === null ? "fresh seed" : "seed";
-  const faults = kinds === "classic" ? " (classic faults)" : "";
+  const faults = kinds === "classic"
+    ? " (classic faults)"
+    : kinds === "fourth"
+    ? " (with a full disk, stream churn, row-level grants)"
+    : "";
   // The replay line names the kinds only where the default would not give them.
   const again = kinds === defaultKinds(seed)
     ? `${SEED_VARIABLE}=${seed}`
