@@ -14,7 +14,11 @@ import type { ArchiveOptions } from "./archive.ts";
 export interface ChunkPolicy {
   /** How many adjacent chunks of one size class are merged into one. @default 4 */
   fanIn: number;
-  /** Largest chunk a merge may make, compressed bytes. @default 256 MiB */
+  /**
+   * Largest chunk a merge may make, compressed bytes; with `retainBytes` or
+   * `retainAgeMs` set, a merge is held smaller still (`merge_plan.ts`).
+   * @default 256 MiB
+   */
   maxChunkBytes: number;
   /** How long a chunk replaced by a merge stays readable, ms. @default 15 min */
   graceMs: number;

@@ -55,6 +55,7 @@ import { readManifest, writeManifest } from "./manifest_file.ts";
 import type { LogIo } from "../disk/io.ts";
 import { readHeader, SegmentCursor, segmentStart } from "../segment/reader.ts";
 import { crashStep } from "./crash_hook.ts";
+import { planMerge } from "./merge_plan.ts";
 
 /**
  * What the worker keeps of one log.
@@ -235,34 +236,17 @@ async function mergedTimes(dir: string, run: ChunkEntry[]): Promise<ChunkTimes |
   return mergeTimes(parts);
 }
 
-function sizeClass(bytes: number): number {
-  return Math.floor(Math.log(Math.max(1, bytes / 65536)) / Math.log(4));
-}
-
-// Size-tiered merging: the oldest run of `fanIn` adjacent chunks of one size
-// class becomes one chunk (decompressed and compressed again as one frame), up
-// to `maxChunkBytes`. With a steady feed, the chunk count grows logarithmically.
-/** Merges chunks by the size-tiered rule of the log's policy (see above). */
+// Merges chunks as `merge_plan.ts` plans, one run at a time, until none is
+// left to merge: each run becomes one chunk (decompressed and compressed
+// again as one frame), and the chunks it replaces are retired.
+/** Merges chunks by the size-tiered rule of the log's policy (`merge_plan.ts`). */
 export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<void> {
-  const { fanIn, maxChunkBytes, graceMs } = st.policy;
+  const { fanIn, graceMs } = st.policy;
   // A replica's merges are the primary's, adopted like its other chunks.
   if (st.policy.replica) return;
   while (true) {
     const c = st.manifest.chunks;
-    let at = -1;
-    for (let i = 0; i + fanIn <= c.length; i++) {
-      const cls = sizeClass(c[i].bytes);
-      let total = 0;
-      let same = true;
-      for (let k = i; k < i + fanIn; k++) {
-        total += c[k].bytes;
-        if (sizeClass(c[k].bytes) !== cls) same = false;
-      }
-      if (same && total <= maxChunkBytes) {
-        at = i;
-        break;
-      }
-    }
+    const at = planMerge(c, st.policy);
     if (at < 0) return;
     const run = c.slice(at, at + fanIn);
     const tmp = join(st.dir, CHUNKS_DIR, `merge.tmp-${crypto.randomUUID().slice(0, 8)}`);

@@ -4,6 +4,7 @@ import zlib from "node:zlib";
 import { chunkPath, Log, LogEvictedError, verifyLog } from "../../log/mod.ts";
 import { readChunkTimes } from "../../log/chunk/times.ts";
 import { readManifest } from "../../log/chunk/manifest_file.ts";
+import { RETENTION_SLICES } from "../../log/chunk/merge_plan.ts";
 import { rmrf, tempDir, text, utf8 } from "../harness/util.ts";
 import { crashPayload } from "./_crash_payload.ts";
 
@@ -260,6 +261,87 @@ Deno.test("a chunk reader hands out rows longer than one read's worth whole", as
     const got = await readAll(log);
     assertEquals(got.length, rows.length);
     for (let i = 0; i < rows.length; i++) assertEquals(got[i][1], text(rows[i]));
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("merges stay within a slice of retainBytes, so retention keeps dropping the oldest chunks", async () => {
+  const dir = await tempDir();
+  try {
+    const retainBytes = 8000;
+    const log = await Log.open(dir, {
+      chunks: { fanIn: 4, graceMs: 0, retainBytes },
+      timers: false,
+    });
+    let moves = 0;
+    let earliest = 1;
+    for (let o = 1; o <= 2000; o += 20) {
+      await log.appendMany(Array.from({ length: 20 }, (_, k) => crashPayload(o + k)));
+      await log.roll();
+      await log.chunks.settled(true);
+      const m = log.chunks.manifest!;
+      for (const c of m.chunks) {
+        // A merged chunk is at most a slice; a single seal may be bigger, but none is here.
+        assert(
+          c.bytes <= retainBytes / RETENTION_SLICES,
+          `chunk ${c.first}..${c.last}: ${c.bytes} B`,
+        );
+      }
+      const kept = m.chunks.reduce((n, c) => n + c.bytes, 0);
+      assert(kept <= retainBytes, `kept ${kept} B`);
+      if (log.earliest! > earliest) moves++;
+      earliest = log.earliest!;
+    }
+    const m = log.chunks.manifest!;
+    assert(m.chunks.some((c) => c.rows > 20), "some chunks were merged");
+    // Retention dropped, again and again, and keeps at least all but one slice of the bound.
+    assert(moves >= 3, `earliest moved up ${moves} times in 100 seals`);
+    const kept = m.chunks.reduce((n, c) => n + c.bytes, 0);
+    assert(kept >= retainBytes - 2 * (retainBytes / RETENTION_SLICES), `kept ${kept} B`);
+    checkAll(await readAll(log, log.earliest!), log.earliest!, 2000);
+    await log.close();
+    assertEquals((await verifyLog(dir)).error, null);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("merges span at most a slice of retainAge, so retention by age keeps dropping the oldest chunks", async () => {
+  const dir = await tempDir();
+  try {
+    let now = 1_800_000_000_000;
+    const retainAgeMs = 60_000;
+    const log = await Log.open(dir, {
+      chunks: { fanIn: 4, graceMs: 0, retainAgeMs },
+      timers: false,
+      clock: () => now,
+    });
+    // One seal every 2 s for 10 minutes: small chunks that would all merge into one.
+    for (let o = 1; o <= 3000; o += 10) {
+      await log.appendMany(Array.from({ length: 10 }, (_, k) => crashPayload(o + k)));
+      await log.roll();
+      now += 2000;
+      await log.chunks.settled(true);
+      for (const c of log.chunks.manifest!.chunks) {
+        const spanMs = (c.last_ts - c.first_ts) / 1000;
+        assert(
+          spanMs <= retainAgeMs / RETENTION_SLICES,
+          `chunk ${c.first}..${c.last} spans ${spanMs} ms`,
+        );
+      }
+    }
+    const m = log.chunks.manifest!;
+    assert(m.chunks.some((c) => c.rows > 10), "some chunks were merged");
+    // What is kept is no older than the bound plus one slice.
+    const oldestMs = now - m.chunks[0].first_ts / 1000;
+    assert(
+      oldestMs <= retainAgeMs * (1 + 1 / RETENTION_SLICES) + 2000,
+      `oldest row ${oldestMs} ms`,
+    );
+    assert(log.earliest! > 2500, `earliest ${log.earliest}`);
+    checkAll(await readAll(log, log.earliest!), log.earliest!, 3000);
+    await log.close();
   } finally {
     await rmrf(dir);
   }

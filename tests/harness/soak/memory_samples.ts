@@ -94,6 +94,7 @@ export interface MemoryTrend {
 interface Tracked {
   pid: number;
   metricsUrl: string | null;
+  token: (() => Promise<string>) | null;
   samples: MemorySample[];
 }
 
@@ -193,10 +194,19 @@ export class MemorySampler {
     this.#timer = setInterval(() => void this.#tick(metricsEvery, smapsEvery), everyMs);
   }
 
-  /** Tracks process `pid` under `name`; `baseUrl` (http://host:port) for its /_/metrics. */
-  add(name: string, pid: number, baseUrl: string | null = null): void {
+  /**
+   * Tracks process `pid` under `name`; `baseUrl` (http://host:port) for its
+   * /_/metrics, read with a bearer token from `token` when the server wants one.
+   */
+  add(
+    name: string,
+    pid: number,
+    baseUrl: string | null = null,
+    token: (() => Promise<string>) | null = null,
+  ): void {
     this.#procs.set(name, {
       pid,
+      token,
       metricsUrl: baseUrl === null ? null : `${baseUrl}/_/metrics`,
       samples: [],
     });
@@ -221,8 +231,12 @@ export class MemorySampler {
         }
         if (withMetrics && p.metricsUrl) {
           try {
+            const headers: Record<string, string> = p.token
+              ? { authorization: `Bearer ${await p.token()}` }
+              : {};
             const m = memoryFromMetrics(
-              await (await fetch(p.metricsUrl, { signal: AbortSignal.timeout(2000) })).text(),
+              await (await fetch(p.metricsUrl, { headers, signal: AbortSignal.timeout(2000) }))
+                .text(),
             );
             s.heapUsed = m.heap_used ?? NaN;
             s.heapTotal = m.heap_total ?? NaN;
