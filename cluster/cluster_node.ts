@@ -382,10 +382,11 @@ export class ClusterNode {
       logger: this.#logger,
       ringBytes: this.#o.replicaRingBytes,
     });
-    rep.onDurable = (c) => {
-      source.ship(c);
-      tracker.leaderDurable(c.end);
-    };
+    // Shipped once written, before this node's own sync: the followers'
+    // syncs run beside it. The commit index still waits for this node's
+    // sync (leaderDurable) and the followers' reports.
+    rep.onWritten = (c) => source.ship(c);
+    rep.onDurable = (c) => tracker.leaderDurable(c.end);
     tracker.onIndex = (index) => {
       rep.commitThrough(index);
       source.commitIndex(index);
@@ -422,6 +423,7 @@ export class ClusterNode {
     const rep = this.#rep;
     rep.writable = false;
     this.#archiveAs(null);
+    rep.onWritten = null;
     rep.onDurable = null;
     l.tracker.close();
     l.source.close();

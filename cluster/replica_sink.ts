@@ -14,7 +14,11 @@
  * 3. Each commit is appended as the leader made it — its rows' bytes, its
  *    append times, its producer records (`Replication.appendCommit`) — with
  *    the next commit taken while the previous one is still being synced, and
- *    the durable end is reported back after each fsync. A commit of a term
+ *    the durable end is reported back after each fsync (in a microtask, not
+ *    a later turn of the event loop). Rows may come before the leader's own
+ *    fsync of them: they are committed only once the leader's fsync covers
+ *    them too, and a leader that restarts without them makes this node cut
+ *    them at its next hello (step 2). A commit of a term
  *    this log has not recorded records that term first.
  * 4. The commit index the leader sends tells the log which rows it may show
  *    (`Replication.commitThrough`).
@@ -22,7 +26,6 @@
  * @module
  */
 
-import { setImmediate } from "node:timers";
 import { Logger } from "../common/logger.ts";
 import type { ReplicaCommit, Replication } from "../log/replica/replication.ts";
 import { truncationPoint } from "../log/replica/term_history.ts";
@@ -310,11 +313,14 @@ export class ReplicaSink {
     this.#o.onCaughtUp?.();
   }
 
+  // Reported in a microtask after the sync: commits whose syncs end
+  // together share one report, and none waits for a turn of the event loop
+  // (the leader's ack waits for it).
   #ack(): void {
     this.#checkCaughtUp();
     if (this.#ackQueued) return;
     this.#ackQueued = true;
-    setImmediate(() => {
+    queueMicrotask(() => {
       this.#ackQueued = false;
       const s = this.#socket;
       if (s && s.readyState === WebSocket.OPEN) {

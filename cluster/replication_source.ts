@@ -1,7 +1,11 @@
 /**
  * The leader's side of replication: each follower holds one WebSocket to the
  * leader (`replication_wire.ts`), and the leader ships it every commit, in
- * offset order, right after its own fsync.
+ * offset order, as soon as the commit is written — before its own fsync, so
+ * that the follower's fsync runs beside it. A commit is still committed only
+ * once the leader's fsync and the followers' reports cover it
+ * (`commit_tracker.ts`); a follower may hold rows the leader never synced,
+ * and cuts them when it rejoins (`replica_sink.ts`).
  *
  * - A commit the leader makes is encoded once ({@linkcode encodeCommit}) and
  *   kept in a ring of recent commits (bounded by `ringBytes`); every follower
@@ -93,7 +97,7 @@ export interface ReplicationSourceOptions {
  * @example
  * ```ts ignore
  * const source = new ReplicationSource(log.replication!, events, { term: 7 });
- * log.replication!.onDurable = (c) => source.ship(c);
+ * log.replication!.onWritten = (c) => source.ship(c);
  * // the server's replicate route, after the upgrade:
  * source.accept(socket, "n2");
  * source.commitIndex(120); // tell the followers
@@ -119,7 +123,7 @@ export class ReplicationSource {
 
   /**
    * Ships the commits it is given ({@linkcode ReplicationSource.ship}: the
-   * owner hands it `rep.onDurable`'s), and catches followers up from `rep`'s log.
+   * owner hands it `rep.onWritten`'s), and catches followers up from `rep`'s log.
    */
   constructor(rep: Replication, events: SourceEvents, options: ReplicationSourceOptions) {
     this.#rep = rep;
@@ -143,7 +147,7 @@ export class ReplicationSource {
     return [...this.#links].filter((l) => l.from !== null).map((l) => l.node);
   }
 
-  /** One of the leader's commits is durable: encoded once, kept in the ring, shipped. */
+  /** One of the leader's commits is written: encoded once, kept in the ring, shipped. */
   ship(c: DurableCommit): void {
     if (this.#closed) return;
     if (this.#links.size === 0) {
@@ -434,15 +438,19 @@ class Link {
         await this.#sleep(this.#unackedBytes >= ctx.windowBytes ? 1000 : 5);
         continue;
       }
-      if (this.#next >= rep.durableEnd) {
-        this.#reader?.close();
-        this.#reader = null;
-        await this.#sleep(1000);
-        continue;
-      }
+      // The ring may hold commits past the durable end (written, shipped
+      // before the leader's sync); the log is read only up to it.
       const shipped = this.#reader === null ? ctx.ring(this.#next) : null;
       if (shipped) {
         this.#sent(shipped.end, shipped.bytes);
+        continue;
+      }
+      if (this.#next >= rep.durableEnd) {
+        const reading = this.#reader !== null;
+        this.#reader?.close();
+        this.#reader = null;
+        // Caught up from the log: the ring may hold what follows already.
+        if (!reading) await this.#sleep(1000);
         continue;
       }
       const commit = await this.#catchUp();

@@ -6,6 +6,13 @@
  * also seals (rolls) the active segment by size, age or request, making the
  * next one, and cuts a failed write back to what was durable.
  *
+ * A log that keeps its commits' rows (`capture`, a replicated log) is told
+ * of each commit once its bytes are written and before their sync
+ * (`CommitHost.written`), so that a leader's followers sync while it does.
+ * Those rows may then be held elsewhere: a sync that fails after it fails
+ * the log for good (the offsets are never given to other rows), where a
+ * write that fails before it is cut back as usual.
+ *
  * @module
  */
 
@@ -41,6 +48,17 @@ export interface CommitHost {
   sealed(): void;
   /** Appends assigned offsets from `from` on were dropped by a failed write (`cause`). */
   discarded(from: number, cause: Error): void;
+  /**
+   * Offsets `[first, end)` are written and not yet synced (called only
+   * when the committer keeps the rows, `capture`): `tags` and `runs` as
+   * for `committed`. The sync that follows waits for nothing it does.
+   */
+  written?(
+    first: number,
+    end: number,
+    tags: readonly ProducerRecord[] | null,
+    runs: CommitRun[],
+  ): void;
   /**
    * Called before a commit's bytes are written, with its producer records
    * (null: none); the write waits for what it returns (null: nothing to wait
@@ -335,6 +353,8 @@ export class Committer {
           };
         }
         const t0 = performance.now();
+        // Whether the host was told of the group's bytes before their sync.
+        let told = false;
         try {
           // --- producer journal (`producer/table.ts`): synced before any row byte is written ---
           const before = this.#host.beforeWrite?.(group?.tags ?? null) ?? null;
@@ -346,10 +366,15 @@ export class Committer {
           if (a.file === null) await this.#makeActiveFile(a);
           if (bytes.length > 0) {
             await this.#opts.io.write(a.file!, bytes);
+            if (group?.runs && this.#host.written) {
+              told = true;
+              this.#host.written(group.first, group.first + group.count, group.tags, group.runs);
+            }
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
           }
         } catch (err) {
-          await this.#failWrite(a, group, err, roll);
+          if (told) this.#failTold(group!, err);
+          else await this.#failWrite(a, group, err, roll);
           break;
         }
         this.lastCommitMs = performance.now() - t0;
@@ -443,6 +468,25 @@ export class Committer {
     } catch (e) {
       this.fail(new LogWriteError(`log ${this.#dir} cannot recover from a failed write: ${e}`, e));
     }
+  }
+
+  // A sync failed after the host was told of the group's bytes: they may be
+  // held elsewhere (a follower), so their offsets must never be given to
+  // other rows. The log refuses every further append; the group and what is
+  // queued behind it are refused, never acknowledged.
+  #failTold(group: Group, cause: unknown): void {
+    const err = new LogWriteError(
+      `sync of ${this.#dir} failed after its rows were handed on; the log is stopped: ${
+        cause instanceof Error ? cause.message : cause
+      }`,
+      cause,
+    );
+    group.reject(err);
+    this.#failed = err;
+    this.#group?.reject(err);
+    this.#group = null;
+    this.#next = this.#end;
+    this.#host.discarded(group.first, err);
   }
 
   /** Refuses every further append with `err` (and drops what is pending). */

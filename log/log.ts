@@ -138,6 +138,11 @@ export class Log {
         if (runs !== null) rep.onDurable?.({ first, end, runs, records: tags ? [...tags] : [] });
         rep.durable(end); // shown (the listener's committed) once committed too
       },
+      // A replicated log's commit, written and not yet synced: the leader
+      // ships it now, so that its followers sync while it does.
+      written: (first, end, tags, runs) => {
+        this.#rep?.onWritten?.({ first, end, runs, records: tags ? [...tags] : [] });
+      },
       wake: () => {
         for (const r of this.#readers) r._wake();
       },

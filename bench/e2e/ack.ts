@@ -12,7 +12,11 @@
  * - a cluster of two `serve --cluster` nodes and one etcd on this machine
  *   (lease 2 s, fsync on) at R = 1 and R = 2: the same two, to the leader;
  * - NATS JetStream (one nats-server, file store): one publish at a time,
- *   awaiting its PubAck (no per-ack fsync in nats-server 2.9).
+ *   awaiting its PubAck (no per-ack fsync in nats-server 2.9);
+ * - NATS JetStream clusters of three nats-servers with a stream of R = 2 and
+ *   of R = 3 replicas, published to on the server that leads the stream
+ *   (../harness/jetstream_publish.ts), as streamcast's clients talk to the
+ *   leader.
  *
  * In rounds, the contenders in order and then in reverse (ABBA); each
  * figure is the median over rounds, each ratio the median of the rounds'
@@ -25,7 +29,8 @@ import { publisher } from "../../client/publisher.ts";
 import { startEtcd } from "../../tests/harness/etcd.ts";
 import { leaderOf, post, startServeNodes } from "../../tests/harness/serve_nodes.ts";
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
-import { startNats } from "../harness/nats.ts";
+import { startNats, startNatsCluster } from "../harness/nats.ts";
+import { addStream, streamLeader } from "../harness/jetstream_publish.ts";
 import { type BenchRow, type BenchSection, median } from "../harness/report.ts";
 
 const here = new URL(".", import.meta.url).pathname;
@@ -43,9 +48,11 @@ type Case =
   | "r1_post"
   | "r2_ws"
   | "r2_post"
-  | "nats";
-/** p50 and p99 of one contender's round trips, ms. */
-type Lat = { p50: number; p99: number };
+  | "nats"
+  | "js_r2"
+  | "js_r3";
+/** p50, p99 and p99.9 of one contender's round trips, ms. */
+type Lat = { p50: number; p99: number; p999: number };
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -60,7 +67,7 @@ async function timed(n: number, one: (i: number) => Promise<unknown>): Promise<L
     await one(i);
     if (i >= WARMUP) ms.push(performance.now() - t);
   }
-  return { p50: pct(ms, 0.5), p99: pct(ms, 0.99) };
+  return { p50: pct(ms, 0.5), p99: pct(ms, 0.99), p999: pct(ms, 0.999) };
 }
 
 /** A child process that prints "listening on http://127.0.0.1:PORT" on stderr; stopped by closing its stdin, then SIGTERM. */
@@ -215,6 +222,31 @@ async function nats(n: number): Promise<Lat | null> {
   }
 }
 
+/** One message at a time to a JetStream stream of `replicas` replicas on three servers, published to its leader. */
+async function jetStreamCluster(replicas: number, n: number): Promise<Lat> {
+  const cluster = await startNatsCluster(3);
+  try {
+    const admin = await natsConnect({ servers: cluster.urls });
+    let url: string;
+    try {
+      await addStream(admin, replicas);
+      url = await streamLeader(admin, cluster);
+    } finally {
+      await admin.close();
+    }
+    const nc = await natsConnect({ servers: url });
+    try {
+      const js = nc.jetstream();
+      const enc = new TextEncoder();
+      return await timed(n, (i) => js.publish("trades", enc.encode(JSON.stringify(rows(i)))));
+    } finally {
+      await nc.close();
+    }
+  } finally {
+    await cluster.stop();
+  }
+}
+
 /** Every contender once a round, forwards then backwards. */
 export async function measureAcks(
   rounds: number,
@@ -241,6 +273,8 @@ export async function measureAcks(
       const lat = await nats(n);
       return lat ? { nats: lat } : {};
     }],
+    ["JetStream R = 2", async () => ({ js_r2: await jetStreamCluster(2, n) })],
+    ["JetStream R = 3", async () => ({ js_r3: await jetStreamCluster(3, n) })],
   ];
   const out: Partial<Record<Case, Lat>>[] = [];
   try {
@@ -250,9 +284,10 @@ export async function measureAcks(
         Object.assign(got, await step());
         log(
           `round ${r + 1}/${rounds} ${name}: ${
-            Object.entries(got).map(([k, v]) => `${k} ${v.p50.toFixed(2)}/${v.p99.toFixed(2)}`)
-              .join(", ")
-          } ms (p50/p99)`,
+            Object.entries(got).map(([k, v]) =>
+              `${k} ${v.p50.toFixed(2)}/${v.p99.toFixed(2)}/${v.p999.toFixed(2)}`
+            ).join(", ")
+          } ms (p50/p99/p99.9)`,
         );
       }
       out.push(got);
@@ -273,6 +308,8 @@ const NAMES: Record<Case, string> = {
   r2_ws: "cluster R = 2: WebSocket publish ack",
   r2_post: "cluster R = 2: one-row POST",
   nats: "NATS JetStream R = 1: publish, PubAck",
+  js_r2: "NATS JetStream R = 2 (3 servers): publish to the stream leader, PubAck",
+  js_r3: "NATS JetStream R = 3 (3 servers): publish to the stream leader, PubAck",
 };
 
 /** The section: each contender's p50/p99, and the ratios §28 sets targets on. */
@@ -299,25 +336,30 @@ function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection 
               fig(b, q).toFixed(2)
             })${
               r1 ? `; R = 1 in the same rounds is at ${r1}×, so it is not R that costs it` : ""
-            }: the leader ships a commit only once its own journal and segment are synced, the follower syncs its journal and segment in turn, then reports; four fdatasyncs and two round trips one after the other, where one server does two fdatasyncs and one round trip.`
+            }: the leader syncs a commit's producer record to its journal, writes the rows and ships them before its segment's sync; the follower syncs its journal and its segment in turn, then reports. On the path: three fdatasyncs and two round trips one after the other, where one server does two fdatasyncs and one round trip.`
             : `${x.toFixed(2)}× (${fig(a, q).toFixed(2)} ms against ${fig(b, q).toFixed(2)})`,
         }
         : {}),
     });
   };
-  for (const q of ["p50", "p99"] as const) {
+  for (const q of ["p50", "p99", "p999"] as const) {
     add("single_post", "single_ws", q, q === "p99" ? 2 : undefined);
     add("single_ws", "fdatasync", q);
     add("single_ws", "echo", q);
     add("single_ws", "nats", q);
     add("single_post", "nats", q);
-    add("r2_ws", "single_ws", q, 1.5);
+    add("r2_ws", "single_ws", q, q === "p999" ? undefined : 1.5);
+    add("r2_ws", "js_r2", q);
+    add("r2_ws", "js_r3", q);
+    add("js_r2", "nats", q);
     add("r1_ws", "single_ws", q);
     add("r2_post", "single_post", q);
     add("r1_post", "single_post", q);
   }
   const each = (Object.keys(NAMES) as Case[]).filter((c) => rounds.every((r) => r[c])).map((c) =>
-    `${NAMES[c]} ${fig(c, "p50").toFixed(2)} / ${fig(c, "p99").toFixed(2)} ms`
+    `${NAMES[c]} ${fig(c, "p50").toFixed(2)} / ${fig(c, "p99").toFixed(2)} / ${
+      fig(c, "p999").toFixed(2)
+    } ms`
   );
   return {
     title: "One-row publish latency against the floors, a cluster and NATS (closed loop)",
@@ -325,10 +367,10 @@ function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection 
       "the contender named after “vs”, measured in the same run (rounds in ABBA order; ratios are medians of each round's)",
     rows,
     notes: [
-      `p50 / p99 of each (medians over ${rounds.length} rounds of ${n} round trips after ${WARMUP} of warm-up): ${
+      `p50 / p99 / p99.9 of each (medians over ${rounds.length} rounds of ${n} round trips after ${WARMUP} of warm-up): ${
         each.join("; ")
       }.`,
-      `A client in this process sends one trade row, waits for its durable ack (fsync on), then sends the next. WebSocket: \`publisher()\` with a producer id, one row a frame. POST: one NDJSON row with a producer id and seq, keep-alive. The cluster: two \`serve --cluster\` nodes and one etcd on this machine, lease ${LEASE_S} s, both nodes in the in-sync set before the first row. A commit waits for every member of the in-sync set (R is the least size of the set, as Kafka's min.insync.replicas), so at R = 1 with the follower caught up the ack waits for its fsync as at R = 2. NATS JetStream 2.9 has no per-ack fsync: its PubAck follows a write to the OS.`,
+      `A client in this process sends one trade row, waits for its durable ack (fsync on), then sends the next. WebSocket: \`publisher()\` with a producer id, one row a frame. POST: one NDJSON row with a producer id and seq, keep-alive. The cluster: two \`serve --cluster\` nodes and one etcd on this machine, lease ${LEASE_S} s, both nodes in the in-sync set before the first row. A commit waits for every member of the in-sync set (R is the least size of the set, as Kafka's min.insync.replicas), so at R = 1 with the follower caught up the ack waits for its fsync as at R = 2. NATS JetStream 2.9 has no per-ack fsync: its PubAck follows a write to the OS (at R = 2 and 3, on the stream's leader and enough followers of its raft group). With ${n} round trips a round, p99.9 is one of the slowest two: read it as the tail, not a fine figure.`,
     ],
   };
 }

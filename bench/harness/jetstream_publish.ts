@@ -45,9 +45,12 @@ function pct(xs: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor(s.length * p))];
 }
 
-// Adds the stream, retrying while the cluster cannot place R replicas yet
-// (right after start the servers may not all have joined JetStream's meta group).
-async function addStream(nc: NatsConnection, replicas: number): Promise<void> {
+/**
+ * Adds file-stored stream TRADES (subject `trades`) with `replicas`
+ * replicas, retrying while the cluster cannot place them yet (right after
+ * start the servers may not all have joined JetStream's meta group).
+ */
+export async function addStream(nc: NatsConnection, replicas: number): Promise<void> {
   const jsm = await nc.jetstreamManager();
   const deadline = Date.now() + 30_000;
   for (;;) {
@@ -66,9 +69,12 @@ async function addStream(nc: NatsConnection, replicas: number): Promise<void> {
   }
 }
 
-// The URL of the server that leads stream TRADES, once it has a leader and,
-// for R > 1, every replica is current.
-async function streamLeader(nc: NatsConnection, cluster: NatsCluster): Promise<string> {
+/**
+ * The URL of the server that leads stream TRADES, once it has a leader and,
+ * for R > 1, every replica is current: a client publishes to it, as
+ * streamcast's publisher talks to the leader.
+ */
+export async function streamLeader(nc: NatsConnection, cluster: NatsCluster): Promise<string> {
   const jsm = await nc.jetstreamManager();
   const deadline = Date.now() + 30_000;
   for (;;) {

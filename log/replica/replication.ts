@@ -11,8 +11,11 @@
  *   a follower appends the leader's commits as they were made — the rows'
  *   bytes, their append times, their producer records —
  *   ({@linkcode Replication.appendCommit}), and the leader's own commits are
- *   handed, once durable, to whoever ships them
- *   ({@linkcode Replication.onDurable}).
+ *   handed, once written and before their sync, to whoever ships them
+ *   ({@linkcode Replication.onWritten}), and once durable to whoever counts
+ *   them toward the commit index ({@linkcode Replication.onDurable}). A
+ *   follower may so hold rows its leader never synced: they are
+ *   uncommitted, and cut like any uncommitted tail when it rejoins.
  * - **Terms.** The log's term history (`term_history.ts`) is kept here: a
  *   term is recorded before its first row.
  * - **Cutting the tail in place.** A node that rejoins as a follower cuts
@@ -80,7 +83,7 @@ export interface ReplicaCommit {
 }
 
 /**
- * One of this node's own commits, durable: what the leader ships.
+ * One of this node's own commits, written (and then durable): what the leader ships.
  */
 export interface DurableCommit extends ReplicaCommit {
   /** The offset after its last row. */
@@ -153,7 +156,14 @@ export async function readCommitIndex(
  * ```
  */
 export class Replication {
-  /** Each of this node's own commits, once durable (the leader ships them). */
+  /**
+   * Each of this node's own commits, once written and before its sync (the
+   * leader ships them then, so that a follower's sync runs beside its own).
+   * A sync that fails after it stops the log (`../committer.ts`): rows
+   * handed on here are never replaced by others at their offsets.
+   */
+  onWritten: ((commit: DurableCommit) => void) | null = null;
+  /** Each of this node's own commits, once durable (the leader counts them toward the commit index). */
   onDurable: ((commit: DurableCommit) => void) | null = null;
   /** Whether local appends are taken (this node leads). */
   writable = false;

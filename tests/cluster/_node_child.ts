@@ -13,6 +13,8 @@
 //   GET  /state                      role, term, leader, ends, in-sync set, counters
 //   GET  /rows                       every durable row: [offset, time µs, payload] per line
 //   GET  /producer?p=P               the producer's state, or null
+//   POST /syncs?hold=1 | ?hold=0     hold this node's segment syncs, or let them go
+//                                    (tests/harness/held_syncs.ts)
 //   GET  /STREAM/replicate?node=N    the replication socket
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { ClusterNode } from "../../cluster/cluster_node.ts";
@@ -20,6 +22,7 @@ import { Log } from "../../log/log.ts";
 import { NotLeaderError } from "../../log/errors.ts";
 import { Logger } from "../../common/logger.ts";
 import { readMeta } from "../../log/log_meta.ts";
+import { heldSyncs } from "../harness/held_syncs.ts";
 import {
   claimCopy,
   claimStreamId,
@@ -38,7 +41,8 @@ if (local !== null && local !== id.streamId) {
   console.error(streamIdRefusal(stream, local, id));
   Deno.exit(1);
 }
-const log = await Log.open(dir, { replicated: true, logger, streamId: id.streamId });
+const syncs = heldSyncs();
+const log = await Log.open(dir, { replicated: true, logger, streamId: id.streamId, io: syncs.io });
 // A copy that may lack committed rows (made now, or not the one recorded) joins.
 const createdUs = (await readMeta(dir))!.meta.created_us;
 const standing = await claimCopy(etcd, stream, node, {
@@ -136,6 +140,11 @@ const server = Deno.serve(
       });
     }
     if (url.pathname === "/rows") return rows();
+    if (req.method === "POST" && url.pathname === "/syncs") {
+      if (url.searchParams.get("hold") === "1") syncs.hold();
+      else syncs.release();
+      return json({ held: syncs.held });
+    }
     if (url.pathname === "/producer") return json(log.producers.state(url.searchParams.get("p")!));
     return new Response("not found", { status: 404 });
   },

@@ -186,6 +186,13 @@ export class NodeProc {
   async producer(p: string): Promise<{ seq: number; first: number; last: number } | null> {
     return await (await fetch(`${this.url}/producer?p=${p}`)).json();
   }
+
+  /** Holds this node's segment syncs (`hold`), or lets them go. */
+  async holdSyncs(hold: boolean): Promise<void> {
+    const res = await fetch(`${this.url}/syncs?hold=${hold ? 1 : 0}`, { method: "POST" });
+    const held = (await res.json()).held;
+    if (held !== hold) throw new Error(`${this.name}: syncs held ${held}, asked ${hold}`);
+  }
 }
 
 /** Starts `names` as nodes; stops them all on dispose. */

@@ -3,14 +3,17 @@
 // election): a new follower is caught up from the leader's chunks and
 // segments — rows, append times, producer records and terms, byte for byte —
 // then shipped live from the ring; a follower holding rows of a term the
-// leader never had cuts them at the handshake.
+// leader never had cuts them at the handshake, and so does one holding rows
+// it was shipped before the leader's own sync that the leader does not hold
+// synced (lost in a crash, or still being synced).
 import { assert, assertEquals } from "../harness/assert.ts";
 import { tempDir, text, until } from "../harness/util.ts";
 import { Log, type LogOptions } from "../../log/log.ts";
 import { Logger } from "../../common/logger.ts";
 import { ReplicationSource } from "../../cluster/replication_source.ts";
 import { ReplicaSink } from "../../cluster/replica_sink.ts";
-import { REAL_IO } from "../../log/disk/io.ts";
+import { type LogIo, REAL_IO } from "../../log/disk/io.ts";
+import { heldSyncs } from "../harness/held_syncs.ts";
 
 const quiet = new Logger({ level: "error" });
 type Row = [number, number, string];
@@ -33,8 +36,14 @@ async function rowsOf(log: Log): Promise<Row[]> {
 }
 
 // A leader's log and its source behind a real socket.
-async function leaderWith(dir: string, now: () => number) {
-  const log = await Log.open(dir, { replicated: true, timers: false, chunks: true, clock: now });
+async function leaderWith(dir: string, now: () => number, io?: LogIo) {
+  const log = await Log.open(dir, {
+    replicated: true,
+    timers: false,
+    chunks: true,
+    clock: now,
+    ...(io ? { io } : {}),
+  });
   const rep = log.replication!;
   rep.writable = true;
   const followers: Record<string, number> = {};
@@ -44,7 +53,7 @@ async function leaderWith(dir: string, now: () => number) {
       disconnected: () => {},
       durable: (node, end) => (followers[node] = end),
     }, { term: rep.terms.at(-1)?.term ?? 0, ringBytes: 1, logger: quiet });
-    rep.onDurable = (c) => source.ship(c);
+    rep.onWritten = (c) => source.ship(c); // as the cluster node does: before the sync
     const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
       const { socket, response } = Deno.upgradeWebSocket(req);
       source.accept(socket, new URL(req.url).searchParams.get("node")!);
@@ -402,6 +411,101 @@ Deno.test("replication source: a follower shipped commit after commit costs the 
   } finally {
     globalThis.setTimeout = real;
     await halt();
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
+
+Deno.test("replica sink: rows shipped before the leader's sync and lost with it (a crash) are cut when the follower rejoins", async () => {
+  let now = 1_000;
+  const { log, rep, open } = await leaderWith(await tempDir(), () => now);
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(4);
+  const follower = await followerOf(log, { clock: () => now });
+  const frep = follower.replication!;
+  await frep.beginTerm(1, 1);
+  const shared = await rowsOf(log);
+  await frep.appendCommit({
+    first: 1,
+    runs: shared.map(([, t, p]) => ({ timeUs: t, payloads: [p] })),
+    records: [],
+  });
+  frep.commitThrough(4);
+  // Rows 4..5 of term 1, shipped once written and synced here; the leader
+  // crashed before its own sync, and came back without them: never committed.
+  now += 5;
+  await frep.appendCommit({
+    first: 4,
+    runs: [{ timeUs: now * 1000, payloads: ['{"lost":1}', '{"lost":2}'] }],
+    records: [{ producer: "x", seq: 1, first: 4, last: 5 }],
+  });
+  assertEquals(frep.durableEnd, 6);
+  assertEquals(follower.endOffset, 4); // held, not shown: the commit index is 4
+  // The leader, back, leads term 2 from its end, 4.
+  await rep.beginTerm(2);
+  now += 5;
+  log.publish(['{"theirs":1}'], { producer: "x", seq: 1 });
+  await log.flush();
+  const { source, server, url } = open();
+  const { cuts, halt } = sinkOf(follower, url);
+  try {
+    await until(() => frep.durableEnd === rep.durableEnd, 10_000, "the follower to converge");
+    assertEquals(cuts, [[4, 2]]);
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+    assertEquals(follower.producers.state("x"), { seq: 1, first: 4, last: 4 });
+    assertEquals(frep.terms, [{ term: 1, start: 1 }, { term: 2, start: 4 }]);
+  } finally {
+    await halt();
+    source.close();
+    await server.shutdown();
+    await follower.close();
+    await log.close();
+  }
+});
+
+Deno.test("replica sink: rejoining while the leader's sync is held, it cuts to the leader's durable end, then is shipped the rows before that sync ends", async () => {
+  const now = 1_000;
+  const disk = heldSyncs();
+  const { log, rep, open } = await leaderWith(await tempDir(), () => now, disk.io);
+  await rep.beginTerm(1);
+  log.appendMany(["{}", "{}", "{}"]);
+  await log.flush();
+  rep.commitThrough(4);
+  const { source, server, url } = open();
+  const follower = await followerOf(log, { clock: () => now });
+  const frep = follower.replication!;
+  let sink = sinkOf(follower, url);
+  try {
+    await until(() => frep.durableEnd === 4, 10_000, "the follower to catch up");
+    // The leader's sync held: rows 4..5 are written and shipped, synced there.
+    disk.hold();
+    log.appendMany(['{"a":1}', '{"a":2}']).catch(() => {});
+    await until(
+      () => frep.durableEnd === 6,
+      10_000,
+      "the follower to sync rows the leader has not",
+    );
+    assertEquals(rep.durableEnd, 4);
+    // The link drops and comes back, the leader's sync still held: the
+    // follower is ahead of the leader's durable end, cuts to it, and is
+    // shipped the same rows again from the ring.
+    await sink.halt();
+    sink = sinkOf(follower, url);
+    await until(() => sink.cuts.length === 1, 10_000, "the cut at the handshake");
+    assertEquals(sink.cuts, [[4, 2]]);
+    await until(() => frep.durableEnd === 6, 10_000, "the follower to sync them again");
+    assertEquals(rep.durableEnd, 4);
+    disk.release();
+    await log.flush();
+    assertEquals(rep.durableEnd, 6);
+    assertEquals(await rowsOf(follower), await rowsOf(log));
+  } finally {
+    disk.release();
+    await sink.halt();
     source.close();
     await server.shutdown();
     await follower.close();

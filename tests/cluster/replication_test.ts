@@ -337,3 +337,64 @@ Deno.test("replication: a node back with an empty disk, still named in the in-sy
     await rmrf(root);
   }
 });
+
+Deno.test("replication: the leader ships a commit before its own sync; no ack before the leader and the follower both hold it synced", async () => {
+  await using etcd = await startEtcd();
+  const root = await tempDir();
+  await using nodes = await startNodes(root, ["n1", "n2"], {
+    etcd: etcd.url,
+    replicas: 2,
+    lagMs: 10_000,
+  });
+  try {
+    const leader = await leaderOf(nodes);
+    await inSync(leader, 2);
+    const follower = nodes.find((n) => n !== leader)!;
+    assertEquals((await leader.publish([row(0)], "p", 1)).status, 200);
+
+    // The leader's sync held: the follower syncs the row all the same (it
+    // was shipped once written), and no ack comes.
+    const at = (await leader.state()).durable;
+    await leader.holdSyncs(true);
+    let answered: number | null = null;
+    const a = leader.publish([row(1)], "p", 2).then((r) => (answered = r.status, r));
+    await until(
+      async () => (await follower.state()).durable > at,
+      10_000,
+      "the follower to sync the row",
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    assertEquals(answered, null, "acknowledged before the leader's sync");
+    const s = await leader.state();
+    assertEquals(s.durable, at);
+    assert(s.commit <= at, `commit index ${s.commit} past the leader's durable end ${at}`);
+    await leader.holdSyncs(false);
+    const ra = await a;
+    assertEquals(ra.status, 200);
+    assertEquals(ra.body.first, at);
+
+    // The follower's sync held: the leader syncs, and no ack comes either.
+    const at2 = (await leader.state()).durable;
+    await follower.holdSyncs(true);
+    answered = null;
+    const b = leader.publish([row(2)], "p", 3).then((r) => (answered = r.status, r));
+    await until(
+      async () => (await leader.state()).durable > at2,
+      10_000,
+      "the leader to sync the row",
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    assertEquals(answered, null, "acknowledged before the follower's sync");
+    assertEquals((await follower.state()).durable, at2);
+    await follower.holdSyncs(false);
+    assertEquals((await b).status, 200);
+    const rows = await converged(nodes);
+    assertEquals(rows.map((r) => JSON.parse(r[2]).i), [0, 1, 2]);
+  } catch (err) {
+    console.error(await dumpLogs(nodes));
+    throw err;
+  } finally {
+    await nodes[Symbol.asyncDispose]();
+    await rmrf(root);
+  }
+});

@@ -3,9 +3,10 @@
 // records included), the tail is cut in place with the producer state put
 // back, and the commit index survives a restart.
 import { assert, assertEquals, assertRejects, assertThrows } from "../harness/assert.ts";
-import { tempDir, text } from "../harness/util.ts";
+import { tempDir, text, until } from "../harness/util.ts";
 import { Log } from "../../log/log.ts";
-import { NotLeaderError } from "../../log/errors.ts";
+import { LogWriteError, NotLeaderError } from "../../log/errors.ts";
+import { heldSyncs } from "../harness/held_syncs.ts";
 import type { DurableCommit } from "../../log/replica/replication.ts";
 
 type Row = [number, number, string];
@@ -273,4 +274,80 @@ Deno.test("replicated log: the seal timer does not roll while the tail is cut in
   rep.commitThrough(3);
   assertEquals((await rowsOf(log)).map(([o, , t]) => [o, t]), [[1, "{}"], [2, '{"n":2}']]);
   await log.close();
+});
+
+Deno.test("replicated log: a commit is handed on once written, before its sync; acknowledged only once synced and committed", async () => {
+  const dir = await tempDir();
+  const disk = heldSyncs();
+  const log = await Log.open(dir, { replicated: true, timers: false, io: disk.io });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const written: DurableCommit[] = [];
+  const durable: number[] = [];
+  rep.onWritten = (c) => written.push(c);
+  rep.onDurable = (c) => durable.push(c.end);
+  disk.hold();
+  let acked: number | null = null;
+  const done = log.publish(['{"a":1}', '{"a":2}'], { producer: "p", seq: 1 });
+  assertEquals(done.status, "stored");
+  (done as { done: Promise<void> }).done.then(() => (acked = 1));
+  // Handed on while the segment's sync is held: rows, times and producer record.
+  await until(() => written.length === 1, 5_000, "the commit to be handed on");
+  assertEquals(written[0].first, 1);
+  assertEquals(written[0].end, 3);
+  assertEquals(written[0].runs[0].payloads.map((p) => typeof p === "string" ? p : text(p)), [
+    '{"a":1}',
+    '{"a":2}',
+  ]);
+  assertEquals(written[0].records.map((r) => [r.producer, r.seq, r.first, r.last]), [[
+    "p",
+    1,
+    1,
+    2,
+  ]]);
+  assertEquals(durable, []);
+  assertEquals(rep.durableEnd, 1);
+  // The cluster holds it (say), yet this node has not synced: no ack.
+  rep.commitThrough(3);
+  await new Promise((r) => setTimeout(r, 20));
+  assertEquals(acked, null);
+  assertEquals(log.endOffset, 1);
+  disk.release();
+  await log.flush();
+  await (done as { done: Promise<void> }).done;
+  assertEquals(durable, [3]);
+  assertEquals(rep.durableEnd, 3);
+  assertEquals(log.endOffset, 3);
+  assertEquals(acked, 1);
+  await log.close();
+});
+
+Deno.test("replicated log: a sync that fails after the commit was handed on stops the log; nothing of it is acknowledged", async () => {
+  const dir = await tempDir();
+  const disk = heldSyncs();
+  const log = await Log.open(dir, { replicated: true, timers: false, io: disk.io });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const written: DurableCommit[] = [];
+  rep.onWritten = (c) => written.push(c);
+  const first = log.append('{"ok":1}');
+  await log.flush();
+  rep.commitThrough(2);
+  assertEquals(await first, 1);
+  disk.hold();
+  const lost = log.append('{"lost":1}');
+  await until(() => written.length === 2, 5_000, "the second commit to be handed on");
+  const behind = log.append('{"behind":1}'); // queued behind the held sync
+  rep.commitThrough(3);
+  disk.release(true);
+  await assertRejects(() => lost, LogWriteError);
+  await assertRejects(() => behind, LogWriteError);
+  // Offset 2 was handed on: it is never given to another row.
+  assertThrows(() => log.append('{"again":1}'), LogWriteError);
+  assertEquals(rep.durableEnd, 2);
+  assertEquals(log.endOffset, 2);
+  assertEquals((await rowsOf(log)).map((r) => r[2]), ['{"ok":1}']);
+  await log.close().catch(() => {});
 });
