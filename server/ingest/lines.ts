@@ -64,7 +64,9 @@ export const READ_BUFFER_BYTES: number = 64 * 1024;
  *
  * {@linkcode ingestLines} reads such an input into one buffer it reuses, so a
  * read allocates nothing (a `ReadableStream` of bytes hands out a new chunk a
- * read), and splits each read's lines before it reads again.
+ * read), and splits each read's lines before it reads again. A read is taken
+ * to complete in a turn of the event loop of its own, as an I/O call's does
+ * (timers and sockets have run by then), so ingest adds no turn to yield.
  */
 export interface ByteSource {
   /** Reads into `buffer`; the count read, or null at the end of the input. */
@@ -76,6 +78,8 @@ export interface ByteSource {
 // its bytes land in a buffer no one reads).
 interface Chunks {
   next(): Promise<Uint8Array | null>;
+  // Whether a read completes in a turn of the event loop (see ByteSource).
+  readonly turns: boolean;
   stop(reason: unknown): void;
   done(): void;
 }
@@ -90,6 +94,8 @@ function streamChunks(input: ReadableStream<Uint8Array>): Chunks {
     // Ends a pending read; its own failure (input already errored) is moot.
     stop: (reason) => void reader.cancel(reason).catch(() => {}),
     done: () => reader.releaseLock(),
+    // Chunks already queued come in microtasks, not turns.
+    turns: false,
   };
 }
 
@@ -113,6 +119,7 @@ function sourceChunks(input: ByteSource): Chunks {
       end?.();
     },
     done() {},
+    turns: true,
   };
 }
 
@@ -280,6 +287,7 @@ export async function ingestLines(
     while (!stopped) {
       const value = await chunks.next();
       if (value === null || stopped) break;
+      if (chunks.turns) yielded = performance.now();
       // The chunk may be a view of a buffer the next read reuses: its lines
       // are all handed out (the splitter copies what it holds) before then.
       splitter.feed(value);
