@@ -26,7 +26,10 @@
  * to do, so one a row per read and one per sync is the durable floor's).
  * `--strace` adds one more run of each contender at each rate with
  * `strace -f -c` attached to the server over the window, and reports its
- * system calls a row (by name); those runs' latencies are not used.
+ * system calls a row (by name; `epoll_wait` a row is the event loop's turns
+ * a row); those runs feed one row at a time, each once the one before it
+ * reached a subscriber of the benchmark's own (so each read holds one row,
+ * however loaded the machine), and their latencies are not used.
  *
  * `--gens N` spreads the subscribers over N load-generator processes (their
  * samples merged for exact percentiles), so that one generator is not the
@@ -297,6 +300,59 @@ function mergedLatency(files: string[]): Omit<TailRun, "fed" | "serverCpu" | "se
   };
 }
 
+/**
+ * Writes trade rows to `w` one at a time, each once the one before it reached
+ * a subscriber this process holds on `url` (and no faster than `rate`), so
+ * that every read of the server's stdin holds exactly one row however loaded
+ * the machine is: what it does a row is then what it does a read. For
+ * counting (`--strace`), not for latency.
+ */
+async function feedOneByOne(
+  w: WritableStreamDefaultWriter<Uint8Array>,
+  url: string,
+  rate: number,
+): Promise<ReturnType<typeof feed>> {
+  const enc = new TextEncoder();
+  const make = tradeRows(7);
+  const ws = new WebSocket(url);
+  let got = 0;
+  let wake: (() => void) | null = null;
+  ws.onmessage = (e) => {
+    const text = String(e.data);
+    for (let at = text.indexOf('"trade_id"'); at !== -1; at = text.indexOf('"trade_id"', at + 1)) {
+      got++;
+    }
+    wake?.();
+  };
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = reject;
+  });
+  let fed = 0;
+  let stopping = false;
+  const t0 = performance.now();
+  const done = (async () => {
+    while (!stopping) {
+      const row = make(fed);
+      row.event_ts = Math.round((performance.timeOrigin + performance.now()) * 1000);
+      const want = ++fed;
+      await w.write(enc.encode(JSON.stringify(row) + "\n"));
+      while (got < want && !stopping) await new Promise<void>((r) => (wake = r));
+      await sleep(Math.max(0, t0 + fed * 1000 / rate - performance.now()));
+    }
+  })().catch(() => {});
+  return {
+    fed: () => fed,
+    lag: () => 0,
+    stop: async () => {
+      stopping = true;
+      wake?.();
+      await done;
+      ws.close();
+    },
+  };
+}
+
 /** One run of one contender at one rate (`trace`: with strace attached over the window). */
 async function once(who: Who, rate: number, z: Sizes, trace = false): Promise<TailRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-tail-" });
@@ -328,7 +384,10 @@ async function once(who: Who, rate: number, z: Sizes, trace = false): Promise<Ta
       );
     }
     for (const gen of gens) await gen.line((l) => l === "OPEN", 60_000);
-    feeder = feed(server.stdin, rate);
+    const url = who === "bare" || who === "bare_fsync"
+      ? `ws://127.0.0.1:${server.port}/`
+      : `ws://127.0.0.1:${server.port}/trades?frames=batch`;
+    feeder = trace ? await feedOneByOne(server.stdin, url, rate) : feed(server.stdin, rate);
     for (const gen of gens) await gen.line((l) => l === "ALL", 30_000);
     await sleep(z.warmup * 1000);
     const tracer = trace ? await straceOf(server.pid) : null;
@@ -427,8 +486,12 @@ export async function measureSyscalls(
     const got: Partial<Record<Who, Record<string, number>>> = {};
     for (const who of whos) {
       const x = await once(who, rate, z, true);
-      got[who] = x.syscalls;
-      log(`${rate} rows/s under strace ${who}: ${syscallLine(x.syscalls ?? {})}`);
+      got[who] = { ...x.syscalls, cpu_us: x.cpuPerRow, waits: x.waitsPerRow };
+      log(
+        `${rate} rows/s under strace ${who}, one row a read: ${syscallLine(x.syscalls ?? {})}; ${
+          x.cpuPerRow.toFixed(0)
+        } µs CPU, ${x.waitsPerRow.toFixed(2)} main-thread waits a row`,
+      );
     }
     out.set(rate, got);
   }
@@ -437,7 +500,7 @@ export async function measureSyscalls(
 
 /** "N system calls a row: epoll_wait A, read B, …" (the most frequent first). */
 function syscallLine(perRow: Record<string, number>): string {
-  const named = Object.entries(perRow).filter(([k]) => k !== "total")
+  const named = Object.entries(perRow).filter(([k]) => !["total", "cpu_us", "waits"].includes(k))
     .sort((a, b) => b[1] - a[1]).slice(0, 8);
   return `${(perRow.total ?? 0).toFixed(1)} system calls a row: ${
     named.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")
@@ -573,7 +636,10 @@ if (import.meta.main) {
   const z = sizes(Deno.args.includes("--quick"), Deno.args);
   const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
   console.log(`tail: ${JSON.stringify(z)}; load average ${load()}; ${new Date().toISOString()}`);
-  const s = section(z, await measureTail(z, console.log));
+  // --rounds 0: only the strace runs.
+  const s = z.rounds > 0
+    ? section(z, await measureTail(z, console.log))
+    : { rows: [], notes: [] } as unknown as BenchSection;
   console.log(`load average ${load()}`);
   if (z.strace) {
     for (const [rate, got] of await measureSyscalls(z, console.log)) {
