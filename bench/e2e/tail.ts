@@ -501,7 +501,7 @@ export async function measureSyscalls(
 /** "N system calls a row: epoll_wait A, read B, …" (the most frequent first). */
 function syscallLine(perRow: Record<string, number>): string {
   const named = Object.entries(perRow).filter(([k]) => !["total", "cpu_us", "waits"].includes(k))
-    .sort((a, b) => b[1] - a[1]).slice(0, 8);
+    .sort((a, b) => b[1] - a[1]).slice(0, 14);
   return `${(perRow.total ?? 0).toFixed(1)} system calls a row: ${
     named.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")
   }`;
