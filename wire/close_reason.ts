@@ -14,6 +14,8 @@
  * @module
  */
 
+import { utf8Bytes } from "../common/utf8_bytes.ts";
+
 /**
  * WebSocket close codes the server uses. The code is what a client dispatches
  * on; the reason only carries numbers.
@@ -177,29 +179,23 @@ export function encodeCloseReason(reason: CloseReason): string {
   const entries = Object.entries(reason).filter(([, v]) => v !== undefined);
   while (entries.length > 0) {
     const text = JSON.stringify(Object.fromEntries(entries));
-    if (utf8Length(text) <= MAX_CLOSE_REASON_BYTES) return text;
+    if (utf8Bytes(text) <= MAX_CLOSE_REASON_BYTES) return text;
     if (entries.length === 1) {
       // A single over-long field (a detail string): cut the string to fit.
       const [key, value] = entries[0];
       const s = String(value);
-      const k = longestPrefix(s, utf8Length(JSON.stringify({ [key]: "" })));
+      const k = longestPrefix(s, utf8Bytes(JSON.stringify({ [key]: "" })));
       return k === null ? "" : JSON.stringify({ [key]: s.slice(0, k) });
     }
     if (entries.length === 2 && typeof entries[1][1] === "string") {
       // Keep `error` and shorten the detail rather than lose it.
       const [[k0, v0], [k1, s]] = entries as [[string, unknown], [string, string]];
-      const k = longestPrefix(s, utf8Length(JSON.stringify({ [k0]: v0, [k1]: "" })));
+      const k = longestPrefix(s, utf8Bytes(JSON.stringify({ [k0]: v0, [k1]: "" })));
       if (k !== null) return JSON.stringify({ [k0]: v0, [k1]: s.slice(0, k) });
     }
     entries.pop();
   }
   return "";
-}
-
-const utf8 = new TextEncoder();
-
-function utf8Length(text: string): number {
-  return utf8.encode(text).length;
 }
 
 // The UTF-8 bytes code unit `i` of `s` adds inside a JSON string, as

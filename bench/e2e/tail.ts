@@ -20,9 +20,24 @@
  * `cli.ts` as a third contender in every round (its ratios to bare, and this
  * checkout's to it).
  *
+ * What each server does a row, from the same runs: its CPU (µs a row) and
+ * its main thread's waits (voluntary context switches of the thread running
+ * JavaScript, a row: each is one wait of the event loop for the next thing
+ * to do, so one a row per read and one per sync is the durable floor's).
+ * `--strace` adds one more run of each contender at each rate with
+ * `strace -f -c` attached to the server over the window, and reports its
+ * system calls a row (by name; `epoll_wait` a row is the event loop's turns
+ * a row); those runs feed one row at a time, each once the one before it
+ * reached a subscriber of the benchmark's own (so each read holds one row,
+ * however loaded the machine), and their latencies are not used.
+ *
+ * `--gens N` spreads the subscribers over N load-generator processes (their
+ * samples merged for exact percentiles), so that one generator is not the
+ * floor of every contender at 5000 rows/s.
+ *
  * Run alone: deno run -A bench/e2e/tail.ts [--quick] [--rounds N] [--rates 500,5000]
- *   [--subs N] [--window S] [--warmup S] [--server-flags "--cpu-prof --cpu-prof-dir=DIR --v8-flags=--trace-gc"]
- *   [--server-out FILE]
+ *   [--subs N] [--gens N] [--window S] [--warmup S] [--strace]
+ *   [--server-flags "--cpu-prof --cpu-prof-dir=DIR --v8-flags=--trace-gc"] [--server-out FILE]
  */
 import { tradeRows } from "../../tests/harness/trades.ts";
 import { SCHEMA } from "../../tests/harness/trades.ts";
@@ -58,12 +73,22 @@ export interface TailRun {
   serverCpu: number;
   /** The latest a write left this process after its rows' planned time, ms. */
   sendLag: number;
+  /** Server CPU a row fed over the window, µs. */
+  cpuPerRow: number;
+  /** Voluntary context switches of the server's main thread a row fed (its waits). */
+  waitsPerRow: number;
+  /** With `--strace`: system calls a row fed over the window, by name ("total": all). */
+  syscalls?: Record<string, number>;
 }
 
 interface Sizes {
   rounds: number;
   rates: number[];
   subs: number;
+  /** Load-generator processes the subscribers are spread over. */
+  gens: number;
+  /** Count the servers' system calls in one more run of each (see the module doc). */
+  strace: boolean;
   warmup: number;
   window: number;
   serverFlags: string[];
@@ -190,47 +215,221 @@ function feed(w: WritableStreamDefaultWriter<Uint8Array>, rate: number) {
   };
 }
 
-/** One run of one contender at one rate. */
-async function once(who: Who, rate: number, z: Sizes): Promise<TailRun> {
+/** Voluntary context switches of `pid`'s main thread so far (the thread running JavaScript). */
+export function mainThreadWaits(pid: number): number {
+  try {
+    const status = Deno.readTextFileSync(`/proc/${pid}/task/${pid}/status`);
+    return Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * The calls of an `strace -c` summary, by name ("total": the summary's total).
+ *
+ * @example
+ * ```ts
+ * import { deepStrictEqual } from "node:assert/strict";
+ * import { straceCounts } from "./tail.ts";
+ * const text = `% time     seconds  usecs/call     calls    errors syscall
+ * ------ ----------- ----------- --------- --------- ----------------
+ *  60.00    0.000600           6       100           epoll_wait
+ *  40.00    0.000400           4       100        10 read
+ * ------ ----------- ----------- --------- --------- ----------------
+ * 100.00    0.001000           5       200        10 total`;
+ * deepStrictEqual(straceCounts(text), { epoll_wait: 100, read: 100, total: 200 });
+ * ```
+ */
+export function straceCounts(text: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of text.split("\n")) {
+    const m = /^\s*[\d.]+\s+[\d.]+\s+(?:\d+\s+)?(\d+)\s+(?:\d+\s+)?([a-z_0-9]+)\s*$/.exec(line);
+    if (m) out[m[2]] = Number(m[1]);
+  }
+  return out;
+}
+
+/** `strace -f -c` attached to `pid` (every thread) until `stop()`, which gives its counts. */
+async function straceOf(pid: number): Promise<{ stop(): Promise<Record<string, number>> }> {
+  const file = await Deno.makeTempFile({ prefix: "streamcast-bench-strace-" });
+  const child = new Deno.Command("strace", {
+    args: ["-f", "-c", "-o", file, "-p", String(pid)],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let text = "";
+  const read = (async () => {
+    for await (const c of child.stderr.pipeThrough(new TextDecoderStream())) text += c;
+  })().catch(() => {});
+  const deadline = Date.now() + 10_000;
+  while (!/attached/.test(text) && Date.now() < deadline) await sleep(10);
+  return {
+    async stop() {
+      child.kill("SIGINT");
+      await child.status;
+      await read;
+      const counts = straceCounts(await Deno.readTextFile(file));
+      await Deno.remove(file).catch(() => {});
+      return counts;
+    },
+  };
+}
+
+/** The exact percentiles of merged sorted sample files (float64 ms each). */
+function mergedLatency(files: string[]): Omit<TailRun, "fed" | "serverCpu" | "sendLag"> {
+  const parts = files.map((f) => new Float64Array(Deno.readFileSync(f).buffer));
+  const xs = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    xs.set(p, at);
+    at += p.length;
+  }
+  xs.sort();
+  const q = (p: number) =>
+    xs.length === 0 ? NaN : xs[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+  return {
+    n: xs.length,
+    p50: q(0.5),
+    p99: q(0.99),
+    p999: q(0.999),
+    p9999: q(0.9999),
+    max: q(1),
+    cpuPerRow: NaN,
+    waitsPerRow: NaN,
+  };
+}
+
+/**
+ * Writes trade rows to `w` one at a time, each once the one before it reached
+ * a subscriber this process holds on `url` (and no faster than `rate`), so
+ * that every read of the server's stdin holds exactly one row however loaded
+ * the machine is: what it does a row is then what it does a read. For
+ * counting (`--strace`), not for latency.
+ */
+async function feedOneByOne(
+  w: WritableStreamDefaultWriter<Uint8Array>,
+  url: string,
+  rate: number,
+): Promise<ReturnType<typeof feed>> {
+  const enc = new TextEncoder();
+  const make = tradeRows(7);
+  const ws = new WebSocket(url);
+  let got = 0;
+  let wake: (() => void) | null = null;
+  ws.onmessage = (e) => {
+    const text = String(e.data);
+    for (let at = text.indexOf('"trade_id"'); at !== -1; at = text.indexOf('"trade_id"', at + 1)) {
+      got++;
+    }
+    wake?.();
+  };
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = reject;
+  });
+  let fed = 0;
+  let stopping = false;
+  const t0 = performance.now();
+  const done = (async () => {
+    while (!stopping) {
+      const row = make(fed);
+      row.event_ts = Math.round((performance.timeOrigin + performance.now()) * 1000);
+      const want = ++fed;
+      await w.write(enc.encode(JSON.stringify(row) + "\n"));
+      while (got < want && !stopping) await new Promise<void>((r) => (wake = r));
+      await sleep(Math.max(0, t0 + fed * 1000 / rate - performance.now()));
+    }
+  })().catch(() => {});
+  return {
+    fed: () => fed,
+    lag: () => 0,
+    stop: async () => {
+      stopping = true;
+      wake?.();
+      await done;
+      ws.close();
+    },
+  };
+}
+
+/** One run of one contender at one rate (`trace`: with strace attached over the window). */
+async function once(who: Who, rate: number, z: Sizes, trace = false): Promise<TailRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-tail-" });
   await Deno.writeTextFile(`${dir}/trades.json`, JSON.stringify(SCHEMA));
   if (z.serverOut) {
     await Deno.writeTextFile(z.serverOut, `== ${who} ${rate} rows/s\n`, { append: true });
   }
   const server = await startServer(who, z.serverFlags, dir, z.serverOut);
-  let gen: Proc | undefined;
+  const gens: Proc[] = [];
+  const latFiles: string[] = [];
   let feeder: ReturnType<typeof feed> | undefined;
   try {
-    const cfg: LoadConfig = {
-      url: who === "bare" || who === "bare_fsync"
-        ? `ws://127.0.0.1:${server.port}/`
-        : `ws://127.0.0.1:${server.port}/trades?frames=batch`,
-      subs: z.subs,
-      latency: true,
-    };
-    gen = new Proc("generator", Deno.execPath(), ["run", "-A", GENERATOR, JSON.stringify(cfg)]);
-    await gen.line((l) => l === "OPEN", 60_000);
-    feeder = feed(server.stdin, rate);
-    await gen.line((l) => l === "ALL", 30_000);
+    for (let g = 0; g < z.gens; g++) {
+      const latFile = z.gens > 1
+        ? await Deno.makeTempFile({ prefix: "streamcast-bench-lat-" })
+        : "";
+      if (latFile) latFiles.push(latFile);
+      const cfg: LoadConfig = {
+        url: who === "bare" || who === "bare_fsync"
+          ? `ws://127.0.0.1:${server.port}/`
+          : `ws://127.0.0.1:${server.port}/trades?frames=batch`,
+        // The subscribers spread as evenly as they go.
+        subs: Math.floor(z.subs / z.gens) + (g < z.subs % z.gens ? 1 : 0),
+        latency: true,
+        ...(latFile ? { latFile } : {}),
+      };
+      gens.push(
+        new Proc("generator", Deno.execPath(), ["run", "-A", GENERATOR, JSON.stringify(cfg)]),
+      );
+    }
+    for (const gen of gens) await gen.line((l) => l === "OPEN", 60_000);
+    const url = who === "bare" || who === "bare_fsync"
+      ? `ws://127.0.0.1:${server.port}/`
+      : `ws://127.0.0.1:${server.port}/trades?frames=batch`;
+    feeder = trace ? await feedOneByOne(server.stdin, url, rate) : feed(server.stdin, rate);
+    for (const gen of gens) await gen.line((l) => l === "ALL", 30_000);
     await sleep(z.warmup * 1000);
-    const [c0, f0, t0] = [procCpuMs(server.pid), feeder.fed(), performance.now()];
-    await gen.mark(); // drops the warm-up's samples
+    const tracer = trace ? await straceOf(server.pid) : null;
+    const [c0, w0, f0, t0] = [
+      procCpuMs(server.pid),
+      mainThreadWaits(server.pid),
+      feeder.fed(),
+      performance.now(),
+    ];
+    await Promise.all(gens.map((g) => g.mark())); // drops the warm-up's samples
     feeder.lag();
     await sleep(z.window * 1000);
-    const [c1, f1, t1] = [procCpuMs(server.pid), feeder.fed(), performance.now()];
-    const g1 = await gen.mark();
+    const [c1, w1, f1, t1] = [
+      procCpuMs(server.pid),
+      mainThreadWaits(server.pid),
+      feeder.fed(),
+      performance.now(),
+    ];
+    const marks = await Promise.all(gens.map((g) => g.mark()));
+    const counts = await tracer?.stop();
     const lag = feeder.lag();
     const ms = t1 - t0;
-    const lat = g1.lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag">;
+    const rows = f1 - f0;
+    const lat = z.gens > 1
+      ? mergedLatency(latFiles)
+      : marks[0].lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag">;
+    const syscalls = counts
+      ? Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, v / rows]))
+      : undefined;
     return {
       ...lat,
-      fed: (f1 - f0) / (ms / 1000),
+      fed: rows / (ms / 1000),
       serverCpu: (c1 - c0) / ms * 100,
       sendLag: lag,
+      cpuPerRow: (c1 - c0) * 1000 / rows,
+      waitsPerRow: (w1 - w0) / rows,
+      ...(syscalls ? { syscalls } : {}),
     };
   } finally {
-    gen?.kill();
-    await gen?.child.status;
+    for (const gen of gens) gen.kill();
+    for (const gen of gens) await gen.child.status;
+    for (const f of latFiles) await Deno.remove(f).catch(() => {});
     await feeder?.stop();
     await server.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -263,7 +462,9 @@ export async function measureTail(
             x.max.toFixed(1)
           } ms (${x.n} samples, fed ${x.fed.toFixed(0)} rows/s, server ${
             x.serverCpu.toFixed(0)
-          } %, feeder at most ${x.sendLag.toFixed(1)} ms late)`,
+          } %, ${x.cpuPerRow.toFixed(0)} µs CPU and ${
+            x.waitsPerRow.toFixed(2)
+          } waits a row, feeder at most ${x.sendLag.toFixed(1)} ms late)`,
         );
       }
       rounds.push(got);
@@ -271,6 +472,39 @@ export async function measureTail(
     out.set(rate, rounds);
   }
   return out;
+}
+
+/** One run of each contender at each rate with strace attached: system calls a row, by name. */
+export async function measureSyscalls(
+  z: Sizes,
+  log: (line: string) => void = () => {},
+): Promise<Map<number, Partial<Record<Who, Record<string, number>>>>> {
+  const whos: Who[] = [...z.whos];
+  if (Deno.env.get("STREAMCAST_BENCH_BEFORE")) whos.push("before");
+  const out = new Map<number, Partial<Record<Who, Record<string, number>>>>();
+  for (const rate of z.rates) {
+    const got: Partial<Record<Who, Record<string, number>>> = {};
+    for (const who of whos) {
+      const x = await once(who, rate, z, true);
+      got[who] = { ...x.syscalls, cpu_us: x.cpuPerRow, waits: x.waitsPerRow };
+      log(
+        `${rate} rows/s under strace ${who}, one row a read: ${syscallLine(x.syscalls ?? {})}; ${
+          x.cpuPerRow.toFixed(0)
+        } µs CPU, ${x.waitsPerRow.toFixed(2)} main-thread waits a row`,
+      );
+    }
+    out.set(rate, got);
+  }
+  return out;
+}
+
+/** "N system calls a row: epoll_wait A, read B, …" (the most frequent first). */
+function syscallLine(perRow: Record<string, number>): string {
+  const named = Object.entries(perRow).filter(([k]) => !["total", "cpu_us", "waits"].includes(k))
+    .sort((a, b) => b[1] - a[1]).slice(0, 14);
+  return `${(perRow.total ?? 0).toFixed(1)} system calls a row: ${
+    named.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ")
+  }`;
 }
 
 function sizes(quick: boolean, args: string[] = []): Sizes {
@@ -282,6 +516,8 @@ function sizes(quick: boolean, args: string[] = []): Sizes {
     rounds: Number(flag("--rounds", quick ? "1" : "4")),
     rates: flag("--rates", "500,5000").split(",").map(Number),
     subs: Number(flag("--subs", "100")),
+    gens: Number(flag("--gens", "1")),
+    strace: args.includes("--strace"),
     warmup: Number(flag("--warmup", quick ? "1" : "2")),
     window: Number(flag("--window", quick ? "3" : "10")),
     serverFlags: flag("--server-flags", "").split(" ").filter(Boolean),
@@ -334,7 +570,7 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
         ],
       });
     }
-    const f = (w: Who, k: keyof TailRun) =>
+    const f = (w: Who, k: Exclude<keyof TailRun, "syscalls">) =>
       rounds.map((r) => r[w][k].toFixed(k === "n" || k === "fed" ? 0 : 2)).join(", ");
     notes.push(
       `${rate} rows/s, each round's figures (ms): streamcast p50 ${f("streamcast", "p50")}; p99 ${
@@ -348,6 +584,15 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
       } (bare ${f("bare", "n")}); rows/s fed ${f("streamcast", "fed")} (bare ${
         f("bare", "fed")
       }); the feeder at most ${f("streamcast", "sendLag")} ms late (bare ${f("bare", "sendLag")}).`,
+    );
+    const perRow = (w: Who) =>
+      `${w} ${median(rounds.map((r) => r[w].cpuPerRow)).toFixed(0)} µs, ${
+        median(rounds.map((r) => r[w].waitsPerRow)).toFixed(2)
+      } waits`;
+    notes.push(
+      `${rate} rows/s, server CPU and main-thread waits (voluntary context switches) a row, medians: ${
+        WHOS.filter((w) => rounds[0][w]).map(perRow).join("; ")
+      }.`,
     );
     const others: [Who, string][] = [
       ["bare_fsync", "the bare server syncing each read before it sends it (the durable floor)"],
@@ -391,8 +636,18 @@ if (import.meta.main) {
   const z = sizes(Deno.args.includes("--quick"), Deno.args);
   const load = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
   console.log(`tail: ${JSON.stringify(z)}; load average ${load()}; ${new Date().toISOString()}`);
-  const s = section(z, await measureTail(z, console.log));
+  // --rounds 0: only the strace runs.
+  const s = z.rounds > 0
+    ? section(z, await measureTail(z, console.log))
+    : { rows: [], notes: [] } as unknown as BenchSection;
   console.log(`load average ${load()}`);
+  if (z.strace) {
+    for (const [rate, got] of await measureSyscalls(z, console.log)) {
+      for (const [who, perRow] of Object.entries(got)) {
+        console.log(`${rate} rows/s, ${who} under strace -f -c: ${syscallLine(perRow ?? {})}`);
+      }
+    }
+  }
   for (const r of s.rows) {
     console.log(
       `${r.case}: ${r.ours.toFixed(2)} ms vs ${r.baseline.toFixed(2)} ms, ${r.ratio.toFixed(2)}×${

@@ -31,6 +31,11 @@ export interface LoadConfig {
   stalled?: number;
   /** Collect send→receive latency from each row's event_ts (µs, wall clock). */
   latency?: boolean;
+  /**
+   * With `latency`: at each mark, also write the window's samples (ms, sorted,
+   * as raw float64s) to this file, for a caller merging several generators.
+   */
+  latFile?: string;
   /** Exit once this many rows arrived in all (replay); print {rows, ms, cpuUs}. */
   until?: number;
   /** Wait for a "go" line on stdin before connecting (so it can start with the server). */
@@ -206,6 +211,7 @@ async function commands(): Promise<void> {
       perSubAtMark = perSub.slice();
       if (cfg.latency) {
         const xs = lat.slice(0, latN).sort();
+        if (cfg.latFile) Deno.writeFileSync(cfg.latFile, new Uint8Array(xs.buffer));
         out.lat = {
           n: latN,
           p50: percentile(xs, 0.5),

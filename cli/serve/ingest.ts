@@ -185,7 +185,8 @@ export function startIngest(
     const stream = server.streams.get(s.stdin)!;
     watch(
       `ingest from stdin into ${show(s.stdin)}`,
-      ingestLines(Deno.stdin.readable, stream, {
+      // Read into one buffer, reused: no chunk allocated a read.
+      ingestLines(Deno.stdin, stream, {
         // A line longer than any row could be is refused before it is parsed.
         maxLineBytes: Math.max(MAX_LINE_BYTES, s.maxRowBytes ?? 0),
         onReject: onReject(s.stdin, "stdin"),

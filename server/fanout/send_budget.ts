@@ -74,11 +74,17 @@ export class SendBudget {
     return this.turnBytes > 0 && this.#spent >= this.turnBytes;
   }
 
-  /** Counts `bytes` handed to sockets in this turn (the count restarts at the next turn). */
+  /**
+   * Counts `bytes` handed to sockets in this turn. The count restarts at the
+   * next turn once it has reached half the allowance; below that it carries
+   * over, so that a turn always has at least half the allowance and never
+   * more than all of it, and a commit that hands out little (one small row
+   * to a few hundred sockets) schedules no extra turn to restart the count.
+   */
   charge(bytes: number): void {
     if (bytes <= 0 || this.turnBytes === 0) return;
     this.#spent += bytes;
-    if (this.#armed) return;
+    if (this.#armed || this.#spent * 2 < this.turnBytes) return;
     this.#armed = true;
     setImmediate(() => {
       this.#spent = 0;

@@ -145,6 +145,13 @@ export class Subscriber implements CatchingUp, StreamMember {
   #lastBuffered = 0;
   // What it handed its socket's `send` so far: a text's length, a binary frame's bytes.
   #handed = 0;
+  // While live, an upper bound of the socket's `bufferedAmount` (bytes): the
+  // last value read plus what was handed to `send` since (a text's UTF-8 is
+  // at most three bytes a UTF-16 unit), as only this subscriber sends on
+  // its socket then and the runtime only lowers it. A frame that fits under
+  // the bound fits: no call into the runtime to read the real value.
+  // Infinity: not known (read it).
+  #bufferedAtMost = Infinity;
   #lastProgress = Date.now();
   // snapshot=1: the lines sent before the first offset (let go once sent).
   #snapshot: readonly string[] | null;
@@ -196,6 +203,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   /** Joins the live set (at the start, or from the step of a catch-up that reached the end). */
   goLive(): void {
     this.#state = "live";
+    this.#bufferedAtMost = Infinity; // catch-up sent on the socket meanwhile
     this.#host.joinLive(this);
   }
 
@@ -291,17 +299,22 @@ export class Subscriber implements CatchingUp, StreamMember {
     this.#block(true);
   }
 
-  // Whether `chars` more fit the socket's share (an idle socket takes any one frame).
+  // Whether `chars` more fit the socket's share (an idle socket takes any one
+  // frame): at once when they fit under the bound of what it holds, else by
+  // what it holds now.
   #fits(chars: number): boolean {
+    const share = this.sendBudget.share();
+    if (this.#bufferedAtMost + chars <= share) return true;
     const buffered = this.socket.bufferedAmount;
-    return buffered === 0 || buffered + chars <= this.sendBudget.share();
+    this.#bufferedAtMost = buffered;
+    return buffered === 0 || buffered + chars <= share;
   }
 
   // Sends queued frames while the socket has room; `next` follows the last one sent.
   #drain(): void {
     const q = this.#queue;
     while (q.rows > 0) {
-      const buffered = this.socket.bufferedAmount;
+      const buffered = this.#bufferedAtMost = this.socket.bufferedAmount;
       const room = this.sendBudget.share() - buffered;
       if (this.#pieces) {
         if (!this.#drainText(buffered, room)) break;
@@ -371,12 +384,14 @@ export class Subscriber implements CatchingUp, StreamMember {
 
   #sendText(text: string): void {
     this.#handed += text.length;
+    this.#bufferedAtMost += 3 * text.length;
     this.socket.send(text);
     this.#host.count(1, text.length, 0);
   }
 
   #sendBinary(bytes: Uint8Array): void {
     this.#handed += bytes.byteLength;
+    this.#bufferedAtMost += bytes.byteLength;
     this.socket.send(bytes as Uint8Array<ArrayBuffer>);
     this.#host.count(1, bytes.byteLength, 0);
   }
@@ -417,7 +432,7 @@ export class Subscriber implements CatchingUp, StreamMember {
   /** @internal Called by the poller; returns whether it is still blocked. */
   _poll(now: number): boolean {
     if (this.#state === "closed") return (this.#blocked = false);
-    const buffered = this.socket.bufferedAmount;
+    const buffered = this.#bufferedAtMost = this.socket.bufferedAmount;
     if (buffered < this.#lastBuffered || buffered === 0) this.#lastProgress = now;
     this.#lastBuffered = buffered;
     // Full: not even the next queued frame of batched text fits the share

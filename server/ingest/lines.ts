@@ -53,6 +53,77 @@ const YIELD_EVERY_MS = 10;
 const BLANK = /^[ \t\r]*$/;
 
 /**
+ * Bytes {@linkcode ingestLines} reads from a {@linkcode ByteSource} at once,
+ * into one buffer it keeps for the whole input.
+ */
+export const READ_BUFFER_BYTES: number = 64 * 1024;
+
+/**
+ * An input read into a buffer the reader gives, as `Deno.stdin` is: resolves
+ * with the bytes read into its front, or null at the end of the input.
+ *
+ * {@linkcode ingestLines} reads such an input into one buffer it reuses, so a
+ * read allocates nothing (a `ReadableStream` of bytes hands out a new chunk a
+ * read), and splits each read's lines before it reads again. A read is taken
+ * to complete in a turn of the event loop of its own, as an I/O call's does
+ * (timers and sockets have run by then), so ingest adds no turn to yield.
+ */
+export interface ByteSource {
+  /** Reads into `buffer`; the count read, or null at the end of the input. */
+  read(buffer: Uint8Array): Promise<number | null>;
+}
+
+// The next chunk of `input`, or null at its end. `stop` ends a read in
+// flight at once (a read of stdin cannot be cancelled: when it completes,
+// its bytes land in a buffer no one reads).
+interface Chunks {
+  next(): Promise<Uint8Array | null>;
+  // Whether a read completes in a turn of the event loop (see ByteSource).
+  readonly turns: boolean;
+  stop(reason: unknown): void;
+  done(): void;
+}
+
+function streamChunks(input: ReadableStream<Uint8Array>): Chunks {
+  const reader = input.getReader();
+  return {
+    async next() {
+      const { done, value } = await reader.read();
+      return done ? null : value;
+    },
+    // Ends a pending read; its own failure (input already errored) is moot.
+    stop: (reason) => void reader.cancel(reason).catch(() => {}),
+    done: () => reader.releaseLock(),
+    // Chunks already queued come in microtasks, not turns.
+    turns: false,
+  };
+}
+
+function sourceChunks(input: ByteSource): Chunks {
+  const buffer = new Uint8Array(READ_BUFFER_BYTES);
+  let stopped = false;
+  let end: (() => void) | null = null;
+  return {
+    next() {
+      if (stopped) return Promise.resolve(null);
+      return new Promise((resolve, reject) => {
+        end = () => resolve(null);
+        input.read(buffer).then((n) => {
+          end = null;
+          resolve(n === null ? null : buffer.subarray(0, n));
+        }, reject);
+      });
+    },
+    stop() {
+      stopped = true;
+      end?.();
+    },
+    done() {},
+    turns: true,
+  };
+}
+
+/**
  * Options of {@linkcode ingestLines}.
  */
 export interface LinesOptions extends IngestOptions {
@@ -82,7 +153,8 @@ function yieldToEventLoop(): Promise<void> {
 }
 
 /**
- * Reads NDJSON from `input` — each line one JSON row — and sends the rows to
+ * Reads NDJSON from `input` (a byte stream, or a {@linkcode ByteSource} such as
+ * `Deno.stdin`, read into one reused buffer) — each line one JSON row — and sends the rows to
  * `sink` in order, pipelining up to `maxInFlight`. Blank lines are skipped (not
  * rejects, but they count in the line numbering). A line that is not UTF-8, not
  * JSON, too long, or refused by the sink with `RowError` or
@@ -124,7 +196,7 @@ function yieldToEventLoop(): Promise<void> {
  * ```
  */
 export async function ingestLines(
-  input: ReadableStream<Uint8Array>,
+  input: ReadableStream<Uint8Array> | ByteSource,
   sink: IngestSink,
   options: LinesOptions = {},
 ): Promise<IngestStats> {
@@ -139,10 +211,9 @@ export async function ingestLines(
   const stop = (): void => {
     if (stopped) return;
     stopped = true;
-    // Ends a pending read; its own failure (input already errored) is moot.
-    reader.cancel(signal?.reason).catch(() => {});
+    chunks.stop(signal?.reason);
   };
-  // Before getReader(), so that bad options leave the input unlocked.
+  // Before the input is read, so that bad options leave it unlocked.
   const feeder = new Feeder(
     sink,
     { ...options, maxInFlight: options.maxInFlight ?? LINES_IN_FLIGHT },
@@ -150,7 +221,7 @@ export async function ingestLines(
     stop,
     { source },
   );
-  const reader = input.getReader();
+  const chunks = input instanceof ReadableStream ? streamChunks(input) : sourceChunks(input);
   const splitter = new LineSplitter(maxLineBytes);
 
   // With a sink that takes JSON texts (a stream: `IngestSink.sendJson`), the
@@ -214,8 +285,11 @@ export async function ingestLines(
     if (signal?.aborted) stop();
     let yielded = performance.now();
     while (!stopped) {
-      const { done, value } = await reader.read();
-      if (done || stopped) break;
+      const value = await chunks.next();
+      if (value === null || stopped) break;
+      if (chunks.turns) yielded = performance.now();
+      // The chunk may be a view of a buffer the next read reuses: its lines
+      // are all handed out (the splitter copies what it holds) before then.
       splitter.feed(value);
       for (let line = splitter.next(); line !== null && !stopped; line = splitter.next()) {
         handle(line);
@@ -241,7 +315,7 @@ export async function ingestLines(
       const last = splitter.end();
       if (last !== null) handle(last);
       flush();
-      reader.releaseLock();
+      chunks.done();
     }
   } catch (error) {
     feeder.fail(error);

@@ -43,6 +43,7 @@ import type { PublishMetrics } from "./publish_metrics.ts";
 import type { Filter } from "../../wire/filter.ts";
 import { atExpiry } from "../access/expiry.ts";
 import { firstOutside, OUTSIDE_GRANT_DETAIL } from "../access/row_grant.ts";
+import { utf8Bytes } from "../../common/utf8_bytes.ts";
 
 /** What a publish socket's token says about it (none without access control). */
 export interface PublishAccess {
@@ -313,7 +314,7 @@ export class PublishSession implements SocketSession {
     const text = data;
     if (
       text.length > this.#maxBytes ||
-      (text.length * 3 > this.#maxBytes && new TextEncoder().encode(text).length > this.#maxBytes)
+      (text.length * 3 > this.#maxBytes && utf8Bytes(text) > this.#maxBytes)
     ) {
       this.#close(CloseCode.MessageTooBig, "too_large", `a frame may hold ${this.#maxBytes} bytes`);
       return;

@@ -10,6 +10,7 @@
 
 import type { RowSchema } from "../../schema/row_schema.ts";
 import { RowError } from "./row_error.ts";
+import { utf8Bytes } from "../../common/utf8_bytes.ts";
 
 /** A counter, as far as refusals are counted. */
 export interface RejectCount {
@@ -99,7 +100,7 @@ export class RowEncoder {
   #sized(json: string): string | RangeError {
     // A string's UTF-8 size is between its length and three times it.
     if (json.length * 3 <= this.#maxBytes) return json;
-    const bytes = new TextEncoder().encode(json).length;
+    const bytes = utf8Bytes(json);
     if (bytes <= this.#maxBytes) return json;
     this.#rejected.inc();
     return new RangeError(`payload is ${bytes} bytes; the limit is ${this.#maxBytes}`);

@@ -54,7 +54,6 @@ var NOT_REPLAYABLE_WHYS = [
   "evicted",
   "too_old"
 ];
-var utf8 = new TextEncoder();
 function decodeCloseReason(text) {
   if (!text.startsWith("{")) return null;
   try {
@@ -817,7 +816,7 @@ function loadZstd() {
 function isCompressRefusal(err2) {
   return err2 instanceof ProtocolError && err2.code === CloseCode.Protocol && /compress/.test(err2.detail);
 }
-var utf82 = new TextDecoder("utf-8", {
+var utf8 = new TextDecoder("utf-8", {
   fatal: true
 });
 function decodeZstdFrame(bytes, decompress2) {
@@ -831,7 +830,7 @@ function decodeZstdFrame(bytes, decompress2) {
   if (size >= 0 && out.length !== size) {
     throw new Error(`the zstd frame decompressed to ${out.length} bytes, its header says ${size}`);
   }
-  return utf82.decode(out);
+  return utf8.decode(out);
 }
 
 // node_modules/.deno/fzstd@0.1.1/node_modules/fzstd/esm/index.mjs
@@ -1499,7 +1498,7 @@ var LAST_EMPTY_BLOCK = new Uint8Array([
   0,
   0
 ]);
-var utf83 = new TextDecoder("utf-8", {
+var utf82 = new TextDecoder("utf-8", {
   fatal: true
 });
 var fzstdWhole = (b, maxBytes) => {
@@ -1678,7 +1677,7 @@ var ZstdStreamDecoder = class {
   /** The text of one message. */
   decode(message) {
     try {
-      return utf83.decode(this.#bytes(message));
+      return utf82.decode(this.#bytes(message));
     } catch (err2) {
       this.#frame = null;
       throw err2;

@@ -18,6 +18,8 @@ export interface ServeProc {
   waitStderr(pattern: RegExp, ms?: number): Promise<void>;
   /** Writes to the process's stdin (needs `stdin: true`). */
   write(text: string): Promise<void>;
+  /** Writes bytes to the process's stdin, as they are (a piece may end inside a character). */
+  writeBytes(bytes: Uint8Array): Promise<void>;
   /** Closes stdin: end of input. */
   closeStdin(): Promise<void>;
   /** Sends a signal and waits (bounded) for the exit status and the end of stderr. */
@@ -170,6 +172,9 @@ export async function startListening(
       }),
     write: async (text) => {
       await writer!.write(utf8(text));
+    },
+    writeBytes: async (bytes) => {
+      await writer!.write(bytes);
     },
     closeStdin,
     signal: async (sig, ms = 10_000) => {
