@@ -19,6 +19,7 @@
  * @module
  */
 
+import { stderrLines } from "./common/stderr_lines.ts";
 import { UsageError } from "./cli/_args.ts";
 import { cmdServe } from "./cli/serve/serve.ts";
 import { cmdDemo } from "./cli/demo.ts";
@@ -91,6 +92,8 @@ export async function main(args: string[]): Promise<number> {
   try {
     return await run(rest);
   } catch (err) {
+    // The log lines queued before the failure go out before its line.
+    stderrLines.flush();
     if (err instanceof UsageError) {
       console.error(`streamcast ${command}: ${err.message} (see --help)`);
       return 2;
@@ -115,4 +118,8 @@ export async function main(args: string[]): Promise<number> {
   }
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.args));
+if (import.meta.main) {
+  const code = await main(Deno.args);
+  stderrLines.flush();
+  Deno.exit(code);
+}

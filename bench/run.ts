@@ -41,6 +41,7 @@ const BENCHES = [
   "e2e/tail",
   "e2e/ack",
   "e2e/profile",
+  "e2e/subscribers",
 ];
 const nameOf = (path: string): string => path.slice(path.lastIndexOf("/") + 1);
 

@@ -6,6 +6,7 @@
  */
 
 import type { Logger } from "../common/logger.ts";
+import { stderrLines } from "../common/stderr_lines.ts";
 
 /**
  * Resolves with the name of the first of `signals` received; `remove()` stops listening.
@@ -45,6 +46,7 @@ export function onSignals(
         { signal: sig, code: 1 },
         `streamcast ${command}: ${sig} again; exiting without waiting`,
       );
+      stderrLines.flush();
       Deno.exit(1);
     };
     Deno.addSignalListener(sig, listener);

@@ -19,6 +19,7 @@
 import { resolve } from "node:path";
 import { sleep } from "../common/backoff.ts";
 import { Logger } from "../common/logger.ts";
+import { batchedStderr } from "../common/stderr_lines.ts";
 import { LogLockedError } from "../log/mod.ts";
 import { DEFAULT_HOST, DEFAULT_PORT } from "../server/serve_options.ts";
 import { serve, type Server } from "../server/serve.ts";
@@ -299,7 +300,7 @@ export async function cmdDemo(args: string[]): Promise<number> {
     console.error(`streamcast demo: ${err.message} (see --help)`);
     return 2;
   }
-  const logger = new Logger();
+  const logger = new Logger({ write: batchedStderr });
   const signals = onSignals(
     Deno.build.os === "windows" ? ["SIGINT", "SIGBREAK"] : ["SIGINT", "SIGTERM"],
     () => logger,

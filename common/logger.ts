@@ -55,8 +55,12 @@ export interface LoggerOptions {
   level?: LogLevel;
   /** JSON lines or text lines. @default "text" */
   format?: LogFormat;
-  /** Where each line goes (without its newline). @default console.error (stderr) */
-  write?: (line: string) => void;
+  /**
+   * Where each line goes (without its newline), with its level. A server
+   * process passes `batchedStderr` (`stderr_lines.ts`): one write a turn.
+   * @default console.error (stderr)
+   */
+  write?: (line: string, level: LogLevel) => void;
   /** The clock for `ts`. @default () => new Date() */
   now?: () => Date;
 }
@@ -130,7 +134,7 @@ export class Logger {
   /** The line format. */
   readonly format: LogFormat;
   readonly #rank: number;
-  readonly #write: (line: string) => void;
+  readonly #write: (line: string, level: LogLevel) => void;
   readonly #now: () => Date;
 
   /** Makes a logger; throws `RangeError` for an unknown level or format. */
@@ -185,7 +189,7 @@ export class Logger {
       line = text.replace(/\r?\n/g, " ");
     }
     try {
-      this.#write(line);
+      this.#write(line, level);
     } catch {
       // A closed stderr must not take the server down with it.
     }

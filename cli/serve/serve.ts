@@ -45,6 +45,7 @@
  */
 
 import { Logger } from "../../common/logger.ts";
+import { batchedStderr, stderrLines } from "../../common/stderr_lines.ts";
 import { TokenTable } from "../../server/auth.ts";
 import type { FrameHandler } from "../../server/ingest/mod.ts";
 import { serve, type ServedStream, type Server } from "../../server/serve.ts";
@@ -374,7 +375,11 @@ export async function cmdServe(args: string[]): Promise<number> {
     let running: Running;
     try {
       const settings = await settingsFrom(values);
-      logger = new Logger({ level: settings.logLevel, format: settings.logFormat });
+      logger = new Logger({
+        level: settings.logLevel,
+        format: settings.logFormat,
+        write: batchedStderr,
+      });
       const jwt = jwtFiles(settings);
       if (settings.tokens !== null || jwt !== null) {
         reloader = tokensReloader({ tokens: settings.tokens, jwt }, () => logger);
@@ -382,6 +387,8 @@ export async function cmdServe(args: string[]): Promise<number> {
       running = await start(settings, logger);
       reloader?.attach(running.server);
     } catch (err) {
+      // The log lines of the start go out before the line saying why it failed.
+      stderrLines.flush();
       if (err instanceof UsageError) {
         console.error(`streamcast serve: ${err.message} (see --help)`);
         return 2;
