@@ -423,3 +423,54 @@ Deno.test("hostile filters: grant and snapshot filters give exactly the model's 
     await s.stop();
   }
 });
+
+Deno.test("hostile filters: /latest and a snapshot refuse bad parameters, naming them", async () => {
+  const s = await serveWithJwt({
+    streams: [{ name: "t", schema: SCHEMA, key: KEY, publish: true }],
+  });
+  try {
+    const admin = await s.admin();
+    await publish(s, admin, "t", [
+      { seq: 0, sym: "AAA", lvl: 1, px: 1, qty: 1, live: true, note: null },
+      { seq: 1, sym: "B", lvl: 2, px: 2, qty: 2, live: false, note: "x" },
+    ]);
+    const w = (v: unknown) => encodeURIComponent(JSON.stringify(v));
+    const cases: [string, string][] = [
+      // A second where= was ignored here while the socket refused it.
+      [`where=${w({ sym: "AAA" })}&where=${w({ sym: "B" })}`, "repeated parameter where"],
+      ["key=AAA", "key wants 2 value(s)"],
+      ["key=AAA&key=1&key=1", "key wants 2 value(s)"],
+      ["key=AAA&key=one", "key wants 2 value(s)"],
+      ["key=AAA&key=99999999999999999", "key wants 2 value(s)"],
+      [`key=AAA&key=1&where=${w({ px: 1 })}`, "give key or where, not both"],
+      ["where=", "where: not JSON"],
+      [`where=${w({})}`, "where: an empty filter"],
+      [`where=${w({ nope: 1 })}`, "where: unknown column"],
+      ["snapshot=1", "unknown parameter snapshot"],
+      ["offset=0", "unknown parameter offset"],
+    ];
+    for (const [q, detail] of cases) {
+      const res = await fetch(`${s.url}/t/latest?${q}`, {
+        headers: { authorization: `Bearer ${admin}` },
+      });
+      const body = await res.json();
+      assertEquals(res.status, 400, `${q}: ${JSON.stringify(body)}`);
+      assert(body.detail.startsWith(detail), `${q}: ${body.detail}`);
+    }
+    const refused: [string, string][] = [
+      ["snapshot=1&offset=0", "snapshot=1 starts at the snapshot"],
+      ["snapshot=2", "snapshot must be 1"],
+      ["snapshot=1&snapshot=1", "repeated parameter snapshot"],
+      [`snapshot=1&where=${w({ sym: "AAA" })}&where=${w({ sym: "B" })}`, "repeated parameter"],
+    ];
+    for (const [q, detail] of refused) {
+      const sub = await TestSub.open(`${s.ws}/t?${q}&access_token=${admin}`);
+      await sub.close();
+      assertEquals(sub.greeting, null, q);
+      assertEquals(sub.closed?.code, 4400, `${q}: ${JSON.stringify(sub.closed)}`);
+      assert(JSON.parse(sub.closed!.reason).detail.startsWith(detail), sub.closed!.reason);
+    }
+  } finally {
+    await s.stop();
+  }
+});
