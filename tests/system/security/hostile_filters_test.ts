@@ -353,6 +353,44 @@ async function runCase(s: JwtServe, admin: string, c: FuzzCase): Promise<string[
       }
     }
 
+    // A publisher with the same grant may publish only rows inside it: one row
+    // outside refuses the whole body (its line named), nothing stored.
+    if (grant !== null) {
+      const writer = await s.token({
+        sub: "writer",
+        streamcast: { read: [name], publish: [name], where: { [name]: grant.where } },
+      });
+      const rows = Array.from({ length: int(r, 1, 5) }, (_, i) => randomRow(r, seq + i));
+      const outside = rows.findIndex((row) => !grant.test(row));
+      const a = await fetch(`${s.url}/${name}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${writer}`, "content-type": "application/x-ndjson" },
+        body: rows.map((x) => JSON.stringify(x)).join("\n") + "\n",
+      });
+      const body = await a.json();
+      if (outside === -1) {
+        if (a.status !== 200) {
+          problems.push(`publish inside ${what}: ${a.status} ${JSON.stringify(body)}`);
+        } else {
+          seq += rows.length;
+          rows.forEach((row, i) => model.push({ offset: body.first + i, row }));
+        }
+      } else if (a.status !== 403 || body.line !== outside + 1) {
+        problems.push(
+          `publish of ${JSON.stringify(rows)}, row ${outside} outside ${what}: ` +
+            `${a.status} ${JSON.stringify(body)}`,
+        );
+      }
+    }
+    const endNow = model.at(-1)!.offset + 1;
+    const head = await fetch(`${s.url}/${name}/head`, {
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    const headBody = await head.json();
+    if (headBody.end_offset !== endNow) {
+      problems.push(`end ${headBody.end_offset} after the publishes, the model ${endNow}`);
+    }
+
     // The snapshot, then live rows; and a replay of everything from 0.
     const frames = pick(r, ["single", "batch"]);
     const snap = await TestSub.open(`${s.ws}/${name}?snapshot=1&frames=${frames}&${q}`);
@@ -362,13 +400,16 @@ async function runCase(s: JwtServe, admin: string, c: FuzzCase): Promise<string[
       return problems;
     }
     const greeted = snap.greeting.snapshot as { end: number } | undefined;
-    if (greeted?.end !== end) {
-      problems.push(`snapshot with ${what}: greeting ${JSON.stringify(snap.greeting)}, end ${end}`);
+    if (greeted?.end !== endNow) {
+      problems.push(
+        `snapshot with ${what}: greeting ${JSON.stringify(snap.greeting)}, end ${endNow}`,
+      );
     }
+    const atSnapshot = snapshot(model, both);
     const before = model.length;
     for (let i = int(r, 0, 2); i > 0; i--) await add(int(r, 1, 40));
     const liveWant = model.slice(before).filter((e) => both(e.row));
-    const snapWant = [...want, ...liveWant];
+    const snapWant = [...atSnapshot, ...liveWant];
     const replay = await TestSub.open(`${s.ws}/${name}?offset=0&frames=${frames}&${q}`);
     subs.push(replay);
     const replayWant = model.filter((e) => both(e.row));
