@@ -628,6 +628,9 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
       assertEquals(after.streams[n].definition, definition, `stream ${n}`);
     }
     assert(!/uncaught|panicked/i.test(s.served.stderr()), s.served.stderr());
+    // And after a restart, from ROOT/streams.json: the same streams, definitions and rows.
+    await s.restart();
+    assertEquals(await holdings(s, admin), after);
   } finally {
     await s.stop();
   }
