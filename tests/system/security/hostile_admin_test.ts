@@ -635,3 +635,36 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
     await s.stop();
   }
 });
+
+Deno.test("hostile admin: racing PUTs of one name create it once, and the rest compare with the winner", async () => {
+  const s = await serveWithJwt({ streams: [{ name: "trades", schema: SCHEMA }] });
+  try {
+    const admin = await s.admin();
+    const a = { schema: SMALL, publish: true };
+    const b = { schema: SMALL, ephemeral: true };
+    const bodies = Array.from({ length: 16 }, (_, i) => (i % 3 === 0 ? b : a));
+    const answers = await Promise.all(bodies.map(async (body) => {
+      const res = await fetch(`${s.url}/_/streams/raced`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${admin}` },
+        body: JSON.stringify(body),
+      });
+      await res.body?.cancel();
+      return res.status;
+    }));
+    const won = answers.indexOf(201);
+    assert(won !== -1 && answers.lastIndexOf(201) === won, `answers ${answers}`);
+    const winner = bodies[won];
+    bodies.forEach((body, i) => {
+      if (i !== won) assertEquals(answers[i], body === winner ? 200 : 409, `PUT ${i}: ${answers}`);
+    });
+    const listed = await (await fetch(`${s.url}/_/streams`, {
+      headers: { authorization: `Bearer ${admin}` },
+    })).json();
+    const raced = listed.find((h: { stream: string }) => h.stream === "raced");
+    assertEquals(raced.definition.ephemeral, winner === b);
+    assertEquals(raced.definition.publish, winner === a);
+  } finally {
+    await s.stop();
+  }
+});
