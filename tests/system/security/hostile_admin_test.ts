@@ -27,6 +27,12 @@ const SMALL = {
   additionalProperties: false,
 };
 
+// JSON.parse makes "__proto__" an own property, as a request body's parse does.
+const ODD = JSON.parse(
+  '{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"integer"}},' +
+    '"required":["__proto__","constructor"],"additionalProperties":false}',
+);
+
 function pick<T>(r: () => number, xs: readonly T[]): T {
   return xs[Math.floor(r() * xs.length)];
 }
@@ -523,7 +529,7 @@ async function holdings(s: JwtServe, token: string) {
     heads.map((h) => [h.stream, { definition: h.definition, end: h.end_offset }]),
   );
   const rows: Record<string, string> = {};
-  for (const name of ["trades", "keep"]) {
+  for (const name of ["trades", "keep", "keep-odd"]) {
     const latest = await fetch(`${s.url}/${name}/latest`, {
       headers: { authorization: `Bearer ${token}` },
     });
@@ -559,6 +565,17 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
     const admin = await s.admin();
     await put(s, admin, "keep", { schema: SMALL, publish: true, key: ["sym"], retainAge: "7d" });
     await put(s, admin, "keep-eph", { schema: SMALL, ephemeral: true });
+    // Columns named as Object.prototype's members, one the key: kept as data everywhere.
+    await put(s, admin, "keep-odd", { schema: ODD, publish: true, key: ["__proto__"] });
+    await publish(
+      s,
+      admin,
+      "keep-odd",
+      Array.from(
+        { length: 12 },
+        (_, i) => JSON.parse(`{"__proto__":"k${i % 5}","constructor":${i}}`),
+      ),
+    );
     await publish(s, admin, "trades", Array.from({ length: 30 }, (_, i) => row(i)));
     await publish(
       s,
@@ -567,6 +584,7 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
       Array.from({ length: 30 }, (_, i) => ({ seq: i, sym: `s${i % 7}`, px: i / 4 })),
     );
     const before = await holdings(s, admin);
+    assertEquals(before.rows["keep-odd"].trim().split("\n").length, 5, before.rows["keep-odd"]);
     const live = new Map<string, Record<string, unknown>>();
     const failures: string[] = [];
     const kinds = new Set<string>();
