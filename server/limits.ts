@@ -19,6 +19,8 @@
  * | a stream's definition (`PUT /_/streams/{name}` body) | 1 MiB | fixed (`MAX_DEFINITION_BYTES`, stream_definition.ts) | HTTP 413 |
  * | stream name | 64 characters | fixed (wire contract) | 4404 / refused at declaration |
  * | client data frame | any data frame closes | fixed | 1008 (runtime: 64 MiB, then dropped) |
+ * | how deep a schema nests | 136 levels | fixed (`MAX_SCHEMA_DEPTH`, schema/rules.ts) | refused at declaration; `PUT /_/streams/{name}` answers 400 |
+ * | a `PUT /_/streams/{name}` 400's detail | 1,024 characters | fixed (`MAX_DETAIL_CHARS`, http/streams_admin.ts) | cut, ending `…` |
  *
  * docs/CLI.md holds the full table with the flags and config keys.
  *

@@ -7,7 +7,7 @@
  * `?key=V` (one per key column, in order) answers that key's one line, or
  * 404 `{"error":"no_such_key"}`. 404 for a stream without a key; 503
  * `{"error":"snapshot_unavailable","why":"too_many_keys"}` past its key
- * limit; 400 for a bad parameter. Access is checked by the handler as for
+ * limit; 400 for a bad parameter (an unknown or repeated one too). Access is checked by the handler as for
  * `/head`; a row-level grant's filter (`grantFilter`) is ANDed with
  * `where=`, and a key whose row it leaves out is not found.
  *
@@ -55,6 +55,10 @@ export function latestResponse(
     if (!LATEST_PARAMS.has(key)) {
       return json({ error: "bad_request", detail: `unknown parameter ${key.slice(0, 40)}` }, 400);
     }
+  }
+  // As on the socket: a second where= is refused, not ignored.
+  if (url.searchParams.getAll("where").length > 1) {
+    return json({ error: "bad_request", detail: "repeated parameter where" }, 400);
   }
   const columns = stream.key;
   if (columns === null) {

@@ -45,6 +45,8 @@ export interface JwtServe {
   token(claims: TestClaims): Promise<string>;
   /** A token granting everything: read and publish every stream, and admin. */
   admin(): Promise<string>;
+  /** Stops the server and starts it again on the same folder (a new port). */
+  restart(): Promise<void>;
   /** Stops the server (by its pid) and removes its folder. */
   stop(): Promise<void>;
 }
@@ -72,14 +74,23 @@ export async function serveWithJwt(options: JwtServeOptions = {}): Promise<JwtSe
       if (s.publish) args.push("--publish", s.name);
     }
     if (options.issuer !== undefined) args.push("--jwt-issuer", options.issuer);
-    const served = await serveCli([...args, ...(options.args ?? [])]);
+    const all = [...args, ...(options.args ?? [])];
+    let served = await serveCli(all);
     const secret = new TextEncoder().encode(text);
     const iss = options.issuer !== undefined ? { iss: options.issuer } : {};
     return {
-      served,
-      url: served.url,
-      ws: served.url.replace(/^http/, "ws"),
-      port: served.port,
+      get served() {
+        return served;
+      },
+      get url() {
+        return served.url;
+      },
+      get ws() {
+        return served.url.replace(/^http/, "ws");
+      },
+      get port() {
+        return served.port;
+      },
       secret,
       keys,
       token: (claims) => sign(secret, { ...iss, ...claims }),
@@ -89,6 +100,12 @@ export async function serveWithJwt(options: JwtServeOptions = {}): Promise<JwtSe
           sub: "admin",
           streamcast: { read: ["*"], publish: ["*"], admin: true },
         }),
+      restart: async () => {
+        const code = await served.interrupt();
+        if (code !== 0) throw new Error(`serve exited ${code} on SIGINT:\n${served.stderr()}`);
+        await served.stop();
+        served = await serveCli(all);
+      },
       stop: async () => {
         await served.stop();
         await rmrf(dir);

@@ -27,6 +27,12 @@ const SMALL = {
   additionalProperties: false,
 };
 
+// JSON.parse makes "__proto__" an own property, as a request body's parse does.
+const ODD = JSON.parse(
+  '{"type":"object","properties":{"__proto__":{"type":"string"},"constructor":{"type":"integer"}},' +
+    '"required":["__proto__","constructor"],"additionalProperties":false}',
+);
+
 function pick<T>(r: () => number, xs: readonly T[]): T {
   return xs[Math.floor(r() * xs.length)];
 }
@@ -523,7 +529,7 @@ async function holdings(s: JwtServe, token: string) {
     heads.map((h) => [h.stream, { definition: h.definition, end: h.end_offset }]),
   );
   const rows: Record<string, string> = {};
-  for (const name of ["trades", "keep"]) {
+  for (const name of ["trades", "keep", "keep-odd"]) {
     const latest = await fetch(`${s.url}/${name}/latest`, {
       headers: { authorization: `Bearer ${token}` },
     });
@@ -559,6 +565,17 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
     const admin = await s.admin();
     await put(s, admin, "keep", { schema: SMALL, publish: true, key: ["sym"], retainAge: "7d" });
     await put(s, admin, "keep-eph", { schema: SMALL, ephemeral: true });
+    // Columns named as Object.prototype's members, one the key: kept as data everywhere.
+    await put(s, admin, "keep-odd", { schema: ODD, publish: true, key: ["__proto__"] });
+    await publish(
+      s,
+      admin,
+      "keep-odd",
+      Array.from(
+        { length: 12 },
+        (_, i) => JSON.parse(`{"__proto__":"k${i % 5}","constructor":${i}}`),
+      ),
+    );
     await publish(s, admin, "trades", Array.from({ length: 30 }, (_, i) => row(i)));
     await publish(
       s,
@@ -567,6 +584,7 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
       Array.from({ length: 30 }, (_, i) => ({ seq: i, sym: `s${i % 7}`, px: i / 4 })),
     );
     const before = await holdings(s, admin);
+    assertEquals(before.rows["keep-odd"].trim().split("\n").length, 5, before.rows["keep-odd"]);
     const live = new Map<string, Record<string, unknown>>();
     const failures: string[] = [];
     const kinds = new Set<string>();
@@ -628,6 +646,42 @@ Deno.test("hostile admin: malformed stream definitions and names get a 4xx namin
       assertEquals(after.streams[n].definition, definition, `stream ${n}`);
     }
     assert(!/uncaught|panicked/i.test(s.served.stderr()), s.served.stderr());
+    // And after a restart, from ROOT/streams.json: the same streams, definitions and rows.
+    await s.restart();
+    assertEquals(await holdings(s, admin), after);
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("hostile admin: racing PUTs of one name create it once, and the rest compare with the winner", async () => {
+  const s = await serveWithJwt({ streams: [{ name: "trades", schema: SCHEMA }] });
+  try {
+    const admin = await s.admin();
+    const a = { schema: SMALL, publish: true };
+    const b = { schema: SMALL, ephemeral: true };
+    const bodies = Array.from({ length: 16 }, (_, i) => (i % 3 === 0 ? b : a));
+    const answers = await Promise.all(bodies.map(async (body) => {
+      const res = await fetch(`${s.url}/_/streams/raced`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${admin}` },
+        body: JSON.stringify(body),
+      });
+      await res.body?.cancel();
+      return res.status;
+    }));
+    const won = answers.indexOf(201);
+    assert(won !== -1 && answers.lastIndexOf(201) === won, `answers ${answers}`);
+    const winner = bodies[won];
+    bodies.forEach((body, i) => {
+      if (i !== won) assertEquals(answers[i], body === winner ? 200 : 409, `PUT ${i}: ${answers}`);
+    });
+    const listed = await (await fetch(`${s.url}/_/streams`, {
+      headers: { authorization: `Bearer ${admin}` },
+    })).json();
+    const raced = listed.find((h: { stream: string }) => h.stream === "raced");
+    assertEquals(raced.definition.ephemeral, winner === b);
+    assertEquals(raced.definition.publish, winner === a);
   } finally {
     await s.stop();
   }

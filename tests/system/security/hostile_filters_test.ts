@@ -353,6 +353,44 @@ async function runCase(s: JwtServe, admin: string, c: FuzzCase): Promise<string[
       }
     }
 
+    // A publisher with the same grant may publish only rows inside it: one row
+    // outside refuses the whole body (its line named), nothing stored.
+    if (grant !== null) {
+      const writer = await s.token({
+        sub: "writer",
+        streamcast: { read: [name], publish: [name], where: { [name]: grant.where } },
+      });
+      const rows = Array.from({ length: int(r, 1, 5) }, (_, i) => randomRow(r, seq + i));
+      const outside = rows.findIndex((row) => !grant.test(row));
+      const a = await fetch(`${s.url}/${name}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${writer}`, "content-type": "application/x-ndjson" },
+        body: rows.map((x) => JSON.stringify(x)).join("\n") + "\n",
+      });
+      const body = await a.json();
+      if (outside === -1) {
+        if (a.status !== 200) {
+          problems.push(`publish inside ${what}: ${a.status} ${JSON.stringify(body)}`);
+        } else {
+          seq += rows.length;
+          rows.forEach((row, i) => model.push({ offset: body.first + i, row }));
+        }
+      } else if (a.status !== 403 || body.line !== outside + 1) {
+        problems.push(
+          `publish of ${JSON.stringify(rows)}, row ${outside} outside ${what}: ` +
+            `${a.status} ${JSON.stringify(body)}`,
+        );
+      }
+    }
+    const endNow = model.at(-1)!.offset + 1;
+    const head = await fetch(`${s.url}/${name}/head`, {
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    const headBody = await head.json();
+    if (headBody.end_offset !== endNow) {
+      problems.push(`end ${headBody.end_offset} after the publishes, the model ${endNow}`);
+    }
+
     // The snapshot, then live rows; and a replay of everything from 0.
     const frames = pick(r, ["single", "batch"]);
     const snap = await TestSub.open(`${s.ws}/${name}?snapshot=1&frames=${frames}&${q}`);
@@ -362,13 +400,16 @@ async function runCase(s: JwtServe, admin: string, c: FuzzCase): Promise<string[
       return problems;
     }
     const greeted = snap.greeting.snapshot as { end: number } | undefined;
-    if (greeted?.end !== end) {
-      problems.push(`snapshot with ${what}: greeting ${JSON.stringify(snap.greeting)}, end ${end}`);
+    if (greeted?.end !== endNow) {
+      problems.push(
+        `snapshot with ${what}: greeting ${JSON.stringify(snap.greeting)}, end ${endNow}`,
+      );
     }
+    const atSnapshot = snapshot(model, both);
     const before = model.length;
     for (let i = int(r, 0, 2); i > 0; i--) await add(int(r, 1, 40));
     const liveWant = model.slice(before).filter((e) => both(e.row));
-    const snapWant = [...want, ...liveWant];
+    const snapWant = [...atSnapshot, ...liveWant];
     const replay = await TestSub.open(`${s.ws}/${name}?offset=0&frames=${frames}&${q}`);
     subs.push(replay);
     const replayWant = model.filter((e) => both(e.row));
@@ -419,6 +460,57 @@ Deno.test("hostile filters: grant and snapshot filters give exactly the model's 
     assert(seen.kept > 0 && seen.left > 0, JSON.stringify(seen));
     assert(s.served.running(), `serve exited:\n${s.served.stderr()}`);
     assert(!/uncaught|panicked/i.test(s.served.stderr()), s.served.stderr());
+  } finally {
+    await s.stop();
+  }
+});
+
+Deno.test("hostile filters: /latest and a snapshot refuse bad parameters, naming them", async () => {
+  const s = await serveWithJwt({
+    streams: [{ name: "t", schema: SCHEMA, key: KEY, publish: true }],
+  });
+  try {
+    const admin = await s.admin();
+    await publish(s, admin, "t", [
+      { seq: 0, sym: "AAA", lvl: 1, px: 1, qty: 1, live: true, note: null },
+      { seq: 1, sym: "B", lvl: 2, px: 2, qty: 2, live: false, note: "x" },
+    ]);
+    const w = (v: unknown) => encodeURIComponent(JSON.stringify(v));
+    const cases: [string, string][] = [
+      // A second where= was ignored here while the socket refused it.
+      [`where=${w({ sym: "AAA" })}&where=${w({ sym: "B" })}`, "repeated parameter where"],
+      ["key=AAA", "key wants 2 value(s)"],
+      ["key=AAA&key=1&key=1", "key wants 2 value(s)"],
+      ["key=AAA&key=one", "key wants 2 value(s)"],
+      ["key=AAA&key=99999999999999999", "key wants 2 value(s)"],
+      [`key=AAA&key=1&where=${w({ px: 1 })}`, "give key or where, not both"],
+      ["where=", "where: not JSON"],
+      [`where=${w({})}`, "where: an empty filter"],
+      [`where=${w({ nope: 1 })}`, "where: unknown column"],
+      ["snapshot=1", "unknown parameter snapshot"],
+      ["offset=0", "unknown parameter offset"],
+    ];
+    for (const [q, detail] of cases) {
+      const res = await fetch(`${s.url}/t/latest?${q}`, {
+        headers: { authorization: `Bearer ${admin}` },
+      });
+      const body = await res.json();
+      assertEquals(res.status, 400, `${q}: ${JSON.stringify(body)}`);
+      assert(body.detail.startsWith(detail), `${q}: ${body.detail}`);
+    }
+    const refused: [string, string][] = [
+      ["snapshot=1&offset=0", "snapshot=1 starts at the snapshot"],
+      ["snapshot=2", "snapshot must be 1"],
+      ["snapshot=1&snapshot=1", "repeated parameter snapshot"],
+      [`snapshot=1&where=${w({ sym: "AAA" })}&where=${w({ sym: "B" })}`, "repeated parameter"],
+    ];
+    for (const [q, detail] of refused) {
+      const sub = await TestSub.open(`${s.ws}/t?${q}&access_token=${admin}`);
+      await sub.close();
+      assertEquals(sub.greeting, null, q);
+      assertEquals(sub.closed?.code, 4400, `${q}: ${JSON.stringify(sub.closed)}`);
+      assert(JSON.parse(sub.closed!.reason).detail.startsWith(detail), sub.closed!.reason);
+    }
   } finally {
     await s.stop();
   }

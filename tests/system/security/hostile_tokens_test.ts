@@ -308,7 +308,15 @@ async function hostile(c: FuzzCase, keys: Keys): Promise<Hostile> {
   }
 }
 
-type Route = "head" | "latest" | "subscribe" | "publish";
+type Route =
+  | "head"
+  | "latest"
+  | "subscribe"
+  | "publish"
+  | "publish_socket"
+  | "streams"
+  | "manifest"
+  | "admin";
 type Carrier = "header" | "query" | "subprotocol";
 
 /** What one request with `token` got. */
@@ -339,6 +347,22 @@ async function request(s: JwtServe, route: Route, carrier: Carrier, token: strin
     case "subscribe":
       a = await rawRequest(s.port, path("/trades", "offset=0"), { headers, upgrade: true });
       break;
+    case "publish_socket":
+      a = await rawRequest(s.port, path("/trades/publish"), { headers, upgrade: true });
+      break;
+    case "streams":
+      a = await rawRequest(s.port, path("/_/streams"), { headers });
+      break;
+    case "manifest":
+      a = await rawRequest(s.port, path("/trades/manifest"), { headers });
+      break;
+    case "admin":
+      a = await rawRequest(s.port, path("/_/streams/made-by-a-token"), {
+        method: "PUT",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ schema: SCHEMA }),
+      });
+      break;
     case "publish":
       a = await rawRequest(s.port, path("/trades"), {
         method: "POST",
@@ -352,7 +376,8 @@ async function request(s: JwtServe, route: Route, carrier: Carrier, token: strin
 
 /** The answer a token accepted on `route` gets. */
 function acceptedStatus(route: Route): number {
-  return route === "subscribe" ? 101 : 200;
+  // The good tokens read and publish trades, and are no admin's.
+  return route === "subscribe" || route === "publish_socket" ? 101 : route === "admin" ? 403 : 200;
 }
 
 async function endOffset(s: JwtServe): Promise<number> {
@@ -428,11 +453,16 @@ Deno.test("hostile tokens: every forged, expired, wrong-key, oversized or malfor
       const t = await hostile(c, keys);
       const r = caseRng(c, 0xca77);
       // Publishing only with a token that may not publish: a row accepted here would move the end.
-      const route = t.why === null
+      // Routes added later draw from a generator of their own (see hostile()).
+      const later = caseRng(c, 0x1a7e6);
+      const route = later() < 0.3
+        ? pick<Route>(later, ["publish_socket", "streams", "manifest", "admin"])
+        : t.why === null
         ? pick<Route>(r, ["head", "latest", "subscribe"])
         : pick<Route>(r, ["head", "latest", "subscribe", "publish"]);
+      const upgrade = route === "subscribe" || route === "publish_socket";
       const plain = /^[A-Za-z0-9._-]+$/.test(t.token);
-      const carriers: Carrier[] = route === "subscribe" && plain
+      const carriers: Carrier[] = upgrade && plain
         ? ["header", "query", "subprotocol"]
         : t.kind === "oversized_utf8"
         ? ["query"] // a header carries Latin-1 only
