@@ -95,9 +95,16 @@ const REGRESSION_SEEDS: readonly number[] = [2121];
 /**
  * Seeds that once found a problem, drawing from every kind of fault and a
  * full disk, with streams created and deleted and the keyed stream read
- * through row-level grants: each runs every time.
+ * through row-level grants: each runs every time. 9 fills the leader's disk
+ * first: `publisher()` had frames in flight when its first was refused
+ * disk_full, took the seqs back, and sent new frames from there; the
+ * refusals of the frames in flight, answered after those, took the seqs
+ * back again, so its next frame reused a seq the new ones had stored and was
+ * answered as a duplicate with another row's offset (fixed in
+ * `client/publisher.ts`: only the first failure after the seqs were taken
+ * back takes them back).
  */
-const FOURTH_SEEDS: readonly number[] = [];
+const FOURTH_SEEDS: readonly number[] = [9];
 
 function envNumber(name: string, fallback: number): number {
   const v = Deno.env.get(name);
