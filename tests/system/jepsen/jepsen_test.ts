@@ -9,7 +9,8 @@
 // with a probability, each write's, or one write's — for a while, another
 // node sometimes SIGSTOPped meanwhile so that it has to write), or one
 // node's disk wiped (the node stopped, its root emptied, started again with
-// the same name and flags) — each healed before the next. Then:
+// the same name and flags), or one node's disk filled (below) — each
+// healed before the next. Then:
 // every acknowledged row once at its offset (an `answer_lost` row once), no
 // subscriber saw a row the final log lacks, a row twice or a gap (filtered
 // ones exactly the matching rows), every node's log the same, the stream's
