@@ -105,8 +105,9 @@ export class Publisher {
   #greeting: PublishGreeting | null = null;
   #nextSeq = 1;
   #queue: Pending[] = [];
-  // Bumped each time a failure takes the seqs back.
+  // Bumped each time a failure takes the seqs back, to the seq of that failure.
   #epoch = 0;
+  #failedSeq = 0;
   #window = 64;
   // Bytes of frames (their text) that may await their answer (the greeting's).
   #windowBytes = Infinity;
@@ -292,7 +293,21 @@ export class Publisher {
         if (this.#ws === ws) this.#ws = null;
         // Nothing is sent again before the next connection's greeting.
         this.#greeting = null;
-        for (const p of this.#queue) {
+        for (const p of [...this.#queue]) {
+          if (p.epoch !== this.#epoch) {
+            // Sent after a frame that failed, before the seqs were taken back: refused by
+            // the server (or never read). Sent again to a node that does not know of that
+            // failure, it would be stored ahead of the seq that failed: it fails here.
+            this.#queue.splice(this.#queue.indexOf(p), 1);
+            p.reject(
+              new PublishError(
+                "write_failed",
+                `not stored: sent after seq ${this.#failedSeq}, which failed to be stored`,
+                { seq: p.seq },
+              ),
+            );
+            continue;
+          }
           if (p.sent) p.lost = true;
           p.sent = false;
         }
@@ -362,6 +377,7 @@ export class Publisher {
     if (failed.epoch !== this.#epoch) return;
     this.#epoch++;
     const seq = failed.seq;
+    this.#failedSeq = seq;
     for (const p of [...this.#queue]) {
       if (p.sent || p.seq <= seq) continue;
       this.#queue.splice(this.#queue.indexOf(p), 1);

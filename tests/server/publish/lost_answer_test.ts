@@ -341,3 +341,57 @@ Deno.test("publisher: a refusal answered after frames sent since a failure takes
     await server.finished;
   }
 });
+
+// The connection drops after seq 1 was refused and sent again, before the
+// refusals of seqs 2 and 3 (sent behind it) came. The next node never heard
+// of seq 1's failure: 2 and 3 sent there would be stored ahead of seq 1.
+// They fail instead; only the frame sent since is sent again.
+Deno.test("publisher: frames sent behind a failure are not sent again after a reconnect", async () => {
+  let connections = 0;
+  const got: number[][] = [[], []];
+  const ac = new AbortController();
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", signal: ac.signal, onListen: () => {} },
+    (req) => {
+      const { socket, response } = Deno.upgradeWebSocket(req);
+      const n = connections++;
+      socket.onopen = () =>
+        socket.send(JSON.stringify({
+          streamcast: 2,
+          stream: "t",
+          stream_id: "0".repeat(32),
+          publish: true,
+          producer: "p",
+          last_seq: 0,
+          max_in_flight: 8,
+        }));
+      socket.onmessage = (e) => {
+        const { seq } = JSON.parse(e.data);
+        got[n].push(seq);
+        const send = (a: unknown) => socket.send(JSON.stringify(a));
+        if (n === 0 && got[0].length === 1) send({ seq, error: "disk_full", detail: "full" });
+        // Seq 1 sent again: the connection drops before any other answer.
+        if (n === 0 && got[0].length === 4) socket.close(1011, "gone");
+        if (n === 1) send({ seq, first: 10 + seq, last: 10 + seq });
+      };
+      return response;
+    },
+  );
+  try {
+    const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, {
+      producer: "p",
+      backoff: { minMs: 10, maxMs: 50 },
+    });
+    const old = [1, 2, 3].map((v) => pub.publish([{ v }]));
+    const errors = old.map((p) => p.then(() => null, (e) => e.error));
+    assertEquals(await errors[0], "disk_full");
+    const again = pub.publish([{ v: "a" }]);
+    assertEquals(await Promise.all(errors), ["disk_full", "write_failed", "write_failed"]);
+    assertEquals(await again, { seq: 1, first: 11, last: 11, duplicate: false });
+    assertEquals(got, [[1, 2, 3, 1], [1]]);
+    await pub.close();
+  } finally {
+    ac.abort();
+    await server.finished;
+  }
+});
