@@ -62,6 +62,8 @@ interface Pending {
   sent: boolean;
   /** Sent on a connection that ended before its answer came: that answer is lost. */
   lost: boolean;
+  /** How many times the seqs had been taken back (`#failedAt`) when it was numbered. */
+  epoch: number;
   resolve: (p: Published) => void;
   reject: (e: Error) => void;
 }
@@ -103,6 +105,9 @@ export class Publisher {
   #greeting: PublishGreeting | null = null;
   #nextSeq = 1;
   #queue: Pending[] = [];
+  // Bumped each time a failure takes the seqs back, to the seq of that failure.
+  #epoch = 0;
+  #failedSeq = 0;
   #window = 64;
   // Bytes of frames (their text) that may await their answer (the greeting's).
   #windowBytes = Infinity;
@@ -288,7 +293,21 @@ export class Publisher {
         if (this.#ws === ws) this.#ws = null;
         // Nothing is sent again before the next connection's greeting.
         this.#greeting = null;
-        for (const p of this.#queue) {
+        for (const p of [...this.#queue]) {
+          if (p.epoch !== this.#epoch) {
+            // Sent after a frame that failed, before the seqs were taken back: refused by
+            // the server (or never read). Sent again to a node that does not know of that
+            // failure, it would be stored ahead of the seq that failed: it fails here.
+            this.#queue.splice(this.#queue.indexOf(p), 1);
+            p.reject(
+              new PublishError(
+                "write_failed",
+                `not stored: sent after seq ${this.#failedSeq}, which failed to be stored`,
+                { seq: p.seq },
+              ),
+            );
+            continue;
+          }
           if (p.sent) p.lost = true;
           p.sent = false;
         }
@@ -339,7 +358,7 @@ export class Publisher {
           ...(a.error === "stale_seq" ? { lastSeq: a.last_seq } : {}),
         }),
       );
-      if (a.error === "write_failed" || a.error === "disk_full") this.#failedAt(a.seq, a.detail);
+      if (a.error === "write_failed" || a.error === "disk_full") this.#failedAt(p, a.detail);
     } else {
       p.resolve({ seq: a.seq, first: a.first, last: a.last, duplicate: a.duplicate === true });
     }
@@ -347,10 +366,18 @@ export class Publisher {
     this.#checkIdle();
   }
 
-  // Frame `seq` failed to be stored: the server refuses the producer's later
-  // frames until it sends `seq` (or one below) again. Those not sent yet are
-  // refused here; the next publish takes `seq` again.
-  #failedAt(seq: number, detail: string): void {
+  // Frame `failed` failed to be stored: the server refuses the producer's
+  // later frames until it sends its seq (or one below) again. Those not sent
+  // yet are refused here; the next publish takes that seq again. The frames
+  // numbered before an earlier failure took the seqs back are the server's
+  // refusals of that failure, answered after the frames sent since (which
+  // the server may store): they take nothing back, or the next publish would
+  // reuse the seq of a frame sent since.
+  #failedAt(failed: Pending, detail: string): void {
+    if (failed.epoch !== this.#epoch) return;
+    this.#epoch++;
+    const seq = failed.seq;
+    this.#failedSeq = seq;
     for (const p of [...this.#queue]) {
       if (p.sent || p.seq <= seq) continue;
       this.#queue.splice(this.#queue.indexOf(p), 1);
@@ -489,7 +516,15 @@ export class Publisher {
     this.#nextSeq = seq + 1;
     const text = JSON.stringify({ seq, rows });
     return new Promise((resolve, reject) => {
-      this.#queue.push({ seq, text, sent: false, lost: false, resolve, reject });
+      this.#queue.push({
+        seq,
+        text,
+        sent: false,
+        lost: false,
+        epoch: this.#epoch,
+        resolve,
+        reject,
+      });
       this.#pump();
     });
   }

@@ -69,6 +69,7 @@ export class LibraryProducer {
 
   async #run(pub: Publisher): Promise<void> {
     const inFlight: Promise<void>[] = [];
+    let refused = 0;
     while (!this.#stop) {
       const k = ++this.#sent;
       inFlight.push(
@@ -86,6 +87,9 @@ export class LibraryProducer {
       );
       if (inFlight.length >= this.window) await inFlight.shift();
       if (this.paceMs > 0) await pause(this.paceMs);
+      // Refused for a full disk: not sent again at once, or the loop spins while it lasts.
+      if (this.diskFull.size > refused) await pause(50);
+      refused = this.diskFull.size;
     }
     await Promise.all(inFlight);
   }

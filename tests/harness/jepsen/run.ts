@@ -86,8 +86,9 @@ const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const TABLE_WAIT_MS = 30_000;
 
 /**
- * Each node's disk in a run of the fourth kind, MiB: room for a run's logs
- * under the 64 MiB `--min-free-bytes` keeps free, small enough to fill at once.
+ * Each node's disk in a run of the fourth kind, MiB, by default: room for a
+ * 40 s run's logs beside the 64 MiB `--min-free-bytes` keeps free, small
+ * enough to fill at once (tmpfs is memory: three of them).
  */
 export const DISK_MIB = 256;
 
@@ -160,6 +161,8 @@ export interface RunOptions {
   nodeFlags?: string[];
   /** Told when the feed ends, before the producers stop and the checks begin. */
   fed?: () => void;
+  /** Each node's disk in a run of the fourth kind, MiB (a longer run needs more). @default DISK_MIB */
+  diskMib?: number;
 }
 
 /**
@@ -227,7 +230,7 @@ export async function jepsenRun(
   let failed = true;
   try {
     if (fourth) {
-      for (const n of nodes) disks.push(await SmallDisk.mount(n.root, DISK_MIB));
+      for (const n of nodes) disks.push(await SmallDisk.mount(n.root, options.diskMib ?? DISK_MIB));
     }
     await Promise.all(nodes.map((n) => n.start()));
     options.started?.("etcd", etcd.pid, null);

@@ -272,3 +272,126 @@ Deno.test("publish over HTTP: after seq 5 failed, seq 6 is refused until seq 5 i
     await f.close();
   }
 });
+
+// A server that refuses seq 1 (disk_full) and seq 2 behind it (write_failed),
+// and answers seq 2's refusal only once the frame sent again at seq 1 has
+// come; from then on it stores each seq once and answers a seq it holds as
+// a duplicate, as the real one does. Seq 2's refusal belongs to seq 1's
+// failure: the publisher must not take the seqs back to 2 again, or its
+// next frame would reuse the seq of a frame already sent since, and be
+// answered with that frame's offsets.
+Deno.test("publisher: a refusal answered after frames sent since a failure takes no seq back", async () => {
+  const got: number[] = [];
+  const stored = new Map<number, number>();
+  const ac = new AbortController();
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", signal: ac.signal, onListen: () => {} },
+    (req) => {
+      const { socket, response } = Deno.upgradeWebSocket(req);
+      socket.onopen = () =>
+        socket.send(JSON.stringify({
+          streamcast: 2,
+          stream: "t",
+          stream_id: "0".repeat(32),
+          publish: true,
+          producer: "p",
+          last_seq: 0,
+          max_in_flight: 2,
+        }));
+      socket.onmessage = (e) => {
+        const { seq } = JSON.parse(e.data);
+        got.push(seq);
+        const send = (a: unknown) => socket.send(JSON.stringify(a));
+        if (got.length === 1) return send({ seq, error: "disk_full", detail: "full" });
+        if (got.length === 2) return; // answered below
+        if (got.length === 3) {
+          send({ seq: 2, error: "write_failed", detail: "send again from seq 1" });
+        }
+        const first = stored.get(seq);
+        if (first !== undefined) return send({ seq, first, last: first, duplicate: true });
+        stored.set(seq, 10 + seq);
+        send({ seq, first: 10 + seq, last: 10 + seq });
+      };
+      return response;
+    },
+  );
+  try {
+    const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, { producer: "p" });
+    const old = [1, 2, 3, 4].map((v) => pub.publish([{ v }]));
+    const errors = old.map((p) => p.then(() => null, (e) => e.error));
+    assertEquals(await errors[0], "disk_full");
+    // Published as soon as seq 1 is refused, before seq 2's refusal is answered.
+    assertEquals(pub.nextSeq, 1);
+    const sent = [pub.publish([{ v: "a" }]), pub.publish([{ v: "b" }])];
+    // 3 and 4 were never sent (the window holds 2): refused here.
+    assertEquals(await Promise.all(errors), [
+      "disk_full",
+      "write_failed",
+      "write_failed",
+      "write_failed",
+    ]);
+    const answered = await Promise.all(sent);
+    const c = await pub.publish([{ v: "c" }]);
+    assertEquals(answered.map((x) => [x.seq, x.duplicate]), [[1, false], [2, false]]);
+    assertEquals([c.seq, c.duplicate], [3, false]);
+    assertEquals(got, [1, 2, 1, 2, 3]);
+    await pub.close();
+  } finally {
+    ac.abort();
+    await server.finished;
+  }
+});
+
+// The connection drops after seq 1 was refused and sent again, before the
+// refusals of seqs 2 and 3 (sent behind it) came. The next node never heard
+// of seq 1's failure: 2 and 3 sent there would be stored ahead of seq 1.
+// They fail instead; only the frame sent since is sent again.
+Deno.test("publisher: frames sent behind a failure are not sent again after a reconnect", async () => {
+  let connections = 0;
+  const got: number[][] = [[], []];
+  const ac = new AbortController();
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", signal: ac.signal, onListen: () => {} },
+    (req) => {
+      const { socket, response } = Deno.upgradeWebSocket(req);
+      const n = connections++;
+      socket.onopen = () =>
+        socket.send(JSON.stringify({
+          streamcast: 2,
+          stream: "t",
+          stream_id: "0".repeat(32),
+          publish: true,
+          producer: "p",
+          last_seq: 0,
+          max_in_flight: 8,
+        }));
+      socket.onmessage = (e) => {
+        const { seq } = JSON.parse(e.data);
+        got[n].push(seq);
+        const send = (a: unknown) => socket.send(JSON.stringify(a));
+        if (n === 0 && got[0].length === 1) send({ seq, error: "disk_full", detail: "full" });
+        // Seq 1 sent again: the connection drops before any other answer.
+        if (n === 0 && got[0].length === 4) socket.close(1011, "gone");
+        if (n === 1) send({ seq, first: 10 + seq, last: 10 + seq });
+      };
+      return response;
+    },
+  );
+  try {
+    const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, {
+      producer: "p",
+      backoff: { minMs: 10, maxMs: 50 },
+    });
+    const old = [1, 2, 3].map((v) => pub.publish([{ v }]));
+    const errors = old.map((p) => p.then(() => null, (e) => e.error));
+    assertEquals(await errors[0], "disk_full");
+    const again = pub.publish([{ v: "a" }]);
+    assertEquals(await Promise.all(errors), ["disk_full", "write_failed", "write_failed"]);
+    assertEquals(await again, { seq: 1, first: 11, last: 11, duplicate: false });
+    assertEquals(got, [[1, 2, 3, 1], [1]]);
+    await pub.close();
+  } finally {
+    ac.abort();
+    await server.finished;
+  }
+});

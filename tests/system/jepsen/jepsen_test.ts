@@ -9,7 +9,8 @@
 // with a probability, each write's, or one write's — for a while, another
 // node sometimes SIGSTOPped meanwhile so that it has to write), or one
 // node's disk wiped (the node stopped, its root emptied, started again with
-// the same name and flags) — each healed before the next. Then:
+// the same name and flags), or one node's disk filled (below) — each
+// healed before the next. Then:
 // every acknowledged row once at its offset (an `answer_lost` row once), no
 // subscriber saw a row the final log lacks, a row twice or a gap (filtered
 // ones exactly the matching rows), every node's log the same, the stream's
@@ -22,7 +23,8 @@
 // the processes around them is the machine's). Seeds that once failed run
 // every time. Faults go on for `STREAMCAST_JEPSEN_SECONDS` (default 40: about
 // 60–90 s a run with the start and the checks); set it to minutes to run it
-// as a benchmark of endurance.
+// as a benchmark of endurance — with `STREAMCAST_JEPSEN_DISK_MIB` (default
+// 256) giving the fourth kind's nodes disks that hold the longer logs.
 //
 // A fresh seed draws its faults from every kind, a full disk among them
 // (the fourth kind: each node's root a small tmpfs the test mounts, one of
@@ -36,10 +38,11 @@
 // `STREAMCAST_JEPSEN_FAULTS=classic` (or `all`, or `fourth`) says which for a
 // replayed seed; by default a seed of `CLASSIC_SEEDS` replays classic, one
 // of `REGRESSION_SEEDS` all, any other fourth.
-import { jepsenRun, type Kinds } from "../../harness/jepsen/run.ts";
+import { DISK_MIB, jepsenRun, type Kinds } from "../../harness/jepsen/run.ts";
 
 const SEED_VARIABLE = "STREAMCAST_JEPSEN_SEED";
 const SECONDS_VARIABLE = "STREAMCAST_JEPSEN_SECONDS";
+const DISK_VARIABLE = "STREAMCAST_JEPSEN_DISK_MIB";
 const FAULTS_VARIABLE = "STREAMCAST_JEPSEN_FAULTS";
 
 /**
@@ -95,9 +98,16 @@ const REGRESSION_SEEDS: readonly number[] = [2121];
 /**
  * Seeds that once found a problem, drawing from every kind of fault and a
  * full disk, with streams created and deleted and the keyed stream read
- * through row-level grants: each runs every time.
+ * through row-level grants: each runs every time. 9 fills the leader's disk
+ * first: `publisher()` had frames in flight when its first was refused
+ * disk_full, took the seqs back, and sent new frames from there; the
+ * refusals of the frames in flight, answered after those, took the seqs
+ * back again, so its next frame reused a seq the new ones had stored and was
+ * answered as a duplicate with another row's offset (fixed in
+ * `client/publisher.ts`: only the first failure after the seqs were taken
+ * back takes them back).
  */
-const FOURTH_SEEDS: readonly number[] = [];
+const FOURTH_SEEDS: readonly number[] = [9];
 
 function envNumber(name: string, fallback: number): number {
   const v = Deno.env.get(name);
@@ -125,6 +135,7 @@ function envKinds(seed: number): Kinds {
 const replay = Deno.env.get(SEED_VARIABLE) ? envNumber(SEED_VARIABLE, 0) >>> 0 : null;
 const fresh = replay ?? crypto.getRandomValues(new Uint32Array(1))[0];
 const seconds = envNumber(SECONDS_VARIABLE, 40);
+const diskMib = envNumber(DISK_VARIABLE, DISK_MIB);
 const seeds: [number, Kinds][] = replay !== null ? [[fresh, envKinds(fresh)]] : [
   [fresh, envKinds(fresh)],
   ...FOURTH_SEEDS.map((s): [number, Kinds] => [s, "fourth"]),
@@ -145,7 +156,7 @@ for (const [seed, kinds] of seeds) {
     : `${SEED_VARIABLE}=${seed} ${FAULTS_VARIABLE}=${kinds}`;
   Deno.test(`jepsen: a 3-node cluster under faults, ${kind} ${seed}${faults}`, async () => {
     console.log(`jepsen: ${kind} ${seed}${faults} (replay with ${again}), faults for ${seconds} s`);
-    const report = await jepsenRun(seed, seconds, { kinds });
+    const report = await jepsenRun(seed, seconds, { kinds, diskMib });
     console.log(
       `jepsen: seed ${seed}: ${report.faults} faults, ${report.rows} rows in the final log\n` +
         report.history.toString(),
