@@ -49,8 +49,18 @@ import { secretText } from "../../tests/harness/jwt.ts";
 import { CLI, withTimeout } from "../../tests/harness/serve.ts";
 import { type ServeNode, startServeNodes } from "../../tests/harness/serve_nodes.ts";
 import { rmrf, rng, tempDir, until } from "../../tests/harness/util.ts";
-import { MemorySampler, type MemoryTrend } from "../../tests/harness/soak/memory_samples.ts";
-import { DiskSampler, type DiskTrend } from "../../tests/harness/soak/disk_samples.ts";
+import {
+  memoryLevels,
+  type MemorySample,
+  MemorySampler,
+  type MemoryTrend,
+} from "../../tests/harness/soak/memory_samples.ts";
+import {
+  diskLevels,
+  type DiskSample,
+  DiskSampler,
+  type DiskTrend,
+} from "../../tests/harness/soak/disk_samples.ts";
 import {
   SignedProducer,
   SOAK_SCHEMA,
@@ -67,7 +77,8 @@ import {
 
 const USAGE = `usage: soak_fourth.ts [--minutes 30] [--window 20] [--seed N] [--retain-bytes 256KiB]
                       [--retain-age 3m] [--seal-every 5] [--token-seconds 40-90] [--pace 20]
-                      [--out report.json]
+                      [--out report.json] [--step 5]
+       soak_fourth.ts --levels report.json [--step 5]
   --minutes        how long the feed runs
   --window         the last minutes of the feed the slopes are taken over
   --seed           every random choice (default: a fresh one, printed)
@@ -76,10 +87,40 @@ const USAGE = `usage: soak_fourth.ts [--minutes 30] [--window 20] [--seed N] [--
   --seal-every     each node's --seal-every, seconds
   --token-seconds  the range of a token's lifetime, seconds (MIN-MAX)
   --pace           ms each producer pauses between sends
-  --out            write the report, with every sample, to this JSON file`;
+  --out            write the report, with every sample, to this JSON file
+  --step           minutes per row of the levels table (mean RSS and disk use per step)
+  --levels         print the levels table of a file --out wrote, and exit`;
 
 const SYMS = Array.from({ length: 40 }, (_, i) => `S${String(i).padStart(2, "0")}`);
 const READ_ALL = { read: ["*"] };
+
+// The mean RSS of each process and disk use of each folder over every `step`
+// minutes of the feed: a rise that stopped, told from one that goes on.
+function printLevels(
+  memory: Record<string, MemorySample[]>,
+  disk: Record<string, DiskSample[]>,
+  step: number,
+): void {
+  const f = (x: number) => Number.isFinite(x) ? x.toFixed(1).padStart(7) : "      -";
+  console.error(`soak-fourth: levels by ${step}-minute step, mean MiB: RSS (JS heap used)`);
+  for (const [name, list] of Object.entries(memory)) {
+    const ls = memoryLevels(list, step);
+    console.error(
+      `soak-fourth: RSS  ${name.padEnd(6)}` +
+        ls.map((l) => `${f(l.rss)} (${Number.isFinite(l.heapUsed) ? l.heapUsed.toFixed(0) : "-"})`)
+          .join(""),
+    );
+  }
+  console.error(`soak-fourth: levels by ${step}-minute step, mean MiB: disk total (chunks/other)`);
+  for (const [name, list] of Object.entries(disk)) {
+    console.error(
+      `soak-fourth: disk ${name.padEnd(6)}` +
+        diskLevels(list, step).map((l) =>
+          `${f(l.total)} (${l.chunks.toFixed(2)}/${l.other.toFixed(2)})`
+        ).join(""),
+    );
+  }
+}
 
 /** Whether a series is flat over the window: its growth there within 5% of its mean, or under 1 MiB. */
 export function flat(slopeMiBPerMin: number, windowMinutes: number, meanMiB: number): boolean {
@@ -166,11 +207,25 @@ export async function main(args: string[]): Promise<number> {
       "token-seconds": { type: "string", default: "40-90" },
       pace: { type: "string", default: "20" },
       out: { type: "string" },
+      step: { type: "string", default: "5" },
+      levels: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  const step = Number(values.step);
+  if (!(step > 0)) {
+    throw new RangeError(`--step must be a positive number of minutes, got ${values.step}`);
+  }
+  if (values.levels !== undefined) {
+    const saved = JSON.parse(await Deno.readTextFile(values.levels));
+    if (typeof saved?.memorySamples !== "object" || typeof saved?.diskSamples !== "object") {
+      throw new TypeError(`${values.levels}: no samples (not a file soak_fourth.ts --out wrote)`);
+    }
+    printLevels(saved.memorySamples, saved.diskSamples, step);
     return 0;
   }
   const minutes = Number(values.minutes);
@@ -469,7 +524,8 @@ export async function main(args: string[]): Promise<number> {
       check(`verify ${n.name}`, bad === null, bad ?? "ok");
     }
 
-    // The slopes.
+    // The levels, then the slopes.
+    printLevels(memory.samples(), disk.samples(), step);
     const mem: Record<string, MemoryTrend> = memory.report(window);
     const du: Record<string, DiskTrend> = disk.report(window);
     const judged: Record<string, unknown> = {};

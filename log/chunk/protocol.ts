@@ -20,7 +20,10 @@ export interface ChunkPolicy {
    * @default 256 MiB
    */
   maxChunkBytes: number;
-  /** How long a chunk replaced by a merge stays readable, ms. @default 15 min */
+  /**
+   * How long a chunk replaced by a merge stays readable, ms; with
+   * `retainAgeMs`, no longer than that keeps its rows. @default 15 min
+   */
   graceMs: number;
   /** Drop the oldest chunks while their total exceeds this (null: keep all). */
   retainBytes: number | null;

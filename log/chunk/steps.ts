@@ -236,12 +236,24 @@ async function mergedTimes(dir: string, run: ChunkEntry[]): Promise<ChunkTimes |
   return mergeTimes(parts);
 }
 
+// Until when chunk `e`, replaced now (by a merge, or by adopted chunks), stays
+// on disk for readers part way through an older manifest: the grace period,
+// but no longer than retention by age would have kept its rows (their copy
+// in the chunk that replaced it goes then, and a reader below it is refused
+// anyway) — else, with a short `retainAgeMs`, the replaced chunks would hold
+// far more history than the bound.
+function retiredUntilUs(policy: ChunkPolicy, e: ChunkEntry, nowUs: number): number {
+  const grace = nowUs + policy.graceMs * 1000;
+  if (policy.retainAgeMs === null) return grace;
+  return Math.min(grace, Math.max(nowUs, e.last_ts + policy.retainAgeMs * 1000));
+}
+
 // Merges chunks as `merge_plan.ts` plans, one run at a time, until none is
 // left to merge: each run becomes one chunk (decompressed and compressed
 // again as one frame), and the chunks it replaces are retired.
 /** Merges chunks by the size-tiered rule of the log's policy (`merge_plan.ts`). */
 export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<void> {
-  const { fanIn, graceMs } = st.policy;
+  const { fanIn } = st.policy;
   // A replica's merges are the primary's, adopted like its other chunks.
   if (st.policy.replica) return;
   while (true) {
@@ -279,9 +291,12 @@ export async function compactChunks(st: ChunkLogState, nowUs: number): Promise<v
     };
     const next = structuredClone(st.manifest);
     next.chunks.splice(at, fanIn, entry);
-    const until = nowUs + graceMs * 1000;
     for (const e of run) {
-      next.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+      next.retired.push({
+        sha256: e.sha256,
+        bytes: e.bytes,
+        until_us: retiredUntilUs(st.policy, e, nowUs),
+      });
     }
     await saveManifest(st, next);
     crashStep("merge-manifest-written");
@@ -388,9 +403,12 @@ export async function adoptChunks(
   if (!same) {
     const next = structuredClone(st.manifest);
     next.chunks = chunks;
-    const until = nowUs + st.policy.graceMs * 1000;
     for (const e of removed) {
-      next.retired.push({ sha256: e.sha256, bytes: e.bytes, until_us: until });
+      next.retired.push({
+        sha256: e.sha256,
+        bytes: e.bytes,
+        until_us: retiredUntilUs(st.policy, e, nowUs),
+      });
     }
     // The crash hook between the write and the report that lets the log
     // delete the covered segments.

@@ -346,3 +346,39 @@ Deno.test("merges span at most a slice of retainAge, so retention by age keeps d
     await rmrf(dir);
   }
 });
+
+Deno.test("chunks a merge replaced stay no longer than retention by age would keep their rows", async () => {
+  const dir = await tempDir();
+  try {
+    let now = 1_800_000_000_000;
+    const retainAgeMs = 60_000;
+    const log = await Log.open(dir, {
+      chunks: { fanIn: 4, graceMs: 15 * 60_000, retainAgeMs },
+      timers: false,
+      clock: () => now,
+    });
+    // One seal every 2 s for 10 minutes: merges all along, each replacing chunks.
+    for (let o = 1; o <= 3000; o += 10) {
+      await log.appendMany(Array.from({ length: 10 }, (_, k) => crashPayload(o + k)));
+      await log.roll();
+      now += 2000;
+      await log.chunks.settled(true);
+      for (const r of log.chunks.manifest!.retired) {
+        // Not the 15-minute grace: its rows were appended at most 2 s ago.
+        assert(r.until_us <= (now + retainAgeMs) * 1000, `retired until ${r.until_us}`);
+      }
+    }
+    const m = log.chunks.manifest!;
+    assert(m.retired.length > 0, "merges retired chunks");
+    // What is on disk is what the manifest lists or retires: the rest was deleted.
+    const files = (await Array.fromAsync(Deno.readDir(join(dir, "chunks"))))
+      .filter((e) => e.name.endsWith(".ndjson.zst")).length;
+    assertEquals(files, m.chunks.length + m.retired.length);
+    // About a minute and a quarter of seals listed, a minute of replaced ones: not ten minutes'.
+    assert(files < 150, `${files} chunk files after 300 seals`);
+    checkAll(await readAll(log, log.earliest!), log.earliest!, 3000);
+    await log.close();
+  } finally {
+    await rmrf(dir);
+  }
+});

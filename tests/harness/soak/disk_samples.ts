@@ -155,3 +155,37 @@ export class DiskSampler {
     );
   }
 }
+
+/** The mean disk use of one folder over one step of a run, MiB. */
+export interface DiskLevel {
+  /** The step's start, minutes since the sampler started. */
+  fromMinute: number;
+  total: number;
+  chunks: number;
+  segments: number;
+  other: number;
+}
+
+/**
+ * The means of one folder's samples over consecutive `stepMinutes` steps:
+ * whether disk use still rises or has levelled off (a slope alone does not
+ * tell a rise that stopped from one that goes on).
+ */
+export function diskLevels(samples: DiskSample[], stepMinutes: number): DiskLevel[] {
+  const out: DiskLevel[] = [];
+  const end = samples.at(-1)?.t ?? 0;
+  for (let from = 0; from * 60 <= end; from += stepMinutes) {
+    const part = samples.filter((s) => s.t >= from * 60 && s.t < (from + stepMinutes) * 60);
+    if (part.length === 0) continue;
+    const mean = (k: "total" | "chunks" | "segments" | "other") =>
+      part.reduce((a, s) => a + s[k], 0) / part.length;
+    out.push({
+      fromMinute: from,
+      total: mean("total"),
+      chunks: mean("chunks"),
+      segments: mean("segments"),
+      other: mean("other"),
+    });
+  }
+  return out;
+}

@@ -2,7 +2,7 @@
 // segments, the rest) on a real folder, and the slope of the samples.
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
-import { diskSample, diskTrend } from "../../harness/soak/disk_samples.ts";
+import { diskLevels, diskSample, diskTrend } from "../../harness/soak/disk_samples.ts";
 import { rmrf, tempDir } from "../../harness/util.ts";
 
 const MIB = 1024 * 1024;
@@ -36,4 +36,19 @@ Deno.test("disk samples: the trend is the slope over the last minutes, flat afte
   assertEquals(last.windowMinutes, 20);
   assertEquals(last.totalSlopeMiBPerMin, 0);
   assertEquals([last.firstMiB, last.maxMiB, last.lastMiB], [5, 15, 15]);
+});
+
+Deno.test("disk samples: levels are the means per step", () => {
+  const samples = [0, 60, 120, 180].map((t) => ({
+    t,
+    total: t / 60,
+    chunks: 1,
+    segments: 0,
+    other: t / 60 - 1,
+    files: 1,
+  }));
+  assertEquals(diskLevels(samples, 2).map((l) => [l.fromMinute, l.total, l.chunks]), [
+    [0, 0.5, 1],
+    [2, 2.5, 1],
+  ]);
 });
