@@ -211,6 +211,27 @@ export class ClusterNode {
       prefix: options.prefix ?? DEFAULT_PREFIX,
       pollMs: options.pollMs,
     });
+    // A log that stops for good (a sync failed after its commit was shipped)
+    // can neither lead nor follow: the node resigns, so that another one
+    // leads at once, and stops as close() does.
+    rep.onStopped = (err) => {
+      rep.onStopped = null;
+      this.#stopped ??= err;
+      this.#logger.error("cluster_log_stopped", {
+        stream: options.stream,
+        node: options.node,
+        error: err.message,
+      });
+      queueMicrotask(() => {
+        this.close().catch((e) => {
+          this.#logger.warn("cluster_close_failed", {
+            stream: options.stream,
+            node: options.node,
+            error: e instanceof Error ? e.message : String(e),
+          });
+        });
+      });
+    };
   }
 
   /** The log this node replicates. */
@@ -243,7 +264,7 @@ export class ClusterNode {
     return this.#joining;
   }
 
-  /** Why following stopped for good (a leader of another stream), or null. */
+  /** Why this node stopped for good (a leader of another stream, its log stopped), or null. */
   get stopped(): Error | null {
     return this.#stopped;
   }

@@ -153,6 +153,8 @@ export class Log {
       discarded: (from, cause) => {
         this.#rollBackProducers(from);
         this.#listener?.discarded?.(from, cause);
+        const failed = this.#committer.failed;
+        if (failed !== null && this.#rep) this.#rep.onStopped?.(failed);
       },
       // A commit with producer records writes and syncs them first; one
       // without waits only while the journal is being put back after a failure.

@@ -163,6 +163,12 @@ export class Replication {
    * handed on here are never replaced by others at their offsets.
    */
   onWritten: ((commit: DurableCommit) => void) | null = null;
+  /**
+   * Told once, when the log stops taking appends for good (a sync that
+   * failed after its commit was handed on, or a failed write it could not
+   * cut back): the node can neither lead nor follow with it.
+   */
+  onStopped: ((err: Error) => void) | null = null;
   /** Each of this node's own commits, once durable (the leader counts them toward the commit index). */
   onDurable: ((commit: DurableCommit) => void) | null = null;
   /** Whether local appends are taken (this node leads). */

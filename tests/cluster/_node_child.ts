@@ -14,7 +14,7 @@
 //   GET  /rows                       every durable row: [offset, time µs, payload] per line
 //   GET  /producer?p=P               the producer's state, or null
 //   POST /syncs?hold=1 | ?hold=0     hold this node's segment syncs, or let them go
-//                                    (tests/harness/held_syncs.ts)
+//        | ?hold=0&fail=1            (failing the held ones; tests/harness/held_syncs.ts)
 //   GET  /STREAM/replicate?node=N    the replication socket
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { ClusterNode } from "../../cluster/cluster_node.ts";
@@ -142,7 +142,7 @@ const server = Deno.serve(
     if (url.pathname === "/rows") return rows();
     if (req.method === "POST" && url.pathname === "/syncs") {
       if (url.searchParams.get("hold") === "1") syncs.hold();
-      else syncs.release();
+      else syncs.release(url.searchParams.get("fail") === "1");
       return json({ held: syncs.held });
     }
     if (url.pathname === "/producer") return json(log.producers.state(url.searchParams.get("p")!));

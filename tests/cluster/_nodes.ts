@@ -187,9 +187,10 @@ export class NodeProc {
     return await (await fetch(`${this.url}/producer?p=${p}`)).json();
   }
 
-  /** Holds this node's segment syncs (`hold`), or lets them go. */
-  async holdSyncs(hold: boolean): Promise<void> {
-    const res = await fetch(`${this.url}/syncs?hold=${hold ? 1 : 0}`, { method: "POST" });
+  /** Holds this node's segment syncs (`hold`), or lets them go (failing them, with `fail`). */
+  async holdSyncs(hold: boolean, fail = false): Promise<void> {
+    const q = `hold=${hold ? 1 : 0}${fail ? "&fail=1" : ""}`;
+    const res = await fetch(`${this.url}/syncs?${q}`, { method: "POST" });
     const held = (await res.json()).held;
     if (held !== hold) throw new Error(`${this.name}: syncs held ${held}, asked ${hold}`);
   }

@@ -398,3 +398,47 @@ Deno.test("replication: the leader ships a commit before its own sync; no ack be
     await rmrf(root);
   }
 });
+
+Deno.test("replication: a leader whose sync fails after it shipped the commit stops and resigns; the next leader keeps the row, never acknowledged by the first", async () => {
+  await using etcd = await startEtcd();
+  const root = await tempDir();
+  await using nodes = await startNodes(root, ["n1", "n2", "n3"], {
+    etcd: etcd.url,
+    replicas: 2,
+    lagMs: 1500,
+  });
+  try {
+    const first = await leaderOf(nodes);
+    await inSync(first, 3);
+    assertEquals((await first.publish([row(0)], "p", 1)).status, 200);
+    const at = (await first.state()).durable;
+    await first.holdSyncs(true);
+    const a = first.publish([row(1)], "p", 2);
+    const others = nodes.filter((n) => n !== first);
+    await until(
+      async () => (await Promise.all(others.map((n) => n.state()))).every((s) => s.durable > at),
+      10_000,
+      "the followers to sync the row",
+    );
+    await first.holdSyncs(false, true);
+    const ra = await a;
+    assertEquals(ra.status, 503, JSON.stringify(ra.body));
+    assertEquals(ra.body.error, "write_failed");
+    // Another node leads at once (the first resigned), and holds the row.
+    const next = await leaderOf(others, 20_000);
+    assert((await next.state()).term > (await first.state()).term, "a new term");
+    // A resend of seq 2 finds it stored: a duplicate at the offset it was shipped at.
+    const again = await next.publish([row(1)], "p", 2, AbortSignal.timeout(15_000));
+    assertEquals(again.status, 200, JSON.stringify(again.body));
+    assertEquals(again.body.first, at);
+    assertEquals(again.body.duplicate, true);
+    assertEquals((await first.state()).role, "follower");
+    assertEquals((await first.publish([row(2)], "p", 3)).status, 503);
+  } catch (err) {
+    console.error(await dumpLogs(nodes));
+    throw err;
+  } finally {
+    await nodes[Symbol.asyncDispose]();
+    await rmrf(root);
+  }
+});
