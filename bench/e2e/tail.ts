@@ -27,7 +27,8 @@
  * `--strace` adds one more run of each contender at each rate with
  * `strace -f -c` attached to the server over the window, and reports its
  * system calls a row (by name; `epoll_wait` a row is the event loop's turns
- * a row); those runs feed one row at a time, each once the one before it
+ * a row), after one without strace for CPU and waits a row; those runs feed
+ * one row at a time, each once the one before it
  * reached a subscriber of the benchmark's own (so each read holds one row,
  * however loaded the machine), and their latencies are not used.
  *
@@ -353,8 +354,17 @@ async function feedOneByOne(
   };
 }
 
-/** One run of one contender at one rate (`trace`: with strace attached over the window). */
-async function once(who: Who, rate: number, z: Sizes, trace = false): Promise<TailRun> {
+/**
+ * One run of one contender at one rate; `oneByOne`: fed one row a read
+ * ({@linkcode feedOneByOne}), `trace`: with strace attached over the window.
+ */
+async function once(
+  who: Who,
+  rate: number,
+  z: Sizes,
+  oneByOne = false,
+  trace = false,
+): Promise<TailRun> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-tail-" });
   await Deno.writeTextFile(`${dir}/trades.json`, JSON.stringify(SCHEMA));
   if (z.serverOut) {
@@ -387,7 +397,7 @@ async function once(who: Who, rate: number, z: Sizes, trace = false): Promise<Ta
     const url = who === "bare" || who === "bare_fsync"
       ? `ws://127.0.0.1:${server.port}/`
       : `ws://127.0.0.1:${server.port}/trades?frames=batch`;
-    feeder = trace ? await feedOneByOne(server.stdin, url, rate) : feed(server.stdin, rate);
+    feeder = oneByOne ? await feedOneByOne(server.stdin, url, rate) : feed(server.stdin, rate);
     for (const gen of gens) await gen.line((l) => l === "ALL", 30_000);
     await sleep(z.warmup * 1000);
     const tracer = trace ? await straceOf(server.pid) : null;
@@ -474,7 +484,11 @@ export async function measureTail(
   return out;
 }
 
-/** One run of each contender at each rate with strace attached: system calls a row, by name. */
+/**
+ * Fed one row a read, each contender at each rate: a run for its CPU and
+ * main-thread waits a row, then one with strace attached for its system
+ * calls a row, by name (with "cpu_us" and "waits" from the first).
+ */
 export async function measureSyscalls(
   z: Sizes,
   log: (line: string) => void = () => {},
@@ -485,12 +499,13 @@ export async function measureSyscalls(
   for (const rate of z.rates) {
     const got: Partial<Record<Who, Record<string, number>>> = {};
     for (const who of whos) {
-      const x = await once(who, rate, z, true);
-      got[who] = { ...x.syscalls, cpu_us: x.cpuPerRow, waits: x.waitsPerRow };
+      const c = await once(who, rate, z, true);
+      const x = await once(who, rate, z, true, true);
+      got[who] = { ...x.syscalls, cpu_us: c.cpuPerRow, waits: c.waitsPerRow };
       log(
-        `${rate} rows/s under strace ${who}, one row a read: ${syscallLine(x.syscalls ?? {})}; ${
-          x.cpuPerRow.toFixed(0)
-        } µs CPU, ${x.waitsPerRow.toFixed(2)} main-thread waits a row`,
+        `${rate} rows/s one row a read, ${who}: ${c.cpuPerRow.toFixed(0)} µs CPU and ${
+          c.waitsPerRow.toFixed(2)
+        } main-thread waits a row; under strace ${syscallLine(x.syscalls ?? {})}`,
       );
     }
     out.set(rate, got);
