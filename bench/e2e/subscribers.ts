@@ -408,7 +408,7 @@ function sizes(quick: boolean, args: string[] = []): Sizes {
   };
   const z: Sizes = {
     sizes: flag("--sizes", quick ? "1000,5000" : "1000,5000,18000").split(",").map(Number),
-    rounds: Number(flag("--rounds", quick ? "5" : "20")),
+    rounds: Number(flag("--rounds", quick ? "5" : "10")),
     passes: Number(flag("--passes", quick ? "1" : "2")),
     window: Number(flag("--window", "500")),
     whos: flag("--with", "streamcast,bare").split(",") as Who[],
