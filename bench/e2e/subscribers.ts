@@ -38,7 +38,13 @@
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 import { ensureNodeWs, Proc, procCpuMs, rssOf, sleep } from "../harness/contenders.ts";
 import { heapAfterGc, inspectorUrl } from "../harness/inspector_gc.ts";
-import { type BenchRow, type BenchSection, human, median } from "../harness/report.ts";
+import {
+  type BenchRow,
+  type BenchSection,
+  human,
+  median,
+  renderSection,
+} from "../harness/report.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
@@ -591,4 +597,5 @@ if (import.meta.main) {
       }${r.target ? ` (target ${r.target}: ${r.met ? "met" : "not met"})` : ""}`,
     );
   }
+  console.log("\n" + renderSection(s));
 }
