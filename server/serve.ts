@@ -11,6 +11,7 @@
  */
 
 import { CloseCode } from "../wire/close_reason.ts";
+import { stderrLines } from "../common/stderr_lines.ts";
 import type { TokenTable, TokenVerifier } from "./auth.ts";
 import type { Registry } from "./metrics.ts";
 import { Stream } from "./stream/stream.ts";
@@ -223,7 +224,11 @@ export function serve(
         onListen: (addr) => {
           const url = `${scheme}://${addr.hostname}:${addr.port}`;
           if (o.onListen) o.onListen(addr);
-          else console.error(`listening on ${url}`);
+          else {
+            // After the log lines queued before it (common/stderr_lines.ts).
+            stderrLines.flush();
+            console.error(`listening on ${url}`);
+          }
           // In text format the plain line above is the event.
           if (logger.format === "json") {
             logger.info("listening", {

@@ -117,15 +117,15 @@ export interface SubscribeAccess {
 export class SubscribeSession implements SocketSession {
   readonly #ctx: SubscribeSessionContext;
   // The socket as the session and its subscriber use it: every close passes the drop log.
-  readonly #socket: SessionSocket;
+  readonly #socket: DropLoggedSocket;
   readonly #stream: SubscribeTarget;
   readonly #q: SubscribeQuery;
   readonly #filter: Filter | null;
   readonly #who: LogFields;
-  readonly #waiting = new AbortController();
+  // The wait for a mirror's rows, made only by a subscribe that waits for them.
+  #waiting: AbortController | null = null;
   readonly #access: SubscribeAccess;
   #sub: Subscriber | null = null;
-  #closedByServer = false;
   #cancelExpiry: (() => void) | null = null;
   // Where the subscription starts, once decided (the resume of an expiry before its subscriber).
   #from: number | null = null;
@@ -152,29 +152,18 @@ export class SubscribeSession implements SocketSession {
     // Every close the server starts here (the subscriber's too) passes
     // through this socket, so a drop is logged with the code and reason the
     // peer is sent.
-    this.#socket = {
-      get readyState() {
-        return socket.readyState;
-      },
-      get bufferedAmount() {
-        return socket.bufferedAmount;
-      },
-      send: (data) => socket.send(data),
-      close: (code, reason) => {
-        if (!this.#closedByServer) {
-          this.#closedByServer = true;
-          if (code !== undefined && DROP_CODES.has(code)) {
-            ctx.logger.warn("dropped", {
-              ...who,
-              code,
-              ...parseReason(reason),
-              sent: this.#sub?.next,
-            });
-          }
-        }
-        socket.close(code, reason);
-      },
-    };
+    this.#socket = new DropLoggedSocket(socket, this);
+  }
+
+  /** Logs a drop the server starts (its close `code` and `reason`), once, as the peer is sent it. */
+  closing(code: number | undefined, reason: string | undefined): void {
+    if (code === undefined || !DROP_CODES.has(code)) return;
+    this.#ctx.logger.warn("dropped", {
+      ...this.#who,
+      code,
+      ...parseReason(reason),
+      sent: this.#sub?.next,
+    });
   }
 
   // Closes with `code` and a reason refusing the subscribe, logged and counted as `why`.
@@ -302,6 +291,7 @@ export class SubscribeSession implements SocketSession {
     if (encoder) socket.send(encoder.schemaMessage());
     if (lag.wait) {
       // A mirror behind the offset asked for: the rows come as they arrive.
+      this.#waiting = new AbortController();
       const reached = await mirror!.reached(from!, this.#waiting.signal);
       if (!reached || !this.#isOpen) {
         if (this.#isOpen) socket.close(CloseCode.GoingAway, "");
@@ -348,7 +338,7 @@ export class SubscribeSession implements SocketSession {
     const { logger } = this.#ctx;
     if (end.kind === "close") {
       logger.debug("unsubscribe", { ...this.#who, code: end.code, sent: this.#sub?.next });
-    } else if (!this.#closedByServer) {
+    } else if (!this.#socket.closedByServer) {
       // The runtime's own ends: a frame over its size limit, invalid UTF-8,
       // no pong, a reset. It closes the socket itself.
       logger.info("dropped", {
@@ -358,8 +348,46 @@ export class SubscribeSession implements SocketSession {
         sent: this.#sub?.next,
       });
     }
-    this.#waiting.abort();
+    this.#waiting?.abort();
     this.#cancelExpiry?.();
     this.#sub?.close();
+  }
+}
+
+/**
+ * A subscriber's socket as its session and subscriber use it: the runtime's
+ * socket, with the first close the server starts logged by the session when
+ * it is a drop. A class, so that each subscriber holds one small object and
+ * no closures of its own.
+ */
+class DropLoggedSocket implements SessionSocket {
+  readonly #socket: SessionSocket;
+  readonly #session: SubscribeSession;
+  /** Whether the server started closing the socket. */
+  closedByServer = false;
+
+  constructor(socket: SessionSocket, session: SubscribeSession) {
+    this.#socket = socket;
+    this.#session = session;
+  }
+
+  get readyState(): number {
+    return this.#socket.readyState;
+  }
+
+  get bufferedAmount(): number {
+    return this.#socket.bufferedAmount;
+  }
+
+  send(data: string | Uint8Array): void {
+    this.#socket.send(data);
+  }
+
+  close(code?: number, reason?: string): void {
+    if (!this.closedByServer) {
+      this.closedByServer = true;
+      this.#session.closing(code, reason);
+    }
+    this.#socket.close(code, reason);
   }
 }

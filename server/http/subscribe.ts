@@ -15,10 +15,12 @@
 import { parseSubscribeQuery } from "../../wire/subscribe.ts";
 import { CloseCode, encodeCloseReason } from "../../wire/close_reason.ts";
 import { bothFilters, compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
-import type { LogFields } from "../../common/logger.ts";
+import type { LogFields, Logger } from "../../common/logger.ts";
 import { rowGrant } from "../access/row_grant.ts";
 import { SubscribeSession, type SubscribeSessionContext } from "../fanout/subscribe_session.ts";
-import { type Stream, streamInside } from "../stream/stream.ts";
+import { type Stream, type StreamInside, streamInside } from "../stream/stream.ts";
+import type { Serving } from "../fanout/serving.ts";
+import type { StreamMirror } from "../role.ts";
 import { type HttpContext, roleOf } from "./context.ts";
 import type { RouteRequest } from "./router.ts";
 import { acceptSocket, refuseSocket } from "./upgrade.ts";
@@ -109,16 +111,56 @@ export function refuseSubscribePath(
   return refuseSocket(ctx, req, CloseCode.Protocol, reason, { remote });
 }
 
-// What the subscribe session of `stream` is given of the server's context and of the stream.
+// Each stream's session context, made on its first subscribe and shared by
+// every later one (a subscriber then holds no context of its own).
+const contexts = new WeakMap<Stream, { ctx: HttpContext; session: SubscribeSessionContext }>();
+
+// What the subscribe sessions of `stream` are given of the server's context and of the stream.
 function sessionContext(ctx: HttpContext, stream: Stream): SubscribeSessionContext {
-  const role = roleOf(ctx, stream.name);
-  const inside = streamInside(stream);
-  return {
-    logger: ctx.logger,
-    serving: ctx.serving,
-    mirror: role.kind === "mirror" ? role.mirror : null,
-    protocolRefused: () => ctx.metrics.protocolRefusal(CloseCode.Protocol),
-    subscribeRefused: (why) => inside.subscribeRefused(why),
-    subscribe: (...args) => inside.subscribe(...args),
-  };
+  const known = contexts.get(stream);
+  if (known?.ctx === ctx) return known.session;
+  const session = new StreamSessionContext(ctx, stream);
+  contexts.set(stream, { ctx, session });
+  return session;
+}
+
+// The session context of one stream on one server. The stream's role is
+// read at each subscribe: a replica can be promoted while the server runs.
+class StreamSessionContext implements SubscribeSessionContext {
+  readonly #ctx: HttpContext;
+  readonly #name: string;
+  readonly #inside: StreamInside;
+
+  constructor(ctx: HttpContext, stream: Stream) {
+    this.#ctx = ctx;
+    this.#name = stream.name;
+    this.#inside = streamInside(stream);
+  }
+
+  get logger(): Logger {
+    return this.#ctx.logger;
+  }
+
+  get serving(): Serving {
+    return this.#ctx.serving;
+  }
+
+  get mirror(): StreamMirror | null {
+    const role = roleOf(this.#ctx, this.#name);
+    return role.kind === "mirror" ? role.mirror : null;
+  }
+
+  protocolRefused(): void {
+    this.#ctx.metrics.protocolRefusal(CloseCode.Protocol);
+  }
+
+  subscribeRefused(why: string): void {
+    this.#inside.subscribeRefused(why);
+  }
+
+  subscribe(
+    ...args: Parameters<SubscribeSessionContext["subscribe"]>
+  ): ReturnType<SubscribeSessionContext["subscribe"]> {
+    return this.#inside.subscribe(...args);
+  }
 }
