@@ -36,6 +36,10 @@ export const REGRESSION_CASES: Readonly<Record<string, readonly FuzzCase[]>> = {
     { seed: 3005994606, index: 12 },
     { seed: 3005994606, index: 15 },
     { seed: 3005994606, index: 23 },
+    // Seed 2973157119 case 111: a signed oversized token in the query made
+    // the URL pass its 8192-byte limit, so the server rightly answered 414;
+    // the suite now keeps such tokens short enough for the query.
+    { seed: 2973157119, index: 111 },
   ],
   // Seed 1786153575: a PUT /_/streams schema nesting ~50,000 levels
   // overflowed the stack of the schema compiler, a 500 (case 16); a 400
