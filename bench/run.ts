@@ -42,6 +42,7 @@ const BENCHES = [
   "e2e/ack",
   "e2e/profile",
   "e2e/subscribers",
+  "micro/row_grant",
 ];
 const nameOf = (path: string): string => path.slice(path.lastIndexOf("/") + 1);
 

@@ -4,21 +4,41 @@
  * grant has a `where` for a stream may publish only rows that match it, and
  * one row outside refuses the whole body or frame (nothing stored).
  *
+ * Every subscribe, `/latest` request and publish with a grant asks for its
+ * filter, so compiled filters are shared through a bounded cache
+ * (`where_cache.ts`, keyed by the schema object and the filter's text):
+ * thousands of holders of one grant cost one compile. Measured by
+ * bench/micro/row_grant.ts (docs/PERFORMANCE.md, "Row-level grants: the
+ * compiled filter, shared").
+ *
  * @module
  */
 
 import { compileFilter, type Filter, FilterError } from "../../wire/filter.ts";
 import type { Grant } from "../auth.ts";
+import { WhereCache } from "./where_cache.ts";
 
 /** What compiling a grant's filter for a stream gave. */
 export type RowGrant =
   | { ok: true; filter: Filter | null }
   | { ok: false; detail: string };
 
+const compiled = new WhereCache<RowGrant>();
+
+function compileGrant(where: unknown, schema: Record<string, unknown>): RowGrant {
+  try {
+    return Object.freeze({ ok: true, filter: compileFilter(where, schema) });
+  } catch (err) {
+    if (!(err instanceof FilterError)) throw err;
+    return Object.freeze({ ok: false, detail: `row-level grant: ${err.detail}` });
+  }
+}
+
 /**
  * The filter `grant` puts on the rows of stream `name` (schema `schema`),
  * null for none (no grant, or one without a `where` for it); or why it does
- * not fit the stream (its holder may then use none of it).
+ * not fit the stream (its holder may then use none of it). The same filter
+ * against the same (frozen) schema object gives the same shared result.
  *
  * @example
  * ```ts
@@ -41,12 +61,7 @@ export function rowGrant(
 ): RowGrant {
   const where = grant?.whereFor(name) ?? null;
   if (where === null) return { ok: true, filter: null };
-  try {
-    return { ok: true, filter: compileFilter(where, schema) };
-  } catch (err) {
-    if (!(err instanceof FilterError)) throw err;
-    return { ok: false, detail: `row-level grant: ${err.detail}` };
-  }
+  return compiled.get(schema, where, () => compileGrant(where, schema));
 }
 
 /**
