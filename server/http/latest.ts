@@ -72,11 +72,9 @@ export function latestResponse(
     }
     const found = stream.latest(values);
     if (found === null) {
-      return json({
-        error: "bad_request",
-        detail: `key wants ${columns.length} value(s), one per key column: ${columns.join(", ")}`,
-      }, 400);
+      return json({ error: "not_found", detail: "the stream has no key" }, 404);
     }
+    if ("problem" in found) return json({ error: "bad_request", detail: found.problem }, 400);
     const { entry, end } = found;
     if (
       entry === undefined || (grantFilter !== null && !grantFilter.test(JSON.parse(entry.json)))

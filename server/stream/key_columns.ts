@@ -127,30 +127,83 @@ export class KeyColumns {
 
   /**
    * The key of the values given, one per key column in order, as text (a
-   * query's `key=`): null when one does not fit its column's type.
+   * query's `key=`): null when one does not fit its column's type
+   * ({@linkcode KeyColumns.problemWith} says which and why). An integer is
+   * read as the number its decimal digits spell, so `-0` names the key 0 (a
+   * row's `-0` is stored as `0`) and `007` names 7.
    */
   keyOfValues(values: readonly string[]): string | null {
-    if (values.length !== this.#columns.length) return null;
+    if (this.problemWith(values) !== null) return null;
     const out: string[] = [];
     for (let i = 0; i < values.length; i++) {
       const v = values[i];
       const type = this.#columns[i].type;
-      if (type === "string") out.push(JSON.stringify(v));
-      else if (type === "boolean") {
-        if (v !== "true" && v !== "false") return null;
-        out.push(v);
-      } else {
-        if (!/^-?\d{1,16}$/.test(v) || !Number.isSafeInteger(Number(v))) return null;
-        out.push(JSON.stringify(Number(v)));
-      }
+      out.push(type === "string" ? JSON.stringify(v) : type === "boolean" ? v : String(Number(v)));
     }
     return out.join(",");
   }
 
+  /**
+   * Why `values` (one per key column, in order, as text) name no key of
+   * this stream — too many or too few, or which one does not fit its
+   * column's type — or null when they fit.
+   *
+   * @example
+   * ```ts
+   * import { equal } from "node:assert/strict";
+   * import { compileSchema } from "../../schema/compile.ts";
+   * import { KeyColumns } from "./key_columns.ts";
+   * const schema = compileSchema({
+   *   type: "object",
+   *   properties: { sym: { type: "string" }, n: { type: "integer" } },
+   *   required: ["sym", "n"],
+   * });
+   * const key = KeyColumns.of(schema, ["sym", "n"]);
+   * equal(key.problemWith(["a", "x"]), 'key value 2 of 2 ("x") for column n (integer): not an integer (decimal digits, at most ±9007199254740991)');
+   * equal(key.problemWith(["a", "1"]), null);
+   * ```
+   */
+  problemWith(values: readonly string[]): string | null {
+    const n = this.#columns.length;
+    if (values.length !== n) {
+      return `key wants ${n} value(s), one per key column: ${this.describe()}; got ${values.length}`;
+    }
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      const c = this.#columns[i];
+      let why: string | null = null;
+      if (c.type === "boolean") {
+        if (v !== "true" && v !== "false") why = "not true or false";
+      } else if (c.type !== "string") {
+        if (!/^-?\d{1,16}$/.test(v) || !Number.isSafeInteger(Number(v))) {
+          why = `not an integer (decimal digits, at most ±${Number.MAX_SAFE_INTEGER})`;
+        }
+      }
+      if (why !== null) {
+        return `key value ${i + 1} of ${n} (${showValue(v)}) for column ${c.name} (${
+          kindOf(c)
+        }): ${why}`;
+      }
+    }
+    return null;
+  }
+
   /** What `key=` values a key takes, for a message: `symbol (string), venue (string)`. */
   describe(): string {
-    return this.#columns.map((c) => `${c.name} (${c.type})`).join(", ");
+    return this.#columns.map((c) => `${c.name} (${kindOf(c)})`).join(", ");
   }
+}
+
+// What a key column's `key=` value is, in the schema's words: a string, a
+// boolean, or an integer (of any width).
+function kindOf(c: Column): string {
+  return c.type === "string" || c.type === "boolean" ? c.type : "integer";
+}
+
+// A query value for a message: as JSON text, cut to 40 characters.
+function showValue(v: string): string {
+  const text = JSON.stringify(v);
+  return text.length > 40 ? `${text.slice(0, 37)}...` : text;
 }
 
 // The index just past the JSON string starting at `i` (its opening quote).

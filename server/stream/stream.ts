@@ -493,13 +493,17 @@ export class Stream {
   /**
    * A keyed stream's latest row of the key with `values` (one per key
    * column, in order, as text) as of `end`: `entry` undefined when there is
-   * none. Null when a value does not fit its column (or the stream is not
-   * keyed).
+   * none; `problem` saying which value does not fit its column and why (or
+   * that there are too many or too few). Null when the stream is not keyed.
    */
-  latest(values: readonly string[]): { entry: KeyEntry | undefined; end: number } | null {
+  latest(
+    values: readonly string[],
+  ): { entry: KeyEntry | undefined; end: number } | { problem: string } | null {
     const index = this.#keys?.index;
-    const key = index?.columns.keyOfValues(values) ?? null;
-    return key === null ? null : { entry: index!.get(key), end: index!.end };
+    if (!index) return null;
+    const problem = index.columns.problemWith(values);
+    if (problem !== null) return { problem };
+    return { entry: index.get(index.columns.keyOfValues(values)!), end: index.end };
   }
 
   /** Subscribers connected now. */

@@ -479,10 +479,19 @@ Deno.test("hostile filters: /latest and a snapshot refuse bad parameters, naming
     const cases: [string, string][] = [
       // A second where= was ignored here while the socket refused it.
       [`where=${w({ sym: "AAA" })}&where=${w({ sym: "B" })}`, "repeated parameter where"],
-      ["key=AAA", "key wants 2 value(s)"],
-      ["key=AAA&key=1&key=1", "key wants 2 value(s)"],
-      ["key=AAA&key=one", "key wants 2 value(s)"],
-      ["key=AAA&key=99999999999999999", "key wants 2 value(s)"],
+      ["key=AAA", "key wants 2 value(s), one per key column: sym (string), lvl (integer); got 1"],
+      [
+        "key=AAA&key=1&key=1",
+        "key wants 2 value(s), one per key column: sym (string), lvl (integer); got 3",
+      ],
+      // The count is right: the value that does not fit is named, and why.
+      [
+        "key=AAA&key=one",
+        'key value 2 of 2 ("one") for column lvl (integer): not an integer (decimal digits, at most ±9007199254740991)',
+      ],
+      ["key=AAA&key=99999999999999999", 'key value 2 of 2 ("99999999999999999") for column lvl'],
+      ["key=AAA&key=1.0", 'key value 2 of 2 ("1.0") for column lvl (integer): not an integer'],
+      ["key=AAA&key=%2B1", 'key value 2 of 2 ("+1") for column lvl (integer): not an integer'],
       [`key=AAA&key=1&where=${w({ px: 1 })}`, "give key or where, not both"],
       ["where=", "where: not JSON"],
       [`where=${w({})}`, "where: an empty filter"],
@@ -497,6 +506,24 @@ Deno.test("hostile filters: /latest and a snapshot refuse bad parameters, naming
       const body = await res.json();
       assertEquals(res.status, 400, `${q}: ${JSON.stringify(body)}`);
       assert(body.detail.startsWith(detail), `${q}: ${body.detail}`);
+    }
+    // An integer key value is the number its digits spell: -0 and 00 name the
+    // key 0, which a row sent with lvl -0 is stored under (as 0).
+    const raw = await fetch(`${s.url}/t`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${admin}`, "content-type": "application/x-ndjson" },
+      body: '{"seq":2,"sym":"Z","lvl":-0,"px":3,"qty":3,"live":true,"note":null}\n',
+    });
+    assertEquals(raw.status, 200, await raw.text());
+    for (const lvl of ["0", "-0", "00"]) {
+      const res = await fetch(`${s.url}/t/latest?key=Z&key=${lvl}`, {
+        headers: { authorization: `Bearer ${admin}` },
+      });
+      assertEquals(
+        [res.status, await res.text()],
+        [200, '[3,{"seq":2,"sym":"Z","lvl":0,"px":3,"qty":3,"live":true,"note":null}]\n'],
+        `key=Z&key=${lvl}`,
+      );
     }
     const refused: [string, string][] = [
       ["snapshot=1&offset=0", "snapshot=1 starts at the snapshot"],
