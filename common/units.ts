@@ -38,9 +38,7 @@ const DURATION_UNITS: Record<string, number> = { "": 1, s: 1, m: 60, h: 3600, d:
  * ```
  */
 export function parseBytes(v: unknown, what: string): number {
-  const m = typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(v) : null;
-  const unit = m ? SIZE_UNITS[m[2].toLowerCase()] : undefined;
-  const n = typeof v === "number" ? v : m && unit !== undefined ? Number(m[1]) * unit : NaN;
+  const n = bytesOf(v);
   if (!Number.isFinite(n) || Math.round(n) < 1 || Math.round(n) > Number.MAX_SAFE_INTEGER) {
     throw new RangeError(
       `${what} must be a size like 500MB, 2GiB or a number of bytes (>= 1), got ${
@@ -49,6 +47,24 @@ export function parseBytes(v: unknown, what: string): number {
     );
   }
   return Math.round(n);
+}
+
+/**
+ * The number of bytes `v` says, unrounded and unchecked: NaN when it is not
+ * a number or a number and a size unit (see {@linkcode parseBytes}).
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { bytesOf } from "./units.ts";
+ * equal(bytesOf("1.5KB"), 1500);
+ * equal(bytesOf("lots"), NaN);
+ * ```
+ */
+export function bytesOf(v: unknown): number {
+  const m = typeof v === "string" ? /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(v) : null;
+  const unit = m ? SIZE_UNITS[m[2].toLowerCase()] : undefined;
+  return typeof v === "number" ? v : m && unit !== undefined ? Number(m[1]) * unit : NaN;
 }
 
 /**

@@ -11,7 +11,7 @@
  */
 
 import { compileSchema } from "../schema/compile.ts";
-import { parseBytes, parseDuration } from "../common/units.ts";
+import { parseRetainAge, parseRetainBytes } from "../common/retention_bounds.ts";
 import { schemaChange } from "../schema/evolution.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
@@ -63,8 +63,9 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * A retention age, seconds: a positive number of seconds, or a string such
- * as `90s`, `15m`, `24h`, `7d`; null for null or absent.
+ * A retention age, seconds: a number of seconds, or a string such as `90s`,
+ * `15m`, `24h`, `7d`, 1 s to 100 years (`common/retention_bounds.ts`); null
+ * for null or absent.
  *
  * @example
  * ```ts
@@ -77,7 +78,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 export function durationSeconds(v: unknown, what: string): number | null {
   if (v === undefined || v === null) return null;
   try {
-    return parseDuration(v, what);
+    return parseRetainAge(v, what);
   } catch (err) {
     if (!(err instanceof RangeError)) throw err;
     throw new DefinitionError(err.message);
@@ -85,8 +86,9 @@ export function durationSeconds(v: unknown, what: string): number | null {
 }
 
 /**
- * A retention size, bytes: a positive integer, or a string such as `500MB`,
- * `2GiB`; null for null or absent.
+ * A retention size, bytes: a number of bytes, or a string such as `500MB`,
+ * `2GiB`, 1 KiB to 1 PiB (`common/retention_bounds.ts`); null for null or
+ * absent.
  *
  * @example
  * ```ts
@@ -99,7 +101,7 @@ export function durationSeconds(v: unknown, what: string): number | null {
 export function sizeBytes(v: unknown, what: string): number | null {
   if (v === undefined || v === null) return null;
   try {
-    return parseBytes(v, what);
+    return parseRetainBytes(v, what);
   } catch (err) {
     if (!(err instanceof RangeError)) throw err;
     throw new DefinitionError(err.message);

@@ -9,13 +9,14 @@
  * @module
  */
 
-import { parseBytes, parseDuration } from "../../common/units.ts";
+import { parseBytes } from "../../common/units.ts";
+import { parseRetainAge, parseRetainBytes } from "../../common/retention_bounds.ts";
 import { DEFAULT_MIN_FREE_BYTES } from "../../server/stream/disk_gate.ts";
 import { LIMITS_GROUP, type Reader } from "./values.ts";
 
 /**
  * A retention age: a duration (`90s`, `15m`, `24h`, `7d`, or seconds), in
- * seconds.
+ * seconds, 1 s to 100 years (`retention_bounds.ts`).
  *
  * @example
  * ```ts
@@ -24,10 +25,11 @@ import { LIMITS_GROUP, type Reader } from "./values.ts";
  * equal(retainAge("24h", "--retain-age", null), 86_400);
  * ```
  */
-export const retainAge: Reader = (v, what) => parseDuration(v, what);
+export const retainAge: Reader = (v, what) => parseRetainAge(v, what);
 
 /**
- * A retention size: `500MB`, `2GiB`, or bytes.
+ * A retention size: `500MB`, `2GiB`, or bytes, 1 KiB to 1 PiB
+ * (`retention_bounds.ts`).
  *
  * @example
  * ```ts
@@ -36,7 +38,7 @@ export const retainAge: Reader = (v, what) => parseDuration(v, what);
  * equal(retainBytes("2GiB", "--retain-bytes", null), 2 ** 31);
  * ```
  */
-export const retainBytes: Reader = (v, what) => parseBytes(v, what);
+export const retainBytes: Reader = (v, what) => parseRetainBytes(v, what);
 
 // Free space to keep: a size, or 0 (only a failed write stops a stream).
 const minFree: Reader = (v, what) => v === 0 || v === "0" ? 0 : parseBytes(v, what);
@@ -57,7 +59,7 @@ export const RETENTION_SETTINGS = [
       ["", "7d or seconds); per stream: config retainAge"],
     ] as [string, string][],
     docs: "drop each durable stream's sealed local history older than this (`90s`, `15m`, " +
-      "`24h`, `7d`, or seconds), oldest first, whole chunks, within `--seal-every` + 60 s; " +
+      "`24h`, `7d`, or seconds; 1 s to 100 years), oldest first, whole chunks, within `--seal-every` + 60 s; " +
       "with `--archive` only once archived. A stream's own `retainAge` in the config wins. " +
       "See [Retention](#retention).",
   },
@@ -73,7 +75,7 @@ export const RETENTION_SETTINGS = [
       ["", "(500MB, 2GiB or bytes); per stream: config retainBytes"],
     ] as [string, string][],
     docs: "keep at most this much sealed local history per durable stream (`500MB`, `2GiB`, " +
-      "or bytes; the active segment aside), dropping the oldest whole chunks; with " +
+      "or bytes; 1 KiB to 1 PiB; the active segment aside), dropping the oldest whole chunks; with " +
       "`--archive` only once archived. A stream's own `retainBytes` in the config wins. " +
       "See [Retention](#retention).",
   },

@@ -8,6 +8,7 @@ import { streamOptionsOf } from "../../cli/serve/streams.ts";
 import { UsageError } from "../../cli/_args.ts";
 import { Fatal } from "../../cli/serve/fatal.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
+import { runServe } from "../harness/serve.ts";
 
 Deno.test("serve disk settings: flags reach every stream's log; a stream's own config wins", async () => {
   const dir = await tempDir();
@@ -66,6 +67,53 @@ Deno.test("serve disk settings: a bad size or duration is refused naming the fla
     );
     const bad = await assertRejects(() => settingsFrom({ config }), Fatal);
     assert(/"streams\.t\.retainBytes" must be a size/.test(bad.message), bad.message);
+  } finally {
+    await rmrf(dir);
+  }
+});
+
+Deno.test("serve disk settings: a retention age or size past its bounds is refused at start, naming the value and the bound", async () => {
+  const dir = await tempDir();
+  try {
+    const schema = join(dir, "t.json");
+    await Deno.writeTextFile(
+      schema,
+      JSON.stringify({ type: "object", properties: { v: { type: "number" } }, required: ["v"] }),
+    );
+    const base = ["--stream", `t=${schema}`, "--root", join(dir, "data"), "--port", "0"];
+    const cases: [string[], string][] = [
+      [["--retain-age", "1e-300"], "--retain-age must be"],
+      [["--retain-age", "0.5"], '--retain-age must be at least 1 s, got "0.5" (0.5 s)'],
+      [
+        ["--retain-age", "36501d"],
+        '--retain-age must be at most 100 years (3153600000 s = 36500d), got "36501d"',
+      ],
+      [["--retain-bytes", "100"], '--retain-bytes must be at least 1KiB (1024 bytes), got "100"'],
+      [["--retain-bytes", "1025TiB"], "--retain-bytes must be at most 1PiB"],
+      [
+        ["--retain-bytes", "2000TB"],
+        '--retain-bytes must be at most 1PiB (1125899906842624 bytes), got "2000TB"',
+      ],
+    ];
+    for (const [flags, message] of cases) {
+      const r = await runServe([...base, ...flags]);
+      assertEquals(r.code, 2, `${flags.join(" ")}: ${r.stderr}`);
+      assert(r.stderr.includes(message), `${flags.join(" ")}: ${r.stderr}`);
+    }
+    // Config file: the same bounds per stream, named by the key.
+    const config = join(dir, "serve.json");
+    await Deno.writeTextFile(
+      config,
+      JSON.stringify({ root: join(dir, "data"), streams: { t: { schema, retainAge: 1e300 } } }),
+    );
+    const r = await runServe(["--config", config, "--port", "0"]);
+    assert(r.code !== 0, r.stderr);
+    assert(
+      r.stderr.includes(
+        '"streams.t.retainAge" must be at most 100 years (3153600000 s = 36500d), got 1e+300',
+      ),
+      r.stderr,
+    );
   } finally {
     await rmrf(dir);
   }

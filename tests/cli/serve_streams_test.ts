@@ -201,6 +201,19 @@ Deno.test("serve: PUT and DELETE /_/streams answer conflicts, a grown schema, ba
         ["ok", { schema: SCHEMA, publish: "yes" }, /publish must be true or false/],
         ["ok", { schema: SCHEMA, retainAge: "soon" }, /retainAge must be a duration like 90s/],
         ["ok", { schema: SCHEMA, retainBytes: -1 }, /retainBytes must be a size like 500MB/],
+        // Past the bounds: the value and the bound named.
+        ["ok", { schema: SCHEMA, retainAge: 1e-300 }, /retainAge must be at least 1 s, got 1e-300/],
+        [
+          "ok",
+          { schema: SCHEMA, retainAge: 1e300 },
+          /retainAge must be at most 100 years \(3153600000 s = 36500d\), got 1e\+300/,
+        ],
+        [
+          "ok",
+          { schema: SCHEMA, retainBytes: 1e300 },
+          /retainBytes must be at most 1PiB .*got 1e\+300/,
+        ],
+        ["ok", { schema: SCHEMA, retainBytes: "1000B" }, /retainBytes must be at least 1KiB/],
         ["ok", { schema: SCHEMA, key: ["w"] }, /key: key column "w" is not a column/],
         ["ok", { schema: SCHEMA, ephemeral: true, publish: true }, /publish needs a durable/],
       ];

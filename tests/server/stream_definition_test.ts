@@ -34,9 +34,28 @@ Deno.test("stream definition: durations and sizes in their units, anything else 
     [90, 900, 86400, 604800, 2.5, 30],
   );
   assertEquals(
-    ["500MB", "2GiB", "4096", 10].map((v) => sizeBytes(v, "retainBytes")),
-    [500e6, 2 ** 31, 4096, 10],
+    ["500MB", "2GiB", "4096", 1024].map((v) => sizeBytes(v, "retainBytes")),
+    [500e6, 2 ** 31, 4096, 1024],
   );
+  // Past the bounds: 1 s to 100 years, 1 KiB to 1 PiB, the value and the bound named.
+  assertEquals(
+    refusal(() => durationSeconds(1e-300, "retainAge")),
+    "retainAge must be at least 1 s, got 1e-300 (1e-300 s)",
+  );
+  assertEquals(
+    refusal(() => durationSeconds("36501d", "retainAge")),
+    'retainAge must be at most 100 years (3153600000 s = 36500d), got "36501d" (3153686400 s); leave it out to keep all',
+  );
+  assertEquals(durationSeconds("36500d", "retainAge"), 3153600000);
+  assertEquals(
+    refusal(() => sizeBytes(10, "retainBytes")),
+    "retainBytes must be at least 1KiB (1024 bytes), got 10",
+  );
+  assertEquals(
+    refusal(() => sizeBytes(1e300, "retainBytes")),
+    "retainBytes must be at most 1PiB (1125899906842624 bytes), got 1e+300; leave it out to keep all",
+  );
+  assertEquals(sizeBytes("1024TiB", "retainBytes"), 2 ** 50);
   assertEquals(durationSeconds(null, "retainAge"), null);
   for (const bad of ["", "1w", "-5s", 0, true]) {
     assert(refusal(() => durationSeconds(bad, "retainAge")).startsWith("retainAge must be"));

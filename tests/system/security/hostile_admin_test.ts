@@ -246,6 +246,10 @@ function badBody(r: () => number): { kind: string; body: string | Uint8Array; na
         "{}",
         "1e400",
         "-1e400",
+        "1e-300",
+        "1e300",
+        "0.5",
+        '"36501d"',
         JSON.stringify("9".repeat(int(r, 400, 100_000))),
       ]);
       return { kind, body: `{"schema": ${schema}, "retainAge": ${value}}`, names: "retainAge" };
@@ -262,6 +266,9 @@ function badBody(r: () => number): { kind: string; body: string | Uint8Array; na
         "{}",
         String(2 ** 60),
         "1e400",
+        "1e300",
+        "1023",
+        '"2PiB"',
         JSON.stringify("MB".repeat(int(r, 1, 100_000))),
       ]);
       return { kind, body: `{"schema": ${schema}, "retainBytes": ${value}}`, names: "retainBytes" };
