@@ -12,6 +12,7 @@
 
 import { compileSchema } from "../schema/compile.ts";
 import { parseRetainAge, parseRetainBytes } from "../common/retention_bounds.ts";
+import { inertForm } from "../schema/inert_form.ts";
 import { schemaChange } from "../schema/evolution.ts";
 import { SchemaError } from "../schema/schema_error.ts";
 import type { RowSchema } from "../schema/row_schema.ts";
@@ -248,10 +249,12 @@ export type DefinitionChange =
   | { kind: "conflict"; detail: string };
 
 /**
- * Compares `after` (given now) with `before` (in force): `same`, `grows`
- * (only the schema differs, and only by nullable columns added at the end,
- * or by its annotations: the new schema applies from the next row), or a
- * `conflict` naming the first difference.
+ * Compares `after` (given now) with `before` (in force): `same` (equal, or
+ * schemas that differ only in annotations — title, description, `$comment`,
+ * examples — or in the order of `required`: see `schema/inert_form.ts`),
+ * `grows` (only the schema differs, and only by nullable columns added at
+ * the end, or by constraints of its columns: the new schema applies from the
+ * next row), or a `conflict` naming the first difference.
  *
  * @example
  * ```ts
@@ -262,6 +265,8 @@ export type DefinitionChange =
  *   schema: { type: "object", properties: { a: { type: "number" }, b: { type: ["string", "null"] } }, required: ["a", "b"] },
  * });
  * equal(compareDefinitions(v1, v1).kind, "same");
+ * const described = { ...v1, schema: { ...v1.schema, description: "a", required: ["a"] } };
+ * equal(compareDefinitions(v1, described).kind, "same");
  * equal(compareDefinitions(v1, v2).kind, "grows");
  * equal(compareDefinitions(v2, v1).kind, "conflict");
  * equal(compareDefinitions(v1, { ...v1, publish: true }).kind, "conflict");
@@ -282,8 +287,15 @@ export function compareDefinitions(
       };
     }
   }
-  if (canonical(before.schema) === canonical(after.schema)) return { kind: "same" };
   const change = schemaChange(compileSchema(before.schema), compileSchema(after.schema));
+  // Another description or order of `required`: nothing to reopen; the definition in force
+  // stays. The text is compared with its keys sorted, so the columns' order is checked apart.
+  if (
+    change.kind === "same" &&
+    canonical(inertForm(before.schema)) === canonical(inertForm(after.schema))
+  ) {
+    return { kind: "same" };
+  }
   if (change.kind === "refused") {
     return {
       kind: "conflict",

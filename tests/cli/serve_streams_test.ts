@@ -439,3 +439,54 @@ Deno.test("serve: with no stream declared it starts empty, says so, and serves t
     }
   });
 });
+
+Deno.test("serve: a definition given again with another description or order of required is the same: 200, its subscribers stay open", async () => {
+  await withRoot(async (root, schemaFile) => {
+    const args = ["--stream", `t=${schemaFile}`, "--root", root, "--port", String(freePort())];
+    const a = await startServe(args);
+    try {
+      const grown = await put(a.url, "q", { schema: GROWN, publish: true });
+      assertEquals(grown.status, 201);
+      const sub = await TestSub.open(`${a.ws}/q`);
+      const annotated = {
+        ...GROWN,
+        title: "quotes",
+        description: "one row per quote",
+        properties: {
+          v: { type: "number", description: "the value" },
+          note: { type: ["string", "null"], title: "a note" },
+        },
+        required: ["note", "v"],
+      };
+      const again = await put(a.url, "q", { schema: annotated, publish: true });
+      assertEquals([again.status, again.body.stream_id], [200, grown.body.stream_id]);
+      // Still open: the next row reaches it, and it was never closed.
+      assertEquals(await postRows(a.url, "q", [{ v: 1, note: null }]), 200);
+      await sub.waitLines(1);
+      assertEquals([sub.offsets(), sub.closed], [[1], null]);
+      // The definition in force is kept, annotations and all; one schema version.
+      const head = (await getJson(`${a.url}/q/head`)).body as Record<string, unknown>;
+      assertEquals((head.schema_versions as unknown[]).length, 1);
+      assertEquals(head.schema, GROWN);
+      assert(!a.stderr().includes("stream_schema_grown"), a.stderr());
+      // A changed constraint is a change of the rows accepted: the stream takes it (reopened).
+      const bounded = {
+        ...GROWN,
+        properties: { v: { type: "number", minimum: 0 }, note: { type: ["string", "null"] } },
+      };
+      assertEquals((await put(a.url, "q", { schema: bounded, publish: true })).status, 200);
+      assertEquals((await sub.done).code, 1001);
+      assertEquals(await postRows(a.url, "q", [{ v: -1, note: null }]), 400);
+      // Columns swapped are never the same, whatever the text's key order.
+      const swapped = {
+        ...bounded,
+        properties: { note: { type: ["string", "null"] }, v: { type: "number", minimum: 0 } },
+      };
+      const refused = await put(a.url, "q", { schema: swapped, publish: true });
+      assertEquals(refused.status, 409);
+      assertMatch(refused.body.detail as string, /column "v" moves from position 1 to 2/);
+    } finally {
+      await a.signal("SIGTERM");
+    }
+  });
+});

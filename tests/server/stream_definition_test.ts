@@ -65,7 +65,7 @@ Deno.test("stream definition: durations and sizes in their units, anything else 
   }
 });
 
-Deno.test("stream definition: a changed annotation grows, a changed option or column conflicts", () => {
+Deno.test("stream definition: a changed annotation is the same, a changed constraint grows, a changed option or column conflicts", () => {
   const d = parseDefinition({ schema: KEYED, key: ["k"], retainBytes: "1MB" });
   // Key order of the schema is no difference.
   const reordered = parseDefinition({
@@ -82,7 +82,22 @@ Deno.test("stream definition: a changed annotation grows, a changed option or co
     ...KEYED,
     properties: { k: { type: "string" }, v: { type: "number", title: "value" } },
   };
-  assertEquals(compareDefinitions(d, { ...d, schema: titled }).kind, "grows");
+  // Annotations and the order of required change neither columns nor rows accepted: the same.
+  assertEquals(compareDefinitions(d, { ...d, schema: titled }).kind, "same");
+  const described = { ...KEYED, description: "prices", required: ["v", "k"] };
+  assertEquals(compareDefinitions(d, { ...d, schema: described }).kind, "same");
+  // A constraint changes the rows accepted: the stream takes the new schema.
+  const bounded = {
+    ...KEYED,
+    properties: { k: { type: "string" }, v: { type: "number", minimum: 0 } },
+  };
+  assertEquals(compareDefinitions(d, { ...d, schema: bounded }).kind, "grows");
+  // The columns' order is the properties' order: swapped, a conflict, never the same.
+  const swapped = {
+    ...KEYED,
+    properties: { v: { type: "number" }, k: { type: "string" } },
+  };
+  assertEquals(compareDefinitions(d, { ...d, schema: swapped }).kind, "conflict");
   const keyless = compareDefinitions(d, { ...d, key: null });
   assertEquals(keyless, { kind: "conflict", detail: 'key is ["k"] here, null in the request' });
   const renamed = parseDefinition({
