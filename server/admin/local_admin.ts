@@ -9,6 +9,8 @@
 
 import { join } from "node:path";
 import type { Logger } from "../../common/logger.ts";
+import { isNoSpace } from "../../common/free_space.ts";
+import { DiskFullError } from "../stream/disk_gate.ts";
 import { CloseCode } from "../../wire/close_reason.ts";
 import type { Stream } from "../stream/stream.ts";
 import { compareDefinitions, type StreamDefinition } from "../stream_definition.ts";
@@ -158,7 +160,7 @@ export class LocalStreamAdmin implements StreamAdmin {
           stream = await this.#o.open(name, definition);
         } catch (err) {
           host.add(await this.#o.open(name, before), before.publish);
-          return openRefused(name, err);
+          return openRefused(name, err, logger);
         }
         host.add(stream, definition.publish);
         this.#recorded.set(name, definition);
@@ -181,7 +183,7 @@ export class LocalStreamAdmin implements StreamAdmin {
     try {
       stream = await this.#o.open(name, definition);
     } catch (err) {
-      return openRefused(name, err);
+      return openRefused(name, err, logger);
     }
     this.#recorded.set(name, definition);
     try {
@@ -189,6 +191,8 @@ export class LocalStreamAdmin implements StreamAdmin {
     } catch (err) {
       this.#recorded.delete(name);
       await stream.close();
+      // A full disk refuses the streams file as it may refuse the log: the same answer.
+      if (isNoSpace(err)) return openRefused(name, err, logger);
       throw err;
     }
     host.add(stream, definition.publish);
@@ -224,14 +228,29 @@ function streamIdOf(host: StreamHost, name: string): string | null {
 }
 
 // The answer when a stream cannot be opened as defined: its folder holds a
-// log the definition does not fit (a refused schema, options), or the disk says no.
-function openRefused(name: string, err: unknown): AdminAnswer {
+// log the definition does not fit (a refused schema, options: 409), the disk
+// is full (507 disk_full, as a publish to a full disk answers), or the disk
+// or the system says no otherwise (503: the request was fine, the server
+// cannot serve it now). The last two are logged once, here.
+function openRefused(name: string, err: unknown, logger: Logger): AdminAnswer {
   const detail = err instanceof Error ? err.message : String(err);
   if (err instanceof TypeError || err instanceof RangeError) {
     return { status: 409, body: { error: "conflict", detail } };
   }
+  const stream = JSON.stringify(name);
+  if (err instanceof DiskFullError || isNoSpace(err)) {
+    logger.warn("stream_open_failed", { stream: name, why: "disk_full", error: detail });
+    return {
+      status: 507,
+      body: {
+        error: "disk_full",
+        detail: `stream ${stream} cannot be opened: the disk of its folder is full (${detail})`,
+      },
+    };
+  }
+  logger.error("stream_open_failed", { stream: name, error: detail });
   return {
-    status: 500,
-    body: { error: "internal", detail: `stream ${JSON.stringify(name)}: ${detail}` },
+    status: 503,
+    body: { error: "unavailable", detail: `stream ${stream} cannot be opened: ${detail}` },
   };
 }
