@@ -2,7 +2,8 @@
 // two real `serve --cluster` nodes: created on one node, served by both
 // (published to through the leader, read on the other); a conflicting
 // definition refused; deleted on one node, closed on both (the subscriber on
-// the other gets 4410) and its definition gone from etcd; a node started
+// the other gets 4410) and its definition gone from etcd; one given again
+// with another description changes nothing (a subscriber stays open); a node started
 // later serves what is defined. And a create and a delete whose etcd answer
 // is lost are read back and answered as what etcd holds. And a node whose
 // disk is full when a stream is created opens it once the disk has room
@@ -85,6 +86,36 @@ Deno.test("serve --cluster: a stream created on one node is served by every node
     const other = await put(n2.url, "q", { schema: SCHEMA, publish: false });
     assertEquals([other.status, other.body.error], [409, "conflict"]);
     assertEquals((await put(n2.url, "q", { schema: SCHEMA, publish: true })).status, 200);
+    // Only annotations and the order of required differ: the same, nothing written to etcd
+    // (so no node reopens it), and the subscriber on n2 stays open and gets the next row.
+    const revision = (await new EtcdClient(etcd.url).get("/streamcast/definitions/q"))!.modRevision;
+    const annotated = {
+      ...SCHEMA,
+      description: "quotes",
+      required: [...SCHEMA.required].reverse(),
+    };
+    assertEquals((await put(n1.url, "q", { schema: annotated, publish: true })).status, 200);
+    const after = await new EtcdClient(etcd.url).get("/streamcast/definitions/q");
+    assertEquals([after!.modRevision, JSON.parse(after!.value).schema], [revision, SCHEMA]);
+    await until(
+      async () => {
+        for (const n of nodes) {
+          const res = await fetch(`${n.url}/q`, {
+            method: "POST",
+            headers: { "content-type": "application/x-ndjson" },
+            body: JSON.stringify({ p: "a", seq: 2, i: 1 }) + "\n",
+            redirect: "manual",
+          });
+          await res.body?.cancel();
+          if (res.status === 200) return true;
+        }
+        return false;
+      },
+      20_000,
+      "a leader of q taking the second row",
+    );
+    await sub.waitLines(2);
+    assertEquals([sub.offsets(), sub.closed], [[1, 2], null]);
     // A cluster's streams are durable.
     const ephemeral = await put(n2.url, "e", { schema: SCHEMA, ephemeral: true });
     assertEquals([ephemeral.status, ephemeral.body.error], [400, "bad_request"]);
