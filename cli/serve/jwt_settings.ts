@@ -28,7 +28,7 @@ export const JWT_SETTINGS = [
       ["", "a JWKS or PEM (RS256, ES256, EdDSA); SIGHUP reloads it"],
     ] as [string, string][],
     docs: "accept signed tokens (JWTs) checked with these public keys: a JWKS " +
-      '(`{"keys": [...]}`) or PEM public keys (RS256, ES256, EdDSA); SIGHUP reloads the file; ' +
+      '(`{"keys": [...]}`) or PEM public keys (RS256, ES256, EdDSA, which a token may also call `Ed25519`); SIGHUP reloads the file; ' +
       "see [Signed tokens](#signed-tokens-jwt).",
   },
   {
@@ -75,7 +75,8 @@ export const JWT_SETTINGS = [
       ["--max-token-bytes N", "longest signed token read; a longer one is refused"],
       ["", `401 oversized [${DEFAULT_MAX_TOKEN_BYTES}]`],
     ] as [string, string][],
-    docs: "longest signed token read (64 to 1 MiB); a longer one is refused 401 `oversized` " +
+    docs:
+      "longest signed token read, in UTF-8 bytes (64 to 1 MiB); a longer one is refused 401 `oversized` " +
       "before it is parsed; see [Limits](#limits).",
   },
 ];
