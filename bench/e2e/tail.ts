@@ -630,7 +630,9 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
     }
   }
   notes.push(
-    `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (one process), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the servers alternating their order (forwards, then backwards); each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin (with --fsync: the read appended to a file and fdatasync'd first).`,
+    `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (${z.gens} load-generator process${
+      z.gens > 1 ? "es" : ""
+    }), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the servers alternating their order (forwards, then backwards); each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin (with --fsync: the read appended to a file and fdatasync'd first).`,
   );
   return {
     title: "Latency's tail: the tickerplant path, open loop",

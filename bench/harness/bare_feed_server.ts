@@ -29,6 +29,11 @@ const server = Deno.serve({
 const fsync = Deno.args.includes("--fsync");
 const dir = fsync ? await Deno.makeTempDir({ prefix: "streamcast-bench-bare-" }) : "";
 const file = fsync ? await Deno.open(`${dir}/log`, { write: true, create: true }) : null;
+// The benchmark stops a server with SIGINT: its folder goes with it.
+Deno.addSignalListener("SIGINT", () => {
+  if (dir) Deno.removeSync(dir, { recursive: true });
+  Deno.exit(0);
+});
 const dec = new TextDecoder();
 let rest = "";
 let n = 0;
