@@ -147,14 +147,18 @@ export class ServeNode {
     this.#earlier += p.stderr();
   }
 
-  /** SIGTERM and a clean exit (SIGKILL after 10 s). */
+  /**
+   * SIGTERM and a clean exit (SIGKILL after 30 s: leaving the cluster makes a few etcd calls a
+   * stream — resign, revoke — each of which may wait out its 2 s timeout when etcd is slow to
+   * answer on a loaded machine).
+   */
   async stop(): Promise<void> {
     const p = this.#proc;
     if (!p) return;
     if (this.#paused) this.resume();
     this.#proc = null;
     try {
-      await p.signal("SIGTERM", 10_000);
+      await p.signal("SIGTERM", 30_000);
     } finally {
       await p.stop();
       this.#earlier += p.stderr();
