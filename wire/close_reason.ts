@@ -14,7 +14,7 @@
  * @module
  */
 
-import { utf8Bytes } from "../common/utf8_bytes.ts";
+import { utf8Bytes } from "./utf8_bytes.ts";
 
 /**
  * WebSocket close codes the server uses. The code is what a client dispatches

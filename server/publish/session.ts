@@ -43,7 +43,7 @@ import type { PublishMetrics } from "./publish_metrics.ts";
 import type { Filter } from "../../wire/filter.ts";
 import { atExpiry } from "../access/expiry.ts";
 import { firstOutside, OUTSIDE_GRANT_DETAIL } from "../access/row_grant.ts";
-import { utf8Bytes } from "../../common/utf8_bytes.ts";
+import { utf8Bytes } from "../../wire/utf8_bytes.ts";
 
 /** What a publish socket's token says about it (none without access control). */
 export interface PublishAccess {

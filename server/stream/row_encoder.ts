@@ -10,7 +10,7 @@
 
 import type { RowSchema } from "../../schema/row_schema.ts";
 import { RowError } from "./row_error.ts";
-import { utf8Bytes } from "../../common/utf8_bytes.ts";
+import { utf8Bytes } from "../../wire/utf8_bytes.ts";
 
 /** A counter, as far as refusals are counted. */
 export interface RejectCount {

@@ -2,7 +2,7 @@
 // every kind of unit (ASCII, two- and three-byte, pairs, lone surrogates).
 // Seeded: a fresh seed each run, printed, beside a fixed one.
 import { assertEquals } from "../harness/assert.ts";
-import { utf8Bytes } from "../../common/utf8_bytes.ts";
+import { utf8Bytes } from "../../wire/utf8_bytes.ts";
 import { rng } from "../harness/util.ts";
 
 const encoder = new TextEncoder();
