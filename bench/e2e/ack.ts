@@ -1,7 +1,7 @@
 /**
  * One-row publish latency, closed loop, every contender in the same run: a
  * client in this process sends one row, waits for its durable ack, then sends
- * the next; p50 and p99 of the round trip. The contenders:
+ * the next; p50, p99 and p99.9 of the round trip. The contenders:
  *
  * - the floors: one 200-byte write + fdatasync in this process (the disk),
  *   and a round trip to a bare Deno WebSocket echo server
