@@ -10,7 +10,10 @@
  * - a commit's frames are built once (`[offset,msg]` each, in place), and
  *   only when some subscriber is live; each filter group tests each row once;
  * - a subscriber is in the live set (or its group's) exactly while its state
- *   is `live`, and in the set of all from its start until it is gone.
+ *   is `live`, and in the set of all from its start until it is gone;
+ * - the last commits' frames are also kept (recent_commits.ts), while some
+ *   subscriber is connected and for {@linkcode RECENT_KEEP_MS} after the
+ *   last one left, for the subscribers that start a few rows behind.
  *
  * @module
  */
@@ -31,6 +34,15 @@ import { type Serving, UNSERVED } from "./serving.ts";
 import type { SessionSocket } from "../socket.ts";
 import { Subscriber, type SubscriberHost, type SubscriberState } from "./subscriber.ts";
 import { ZstdStreamGroup, type ZstdStreamSettings } from "./zstd_stream_group.ts";
+import { RecentCommits } from "./recent_commits.ts";
+
+/**
+ * How long after its last subscriber left a stream keeps its recent commits'
+ * frames (recent_commits.ts), ms: the rows published while every subscriber
+ * is away (a network cut, a restart of the clients) are what their
+ * reconnects ask for. A stream nobody subscribed to builds no frames.
+ */
+export const RECENT_KEEP_MS = 60_000;
 import { COMPRESS_FRAME_BYTES } from "../frames/zstd_stream.ts";
 
 /** What a fan-out counts its subscribers' work in (a stream's series). */
@@ -140,6 +152,9 @@ export class Fanout implements SubscriberHost {
   readonly #groups = new FilterGroups(this.#zstdSettings);
   readonly #pacer = new FanoutPacer<Subscriber>();
   readonly #share = (frames: readonly string[]): SharedFrames => this.#encoders.shared(frames);
+  readonly #recent = new RecentCommits();
+  // When the last subscriber left (performance.now()); -Infinity: none yet.
+  #emptySince = -Infinity;
 
   /** The fan-out of a stream. */
   constructor(options: FanoutOptions) {
@@ -206,13 +221,19 @@ export class Fanout implements SubscriberHost {
    * frames: it is the caller's no more.
    */
   send(jsons: string[], first: number | null): void {
-    if (!this.live || jsons.length === 0) return;
+    if (jsons.length === 0) return;
+    const live = this.live;
+    const keep = first !== null &&
+      (this.#all.size > 0 || performance.now() - this.#emptySince < RECENT_KEEP_MS);
+    if (!live && !keep) return;
     // Parsed once per commit, only when a filtered subscriber is live.
-    const rows = this.#groups.live > 0 ? parseRows(jsons) : null;
+    const rows = live && this.#groups.live > 0 ? parseRows(jsons) : null;
     const frames = jsons;
     for (let i = 0; i < frames.length; i++) {
       frames[i] = liveFrame(first === null ? null : first + i, jsons[i]);
     }
+    if (keep) this.#recent.add(first!, frames);
+    if (!live) return;
     const end = first === null ? null : first + frames.length;
     const shared = this.#share(frames);
     this.#pacer.fanOut(this.#live, frames, end, this.#zstd.view(shared));
@@ -229,7 +250,16 @@ export class Fanout implements SubscriberHost {
 
   /** Every live subscriber goes back to the log (its end moved with no commit: rows adopted). */
   toLog(): void {
+    this.#recent.clear();
     for (const sub of this.#all) sub._fromLog();
+  }
+
+  /**
+   * The frames from `offset` to `end` (the log's durable end) when the
+   * recent commits hold them from a commit starting at `offset`; else null.
+   */
+  recent(offset: number, end: number): string[] | null {
+    return this.#recent.from(offset, end);
   }
 
   /** Closes every subscriber with `code` and `reason`. */
@@ -269,6 +299,7 @@ export class Fanout implements SubscriberHost {
   /** Forgets a closed subscriber. */
   gone(sub: Subscriber): void {
     this.#all.delete(sub);
+    if (this.#all.size === 0) this.#emptySince = performance.now();
     if (sub.filter === null) this.leaveLive(sub);
     else this.#groups.remove(sub);
   }

@@ -57,6 +57,11 @@ export interface SubscriberHost extends CatchUpHost {
   dropped(reason: string): void;
   /** Reports a failure that ends the subscriber (closed with 1011) to `logger`. */
   failed(err: unknown, logger: Logger): void;
+  /**
+   * The frames from `offset` to `end` (the log's durable end) when the
+   * stream's recent commits hold them (recent_commits.ts); else null.
+   */
+  recent?(offset: number, end: number): readonly string[] | null;
 }
 
 /** The state of a subscriber. */
@@ -197,7 +202,28 @@ export class Subscriber implements CatchingUp, StreamMember {
   start(): void {
     if (this.#snapshot === null && (!this.#host.durable || this.next >= this.#host.endOffset())) {
       this.goLive();
-    } else this.#catchUp();
+    } else if (!this.#fromRecent()) this.#catchUp();
+  }
+
+  // A start a few rows behind, in text frames and with no filter: the rows
+  // from the stream's recent commits, then live, in this one synchronous
+  // step (so the rows sent and the live ones meet at the log's end, as a
+  // catch-up's do). False when they are not held: it catches up from the log.
+  #fromRecent(): boolean {
+    if (
+      this.#snapshot !== null || this.filter !== null || this.compress !== null ||
+      this.frames === "arrow"
+    ) return false;
+    const end = this.#host.endOffset();
+    const frames = this.#host.recent?.(this.next, end) ?? null;
+    if (frames === null) return false;
+    // At most RECENT_ROWS rows and RECENT_CHARS characters: one batched frame.
+    if (this.frames === "batch") this.#sendText(frames.join("\n"));
+    else for (let i = 0; i < frames.length; i++) this.#sendText(frames[i]);
+    this.#host.count(0, 0, frames.length);
+    this.next = end;
+    this.goLive();
+    return true;
   }
 
   /** Joins the live set (at the start, or from the step of a catch-up that reached the end). */
