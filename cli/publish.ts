@@ -17,7 +17,14 @@
  */
 
 import { MAX_URLS, parse, tokenSourceOf, UsageError } from "./_args.ts";
-import { type Published, publisher, PublishError } from "../client/publisher.ts";
+import {
+  DEFAULT_DISK_FULL_TIMEOUT_MS,
+  DISK_FULL_HOLD_MAX_MS,
+  DISK_FULL_HOLD_MIN_MS,
+  type Published,
+  publisher,
+  PublishError,
+} from "../client/publisher.ts";
 import { nodeUrls } from "../client/node_urls.ts";
 
 const USAGE =
@@ -58,6 +65,13 @@ with backoff, resending what was not acknowledged (never stored twice with
                   [60000].
   --max-redirects N
                   most redirects followed from one URL [5].
+  --disk-full-timeout-ms MS
+                  a frame the server refuses for a full disk is held and sent
+                  again with backoff (${DISK_FULL_HOLD_MIN_MS} ms doubling to ${
+    DISK_FULL_HOLD_MAX_MS / 1000
+  } s) for at most MS
+                  milliseconds, then refused (exit 1); 0: refused at once
+                  [60000].
 
 A frame whose answer was lost across a reconnect, after which the server
 had stored later lines, is named on stderr and the rest is sent: its lines
@@ -108,6 +122,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
     "no-reconnect": { type: "boolean" },
     "retry-timeout-ms": { type: "string" },
     "max-redirects": { type: "string" },
+    "disk-full-timeout-ms": { type: "string" },
   }, MAX_URLS);
   if (values.help) {
     console.log(USAGE);
@@ -116,6 +131,13 @@ export async function cmdPublish(args: string[]): Promise<number> {
   if (positionals.length === 0) throw new UsageError("publish takes a URL (or several)");
   const retryTimeoutMs = intFlag(values, "retry-timeout-ms", 60_000, 1, 86_400_000);
   const maxRedirects = intFlag(values, "max-redirects", 5, 0, 100);
+  const diskFullTimeoutMs = intFlag(
+    values,
+    "disk-full-timeout-ms",
+    DEFAULT_DISK_FULL_TIMEOUT_MS,
+    0,
+    86_400_000,
+  );
   const batchText = (values.batch as string | undefined) ?? "100";
   const batch = /^\d+$/.test(batchText) ? Number(batchText) : NaN;
   if (!Number.isInteger(batch) || batch < 1 || batch > 1_000_000) {
@@ -137,6 +159,7 @@ export async function cmdPublish(args: string[]): Promise<number> {
     pub = await publisher(urls, {
       retryTimeoutMs,
       maxRedirects,
+      diskFullTimeoutMs,
       ...(producer !== undefined ? { producer } : {}),
       ...(token ? { token } : {}),
       reconnect: !values["no-reconnect"],

@@ -19,6 +19,16 @@
  * next publish takes the failed frame's seq again, so the producer's seqs
  * go on without a hole.
  *
+ * A frame refused `disk_full` (the server's disk is full) does not reject:
+ * the publisher holds every frame — those sent behind it come back refused
+ * too, those published meanwhile queue — for a short backoff
+ * ({@linkcode DISK_FULL_HOLD_MIN_MS} doubling to
+ * {@linkcode DISK_FULL_HOLD_MAX_MS}), then sends the refused frame alone
+ * again; once one is stored it sends the rest, in order, from there. So a
+ * full disk costs the server a refusal per hold, not one per frame the
+ * caller publishes, and no seq is skipped or sent twice. After
+ * `diskFullTimeoutMs` of refusals the frame rejects with `disk_full`.
+ *
  * Given several URLs (the nodes of a cluster, docs/SPEC.md §9.5), the
  * publisher finds the node that takes the publish itself: it follows a
  * node's 307 to the leader (at most `maxRedirects` hops), and on a 503
@@ -33,13 +43,23 @@ import { backoffDelay, sleep } from "../common/backoff.ts";
 import type { WebSocketConstructor } from "./_connection.ts";
 import { tokenNow, withToken } from "./_token.ts";
 import { CloseCode } from "../wire/close_reason.ts";
-import type { PublisherOptions } from "./publisher_options.ts";
+import {
+  DEFAULT_DISK_FULL_TIMEOUT_MS,
+  DISK_FULL_HOLD_MAX_MS,
+  DISK_FULL_HOLD_MIN_MS,
+  type PublisherOptions,
+} from "./publisher_options.ts";
 import { PublishError } from "./publish_error.ts";
 import { type NodeUrls, nodeUrls } from "./node_urls.ts";
 import { askUpgrade, PublishRoute, redirectTarget, refusedStatus } from "./_publish_route.ts";
 import { type PublishAnswer, type PublishGreeting, publishUrl } from "../wire/publish.ts";
 
 export type { PublisherOptions } from "./publisher_options.ts";
+export {
+  DEFAULT_DISK_FULL_TIMEOUT_MS,
+  DISK_FULL_HOLD_MAX_MS,
+  DISK_FULL_HOLD_MIN_MS,
+} from "./publisher_options.ts";
 export { PublishError } from "./publish_error.ts";
 
 /**
@@ -121,6 +141,10 @@ export class Publisher {
   #sleep: { timer: ReturnType<typeof setTimeout>; wake: () => void } | null = null;
   // The stream the first connection served: every node must serve the same.
   #streamId: string | null = null;
+  // A disk_full refusal being waited out: when the first came, the seq
+  // refused, how many in a row, and the hold before the next try (null: over).
+  #full: { since: number; seq: number; refusals: number } | null = null;
+  #hold: ReturnType<typeof setTimeout> | null = null;
 
   /** Use {@linkcode publisher}. */
   constructor(urls: NodeUrls, options: PublisherOptions) {
@@ -334,6 +358,14 @@ export class Publisher {
     const i = this.#queue.findIndex((p) => p.seq === a.seq && p.sent);
     if (i === -1) return; // an answer to a frame already settled across a reconnect
     const p = this.#queue[i];
+    if (this.#heldBack(p, a)) {
+      this.#pump();
+      return;
+    }
+    if (!("error" in a) && this.#full !== null) {
+      // Stored: the disk has room again, and the window opens.
+      this.#full = null;
+    }
     this.#queue.splice(i, 1);
     if ("error" in a && a.error === "stale_seq" && p.lost) {
       p.reject(
@@ -364,6 +396,44 @@ export class Publisher {
     }
     this.#pump();
     this.#checkIdle();
+  }
+
+  // Whether `p`'s refusal is a full disk's, to be waited out and sent again:
+  // `disk_full` itself (within diskFullTimeoutMs of the first), or the
+  // `write_failed` the server answers to frames pipelined behind the refused
+  // one. Such a frame stays queued, not sent, and the hold begins (or grows).
+  #heldBack(p: Pending, a: PublishAnswer): boolean {
+    if (!("error" in a) || p.epoch !== this.#epoch) return false;
+    const full = this.#full;
+    if (a.error === "write_failed") {
+      if (full === null || p.seq <= full.seq) return false;
+      p.sent = false;
+      return true;
+    }
+    if (a.error !== "disk_full") return false;
+    if (full !== null && p.seq > full.seq) {
+      // Sent behind the refused frame, refused with it: no new hold.
+      p.sent = false;
+      return true;
+    }
+    const now = Date.now();
+    const limit = this.#opts.diskFullTimeoutMs ?? DEFAULT_DISK_FULL_TIMEOUT_MS;
+    if (limit <= 0 || (full !== null && now - full.since >= limit)) {
+      this.#full = null;
+      return false;
+    }
+    this.#full = {
+      since: full?.since ?? now,
+      seq: p.seq,
+      refusals: (full?.refusals ?? 0) + 1,
+    };
+    p.sent = false;
+    clearTimeout(this.#hold ?? undefined);
+    this.#hold = setTimeout(() => {
+      this.#hold = null;
+      this.#pump();
+    }, backoffDelay(this.#full.refusals, DISK_FULL_HOLD_MIN_MS, DISK_FULL_HOLD_MAX_MS));
+    return true;
   }
 
   // Frame `failed` failed to be stored: the server refuses the producer's
@@ -460,6 +530,8 @@ export class Publisher {
   #fail(err: Error): void {
     if (this.#failed) return;
     this.#failed = err;
+    clearTimeout(this.#hold ?? undefined);
+    this.#hold = null;
     this.#wake();
     for (const p of this.#queue.splice(0)) p.reject(err);
     this.#checkIdle();
@@ -471,10 +543,20 @@ export class Publisher {
   }
 
   // Sends queued frames while the window has room, in frames and in bytes
-  // (one frame always goes when none awaits its answer).
+  // (one frame always goes when none awaits its answer). While a full disk
+  // is waited out: nothing during the hold, then the first frame alone, once
+  // every frame sent before has its answer.
   #pump(): void {
     const ws = this.#ws;
     if (!ws || ws.readyState !== WebSocket.OPEN || this.#greeting === null) return;
+    if (this.#full !== null) {
+      if (this.#hold !== null || this.#queue.some((p) => p.sent)) return;
+      const first = this.#queue[0];
+      if (first === undefined) return;
+      ws.send(first.text);
+      first.sent = true;
+      return;
+    }
     let inFlight = 0;
     let bytes = 0;
     for (const p of this.#queue) {

@@ -7,6 +7,17 @@
 import type { WebSocketConstructor } from "./_connection.ts";
 
 /**
+ * After a `disk_full` refusal the publisher holds its frames this long
+ * before it sends the refused one again, ms (jittered to 50–100 %); the hold
+ * doubles with each refusal in a row.
+ */
+export const DISK_FULL_HOLD_MIN_MS = 50;
+/** The longest hold after `disk_full` refusals in a row, ms. */
+export const DISK_FULL_HOLD_MAX_MS = 2000;
+/** The default of `PublisherOptions.diskFullTimeoutMs`, ms. */
+export const DEFAULT_DISK_FULL_TIMEOUT_MS = 60_000;
+
+/**
  * Options of `publisher()`.
  */
 export interface PublisherOptions {
@@ -55,6 +66,14 @@ export interface PublisherOptions {
    * which no node can be reached rejects after one pass. @default 60000
    */
   retryTimeoutMs?: number;
+  /**
+   * Longest time a frame refused `disk_full` is held and sent again (after
+   * {@linkcode DISK_FULL_HOLD_MIN_MS} doubling to
+   * {@linkcode DISK_FULL_HOLD_MAX_MS}), counted from its first refusal;
+   * then its `send` rejects with a `disk_full` `PublishError`, as after
+   * `write_failed`. `0`: a `disk_full` refusal rejects at once. @default 60000
+   */
+  diskFullTimeoutMs?: number;
   /** Most redirects (307 from a follower to the leader) followed from one URL. @default 5 */
   maxRedirects?: number;
   /** Called after each reconnect with the producer's `last_seq` the server reported. */

@@ -38,6 +38,7 @@ import { definedOptions } from "./created_streams.ts";
 import { Fatal, oneLine, show } from "./fatal.ts";
 import type { Settings } from "./run_settings.ts";
 import { DEFAULT_MAX_STREAMS } from "../../server/limits.ts";
+import { removeDeletedStreamFolders, writeCreatedStreamMark } from "./created_stream_mark.ts";
 
 /** How long an answer waits for this node to open or close the stream, ms. */
 const APPLY_WAIT_MS = 10_000;
@@ -134,13 +135,37 @@ export class ClusterStreamAdmin implements StreamAdmin {
     return new ClusterStreamAdmin(cluster, s, declared, initial, listed.revision, logger);
   }
 
-  /** Opens the streams defined at start (their nodes not started); on a failure a {@linkcode Fatal}. */
+  /**
+   * Removes the folders of created streams deleted (or deleted and created
+   * again) while this node was down (see `created_stream_mark.ts`), then
+   * opens the streams defined at start (their nodes not started); on a
+   * failure a {@linkcode Fatal}.
+   */
   async openInitial(): Promise<{ served: ServedStream[]; publish: string[] }> {
+    const etcd = this.#cluster.etcd;
+    const prefix = this.#cluster.prefix;
+    try {
+      await removeDeletedStreamFolders(this.#s.root, {
+        prefix,
+        declared: (name) => this.#declared.has(name),
+        defined: (name) => this.#initial.has(name),
+        clusterStreamId: async (name) => {
+          const kv = await etcd.get(streamKeys(name, prefix).streamId);
+          if (kv === null) return null;
+          const v = JSON.parse(kv.value) as { stream_id?: unknown };
+          return typeof v.stream_id === "string" ? v.stream_id : null;
+        },
+      }, this.#logger);
+    } catch (err) {
+      throw new Fatal(`cannot clear the folders of deleted streams: ${oneLine(err)}`, 1);
+    }
     const served: ServedStream[] = [];
     const publish: string[] = [];
     for (const [name, def] of this.#initial) {
       try {
-        served.push(await this.#cluster.open(name, this.#options(def)));
+        const opened = await this.#cluster.open(name, this.#options(def));
+        served.push(opened);
+        await this.#mark(name, opened);
       } catch (err) {
         throw new Fatal(`${show(name)} (defined in the cluster): ${oneLine(err)}`, 1);
       }
@@ -148,6 +173,24 @@ export class ClusterStreamAdmin implements StreamAdmin {
       if (def.publish) publish.push(name);
     }
     return { served, publish };
+  }
+
+  // Marks the folder as this node's copy of a created stream, so that it is
+  // removed at a later start if the stream was deleted meanwhile. A mark
+  // that cannot be written (a full disk, say) is said and the stream served:
+  // it is written again the next time the stream is opened here.
+  async #mark(name: string, served: ServedStream): Promise<void> {
+    const streamId = served.stream.streamId;
+    if (streamId === null) return;
+    try {
+      await writeCreatedStreamMark(join(this.#s.root, name), {
+        stream: name,
+        stream_id: streamId,
+        prefix: this.#cluster.prefix,
+      });
+    } catch (err) {
+      this.#logger.warn("stream_mark_failed", { stream: name, error: oneLine(err) });
+    }
   }
 
   #options(def: StreamDefinition) {
@@ -265,6 +308,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
     const existed = await Deno.stat(dir).then(() => true, () => false);
     try {
       const served = await this.#cluster.open(name, this.#options(def));
+      await this.#mark(name, served);
       server.addStream(served, { publish: def.publish });
       this.#cluster.nodes.get(name)?.start();
       this.#defs.set(name, def);

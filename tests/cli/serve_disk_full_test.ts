@@ -11,6 +11,7 @@ import { CLI, getJson, type ServeProc, startServe } from "../harness/serve.ts";
 import { TestSub } from "../harness/subscriber.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
 import { SmallDisk } from "../harness/small_disk.ts";
+import { type Publisher, publisher, type PublishError } from "../../client/publisher.ts";
 
 const SCHEMA = {
   type: "object",
@@ -338,6 +339,91 @@ Deno.test("serve: a producer's frames pipelined behind a disk_full refusal are r
     s = null;
     await verify(d);
   } finally {
+    await s?.stop();
+    await d.close();
+  }
+});
+
+async function diskFullRefusals(s: ServeProc): Promise<number> {
+  const text = await (await fetch(`${s.url}/_/metrics`)).text();
+  const m = /^streamcast_publish_refusals_total\{([^}]*)\} (\d+)$/gm;
+  let n = 0;
+  for (const [, labels, v] of text.matchAll(m)) {
+    if (labels.includes('reason="disk_full"') && labels.includes('stream="t"')) n += Number(v);
+  }
+  return n;
+}
+
+Deno.test("publisher(): a full disk holds its frames with backoff, then every row is stored once, in order", async () => {
+  const d = await smallDisk(24);
+  let s: ServeProc | null = null;
+  let pub: Publisher | null = null;
+  try {
+    s = await startServe([
+      "--stream",
+      `t=${d.schema}`,
+      "--publish",
+      "t",
+      "--root",
+      d.root,
+      "--port",
+      "0",
+      "--min-free-bytes",
+      "8MiB",
+    ]);
+    const server = s;
+    pub = await publisher(`${s.ws}/t`, { producer: "p" });
+    assertEquals(await pub.send({ n: 1000, pad: "" }), 1);
+    // The disk fills: the stream stops taking rows.
+    await d.fill(4 << 20);
+    for (let n = 1;; n++) {
+      const res = await fetch(`${server.url}/t`, { method: "POST", body: row(n) + "\n" });
+      await res.body?.cancel();
+      if (res.status === 507) break;
+      assertEquals(res.status, 200);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const before = await diskFullRefusals(s);
+    // A caller sending a row every millisecond or so for 2 s while the disk is full.
+    const sends: Promise<number>[] = [];
+    const settled: string[] = [];
+    const started = Date.now();
+    for (let n = 1001; Date.now() - started < 2000; n++) {
+      const sent = pub.send({ n, pad: "" });
+      sent.catch((err) => settled.push(`row ${n}: ${err}`));
+      sends.push(sent);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    const refusals = (await diskFullRefusals(s)) - before;
+    console.log(`rows sent while full: ${sends.length}; disk_full refusals: ${refusals}`);
+    assert(refusals >= 1, "the server refused the publisher while its disk was full");
+    assert(refusals < 100, `${refusals} disk_full refusals for ${sends.length} rows in 2 s`);
+    // Held, not refused to the caller.
+    assertEquals(settled, []);
+    // A publisher told to wait a full disk out for 300 ms at most: its send rejects
+    // disk_full then, and its next frame takes the refused seq again.
+    const short = await publisher(`${s.ws}/t`, { producer: "q", diskFullTimeoutMs: 300 });
+    try {
+      const err = await short.send({ n: 1, pad: "" }).then(() => null, (e) => e as PublishError);
+      assertEquals([err?.error, err?.seq], ["disk_full", 1]);
+      assertEquals(short.nextSeq, 1);
+    } finally {
+      await short.close();
+    }
+    // Space is back: every row is stored, once, in the order sent.
+    await d.free();
+    const offsets = await Promise.all(sends);
+    for (let i = 1; i < offsets.length; i++) assertEquals(offsets[i], offsets[i - 1] + 1);
+    const ns = (await allRows(s, offsets[offsets.length - 1] + 1)).filter((n) => n >= 1000);
+    assertEquals(ns, Array.from({ length: sends.length + 1 }, (_, i) => 1000 + i));
+    await pub.close();
+    pub = null;
+    const status = await s.signal("SIGTERM");
+    assertEquals(status.code, 0, s.stderr());
+    s = null;
+    await verify(d);
+  } finally {
+    await pub?.close();
     await s?.stop();
     await d.close();
   }

@@ -7,7 +7,9 @@
 // later serves what is defined. And a create and a delete whose etcd answer
 // is lost are read back and answered as what etcd holds. And a node whose
 // disk is full when a stream is created opens it once the disk has room
-// (it tries every second), or never, when it is deleted meanwhile.
+// (it tries every second), or never, when it is deleted meanwhile. And a node
+// down while created streams were deleted (one created again) removes their
+// folders at its next start, and nothing else under its root.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { startEtcd } from "../harness/etcd.ts";
 import { rmrf, tempDir, until } from "../harness/util.ts";
@@ -19,6 +21,7 @@ import { definitionsDir } from "../../cluster/keys.ts";
 import { EtcdAnswerLoss } from "../harness/jepsen/etcd_answer_loss.ts";
 import { SmallDisk } from "../harness/small_disk.ts";
 import { join } from "node:path";
+import { Log } from "../../log/mod.ts";
 
 async function status(url: string, init?: RequestInit): Promise<number> {
   const res = await fetch(url, init);
@@ -244,6 +247,107 @@ Deno.test("serve --cluster: a node whose disk was full when a stream was created
     assertEquals(opened.map((e) => e.stream), ["q"]);
   } finally {
     await disk.close();
+    await rmrf(root);
+  }
+});
+
+// Posts one row of `stream` through whichever of `nodes` leads it.
+async function postRow(nodes: { url: string }[], stream: string, i: number): Promise<void> {
+  await until(
+    async () => {
+      for (const n of nodes) {
+        const res = await fetch(`${n.url}/${stream}`, {
+          method: "POST",
+          headers: { "content-type": "application/x-ndjson" },
+          body: JSON.stringify({ p: "a", seq: i + 1, i }) + "\n",
+          redirect: "manual",
+        });
+        await res.body?.cancel();
+        if (res.status === 200) return true;
+      }
+      return false;
+    },
+    20_000,
+    `a leader of ${stream} taking row ${i}`,
+  );
+}
+
+async function headOf(url: string, stream: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${url}/${stream}/head`);
+  return await res.json() as Record<string, unknown>;
+}
+
+const exists = (path: string) => Deno.stat(path).then(() => true, () => false);
+
+Deno.test("serve --cluster: a node down while created streams were deleted removes their folders at its next start, and serves one created again afresh", async () => {
+  const root = await tempDir();
+  await using etcd = await startEtcd();
+  try {
+    await using nodes = await startServeNodes(root, ["n1", "n2"], { etcd: etcd.url, replicas: 1 });
+    const [n1, n2] = nodes;
+    assertEquals((await put(n1.url, "q", { schema: SCHEMA, publish: true })).status, 201);
+    assertEquals((await put(n1.url, "r", { schema: SCHEMA, publish: true })).status, 201);
+    await until(
+      async () =>
+        (await status(`${n2.url}/q/head`)) === 200 &&
+        (await status(`${n2.url}/r/head`)) === 200,
+      20_000,
+      "q and r on n2",
+    );
+    await postRow(nodes, "r", 0);
+    await postRow(nodes, "r", 1);
+    await until(
+      async () => (await headOf(n2.url, "r")).end_offset === 3,
+      20_000,
+      "r's two rows on n2",
+    );
+    const oldR = (await headOf(n2.url, "r")).stream_id;
+    // What n2 holds that is not a created stream: a folder of the operator's,
+    // and a log of the operator's own (not opened as a created stream).
+    await Deno.mkdir(join(n2.root, "notes"));
+    await Deno.writeTextFile(join(n2.root, "notes", "readme.txt"), "mine\n");
+    await (await Log.open(join(n2.root, "own"))).close();
+    // n2 is down while q is deleted and r deleted and created again.
+    await n2.kill();
+    assertEquals(await status(`${n1.url}/_/streams/q`, { method: "DELETE" }), 204);
+    assertEquals(await status(`${n1.url}/_/streams/r`, { method: "DELETE" }), 204);
+    assertEquals((await put(n1.url, "r", { schema: SCHEMA, publish: true })).status, 201);
+    const newR = (await headOf(n1.url, "r")).stream_id;
+    assert(typeof newR === "string" && newR !== oldR, "r created again has another stream_id");
+    await postRow([n1], "r", 0);
+    assert(await exists(join(n2.root, "q")), "q's folder left on the stopped n2");
+    await n2.start();
+    await until(
+      async () => (await status(`${n2.url}/r/head`)) === 200,
+      20_000,
+      "r on restarted n2",
+    );
+    // q's folder is gone; r's is the new stream's, holding only its row.
+    assertEquals(await exists(join(n2.root, "q")), false);
+    assertEquals(await status(`${n2.url}/q/head`), 404);
+    await until(
+      async () => (await headOf(n2.url, "r")).end_offset === 2,
+      20_000,
+      "the new r's one row on n2",
+    );
+    assertEquals((await headOf(n2.url, "r")).stream_id, newR);
+    const sub = await TestSub.open(`${n2.ws}/r?offset=1`);
+    await sub.waitLines(1);
+    assertEquals(sub.offsets(), [1]);
+    await sub.close();
+    // One line for each folder removed, saying why.
+    const removed = n2.stderr().split("\n").filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l)).filter((e) => e.event === "stream_folder_removed")
+      .map((e) => [e.stream, e.why, e.stream_id]).sort();
+    assertEquals(removed.length, 2);
+    assertEquals(removed[0].slice(0, 2), ["q", "deleted"]);
+    assertEquals(removed[1], ["r", "created_again", oldR]);
+    // Untouched: the operator's folder and log, and the declared stream.
+    assertEquals(await Deno.readTextFile(join(n2.root, "notes", "readme.txt")), "mine\n");
+    assert(await exists(join(n2.root, "own", "log.json")), "the operator's own log kept");
+    assert(await exists(join(n2.root, "t", "log.json")), "the declared stream's log kept");
+    assertEquals(await status(`${n2.url}/t/head`), 200);
+  } finally {
     await rmrf(root);
   }
 });

@@ -46,6 +46,9 @@ Deno.test("cli publish: --acks prints each ack; a refused line exits 1 naming it
     assertEquals((await publish([], "")).code, 2);
     assertEquals((await publish([`${s.ws}/t`, "--batch", "0"], "")).code, 2);
     assertEquals((await publish([`${s.ws}/t`, "--producer", "a b"], "")).code, 2);
+    const badWait = await publish([`${s.ws}/t`, "--disk-full-timeout-ms", "soon"], "");
+    assertEquals(badWait.code, 2);
+    assert(badWait.err.includes("--disk-full-timeout-ms must be an integer"), badWait.err);
     // Lines 4 and 5 were stored before their refusals; nothing of the refused ones.
     assertEquals(await endOffset(s.http), 6);
   } finally {

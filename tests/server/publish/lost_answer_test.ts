@@ -316,7 +316,11 @@ Deno.test("publisher: a refusal answered after frames sent since a failure takes
     },
   );
   try {
-    const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, { producer: "p" });
+    // disk_full rejects at once here (no hold): the refusal is what is tested.
+    const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, {
+      producer: "p",
+      diskFullTimeoutMs: 0,
+    });
     const old = [1, 2, 3, 4].map((v) => pub.publish([{ v }]));
     const errors = old.map((p) => p.then(() => null, (e) => e.error));
     assertEquals(await errors[0], "disk_full");
@@ -381,6 +385,8 @@ Deno.test("publisher: frames sent behind a failure are not sent again after a re
     const pub = await publisher(`ws://127.0.0.1:${server.addr.port}/t`, {
       producer: "p",
       backoff: { minMs: 10, maxMs: 50 },
+      // disk_full rejects at once here (no hold): the refusal is what is tested.
+      diskFullTimeoutMs: 0,
     });
     const old = [1, 2, 3].map((v) => pub.publish([{ v }]));
     const errors = old.map((p) => p.then(() => null, (e) => e.error));
