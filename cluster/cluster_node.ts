@@ -202,6 +202,7 @@ export class ClusterNode {
       stream: options.stream,
       node: options.node,
       url: options.url,
+      replicas: options.replicas ?? 1,
       ttlSeconds: options.leaseSeconds ?? 5,
       marginMs: options.marginMs,
       prefix: options.prefix ?? DEFAULT_PREFIX,
@@ -383,7 +384,8 @@ export class ClusterNode {
       throw new Error(`${keys.inSync} is missing after this node won term ${leadership.term}`);
     }
     this.#term = leadership.term;
-    const tracker = new CommitTracker(etcdInSyncStore(this.#etcd, keys, leadership), leadership, {
+    const store = etcdInSyncStore(this.#etcd, keys, leadership, this.#replicas);
+    const tracker = new CommitTracker(store, leadership, {
       node: this.#o.node,
       replicas: this.#replicas,
       set,

@@ -89,9 +89,10 @@ export function etcdInSyncStore(
   client: EtcdClient,
   keys: StreamKeys,
   leadership: Leadership,
+  replicas?: number,
 ): InSyncStore {
   return {
-    write: (expected, nodes) => writeInSync(client, keys, leadership, expected, nodes),
+    write: (expected, nodes) => writeInSync(client, keys, leadership, expected, nodes, replicas),
     read: () => readInSyncAs(client, keys, leadership),
   };
 }
@@ -265,6 +266,8 @@ export class CommitTracker {
     if (this.#closed || this.#deposed) return;
     const members = this.#members();
     if (members.length < this.#replicas) return;
+    // Nothing is committed before etcd's set has R nodes (a fresh set says none was).
+    if (this.#set.fresh === true && this.#set.nodes.length < this.#replicas) return;
     let min = this.#durable;
     for (const n of members) {
       if (n === this.#node) continue;

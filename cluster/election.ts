@@ -45,6 +45,8 @@ export interface Candidate {
   node: string;
   /** Its advertised URL. */
   url: string;
+  /** R: the copies a row needs to be committed. @default 1 */
+  replicas?: number;
 }
 
 /**
@@ -113,7 +115,15 @@ export async function campaign(
           },
         },
         { put: { key: keys.term, value: String(term) } },
-        { put: { key: keys.inSync, value: encodeInSync(term, set?.nodes ?? [me.node]) } },
+        {
+          put: {
+            key: keys.inSync,
+            // A stream no row can have been committed to starts again from this node alone.
+            value: set !== null && set.fresh !== true
+              ? encodeInSync(term, set.nodes)
+              : encodeInSync(term, [me.node], (me.replicas ?? 1) > 1),
+          },
+        },
       ],
     );
   } catch (err) {
@@ -219,6 +229,7 @@ export class Election {
       stream: options.stream,
       node: options.node,
       url: options.url,
+      replicas: options.replicas ?? 1,
       ttlSeconds: options.ttlSeconds ?? 5,
       prefix: options.prefix ?? DEFAULT_PREFIX,
       retryMaxMs: options.retryMaxMs ?? 1000,

@@ -6,7 +6,11 @@
  * and only then commits without it; it adds a follower back once it has
  * caught up. Only a node in the set may become leader (`election.ts`
  * checks it in the same transaction that makes it leader), so a new
- * leader holds every committed row.
+ * leader holds every committed row. A set is `fresh` from a stream's first
+ * term until a set of R nodes is written; the leader commits nothing while
+ * etcd's set is fresh, so while it is, no row was committed and any node may
+ * lead (a stream whose only leader lost its disk before a follower joined is
+ * not left without a leader).
  *
  * Every write is a compare-and-swap on the set's `mod_revision` and on the
  * leader key still being attached to the writer's lease: a deposed leader's
@@ -36,6 +40,12 @@ export interface InSyncSet {
   nodes: string[];
   /** Its revision in etcd: what the next write compares against. */
   modRevision: number;
+  /**
+   * True while no set of R or more nodes was ever written for the stream: no
+   * row can have been committed (a commit needs R nodes of etcd's set), so any
+   * node may lead. Absent: rows may have been committed.
+   */
+  fresh?: boolean;
 }
 
 /**
@@ -53,7 +63,7 @@ export interface InSyncSet {
  */
 export function parseInSync(kv: KeyValue | null | undefined): InSyncSet | null {
   if (!kv || kv.createRevision === 0) return null;
-  let v: { term?: unknown; nodes?: unknown };
+  let v: { term?: unknown; nodes?: unknown; fresh?: unknown };
   try {
     v = JSON.parse(kv.value);
   } catch {
@@ -61,7 +71,8 @@ export function parseInSync(kv: KeyValue | null | undefined): InSyncSet | null {
   }
   if (
     !Number.isSafeInteger(v.term) || !Array.isArray(v.nodes) ||
-    !v.nodes.every((n) => typeof n === "string")
+    !v.nodes.every((n) => typeof n === "string") ||
+    (v.fresh !== undefined && typeof v.fresh !== "boolean")
   ) {
     throw new TypeError(`${kv.key} in etcd is not an in-sync set: ${kv.value.slice(0, 80)}`);
   }
@@ -69,6 +80,7 @@ export function parseInSync(kv: KeyValue | null | undefined): InSyncSet | null {
     term: v.term as number,
     nodes: [...v.nodes as string[]].sort(),
     modRevision: kv.modRevision,
+    ...(v.fresh === true ? { fresh: true } : {}),
   };
 }
 
@@ -82,13 +94,14 @@ export function parseInSync(kv: KeyValue | null | undefined): InSyncSet | null {
  * equal(encodeInSync(4, ["n2", "n1", "n1"]), '{"term":4,"nodes":["n1","n2"]}');
  * ```
  */
-export function encodeInSync(term: number, nodes: readonly string[]): string {
-  return JSON.stringify({ term, nodes: [...new Set(nodes)].sort() });
+export function encodeInSync(term: number, nodes: readonly string[], fresh = false): string {
+  return JSON.stringify({ term, nodes: [...new Set(nodes)].sort(), ...(fresh ? { fresh } : {}) });
 }
 
 /**
  * Whether `node` may become leader: it is in the set, or no set was ever
- * written (a new stream: no row was committed yet).
+ * written (a new stream: no row was committed yet), or the set is still
+ * fresh (never R nodes: no row can have been committed, whoever held it).
  *
  * @example
  * ```ts
@@ -101,7 +114,7 @@ export function encodeInSync(term: number, nodes: readonly string[]): string {
  * ```
  */
 export function mayLead(set: InSyncSet | null, node: string): boolean {
-  return set === null || set.nodes.includes(node);
+  return set === null || set.fresh === true || set.nodes.includes(node);
 }
 
 /**
@@ -156,12 +169,16 @@ export async function writeInSync(
   leader: InSyncWriter,
   expected: InSyncSet | null,
   nodes: readonly string[],
+  replicas?: number,
 ): Promise<InSyncWrite> {
   if (nodes.length === 0) throw new RangeError("an in-sync set holds at least the leader");
   if (!leader.valid()) {
     throw new RangeError(`the leader of term ${leader.term} no longer holds its lease`);
   }
-  const value = encodeInSync(leader.term, nodes);
+  // Fresh only while it stays fresh and short of R (unknown R: no longer fresh).
+  const fresh = expected?.fresh === true && replicas !== undefined &&
+    new Set(nodes).size < replicas;
+  const value = encodeInSync(leader.term, nodes, fresh);
   let r;
   try {
     r = await client.txn(
@@ -186,7 +203,7 @@ export async function writeInSync(
     // Only the leader of this term writes this term's value: finding it is
     // finding this write (or an earlier one of the same set, which is as good).
     const ours = !now.deposed && set !== null && set.term === leader.term &&
-      encodeInSync(set.term, set.nodes) === value;
+      encodeInSync(set.term, set.nodes, set.fresh === true) === value;
     return ours ? { written: true, set: set! } : { written: false, ...now };
   }
   if (r.succeeded) return { written: true, set: parseInSync(r.ranges[1][0])! };

@@ -185,8 +185,9 @@ export async function claimCopy(
   if (copy.end < copy.committed) {
     why = `this node's log ends at ${copy.end} but rows up to ${copy.committed - 1} ` +
       "were committed";
-  } else if (set === null || recorded?.createdUs === copy.createdUs) why = null;
-  else if (recorded === null) {
+  } else if (set === null || set.fresh === true || recorded?.createdUs === copy.createdUs) {
+    why = null;
+  } else if (recorded === null) {
     why = copy.madeNow ? "this node's log was made now for a stream with committed rows" : null;
   } else if (recorded.createdUs === null) {
     why = "this node stopped before it caught up";

@@ -6,7 +6,7 @@ import { startEtcd } from "../harness/etcd.ts";
 import { Logger } from "../../common/logger.ts";
 import { EtcdClient } from "../../cluster/etcd_client.ts";
 import { campaign, type Leadership } from "../../cluster/election.ts";
-import { readInSync, writeInSync } from "../../cluster/in_sync.ts";
+import { mayLead, readInSync, writeInSync } from "../../cluster/in_sync.ts";
 import { streamKeys } from "../../cluster/keys.ts";
 import { LeaseKeeper } from "../../cluster/lease_keeper.ts";
 import { CommitTracker, etcdInSyncStore } from "../../cluster/commit_tracker.ts";
@@ -184,5 +184,71 @@ Deno.test("commit tracker: fewer than R in sync commits nothing; a lapsed lease 
     t.close();
   } finally {
     await lease.revoke();
+  }
+});
+
+Deno.test("a stream's first set is fresh until it holds R nodes: nothing commits before etcd has them, and while it is fresh any node may lead", async () => {
+  await using etcd = await startEtcd();
+  const c = new EtcdClient(etcd.url);
+  const keys = streamKeys("f");
+  const lease = await LeaseKeeper.grant(c, { ttlSeconds: 5 });
+  const won = await campaign(c, keys, { node: "n1", url: "http://h1", replicas: 2 }, lease.id);
+  assert(won.won);
+  const first = (await readInSync(c, keys))!;
+  assertEquals([first.nodes, first.fresh], [["n1"], true]);
+  assertEquals(mayLead(first, "n3"), true, "no row can have been committed: anyone may lead");
+  const leadership: Leadership = {
+    stream: "f",
+    term: won.term,
+    leaseId: lease.id,
+    valid: () => lease.valid(),
+    remainingMs: () => lease.remainingMs(),
+    ended: lease.lost,
+  };
+  try {
+    const t = new CommitTracker(etcdInSyncStore(c, keys, leadership, 2), leadership, {
+      node: "n1",
+      replicas: 2,
+      set: first,
+      index: 1,
+      durable: 1,
+      logger: quiet,
+    });
+    t.leaderDurable(5);
+    t.connected("n2");
+    t.followerDurable("n2", 5); // caught up: added here, then in etcd
+    t.leaderDurable(6); // counted again while etcd's answer is on its way
+    assertEquals(t.index, 1, "nothing commits before etcd's set holds R nodes");
+    await t.settled();
+    const grown = (await readInSync(c, keys))!;
+    assertEquals([grown.nodes, grown.fresh], [["n1", "n2"], undefined]);
+    assertEquals(t.index, 5, "committed once etcd has the set of R");
+    assertEquals(mayLead(grown, "n3"), false);
+    // Shrunk again, it stays not fresh: rows were committed.
+    const shrunk = await writeInSync(c, keys, leadership, grown, ["n1"], 2);
+    assert(shrunk.written);
+    assertEquals([shrunk.set.nodes, shrunk.set.fresh], [["n1"], undefined]);
+    assertEquals(mayLead(shrunk.set, "n2"), false);
+    t.close();
+  } finally {
+    await lease.revoke();
+  }
+});
+
+Deno.test("a new leader of a fresh set starts it again from itself: the one that lost its disk is not waited for", async () => {
+  await using etcd = await startEtcd();
+  const c = new EtcdClient(etcd.url);
+  const keys = streamKeys("g");
+  const a = await LeaseKeeper.grant(c, { ttlSeconds: 5 });
+  assert((await campaign(c, keys, { node: "n2", url: "http://h2", replicas: 2 }, a.id)).won);
+  await a.revoke(); // n2 gone (its disk wiped) before any follower joined
+  const b = await LeaseKeeper.grant(c, { ttlSeconds: 5 });
+  try {
+    const won = await campaign(c, keys, { node: "n1", url: "http://h1", replicas: 2 }, b.id);
+    assert(won.won, "n1 leads though the set named only n2");
+    const set = (await readInSync(c, keys))!;
+    assertEquals([set.term, set.nodes, set.fresh], [2, ["n1"], true]);
+  } finally {
+    await b.revoke();
   }
 });
