@@ -34,6 +34,7 @@
  *   bench/e2e/ab.ts [--quick] [--pairs P] [--only fanout,replay,ingest,latency] \
  *   [--subs N] [--rows N] [--rate R] [--lat-subs N] [--window S]
  */
+import { stopChild, waitListening } from "../harness/listening.ts";
 import { publisher } from "../../client/publisher.ts";
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 import { type Pair, type Ratios, ratios, runPair, type Side } from "../harness/ab.ts";
@@ -110,28 +111,10 @@ async function startCli(cli: string, args: string[], stdin = false): Promise<Cli
   const writer = stdin ? child.stdin.getWriter() : undefined;
   const stop = async () => {
     await writer?.close().catch(() => {});
-    try {
-      child.kill("SIGTERM");
-    } catch { /* exited */ }
-    const t = setTimeout(() => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* exited */ }
-    }, 10_000);
-    await child.status;
-    clearTimeout(t);
-    await drained;
+    await stopChild(child, "SIGTERM", [drained]);
   };
-  const deadline = Date.now() + 30_000;
-  let m: RegExpExecArray | null;
-  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(text))) {
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`${cli} serve did not start:\n${text.slice(-2000)}`);
-    }
-    await sleep(20);
-  }
-  return { port: Number(m[1]), pid: child.pid, stdin: writer, stderr: () => text, stop };
+  const port = await waitListening(() => text, `${cli} serve`, stop);
+  return { port, pid: child.pid, stdin: writer, stderr: () => text, stop };
 }
 
 /** Starts the load generator (this checkout's) and waits until its sockets are open. */

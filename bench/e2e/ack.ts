@@ -24,6 +24,7 @@
  *
  * Run alone: deno run -A bench/e2e/ack.ts [--quick] [--rounds N] [--n N]
  */
+import { stopChild, waitListening } from "../harness/listening.ts";
 import { connect as natsConnect } from "nats";
 import { publisher } from "../../client/publisher.ts";
 import { startEtcd } from "../../tests/harness/etcd.ts";
@@ -85,22 +86,10 @@ async function spawnListening(args: string[]) {
   })().catch(() => {});
   const stop = async () => {
     await child.stdin.close().catch(() => {});
-    try {
-      child.kill("SIGTERM");
-    } catch { /* exited */ }
-    await child.status;
-    await drained;
+    await stopChild(child, "SIGTERM", [drained]);
   };
-  const deadline = Date.now() + 30_000;
-  let m: RegExpExecArray | null;
-  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(text))) {
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`${args.join(" ")} did not start:\n${text.slice(-2000)}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return { port: Number(m[1]), stop };
+  const port = await waitListening(() => text, args.join(" "), stop);
+  return { port, stop };
 }
 
 const rows = tradeRows(5);

@@ -35,6 +35,7 @@
  *   [--server-flags "--cpu-prof --cpu-prof-dir=DIR"]   (flags of each server's `deno run`;
  *   with one contender in --with, only its figures are printed)
  */
+import { stopChild, waitListening } from "../harness/listening.ts";
 import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 import { ensureNodeWs, Proc, procCpuMs, rssOf, sleep } from "../harness/contenders.ts";
 import { heapAfterGc, inspectorUrl } from "../harness/inspector_gc.ts";
@@ -164,27 +165,9 @@ async function startServer(
   const stdin = child.stdin.getWriter();
   const stop = async () => {
     await stdin.close().catch(() => {});
-    const t = setTimeout(() => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* exited */ }
-    }, 10_000);
-    try {
-      child.kill("SIGINT");
-    } catch { /* exited */ }
-    await child.status;
-    clearTimeout(t);
-    await drained;
+    await stopChild(child, "SIGINT", [drained]);
   };
-  const deadline = Date.now() + 30_000;
-  let m: RegExpExecArray | null;
-  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(head))) {
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`${who} server did not start:\n${head.slice(-2000)}`);
-    }
-    await sleep(20);
-  }
+  const port = await waitListening(() => head, `${who} server`, stop);
   const inspector = inspect ? inspectorUrl(head) : null;
   if (inspect && !inspector) {
     await stop();
@@ -199,7 +182,7 @@ async function startServer(
     );
   }
   return {
-    port: Number(m[1]),
+    port,
     pid: child.pid,
     inspector,
     stdin,

@@ -40,6 +40,7 @@
  *   [--subs N] [--gens N] [--window S] [--warmup S] [--strace]
  *   [--server-flags "--cpu-prof --cpu-prof-dir=DIR --v8-flags=--trace-gc"] [--server-out FILE]
  */
+import { stopChild, waitListening } from "../harness/listening.ts";
 import { tradeRows } from "../../tests/harness/trades.ts";
 import { SCHEMA } from "../../tests/harness/trades.ts";
 import { Proc, procCpuMs, sleep } from "../harness/contenders.ts";
@@ -145,29 +146,10 @@ async function startServer(who: Who, flags: string[], dir: string, out = "") {
   const stop = async () => {
     await stdin.close().catch(() => {});
     // SIGINT lets a `--cpu-prof` server write its profile.
-    const t = setTimeout(() => {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* exited */ }
-    }, 10_000);
-    try {
-      child.kill("SIGINT");
-    } catch { /* exited */ }
-    await child.status;
-    clearTimeout(t);
-    await drained;
-    await copied;
+    await stopChild(child, "SIGINT", [drained, copied ?? Promise.resolve()]);
   };
-  const deadline = Date.now() + 30_000;
-  let m: RegExpExecArray | null;
-  while (!(m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(text))) {
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`${who} server did not start:\n${text.slice(-2000)}`);
-    }
-    await sleep(20);
-  }
-  return { port: Number(m[1]), pid: child.pid, stdin, stop };
+  const port = await waitListening(() => text, `${who} server`, stop);
+  return { port, pid: child.pid, stdin, stop };
 }
 
 /**
