@@ -52,7 +52,7 @@ export class LogProducers {
   }
 
   /**
-   * `producer`'s publish of `seq` was refused before it reached the log (a
+   * Blocks `producer` whose publish of `seq` is refused before the log (a
    * full disk): its later seqs are refused until it sends `seq` again (see
    * `ProducerTable.refused`).
    */

@@ -277,10 +277,10 @@ export class ProducerTable {
   }
 
   /**
-   * A publish of `seq` by `producer` was refused before it reached the log
-   * (the stream took no rows: its disk was full): nothing of it is stored,
-   * so its later seqs are refused as after a failed commit (`blocked`), and
-   * frames pipelined behind it leave no hole. A seq at or below the
+   * Blocks `producer` after its publish of `seq` is refused before the log
+   * (a full disk: nothing of it stored): its later seqs are refused as after
+   * a failed commit (`blocked`) until it sends `seq` again, so frames
+   * pipelined behind it leave no hole. A seq at or below the
    * producer's last one is a duplicate or stale: nothing to block.
    *
    * @example
