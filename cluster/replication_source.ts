@@ -97,7 +97,7 @@ export interface ReplicationSourceOptions {
  * @example
  * ```ts ignore
  * const source = new ReplicationSource(log.replication!, events, { term: 7 });
- * log.replication!.onWritten = (c) => source.ship(c);
+ * log.replication!.onTaken = (c) => source.ship(c);
  * // the server's replicate route, after the upgrade:
  * source.accept(socket, "n2");
  * source.commitIndex(120); // tell the followers
@@ -123,7 +123,7 @@ export class ReplicationSource {
 
   /**
    * Ships the commits it is given ({@linkcode ReplicationSource.ship}: the
-   * owner hands it `rep.onWritten`'s), and catches followers up from `rep`'s log.
+   * owner hands it `rep.onTaken`'s), and catches followers up from `rep`'s log.
    */
   constructor(rep: Replication, events: SourceEvents, options: ReplicationSourceOptions) {
     this.#rep = rep;

@@ -7,11 +7,12 @@
  * next one, and cuts a failed write back to what was durable.
  *
  * A log that keeps its commits' rows (`capture`, a replicated log) is told
- * of each commit once its bytes are written and before their sync
- * (`CommitHost.written`), so that a leader's followers sync while it does.
- * Those rows may then be held elsewhere: a sync that fails after it fails
- * the log for good (the offsets are never given to other rows), where a
- * write that fails before it is cut back as usual.
+ * of each commit as the loop takes it, before its producer journal or its
+ * rows are written (`CommitHost.taken`), so that a leader's followers write
+ * and sync while it does. Those rows may then be held elsewhere: a write or
+ * a sync that fails after it fails the log for good (the offsets are never
+ * given to other rows), where in a log that hands nothing on a failed write
+ * is cut back as usual.
  *
  * @module
  */
@@ -49,11 +50,12 @@ export interface CommitHost {
   /** Appends assigned offsets from `from` on were dropped by a failed write (`cause`). */
   discarded(from: number, cause: Error): void;
   /**
-   * Offsets `[first, end)` are written and not yet synced (called only
-   * when the committer keeps the rows, `capture`): `tags` and `runs` as
-   * for `committed`. The sync that follows waits for nothing it does.
+   * Offsets `[first, end)` are taken by the commit loop, nothing of them
+   * written yet (called only when the committer keeps the rows, `capture`):
+   * `tags` and `runs` as for `committed`. The writes and syncs that follow
+   * wait for nothing it does.
    */
-  written?(
+  taken?(
     first: number,
     end: number,
     tags: readonly ProducerRecord[] | null,
@@ -353,9 +355,13 @@ export class Committer {
           };
         }
         const t0 = performance.now();
-        // Whether the host was told of the group's bytes before their sync.
+        // Whether the host was told of the group's rows before they were written.
         let told = false;
         try {
+          if (group?.runs && group.count > 0 && this.#host.taken) {
+            told = true;
+            this.#host.taken(group.first, group.first + group.count, group.tags, group.runs);
+          }
           // --- producer journal (`producer/table.ts`): synced before any row byte is written ---
           const before = this.#host.beforeWrite?.(group?.tags ?? null) ?? null;
           if (before !== null) await before;
@@ -366,10 +372,6 @@ export class Committer {
           if (a.file === null) await this.#makeActiveFile(a);
           if (bytes.length > 0) {
             await this.#opts.io.write(a.file!, bytes);
-            if (group?.runs && this.#host.written) {
-              told = true;
-              this.#host.written(group.first, group.first + group.count, group.tags, group.runs);
-            }
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
           }
         } catch (err) {
@@ -470,13 +472,13 @@ export class Committer {
     }
   }
 
-  // A sync failed after the host was told of the group's bytes: they may be
-  // held elsewhere (a follower), so their offsets must never be given to
-  // other rows. The log refuses every further append; the group and what is
+  // A write or a sync failed after the host was told of the group's rows:
+  // they may be held elsewhere (a follower), so their offsets must never be
+  // given to other rows. The log refuses every further append; the group and what is
   // queued behind it are refused, never acknowledged.
   #failTold(group: Group, cause: unknown): void {
     const err = new LogWriteError(
-      `sync of ${this.#dir} failed after its rows were handed on; the log is stopped: ${
+      `write of ${this.#dir} failed after its rows were handed on; the log is stopped: ${
         cause instanceof Error ? cause.message : cause
       }`,
       cause,

@@ -138,10 +138,10 @@ export class Log {
         if (runs !== null) rep.onDurable?.({ first, end, runs, records: tags ? [...tags] : [] });
         rep.durable(end); // shown (the listener's committed) once committed too
       },
-      // A replicated log's commit, written and not yet synced: the leader
-      // ships it now, so that its followers sync while it does.
-      written: (first, end, tags, runs) => {
-        this.#rep?.onWritten?.({ first, end, runs, records: tags ? [...tags] : [] });
+      // A replicated log's commit, taken and not yet written: the leader
+      // ships it now, so that its followers write and sync while it does.
+      taken: (first, end, tags, runs) => {
+        this.#rep?.onTaken?.({ first, end, runs, records: tags ? [...tags] : [] });
       },
       wake: () => {
         for (const r of this.#readers) r._wake();
@@ -653,20 +653,31 @@ export class Log {
     }
     this.#closed = true;
     this.#committer.close();
-    await this.#rep?.close();
-    await this.#p.journal.settled();
-    this.#p.journal.close();
     clearInterval(this.#timer);
+    // Every step is taken even when one before it fails (the commit index's
+    // checkpoint on a full disk, say): the files and the lock are let go, so
+    // that the log can be opened again; the first failure is thrown after.
+    let failure: { err: unknown } | null = null;
+    const step = async (f: () => Promise<void> | void) => {
+      try {
+        await f();
+      } catch (err) {
+        failure ??= { err };
+      }
+    };
+    await step(() => this.#rep?.close());
+    await step(() => this.#p.journal.settled());
+    this.#p.journal.close();
     for (const r of this.#readers) r._wake();
-    await this.#link?.close();
+    await step(() => this.#link?.close());
     const active = this.#committer.active;
-    try {
+    await step(async () => {
       if (active.file && !this.#opts.fsync) await this.#opts.io.syncData(active.file);
-    } finally {
-      active.file?.close();
-      active.file = null;
-      this.#lock.close();
-    }
+    });
+    active.file?.close();
+    active.file = null;
+    this.#lock.close();
+    if (failure !== null) throw (failure as { err: unknown }).err;
   }
 
   /** Whether the log is closed. */

@@ -11,8 +11,8 @@
  *   a follower appends the leader's commits as they were made — the rows'
  *   bytes, their append times, their producer records —
  *   ({@linkcode Replication.appendCommit}), and the leader's own commits are
- *   handed, once written and before their sync, to whoever ships them
- *   ({@linkcode Replication.onWritten}), and once durable to whoever counts
+ *   handed, as they are taken and before anything of them is written, to
+ *   whoever ships them ({@linkcode Replication.onTaken}), and once durable to whoever counts
  *   them toward the commit index ({@linkcode Replication.onDurable}). A
  *   follower may so hold rows its leader never synced: they are
  *   uncommitted, and cut like any uncommitted tail when it rejoins.
@@ -157,15 +157,16 @@ export async function readCommitIndex(
  */
 export class Replication {
   /**
-   * Each of this node's own commits, once written and before its sync (the
-   * leader ships them then, so that a follower's sync runs beside its own).
-   * A sync that fails after it stops the log (`../committer.ts`): rows
-   * handed on here are never replaced by others at their offsets.
+   * Each of this node's own commits, as the commit loop takes it, before its
+   * producer journal or its rows are written (the leader ships them then, so
+   * that a follower's writes and syncs run beside its own). A write or sync
+   * that fails after it stops the log (`../committer.ts`): rows handed on
+   * here are never replaced by others at their offsets.
    */
-  onWritten: ((commit: DurableCommit) => void) | null = null;
+  onTaken: ((commit: DurableCommit) => void) | null = null;
   /**
-   * Told once, when the log stops taking appends for good (a sync that
-   * failed after its commit was handed on, or a failed write it could not
+   * Told once, when the log stops taking appends for good (a write or sync
+   * that failed after its commit was handed on, or a failed write it could not
    * cut back): the node can neither lead nor follow with it.
    */
   onStopped: ((err: Error) => void) | null = null;

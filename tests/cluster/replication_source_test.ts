@@ -53,7 +53,7 @@ async function leaderWith(dir: string, now: () => number, io?: LogIo) {
       disconnected: () => {},
       durable: (node, end) => (followers[node] = end),
     }, { term: rep.terms.at(-1)?.term ?? 0, ringBytes: 1, logger: quiet });
-    rep.onWritten = (c) => source.ship(c); // as the cluster node does: before the sync
+    rep.onTaken = (c) => source.ship(c); // as the cluster node does: before the writes
     const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, (req) => {
       const { socket, response } = Deno.upgradeWebSocket(req);
       source.accept(socket, new URL(req.url).searchParams.get("node")!);

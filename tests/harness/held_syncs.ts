@@ -1,8 +1,9 @@
 // A LogIo (log/disk/io.ts) on the real filesystem whose segment syncs (files
-// *.seg; the producer journal's and the rest go on) can be held: once
-// `hold()` is called, each segment sync waits until `release()`, which may
-// make the held syncs fail instead. Tests use it to see what a node does
-// between writing a commit and syncing it.
+// *.seg; the producer journal's and the rest go on), or the syncs of other
+// files named by their ends, can be held: once `hold()` is called, each such
+// sync waits until `release()`, which may make the held syncs fail instead.
+// Tests use it to see what a node does between writing a commit and syncing
+// it.
 import { type LogIo, REAL_IO } from "../../log/disk/io.ts";
 
 /** A LogIo whose segment syncs can be held, and the switches. */
@@ -16,15 +17,15 @@ export interface HeldSyncs {
   readonly held: boolean;
 }
 
-/** A fresh {@linkcode HeldSyncs}, holding nothing. */
-export function heldSyncs(): HeldSyncs {
+/** A fresh {@linkcode HeldSyncs} for files whose names end with one of `ends`, holding nothing. */
+export function heldSyncs(ends: readonly string[] = [".seg"]): HeldSyncs {
   let gate: { promise: Promise<boolean>; resolve: (fail: boolean) => void } | null = null;
   const segments = new WeakSet<Deno.FsFile>();
   const io: LogIo = {
     ...REAL_IO,
     async open(path, options) {
       const f = await REAL_IO.open(path, options);
-      if (path.endsWith(".seg")) segments.add(f);
+      if (ends.some((e) => path.endsWith(e))) segments.add(f);
       return f;
     },
     async syncData(file) {

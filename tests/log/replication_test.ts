@@ -8,6 +8,8 @@ import { Log } from "../../log/log.ts";
 import { LogWriteError, NotLeaderError } from "../../log/errors.ts";
 import { heldSyncs } from "../harness/held_syncs.ts";
 import type { DurableCommit } from "../../log/replica/replication.ts";
+import { PRODUCERS_FILE } from "../../log/producer/journal.ts";
+import { join } from "node:path";
 
 type Row = [number, number, string];
 
@@ -276,7 +278,7 @@ Deno.test("replicated log: the seal timer does not roll while the tail is cut in
   await log.close();
 });
 
-Deno.test("replicated log: a commit is handed on once written, before its sync; acknowledged only once synced and committed", async () => {
+Deno.test("replicated log: a commit is handed on as taken, before its sync; acknowledged only once synced and committed", async () => {
   const dir = await tempDir();
   const disk = heldSyncs();
   const log = await Log.open(dir, { replicated: true, timers: false, io: disk.io });
@@ -285,7 +287,7 @@ Deno.test("replicated log: a commit is handed on once written, before its sync; 
   await rep.beginTerm(1);
   const written: DurableCommit[] = [];
   const durable: number[] = [];
-  rep.onWritten = (c) => written.push(c);
+  rep.onTaken = (c) => written.push(c);
   rep.onDurable = (c) => durable.push(c.end);
   disk.hold();
   let acked: number | null = null;
@@ -323,6 +325,38 @@ Deno.test("replicated log: a commit is handed on once written, before its sync; 
   await log.close();
 });
 
+Deno.test("replicated log: a commit is handed on before its producer journal is written; a journal sync that fails after stops the log", async () => {
+  const dir = await tempDir();
+  const disk = heldSyncs([PRODUCERS_FILE, `${PRODUCERS_FILE}.tmp`]); // made whole on its first write
+  const log = await Log.open(dir, { replicated: true, timers: false, io: disk.io });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  const taken: DurableCommit[] = [];
+  rep.onTaken = (c) => taken.push(c);
+  const segBytes = () =>
+    [...Deno.readDirSync(dir)].filter((e) => e.name.endsWith(".seg"))
+      .reduce((n, e) => n + Deno.statSync(join(dir, e.name)).size, 0);
+  const before = segBytes();
+  disk.hold();
+  const done = log.publish(['{"a":1}'], { producer: "p", seq: 1 });
+  assertEquals(done.status, "stored");
+  const acked = (done as { done: Promise<void> }).done;
+  acked.catch(() => {});
+  // Handed on while the journal's sync is held: no row byte is written yet.
+  await until(() => taken.length === 1, 5_000, "the commit to be handed on");
+  assertEquals(taken[0].records.map((r) => [r.producer, r.seq, r.first, r.last]), [["p", 1, 1, 1]]);
+  assertEquals(segBytes(), before);
+  rep.commitThrough(2);
+  disk.release(true);
+  await assertRejects(() => acked, LogWriteError);
+  // Offset 1 was handed on: it is never given to another row.
+  assertThrows(() => log.append('{"again":1}'), LogWriteError);
+  assertEquals(rep.durableEnd, 1);
+  assertEquals(log.endOffset, 1);
+  await log.close().catch(() => {});
+});
+
 Deno.test("replicated log: a sync that fails after the commit was handed on stops the log; nothing of it is acknowledged", async () => {
   const dir = await tempDir();
   const disk = heldSyncs();
@@ -331,7 +365,7 @@ Deno.test("replicated log: a sync that fails after the commit was handed on stop
   rep.writable = true;
   await rep.beginTerm(1);
   const written: DurableCommit[] = [];
-  rep.onWritten = (c) => written.push(c);
+  rep.onTaken = (c) => written.push(c);
   const first = log.append('{"ok":1}');
   await log.flush();
   rep.commitThrough(2);
