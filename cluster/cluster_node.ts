@@ -91,6 +91,13 @@ export interface ClusterNodeOptions {
   instance?: string;
   /** Where transitions are reported. @default a text Logger on stderr */
   logger?: Logger;
+  /**
+   * Told once, after the node has closed because its log stopped for good
+   * (a write or sync that failed after its commit was shipped): the owner
+   * opens the log again, which recovers it to what is on disk, and makes a
+   * new node for it.
+   */
+  onStopped?: (err: Error) => void;
 }
 
 /**
@@ -212,9 +219,9 @@ export class ClusterNode {
       prefix: options.prefix ?? DEFAULT_PREFIX,
       pollMs: options.pollMs,
     });
-    // A log that stops for good (a sync failed after its commit was shipped)
-    // can neither lead nor follow: the node resigns, so that another one
-    // leads at once, and stops as close() does.
+    // A log that stops for good (a write or sync failed after its commit
+    // was shipped) can neither lead nor follow: the node resigns, so that
+    // another one leads at once, stops as close() does, and tells its owner.
     rep.onStopped = (err) => {
       rep.onStopped = null;
       this.#stopped ??= err;
@@ -230,7 +237,7 @@ export class ClusterNode {
             node: options.node,
             error: e instanceof Error ? e.message : String(e),
           });
-        });
+        }).finally(() => options.onStopped?.(err));
       });
     };
   }
@@ -405,10 +412,11 @@ export class ClusterNode {
       logger: this.#logger,
       ringBytes: this.#o.replicaRingBytes,
     });
-    // Shipped once written, before this node's own sync: the followers'
-    // syncs run beside it. The commit index still waits for this node's
-    // sync (leaderDurable) and the followers' reports.
-    rep.onWritten = (c) => source.ship(c);
+    // Shipped as taken, before this node writes its producer journal or its
+    // rows: the followers' writes and syncs run beside its own. The commit
+    // index still waits for this node's sync (leaderDurable) and the
+    // followers' reports.
+    rep.onTaken = (c) => source.ship(c);
     rep.onDurable = (c) => tracker.leaderDurable(c.end);
     tracker.onIndex = (index) => {
       rep.commitThrough(index);
@@ -446,7 +454,7 @@ export class ClusterNode {
     const rep = this.#rep;
     rep.writable = false;
     this.#archiveAs(null);
-    rep.onWritten = null;
+    rep.onTaken = null;
     rep.onDurable = null;
     l.tracker.close();
     l.source.close();

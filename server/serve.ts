@@ -125,10 +125,12 @@ export interface Server {
   /**
    * Stops serving stream `name`: the next request does not find it; its
    * subscribers and publishers are closed with `code` and `reason` (other
-   * streams' are not touched). Returns the stream, not closed (closing it is
-   * the caller's), or null when none of that name is served.
+   * streams' are not touched). With `reopening` (why), the stream is to be
+   * added again: until then a request for it is answered 503 `unavailable`
+   * (a subscribe: closed with 1013), not 404. Returns the stream, not closed
+   * (closing it is the caller's), or null when none of that name is served.
    */
-  removeStream(name: string, code: number, reason: string): Stream | null;
+  removeStream(name: string, code: number, reason: string, reopening?: string): Stream | null;
   /**
    * Replaces the keys every later signed token is checked against (reloaded
    * key files). Open subscriptions stay, each until its own token expires.
@@ -321,8 +323,8 @@ export function serve(
       }
       live.add(s, { publish, role });
     },
-    removeStream(name: string, code: number, reason: string): Stream | null {
-      return live.remove(name, code, reason);
+    removeStream(name: string, code: number, reason: string, reopening?: string): Stream | null {
+      return live.remove(name, code, reason, reopening);
     },
     setSignedTokens(keys: TokenVerifier): void {
       handler.setSignedTokens(keys);

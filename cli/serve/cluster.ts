@@ -40,6 +40,16 @@ export interface ClusterJoined {
   open(name: string, options: StreamOptions & { root: string }): Promise<ServedStream>;
   /** Stops stream `name`'s node (it resigns what it leads) and closes the stream. */
   close(name: string): Promise<void>;
+  /**
+   * Closes stream `name` and opens it again with the options it was opened
+   * with (its node in `nodes`, not started).
+   */
+  reopen(name: string): Promise<ServedStream>;
+  /**
+   * Told when a stream's node closed because its log stopped for good (a
+   * write that failed after its commit was shipped): call `reopen`.
+   */
+  onStopped: ((name: string, err: Error) => void) | null;
   /** Stops the nodes (they resign what they lead) and removes this node's record. */
   leave(): Promise<void>;
 }
@@ -92,6 +102,9 @@ export async function joinCluster(
   const streams = new Map<string, Stream>();
   const members = new Map<string, StreamMember>();
   const nodes = new Map<string, ClusterNode>();
+  // What each stream was opened with, for reopen.
+  const opened = new Map<string, StreamOptions & { root: string }>();
+  let left = false;
   // The members stop first (a leader resigns), then the streams close.
   const closeAll = async () => {
     await Promise.allSettled([...members.values()].map((m) => m.close()));
@@ -109,15 +122,20 @@ export async function joinCluster(
     token: s.clusterToken,
     instance: registration.instance,
     logger,
+    stopped: (name: string, err: Error) => {
+      if (!left) joined.onStopped?.(name, err);
+    },
   };
   try {
     for (const [name, decl] of s.streams) {
       try {
-        const { stream, node, member } = await openClustered(name, {
+        const options = {
           ...streamOptionsOf(s, decl, logger),
           schema: schemas.get(name)!,
           root: s.root,
-        }, membership);
+        };
+        const { stream, node, member } = await openClustered(name, options, membership);
+        opened.set(name, options);
         streams.set(name, stream);
         members.set(name, member);
         nodes.set(name, node);
@@ -142,7 +160,7 @@ export async function joinCluster(
     lease_seconds: s.leaseSeconds,
     streams: [...nodes.keys()],
   });
-  return {
+  const joined: ClusterJoined = {
     streams: [...streams].map(([name, stream]) => ({
       stream,
       role: { kind: "member", member: members.get(name)! },
@@ -152,6 +170,7 @@ export async function joinCluster(
     prefix: s.clusterPrefix,
     async open(name, options) {
       const { stream, node, member } = await openClustered(name, options, membership);
+      opened.set(name, options);
       streams.set(name, stream);
       members.set(name, member);
       nodes.set(name, node);
@@ -163,12 +182,29 @@ export async function joinCluster(
       members.delete(name);
       streams.delete(name);
       nodes.delete(name);
-      await member?.close();
-      await stream?.close();
+      opened.delete(name);
+      // The stream closes (and lets go of its folder) even when its member
+      // fails to (a node whose log stopped on a full disk cannot checkpoint).
+      try {
+        await member?.close();
+      } finally {
+        await stream?.close();
+      }
     },
+    async reopen(name) {
+      const options = opened.get(name);
+      if (options === undefined) throw new RangeError(`${show(name)} is not open here`);
+      // What failed to close (a checkpoint on a full disk) is recovered by the open.
+      await joined.close(name).catch(() => {});
+      opened.set(name, options); // for the next try, should this one fail
+      return await joined.open(name, options);
+    },
+    onStopped: null,
     async leave() {
+      left = true;
       await closeAll();
       await registration.close();
     },
   };
+  return joined;
 }

@@ -6,6 +6,11 @@
  * once etcd holds the change; a write whose answer was lost is read back
  * before it is answered. A stream this node fails to open (its disk is full,
  * say) is tried again every second until it opens or its definition goes.
+ * A stream whose node stopped (its log stopped for good: a write failed
+ * after the commit was shipped, on a full disk say) is closed — its
+ * subscribers get 1001 and resume — and opened again the same way, declared
+ * or created: its log recovers to what is on disk and the node rejoins as a
+ * follower.
  *
  * @module
  */
@@ -72,6 +77,9 @@ export class ClusterStreamAdmin implements StreamAdmin {
   #watching: Promise<void> | null = null;
   // Definitions this node failed to open, tried again every OPEN_RETRY_MS.
   readonly #unopened = new Map<string, StreamDefinition>();
+  // Streams whose node stopped and that have not opened again yet, with why
+  // the last try failed (said again only when it changes).
+  readonly #stopped = new Map<string, string>();
   #retryTimer: ReturnType<typeof setInterval> | undefined;
 
   private constructor(
@@ -200,7 +208,51 @@ export class ClusterStreamAdmin implements StreamAdmin {
   /** Starts watching the definitions, opening and closing streams on `server`. */
   attach(server: Server): void {
     this.#server = server;
+    this.#cluster.onStopped = (name, err) => {
+      this.#logger.warn("stream_reopening", {
+        stream: name,
+        error: oneLine(err),
+        detail: "its log stopped; closing it and opening it again",
+      });
+      void this.#serial(() => this.#reopen(name));
+    };
     this.#watching = this.#watch();
+  }
+
+  // Opens again stream `name`, whose node stopped; on a failure, tried again
+  // every OPEN_RETRY_MS while it is still served here.
+  async #reopen(name: string): Promise<void> {
+    const server = this.#server!;
+    if (this.#ac.signal.aborted) return;
+    const def = this.#defs.get(name);
+    const declared = this.#s.streams.get(name);
+    if (def === undefined && declared === undefined) {
+      this.#stopped.delete(name);
+      return;
+    }
+    const last = this.#stopped.get(name);
+    const retried = last !== undefined;
+    this.#stopped.delete(name);
+    if (!retried) server.removeStream(name, CloseCode.GoingAway, "", "its log stopped");
+    try {
+      const served = await this.#cluster.reopen(name);
+      if (def !== undefined) await this.#mark(name, served);
+      server.addStream(served, { publish: (def ?? declared)!.publish === true });
+      this.#cluster.nodes.get(name)?.start();
+      this.#logger.info("stream_reopened", { stream: name, stream_id: served.stream.streamId });
+    } catch (err) {
+      if (this.#ac.signal.aborted) return;
+      const why = oneLine(err);
+      if (why !== last) {
+        this.#logger.error("stream_reopen_failed", {
+          stream: name,
+          error: why,
+          detail: `trying again every ${OPEN_RETRY_MS / 1000} s`,
+        });
+      }
+      this.#stopped.set(name, why);
+      this.#retryTimer ??= setInterval(() => this.#retryOpens(), OPEN_RETRY_MS);
+    }
   }
 
   /** Stops watching (before the server shuts down). */
@@ -209,6 +261,8 @@ export class ClusterStreamAdmin implements StreamAdmin {
     clearInterval(this.#retryTimer);
     this.#retryTimer = undefined;
     this.#unopened.clear();
+    this.#stopped.clear();
+    this.#cluster.onStopped = null;
     await this.#watching;
     await this.#queue;
   }
@@ -281,6 +335,8 @@ export class ClusterStreamAdmin implements StreamAdmin {
     const before = this.#defs.get(name);
     const retried = this.#unopened.get(name);
     this.#unopened.delete(name);
+    // A stream whose node stopped is opened again below, or goes.
+    const stopped = this.#stopped.delete(name);
     if (def === null) {
       if (before === undefined) {
         // Never opened here: what a failed open left goes with it.
@@ -298,7 +354,13 @@ export class ClusterStreamAdmin implements StreamAdmin {
       return;
     }
     if (before !== undefined) {
-      if (compareDefinitions(before, def).kind === "same") return;
+      if (compareDefinitions(before, def).kind === "same") {
+        if (stopped) {
+          this.#stopped.set(name, "");
+          await this.#reopen(name);
+        }
+        return;
+      }
       // A grown schema: opened again (its subscribers get 1001 and resume).
       this.#defs.delete(name);
       server.removeStream(name, CloseCode.GoingAway, "");
@@ -335,7 +397,10 @@ export class ClusterStreamAdmin implements StreamAdmin {
 
   // Tries again to open each stream that failed to open; stops once none is left.
   #retryOpens(): void {
-    if (this.#unopened.size === 0) {
+    for (const name of this.#stopped.keys()) {
+      void this.#serial(() => this.#stopped.has(name) ? this.#reopen(name) : Promise.resolve());
+    }
+    if (this.#unopened.size === 0 && this.#stopped.size === 0) {
       clearInterval(this.#retryTimer);
       this.#retryTimer = undefined;
       return;

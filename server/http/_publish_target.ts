@@ -12,7 +12,7 @@
 
 import type { Stream } from "../stream/stream.ts";
 import { type HttpContext, isPublishable, roleOf } from "./context.ts";
-import { json, notFound } from "./_respond.ts";
+import { json, streamMissing } from "./_respond.ts";
 
 /**
  * The stream `name` to publish to, or the refusal to answer with.
@@ -25,7 +25,7 @@ import { json, notFound } from "./_respond.ts";
  */
 export function publishTarget(ctx: HttpContext, name: string, url: URL): Stream | Response {
   const stream = ctx.streams.get(name);
-  if (!stream) return notFound(`no stream ${JSON.stringify(name)}`);
+  if (!stream) return streamMissing(ctx.reopening, name);
   if (!isPublishable(ctx, stream)) {
     ctx.publishMetrics.refused(name, "not_publishable");
     return json(

@@ -39,6 +39,34 @@ export function notFound(detail: string): Response {
 }
 
 /**
+ * The answer for stream `name` that is not served: 503 `unavailable` (try
+ * again in a second) while it is being opened again here (`reopening`, with
+ * why), else 404.
+ *
+ * @example
+ * ```ts
+ * import { equal } from "node:assert/strict";
+ * import { streamMissing } from "./_respond.ts";
+ * equal(streamMissing(new Map(), "t").status, 404);
+ * const res = streamMissing(new Map([["t", "its log stopped"]]), "t");
+ * equal(res.status, 503);
+ * equal((await res.json()).error, "unavailable");
+ * ```
+ */
+export function streamMissing(reopening: ReadonlyMap<string, string>, name: string): Response {
+  const why = reopening.get(name);
+  if (why === undefined) return notFound(`no stream ${JSON.stringify(name)}`);
+  return json(
+    {
+      error: "unavailable",
+      detail: `stream ${JSON.stringify(name)} is opening again here: ${why}`,
+    },
+    503,
+    { "retry-after": "1" },
+  );
+}
+
+/**
  * A stream name for a log event (names are attacker-chosen: clipped).
  *
  * @example

@@ -44,6 +44,8 @@ export interface HttpContext {
   readonly roles: ReadonlyMap<string, StreamRole>;
   /** The streams taking network publishes, by name. */
   readonly publish: ReadonlySet<string>;
+  /** Streams being opened again on this node, with why (`stream_set.ts`): 503, not 404. */
+  readonly reopening: ReadonlyMap<string, string>;
   /** Creates and deletes streams (`PUT`/`DELETE /_/streams/{name}`); null: not offered. */
   readonly admin: StreamAdmin | null;
   /** What the subscribers the server starts are given: its replay gate, logger, send buffer. */

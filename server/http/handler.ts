@@ -40,7 +40,7 @@ import { type Match, matchRoute } from "./router.ts";
 import { ROUTES } from "./routes.ts";
 import { refuseSubscribePath } from "./subscribe.ts";
 import { refuseWhenFull } from "./upgrade.ts";
-import { json, notFound } from "./_respond.ts";
+import { json, notFound, streamMissing } from "./_respond.ts";
 import { StreamSet } from "./stream_set.ts";
 
 // What a route that names no stream is handed as `RouteRequest.stream` (it never reads it).
@@ -122,6 +122,7 @@ export class HttpHandler {
       streamsAtStart: set.streams.size,
       roles: set.roles,
       publish: set.publish,
+      reopening: set.reopening,
       admin: settings.streamAdmin,
       serving: this.serving,
       settings,
@@ -311,7 +312,7 @@ export class HttpHandler {
     let stream = NO_STREAM;
     if (route.stream) {
       const s = ctx.streams.get(params.name);
-      if (!s) return notFound(`no stream ${JSON.stringify(params.name)}`);
+      if (!s) return streamMissing(ctx.reopening, params.name);
       stream = s;
     }
     ctx.metrics.request(route.name);

@@ -73,7 +73,7 @@ export class ServerMetrics {
     this.#protocol = bindOnUse(
       r.counter(
         "streamcast_protocol_refusals_total",
-        "Subscribes refused before reaching a stream (4400, 4404).",
+        "Subscribes refused before reaching a stream (4400, 4404, 1013).",
       ),
       "code",
     );
@@ -148,8 +148,11 @@ export class ServerMetrics {
     this.#requests(route).inc();
   }
 
-  /** Counts a subscribe refused before reaching a stream (`code` 4400 or 4404). */
-  protocolRefusal(code: 4400 | 4404): void {
+  /**
+   * Counts a subscribe refused before reaching a stream (`code` 4400 or
+   * 4404, or 1013 for a stream opening again here).
+   */
+  protocolRefusal(code: 4400 | 4404 | 1013): void {
     this.#protocol(String(code)).inc();
   }
 

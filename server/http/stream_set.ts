@@ -37,6 +37,7 @@ export class StreamSet {
   readonly #excludes = new Map<string, () => void>();
   // The sockets open on each stream (subscribers, publishers), with how the server closes each.
   readonly #sockets = new Map<string, Map<WebSocket, (code: number, reason: string) => void>>();
+  readonly #reopening = new Map<string, string>();
   readonly #registry: Registry;
 
   /** An empty set whose streams' series are included in `registry` while served. */
@@ -59,6 +60,14 @@ export class StreamSet {
     return this.#publish;
   }
 
+  /**
+   * Streams not served for now because they are being opened again on this
+   * node, each with why (live): asked for, they are unavailable, not unknown.
+   */
+  get reopening(): ReadonlyMap<string, string> {
+    return this.#reopening;
+  }
+
   /** Serves `stream` from now on; a `TypeError` when one of its name is served. */
   add(stream: Stream, o: { publish: boolean; role?: StreamRole }): void {
     const name = stream.name;
@@ -66,6 +75,7 @@ export class StreamSet {
       throw new TypeError(`two streams are named ${JSON.stringify(name)}`);
     }
     this.#streams.set(name, stream);
+    this.#reopening.delete(name);
     this.#roles.set(name, o.role ?? PRIMARY);
     if (o.publish) this.#publish.add(name);
     this.#excludes.set(name, this.#registry.include(streamInside(stream).metrics));
@@ -73,9 +83,13 @@ export class StreamSet {
 
   /**
    * Stops serving `name`: closes its subscribers and publishers with `code`
-   * and `reason`, drops its series. Returns the stream, or null.
+   * and `reason`, drops its series. With `reopening` (why), the stream is to
+   * be added again: until then it is {@linkcode StreamSet.reopening}.
+   * Returns the stream, or null.
    */
-  remove(name: string, code: number, reason: string): Stream | null {
+  remove(name: string, code: number, reason: string, reopening?: string): Stream | null {
+    if (reopening === undefined) this.#reopening.delete(name);
+    else this.#reopening.set(name, reopening);
     const stream = this.#streams.get(name);
     if (stream === undefined) return null;
     this.#streams.delete(name);

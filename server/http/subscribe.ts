@@ -33,6 +33,12 @@ export function subscribeRoute(ctx: HttpContext, r: RouteRequest): Response {
   const { req, url, remote } = r;
   const name = r.params.name;
   const stream = ctx.streams.get(name);
+  if (!stream && ctx.reopening.has(name)) {
+    // Opening again on this node: come back in a moment.
+    ctx.metrics.protocolRefusal(CloseCode.TryAgainLater);
+    const reason = encodeCloseReason({ error: "unavailable", stream: name });
+    return refuseSocket(ctx, req, CloseCode.TryAgainLater, reason, { remote });
+  }
   if (!stream) {
     ctx.metrics.protocolRefusal(CloseCode.NotFound);
     const reason = encodeCloseReason({ error: "not_found", stream: name });

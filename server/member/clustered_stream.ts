@@ -70,6 +70,13 @@ export interface ClusterMembership {
   instance: string;
   /** Where transitions are reported. */
   logger: Logger;
+  /**
+   * Told when stream `name`'s node closed because its log stopped for good
+   * (a write that failed after its commit was shipped, a full disk say): the
+   * stream is to be closed and opened again (its log recovers to what is on
+   * disk, and the node rejoins as a follower).
+   */
+  stopped?: (name: string, err: Error) => void;
 }
 
 /**
@@ -172,6 +179,7 @@ export async function openClustered(
     joining: standing.joining,
     joined: () => recordCopy(m.etcd, name, m.node, createdUs, prefix),
     logger: m.logger,
+    onStopped: (err) => m.stopped?.(name, err),
   });
   const metrics = new ClusterMetrics(name, inside.metrics, node, log.replication!);
   const table = tableOptions === null ? null : LeaderTable.start(node, log, {

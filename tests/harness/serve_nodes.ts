@@ -176,6 +176,8 @@ export class ServeNode {
         signal: AbortSignal.timeout(ms),
       });
       const h = await res.json();
+      // A stream this node does not serve now (opening again: 503) has no head.
+      if (!res.ok) return null;
       return { ...h.cluster, end: h.end_offset };
     } catch {
       return null;
