@@ -482,6 +482,7 @@ export class Committer {
         cause instanceof Error ? cause.message : cause
       }`,
       cause,
+      true,
     );
     group.reject(err);
     this.#failed = err;

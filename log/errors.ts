@@ -86,7 +86,11 @@ export class LogLockedError extends Error {
 }
 
 /**
- * An append failed because the log could not write; nothing of it was kept.
+ * An append failed because the log could not write; nothing of it was kept
+ * here. `handedOn`: a replicated log had handed the commit on before the
+ * write failed (and stopped), so its rows may be held by followers and
+ * committed by the next leader: its outcome is not known here, as when a
+ * node stops leading ({@linkcode NotLeaderError}).
  *
  * @example
  * ```ts
@@ -94,13 +98,18 @@ export class LogLockedError extends Error {
  * import { LogWriteError } from "./errors.ts";
  * const err = new LogWriteError("append failed: disk full", new Error("ENOSPC"));
  * equal(err.name, "LogWriteError");
+ * equal(err.handedOn, false);
  * ```
  */
 export class LogWriteError extends Error {
+  /** Whether the commit had been handed on before the write failed (its outcome unknown here). */
+  readonly handedOn: boolean;
+
   /** Makes the error, keeping the cause. */
-  constructor(message: string, cause: unknown) {
+  constructor(message: string, cause: unknown, handedOn = false) {
     super(message, { cause });
     this.name = "LogWriteError";
+    this.handedOn = handedOn;
   }
 }
 

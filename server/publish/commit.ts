@@ -15,7 +15,7 @@
  * @module
  */
 
-import { NotLeaderError, type ProducerTag } from "../../log/mod.ts";
+import { LogWriteError, NotLeaderError, type ProducerTag } from "../../log/mod.ts";
 import { producerId } from "../../log/producer/table.ts";
 import { type Stream, streamInside } from "../stream/stream.ts";
 import { RowsRefusedError } from "../stream/row_error.ts";
@@ -81,7 +81,11 @@ export async function commitPublish(
     if (err instanceof RowsRefusedError) {
       return { kind: "invalid", index: err.index, detail: err.detail };
     }
-    if (err instanceof NotLeaderError) return { kind: "not_leader", detail: err.message };
+    // This node stopped leading, or its log stopped after the commit was
+    // shipped (the next leader may hold it): not answered here either way.
+    if (err instanceof NotLeaderError || (err instanceof LogWriteError && err.handedOn)) {
+      return { kind: "not_leader", detail: err.message };
+    }
     // The stream takes no rows (its disk is full), or this write failed for lack of space.
     if (err instanceof DiskFullError) return { kind: "disk_full", detail: err.message };
     if (isNoSpace(err)) return { kind: "disk_full", detail: (err as Error).message };
