@@ -63,10 +63,17 @@ export interface CommitHost {
   ): void;
   /**
    * Called before a commit's bytes are written, with its producer records
-   * (null: none); the write waits for what it returns (null: nothing to wait
-   * for). The producer journal is written and synced here (see `producer/table.ts`).
+   * (null: none) and, for a commit handed on (`taken`), its end offset
+   * (`through`; else null). The write waits for `gate` (null: nothing to
+   * wait for). `journal` is the producer journal's write and sync (see
+   * `producer/table.ts`): the rows' write waits for it too, unless `through`
+   * was given — then the journal, with its mark, is written beside the rows
+   * and the commit is durable once both are synced (see `producer/journal.ts`).
    */
-  beforeWrite?(tags: readonly ProducerRecord[] | null): Promise<void> | null;
+  beforeWrite?(
+    tags: readonly ProducerRecord[] | null,
+    through: number | null,
+  ): { journal: Promise<void> | null; gate: Promise<void> | null };
 }
 
 /** The producer sequence a publish is tagged with (see `producer/table.ts`). */
@@ -362,9 +369,19 @@ export class Committer {
             told = true;
             this.#host.taken(group.first, group.first + group.count, group.tags, group.runs);
           }
-          // --- producer journal (`producer/table.ts`): synced before any row byte is written ---
-          const before = this.#host.beforeWrite?.(group?.tags ?? null) ?? null;
-          if (before !== null) await before;
+          // --- producer journal (`producer/table.ts`): synced before any row byte is
+          // written, or beside the rows with a mark of the commit's end when it was handed on ---
+          const through = told ? group!.first + group!.count : null;
+          const before = this.#host.beforeWrite?.(group?.tags ?? null, through) ??
+            { journal: null, gate: null };
+          if (before.gate !== null) await before.gate;
+          let journal = before.journal;
+          if (journal !== null && through === null) {
+            await journal;
+            journal = null;
+          }
+          // A failed journal beside the rows is seen once they are written.
+          journal?.catch(() => {});
           if (this.#failed) throw this.#failed;
           // --- end of producer journal ---
           // A segment whose file could not be made when the one before it
@@ -374,6 +391,8 @@ export class Committer {
             await this.#opts.io.write(a.file!, bytes);
             if (this.#opts.fsync || roll) await this.#opts.io.syncData(a.file!);
           }
+          if (journal !== null) await journal;
+          if (this.#failed) throw this.#failed;
         } catch (err) {
           if (told) this.#failTold(group!, err);
           else await this.#failWrite(a, group, err, roll);

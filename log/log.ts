@@ -157,13 +157,16 @@ export class Log {
         if (failed !== null && this.#rep) this.#rep.onStopped?.(failed);
       },
       // A commit with producer records writes and syncs them first; one
-      // without waits only while the journal is being put back after a failure.
-      beforeWrite: (tags) => {
-        const own = tags !== null || this.#owed.length > 0 || this.#p.journal.busy
-          ? this.#journalFirst(tags)
-          : null;
+      // without waits only while the journal is being put back after a
+      // failure. A replicated log's commit writes them, and its mark
+      // (`through`), beside its rows.
+      beforeWrite: (tags, through) => {
+        const journal =
+          tags !== null || through !== null || this.#owed.length > 0 || this.#p.journal.busy
+            ? this.#journalFirst(tags, through)
+            : null;
         const gate = this.#listener?.beforeCommit?.() ?? null; // a stream's paced fan-out
-        return gate === null ? own : own === null ? gate : Promise.all([own, gate]).then(() => {});
+        return { journal, gate };
       },
     });
     const end = () => this.endOffset;
@@ -445,15 +448,18 @@ export class Log {
   // What a commit writes to the producer journal before its rows: the
   // records owed (above), then its own (`tags`). A failure fails the commit,
   // and the owed records stay owed.
-  async #journalFirst(tags: readonly ProducerRecord[] | null): Promise<void> {
+  async #journalFirst(
+    tags: readonly ProducerRecord[] | null,
+    through: number | null,
+  ): Promise<void> {
     const journal = this.#p.journal;
     if (journal.busy) await journal.settled();
     const owed = this.#owed;
     this.#owed = [];
     const records = tags === null ? owed : owed.length > 0 ? [...owed, ...tags] : tags;
-    if (records.length === 0) return;
+    if (records.length === 0 && through === null) return;
     try {
-      await journal.append(records, this.#remembered);
+      await journal.append(records, this.#remembered, through);
     } catch (err) {
       this.#owed = [...owed, ...this.#owed];
       throw err;

@@ -9,7 +9,15 @@
  * record  = length u32 | crc32 u32 (of the body) | body (length bytes)
  * body    = UTF-8 JSON {"p": producer, "s": seq, "f": first offset, "l": last offset}
  *           ("s": 0 — the producer is forgotten: no state)
+ *         | UTF-8 JSON {"t": end}  — a replicated log's mark (below)
  * ```
+ *
+ * A replicated log writes its journal and its rows side by side, each commit
+ * with a mark `{"t": end}` after its records (the commit's end offset, in
+ * the same write), and counts the commit durable once both are synced. The
+ * last mark in the file says how far the journal was durable: rows past it
+ * at an open were never counted durable, and may lack their records, so
+ * they are cut (`recovery.ts`).
  *
  * All integers big-endian. Records are appended; a record that is cut short
  * or fails its checksum at the end is a torn append (the commit it belonged
@@ -83,10 +91,14 @@ function header(): Uint8Array {
  * ok(encodeRecords([{ producer: "a", seq: 1, first: 1, last: 1 }]).length > 8);
  * ```
  */
-export function encodeRecords(records: readonly ProducerRecord[]): Uint8Array {
+export function encodeRecords(
+  records: readonly ProducerRecord[],
+  through: number | null = null,
+): Uint8Array {
   const bodies = records.map((r) =>
     enc.encode(JSON.stringify({ p: r.producer, s: r.seq, f: r.first, l: r.last }))
   );
+  if (through !== null) bodies.push(enc.encode(JSON.stringify({ t: through })));
   let n = 0;
   for (const b of bodies) n += 8 + b.length;
   const out = new Uint8Array(n);
@@ -99,6 +111,12 @@ export function encodeRecords(records: readonly ProducerRecord[]): Uint8Array {
     at += 8 + b.length;
   }
   return out;
+}
+
+function isMark(v: unknown): v is { t: number } {
+  if (typeof v !== "object" || v === null) return false;
+  const t = (v as Record<string, unknown>).t;
+  return Number.isSafeInteger(t) && (t as number) >= 1;
 }
 
 function isRecord(v: unknown): v is { p: string; s: number; f: number; l: number } {
@@ -129,7 +147,7 @@ function recordAt(
   bytes: Uint8Array,
   v: DataView,
   at: number,
-): { record: ProducerRecord; next: number } | JournalStop {
+): { record: ProducerRecord | { through: number }; next: number } | JournalStop {
   if (at + 8 > bytes.length) return { at, why: "record header cut short", next: null };
   const n = v.getUint32(at);
   if (n === 0 || n > MAX_BODY_BYTES) {
@@ -145,8 +163,13 @@ function recordAt(
   } catch {
     return { at, why: "body is not UTF-8 JSON", next };
   }
+  if (isMark(parsed)) return { record: { through: parsed.t }, next };
   if (!isRecord(parsed)) {
-    return { at, why: 'body is not {"p":string,"s":seq,"f":offset,"l":offset}', next };
+    return {
+      at,
+      why: 'body is not {"p":string,"s":seq,"f":offset,"l":offset} or {"t":offset}',
+      next,
+    };
   }
   return { record: { producer: parsed.p, seq: parsed.s, first: parsed.f, last: parsed.l }, next };
 }
@@ -160,8 +183,9 @@ function checkHeader(v: DataView, path: string): void {
 
 /**
  * Parses journal bytes: the records up to the first one that is cut short
- * or damaged, the byte length of that good prefix, and why it stopped there
- * (`stop`, null when every byte was taken). Throws
+ * or damaged, the last mark among them (`through`, null: none), the byte
+ * length of that good prefix, and why it stopped there (`stop`, null when
+ * every byte was taken). Throws
  * {@linkcode LogCorruptError} when the header is not a journal's.
  *
  * @example
@@ -177,14 +201,20 @@ function checkHeader(v: DataView, path: string): void {
 export function parseJournal(
   bytes: Uint8Array,
   path: string,
-): { records: ProducerRecord[]; goodBytes: number; stop: JournalStop | null } {
+): {
+  records: ProducerRecord[];
+  through: number | null;
+  goodBytes: number;
+  stop: JournalStop | null;
+} {
   if (bytes.length < HEADER_BYTES) {
     const stop = bytes.length > 0 ? { at: 0, why: "header cut short", next: null } : null;
-    return { records: [], goodBytes: 0, stop };
+    return { records: [], through: null, goodBytes: 0, stop };
   }
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
   checkHeader(v, path);
   const records: ProducerRecord[] = [];
+  let through: number | null = null;
   let at = HEADER_BYTES;
   let stop: JournalStop | null = null;
   while (at < bytes.length) {
@@ -193,16 +223,18 @@ export function parseJournal(
       stop = r;
       break;
     }
-    records.push(r.record);
+    if ("through" in r.record) through = r.record.through;
+    else records.push(r.record);
     at = r.next;
   }
-  return { records, goodBytes: at, stop };
+  return { records, through, goodBytes: at, stop };
 }
 
 /**
  * The first byte position at or after `from` where a whole, good record
- * starts, or null. A record body always starts with `{"p":`, which keeps the
- * search cheap; a false match would need that and a CRC-32 to agree by chance.
+ * starts, or null. A record body always starts with `{"p":` (a mark's with
+ * `{"t":`), which keeps the search cheap; a false match would need that and
+ * a CRC-32 to agree by chance.
  *
  * @example
  * ```ts
@@ -217,7 +249,8 @@ export function nextGoodRecord(bytes: Uint8Array, from: number): number | null {
   for (let p = from; p + 8 + BODY_START.length <= bytes.length; p++) {
     let starts = true;
     for (let k = 0; k < BODY_START.length && starts; k++) {
-      starts = bytes[p + 8 + k] === BODY_START[k];
+      starts = bytes[p + 8 + k] === BODY_START[k] ||
+        (k === 2 && bytes[p + 8 + k] === MARK_LETTER);
     }
     if (starts && !("why" in recordAt(bytes, v, p))) return p;
   }
@@ -225,6 +258,7 @@ export function nextGoodRecord(bytes: Uint8Array, from: number): number | null {
 }
 
 const BODY_START = enc.encode('{"p":');
+const MARK_LETTER = "t".charCodeAt(0);
 
 /**
  * Damaged bytes {@linkcode readJournal} skipped: where they start, how many,
@@ -262,20 +296,27 @@ export interface JournalDamage {
 export function readJournal(
   bytes: Uint8Array,
   path: string,
-): { records: ProducerRecord[]; goodBytes: number; skipped: JournalDamage[] } {
+): {
+  records: ProducerRecord[];
+  through: number | null;
+  goodBytes: number;
+  skipped: JournalDamage[];
+} {
   const records: ProducerRecord[] = [];
   const skipped: JournalDamage[] = [];
+  let through: number | null = null;
   let part = parseJournal(bytes, path);
   let base = 0;
   while (true) {
     records.push(...part.records);
+    through = part.through ?? through;
     const stop = part.stop;
     if (stop === null || base + stop.at < HEADER_BYTES) {
-      return { records, goodBytes: base + part.goodBytes, skipped };
+      return { records, through, goodBytes: base + part.goodBytes, skipped };
     }
     const at = base + stop.at;
     const next = nextGoodRecord(bytes, at + 1);
-    if (next === null) return { records, goodBytes: at, skipped };
+    if (next === null) return { records, through, goodBytes: at, skipped };
     skipped.push({ at, bytes: next - at, why: stop.why });
     // The rest parsed as a journal of its own: a header-sized window before it.
     const rest = new Uint8Array(HEADER_BYTES + bytes.length - next);
@@ -321,6 +362,8 @@ export class ProducerJournal {
   #dirDirty = false;
   // Set when a failed append could not be cut back: every later one fails.
   #broken: Error | null = null;
+  // The last mark written or read (null: none), carried into every rewrite.
+  #through: number | null = null;
 
   private constructor(
     dir: string,
@@ -340,7 +383,7 @@ export class ProducerJournal {
   /**
    * Opens (or, on the first write, creates) the journal of the log in `dir`,
    * cutting off a torn tail; returns it with the records it holds, in order,
-   * and the damaged bytes it skipped ({@linkcode readJournal}: the caller
+   * its last mark (`through`, null: none) and the damaged bytes it skipped ({@linkcode readJournal}: the caller
    * rewrites the journal when there are any). `sync: false` (a log without
    * fsync) writes without syncing; `compactBytes` is the size past which an
    * append rewrites it (default 1 MiB).
@@ -348,7 +391,12 @@ export class ProducerJournal {
   static async open(
     dir: string,
     options: { sync: boolean; compactBytes?: number; io?: LogIo },
-  ): Promise<{ journal: ProducerJournal; records: ProducerRecord[]; skipped: JournalDamage[] }> {
+  ): Promise<{
+    journal: ProducerJournal;
+    records: ProducerRecord[];
+    through: number | null;
+    skipped: JournalDamage[];
+  }> {
     const path = join(dir, PRODUCERS_FILE);
     const opts = {
       sync: options.sync,
@@ -361,9 +409,14 @@ export class ProducerJournal {
     } catch (err) {
       if (!(err instanceof Deno.errors.NotFound)) throw err;
       // No journal yet: nothing was ever published with a producer name.
-      return { journal: new ProducerJournal(dir, null, 0, opts), records: [], skipped: [] };
+      return {
+        journal: new ProducerJournal(dir, null, 0, opts),
+        records: [],
+        through: null,
+        skipped: [],
+      };
     }
-    const { records, goodBytes, skipped } = readJournal(bytes, path);
+    const { records, through, goodBytes, skipped } = readJournal(bytes, path);
     const io = opts.io;
     const file = await io.open(path, { read: true, write: true });
     try {
@@ -378,7 +431,9 @@ export class ProducerJournal {
       }
       const size = Math.max(goodBytes, HEADER_BYTES);
       file.seekSync(size, Deno.SeekMode.Start);
-      return { journal: new ProducerJournal(dir, file, size, opts), records, skipped };
+      const journal = new ProducerJournal(dir, file, size, opts);
+      journal.#through = through;
+      return { journal, records, through, skipped };
     } catch (err) {
       file.close();
       throw err;
@@ -399,15 +454,17 @@ export class ProducerJournal {
    * Appends `records` and syncs them (unless opened with `sync: false`);
    * when the file has grown past its bound (or does not exist yet), rewrites
    * it instead as `remembered()` — the committed state before these records,
-   * each producer's last acknowledged record — then `records`. A failed
+   * each producer's last acknowledged record — then `records`. With
+   * `through`, a mark follows the records in the same write. A failed
    * append is cut back before the promise rejects.
    */
   append(
     records: readonly ProducerRecord[],
     remembered: () => readonly ProducerRecord[],
+    through: number | null = null,
   ): Promise<void> {
     this.#busy++;
-    const run = this.#tail.then(() => this.#write(records, remembered));
+    const run = this.#tail.then(() => this.#write(records, remembered, through));
     this.#tail = run.catch(() => {}).finally(() => this.#busy--);
     return run;
   }
@@ -415,18 +472,19 @@ export class ProducerJournal {
   async #write(
     records: readonly ProducerRecord[],
     remembered: () => readonly ProducerRecord[],
+    through: number | null,
   ): Promise<void> {
     if (this.#broken) throw this.#broken;
-    if (records.length === 0 && this.#file === null) return;
+    if (records.length === 0 && through === null && this.#file === null) return;
     if (this.#file === null || this.#size > this.#compactBytes) {
       // Every remembered record is kept, those of the producers named in
       // `records` too: until this commit is durable, theirs is what holds.
-      return await this.#rewrite([...remembered(), ...records]);
+      return await this.#rewrite([...remembered(), ...records], through);
     }
-    if (records.length === 0) return;
+    if (records.length === 0 && through === null) return;
     const io = this.#io;
     const file = this.#file;
-    const bytes = encodeRecords(records);
+    const bytes = encodeRecords(records, through);
     try {
       if (this.#dirDirty && this.#sync) {
         await io.syncDir(this.#dir);
@@ -439,6 +497,7 @@ export class ProducerJournal {
       throw err;
     }
     this.#size += bytes.length;
+    this.#through = through ?? this.#through;
   }
 
   // A failed append: the file goes back to its last good length, so that the
@@ -455,12 +514,15 @@ export class ProducerJournal {
     }
   }
 
-  /** Rewrites the journal whole as `records` (after the writes asked for so far; see the module doc). */
+  /**
+   * Rewrites the journal whole as `records` and the last mark (after the
+   * writes asked for so far; see the module doc).
+   */
   rewrite(records: readonly ProducerRecord[]): Promise<void> {
     this.#busy++;
     const run = this.#tail.then(() => {
       if (this.#broken) throw this.#broken;
-      return this.#rewrite(records);
+      return this.#rewrite(records, null);
     });
     this.#tail = run.catch(() => {}).finally(() => this.#busy--);
     return run;
@@ -469,9 +531,10 @@ export class ProducerJournal {
   // The whole journal anew: temporary file, sync, rename, sync the folder.
   // Once renamed, the new file is the journal whatever follows: it is taken
   // at once, and a failed folder sync is retried by the next append.
-  async #rewrite(records: readonly ProducerRecord[]): Promise<void> {
+  async #rewrite(records: readonly ProducerRecord[], through: number | null): Promise<void> {
     const io = this.#io;
-    const body = encodeRecords(records);
+    const mark = through ?? this.#through;
+    const body = encodeRecords(records, mark);
     const bytes = new Uint8Array(HEADER_BYTES + body.length);
     bytes.set(header(), 0);
     bytes.set(body, HEADER_BYTES);
@@ -488,6 +551,7 @@ export class ProducerJournal {
     this.#file?.close();
     this.#file = f;
     this.#size = bytes.length;
+    this.#through = mark;
     this.#dirDirty = true;
     if (this.#sync) {
       await io.syncDir(this.#dir);

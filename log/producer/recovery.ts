@@ -4,7 +4,9 @@
  * recovered end — records of rows wholly below it are committed, records
  * that reach it were never acknowledged and are dropped, and rows of such a
  * record that survived a crash are cut off, so that the producer's resend
- * stores them once.
+ * stores them once. A replicated log, which writes its journal and its rows
+ * side by side, also cuts the rows past the journal's last mark: they were
+ * never counted durable, and may lack their records.
  *
  * @module
  */
@@ -47,7 +49,7 @@ export async function recoverWithProducers(
   opts: ResolvedOptions,
 ): Promise<[Recovered, { table: ProducerTable; journal: ProducerJournal }]> {
   let recovered = await recoverLog(dir, options, opts);
-  const { journal, records, skipped } = await ProducerJournal.open(dir, {
+  const { journal, records, through, skipped } = await ProducerJournal.open(dir, {
     sync: opts.fsync,
     compactBytes: opts.producerJournalBytes,
     io: opts.io,
@@ -58,12 +60,19 @@ export async function recoverWithProducers(
     }
     const info = recovered.active.seg.info;
     const end = info.firstOffset + info.count;
-    const { table, cut, dropped, kept } = recoverProducers(
+    // Rows past the last mark (in the active segment: every sealed row was
+    // marked before its segment was sealed) go first, with their records.
+    const marked = opts.replicated && through !== null && through < end &&
+        through >= info.firstOffset
+      ? through
+      : end;
+    const { table, cut: recordsCut, dropped, kept } = recoverProducers(
       records,
-      end,
+      marked,
       opts.maxProducers,
       opts.maxProducerHolders,
     );
+    const cut = recordsCut ?? (marked < end ? marked : null);
     if (cut !== null && cut < end) {
       opts.logger.warn("log_tail_cut", { dir, from: cut, to: end - 1 });
       await cutActiveAt(recovered.active, cut, opts.maxPayloadBytes, opts.io);

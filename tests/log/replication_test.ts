@@ -10,6 +10,7 @@ import { heldSyncs } from "../harness/held_syncs.ts";
 import type { DurableCommit } from "../../log/replica/replication.ts";
 import { PRODUCERS_FILE } from "../../log/producer/journal.ts";
 import { join } from "node:path";
+import { Logger } from "../../common/logger.ts";
 
 type Row = [number, number, string];
 
@@ -325,7 +326,7 @@ Deno.test("replicated log: a commit is handed on as taken, before its sync; ackn
   await log.close();
 });
 
-Deno.test("replicated log: a commit is handed on before its producer journal is written; a journal sync that fails after stops the log", async () => {
+Deno.test("replicated log: a commit is handed on, then its journal and rows written side by side; a journal sync that fails after stops the log", async () => {
   const dir = await tempDir();
   const disk = heldSyncs([PRODUCERS_FILE, `${PRODUCERS_FILE}.tmp`]); // made whole on its first write
   const log = await Log.open(dir, { replicated: true, timers: false, io: disk.io });
@@ -343,10 +344,12 @@ Deno.test("replicated log: a commit is handed on before its producer journal is 
   assertEquals(done.status, "stored");
   const acked = (done as { done: Promise<void> }).done;
   acked.catch(() => {});
-  // Handed on while the journal's sync is held: no row byte is written yet.
+  // Handed on, and its rows written while the journal's sync is held; not durable.
   await until(() => taken.length === 1, 5_000, "the commit to be handed on");
   assertEquals(taken[0].records.map((r) => [r.producer, r.seq, r.first, r.last]), [["p", 1, 1, 1]]);
-  assertEquals(segBytes(), before);
+  await until(() => segBytes() > before, 5_000, "the rows to be written beside the journal");
+  await new Promise((r) => setTimeout(r, 20));
+  assertEquals(rep.durableEnd, 1);
   rep.commitThrough(2);
   disk.release(true);
   await assertRejects(() => acked, LogWriteError);
@@ -355,6 +358,56 @@ Deno.test("replicated log: a commit is handed on before its producer journal is 
   assertEquals(rep.durableEnd, 1);
   assertEquals(log.endOffset, 1);
   await log.close().catch(() => {});
+});
+
+Deno.test("replicated log: rows past the journal's last mark are cut at open (its write lost in a crash); rows it marks stay, with their records", async () => {
+  const dir = await tempDir();
+  const log = await Log.open(dir, { replicated: true, timers: false });
+  const rep = log.replication!;
+  rep.writable = true;
+  await rep.beginTerm(1);
+  // Rows with and without a producer, each commit durable (and so marked).
+  const p1 = log.publish(['{"a":1}', '{"a":2}'], { producer: "p", seq: 1 });
+  await log.flush();
+  rep.commitThrough(3);
+  await (p1 as { done: Promise<void> }).done;
+  const plain = log.append('{"plain":1}');
+  await log.flush();
+  rep.commitThrough(4);
+  assertEquals(await plain, 3);
+  const journal = join(dir, PRODUCERS_FILE);
+  const marked = (await Deno.stat(journal)).size;
+  // The next commit's rows reach the disk and its journal write does not: a
+  // crash after the rows' sync and before the journal's.
+  const p2 = log.publish(['{"b":1}'], { producer: "p", seq: 2 });
+  await log.flush();
+  rep.commitThrough(5);
+  await (p2 as { done: Promise<void> }).done;
+  await log.close();
+  const f = await Deno.open(journal, { write: true });
+  await f.truncate(marked);
+  f.close();
+  const lines: string[] = [];
+  const again = await Log.open(dir, {
+    replicated: true,
+    timers: false,
+    logger: new Logger({ format: "json", write: (l) => lines.push(l) }),
+  });
+  try {
+    assertEquals(again.replication!.durableEnd, 4);
+    assert(lines.some((l) => l.includes("log_tail_cut")), lines.join("\n"));
+    assertEquals((await rowsOf(again)).map((r) => r[2]), ['{"a":1}', '{"a":2}', '{"plain":1}']);
+    // Seq 1 is still known (a duplicate), seq 2 is not: its resend is stored once.
+    const rep2 = again.replication!;
+    rep2.writable = true;
+    await rep2.beginTerm(2);
+    const dup = again.publish(['{"a":1}', '{"a":2}'], { producer: "p", seq: 1 });
+    assertEquals(dup.status, "duplicate");
+    const resent = again.publish(['{"b":1}'], { producer: "p", seq: 2 });
+    assertEquals(resent.status, "stored");
+  } finally {
+    await again.close().catch(() => {});
+  }
 });
 
 Deno.test("replicated log: a sync that fails after the commit was handed on stops the log; nothing of it is acknowledged", async () => {
