@@ -53,17 +53,18 @@ export interface CommitHost {
    * Offsets `[first, end)` are taken by the commit loop, nothing of them
    * written yet (called only when the committer keeps the rows, `capture`):
    * `tags` and `runs` as for `committed`. The writes and syncs that follow
-   * wait for nothing it does.
+   * wait for nothing it does. Returns whether the commit was handed on (a
+   * leader ships it): if so, a write or sync that fails after stops the log.
    */
   taken?(
     first: number,
     end: number,
     tags: readonly ProducerRecord[] | null,
     runs: CommitRun[],
-  ): void;
+  ): boolean;
   /**
    * Called before a commit's bytes are written, with its producer records
-   * (null: none) and, for a commit handed on (`taken`), its end offset
+   * (null: none) and, for a commit of a log that keeps its rows (`capture`), its end offset
    * (`through`; else null). The write waits for `gate` (null: nothing to
    * wait for). `journal` is the producer journal's write and sync (see
    * `producer/table.ts`): the rows' write waits for it too, unless `through`
@@ -362,16 +363,16 @@ export class Committer {
           };
         }
         const t0 = performance.now();
-        // Whether the host was told of the group's rows before they were written.
+        // Whether the host handed the group's rows on before they were written.
         let told = false;
+        // A log that keeps its rows (a replicated one) marks each commit's end in its journal.
+        const through = group?.runs && group.count > 0 ? group.first + group.count : null;
         try {
-          if (group?.runs && group.count > 0 && this.#host.taken) {
-            told = true;
-            this.#host.taken(group.first, group.first + group.count, group.tags, group.runs);
+          if (through !== null && this.#host.taken) {
+            told = this.#host.taken(group!.first, through, group!.tags, group!.runs!);
           }
           // --- producer journal (`producer/table.ts`): synced before any row byte is
-          // written, or beside the rows with a mark of the commit's end when it was handed on ---
-          const through = told ? group!.first + group!.count : null;
+          // written, or beside the rows with a mark of the commit's end (a replicated log) ---
           const before = this.#host.beforeWrite?.(group?.tags ?? null, through) ??
             { journal: null, gate: null };
           if (before.gate !== null) await before.gate;

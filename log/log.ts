@@ -141,7 +141,10 @@ export class Log {
       // A replicated log's commit, taken and not yet written: the leader
       // ships it now, so that its followers write and sync while it does.
       taken: (first, end, tags, runs) => {
-        this.#rep?.onTaken?.({ first, end, runs, records: tags ? [...tags] : [] });
+        const hand = this.#rep?.onTaken;
+        if (!hand) return false;
+        hand({ first, end, runs, records: tags ? [...tags] : [] });
+        return true;
       },
       wake: () => {
         for (const r of this.#readers) r._wake();
