@@ -20,9 +20,6 @@
  * - Ack latency at R = 1, 2, 3: one-row POSTs to the leader one after the
  *   other (keep-alive), p50 and p99 of the round trip. JetStream: one publish
  *   at a time, awaiting its PubAck.
- * - The same latency with `--no-fsync` at each R (once, after the rest):
- *   JetStream's durability, a row written to the OS on R nodes and not
- *   synced, so the two compare at equal footing.
  * - Failover: the leader SIGKILLed while a client POSTs one row at a time to
  *   the surviving nodes (following the 307); the time from the kill to the
  *   first acknowledgement by the new leader, over N trials (lease 2 s; the
@@ -68,7 +65,6 @@ async function measureAt(
   replicas: number,
   quick: boolean,
   rows: readonly Record<string, unknown>[],
-  fsync = true,
 ): Promise<AtR> {
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-cluster-" });
   try {
@@ -81,7 +77,6 @@ async function measureAt(
         `/bench-r${replicas}-${crypto.randomUUID().slice(0, 8)}`,
         "--log-level",
         "error",
-        ...(fsync ? [] : ["--no-fsync"]),
       ],
     }, SCHEMA);
     const leader = await leaderOf(nodes, 30_000);
@@ -191,9 +186,6 @@ export async function run(quick: boolean): Promise<BenchSection> {
       }),
     );
   }
-  // At JetStream's durability (written to the OS, not synced): once each R.
-  const unsynced: AtR[] = [];
-  for (const r of [1, 2, 3]) unsynced.push(await measureAt(etcd.url, r, quick, rows, false));
   const mean = <T>(xs: T[], k: keyof T) => xs.reduce((a, x) => a + (x[k] as number), 0) / xs.length;
   const at: AtR[] = [1, 2, 3].map((r) => {
     const xs = runs.get(r)!;
@@ -293,27 +285,6 @@ export async function run(quick: boolean): Promise<BenchSection> {
       ),
     );
   }
-  for (const [k, r] of [1, 2, 3].entries()) {
-    const o = unsynced[k];
-    const j = js[k];
-    rows_.push(
-      ...latencyRows(
-        `R = ${r}, --no-fsync (JetStream's durability): ack latency`,
-        ` vs JetStream R = ${r}`,
-        o,
-        j,
-        `${(o.p99 / j.p99).toFixed(1)}× JetStream's p99 at the same durability (ours ${
-          o.p99.toFixed(2)
-        } ms, p50 ${o.p50.toFixed(2)} ms, against ${
-          at[k].p50.toFixed(2)
-        } ms with fsync: the sync is not what an acknowledgement waits for here, the ` +
-          "round trips are — an HTTP POST to the leader, the commit shipped to R − 1 " +
-          "followers and their reports back, three nodes, etcd and the load generator " +
-          "on two cores; JetStream's client speaks its own protocol to the stream's " +
-          "leader); not profiled",
-      ),
-    );
-  }
   rows_.push(
     row(
       `failover median of ${fo.length}, SIGKILL → first ack (vs lease + 5 s)`,
@@ -368,9 +339,8 @@ export async function run(quick: boolean): Promise<BenchSection> {
       } rows/s in ${FRAME_ROWS}-row messages; R = 2: ${fmt(js[1])}, ${
         Math.round(js[1].batchRowsPerS)
       } rows/s; R = 3: ${fmt(js[2])}, ${Math.round(js[2].batchRowsPerS)} rows/s.`,
-      "At JetStream's durability: the same three nodes with `--no-fsync` (a row acknowledged " +
-      "once written to the OS on R nodes, none synced), once at each R after the rest: " +
-      `R = 1: ${fmt(unsynced[0])}; R = 2: ${fmt(unsynced[1])}; R = 3: ${fmt(unsynced[2])}.`,
+      "`serve --cluster` refuses `--no-fsync` (a node holds a row only once it is synced), so " +
+      "there is no case at JetStream's durability.",
       `Failover, ms, each trial: ${fo.map((t) => Math.round(t)).join(", ")}.`,
     ],
   };
