@@ -20,16 +20,16 @@ export interface HeldSyncs {
 /** A fresh {@linkcode HeldSyncs} for files whose names end with one of `ends`, holding nothing. */
 export function heldSyncs(ends: readonly string[] = [".seg"]): HeldSyncs {
   let gate: { promise: Promise<boolean>; resolve: (fail: boolean) => void } | null = null;
-  const segments = new WeakSet<Deno.FsFile>();
+  const held = new WeakSet<Deno.FsFile>();
   const io: LogIo = {
     ...REAL_IO,
     async open(path, options) {
       const f = await REAL_IO.open(path, options);
-      if (ends.some((e) => path.endsWith(e))) segments.add(f);
+      if (ends.some((e) => path.endsWith(e))) held.add(f);
       return f;
     },
     async syncData(file) {
-      if (segments.has(file) && gate) {
+      if (held.has(file) && gate) {
         if (await gate.promise) throw new Error("EIO (a test failed this sync)");
       }
       return await REAL_IO.syncData(file);
