@@ -21,6 +21,8 @@
  * In rounds, the contenders in order and then in reverse (ABBA); each
  * figure is the median over rounds, each ratio the median of the rounds'
  * ratios. The first round trips of each contender are a warm-up, dropped.
+ * Over each contender's timed run a pause probe (../harness/pause_probe.ts)
+ * counts the machine's own pauses, reported in the notes beside the figures.
  *
  * Run alone: deno run -A bench/e2e/ack.ts [--quick] [--rounds N] [--n N]
  */
@@ -33,6 +35,13 @@ import { SCHEMA, tradeRows } from "../../tests/harness/trades.ts";
 import { startNats, startNatsCluster } from "../harness/nats.ts";
 import { addStream, streamLeader } from "../harness/jetstream_publish.ts";
 import { type BenchRow, type BenchSection, median } from "../harness/report.ts";
+import {
+  type MachinePauses,
+  medianPauses,
+  PAUSE_MIN_MS,
+  pausePhrase,
+  PauseProbe,
+} from "../harness/pause_probe.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
@@ -54,21 +63,29 @@ type Case =
   | "js_r3";
 /** p50, p99 and p99.9 of one contender's round trips, ms. */
 type Lat = { p50: number; p99: number; p999: number };
+/** One contender's timed run: its round trips' figures and the machine's pauses over it. */
+type Run = Lat & { machine: MachinePauses };
 
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(s.length * p))];
 }
 
-/** Times `n` + WARMUP calls of `one(i)` one after the other; the warm-up's are dropped. */
-async function timed(n: number, one: (i: number) => Promise<unknown>): Promise<Lat> {
+/**
+ * Times `n` + WARMUP calls of `one(i)` one after the other; the warm-up's are
+ * dropped. A pause probe runs over all of them (warm-up included: starting it
+ * between the two would put its process's start-up in the timed part).
+ */
+async function timed(n: number, one: (i: number) => Promise<unknown>): Promise<Run> {
+  await using probe = await PauseProbe.start();
   const ms: number[] = [];
   for (let i = 0; i < n + WARMUP; i++) {
     const t = performance.now();
     await one(i);
     if (i >= WARMUP) ms.push(performance.now() - t);
   }
-  return { p50: pct(ms, 0.5), p99: pct(ms, 0.99), p999: pct(ms, 0.999) };
+  const machine = await probe.stop();
+  return { p50: pct(ms, 0.5), p99: pct(ms, 0.99), p999: pct(ms, 0.999), machine };
 }
 
 /** A child process that prints "listening on http://127.0.0.1:PORT" on stderr; stopped by closing its stdin, then SIGTERM. */
@@ -95,7 +112,7 @@ async function spawnListening(args: string[]) {
 const rows = tradeRows(5);
 
 /** The WebSocket publisher's and the POST's round trips against a server at `url` (http://). */
-async function publishBoth(url: string, n: number, tag: string): Promise<[Lat, Lat]> {
+async function publishBoth(url: string, n: number, tag: string): Promise<[Run, Run]> {
   const pub = await publisher(`${url.replace(/^http/, "ws")}/t`, { producer: `ws-${tag}` });
   const ws = await timed(n, (i) => pub.send(rows(i)));
   await pub.close();
@@ -107,7 +124,7 @@ async function publishBoth(url: string, n: number, tag: string): Promise<[Lat, L
   return [ws, http];
 }
 
-async function single(n: number): Promise<[Lat, Lat]> {
+async function single(n: number): Promise<[Run, Run]> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-" });
   await Deno.writeTextFile(`${dir}/t.json`, JSON.stringify(SCHEMA));
   const s = await spawnListening([
@@ -134,7 +151,7 @@ async function single(n: number): Promise<[Lat, Lat]> {
   }
 }
 
-async function cluster(etcd: string, replicas: number, n: number): Promise<[Lat, Lat]> {
+async function cluster(etcd: string, replicas: number, n: number): Promise<[Run, Run]> {
   const root = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-cluster-" });
   try {
     await using nodes = await startServeNodes(root, ["n1", "n2"], {
@@ -160,7 +177,7 @@ async function cluster(etcd: string, replicas: number, n: number): Promise<[Lat,
   }
 }
 
-async function fdatasync(n: number): Promise<Lat> {
+async function fdatasync(n: number): Promise<Run> {
   const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-disk-" });
   const f = await Deno.open(`${dir}/f`, { write: true, create: true });
   const bytes = new Uint8Array(200).fill(97);
@@ -175,7 +192,7 @@ async function fdatasync(n: number): Promise<Lat> {
   }
 }
 
-async function echo(n: number): Promise<Lat> {
+async function echo(n: number): Promise<Run> {
   const s = await spawnListening(["run", "-A", ECHO]);
   try {
     const ws = new WebSocket(`ws://127.0.0.1:${s.port}/`);
@@ -195,7 +212,7 @@ async function echo(n: number): Promise<Lat> {
   }
 }
 
-async function nats(n: number): Promise<Lat | null> {
+async function nats(n: number): Promise<Run | null> {
   const srv = await startNats();
   if ("missing" in srv) return null;
   const nc = await natsConnect({ servers: srv.url });
@@ -212,7 +229,7 @@ async function nats(n: number): Promise<Lat | null> {
 }
 
 /** One message at a time to a JetStream stream of `replicas` replicas on three servers, published to its leader. */
-async function jetStreamCluster(replicas: number, n: number): Promise<Lat> {
+async function jetStreamCluster(replicas: number, n: number): Promise<Run> {
   const cluster = await startNatsCluster(3);
   try {
     const admin = await natsConnect({ servers: cluster.urls });
@@ -241,9 +258,9 @@ export async function measureAcks(
   rounds: number,
   n: number,
   log: (line: string) => void = () => {},
-): Promise<Partial<Record<Case, Lat>>[]> {
+): Promise<Partial<Record<Case, Run>>[]> {
   const etcd = await startEtcd();
-  const steps: [string, () => Promise<Partial<Record<Case, Lat>>>][] = [
+  const steps: [string, () => Promise<Partial<Record<Case, Run>>>][] = [
     ["fdatasync", async () => ({ fdatasync: await fdatasync(n) })],
     ["echo", async () => ({ echo: await echo(n) })],
     ["single", async () => {
@@ -265,18 +282,21 @@ export async function measureAcks(
     ["JetStream R = 2", async () => ({ js_r2: await jetStreamCluster(2, n) })],
     ["JetStream R = 3", async () => ({ js_r3: await jetStreamCluster(3, n) })],
   ];
-  const out: Partial<Record<Case, Lat>>[] = [];
+  const out: Partial<Record<Case, Run>>[] = [];
   try {
     for (let r = 0; r < rounds; r++) {
-      const got: Partial<Record<Case, Lat>> = {};
+      const got: Partial<Record<Case, Run>> = {};
       for (const [name, step] of r % 2 === 0 ? steps : [...steps].reverse()) {
-        Object.assign(got, await step());
+        const did = await step();
+        Object.assign(got, did);
         log(
           `round ${r + 1}/${rounds} ${name}: ${
             Object.entries(got).map(([k, v]) =>
               `${k} ${v.p50.toFixed(2)}/${v.p99.toFixed(2)}/${v.p999.toFixed(2)}`
             ).join(", ")
-          } ms (p50/p99/p99.9)`,
+          } ms (p50/p99/p99.9); machine: ${
+            Object.entries(did).map(([k, v]) => `${k} ${pausePhrase(v.machine)}`).join(", ")
+          }`,
         );
       }
       out.push(got);
@@ -302,7 +322,7 @@ const NAMES: Record<Case, string> = {
 };
 
 /** The section: each contender's p50/p99, and the ratios §28 sets targets on. */
-function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection {
+function section(rounds: Partial<Record<Case, Run>>[], n: number): BenchSection {
   const rows: BenchRow[] = [];
   const fig = (c: Case, q: keyof Lat) => median(rounds.map((r) => r[c]![q]));
   const ratio = (a: Case, b: Case, q: keyof Lat) => median(rounds.map((r) => r[a]![q] / r[b]![q]));
@@ -350,6 +370,9 @@ function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection 
       fig(c, "p999").toFixed(2)
     } ms`
   );
+  const machine = (Object.keys(NAMES) as Case[]).filter((c) => rounds.every((r) => r[c])).map((
+    c,
+  ) => `${NAMES[c]} ${pausePhrase(medianPauses(rounds.map((r) => r[c]!.machine)))}`);
   return {
     title: "One-row publish latency against the floors, a cluster and NATS (closed loop)",
     baseline:
@@ -360,6 +383,9 @@ function section(rounds: Partial<Record<Case, Lat>>[], n: number): BenchSection 
         each.join("; ")
       }.`,
       `A client in this process sends one trade row, waits for its durable ack (fsync on), then sends the next. WebSocket: \`publisher()\` with a producer id, one row a frame. POST: one NDJSON row with a producer id and seq, keep-alive. The cluster: two \`serve --cluster\` nodes and one etcd on this machine, lease ${LEASE_S} s, both nodes in the in-sync set before the first row. A commit waits for every member of the in-sync set (R is the least size of the set, as Kafka's min.insync.replicas), so at R = 1 with the follower caught up the ack waits for its fsync as at R = 2. NATS JetStream 2.9 has no per-ack fsync: its PubAck follows a write to the OS (at R = 2 and 3, on the stream's leader and enough followers of its raft group). With ${n} round trips a round, p99.9 is one of the slowest two: read it as the tail, not a fine figure.`,
+      `Machine pauses during each run (medians over rounds; wake-ups of a process sleeping 1 ms at a time that came ≥ ${PAUSE_MIN_MS} ms late, the VM's steal time, and that process's run-queue wait (its waits for a busy CPU, the short ones too), over each contender's ${
+        n + WARMUP
+      } round trips, warm-up included): ${machine.join("; ")}.`,
     ],
   };
 }

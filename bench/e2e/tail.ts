@@ -32,6 +32,10 @@
  * reached a subscriber of the benchmark's own (so each read holds one row,
  * however loaded the machine), and their latencies are not used.
  *
+ * Over each run's window a pause probe (../harness/pause_probe.ts) counts
+ * the machine's own pauses (a process sleeping 1 ms at a time waking late,
+ * and the VM's steal time), reported in the notes beside the figures.
+ *
  * `--gens N` spreads the subscribers over N load-generator processes (their
  * samples merged for exact percentiles), so that one generator is not the
  * floor of every contender at 5000 rows/s.
@@ -46,6 +50,13 @@ import { SCHEMA } from "../../tests/harness/trades.ts";
 import { Proc, procCpuMs, sleep } from "../harness/contenders.ts";
 import type { LoadConfig } from "../harness/fanout_client.ts";
 import { type BenchRow, type BenchSection, median } from "../harness/report.ts";
+import {
+  type MachinePauses,
+  medianPauses,
+  PAUSE_MIN_MS,
+  pausePhrase,
+  PauseProbe,
+} from "../harness/pause_probe.ts";
 
 const here = new URL(".", import.meta.url).pathname;
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
@@ -81,6 +92,8 @@ export interface TailRun {
   waitsPerRow: number;
   /** With `--strace`: system calls a row fed over the window, by name ("total": all). */
   syscalls?: Record<string, number>;
+  /** The machine's pauses over the window. */
+  machine: MachinePauses;
 }
 
 interface Sizes {
@@ -260,7 +273,9 @@ async function straceOf(pid: number): Promise<{ stop(): Promise<Record<string, n
 }
 
 /** The exact percentiles of merged sorted sample files (float64 ms each). */
-function mergedLatency(files: string[]): Omit<TailRun, "fed" | "serverCpu" | "sendLag"> {
+function mergedLatency(
+  files: string[],
+): Omit<TailRun, "fed" | "serverCpu" | "sendLag" | "machine"> {
   const parts = files.map((f) => new Float64Array(Deno.readFileSync(f).buffer));
   const xs = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
@@ -356,6 +371,7 @@ async function once(
   const gens: Proc[] = [];
   const latFiles: string[] = [];
   let feeder: ReturnType<typeof feed> | undefined;
+  let probe: PauseProbe | undefined;
   try {
     for (let g = 0; g < z.gens; g++) {
       const latFile = z.gens > 1
@@ -383,6 +399,7 @@ async function once(
     for (const gen of gens) await gen.line((l) => l === "ALL", 30_000);
     await sleep(z.warmup * 1000);
     const tracer = trace ? await straceOf(server.pid) : null;
+    probe = await PauseProbe.start();
     const [c0, w0, f0, t0] = [
       procCpuMs(server.pid),
       mainThreadWaits(server.pid),
@@ -399,13 +416,14 @@ async function once(
       performance.now(),
     ];
     const marks = await Promise.all(gens.map((g) => g.mark()));
+    const machine = await probe.stop();
     const counts = await tracer?.stop();
     const lag = feeder.lag();
     const ms = t1 - t0;
     const rows = f1 - f0;
     const lat = z.gens > 1
       ? mergedLatency(latFiles)
-      : marks[0].lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag">;
+      : marks[0].lat as Omit<TailRun, "fed" | "serverCpu" | "sendLag" | "machine">;
     const syscalls = counts
       ? Object.fromEntries(Object.entries(counts).map(([k, v]) => [k, v / rows]))
       : undefined;
@@ -417,8 +435,10 @@ async function once(
       cpuPerRow: (c1 - c0) * 1000 / rows,
       waitsPerRow: (w1 - w0) / rows,
       ...(syscalls ? { syscalls } : {}),
+      machine,
     };
   } finally {
+    await probe?.[Symbol.asyncDispose]();
     for (const gen of gens) gen.kill();
     for (const gen of gens) await gen.child.status;
     for (const f of latFiles) await Deno.remove(f).catch(() => {});
@@ -456,7 +476,9 @@ export async function measureTail(
             x.serverCpu.toFixed(0)
           } %, ${x.cpuPerRow.toFixed(0)} µs CPU and ${
             x.waitsPerRow.toFixed(2)
-          } waits a row, feeder at most ${x.sendLag.toFixed(1)} ms late)`,
+          } waits a row, feeder at most ${x.sendLag.toFixed(1)} ms late; machine: ${
+            pausePhrase(x.machine)
+          })`,
         );
       }
       rounds.push(got);
@@ -567,7 +589,7 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
         ],
       });
     }
-    const f = (w: Who, k: Exclude<keyof TailRun, "syscalls">) =>
+    const f = (w: Who, k: Exclude<keyof TailRun, "syscalls" | "machine">) =>
       rounds.map((r) => r[w][k].toFixed(k === "n" || k === "fed" ? 0 : 2)).join(", ");
     notes.push(
       `${rate} rows/s, each round's figures (ms): streamcast p50 ${f("streamcast", "p50")}; p99 ${
@@ -589,6 +611,13 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
     notes.push(
       `${rate} rows/s, server CPU and main-thread waits (voluntary context switches) a row, medians: ${
         WHOS.filter((w) => rounds[0][w]).map(perRow).join("; ")
+      }.`,
+    );
+    notes.push(
+      `${rate} rows/s, machine pauses during each window (medians over rounds): ${
+        WHOS.filter((w) => rounds[0][w]).map((w) =>
+          `${w} ${pausePhrase(medianPauses(rounds.map((r) => r[w].machine)))}`
+        ).join("; ")
       }.`,
     );
     const others: [Who, string][] = [
@@ -614,7 +643,7 @@ function section(z: Sizes, got: Map<number, Record<Who, TailRun>[]>): BenchSecti
   notes.push(
     `Open loop: the benchmark writes trade rows to the server's stdin at a fixed rate, each row's send time fixed in advance and carried in its \`event_ts\`; latency is the load generator's wall clock at receipt minus \`event_ts\`, every row at each of ${z.subs} subscribers (${z.gens} load-generator process${
       z.gens > 1 ? "es" : ""
-    }), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the servers alternating their order (forwards, then backwards); each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin (with --fsync: the read appended to a file and fdatasync'd first).`,
+    }), over ${z.window} s after ${z.warmup} s of warm-up; exact percentiles of every sample. ${z.rounds} rounds a rate, the servers alternating their order (forwards, then backwards); each figure is the median over rounds, each ratio the median of the rounds' ratios. streamcast: \`cli.ts serve --stdin\`, fsync on, \`frames=batch\`; bare: Deno.serve + Deno.upgradeWebSocket with no log, one frame of \`[n,row]\` lines a read of stdin (with --fsync: the read appended to a file and fdatasync'd first). Machine pauses: wake-ups of a separate process sleeping 1 ms at a time that came ≥ ${PAUSE_MIN_MS} ms late over each window (their count, their sum and the longest), the VM's steal time over it (/proc/stat, all CPUs), and that process's run-queue wait (its waits for a busy CPU, the short ones too: what of its late wake-ups is the benchmark's own load rather than the VM being paused).`,
   );
   return {
     title: "Latency's tail: the tickerplant path, open loop",
