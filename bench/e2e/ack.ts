@@ -3,8 +3,12 @@
  * client in this process sends one row, waits for its durable ack, then sends
  * the next; p50, p99 and p99.9 of the round trip. The contenders:
  *
- * - the floors: one 200-byte write + fdatasync in this process (the disk),
- *   and a round trip to a bare Deno WebSocket echo server
+ * - the floors: one 200-byte write + fdatasync in this process (the disk);
+ *   two files written and synced at once (a segment and its producer
+ *   journal: the disk's part of one server's commit), alone and while
+ *   another process does the same without pause (../harness/sync_loop.ts:
+ *   the disk's part of a cluster whose two nodes share one disk); and a
+ *   round trip to a bare Deno WebSocket echo server
  *   (../harness/echo_server.ts);
  * - a single `cli.ts serve --publish` (fsync on): the WebSocket publisher
  *   (`publisher()`, a producer id, one row a frame) and a one-row `POST`
@@ -24,7 +28,7 @@
  * Over each contender's timed run a pause probe (../harness/pause_probe.ts)
  * counts the machine's own pauses, reported in the notes beside the figures.
  *
- * Run alone: deno run -A bench/e2e/ack.ts [--quick] [--rounds N] [--n N]
+ * Run alone: deno run --config deno.dev.json -A bench/e2e/ack.ts [--quick] [--rounds N] [--n N]
  */
 import { stopChild, waitListening } from "../harness/listening.ts";
 import { connect as natsConnect } from "nats";
@@ -46,11 +50,14 @@ import {
 const here = new URL(".", import.meta.url).pathname;
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
 const ECHO = `${here}../harness/echo_server.ts`;
+const SYNC_LOOP = `${here}../harness/sync_loop.ts`;
 const WARMUP = 100;
 const LEASE_S = 2;
 
 type Case =
   | "fdatasync"
+  | "disk_one"
+  | "disk_two"
   | "echo"
   | "single_ws"
   | "single_post"
@@ -192,6 +199,66 @@ async function fdatasync(n: number): Promise<Run> {
   }
 }
 
+/**
+ * The disk's part of one commit: 200 bytes written to each of two files and
+ * both synced at once (a segment and its producer journal), as one server
+ * does; with `busy`, while another process does the same without pause, as
+ * the second node of a cluster on the same disk does.
+ */
+async function twoFiles(n: number, busy: boolean): Promise<Run> {
+  const dir = await Deno.makeTempDir({ prefix: "streamcast-bench-ack-disk-" });
+  const files = await Promise.all(
+    ["segment", "journal"].map((f) => Deno.open(`${dir}/${f}`, { write: true, create: true })),
+  );
+  const bytes = new Uint8Array(200).fill(97);
+  const other = busy ? await startSyncLoop() : null;
+  try {
+    return await timed(n, async () => {
+      for (const f of files) f.writeSync(bytes);
+      await Promise.all(files.map((f) => f.syncData()));
+    });
+  } finally {
+    await other?.stop();
+    for (const f of files) f.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/** ../harness/sync_loop.ts running, until `stop()`. */
+async function startSyncLoop(): Promise<{ stop(): Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--no-config", "-A", SYNC_LOOP],
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("ready\n")) {
+    const { value, done } = await reader.read();
+    if (done) {
+      await child.status;
+      throw new Error(`${SYNC_LOOP} exited before it was ready`);
+    }
+    text += value;
+  }
+  const drained = (async () => {
+    while (!(await reader.read()).done) { /* nothing more is printed */ }
+  })();
+  return {
+    // Its stdin's end stops it (it removes its folder then); SIGKILL after 10 s.
+    async stop() {
+      await child.stdin.close().catch(() => {});
+      const t = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch { /* exited */ }
+      }, 10_000);
+      await Promise.all([child.status, drained]).finally(() => clearTimeout(t));
+    },
+  };
+}
+
 async function echo(n: number): Promise<Run> {
   const s = await spawnListening(["run", "-A", ECHO]);
   try {
@@ -262,6 +329,8 @@ export async function measureAcks(
   const etcd = await startEtcd();
   const steps: [string, () => Promise<Partial<Record<Case, Run>>>][] = [
     ["fdatasync", async () => ({ fdatasync: await fdatasync(n) })],
+    ["two files", async () => ({ disk_one: await twoFiles(n, false) })],
+    ["two files, another process too", async () => ({ disk_two: await twoFiles(n, true) })],
     ["echo", async () => ({ echo: await echo(n) })],
     ["single", async () => {
       const [ws, http] = await single(n);
@@ -309,6 +378,9 @@ export async function measureAcks(
 
 const NAMES: Record<Case, string> = {
   fdatasync: "floor: a 200-byte write + fdatasync",
+  disk_one: "floor: two files written and synced at once (one server's commit)",
+  disk_two:
+    "floor: two files synced at once, another process doing the same (two nodes on one disk)",
   echo: "floor: a bare Deno WebSocket echo",
   single_ws: "one server: WebSocket publish ack",
   single_post: "one server: one-row POST",
@@ -330,6 +402,9 @@ function section(rounds: Partial<Record<Case, Run>>[], n: number): BenchSection 
     if (!rounds.every((r) => r[a] && r[b])) return;
     const x = ratio(a, b, q);
     const r1 = rounds.every((r) => r.r1_ws) ? ratio("r1_ws", "single_ws", q).toFixed(2) : null;
+    const disk = rounds.every((r) => r.disk_one && r.disk_two)
+      ? ratio("disk_two", "disk_one", q).toFixed(2)
+      : null;
     rows.push({
       case: `${q}: ${NAMES[a]} vs ${NAMES[b]}`,
       ours: fig(a, q),
@@ -343,9 +418,11 @@ function section(rounds: Partial<Record<Case, Run>>[], n: number): BenchSection 
           limit: a === "r2_ws"
             ? `${x.toFixed(2)}× one server's (${fig(a, q).toFixed(2)} ms against ${
               fig(b, q).toFixed(2)
-            })${
-              r1 ? `; R = 1 in the same rounds is at ${r1}×, so it is not R that costs it` : ""
-            }: the leader syncs a commit's producer record to its journal, writes the rows and ships them before its segment's sync; the follower syncs its journal and its segment in turn, then reports. On the path: three fdatasyncs and two round trips one after the other, where one server does two fdatasyncs and one round trip.`
+            })${r1 ? `; R = 1 in the same rounds is at ${r1}×, so it is not R that costs it` : ""}${
+              disk
+                ? `; the disk alone, two nodes' syncs at once against one server's, is at ${disk}×`
+                : ""
+            }. On the path of one ack: two hops and the slower of two nodes each syncing its segment and its journal at once, on one disk shared by both nodes, with two node processes, etcd and the client on two vCPUs (the machine's pauses are in the notes).`
             : `${x.toFixed(2)}× (${fig(a, q).toFixed(2)} ms against ${fig(b, q).toFixed(2)})`,
         }
         : {}),
@@ -354,6 +431,9 @@ function section(rounds: Partial<Record<Case, Run>>[], n: number): BenchSection 
   for (const q of ["p50", "p99", "p999"] as const) {
     add("single_post", "single_ws", q, q === "p99" ? 2 : undefined);
     add("single_ws", "fdatasync", q);
+    add("disk_two", "disk_one", q);
+    add("r2_ws", "disk_two", q);
+    add("single_ws", "disk_one", q);
     add("single_ws", "echo", q);
     add("single_ws", "nats", q);
     add("single_post", "nats", q);
