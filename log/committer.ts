@@ -64,17 +64,19 @@ export interface CommitHost {
   ): boolean;
   /**
    * Called before a commit's bytes are written, with its producer records
-   * (null: none) and, for a commit of a log that keeps its rows (`capture`), its end offset
-   * (`through`; else null). The write waits for `gate` (null: nothing to
-   * wait for). `journal` is the producer journal's write and sync (see
-   * `producer/table.ts`): the rows' write waits for it too, unless `through`
-   * was given — then the journal, with its mark, is written beside the rows
-   * and the commit is durable once both are synced (see `producer/journal.ts`).
+   * (null: none) and, for a commit of a log that keeps its rows (`capture`),
+   * its end offset (`through`; else null): the producer journal's write and
+   * sync for it (see `producer/table.ts`), or null when it has nothing to
+   * write. The rows' write waits for it, unless `through` was given — then
+   * the journal, with its mark, is written beside the rows and the commit is
+   * durable once both are synced (see `producer/journal.ts`).
    */
-  beforeWrite?(
+  journalWrite?(
     tags: readonly ProducerRecord[] | null,
     through: number | null,
-  ): { journal: Promise<void> | null; gate: Promise<void> | null };
+  ): Promise<void> | null;
+  /** Called before a commit's bytes are written: what the write waits for first, or null. */
+  writeGate?(): Promise<void> | null;
 }
 
 /** The producer sequence a publish is tagged with (see `producer/table.ts`). */
@@ -373,10 +375,9 @@ export class Committer {
           }
           // --- producer journal (`producer/table.ts`): synced before any row byte is
           // written, or beside the rows with a mark of the commit's end (a replicated log) ---
-          const before = this.#host.beforeWrite?.(group?.tags ?? null, through) ??
-            { journal: null, gate: null };
-          if (before.gate !== null) await before.gate;
-          let journal = before.journal;
+          let journal = this.#host.journalWrite?.(group?.tags ?? null, through) ?? null;
+          const gate = this.#host.writeGate?.() ?? null;
+          if (gate !== null) await gate;
           if (journal !== null && through === null) {
             await journal;
             journal = null;

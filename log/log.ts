@@ -163,14 +163,12 @@ export class Log {
       // without waits only while the journal is being put back after a
       // failure. A replicated log's commit writes them, and its mark
       // (`through`), beside its rows.
-      beforeWrite: (tags, through) => {
-        const journal =
-          tags !== null || through !== null || this.#owed.length > 0 || this.#p.journal.busy
-            ? this.#journalFirst(tags, through)
-            : null;
-        const gate = this.#listener?.beforeCommit?.() ?? null; // a stream's paced fan-out
-        return { journal, gate };
-      },
+      journalWrite: (tags, through) =>
+        tags !== null || through !== null || this.#owed.length > 0 || this.#p.journal.busy
+          ? this.#journalFirst(tags, through)
+          : null,
+      // A stream's paced fan-out.
+      writeGate: () => this.#listener?.beforeCommit?.() ?? null,
     });
     const end = () => this.endOffset;
     this.#source = {
