@@ -123,6 +123,25 @@ export class ServeNode {
     return this.#earlier + (this.#proc?.stderr() ?? "");
   }
 
+  /**
+   * The events among `names` this node logged (its JSON log lines), oldest
+   * first, across restarts. Read from its stderr as it comes: an event
+   * logged just now may not be here yet, so wait for it with `until`.
+   */
+  events(...names: string[]): Record<string, unknown>[] {
+    const out: Record<string, unknown>[] = [];
+    for (const line of this.stderr().split("\n")) {
+      if (!line.startsWith("{")) continue;
+      try {
+        const v = JSON.parse(line);
+        if (names.includes(v.event)) out.push(v);
+      } catch {
+        // not a whole log line (yet)
+      }
+    }
+    return out;
+  }
+
   async start(): Promise<void> {
     this.#proc = await startServe(this.#args, { readyMs: 30_000 });
   }
