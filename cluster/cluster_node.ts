@@ -522,7 +522,10 @@ export class ClusterNode {
       try {
         const end = await sink.run(signal);
         if (signal.aborted) return;
-        if (sink.live) attempt = 0;
+        // A link that ended on its own error (a failed append: a full disk)
+        // keeps backing off, so that a follower that cannot write does not
+        // reconnect, and make the leader resend, many times a second.
+        if (sink.live && end.error === null) attempt = 0;
         this.#logger.info("replica_disconnected", {
           stream: this.#o.stream,
           node: this.#o.node,

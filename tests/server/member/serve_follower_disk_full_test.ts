@@ -118,6 +118,16 @@ Deno.test("serve --cluster: a follower whose disk fills leaves the in-sync set w
     await until(() => failedLinks().length > 0, 30_000, "the follower to drop its link");
     assertEquals(failedLinks()[0].leader, leader.url);
 
+    // It keeps trying, backing off: each failed link waits longer before the
+    // next (at least 50, 100, 200, 400, 800 ms with jitter), rather than
+    // reconnecting, and having the leader resend, many times a second.
+    await until(() => failedLinks().length >= 6, 30_000, "the follower's sixth failed link");
+    const at = failedLinks().slice(0, 6).map((e) => Date.parse(String(e.ts)));
+    assert(
+      at[5] - at[0] >= 1550,
+      `six failed links within ${at[5] - at[0]} ms: the follower does not back off`,
+    );
+
     // The leader drops it from the in-sync set and commits with the other follower.
     await until(
       async () => {
