@@ -19,7 +19,7 @@ import {
   rowsShown,
   startServeNodes,
 } from "../../harness/serve_nodes.ts";
-import { tempDir, until } from "../../harness/util.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
 
 Deno.test("serve --cluster: a leader whose disk fills hands the stream on; freed, it opens the stream again and catches up", async () => {
   const root = await tempDir();
@@ -114,5 +114,6 @@ Deno.test("serve --cluster: a leader whose disk fills hands the stream on; freed
       await d.free().catch(() => {});
       await d.close();
     }
+    await rmrf(root);
   }
 });
