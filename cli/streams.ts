@@ -1,7 +1,8 @@
 /**
- * `cli.ts streams list|create|delete URL …`: the streams a server serves,
- * and creating and deleting them while it serves (`GET /_/streams`,
- * `PUT /_/streams/{name}`, `DELETE /_/streams/{name}`).
+ * `cli.ts streams list|show|create|delete URL …`: the streams a server
+ * serves, and creating and deleting them while it serves (`GET /_/streams`,
+ * `GET /_/streams/{name}`, `PUT /_/streams/{name}`,
+ * `DELETE /_/streams/{name}`).
  *
  * @module
  */
@@ -9,6 +10,7 @@
 import { parse, tokenOf, UsageError } from "./_args.ts";
 
 const STREAMS_USAGE = `usage: deno run -A cli.ts streams list URL [--token TOKEN]
+       deno run -A cli.ts streams show URL NAME [--token TOKEN]
        deno run -A cli.ts streams create URL NAME --schema FILE [--publish] [--ephemeral]
                   [--iceberg] [--retain-age DURATION] [--retain-bytes SIZE]
                   [--key COLUMN]... [--token TOKEN]
@@ -19,6 +21,7 @@ URL is the server's (http://HOST:PORT; ws:// and wss:// are taken too).
   list     prints every stream the token may read, as JSON (GET /_/streams):
            its head, and whether it was declared (flags, config) or created,
            with its definition
+  show     prints stream NAME as list does (GET /_/streams/NAME)
   create   creates stream NAME with the JSON Schema in FILE (PUT /_/streams/NAME);
            prints {"stream":NAME,"stream_id":ID}. Given again with the same
            definition, or a schema that only adds nullable columns at the end,
@@ -118,11 +121,13 @@ export async function cmdStreams(args: string[]): Promise<number> {
     return 0;
   }
   const [action, url, name] = positionals;
-  const want = { list: 2, create: 3, delete: 3 }[action as "list" | "create" | "delete"];
+  const want = { list: 2, show: 3, create: 3, delete: 3 }[
+    action as "list" | "show" | "create" | "delete"
+  ];
   if (want === undefined) {
     console.error(
       `streamcast streams: ${
-        action === undefined ? "give list, create or delete" : `unknown action ${action}`
+        action === undefined ? "give list, show, create or delete" : `unknown action ${action}`
       } (see --help)`,
     );
     return 2;
@@ -148,7 +153,7 @@ export async function cmdStreams(args: string[]): Promise<number> {
   const at = adminUrl(url, action === "list" ? undefined : name);
   let res: Response;
   try {
-    if (action === "list") {
+    if (action === "list" || action === "show") {
       res = await fetch(at, { headers });
     } else if (action === "delete") {
       res = await fetch(at, { method: "DELETE", headers });

@@ -1,7 +1,8 @@
 /**
- * `GET /{name}/head` (`/_/head` for the unnamed stream) and `GET /_/streams`:
- * a stream's head (built by the stream: see `../stream/views.ts`), and the
- * heads of every stream the caller may read.
+ * `GET /{name}/head` (`/_/head` for the unnamed stream), `GET /_/streams` and
+ * `GET /_/streams/{name}`: a stream's head (built by the stream: see
+ * `../stream/views.ts`), the heads of every stream the caller may read, and
+ * one of them as the list shows it.
  *
  * @module
  */
@@ -60,4 +61,15 @@ export function streamsRoute(ctx: HttpContext, r: RouteRequest): Response {
   const heads = readableHeads(ctx, r.grant);
   if (ctx.admin === null) return json(heads);
   return json(heads.map((h) => ({ ...h, ...ctx.admin!.describe(h.stream) })));
+}
+
+/**
+ * `GET /_/streams/{name}`: the stream's head as `GET /_/streams` lists it
+ * (on a server that creates streams while serving, with `declared` and its
+ * `definition`).
+ */
+export function streamRoute(ctx: HttpContext, r: RouteRequest): Response {
+  const head = headOf(ctx, r.stream);
+  if (ctx.admin === null) return json(head);
+  return json({ ...head, ...ctx.admin.describe(r.stream.name) });
 }

@@ -12,6 +12,7 @@
  * | `GET /_/viewer.js` | viewer | anyone |
  * | `GET /_/metrics` | metrics | a token for every stream |
  * | `GET /_/streams` | streams | any token |
+ * | `GET /_/streams/{name}` | streams | a token that reads it |
  * | `PUT /_/streams/{stream}` | admin | an admin token (`"admin": true`); without tokens, a loopback client |
  * | `DELETE /_/streams/{stream}` | admin | an admin token; without tokens, a loopback client |
  * | `GET /` | viewer | any token |
@@ -37,7 +38,7 @@ import { atResponse } from "./at.ts";
 import { latestResponse } from "./latest.ts";
 import { chunkResponse, manifestResponse } from "./chunks.ts";
 import { dictionaryResponse } from "./dictionaries.ts";
-import { headRoute, streamsRoute } from "./head.ts";
+import { headRoute, streamRoute, streamsRoute } from "./head.ts";
 import { type Degraded, healthResponse } from "./health.ts";
 import { metricsResponse } from "./metrics.ts";
 import { publishPostRoute } from "./publish_post.ts";
@@ -79,6 +80,7 @@ export const ROUTES: readonly Route[] = Object.freeze([
   ...VIEWER_ASSETS.map((path) => get(path, "viewer", "public", viewerAssetRoute)),
   get("/_/metrics", "metrics", "all", (ctx) => metricsResponse(ctx.metrics.registry)),
   get("/_/streams", "streams", "token", streamsRoute),
+  get("/_/streams/{name}", "streams", "read", streamRoute),
   admin("PUT", putStreamRoute),
   admin("DELETE", deleteStreamRoute),
   get("/", "viewer", "token", viewerPageRoute),

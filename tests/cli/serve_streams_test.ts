@@ -283,6 +283,14 @@ Deno.test("serve: with --tokens only an admin token creates and deletes streams"
       const head = await fetch(`${a.url}/q/head`, { headers: bearer(admin) });
       await head.body?.cancel();
       assertEquals(head.status, 403);
+      const shown = await fetch(`${a.url}/_/streams/q`, { headers: bearer(admin) });
+      await shown.body?.cancel();
+      assertEquals(shown.status, 403);
+      const read = await fetch(`${a.url}/_/streams/q`, { headers: bearer(reader) });
+      assertEquals([read.status, (await read.json()).stream], [200, "q"]);
+      const anonymous = await fetch(`${a.url}/_/streams/q`);
+      await anonymous.body?.cancel();
+      assertEquals(anonymous.status, 401);
       assertEquals((await del(a.url, "q", bearer(admin))).status, 204);
     } finally {
       await a.stop();
@@ -329,7 +337,7 @@ async function streamsCmd(
   return { code: out.code, stdout: d.decode(out.stdout), stderr: d.decode(out.stderr) };
 }
 
-Deno.test("cli streams: create, list and delete against a running server", async () => {
+Deno.test("cli streams: create, list, show and delete against a running server", async () => {
   await withRoot(async (root, schemaFile) => {
     const a = await startServe([
       "--stream",
@@ -358,6 +366,22 @@ Deno.test("cli streams: create, list and delete against a running server", async
       assertEquals(listed.code, 0, listed.stderr);
       const q = JSON.parse(listed.stdout).find((h: { stream: string }) => h.stream === "q");
       assertEquals([q.definition.retainAge, q.definition.retainBytes], [3600, 64 << 20]);
+      // One stream, as the list shows it.
+      const shown = await streamsCmd(["show", a.url, "q"]);
+      assertEquals(shown.code, 0, shown.stderr);
+      assertEquals(JSON.parse(shown.stdout), q);
+      const declared = await getJson(`${a.url}/_/streams/t`);
+      assertEquals(declared.status, 200);
+      assertEquals(
+        [
+          (declared.body as Record<string, unknown>).stream,
+          (declared.body as Record<string, unknown>).declared,
+        ],
+        ["t", true],
+      );
+      const unknown = await streamsCmd(["show", a.url, "nope"]);
+      assertEquals(unknown.code, 1);
+      assertMatch(unknown.stderr, /^streamcast streams: show nope: HTTP 404 /);
       const refused = await streamsCmd(["delete", a.url, "t"]);
       assertEquals(refused.code, 1);
       assertMatch(refused.stderr, /^streamcast streams: delete t: HTTP 409 declared: /);
