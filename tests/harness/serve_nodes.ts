@@ -8,7 +8,7 @@
 // told another.
 import { join } from "node:path";
 import { freePort, until } from "./util.ts";
-import { type ServeProc, startServe } from "./serve.ts";
+import { CLI, type ServeProc, startServe } from "./serve.ts";
 
 export const SCHEMA = {
   type: "object",
@@ -182,6 +182,19 @@ export class ServeNode {
       await p.stop();
       this.#earlier += p.stderr();
     }
+  }
+
+  /**
+   * `cli.ts verify` on this node's folder of `stream` (the node stopped):
+   * its exit code and what it printed on stderr.
+   */
+  async verify(stream = "t"): Promise<{ code: number; stderr: string }> {
+    const v = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", CLI, "verify", join(this.root, stream)],
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    return { code: v.code, stderr: new TextDecoder().decode(v.stderr) };
   }
 
   /**

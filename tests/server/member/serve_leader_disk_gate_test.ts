@@ -13,7 +13,6 @@
 import { join } from "node:path";
 import { assert, assertEquals } from "../../harness/assert.ts";
 import { startEtcd } from "../../harness/etcd.ts";
-import { CLI } from "../../harness/serve.ts";
 import { SmallDisk } from "../../harness/small_disk.ts";
 import {
   converged,
@@ -206,12 +205,8 @@ Deno.test("serve --cluster: a leader under --min-free-bytes refuses rows disk_fu
     // The followers first: no election while the nodes stop.
     for (const n of [...followers, leader]) await n.stop();
     for (const n of nodes) {
-      const v = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", CLI, "verify", join(n.root, "t")],
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assertEquals(v.code, 0, `verify ${n.name}: ${new TextDecoder().decode(v.stderr)}`);
+      const v = await n.verify();
+      assertEquals(v.code, 0, `verify ${n.name}: ${v.stderr}`);
     }
   } finally {
     socket?.close();
