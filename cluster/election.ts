@@ -305,6 +305,12 @@ export class Election {
           now: this.#o.now,
         });
         this.#lease = lease;
+        if (signal.aborted) {
+          // Granted after close() revoked the lease it knew of: nobody holds
+          // this one, and it would be renewed for as long as etcd answers.
+          await lease.revoke();
+          break;
+        }
         attempt = 0;
         try {
           await this.#campaignWith(lease);

@@ -232,6 +232,13 @@ export class IcebergTable {
         `streamcast: the Iceberg worker failed; the table of "${this.#stream}" is no longer kept ` +
           `(a restart resumes it): ${m.message}`,
       );
+      // Its thread is gone and answers nothing more: a later close or
+      // release lets go at once instead of waiting for it.
+      const worker = this.#worker;
+      this.#worker = null;
+      clearInterval(this.#timer);
+      // After the thread has told every folder (this is one of them).
+      if (worker) queueMicrotask(() => worker.release());
       this.#onClosed?.();
     } else this.#onClosed?.();
     const w = this.#waiters;

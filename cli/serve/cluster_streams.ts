@@ -77,9 +77,11 @@ export class ClusterStreamAdmin implements StreamAdmin {
   #watching: Promise<void> | null = null;
   // Definitions this node failed to open, tried again every OPEN_RETRY_MS.
   readonly #unopened = new Map<string, StreamDefinition>();
-  // Streams whose node stopped and that have not opened again yet, with why
-  // the last try failed (said again only when it changes).
-  readonly #stopped = new Map<string, string>();
+  // Streams whose node stopped and that have not opened again yet, each with
+  // the error its last failed try said (said again only when it changes), or
+  // null when no try has said one since it was last tried afresh (its
+  // definition came back unchanged): the next failure is said whatever it is.
+  readonly #stopped = new Map<string, string | null>();
   #retryTimer: ReturnType<typeof setInterval> | undefined;
 
   private constructor(
@@ -230,8 +232,9 @@ export class ClusterStreamAdmin implements StreamAdmin {
       this.#stopped.delete(name);
       return;
     }
-    const last = this.#stopped.get(name);
-    const retried = last !== undefined;
+    // Tried before: its stream was removed from the server by the first try.
+    const retried = this.#stopped.has(name);
+    const last = this.#stopped.get(name) ?? null;
     this.#stopped.delete(name);
     if (!retried) server.removeStream(name, CloseCode.GoingAway, "", "its log stopped");
     try {
@@ -356,7 +359,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
     if (before !== undefined) {
       if (compareDefinitions(before, def).kind === "same") {
         if (stopped) {
-          this.#stopped.set(name, "");
+          this.#stopped.set(name, null);
           await this.#reopen(name);
         }
         return;

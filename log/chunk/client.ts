@@ -44,7 +44,8 @@ const CHUNK_WORKER = new URL("./worker.ts", import.meta.url);
  * A port to the process's chunk worker, shared by every log that keeps
  * chunks (its background thread started with the first user, stopped with
  * the last `release`). An error the thread did not catch reaches each log as
- * an `error` message.
+ * an `error` message marked `stopped`: the thread is gone, and nothing posted
+ * to this port is answered after it.
  *
  * @example
  * ```ts
@@ -62,6 +63,7 @@ export function sharedChunkWorker(): ChunkPort {
     type: "error",
     dir,
     message: `chunk worker failed: ${failure}`,
+    stopped: true,
   }));
 }
 

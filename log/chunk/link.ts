@@ -58,6 +58,9 @@ export class ChunkLink {
   #manifest: Manifest | null = null;
   #workerError: string | null = null;
   #workerErrors = 0;
+  // What said the worker's thread stopped (null: it runs): nothing asked of
+  // it is answered after that, and whoever waits for an answer gets this.
+  #stopped: FromWorker | null = null;
   #lastMaintain = 0;
   #syncId = 0;
   // Sealed segments are handed to the chunk worker in offset order, each once:
@@ -256,6 +259,7 @@ export class ChunkLink {
   async adopt(chunks: ChunkEntry[]): Promise<void> {
     if (!this.#worker) throw new Deno.errors.BadResource(`log ${this.#log.dir} is closed`);
     const dir = this.#log.dir;
+    if (this.#stopped) throw new Error(`cannot adopt chunks in ${dir}: ${this.#workerError}`);
     const before = this.#workerErrors;
     this.#worker.post({ type: "adopt", dir, chunks, nowUs: nowUs(this.#opts.clock) });
     const id = ++this.#syncId;
@@ -289,7 +293,11 @@ export class ChunkLink {
     }
   }
 
+  // The next message from the worker that passes `test` — or, once its
+  // thread has stopped, the message that said so: a log whose worker is gone
+  // still closes (and opens again, on a new thread).
   #wait(test: (m: FromWorker) => boolean): Promise<FromWorker> {
+    if (this.#stopped) return Promise.resolve(this.#stopped);
     return new Promise((resolve) => this.#waiters.push({ test, resolve }));
   }
 
@@ -326,6 +334,13 @@ export class ChunkLink {
           { dir: this.#log.dir, message: m.message },
           `streamcast: chunk worker: ${m.message}`,
         );
+        if (m.stopped) {
+          this.#stopped = m;
+          const waiters = this.#waiters;
+          this.#waiters = [];
+          for (const w of waiters) w.resolve(m);
+          return;
+        }
         break;
       case "archive":
         this.#archiveState = m.state;

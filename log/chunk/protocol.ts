@@ -96,4 +96,6 @@ export type FromWorker =
   // Retention dropped these rows and bytes of chunks (the oldest).
   | { type: "retained"; dir: string; rows: number; bytes: number }
   | { type: "closed"; dir: string }
-  | { type: "error"; dir: string; message: string };
+  // `stopped`: made on the writer's thread when the worker's thread itself
+  // stopped (`client.ts`): nothing asked of it will be answered.
+  | { type: "error"; dir: string; message: string; stopped?: true };

@@ -1,7 +1,8 @@
 // Leader election through a real etcd (tests/harness/etcd.ts): one leader among
 // contenders, a term that only grows, a lease that lapses when its holder is
-// paused (a child process, SIGSTOP) or cut off (etcd killed), and a new
-// election when etcd is back.
+// paused (a child process, SIGSTOP) or cut off (etcd killed), a new
+// election when etcd is back, and no lease left in etcd by an election
+// closed while its lease was being granted.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { until } from "../harness/util.ts";
 import { startEtcd } from "../harness/etcd.ts";
@@ -257,4 +258,22 @@ Deno.test("election: a leader that resigns frees the stream at once and campaign
   } finally {
     for (const e of es) await e.close();
   }
+});
+
+Deno.test("election closed while its lease is being granted revokes that lease once it comes", async () => {
+  await using etcd = await startEtcd();
+  // A bound past the pause below: the grant is answered, not given up.
+  const client = new EtcdClient(etcd.url, { timeoutMs: 30_000 });
+  const [e] = contenders(client, "s", ["n1"], 5);
+  etcd.pause();
+  let closed: Promise<void>;
+  try {
+    e.start(); // its first act: the grant, sent to the paused etcd
+    closed = e.close();
+  } finally {
+    etcd.resume();
+  }
+  await closed;
+  const { leases } = await client.call<{ leases?: unknown[] }>("/v3/lease/leases", {});
+  assertEquals(leases ?? [], [], "a lease granted to the closed election is left in etcd");
 });

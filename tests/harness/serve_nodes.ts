@@ -247,18 +247,25 @@ export async function startServeNodes(
   return list;
 }
 
-/** The node that leads and takes publishes, as every running node's head agrees. */
-export async function leaderOf(nodes: ServeNode[], ms = 20_000): Promise<ServeNode> {
+/**
+ * The node that leads stream `t` (or `stream`) and takes publishes, as every
+ * running node's head agrees.
+ */
+export async function leaderOf(
+  nodes: ServeNode[],
+  ms = 20_000,
+  stream = "t",
+): Promise<ServeNode> {
   let found: ServeNode | null = null;
   await until(
     async () => {
       found = null;
-      const heads = await Promise.all(nodes.map((n) => n.running ? n.head() : null));
+      const heads = await Promise.all(nodes.map((n) => n.running ? n.head(1000, stream) : null));
       const leaders = nodes.filter((_, i) => heads[i]?.role === "leader");
       if (leaders.length !== 1) return false;
       const url = leaders[0].url;
       if (!heads.every((h, i) => !nodes[i].running || h === null || h.leader === url)) return false;
-      const r = await fetch(`${url}/t`, {
+      const r = await fetch(`${url}/${stream}`, {
         method: "POST",
         headers: { "content-type": "application/x-ndjson", ...bearer(leaders[0].token) },
         body: "",
