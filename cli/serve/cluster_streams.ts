@@ -82,6 +82,9 @@ export class ClusterStreamAdmin implements StreamAdmin {
   // null when no try has said one since it was last tried afresh (its
   // definition came back unchanged): the next failure is said whatever it is.
   readonly #stopped = new Map<string, string | null>();
+  // Streams (stopped, or failed to open) with a try queued by the retry timer
+  // and not begun yet.
+  readonly #retrying = new Set<string>();
   #retryTimer: ReturnType<typeof setInterval> | undefined;
 
   private constructor(
@@ -265,6 +268,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
     this.#retryTimer = undefined;
     this.#unopened.clear();
     this.#stopped.clear();
+    this.#retrying.clear();
     this.#cluster.onStopped = null;
     await this.#watching;
     await this.#queue;
@@ -401,7 +405,14 @@ export class ClusterStreamAdmin implements StreamAdmin {
   // Tries again to open each stream that failed to open; stops once none is left.
   #retryOpens(): void {
     for (const name of this.#stopped.keys()) {
-      void this.#serial(() => this.#stopped.has(name) ? this.#reopen(name) : Promise.resolve());
+      // One try queued at a time: a try that waits out etcd's timeouts takes
+      // longer than the retry period, and tries must not pile up behind it.
+      if (this.#retrying.has(name)) continue;
+      this.#retrying.add(name);
+      void this.#serial(() => {
+        this.#retrying.delete(name);
+        return this.#stopped.has(name) ? this.#reopen(name) : Promise.resolve();
+      });
     }
     if (this.#unopened.size === 0 && this.#stopped.size === 0) {
       clearInterval(this.#retryTimer);
@@ -409,10 +420,13 @@ export class ClusterStreamAdmin implements StreamAdmin {
       return;
     }
     for (const [name, def] of this.#unopened) {
-      void this.#serial(() =>
+      if (this.#retrying.has(name)) continue;
+      this.#retrying.add(name);
+      void this.#serial(() => {
+        this.#retrying.delete(name);
         // Only while it is still the definition wanted and not opened meanwhile.
-        this.#unopened.get(name) === def ? this.#apply(name, def) : Promise.resolve()
-      );
+        return this.#unopened.get(name) === def ? this.#apply(name, def) : Promise.resolve();
+      });
     }
   }
 

@@ -203,11 +203,19 @@ export async function openClustered(
     admit: (follower, instance) => checkMember(m.etcd, follower, instance, m.prefix),
     token: m.token,
     replicaLagMs: m.replicaLagMs,
+    // The table and the metrics go even when the node fails to close (a
+    // node whose log stopped on a full disk cannot checkpoint).
     close: () =>
       closing ??= (async () => {
-        await node.close();
-        await table?.close();
-        metrics.close();
+        try {
+          await node.close();
+        } finally {
+          try {
+            await table?.close();
+          } finally {
+            metrics.close();
+          }
+        }
       })(),
   };
   return { stream, node, member };
