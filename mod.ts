@@ -8,8 +8,9 @@
  * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { connect, serve, Stream } from "@streamcast/server";
  *
+ * const root = await Deno.makeTempDir();
  * const trades = await Stream.open("trades", {
- *   root: await Deno.makeTempDir(), // the log lives in ROOT/trades
+ *   root, // the log lives in ROOT/trades
  *   schema: {
  *     type: "object",
  *     properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
@@ -26,6 +27,7 @@
  *   break;
  * }
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  *
  * @module

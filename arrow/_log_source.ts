@@ -22,10 +22,12 @@ export const READ_BYTES = 1 << 20;
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log/mod.ts";
  * import { openLog, type Source } from "./_log_source.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * const source: Source = openLog(log);
  * equal(source.earliest, null);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export interface Source {
@@ -47,13 +49,15 @@ export interface Source {
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "../log/mod.ts";
  * import { openLog } from "./_log_source.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * await log.appendMany(["1", "2"].map((t) => new TextEncoder().encode(t)));
  * const source = openLog(log);
  * const offsets: number[] = [];
  * for await (const batch of source.read(2, 2)) offsets.push(...batch.offsets);
  * deepStrictEqual(offsets, [2]);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export function openLog(log: Log): Source {

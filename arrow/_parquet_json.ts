@@ -204,6 +204,7 @@ export function markJsonColumns(footer: Uint8Array, names: ReadonlySet<string>):
  * }
  * await writeParquet(batches(), builder, { rowGroupRows: 1024, write: (b) => writeAll(file, b) });
  * equal(await markParquetJson(file, new Set(["meta"])), 1);
+ * await Deno.remove(path);
  * ```
  */
 export async function markParquetJson(

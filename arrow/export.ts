@@ -184,6 +184,7 @@ export interface ExportReport {
  * const table = tableFromIPC(await Deno.readFile(`${dir}/trades.arrow`));
  * equal(table.getChild("price")?.get(0), 2.5);
  * equal(table.getChild("offset")?.get(1), 3n);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function exportLog(

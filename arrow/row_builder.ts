@@ -84,7 +84,8 @@ export interface ArrowRowOptions {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log/mod.ts";
  * import { ArrowRowBuilder, type RecordSlice } from "./row_builder.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * await log.appendMany(['{"n":1}', '{"n":2}', '{"n":3}'].map((t) => new TextEncoder().encode(t)));
  * const reader = log.reader(1);
  * const batch = await reader.read();
@@ -97,6 +98,7 @@ export interface ArrowRowOptions {
  *   required: ["n"],
  * });
  * equal(String(builder.fromRecordSlices(slices).getChild("n")?.toArray()), "1,3");
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export interface RecordSlice {

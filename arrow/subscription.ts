@@ -250,8 +250,9 @@ export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
  * import { equal } from "node:assert/strict";
  * import { connectArrow } from "./subscription.ts";
  * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("ticks", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
@@ -263,6 +264,7 @@ export interface ArrowSubscription extends AsyncIterable<RecordBatch> {
  *   break;
  * }
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function connectArrow(

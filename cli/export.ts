@@ -138,6 +138,7 @@ class RuntimeError extends Error {}
  * const dir = await Deno.makeTempDir();
  * const args = [`${dir}/missing`, "--format", "ndjson", "--out", `${dir}/x.ndjson`];
  * equal(await cmdExport(args), 1); // and "streamcast export: no log at …" on stderr
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function cmdExport(args: string[]): Promise<number> {

@@ -243,8 +243,9 @@ export async function archiveOffsetAt(
  * import { deepStrictEqual, equal } from "node:assert/strict";
  * import { catchUp } from "./catch_up.ts";
  * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("ticks", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
@@ -257,6 +258,7 @@ export async function archiveOffsetAt(
  * deepStrictEqual(lines, ['[1,{"v":1}]', '[2,{"v":2}]']);
  * equal(c.next(), 3); // where to subscribe for the rest
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function catchUp(

@@ -52,8 +52,9 @@ export interface LocalStorageCursorOptions {
  * import { equal } from "node:assert/strict";
  * import { connect, LocalStorageCursor } from "./mod.ts";
  * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("trades", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {} });
@@ -68,6 +69,7 @@ export interface LocalStorageCursorOptions {
  * for await (const [offset] of sub) if (offset === 2) break; // row 1 handled, row 2 not yet
  * equal((await cursor.load())?.offset, 2);
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export class LocalStorageCursor implements CursorStore {

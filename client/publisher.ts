@@ -101,8 +101,9 @@ function randomProducer(): string {
  * import { equal } from "node:assert/strict";
  * import { publisher } from "./publisher.ts";
  * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("trades", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { price: { type: "number" } }, required: ["price"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {}, publish: ["trades"] });
@@ -111,6 +112,7 @@ function randomProducer(): string {
  * equal(await pub.send({ price: 101.5 }), 1); // the row's offset, once it is durable
  * await pub.close();
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export class Publisher {
@@ -712,8 +714,9 @@ export class Publisher {
  * import { deepStrictEqual } from "node:assert/strict";
  * import { publisher } from "./publisher.ts";
  * import { serve, Stream } from "../mod.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("trades", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { price: { type: "number" } }, required: ["price"] },
  * });
  * const server = serve([stream], { port: 0, onListen: () => {}, publish: ["trades"] });
@@ -721,6 +724,7 @@ export class Publisher {
  * deepStrictEqual(await pub.sendMany([{ price: 1 }, { price: 2 }]), [1, 2]);
  * await pub.close();
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function publisher(

@@ -125,6 +125,7 @@ class Thread {
  * equal(await heard.promise, 42);
  * port.release(); // the last reference: the thread stops
  * equal(BackgroundService.memory(), null);
+ * await Deno.remove(file);
  * ```
  */
 export class BackgroundService<In, Out extends { dir: string }> {

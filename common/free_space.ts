@@ -82,8 +82,10 @@ async function viaDf(path: string): Promise<number | null> {
  * ```ts
  * import { ok } from "node:assert/strict";
  * import { freeBytes } from "./free_space.ts";
- * const free = await freeBytes(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const free = await freeBytes(dir);
  * ok(free === null || free >= 0);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function freeBytes(path: string): Promise<number | null> {

@@ -42,6 +42,7 @@ export const WORKER_YOUNG_GENERATION_MIB = 8;
  * w.post(21);
  * equal(await answer.promise, 42);
  * await w.terminate();
+ * await Deno.remove(file);
  * ```
  */
 export class WorkerThread<In, Out> {

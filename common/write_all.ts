@@ -16,6 +16,7 @@
  * await writeAll(f, new TextEncoder().encode("hello"));
  * f.close();
  * equal(await Deno.readTextFile(path), "hello");
+ * await Deno.remove(path);
  * ```
  */
 export async function writeAll(f: Deno.FsFile, bytes: Uint8Array): Promise<void> {

@@ -152,11 +152,13 @@ export function firstHole(
  * ```ts
  * import { deepEqual } from "node:assert/strict";
  * import { pendingChunks } from "./commit_rows.ts";
- * deepEqual(await pendingChunks(await Deno.makeTempDir(), 0, null), {
+ * const dir = await Deno.makeTempDir();
+ * deepEqual(await pendingChunks(dir, 0, null), {
  *   chunks: [],
  *   localFirst: Infinity,
  *   hole: null,
  * });
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function pendingChunks(
@@ -244,6 +246,7 @@ export function fillTimes(batch: RecordBatch, runs: ChunkTimes | null, entry: Ch
  *   equal(b.times[0] > 0, true);
  * }
  * equal(rows, 2);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function* readRows(

@@ -99,6 +99,7 @@ export function tableHead(state: TableState | null): {
  * equal(table.state?.lastOffset, 2);
  * await table.close(10_000);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class IcebergTable {

@@ -70,12 +70,14 @@ async function syncDir(dir: string): Promise<void> {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { LocalTableStore } from "./table_store.ts";
- * const store = new LocalTableStore(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const store = new LocalTableStore(dir);
  * const bytes = new TextEncoder().encode("{}");
  * equal(await store.create("metadata/v1.metadata.json", bytes), true);
  * equal(await store.create("metadata/v1.metadata.json", bytes), false);
  * equal(new TextDecoder().decode((await store.read("metadata/v1.metadata.json"))!), "{}");
  * equal(store.location.startsWith("file:///"), true);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class LocalTableStore implements TableStore {

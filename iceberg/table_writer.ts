@@ -220,6 +220,7 @@ const pad = (n: number) => String(n).padStart(20, "0");
  * equal(await writer.commit(), null); // nothing more to take
  * equal(await writer.lastOffset(), 2);
  * writer.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class TableWriter {

@@ -144,6 +144,7 @@ function utf8Length(s: string): number {
  * equal(await c.append("{}"), 1);
  * equal(c.end, 2);
  * file.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class Committer {

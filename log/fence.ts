@@ -23,11 +23,13 @@ import type { CommitLog } from "./committer.ts";
  * import { equal } from "node:assert/strict";
  * import { Log } from "./mod.ts";
  * // The log calls it from Log.fence:
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * await log.append("{}");
  * await log.fence(1000);
  * equal(log.nextOffset, 1000);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function fenceSegment(

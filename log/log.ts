@@ -73,6 +73,7 @@ export { LOCK_FILE };
  * equal(offset, 1);
  * equal(log.endOffset, 2);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class Log {
@@ -321,13 +322,15 @@ export class Log {
    * import { equal } from "node:assert/strict";
    * import { Log } from "./log.ts";
    * let now = 1000;
-   * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now });
+   * const dir = await Deno.makeTempDir();
+   * const log = await Log.open(dir, { clock: () => now });
    * await log.append("{}");
    * now = 2000;
    * await log.append("{}");
    * equal((await log.offsetAt(1_500_000)).offset, 2);
    * equal((await log.offsetAt(3_000_000)).ts, null);
    * await log.close();
+   * await Deno.remove(dir, { recursive: true });
    * ```
    */
   offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {
@@ -394,12 +397,14 @@ export class Log {
    * ```ts
    * import { deepStrictEqual } from "node:assert/strict";
    * import { Log } from "./log.ts";
-   * const log = await Log.open(await Deno.makeTempDir());
+   * const dir = await Deno.makeTempDir();
+   * const log = await Log.open(dir);
    * const a = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
    * const b = log.publish(["{}", "{}"], { producer: "p", seq: 1 });
    * await (a.status === "stored" ? a.done : null);
    * deepStrictEqual([a.status, b.status, log.endOffset], ["stored", "duplicate", 3]);
    * await log.close();
+   * await Deno.remove(dir, { recursive: true });
    * ```
    */
   publish(payloads: readonly (Uint8Array | string)[], tag: ProducerTag | null): PublishResult {
@@ -619,10 +624,12 @@ export class Log {
    * ```ts
    * import { equal } from "node:assert/strict";
    * import { Log } from "./log.ts";
-   * const log = await Log.open(await Deno.makeTempDir(), { replica: true, timers: false });
+   * const dir = await Deno.makeTempDir();
+   * const log = await Log.open(dir, { replica: true, timers: false });
    * await log.appendAt([5, 6], ["{}", "{}"]);
    * equal(log.endOffset, 7);
    * await log.close();
+   * await Deno.remove(dir, { recursive: true });
    * ```
    */
   appendAt(

@@ -15,13 +15,15 @@
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "./log.ts";
  * import type { LogListener } from "./log_listener.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * const commits: [number, number][] = [];
  * const listener: LogListener = { committed: (first, end) => void commits.push([first, end]) };
  * log.listen(listener);
  * await log.appendMany(["{}", "{}"]);
  * deepStrictEqual(commits, [[1, 3]]);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export interface LogListener {

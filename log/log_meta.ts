@@ -48,6 +48,7 @@ const META_MEMBERS = ["format", "name", "stream_id", "created_us", "first_offset
  * const dir = await Deno.makeTempDir();
  * await (await Log.open(dir)).close();
  * equal((await readMeta(dir))?.checked, true);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: boolean } | null> {
@@ -74,6 +75,7 @@ export async function readMeta(dir: string): Promise<{ meta: LogMeta; checked: b
  * const meta = { format: 1, name: "t", stream_id: "a".repeat(32), created_us: 0, fenced: [7] };
  * await writeMeta(dir, meta);
  * deepEqual(await readMeta(dir), { meta, checked: true });
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeMeta(dir: string, meta: LogMeta, io: LogIo = REAL_IO): Promise<void> {
@@ -107,6 +109,7 @@ export async function writeMeta(dir: string, meta: LogMeta, io: LogIo = REAL_IO)
  *   checkSegmentStreamId(dir, meta, false, segment, "b".repeat(32)),
  *   (e: Error & { path?: string }) => e.path === join(dir, "log.json"), // log.json is blamed
  * );
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function checkSegmentStreamId(

@@ -5,11 +5,13 @@
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "@streamcast/server/log";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * await log.append(new TextEncoder().encode('{"price":101.5}'));
  * const batch = await log.reader(1).read();
  * equal(batch.count, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  *
  * @module

@@ -145,6 +145,7 @@ export function encodeSchemaHistory(versions: readonly SchemaVersion[]): string 
  * const dir = await Deno.makeTempDir();
  * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }, { from: 7, schema: { type: "object" } }]);
  * deepStrictEqual((await readSchemaHistory(dir))?.versions.map((v) => v.from), [1, 7]);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readSchemaHistory(
@@ -168,6 +169,7 @@ export async function readSchemaHistory(
  * const dir = await Deno.makeTempDir();
  * await writeSchemaHistory(dir, [{ from: 1, schema: { type: "object" } }]);
  * equal((await readCheckedText(`${dir}/schema.json`))?.checked, true); // its sidecar agrees
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeSchemaHistory(

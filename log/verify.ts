@@ -262,6 +262,7 @@ export interface VerifyOptions {
  * const report = await verifyLog(dir);
  * equal(report.rows, 1);
  * equal(report.error, null);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function verifyLog(dir: string, options: VerifyOptions = {}): Promise<LogReport> {
@@ -481,6 +482,7 @@ async function openSegment(dir: string, path: string): Promise<Deno.FsFile | nul
  * await log.append(new TextEncoder().encode("{}"));
  * await log.close();
  * equal((await inspectLog(dir)).segments.length, 1);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function inspectLog(dir: string): Promise<LogReport> {

@@ -6,8 +6,9 @@
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { serve, Stream } from "./mod.ts";
+ * const root = await Deno.makeTempDir();
  * const ticks = await Stream.open("ticks", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([ticks], { port: 0, onListen: () => {} });
@@ -15,6 +16,7 @@
  * const head = await (await fetch(`${server.url}/ticks/head`)).json();
  * equal(head.end_offset, 2); // the next offset to be written
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
  * ```
  *
  * @module

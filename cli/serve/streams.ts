@@ -63,6 +63,7 @@ async function loadSchema(name: string, src: SchemaSource): Promise<Record<strin
  * await Deno.writeTextFile(`${dir}/t.json`, '{"type":"object","properties":{"v":{"type":"number"}},"required":["v"]}');
  * const schemas = await loadSchemas(await settingsFrom({ stream: [`t=${dir}/t.json`] }));
  * deepStrictEqual([...schemas.keys()], ["t"]);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function loadSchemas(s: Settings): Promise<Map<string, Record<string, unknown>>> {
@@ -109,8 +110,9 @@ function baseLogOptions(s: Settings, logger?: Logger, decl?: StreamDecl): LogOpt
  * import { settingsFrom } from "./config.ts";
  * import { Logger } from "../../common/logger.ts";
  * import { serve, Stream } from "../../mod.ts";
+ * const tmp = await Deno.makeTempDir();
  * const primary = await Stream.open("ticks", {
- *   root: await Deno.makeTempDir(),
+ *   root: tmp,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const server = serve([primary], { port: 0, onListen: () => {} });
@@ -121,6 +123,8 @@ function baseLogOptions(s: Settings, logger?: Logger, decl?: StreamDecl): LogOpt
  * equal(streams[0].name, "ticks");
  * await Promise.all(streams.map((st) => st.close()));
  * await server.shutdown();
+ * await Deno.remove(root, { recursive: true });
+ * await Deno.remove(tmp, { recursive: true });
  * ```
  */
 export async function openMirrors(
@@ -222,6 +226,7 @@ export function streamOptionsOf(
  * const streams = await openStreams(s, await loadSchemas(s));
  * await Promise.all(streams.map((st) => st.close()));
  * equal(streams.length, 1);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function openStreams(

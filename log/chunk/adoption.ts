@@ -102,6 +102,7 @@ export function checkEntry(e: unknown): string | null {
  * bad[bad.length - 1] ^= 1;
  * const refused = await storeAdoptedChunk(dir, entry, bad, null).catch((e) => e);
  * ok(refused instanceof ChunkDigestError);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function storeAdoptedChunk(

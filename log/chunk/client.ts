@@ -78,12 +78,14 @@ export function sharedChunkWorker(): ChunkPort {
  * import { Log } from "../mod.ts";
  * import { REAL_IO } from "../disk/io.ts";
  * // A log given an io other than REAL_IO itself chunks on its own thread.
- * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false, io: { ...REAL_IO } });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { chunks: true, timers: false, io: { ...REAL_IO } });
  * await log.append("{}");
  * await log.roll();
  * await log.chunks.settled();
  * equal(log.chunks.manifest?.chunks.length, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class InlineChunkWorker implements ChunkPort {

@@ -42,12 +42,14 @@ export interface LinkedLog {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../mod.ts";
  * // A log that keeps chunks talks to the worker through its link.
- * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { chunks: true, timers: false });
  * await log.append("{}");
  * await log.roll();
  * await log.chunks.settled();
  * equal(log.chunks.manifest?.chunks.length, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class ChunkLink {
@@ -379,9 +381,11 @@ export class ChunkLink {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
  * // Log.open starts its link here; a log without chunks has none.
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * equal(log.chunks.manifest, null);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function openChunkLink(

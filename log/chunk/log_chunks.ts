@@ -20,13 +20,15 @@ import type { ResolvedOptions } from "../options.ts";
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { chunks: true, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { chunks: true, timers: false });
  * await log.appendMany(["{}", "{}"]);
  * await log.roll();
  * await log.chunks.settled();
  * equal(log.chunks.through, 2);
  * equal(log.chunks.manifest?.chunks.length, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class LogChunks {

@@ -25,7 +25,9 @@ const MANIFEST_MEMBERS = ["stream", "stream_id", "generation", "through", "chunk
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readManifest } from "./manifest_file.ts";
- * equal(await readManifest(await Deno.makeTempDir()), null);
+ * const dir = await Deno.makeTempDir();
+ * equal(await readManifest(dir), null);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readManifest(dir: string): Promise<Manifest | null> {
@@ -49,6 +51,7 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
  * const dir = await Deno.makeTempDir();
  * await writeManifest(dir, emptyManifest("t", "0".repeat(32)));
  * equal((await readManifest(dir))?.generation, 0);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeManifest(

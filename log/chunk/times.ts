@@ -281,7 +281,9 @@ export function checkTimes(t: ChunkTimes, c: ChunkEntry): string | null {
  * import { equal } from "node:assert/strict";
  * import { readChunkTimes } from "./times.ts";
  * const c = { first: 1, last: 1, rows: 1, bytes: 1, sha256: "00", first_ts: 1, last_ts: 1 };
- * equal(await readChunkTimes(await Deno.makeTempDir(), c), null);
+ * const dir = await Deno.makeTempDir();
+ * equal(await readChunkTimes(dir, c), null);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readChunkTimes(dir: string, c: ChunkEntry): Promise<ChunkTimes | null> {

@@ -19,9 +19,11 @@ export { syncDir } from "./io.ts";
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { writeFileAtomic } from "./atomic_write.ts";
- * const path = `${await Deno.makeTempDir()}/a.txt`;
+ * const dir = await Deno.makeTempDir();
+ * const path = `${dir}/a.txt`;
  * await writeFileAtomic(path, "hello\n");
  * equal(await Deno.readTextFile(path), "hello\n");
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeFileAtomic(

@@ -20,11 +20,13 @@
  * import { type LogIo, REAL_IO } from "./io.ts";
  * let syncs = 0;
  * const counting: LogIo = { ...REAL_IO, syncData: (f) => (syncs++, REAL_IO.syncData(f)) };
- * const f = await counting.open(await Deno.makeTempFile(), { write: true });
+ * const path = await Deno.makeTempFile();
+ * const f = await counting.open(path, { write: true });
  * await counting.write(f, new Uint8Array([1, 2, 3]));
  * await counting.syncData(f);
  * f.close();
  * equal(syncs, 1);
+ * await Deno.remove(path);
  * ```
  */
 export interface LogIo {
@@ -52,7 +54,9 @@ export interface LogIo {
  * @example
  * ```ts
  * import { syncDir } from "./io.ts";
- * await syncDir(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * await syncDir(dir);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function syncDir(dir: string): Promise<void> {
@@ -81,6 +85,7 @@ export async function syncDir(dir: string): Promise<void> {
  * await REAL_IO.syncData(file);
  * file.close();
  * equal(await Deno.readTextFile(path), "x");
+ * await Deno.remove(path);
  * ```
  */
 export const REAL_IO: LogIo = {

@@ -85,9 +85,11 @@ export function encodeCheckedJson(body: object): string {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readCheckedJson, writeCheckedJson } from "./meta_file.ts";
- * const path = `${await Deno.makeTempDir()}/log.json`;
+ * const dir = await Deno.makeTempDir();
+ * const path = `${dir}/log.json`;
  * await writeCheckedJson(path, { stream_id: "x" });
  * equal((await readCheckedJson(path, ["stream_id"]))?.checked, true);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeCheckedJson(
@@ -158,7 +160,9 @@ export function parseCheckedJson<T>(
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readCheckedJson } from "./meta_file.ts";
- * equal(await readCheckedJson(`${await Deno.makeTempDir()}/none.json`, []), null);
+ * const dir = await Deno.makeTempDir();
+ * equal(await readCheckedJson(`${dir}/none.json`, []), null);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readCheckedJson<T>(
@@ -208,9 +212,11 @@ async function readTextOrNull(path: string): Promise<string | null> {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readCheckedText, writeCheckedText } from "./meta_file.ts";
- * const path = `${await Deno.makeTempDir()}/schema.json`;
+ * const dir = await Deno.makeTempDir();
+ * const path = `${dir}/schema.json`;
  * await writeCheckedText(path, '{"type":"object"}\n');
  * equal((await readCheckedText(path))?.checked, true);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function writeCheckedText(path: string, text: string): Promise<void> {
@@ -234,9 +240,11 @@ export async function writeCheckedText(path: string, text: string): Promise<void
  * ```ts
  * import { deepStrictEqual } from "node:assert/strict";
  * import { readCheckedText } from "./meta_file.ts";
- * const path = `${await Deno.makeTempDir()}/schema.json`;
+ * const dir = await Deno.makeTempDir();
+ * const path = `${dir}/schema.json`;
  * await Deno.writeTextFile(path, "{}");
  * deepStrictEqual(await readCheckedText(path), { text: "{}", checked: false });
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readCheckedText(
@@ -268,6 +276,7 @@ export async function readCheckedText(
  * const dir = await Deno.makeTempDir();
  * await writeCheckedText(`${dir}/schema.json`, "{}");
  * await checkSidecarFiles(dir); // passes
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function checkSidecarFiles(dir: string): Promise<void> {

@@ -38,10 +38,12 @@ const held = new Set<string>();
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { takeWriterLock } from "./writer_lock.ts";
- * const lock = await takeWriterLock(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const lock = await takeWriterLock(dir);
  * equal(lock.closed, false);
  * lock.close();
  * equal(lock.closed, true);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class WriterLock {
@@ -91,6 +93,7 @@ export class WriterLock {
  * await rejects(() => takeWriterLock(dir), LogLockedError);
  * lock.close();
  * (await takeWriterLock(dir)).close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function takeWriterLock(dir: string): Promise<WriterLock> {
@@ -127,9 +130,11 @@ export async function takeWriterLock(dir: string): Promise<WriterLock> {
  * ```ts
  * import { rejects } from "node:assert/strict";
  * import { claimLogFolder } from "./writer_lock.ts";
- * const dir = `${await Deno.makeTempDir()}/trades`;
+ * const tmp = await Deno.makeTempDir();
+ * const dir = `${tmp}/trades`;
  * await rejects(() => claimLogFolder(dir, false), Deno.errors.NotFound);
  * (await claimLogFolder(dir, true)).close();
+ * await Deno.remove(tmp, { recursive: true });
  * ```
  */
 export async function claimLogFolder(dir: string, create: boolean): Promise<WriterLock> {

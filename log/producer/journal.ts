@@ -343,6 +343,7 @@ export function readJournal(
  * const again = await ProducerJournal.open(dir, { sync: true });
  * deepEqual([records.length, again.records], [0, [{ producer: "a", seq: 1, first: 1, last: 2 }]]);
  * again.journal.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class ProducerJournal {

@@ -15,13 +15,15 @@ import type { ProducerState, ProducerTable } from "./table.ts";
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * const r = log.publish(["{}"], { producer: "p", seq: 7 });
  * await log.producers.settled("p");
  * equal(r.status, "stored");
  * equal(log.producers.state("p")?.seq, 7);
  * equal(log.producers.size, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class LogProducers {

@@ -32,8 +32,9 @@ export type { Recovered };
  * import { equal } from "node:assert/strict";
  * import { recoverWithProducers } from "./recovery.ts";
  * import { resolveOptions } from "../options.ts";
+ * const dir = await Deno.makeTempDir();
  * const [recovered, { table, journal }] = await recoverWithProducers(
- *   await Deno.makeTempDir(),
+ *   dir,
  *   {},
  *   resolveOptions({}),
  * );
@@ -41,6 +42,7 @@ export type { Recovered };
  * equal(recovered.segments.length, 1);
  * journal.close();
  * recovered.active.file?.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function recoverWithProducers(

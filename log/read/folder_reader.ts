@@ -107,6 +107,7 @@ interface SegmentEnd {
  * const offsets: number[] = [];
  * for await (const batch of reader.read(2, 3)) offsets.push(...batch.offsets);
  * deepStrictEqual(offsets, [2, 3]);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class FolderReader {
@@ -176,6 +177,7 @@ export class FolderReader {
    * await log.close();
    * const reader = await FolderReader.open(dir);
    * equal((await reader.offsetAt(1_500_000)).offset, 2);
+   * await Deno.remove(dir, { recursive: true });
    * ```
    */
   async offsetAt(sinceUs: number, stats?: LookupStats): Promise<TimeLookup> {

@@ -90,6 +90,7 @@ function fillTimes(b: RecordBatch, t: ChunkTimes): void {
  * deepStrictEqual(Array.from(batch.offsets), [2, 3]);
  * reader.close();
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class LogReader {

@@ -110,6 +110,7 @@ export interface SeekTimeOptions {
  * const hit = await seekTime(file, info.path, header, 1_500_000, { size: info.size, maxPayloadBytes: 1 << 20 });
  * deepStrictEqual(hit, { offset: 2, ts: 2000000 });
  * file.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function seekTime(
@@ -191,7 +192,9 @@ export async function seekTime(
  * import { equal } from "node:assert/strict";
  * import { chunkTimeHit } from "./time_seek.ts";
  * const c = { first: 1, last: 9, rows: 9, bytes: 1, sha256: "00", first_ts: 10, last_ts: 20 };
- * equal(await chunkTimeHit(await Deno.makeTempDir(), c, 15), null);
+ * const dir = await Deno.makeTempDir();
+ * equal(await chunkTimeHit(dir, c, 15), null);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function chunkTimeHit(
@@ -300,6 +303,7 @@ export function lookupAnswers(
  * file.close();
  * const hit = await seekTimeIn(info.path, header, 0, { size: info.size, maxPayloadBytes: 1 << 20 });
  * deepStrictEqual(hit, { offset: 1, ts: 1000000 });
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function seekTimeIn(
@@ -344,12 +348,14 @@ export interface TimeLookupView {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
  * let now = 1000;
- * const log = await Log.open(await Deno.makeTempDir(), { clock: () => now, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { clock: () => now, timers: false });
  * await log.append("{}");
  * now = 2000;
  * await log.append("{}");
  * equal((await log.offsetAt(1_500_000)).offset, 2); // through offsetAtTime
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function offsetAtTime(

@@ -33,11 +33,13 @@ export interface AppendAtLog {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../mod.ts";
  * import { appendAt } from "./append_at.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * equal(await appendAt(log, [1, 2, 10], ["{}", "{}", "{}"]), 3);
  * equal(log.endOffset, 11);
  * equal(log.rowsBetween(1, 11), 3);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function appendAt(

@@ -121,7 +121,9 @@ export interface ReplicationHost {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { readCommitIndex } from "./replication.ts";
- * equal(await readCommitIndex(await Deno.makeTempDir(), [{ term: 1, start: 40 }]), 40);
+ * const dir = await Deno.makeTempDir();
+ * equal(await readCommitIndex(dir, [{ term: 1, start: 40 }]), 40);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function readCommitIndex(
@@ -141,7 +143,8 @@ export async function readCommitIndex(
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { replicated: true, timers: false });
  * const rep = log.replication!;
  * rep.writable = true;
  * await rep.beginTerm(1);
@@ -153,6 +156,7 @@ export async function readCommitIndex(
  * equal(await acked, 1);
  * equal(log.endOffset, 2);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class Replication {
@@ -365,7 +369,8 @@ export class Replication {
    * ```ts
    * import { equal } from "node:assert/strict";
    * import { Log } from "../log.ts";
-   * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
+   * const dir = await Deno.makeTempDir();
+   * const log = await Log.open(dir, { replicated: true, timers: false });
    * const rep = log.replication!;
    * rep.writable = true;
    * await rep.beginTerm(1);
@@ -374,6 +379,7 @@ export class Replication {
    * await rep.settled();
    * equal(rep.durableEnd, 2);
    * await log.close();
+   * await Deno.remove(dir, { recursive: true });
    * ```
    */
   async settled(): Promise<void> {

@@ -185,6 +185,7 @@ function check(entries: unknown, path: string): TermStart[] {
  * deepEqual(h.endOf(1, 80), { term: 1, end: 50 });
  * await h.truncateFrom(50);
  * equal(h.latest?.term, 1);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class TermHistory {

@@ -69,6 +69,7 @@ export interface Truncated {
  * equal(again.endOffset, 3);
  * equal(await again.append("{}"), 3);
  * await again.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function truncateLog(
@@ -108,6 +109,7 @@ export async function truncateLog(
  * await log.appendMany(["{}", "{}", "{}"]);
  * await log.close();
  * equal((await cutClosedLog(dir, 2, resolveOptions({ timers: false }))).end, 2);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function cutClosedLog(
@@ -213,13 +215,15 @@ export interface OpenLogParts {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../log.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { replicated: true, timers: false });
  * log.replication!.writable = true;
  * log.appendMany(["{}", "{}", "{}"]);
  * await log.flush();
  * equal((await log.replication!.cutTail(2)).rows, 2); // through cutOpenLog
  * equal(log.nextOffset, 2);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function cutOpenLog(parts: OpenLogParts, offset: number): Promise<Truncated> {

@@ -63,13 +63,15 @@ export const EMPTY_BATCH: RecordBatch = {
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "../log.ts";
  * import { clipBatch } from "./reader.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * await log.appendMany(["1", "2", "3"].map((t) => new TextEncoder().encode(t)));
  * const reader = log.reader(1);
  * const batch = await reader.read();
  * reader.close();
  * await log.close();
  * deepStrictEqual(Array.from(clipBatch(batch, 2, 2).offsets), [2]);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export function clipBatch(batch: RecordBatch, from: number, to: number): RecordBatch {

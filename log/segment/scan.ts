@@ -97,6 +97,7 @@ export interface SegmentScan {
  * const file = await Deno.open(path, { read: true });
  * equal(await findLaterRecord(file, 0, 0, 1), null);
  * file.close();
+ * await Deno.remove(path);
  * ```
  */
 export async function findLaterRecord(
@@ -149,6 +150,7 @@ export async function findLaterRecord(
  * while (!r.done) r = await records.next();
  * equal(r.value.rows, 1);
  * file.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function* readSegmentRecords(
@@ -262,6 +264,7 @@ export async function* readSegmentRecords(
  * equal(scan.rows, 2);
  * equal(scan.torn, null);
  * file.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function scanSegmentRecords(

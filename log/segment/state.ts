@@ -41,11 +41,13 @@ export function nowUs(clock: () => number): number {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Log } from "../mod.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * const info = log.segments()[0];
  * equal(info.firstOffset, 1);
  * equal(info.sealed, false);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export interface SegmentInfo {
@@ -152,10 +154,12 @@ export function newSegmentState(
  * import { equal } from "node:assert/strict";
  * import { createSegmentFile, newSegmentState } from "./state.ts";
  * import { resolveOptions } from "../options.ts";
- * const seg = newSegmentState(await Deno.makeTempDir(), "0".repeat(32), "t", 1, resolveOptions({}));
+ * const dir = await Deno.makeTempDir();
+ * const seg = newSegmentState(dir, "0".repeat(32), "t", 1, resolveOptions({}));
  * const file = await createSegmentFile(seg);
  * equal((await file.stat()).size, 128);
  * file.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function createSegmentFile(seg: Segment, io: LogIo = REAL_IO): Promise<Deno.FsFile> {
@@ -185,8 +189,10 @@ export async function createSegmentFile(seg: Segment, io: LogIo = REAL_IO): Prom
  * import { createSegment } from "./state.ts";
  * import { resolveOptions } from "../options.ts";
  * const meta = { format: 1, name: "t", stream_id: "0".repeat(32), created_us: 0 };
- * const seg = await createSegment(await Deno.makeTempDir(), meta, 1, resolveOptions({}));
+ * const dir = await Deno.makeTempDir();
+ * const seg = await createSegment(dir, meta, 1, resolveOptions({}));
  * equal(seg.info.size, 128);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function createSegment(

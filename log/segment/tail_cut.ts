@@ -37,6 +37,7 @@ import { type LogIo, REAL_IO } from "../disk/io.ts";
  * const again = await Log.open(dir);
  * equal(again.endOffset, 2);
  * await again.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function cutActiveAt(

@@ -70,8 +70,9 @@ export interface LocalStreamAdminOptions {
  * import { parseDefinition } from "../stream_definition.ts";
  * import { LocalStreamAdmin } from "./local_admin.ts";
  * const served = new Map<string, Stream>();
+ * const root = await Deno.makeTempDir();
  * const admin = new LocalStreamAdmin({
- *   root: await Deno.makeTempDir(), declared: new Map(), recorded: new Map(), maxStreams: 10,
+ *   root, declared: new Map(), recorded: new Map(), maxStreams: 10,
  *   open: (name, d) => Promise.resolve(Stream.ephemeral(name, { schema: d.schema })),
  *   logger: Logger.silent(),
  * });
@@ -86,6 +87,7 @@ export interface LocalStreamAdminOptions {
  * equal((await admin.put("q", parseDefinition({ schema, ephemeral: true }))).status, 200);
  * equal((await admin.delete("q")).status, 204);
  * equal(served.size, 0);
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export class LocalStreamAdmin implements StreamAdmin {

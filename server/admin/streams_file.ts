@@ -39,6 +39,7 @@ export const STREAMS_FILE = "streams.json";
  * const schema = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
  * await writeStreamsFile(root, new Map([["q", parseDefinition({ schema })]]));
  * equal((await readStreamsFile(root)).get("q")?.publish, false);
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function readStreamsFile(root: string): Promise<Map<string, StreamDefinition>> {

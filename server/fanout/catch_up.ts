@@ -90,7 +90,8 @@ export interface CatchingUp {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { catchUp } from "./catch_up.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * await log.appendMany(['{"v":1}', '{"v":2}']);
  * const sent: (string | Uint8Array)[] = [];
  * const sub = {
@@ -106,6 +107,7 @@ export interface CatchingUp {
  * equal(sent.join(), '[1,{"v":1}]\n[2,{"v":2}]');
  * equal(sub.catchingUp, false); // live now
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function catchUp(

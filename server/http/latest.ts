@@ -34,8 +34,9 @@ const NDJSON = "application/x-ndjson; charset=utf-8";
  * import { equal } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { latestResponse } from "./latest.ts";
+ * const root = await Deno.makeTempDir();
  * const s = await Stream.open("px", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { sym: { type: "string" }, px: { type: "number" } }, required: ["sym", "px"] },
  *   key: ["sym"],
  * });
@@ -44,6 +45,7 @@ const NDJSON = "application/x-ndjson; charset=utf-8";
  * equal(res.headers.get("streamcast-end"), "3");
  * equal(await res.text(), '[2,{"sym":"a","px":2}]\n');
  * await s.close();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export function latestResponse(

@@ -54,7 +54,8 @@ export interface LeaderTableOptions {
  * import { Logger } from "../../common/logger.ts";
  * import { Log } from "../../log/mod.ts";
  * import { LeaderTable } from "./leader_table.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { replicated: true, chunks: true, timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { replicated: true, chunks: true, timers: false });
  * const node = { role: "follower" as const, onRole: null };
  * const table = LeaderTable.start(node, log, {
  *   stream: "t", archive: "s3://bucket/prefix", logger: new Logger({ level: "error" }),
@@ -62,6 +63,7 @@ export interface LeaderTableOptions {
  * equal(table.head().iceberg, null); // a follower keeps no table
  * await table.close();
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class LeaderTable {

@@ -44,8 +44,9 @@ export type PublishOutcome =
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Stream } from "../stream/stream.ts";
  * import { commitPublish } from "./commit.ts";
+ * const root = await Deno.makeTempDir();
  * const s = await Stream.open("t", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const tag = { producer: "p", seq: 1 };
@@ -56,6 +57,7 @@ export type PublishOutcome =
  *   { kind: "invalid", index: 1, detail: "/v: must be number" },
  * );
  * await s.close();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export async function commitPublish(

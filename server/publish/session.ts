@@ -140,8 +140,9 @@ interface InFlight {
  * import { PublishBudget } from "./budget.ts";
  * import { PublishMetrics } from "./publish_metrics.ts";
  * import { PublishSession } from "./session.ts";
+ * const root = await Deno.makeTempDir();
  * const stream = await Stream.open("t", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: { type: "object", properties: { v: { type: "number" } }, required: ["v"] },
  * });
  * const budget = new PublishBudget(1 << 20);
@@ -160,6 +161,7 @@ interface InFlight {
  * deepStrictEqual(JSON.parse(sent[1]), { seq: 1, first: 1, last: 2 });
  * session.ended();
  * await stream.close();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export class PublishSession implements SocketSession {

@@ -51,7 +51,8 @@ export interface AppendCounts {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { Appender } from "./appender.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * const handed: string[][] = [];
  * const fanout = { live: true, send: (jsons: string[]) => void handed.push(jsons), idle: () => null, toLog() {} };
  * let rows = 0;
@@ -60,6 +61,7 @@ export interface AppendCounts {
  * equal(rows, 2);
  * equal(handed.length, 1); // one commit, handed out once
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class Appender implements LogListener {

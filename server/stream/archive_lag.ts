@@ -25,10 +25,12 @@ export interface ArchiveLag {
  * import { equal } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { archiveLagOf } from "./archive_lag.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * await log.append(new TextEncoder().encode("{}"));
  * equal(archiveLagOf(log).rows, 1);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export function archiveLagOf(log: Log): ArchiveLag {

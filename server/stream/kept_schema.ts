@@ -36,10 +36,12 @@ import type { RowSchema } from "../../schema/row_schema.ts";
  * import { Log } from "../../log/mod.ts";
  * import { compileSchema } from "../../schema/compile.ts";
  * import { keepSchema } from "./kept_schema.ts";
- * const log = await Log.open(await Deno.makeTempDir());
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir);
  * const schema = compileSchema({ type: "object", properties: { v: { type: "number" } }, required: ["v"] });
  * deepStrictEqual((await keepSchema(log, schema)).map((v) => v.from), [1]);
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function keepSchema(log: Log, schema: RowSchema): Promise<SchemaVersion[]> {

@@ -219,6 +219,7 @@ export function decodeKeyFile(
  * const id = "0".repeat(32);
  * await saveKeyFile(dir, { streamId: id, columns: ["s"], end: 5, entries: [] }, REAL_IO);
  * equal((await readKeyFile(dir, id, ["s"]))?.end, 5);
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export async function saveKeyFile(

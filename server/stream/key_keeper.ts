@@ -44,7 +44,8 @@ const READ_BYTES = 1 << 20;
  * import { KeyColumns } from "./key_columns.ts";
  * import { KeyIndex } from "./key_index.ts";
  * import { KeyKeeper } from "./key_keeper.ts";
- * const log = await Log.open(await Deno.makeTempDir(), { timers: false });
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, { timers: false });
  * await log.appendMany(['{"s":"a"}', '{"s":"b"}', '{"s":"a"}']);
  * const schema = compileSchema({ type: "object", properties: { s: { type: "string" } }, required: ["s"] });
  * const keeper = new KeyKeeper(log, new KeyIndex(KeyColumns.of(schema, ["s"]), 10, log.firstOffset));
@@ -53,6 +54,7 @@ const READ_BYTES = 1 << 20;
  * equal(keeper.index.size, 2);
  * await keeper.close();
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export class KeyKeeper {

@@ -165,8 +165,9 @@ interface Made {
  * ```ts
  * import { equal } from "node:assert/strict";
  * import { Stream } from "./stream.ts";
+ * const root = await Deno.makeTempDir();
  * const trades = await Stream.open("trades", {
- *   root: await Deno.makeTempDir(),
+ *   root,
  *   schema: {
  *     type: "object",
  *     properties: { price: { type: "number" }, side: { type: "integer", format: "int32" } },
@@ -176,6 +177,7 @@ interface Made {
  * equal(await trades.send({ price: 101.5, side: 1 }), 1);
  * equal(trades.endOffset, 2);
  * await trades.close();
+ * await Deno.remove(root, { recursive: true });
  * ```
  */
 export class Stream {
@@ -473,14 +475,16 @@ export class Stream {
    * ```ts
    * import { deepStrictEqual } from "node:assert/strict";
    * import { Stream } from "./stream.ts";
+   * const root = await Deno.makeTempDir();
    * const s = await Stream.open("px", {
-   *   root: await Deno.makeTempDir(),
+   *   root,
    *   schema: { type: "object", properties: { sym: { type: "string" }, px: { type: "number" } }, required: ["sym", "px"] },
    *   key: ["sym"],
    * });
    * await s.sendMany([{ sym: "a", px: 1 }, { sym: "b", px: 2 }, { sym: "a", px: 3 }]);
    * deepStrictEqual(s.snapshot(), { end: 4, lines: ['[2,{"sym":"b","px":2}]', '[3,{"sym":"a","px":3}]'] });
    * await s.close();
+   * await Deno.remove(root, { recursive: true });
    * ```
    */
   snapshot(filter: Filter | null = null): KeySnapshot | "too_many_keys" | null {

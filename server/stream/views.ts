@@ -123,12 +123,14 @@ export function headOf(
  * import { deepStrictEqual } from "node:assert/strict";
  * import { Log } from "../../log/mod.ts";
  * import { retentionOf } from "./views.ts";
- * const log = await Log.open(await Deno.makeTempDir(), {
+ * const dir = await Deno.makeTempDir();
+ * const log = await Log.open(dir, {
  *   timers: false,
  *   chunks: { retainAgeMs: 90_000, retainBytes: null },
  * });
  * deepStrictEqual(retentionOf(log), { retention: { age_s: 90, bytes: null }, bytes: 128 });
  * await log.close();
+ * await Deno.remove(dir, { recursive: true });
  * ```
  */
 export function retentionOf(

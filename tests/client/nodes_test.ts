@@ -12,9 +12,10 @@ import { connect, NotReplayable, publisher, PublishError } from "../../client/mo
 /** A primary with rows 1..n, and a mirror that holds them all. */
 async function primaryAndMirror(n: number) {
   const dir = await tempDir();
-  const primary = await startPrimary(`${dir}/p`);
-  const procs: ServeProc[] = [primary];
+  const procs: ServeProc[] = [];
   try {
+    const primary = await startPrimary(`${dir}/p`);
+    procs.push(primary);
     await primary.write(rows(1, n));
     const mirror = await startMirror(`${dir}/f`, primary.ws);
     procs.push(mirror);
@@ -23,6 +24,7 @@ async function primaryAndMirror(n: number) {
     return { dir, primary, mirror, procs };
   } catch (err) {
     for (const p of procs) await p.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
     throw err;
   }
 }
@@ -78,10 +80,14 @@ Deno.test("connect() given a dead node first starts on the next; given none aliv
 
 Deno.test("two independent servers (other stream_ids): connect() and publisher() refuse the move, naming the node", async () => {
   const dir = await tempDir();
-  const a = await startPrimary(`${dir}/a`);
-  const b = await startPrimary(`${dir}/b`, freePort(), ["--publish", "trades"]);
-  const c = await startPrimary(`${dir}/c`, freePort(), ["--publish", "trades"]);
+  const procs: ServeProc[] = [];
   try {
+    const a = await startPrimary(`${dir}/a`);
+    procs.push(a);
+    const b = await startPrimary(`${dir}/b`, freePort(), ["--publish", "trades"]);
+    procs.push(b);
+    const c = await startPrimary(`${dir}/c`, freePort(), ["--publish", "trades"]);
+    procs.push(c);
     await a.write(rows(1, 10));
     await b.write(rows(1, 10));
     await untilEnd(a, 11);
@@ -111,7 +117,7 @@ Deno.test("two independent servers (other stream_ids): connect() and publisher()
     assert(refused.message.includes(`${b.ws}/trades/publish`), refused.message);
     await pub.close();
   } finally {
-    for (const p of [a, b, c]) await p.stop();
+    for (const p of procs) await p.stop();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   }
 });

@@ -2,6 +2,7 @@
 // and the rows it was given, for the table writer's tests.
 import { Log } from "../../log/mod.ts";
 import { type SchemaVersion, writeSchemaHistory } from "../../log/schema_history.ts";
+import { rmrf } from "../harness/util.ts";
 
 export const SCHEMA = {
   type: "object",
@@ -52,7 +53,8 @@ export function row(i: number): Record<string, unknown> {
   };
 }
 
-export interface FedLog {
+/** Its log closed and its folder removed when disposed (`await using`). */
+export interface FedLog extends AsyncDisposable {
   dir: string;
   log: Log;
   /** The rows given, by offset (JSON as stored), with their append times (µs). */
@@ -61,7 +63,10 @@ export interface FedLog {
   feed(n: number, ms: number, make?: (i: number) => Record<string, unknown>): Promise<void>;
 }
 
-/** A log (chunks on, timers off) in a temp dir with `versions` as its schema history. */
+/**
+ * A log (chunks on, timers off) in a temp dir with `versions` as its schema
+ * history; `await using` it, so that the folder is removed.
+ */
 export async function fedLog(
   versions: SchemaVersion[] = [{ from: 1, schema: SCHEMA as unknown as Record<string, unknown> }],
 ): Promise<FedLog> {
@@ -87,6 +92,10 @@ export async function fedLog(
       jsons.forEach((json, k) => rows.set(first + k, { json, timeUs: ms * 1000 }));
       await log.roll();
       await log.chunks.settled();
+    },
+    async [Symbol.asyncDispose]() {
+      await log.close().catch(() => {});
+      await rmrf(dir);
     },
   };
 }

@@ -48,7 +48,7 @@ function range(a: number, b: number): number[] {
 }
 
 Deno.test("iceberg table holds each sealed row once with its values, read by avsc, DuckDB and icebird", async () => {
-  const f = await fedLog();
+  await using f = await fedLog();
   await f.feed(5, T0);
   await f.feed(1, T0 + 1000);
   await f.feed(7, T0 + 2000);
@@ -217,7 +217,7 @@ Deno.test("iceberg table holds each sealed row once with its values, read by avs
 });
 
 Deno.test("iceberg rows of one chunk that span midnight go to one data file per day", async () => {
-  const f = await fedLog();
+  await using f = await fedLog();
   const midnight = Date.UTC(2026, 0, 2);
   await f.feed(3, midnight - 2000);
   await f.feed(2, midnight - 1);
@@ -256,7 +256,7 @@ class Crash extends Error {}
 for (const step of COMMIT_STEPS) {
   for (const which of ["first", "later"] as const) {
     Deno.test(`iceberg crash after ${step} of the ${which} commit, then a restart: each row once`, async () => {
-      const f = await fedLog();
+      await using f = await fedLog();
       await f.feed(6, T0);
       if (which === "later") {
         const w0 = writer(f.dir, f.log.streamId);
@@ -288,7 +288,7 @@ for (const step of COMMIT_STEPS) {
 
 for (const how of ["crashed", "lost its right to write"] as const) {
   Deno.test(`iceberg a writer that ${how} between creating a version and its hint: the next writer, with nothing to commit, moves the hint forward`, async () => {
-    const f = await fedLog();
+    await using f = await fedLog();
     await f.feed(4, T0);
     const w0 = writer(f.dir, f.log.streamId);
     assertEquals(await commitAll(w0), 1);
@@ -326,7 +326,7 @@ Deno.test("iceberg schema evolution: an added nullable column is a new schema wi
     properties: { ...SCHEMA.properties, note: { type: ["string", "null"] } },
     required: [...SCHEMA.required, "note"],
   };
-  const f = await fedLog();
+  await using f = await fedLog();
   await f.feed(3, T0);
   const w = writer(f.dir, f.log.streamId);
   await commitAll(w);
@@ -366,7 +366,7 @@ Deno.test("iceberg schema evolution: an added nullable column is a new schema wi
 });
 
 Deno.test("iceberg a table made for another stream is refused, not appended to", async () => {
-  const f = await fedLog();
+  await using f = await fedLog();
   await f.feed(2, T0);
   const w = writer(f.dir, f.log.streamId);
   await commitAll(w);
@@ -378,7 +378,7 @@ Deno.test("iceberg a table made for another stream is refused, not appended to",
 });
 
 Deno.test("iceberg a commit takes at most maxCommitBytes of rows: a large chunk is several snapshots", async () => {
-  const f = await fedLog();
+  await using f = await fedLog();
   const big = (i: number) => ({ ...row(i), symbol: "x".repeat(2000) + i });
   await f.feed(2000, T0, big); // ~4.5 MiB of rows, one chunk
   const w = writer(f.dir, f.log.streamId, { maxCommitBytes: 1 << 20 });
@@ -399,7 +399,7 @@ Deno.test("iceberg a commit takes at most maxCommitBytes of rows: a large chunk 
 });
 
 Deno.test("iceberg small manifests are merged once a snapshot lists enough of them", async () => {
-  const f = await fedLog();
+  await using f = await fedLog();
   const w = writer(f.dir, f.log.streamId, { mergeManifestsAt: 4 });
   for (let i = 0; i < 7; i++) {
     await f.feed(2, T0 + i * 1000);
@@ -419,7 +419,7 @@ Deno.test("iceberg small manifests are merged once a snapshot lists enough of th
 Deno.test("iceberg the metadata keeps a bounded history: old versions' files are deleted", async () => {
   const { KEPT_METADATA_FILES } = await import("../../iceberg/metadata.ts");
   assertEquals(KEPT_METADATA_FILES, 100);
-  const f = await fedLog();
+  await using f = await fedLog();
   const w = writer(f.dir, f.log.streamId);
   await f.feed(1, T0);
   await commitAll(w);

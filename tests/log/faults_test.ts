@@ -117,13 +117,13 @@ Deno.test("stream fan-out never shows rows of a failed commit", async () => {
 
 Deno.test("log on a real full filesystem (1 MiB tmpfs): appends fail loudly, nothing acknowledged is lost", async () => {
   const mnt = await tempDir("streamcast-tmpfs-");
-  const mount = await new Deno.Command("mount", {
-    args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
-    stderr: "piped",
-  }).output();
-  // No skipping: a machine where the test cannot mount a filesystem fails it.
-  assertEquals(mount.code, 0, `mount tmpfs: ${text(mount.stderr)}`);
   try {
+    const mount = await new Deno.Command("mount", {
+      args: ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
+      stderr: "piped",
+    }).output();
+    // No skipping: a machine where the test cannot mount a filesystem fails it.
+    assertEquals(mount.code, 0, `mount tmpfs: ${text(mount.stderr)}`);
     const dir = join(mnt, "log");
     // Another program's file on the same disk, removed later to make room.
     await Deno.writeFile(join(mnt, "filler"), new Uint8Array(256 * 1024));

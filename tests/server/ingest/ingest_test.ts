@@ -554,10 +554,11 @@ Deno.test("ingest upstream survives an abrupt server death and keeps every row i
 
 Deno.test("ingest upstream runs frames through a handler module across a clean reconnect", async () => {
   const dir = await Deno.makeTempDir();
-  const handlerPath = `${dir}/feed_handler.ts`;
-  await Deno.writeTextFile(
-    handlerPath,
-    `export default async function handle(frame: string): Promise<unknown> {
+  try {
+    const handlerPath = `${dir}/feed_handler.ts`;
+    await Deno.writeTextFile(
+      handlerPath,
+      `export default async function handle(frame: string): Promise<unknown> {
   const msg = JSON.parse(frame);
   if (msg.type === "heartbeat") return null;
   if (msg.type === "boom") throw new Error("cannot handle boom");
@@ -566,64 +567,66 @@ Deno.test("ingest upstream runs frames through a handler module across a clean r
   return msg.trades;
 }
 `,
-  );
-  const rejectsPath = `${dir}/trades/rejects.ndjson`;
-  const rejects = await rejectFile(rejectsPath);
-  const frames1 = [
-    { type: "trades", trades: [{ x: 1 }, { x: 2 }] },
-    { type: "heartbeat" },
-    { type: "slow", trades: [{ x: 3 }] },
-    { type: "trades", trades: { x: 4 } },
-  ];
-  const frames2 = [
-    { type: "boom" },
-    { type: "trades", trades: [{ x: 5 }, { x: "six" }, { x: 7 }] },
-    { type: "forgot" },
-    { type: "slow", trades: [{ x: 8 }, { x: 9 }] },
-  ];
-  const feed = startFeed((socket, n) => {
-    for (const f of n === 1 ? frames1 : frames2) socket.send(JSON.stringify(f));
-    // A clean close midway (service restart); the client comes back.
-    if (n === 1) socket.close(1012, "restart");
-  });
-  const sink = new TestSink();
-  const ac = new AbortController();
-  const { lines, log } = logger();
-  try {
-    const handler = await loadHandler(handlerPath);
-    const done = ingestUpstream(`ws://127.0.0.1:${feed.port}/`, sink, {
-      handler,
-      log,
-      onReject: rejects,
-      signal: ac.signal,
-      minBackoffMs: 5,
-      maxBackoffMs: 20,
-    });
-    await sink.stored(8);
-    await until(() => sink.inFlight === 0, "the last rows settled");
-    ac.abort();
-    const stats = await done;
-    assert.deepEqual(sink.rows.map((r) => (r as { x: number }).x), [1, 2, 3, 4, 5, 7, 8, 9]);
-    assert.deepEqual(stats, { lines: 8, accepted: 8, rejected: 3 });
-    assert.equal(feed.sockets.length, 2, "one reconnect");
-    assert.ok(
-      lines.some((l) => /disconnected .*\(code 1012, "restart"\)/.test(l)),
-      lines.join("\n"),
     );
+    const rejectsPath = `${dir}/trades/rejects.ndjson`;
+    const rejects = await rejectFile(rejectsPath);
+    const frames1 = [
+      { type: "trades", trades: [{ x: 1 }, { x: 2 }] },
+      { type: "heartbeat" },
+      { type: "slow", trades: [{ x: 3 }] },
+      { type: "trades", trades: { x: 4 } },
+    ];
+    const frames2 = [
+      { type: "boom" },
+      { type: "trades", trades: [{ x: 5 }, { x: "six" }, { x: 7 }] },
+      { type: "forgot" },
+      { type: "slow", trades: [{ x: 8 }, { x: 9 }] },
+    ];
+    const feed = startFeed((socket, n) => {
+      for (const f of n === 1 ? frames1 : frames2) socket.send(JSON.stringify(f));
+      // A clean close midway (service restart); the client comes back.
+      if (n === 1) socket.close(1012, "restart");
+    });
+    const sink = new TestSink();
+    const ac = new AbortController();
+    const { lines, log } = logger();
+    try {
+      const handler = await loadHandler(handlerPath);
+      const done = ingestUpstream(`ws://127.0.0.1:${feed.port}/`, sink, {
+        handler,
+        log,
+        onReject: rejects,
+        signal: ac.signal,
+        minBackoffMs: 5,
+        maxBackoffMs: 20,
+      });
+      await sink.stored(8);
+      await until(() => sink.inFlight === 0, "the last rows settled");
+      ac.abort();
+      const stats = await done;
+      assert.deepEqual(sink.rows.map((r) => (r as { x: number }).x), [1, 2, 3, 4, 5, 7, 8, 9]);
+      assert.deepEqual(stats, { lines: 8, accepted: 8, rejected: 3 });
+      assert.equal(feed.sockets.length, 2, "one reconnect");
+      assert.ok(
+        lines.some((l) => /disconnected .*\(code 1012, "restart"\)/.test(l)),
+        lines.join("\n"),
+      );
+    } finally {
+      await rejects.close();
+      await feed.stop();
+    }
+    const records = (await Deno.readTextFile(rejectsPath)).trim().split("\n").map((l) =>
+      JSON.parse(l)
+    );
+    assert.deepEqual(records.map((r) => [r.line, r.error]), [
+      [5, "handler threw: cannot handle boom"],
+      [6, "/x: must be number"],
+      [7, "handler returned undefined (return null to skip a frame)"],
+    ]);
+    assert.equal(records[1].input, JSON.stringify(frames2[1]));
   } finally {
-    await rejects.close();
-    await feed.stop();
+    await Deno.remove(dir, { recursive: true });
   }
-  const records = (await Deno.readTextFile(rejectsPath)).trim().split("\n").map((l) =>
-    JSON.parse(l)
-  );
-  assert.deepEqual(records.map((r) => [r.line, r.error]), [
-    [5, "handler threw: cannot handle boom"],
-    [6, "/x: must be number"],
-    [7, "handler returned undefined (return null to skip a frame)"],
-  ]);
-  assert.equal(records[1].input, JSON.stringify(frames2[1]));
-  await Deno.remove(dir, { recursive: true });
 });
 
 Deno.test("ingest upstream reports connects, rejects and its stop as structured events", async () => {
