@@ -51,6 +51,12 @@ const APPLY_WAIT_MS = 10_000;
 const WRITE_ATTEMPTS = 5;
 /** How often a stream this node failed to open is tried again, ms. */
 export const OPEN_RETRY_MS = 1000;
+/**
+ * How long one change of the streams served (an open, a close, a reopen)
+ * may run before the node says that it still waits, and again each time as
+ * long again: every later change waits behind it.
+ */
+const SLOW_CHANGE_MS = 30_000;
 
 function unavailable(err: unknown): AdminAnswer {
   return { status: 503, body: { error: "unavailable", detail: `etcd: ${oneLine(err)}` } };
@@ -219,7 +225,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
         error: oneLine(err),
         detail: "its log stopped; closing it and opening it again",
       });
-      void this.#serial(() => this.#reopen(name));
+      void this.#serial({ change: "reopen", stream: name }, () => this.#reopen(name));
     };
     this.#watching = this.#watch();
   }
@@ -300,7 +306,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
                 continue;
               }
             }
-            await this.#serial(() => this.#apply(name, def));
+            await this.#serial({ change: "apply", stream: name }, () => this.#apply(name, def));
           }
         }
       } catch (err) {
@@ -323,14 +329,35 @@ export class ClusterStreamAdmin implements StreamAdmin {
       }
     }
     for (const name of [...this.#defs.keys()]) {
-      if (!now.has(name)) await this.#serial(() => this.#apply(name, null));
+      if (!now.has(name)) {
+        await this.#serial({ change: "apply", stream: name }, () => this.#apply(name, null));
+      }
     }
-    for (const [name, def] of now) await this.#serial(() => this.#apply(name, def));
+    for (const [name, def] of now) {
+      await this.#serial({ change: "apply", stream: name }, () => this.#apply(name, def));
+    }
     this.#revision = listed.revision;
   }
 
-  #serial<T>(f: () => Promise<T>): Promise<T> {
-    const next = this.#queue.then(f, f);
+  // Runs `f` once the changes queued before it are done; `what` (its kind
+  // and stream) names it in the warning of one that takes long.
+  #serial<T>(what: { change: string; stream: string }, f: () => Promise<T>): Promise<T> {
+    const run = async () => {
+      const since = Date.now();
+      const timer = setInterval(() => {
+        this.#logger.warn("stream_change_waiting", {
+          ...what,
+          waited_ms: Date.now() - since,
+          detail: "later changes of the streams served wait behind it",
+        });
+      }, SLOW_CHANGE_MS);
+      try {
+        return await f();
+      } finally {
+        clearInterval(timer);
+      }
+    };
+    const next = this.#queue.then(run, run);
     this.#queue = next.catch(() => {});
     return next;
   }
@@ -409,7 +436,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
       // longer than the retry period, and tries must not pile up behind it.
       if (this.#retrying.has(name)) continue;
       this.#retrying.add(name);
-      void this.#serial(() => {
+      void this.#serial({ change: "reopen", stream: name }, () => {
         this.#retrying.delete(name);
         return this.#stopped.has(name) ? this.#reopen(name) : Promise.resolve();
       });
@@ -422,7 +449,7 @@ export class ClusterStreamAdmin implements StreamAdmin {
     for (const [name, def] of this.#unopened) {
       if (this.#retrying.has(name)) continue;
       this.#retrying.add(name);
-      void this.#serial(() => {
+      void this.#serial({ change: "apply", stream: name }, () => {
         this.#retrying.delete(name);
         // Only while it is still the definition wanted and not opened meanwhile.
         return this.#unopened.get(name) === def ? this.#apply(name, def) : Promise.resolve();
