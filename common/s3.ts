@@ -45,7 +45,20 @@ export interface ArchiveOptions {
   forcePathStyle?: boolean;
   /** Region. @default AWS_REGION, else "us-east-1" */
   region?: string;
+  /**
+   * How long a request may wait to connect, and then for its next byte,
+   * before it fails (and is tried again later), ms. @default DEFAULT_S3_TIMEOUT_MS
+   */
+  timeoutMs?: number;
 }
+
+/**
+ * How long an S3 request waits to connect, or for its next byte, before it
+ * fails, ms: a store that stopped answering (a blackholed route) fails the
+ * upload and it is tried again, instead of holding it for as long as TCP
+ * takes to give up (many minutes) while retention waits for it.
+ */
+export const DEFAULT_S3_TIMEOUT_MS = 60_000;
 
 /**
  * A parsed `s3://` URI.
@@ -84,6 +97,7 @@ const OPTION_TYPES: Record<keyof ArchiveOptions, string> = {
   endpoint: "string",
   forcePathStyle: "boolean",
   region: "string",
+  timeoutMs: "number",
 };
 
 /**
@@ -124,6 +138,11 @@ export function checkArchiveOptions(value: unknown, where: string, uri = true): 
     } catch {
       throw new RangeError(`${where}.endpoint must be a URL, got ${JSON.stringify(o.endpoint)}`);
     }
+  }
+  if (o.timeoutMs !== undefined && !(Number.isSafeInteger(o.timeoutMs) && o.timeoutMs >= 1)) {
+    throw new RangeError(
+      `${where}.timeoutMs must be a whole number of ms >= 1, got ${o.timeoutMs}`,
+    );
   }
 }
 
@@ -188,6 +207,12 @@ export async function s3Client(opts: ArchiveOptions): Promise<S3Client> {
     endpoint: opts.endpoint ?? env("AWS_ENDPOINT_URL_S3") ?? undefined,
     forcePathStyle: opts.forcePathStyle ?? false,
     maxAttempts: 2,
+    requestHandler: {
+      connectionTimeout: opts.timeoutMs ?? DEFAULT_S3_TIMEOUT_MS,
+      requestTimeout: opts.timeoutMs ?? DEFAULT_S3_TIMEOUT_MS,
+      // Without it, a request past its timeout is only warned about.
+      throwOnRequestTimeout: true,
+    },
   });
 }
 

@@ -214,7 +214,13 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
     } else if (s.key in file.values) merged[s.key] = file.values[s.key];
     else merged[s.key] = s.default;
   }
-  const { archive: uri, s3Endpoint: endpoint, s3PathStyle: pathStyle, ...rest } = merged;
+  const {
+    archive: uri,
+    s3Endpoint: endpoint,
+    s3PathStyle: pathStyle,
+    s3Timeout: timeoutS,
+    ...rest
+  } = merged;
   const s = {
     ...rest,
     streams: new Map(file.streams),
@@ -369,9 +375,15 @@ function mergeFlags(file: FileSettings, values: Record<string, unknown>): Settin
       uri,
       endpoint: endpoint as string | undefined,
       forcePathStyle: pathStyle === true,
+      timeoutMs: (timeoutS as number) * 1000,
     };
-  } else if (s.replayArchive || endpoint || pathStyle) {
-    throw new RangeError("--replay-archive, --s3-endpoint and --s3-path-style need --archive");
+  } else if (
+    s.replayArchive || endpoint || pathStyle || values["s3-timeout"] !== undefined ||
+    "s3Timeout" in file.values
+  ) {
+    throw new RangeError(
+      "--replay-archive, --s3-endpoint, --s3-path-style and --s3-timeout need --archive",
+    );
   }
   // After the archive: a cluster's Iceberg table needs it.
   checkClusterSettings(s, (key) => {

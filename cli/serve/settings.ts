@@ -11,6 +11,7 @@
 import { FOLLOW_SETTINGS } from "./follow_settings.ts";
 import { CLUSTER_SETTINGS } from "./cluster_settings.ts";
 import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../../log/mod.ts";
+import { DEFAULT_S3_TIMEOUT_MS } from "../../common/s3.ts";
 import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
@@ -337,6 +338,19 @@ export const SETTINGS: readonly Setting[] = [
     usage: [["--s3-path-style", "path-style addressing (most S3-compatible stores)"]],
     docs: "an S3-compatible store (or `AWS_ENDPOINT_URL_S3`), path-style addressing " +
       "(need `--archive`).",
+  },
+  {
+    flag: "s3-timeout",
+    key: "s3Timeout",
+    type: "string",
+    read: integer(1, 3600),
+    default: DEFAULT_S3_TIMEOUT_MS / 1000,
+    group: "where and how",
+    usage: [["--s3-timeout S", "an S3 request waiting this long fails, tried later [{default}]"]],
+    docs: "an S3 request that waits this long to connect, or for its next byte, fails and is " +
+      "tried again later (a store that stopped answering does not hold uploads, and the " +
+      "retention that waits for them, for as long as TCP takes to give up); whole seconds " +
+      "1–3600 (needs `--archive`).",
   },
   {
     flag: "max-connections",
