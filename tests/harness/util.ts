@@ -12,7 +12,7 @@ export function rng(seed: number): () => number {
   };
 }
 
-/** A fresh temp dir, removed by the returned disposer. */
+/** A fresh temporary folder; the caller removes it (`rmrf`, in a `finally`). */
 export async function tempDir(prefix = "streamcast-test-"): Promise<string> {
   return await Deno.makeTempDir({ prefix });
 }
