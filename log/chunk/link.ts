@@ -108,6 +108,11 @@ export class ChunkLink {
     return this.#workerError;
   }
 
+  /** Whether the worker's thread has stopped: nothing is chunked until the log is opened again. */
+  get stopped(): boolean {
+    return this.#stopped !== null;
+  }
+
   /** The archive's URI, or null. */
   get archiveUri(): string | null {
     return this.#policy.archive?.uri ?? null;

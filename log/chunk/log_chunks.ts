@@ -66,6 +66,15 @@ export class LogChunks {
   }
 
   /**
+   * Whether the chunk worker's thread has stopped (an error it did not
+   * catch): the log takes rows, but nothing is chunked, archived or dropped
+   * by retention until it is opened again.
+   */
+  get stopped(): boolean {
+    return this.#link()?.stopped ?? false;
+  }
+
+  /**
    * Resolves once the chunk worker has done everything asked of it so far
    * (chunking, merging, retention; with `maintain`, a maintenance round now)
    * and the log has taken the results in.

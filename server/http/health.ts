@@ -1,23 +1,30 @@
 /**
  * `GET /_/health`: 200 with `{"ok":true,"streams":N}` while serving (with
  * `"degraded"` naming the streams whose full disk keeps them from taking
- * rows: they still serve reads), 503 with `ok: false` once shutting down. Public (no token), like the viewer's scripts.
+ * rows, and those whose chunk worker stopped: they still serve reads), 503
+ * with `ok: false` once shutting down. Public (no token), like the viewer's
+ * scripts.
  *
  * @module
  */
 
 import { json } from "./_respond.ts";
 
-/** A stream that serves reads but takes no rows, and why (`disk_full`). */
+/**
+ * A stream that serves reads but is short of something, and why:
+ * `disk_full`, it takes no rows; `chunks_stopped`, its chunk worker's thread
+ * stopped, so nothing is chunked, archived or dropped by retention until the
+ * stream is opened again (a restart).
+ */
 export interface Degraded {
   /** The stream's name. */
   stream: string;
-  /** Why: `disk_full`. */
-  why: "disk_full";
+  /** Why. */
+  why: "disk_full" | "chunks_stopped";
 }
 
 /**
- * The health answer: `degraded` lists the streams that take no rows (their
+ * The health answer: `degraded` lists the streams short of something (their
  * reads still work, so the server stays healthy); absent when none.
  *
  * @example

@@ -74,6 +74,7 @@ export const ROUTES: readonly Route[] = Object.freeze([
     const degraded: Degraded[] = [];
     for (const [stream, s] of ctx.streams) {
       if (s.diskFull !== null) degraded.push({ stream, why: "disk_full" });
+      if (s.log?.chunks.stopped) degraded.push({ stream, why: "chunks_stopped" });
     }
     return healthResponse(ctx.shuttingDown, ctx.streams.size, degraded);
   }),
