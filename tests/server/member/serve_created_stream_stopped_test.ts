@@ -21,7 +21,7 @@ import {
   type ServeNode,
   startServeNodes,
 } from "../../harness/serve_nodes.ts";
-import { tempDir, until } from "../../harness/util.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
 
 // Rows of a publish that cannot fit in what the log's files hold already
 // (some 12 KiB: new pages of the segment file), and of the others.
@@ -165,6 +165,7 @@ Deno.test("serve --cluster: a created stream whose leader's disk fills opens aga
       await d.free().catch(() => {});
       await d.close();
     }
+    await rmrf(root);
   }
 });
 
@@ -202,6 +203,7 @@ Deno.test("serve --cluster: a created stream deleted while its stopped node trie
       await d.free().catch(() => {});
       await d.close();
     }
+    await rmrf(root);
   }
 });
 

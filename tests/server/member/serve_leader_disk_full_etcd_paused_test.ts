@@ -19,7 +19,7 @@ import {
   rowsShown,
   startServeNodes,
 } from "../../harness/serve_nodes.ts";
-import { tempDir, until } from "../../harness/util.ts";
+import { rmrf, tempDir, until } from "../../harness/util.ts";
 
 // Rows of a publish that cannot fit in what the log's files hold already
 // (some 12 KiB: new pages of the segment file), and of the others.
@@ -137,6 +137,7 @@ Deno.test("serve --cluster: a leader whose disk fills while etcd is paused opens
       await d.free().catch(() => {});
       await d.close();
     }
+    await rmrf(root);
   }
 });
 
