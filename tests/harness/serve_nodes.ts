@@ -325,6 +325,29 @@ export async function post(
   }
 }
 
+/**
+ * Asserts what node `name` shows (`rowsShown`, up to `end`): offsets
+ * 1..end-1 in order, no row twice, and every row of `wanted` (row texts).
+ */
+export function assertShownOnce(
+  name: string,
+  shown: [number, string][],
+  end: number,
+  wanted: Iterable<string>,
+): void {
+  const seen = new Map<string, number>();
+  for (const [, row] of shown) seen.set(row, (seen.get(row) ?? 0) + 1);
+  for (const [row, times] of seen) {
+    if (times !== 1) throw new Error(`${name} shows ${row} ${times} times`);
+  }
+  for (const row of wanted) {
+    if (!seen.has(row)) throw new Error(`${name} lacks acknowledged row ${row}`);
+  }
+  const offsets = shown.map(([o]) => o).join(",");
+  const want = [...Array(end - 1)].map((_, i) => i + 1).join(",");
+  if (offsets !== want) throw new Error(`${name} shows offsets ${offsets}, not 1..${end - 1}`);
+}
+
 /** Every row node `url` shows, as `[offset, row text]`, read by a subscription from offset 1. */
 export async function rowsShown(
   url: string,
