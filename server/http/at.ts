@@ -6,7 +6,9 @@
  * the log's own (`Log.offsetAt`, O(log n)); a subscribe with `since=T`
  * starts at the same offset. 400 with a JSON error for a missing or bad `T`
  * (or another parameter); 404 for an ephemeral stream, which has no offsets.
- * Access is checked by the handler as for `/head`.
+ * Access is checked by the handler as for `/head`. A holder of a row-level
+ * grant gets the offset with `ts` null: the row there may be one it is not
+ * granted, and its append time is that row's.
  *
  * @module
  */
@@ -19,7 +21,8 @@ import { json } from "./_respond.ts";
 const AT_PARAMS: ReadonlySet<string> = new Set(["since", "access_token"]);
 
 /**
- * Answers `GET /{name}/at` for `stream`.
+ * Answers `GET /{name}/at` for `stream`; `showTs` false answers `ts` null
+ * (for a holder of a row-level grant on it).
  *
  * @example
  * ```ts
@@ -32,7 +35,7 @@ const AT_PARAMS: ReadonlySet<string> = new Set(["since", "access_token"]);
  * equal((await atResponse(s, new URL("http://x/t/at?since=0"))).status, 404);
  * ```
  */
-export async function atResponse(stream: Stream, url: URL): Promise<Response> {
+export async function atResponse(stream: Stream, url: URL, showTs = true): Promise<Response> {
   for (const key of url.searchParams.keys()) {
     if (!AT_PARAMS.has(key)) {
       return json({ error: "bad_request", detail: `unknown parameter ${key.slice(0, 40)}` }, 400);
@@ -53,5 +56,5 @@ export async function atResponse(stream: Stream, url: URL): Promise<Response> {
     return json({ error: "not_found", detail: "an ephemeral stream has no offsets" }, 404);
   }
   const at = await log.offsetAt(since);
-  return json({ offset: at.offset, ts: at.ts });
+  return json({ offset: at.offset, ts: showTs ? at.ts : null });
 }

@@ -22,7 +22,7 @@
  * | `POST /{name}` | publish | a token that publishes to it |
  * | `GET /{name}` | viewer | a token that reads it |
  * | `GET /{name}/head` | head | a token that reads it |
- * | `GET /{name}/at` | at | a token that reads it |
+ * | `GET /{name}/at` | at | a token that reads it (a row-level grant gets `ts` null) |
  * | `GET /{name}/latest` | latest | a token that reads it (a row-level grant gets its rows) |
  * | `GET /{name}/manifest` | manifest | a token that reads every row of it (not a row-level grant) |
  * | `GET /{name}/chunks/{file}` | chunk | a token that reads every row of it (not a row-level grant) |
@@ -123,7 +123,12 @@ export const ROUTES: readonly Route[] = Object.freeze([
   },
   get("/{name}", "viewer", "read", viewerPageRoute),
   get("/{name}/head", "head", "read", headRoute),
-  get("/{name}/at", "at", "read", (_, r) => atResponse(r.stream, r.url)),
+  get(
+    "/{name}/at",
+    "at",
+    "read",
+    (_, r) => atResponse(r.stream, r.url, (r.grant?.whereFor(r.stream.name) ?? null) === null),
+  ),
   get("/{name}/latest", "latest", "read", (_, r) => {
     const g = rowGrant(r.grant, r.stream.name, r.stream.schema.json);
     if (!g.ok) return json({ error: "forbidden", detail: g.detail }, 403);

@@ -146,7 +146,7 @@ Deno.test("row-level grants: each holder gets exactly the rows matching its gran
   }
 });
 
-Deno.test("row-level grants: manifest and chunks refuse the holder; a publisher outside its grant stores nothing", async () => {
+Deno.test("row-level grants: manifest and chunks refuse the holder, /at hides the row's time; a publisher outside its grant stores nothing", async () => {
   const dir = await tempDir();
   const secretFile = join(dir, "secret");
   const text = secretText();
@@ -194,6 +194,18 @@ Deno.test("row-level grants: manifest and chunks refuse the holder; a publisher 
 
     assertEquals((await post(s, rowLevel, [{ seq: 1, sym: "AAA", px: 1 }])).status, 200);
     const before = await endOffset(s, all);
+    // /at: the offset for both; the row's append time only for the holder of every row.
+    const at = async (token: string) => {
+      const res = await fetch(`${s.url}/trades/at?since=0`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      return [res.status, await res.json()];
+    };
+    const [plainStatus, plainAt] = await at(all);
+    assertEquals(plainStatus, 200);
+    assertEquals(plainAt.offset, before - 1, "the one row's offset");
+    assert(typeof plainAt.ts === "number" && plainAt.ts > 0, JSON.stringify(plainAt));
+    assertEquals(await at(rowLevel), [200, { offset: before - 1, ts: null }]);
     const refused = await post(s, rowLevel, [
       { seq: 2, sym: "AAA", px: 2 },
       { seq: 3, sym: "BBB", px: 3 },
