@@ -11,9 +11,10 @@ import { restoreLog } from "../log/mod.ts";
 import { isStreamName } from "../wire/stream_name.ts";
 import { parse, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
+import { S3_FLAGS, S3_FLAGS_HELP, s3FlagOptions } from "./_s3_flags.ts";
 
 const HELP = `usage: deno run -A cli.ts restore NAME --root DIR --archive s3://BUCKET/PREFIX
-                 [--hydrate] [--s3-endpoint URL] [--s3-path-style]
+                 [--hydrate] [--s3-endpoint URL] [--s3-path-style] [--s3-timeout S]
 
 Rebuilds the log of stream NAME under DIR from the archive: the stream id is
 kept, and the next offset is the archived end plus 2^20, so that no offset is
@@ -23,8 +24,7 @@ unnamed stream, stored as DIR/_).
 
   --hydrate          copy every archived chunk back to local disk (otherwise
                      history stays in the archive; serve it with --replay-archive)
-  --s3-endpoint URL  an S3-compatible store (or AWS_ENDPOINT_URL_S3)
-  --s3-path-style    path-style addressing (most S3-compatible stores)
+${S3_FLAGS_HELP}
 
 Credentials and region come from the AWS SDK's chain (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_REGION, profiles).
@@ -38,8 +38,7 @@ export async function cmdRestore(args: string[]): Promise<number> {
     root: { type: "string" },
     archive: { type: "string" },
     hydrate: { type: "boolean" },
-    "s3-endpoint": { type: "string" },
-    "s3-path-style": { type: "boolean" },
+    ...S3_FLAGS,
   }, 1);
   if (values.help) {
     console.log(HELP);
@@ -52,16 +51,13 @@ export async function cmdRestore(args: string[]): Promise<number> {
   const uri = values.archive as string | undefined;
   if (!root) throw new UsageError("--root DIR is required");
   if (!uri) throw new UsageError("--archive s3://BUCKET/PREFIX is required");
+  const s3 = s3FlagOptions(values);
   const dir = join(root, name === "" ? "_" : name);
   // What the restore is doing, redrawn on one line when stderr is a terminal; quiet otherwise.
   const progress = new Progress("restore");
   try {
     const { log, report } = await restoreLog(dir, name, {
-      archive: {
-        uri,
-        endpoint: values["s3-endpoint"] as string | undefined,
-        forcePathStyle: values["s3-path-style"] === true,
-      },
+      archive: { uri, ...s3 },
       hydrate: values.hydrate === true,
       logOptions: { chunks: true, archiveWaitMs: 0 },
       progress: (m) => progress.update({ detail: m }),

@@ -14,6 +14,7 @@
 
 import { MAX_URLS, parse, tokenSourceOf, UsageError } from "./_args.ts";
 import { Progress } from "./_progress.ts";
+import { S3_FLAGS, s3FlagOptions } from "./_s3_flags.ts";
 import { connect, type ReconnectEvent, type Subscription } from "../client/connect.ts";
 import { SubscriptionError } from "../client/errors.ts";
 import { FileCursor } from "../client/file_cursor.ts";
@@ -60,7 +61,8 @@ serve the same stream (stream_id); one that serves another is an error.
                        with --catch-up: read rows the server no longer holds
                        (evicted) from its archive (AWS credentials from the
                        SDK's chain; --s3-endpoint URL and --s3-path-style for
-                       S3-compatible stores)
+                       S3-compatible stores; --s3-timeout S, default 60: a
+                       request waiting that long fails)
   --token TOKEN        a bearer token for a server started with --tokens or
                        signed tokens (or the STREAMCAST_TOKEN environment
                        variable)
@@ -225,8 +227,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     "catch-up": { type: "boolean" },
     archive: { type: "string" },
     "cursor-uri": { type: "string" },
-    "s3-endpoint": { type: "string" },
-    "s3-path-style": { type: "boolean" },
+    ...S3_FLAGS,
     token: { type: "string" },
     "token-command": { type: "string" },
     where: { type: "string" },
@@ -260,10 +261,7 @@ export async function cmdTail(args: string[]): Promise<number> {
     throw new UsageError("--snapshot starts at the snapshot: give no --offset or --since");
   }
   const cursorPath = values.cursor as string | undefined;
-  const s3opts = {
-    endpoint: values["s3-endpoint"] as string | undefined,
-    forcePathStyle: values["s3-path-style"] === true,
-  };
+  const s3opts = s3FlagOptions(values);
   const archiveUri = values.archive as string | undefined;
   const cursorUri = values["cursor-uri"] as string | undefined;
   if (archiveUri && !values["catch-up"]) throw new UsageError("--archive goes with --catch-up");

@@ -12,6 +12,7 @@ import { FOLLOW_SETTINGS } from "./follow_settings.ts";
 import { CLUSTER_SETTINGS } from "./cluster_settings.ts";
 import { DEFAULT_SEAL_EVERY_MS, DEFAULT_SEGMENT_BYTES } from "../../log/mod.ts";
 import { DEFAULT_S3_TIMEOUT_MS } from "../../common/s3.ts";
+import { S3_TIMEOUT_MAX_S } from "../_s3_flags.ts";
 import {
   DEFAULT_MAX_BACKLOG,
   DEFAULT_MAX_REPLAY,
@@ -343,7 +344,7 @@ export const SETTINGS: readonly Setting[] = [
     flag: "s3-timeout",
     key: "s3Timeout",
     type: "string",
-    read: integer(1, 3600),
+    read: integer(1, S3_TIMEOUT_MAX_S),
     default: DEFAULT_S3_TIMEOUT_MS / 1000,
     group: "where and how",
     usage: [["--s3-timeout S", "an S3 request waiting this long fails, tried later [{default}]"]],
