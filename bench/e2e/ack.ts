@@ -247,15 +247,7 @@ async function startSyncLoop(): Promise<{ stop(): Promise<void> }> {
   })();
   return {
     // Its stdin's end stops it (it removes its folder then); SIGKILL after 10 s.
-    async stop() {
-      await child.stdin.close().catch(() => {});
-      const t = setTimeout(() => {
-        try {
-          child.kill("SIGKILL");
-        } catch { /* exited */ }
-      }, 10_000);
-      await Promise.all([child.status, drained]).finally(() => clearTimeout(t));
-    },
+    stop: () => stopChild(child, () => child.stdin.close(), [drained]),
   };
 }
 

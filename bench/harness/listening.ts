@@ -40,12 +40,13 @@ export async function waitListening(
 }
 
 /**
- * Sends `signal` to `child` (SIGKILL after 10 s), waits for it to exit and
- * for `after` (its output being read) to settle.
+ * Asks `child` to stop — with `signal`, or by calling `ask` (closing its
+ * stdin, say) — SIGKILLs it after 10 s, waits for it to exit and for `after`
+ * (its output being read) to settle.
  */
 export async function stopChild(
   child: Deno.ChildProcess,
-  signal: Deno.Signal,
+  signal: Deno.Signal | (() => Promise<void>),
   after: Promise<unknown>[] = [],
 ): Promise<void> {
   const t = setTimeout(() => {
@@ -54,7 +55,8 @@ export async function stopChild(
     } catch { /* exited */ }
   }, 10_000);
   try {
-    child.kill(signal);
+    if (typeof signal === "function") await signal();
+    else child.kill(signal);
   } catch { /* exited */ }
   await child.status;
   clearTimeout(t);
