@@ -19,6 +19,7 @@ const BENCHES = [
   "micro/row_cost",
   "micro/filter",
   "micro/log_append",
+  "micro/sync_floor",
   "e2e/ingest",
   "e2e/fanout",
   "e2e/memory",
