@@ -3,7 +3,7 @@
 // (each request of the SDK's tries gives up after the flag's seconds), and a
 // value outside whole seconds 1-3600 is a usage error naming the flag.
 import { assert, assertEquals } from "../harness/assert.ts";
-import { useS3Credentials } from "../harness/s3.ts";
+import { silentStore, useS3Credentials } from "../harness/s3.ts";
 import { rmrf, tempDir } from "../harness/util.ts";
 
 const CLI = new URL("../../cli.ts", import.meta.url).pathname;
@@ -20,28 +20,18 @@ async function cli(args: string[]): Promise<{ code: number; stderr: string }> {
 Deno.test("restore --s3-timeout: a store that never answers fails the restore, the timeout named", async () => {
   useS3Credentials();
   const dir = await tempDir();
-  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const c of silent) held.push(c);
-  })().catch(() => {});
+  const silent = silentStore();
   try {
     const got = await cli([
       ...["restore", "t", "--root", dir, "--archive", "s3://archive/t"],
-      ...["--s3-endpoint", `http://127.0.0.1:${silent.addr.port}`, "--s3-path-style"],
+      ...["--s3-endpoint", silent.endpoint, "--s3-path-style"],
       ...["--s3-timeout", "1"],
     ]);
     assertEquals(got.code, 1, got.stderr);
     assert(/cannot read the archive: .*time/i.test(got.stderr), got.stderr);
-    assert(held.length >= 1, "restore reached the store");
+    assert(silent.held.length >= 1, "restore reached the store");
   } finally {
-    silent.close();
-    for (const c of held) {
-      try {
-        c.close();
-      } catch { /* closed by the other side */ }
-    }
-    await accepting;
+    await silent.close();
     await rmrf(dir);
   }
 });

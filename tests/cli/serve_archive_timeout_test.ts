@@ -4,7 +4,7 @@
 // on taking rows meanwhile.
 import { assert, assertEquals } from "../harness/assert.ts";
 import { runServe, type ServeProc, startServe } from "../harness/serve.ts";
-import { useS3Credentials } from "../harness/s3.ts";
+import { silentStore, useS3Credentials } from "../harness/s3.ts";
 import { freePort, rmrf, tempDir, until } from "../harness/util.ts";
 
 const SCHEMA = { type: "object", properties: { v: { type: "number" } }, required: ["v"] };
@@ -28,11 +28,7 @@ async function post(url: string, v: number): Promise<number> {
 Deno.test("serve --archive: a store that never answers fails each request after --s3-timeout, said as archive_error; rows are still taken", async () => {
   useS3Credentials();
   const dir = await tempDir();
-  const silent = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const c of silent) held.push(c);
-  })().catch(() => {});
+  const silent = silentStore();
   let s: ServeProc | null = null;
   try {
     await Deno.writeTextFile(`${dir}/t.json`, JSON.stringify(SCHEMA));
@@ -46,7 +42,7 @@ Deno.test("serve --archive: a store that never answers fails each request after 
       "--archive",
       "s3://archive/t",
       "--s3-endpoint",
-      `http://127.0.0.1:${silent.addr.port}`,
+      silent.endpoint,
       "--s3-path-style",
       "--s3-timeout",
       "1",
@@ -66,22 +62,16 @@ Deno.test("serve --archive: a store that never answers fails each request after 
     );
     const error = String(archiveErrors(s).at(-1)!.error);
     assert(/time/i.test(error), `archive_error names the timeout: ${error}`);
-    assert(held.length >= 1, "the archive reached the store");
+    assert(silent.held.length >= 1, "the archive reached the store");
     // Tried again: more requests reach the store, and rows are still taken.
-    const reached = held.length;
-    await until(() => held.length > reached, 30_000, "the archive to try the store again");
+    const reached = silent.held.length;
+    await until(() => silent.held.length > reached, 30_000, "the archive to try the store again");
     assertEquals(await post(url, 2), 200);
     const head = await (await fetch(`${url}/t/head`)).json();
     assertEquals(head.end_offset, 3);
   } finally {
     await s?.stop();
-    silent.close();
-    for (const c of held) {
-      try {
-        c.close();
-      } catch { /* closed by the other side */ }
-    }
-    await accepting;
+    await silent.close();
     await rmrf(dir);
   }
 });

@@ -84,3 +84,35 @@ export async function stopS3(s: S3Server): Promise<void> {
   await s.stop();
   await Deno.remove(s.dir, { recursive: true }).catch(() => {});
 }
+
+/** A store on 127.0.0.1 that takes connections and never answers (a blackholed S3). */
+export interface SilentStore {
+  /** http://127.0.0.1:PORT */
+  endpoint: string;
+  /** The connections it took, held open. */
+  readonly held: Deno.Conn[];
+  /** Stops listening and closes every connection it took. */
+  close(): Promise<void>;
+}
+
+/** Starts a {@linkcode SilentStore}. */
+export function silentStore(): SilentStore {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const c of listener) held.push(c);
+  })().catch(() => {});
+  return {
+    endpoint: `http://127.0.0.1:${listener.addr.port}`,
+    held,
+    async close() {
+      listener.close();
+      for (const c of held) {
+        try {
+          c.close();
+        } catch { /* closed by the other side */ }
+      }
+      await accepting;
+    },
+  };
+}
