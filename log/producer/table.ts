@@ -280,7 +280,10 @@ export class ProducerTable {
    * Blocks `producer` after its publish of `seq` is refused before the log
    * (a full disk: nothing of it stored): its later seqs are refused as after
    * a failed commit (`blocked`) until it sends `seq` again, so frames
-   * pipelined behind it leave no hole. A seq at or below the
+   * pipelined behind it leave no hole. The block stays at the lowest seq
+   * refused: a window of frames refused one after another, then sent again
+   * while the disk fills and empties, must not let a later seq of it in
+   * while an earlier one is refused once more. A seq at or below the
    * producer's last one is a duplicate or stale: nothing to block.
    *
    * @example
@@ -290,6 +293,7 @@ export class ProducerTable {
    * const t = new ProducerTable(10);
    * t.assign("a", { seq: 4, first: 1, last: 1 }, Promise.resolve());
    * t.refused("a", 5);
+   * t.refused("a", 6); // pipelined behind 5
    * equal(t.check("a", 6)?.status, "blocked");
    * equal(t.check("a", 5), null); // sent again: stored
    * ```
@@ -298,7 +302,7 @@ export class ProducerTable {
     const state = this.#pending.get(producer)?.state ?? this.#committed.get(producer);
     if (state !== undefined && seq <= state.seq) return;
     const failed = this.#blocked.get(producer);
-    if (failed === undefined || seq > failed) this.#blocked.set(producer, seq);
+    if (failed === undefined || seq < failed) this.#blocked.set(producer, seq);
   }
 
   /** The highest seq of `producer` that failed to be stored while it is blocked, or null. */

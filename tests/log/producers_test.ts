@@ -5,6 +5,7 @@ import { rmrf, tempDir } from "../harness/util.ts";
 import { Log, type LogIo, PRODUCERS_FILE, verifyLog } from "../../log/mod.ts";
 import { encodeRecords, parseJournal } from "../../log/producer/journal.ts";
 import { REAL_IO } from "../../log/disk/io.ts";
+import { ProducerTable } from "../../log/producer/table.ts";
 
 const HEADER = [0x53, 0x43, 0x50, 0x4a, 0, 0, 0, 1]; // "SCPJ", version 1
 
@@ -310,4 +311,21 @@ Deno.test("producers: an old journal's dropped record, followed by its resend, c
   } finally {
     await rmrf(dir);
   }
+});
+
+Deno.test("producers: a window refused for a full disk, then sent again as the disk empties, stores no seq past a refused one", () => {
+  // A publisher's window 120..127 is refused whole (the disk is full); on its next connection
+  // 120 is refused once more, and the disk empties before 121 arrives: 121 must not be stored
+  // while 120 is not (its greeting would then say 127, and the publisher would drop 120).
+  const t = new ProducerTable(10);
+  t.assign("w2", { seq: 119, first: 1, last: 2 }, Promise.resolve());
+  for (let seq = 120; seq <= 127; seq++) t.refused("w2", seq);
+  assertEquals(t.check("w2", 120), null);
+  t.refused("w2", 120);
+  for (let seq = 121; seq <= 127; seq++) {
+    assertEquals(t.check("w2", seq)?.status, "blocked", `seq ${seq}`);
+  }
+  // 120 sent again and stored: the rest follow.
+  t.assign("w2", { seq: 120, first: 3, last: 4 }, Promise.resolve());
+  assertEquals(t.check("w2", 121), null);
 });
