@@ -210,8 +210,9 @@ export class ProducerTable {
   readonly maxHolders: number;
   readonly #committed: ProducerLru<ProducerState>;
   readonly #pending = new Map<string, { state: ProducerState; done: Promise<void> }>();
-  // Producers whose commit failed: the highest seq that failed, above which
-  // nothing is stored until a seq at or below it is (see the module doc).
+  // Producers whose commit failed or was refused: the seq that failed, above
+  // which nothing is stored until a seq at or below it is (see the module doc,
+  // `refused` and `discarded`).
   // Bounded like the table: a holder's oldest block goes first.
   readonly #blocked: ProducerLru<number>;
 
@@ -303,11 +304,6 @@ export class ProducerTable {
     if (state !== undefined && seq <= state.seq) return;
     const failed = this.#blocked.get(producer);
     if (failed === undefined || seq < failed) this.#blocked.set(producer, seq);
-  }
-
-  /** The highest seq of `producer` that failed to be stored while it is blocked, or null. */
-  blockedAt(producer: string): number | null {
-    return this.#blocked.get(producer) ?? null;
   }
 
   /** Journal records of a commit made durable: they become the committed state. */
