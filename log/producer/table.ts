@@ -302,6 +302,12 @@ export class ProducerTable {
   refused(producer: string, seq: number): void {
     const state = this.#pending.get(producer)?.state ?? this.#committed.get(producer);
     if (state !== undefined && seq <= state.seq) return;
+    this.#block(producer, seq);
+  }
+
+  // Blocks `producer` above `seq`, or lower than it is: the block stays at the
+  // lowest seq that failed or was refused, so no later one gets in before it.
+  #block(producer: string, seq: number): void {
     const failed = this.#blocked.get(producer);
     if (failed === undefined || seq < failed) this.#blocked.set(producer, seq);
   }
@@ -331,7 +337,7 @@ export class ProducerTable {
     for (const [producer, p] of [...this.#pending]) {
       if (p.state.first < from) continue;
       this.#pending.delete(producer);
-      this.#blocked.set(producer, p.state.seq);
+      this.#block(producer, p.state.seq);
       const c = this.#committed.get(producer);
       back.push(c ? { producer, ...c } : { producer, seq: 0, first: 0, last: 0 });
     }

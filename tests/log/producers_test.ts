@@ -329,3 +329,16 @@ Deno.test("producers: a window refused for a full disk, then sent again as the d
   t.assign("w2", { seq: 120, first: 3, last: 4 }, Promise.resolve());
   assertEquals(t.check("w2", 121), null);
 });
+
+Deno.test("producers: a write that fails under a seq refused behind it blocks at the failed seq", () => {
+  // 120 is taken and pending; 121 is refused for a full disk behind it; then 120's write fails.
+  // The producer must send 120 again before anything above it is stored.
+  const t = new ProducerTable(10);
+  t.assign("w2", { seq: 119, first: 1, last: 2 }, Promise.resolve());
+  t.committed([{ producer: "w2", seq: 119, first: 1, last: 2 }]);
+  t.assign("w2", { seq: 120, first: 3, last: 4 }, Promise.resolve());
+  t.refused("w2", 121);
+  assertEquals(t.discarded(3), [{ producer: "w2", seq: 119, first: 1, last: 2 }]);
+  assertEquals(t.check("w2", 121)?.status, "blocked");
+  assertEquals(t.check("w2", 120), null);
+});
